@@ -1,0 +1,1 @@
+//! Orchestration: turns envelopes, agent events and commands into effects on the host.

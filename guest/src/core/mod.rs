@@ -1,0 +1,18 @@
+//! Pure rules: every function here is deterministic over its arguments.
+
+pub mod blocks;
+pub mod chunk;
+pub mod commands;
+pub mod config;
+pub mod local;
+pub mod notices;
+pub mod outbound;
+pub mod pairing;
+pub mod progress;
+pub mod rate_limit;
+pub mod redact;
+pub mod render;
+pub mod router;
+pub mod state;
+pub mod text;
+pub mod tool_policy;

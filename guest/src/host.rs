@@ -1,0 +1,70 @@
+//! The bridge's only way out: every effect goes through this trait.
+//!
+//! In the component, `wasm.rs` implements it with the WIT imports. In native tests a fake
+//! host implements it, so every bridge rule can be exercised without wasmtime.
+
+use crate::model::{
+    DeliverAs, FetchedAttachment, Identity, Level, Outbound, PromptImage, Receipt, SendError,
+    SessionInfo,
+};
+
+/// The capabilities the host grants the bridge (one method per WIT import function).
+pub trait Host {
+    /// `transport.identify`.
+    fn identify(&mut self, transport: &str) -> Result<Identity, String>;
+    /// `transport.listen`.
+    fn listen(&mut self, transport: &str) -> Result<(), String>;
+    /// `transport.send`.
+    fn send(&mut self, message: &Outbound) -> Result<Receipt, SendError>;
+    /// `transport.typing` (best effort).
+    fn typing(&mut self, transport: &str, conversation_id: &str, thread_id: Option<&str>);
+    /// `transport.fetch-attachment`.
+    fn fetch_attachment(
+        &mut self,
+        transport: &str,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, String>;
+    /// `transport.diagnose`.
+    fn diagnose(&mut self, transport: &str) -> String;
+
+    /// `agent.send-prompt`.
+    fn send_prompt(
+        &mut self,
+        text: &str,
+        deliver_as: DeliverAs,
+        images: &[PromptImage],
+    ) -> Result<(), String>;
+    /// `agent.abort`.
+    fn abort(&mut self);
+    /// `agent.is-idle`.
+    fn is_idle(&mut self) -> bool;
+    /// `agent.session-info`.
+    fn session_info(&mut self) -> SessionInfo;
+    /// `agent.confirm` (fails closed).
+    fn confirm(&mut self, title: &str, message: &str) -> bool;
+
+    /// `ui.notify`: the local terminal, the only place a pairing code goes.
+    fn notify(&mut self, level: Level, text: &str);
+
+    /// `store.load`.
+    fn load_state(&mut self) -> Option<String>;
+    /// `store.save`.
+    fn save_state(&mut self, document: &str) -> Result<(), String>;
+
+    /// `clock.now-ms`.
+    fn now_ms(&mut self) -> u64;
+    /// `clock.request-tick`.
+    fn request_tick(&mut self, at_ms: u64);
+
+    /// `rng.random-bytes`.
+    fn random_bytes(&mut self, len: u32) -> Vec<u8>;
+
+    /// `lock.acquire`.
+    fn acquire_lock(&mut self, name: &str) -> Result<(), String>;
+    /// `lock.release`.
+    fn release_lock(&mut self, name: &str);
+
+    /// `log.write`: event name and scalar fields, never bodies.
+    fn log(&mut self, level: Level, event: &str, fields: &[(&str, String)]);
+}

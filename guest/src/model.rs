@@ -1,0 +1,382 @@
+//! Plain data that crosses the component boundary, mirrored from `wit/bridge.wit`.
+//!
+//! The core and the bridge work on these types only, so they build and test natively;
+//! `wasm.rs` converts between them and the wit-bindgen types.
+
+/// Severity of a message meant for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Routine information.
+    Info,
+    /// Something is off but the session goes on.
+    Warning,
+    /// Something failed.
+    Error,
+}
+
+/// What an inbound attachment is, as declared by the platform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachmentKind {
+    /// A picture the model may look at.
+    Image,
+    /// Any other file.
+    File,
+}
+
+/// An attachment announced by a messenger; bytes are fetched on demand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    /// Declared kind.
+    pub kind: AttachmentKind,
+    /// Declared media type.
+    pub media_type: String,
+    /// Opaque transport reference for fetching.
+    pub reference: String,
+    /// Original file name.
+    pub name: Option<String>,
+    /// Declared size in bytes.
+    pub size_bytes: Option<u64>,
+}
+
+/// One normalized inbound chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Envelope {
+    /// Transport id.
+    pub transport: String,
+    /// Conversation id inside the transport.
+    pub conversation_id: String,
+    /// Sender id inside the transport.
+    pub user_id: String,
+    /// Thread or topic anchor.
+    pub thread_id: Option<String>,
+    /// Platform timestamp (ms since epoch), 0 when unknown.
+    pub timestamp_ms: u64,
+    /// Message text.
+    pub text: String,
+    /// Direct message.
+    pub is_direct: bool,
+    /// The bot was explicitly addressed.
+    pub addressed: bool,
+    /// Attachments.
+    pub attachments: Vec<Attachment>,
+}
+
+impl Envelope {
+    /// The unit of trust: `transport:userId` (I12). A bare user id is never trusted.
+    pub fn identity(&self) -> String {
+        format!("{}:{}", self.transport, self.user_id)
+    }
+
+    /// Key for pause state and pending challenges: `transport:conversationId`.
+    pub fn conversation_key(&self) -> String {
+        format!("{}:{}", self.transport, self.conversation_id)
+    }
+}
+
+/// How a transport counts message length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LengthUnit {
+    /// Unicode scalar values.
+    Chars,
+    /// UTF-16 code units.
+    Utf16,
+    /// UTF-8 bytes.
+    Bytes,
+}
+
+/// Which markup a transport renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Markup {
+    /// No markup.
+    Plain,
+    /// Markdown as written.
+    Markdown,
+    /// Telegram's HTML subset.
+    Html,
+    /// Slack's mrkdwn.
+    Mrkdwn,
+}
+
+/// What a transport can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Threads exist.
+    pub threads: bool,
+    /// Messages can be edited.
+    pub edit: bool,
+    /// Attachments can be fetched.
+    pub attachments: bool,
+    /// A typing indicator exists.
+    pub typing: bool,
+    /// Platform limit for one message, in `length_unit`.
+    pub max_message_length: u32,
+    /// Unit of the limit.
+    pub length_unit: LengthUnit,
+    /// Markup rendered by the platform.
+    pub markup: Markup,
+}
+
+/// Who the bot is on a platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The bot's own user id.
+    pub bot_id: String,
+    /// The bot's name.
+    pub bot_name: String,
+    /// What the transport can do.
+    pub capabilities: Capabilities,
+    /// Single-instance lock name, when the transport needs one.
+    pub lock_name: Option<String>,
+}
+
+/// What kind of message is being sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboundKind {
+    /// An agent reply.
+    Reply,
+    /// A progress card.
+    Progress,
+    /// A work digest card.
+    Digest,
+    /// A bridge-authored notice.
+    Notice,
+}
+
+impl OutboundKind {
+    /// Name used in log fields.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboundKind::Reply => "reply",
+            OutboundKind::Progress => "progress",
+            OutboundKind::Digest => "digest",
+            OutboundKind::Notice => "notice",
+        }
+    }
+}
+
+/// One message to post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    /// Transport id.
+    pub transport: String,
+    /// Target conversation.
+    pub conversation_id: String,
+    /// Target thread.
+    pub thread_id: Option<String>,
+    /// What the message is.
+    pub kind: OutboundKind,
+    /// Final text in the transport's markup.
+    pub text: String,
+    /// Edit this message instead of posting.
+    pub edit_key: Option<String>,
+}
+
+/// Proof that a message was posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// Platform message id.
+    pub message_id: String,
+    /// Key to edit the message later.
+    pub edit_key: Option<String>,
+}
+
+/// Why a send failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// No running transport with that id.
+    NotRunning,
+    /// The platform refused an edit.
+    EditRejected(String),
+    /// The platform asked to wait this many ms.
+    RateLimited(u64),
+    /// Any other failure.
+    Failed(String),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::NotRunning => write!(f, "transport is not running"),
+            SendError::EditRejected(m) => write!(f, "edit rejected: {m}"),
+            SendError::RateLimited(ms) => write!(f, "rate limited, retry after {ms} ms"),
+            SendError::Failed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// An attachment's bytes as served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedAttachment {
+    /// Media type from the response.
+    pub media_type: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// When a prompt should reach the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliverAs {
+    /// Start a turn now (agent idle).
+    Immediate,
+    /// After the current tool call.
+    Steer,
+    /// After the current turn's tool calls.
+    FollowUp,
+}
+
+impl DeliverAs {
+    /// Name used in log fields.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliverAs::Immediate => "immediate",
+            DeliverAs::Steer => "steer",
+            DeliverAs::FollowUp => "followUp",
+        }
+    }
+}
+
+/// An image forwarded to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptImage {
+    /// Media type as served.
+    pub media_type: String,
+    /// Raw bytes.
+    pub data: Vec<u8>,
+}
+
+/// Facts about the agent session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Session key.
+    pub id: String,
+    /// Human name.
+    pub name: Option<String>,
+    /// Working directory.
+    pub cwd: String,
+    /// The agent takes images.
+    pub accepts_images: bool,
+}
+
+/// A message from the guest to the person at the terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// Severity.
+    pub level: Level,
+    /// Text.
+    pub text: String,
+}
+
+impl Note {
+    /// A note at `level`.
+    pub fn new(level: Level, text: impl Into<String>) -> Self {
+        Note { level, text: text.into() }
+    }
+}
+
+/// One configuration file found by the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSource {
+    /// `global`, `project` or `override`.
+    pub scope: String,
+    /// Path of the file.
+    pub path: String,
+    /// Raw text.
+    pub text: String,
+}
+
+/// A transport the configuration asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportRequest {
+    /// Transport id.
+    pub id: String,
+    /// Env variable holding the credential.
+    pub token_env: Option<String>,
+    /// A missing credential is an error, not a skip.
+    pub required: bool,
+    /// Validated settings as a JSON object.
+    pub settings_json: String,
+}
+
+/// Result of `configure`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Configuration {
+    /// Notes to show once.
+    pub notes: Vec<Note>,
+    /// Transports to create, in order.
+    pub transports: Vec<TransportRequest>,
+}
+
+/// Where a turn came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOrigin {
+    /// Typed at the terminal.
+    Local,
+    /// Injected from a messenger.
+    Remote,
+}
+
+/// What the agent is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentEvent {
+    /// A turn started.
+    TurnStarted(TurnOrigin),
+    /// A tool call started.
+    ToolStarted(String),
+    /// A tool call ended.
+    ToolFinished {
+        /// Tool name.
+        name: String,
+        /// Success.
+        ok: bool,
+    },
+    /// Visible assistant text.
+    AssistantMessage(String),
+    /// The turn is over.
+    TurnSettled,
+}
+
+/// The bridge's verdict on a tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolDecision {
+    /// Let it run.
+    Allow,
+    /// Block it with this reason.
+    Block(String),
+}
+
+/// Health of one transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportStatus {
+    /// Transport id.
+    pub id: String,
+    /// `running`, `stopped` or `error`.
+    pub status: String,
+    /// Detail line.
+    pub detail: Option<String>,
+}
+
+/// What the guest sees of its sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SandboxView {
+    /// Visible environment variables.
+    pub environment_variables: u32,
+    /// Visible arguments.
+    pub arguments: u32,
+}
+
+/// Everything `doctor` shows about a session.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Diagnostics {
+    /// Per transport.
+    pub transports: Vec<TransportStatus>,
+    /// Trusted identities.
+    pub paired: u32,
+    /// Remembered conversations.
+    pub conversations: u32,
+    /// Live pairing challenges.
+    pub pending: u32,
+    /// Paused conversation keys.
+    pub paused: Vec<String>,
+    /// The guest's view of its sandbox.
+    pub sandbox: SandboxView,
+}
