@@ -1,0 +1,1 @@
+//! bot-connect host (being written).
