@@ -1,0 +1,180 @@
+//! Turns: one progress card per turn per conversation, edited in place (I20, I23), and
+//! the final reply when the turn settles.
+//!
+//! Updates are throttled per conversation (decision 4) with a trailing edge: a throttled
+//! update is kept and shown once the interval has passed (through a tick), so a card
+//! never ends on `▶ tool` for a tool that already finished.
+
+use std::collections::BTreeMap;
+
+use super::Bridge;
+use crate::core::progress;
+use crate::core::state::ConversationTarget;
+use crate::host::Host;
+use crate::model::{AgentEvent, OutboundKind, TurnOrigin};
+
+/// Lines a card keeps: enough to see the recent steps, short enough for a phone.
+const CARD_LINES: usize = 8;
+
+/// One conversation's card in the current turn.
+#[derive(Debug, Default)]
+struct Card {
+    /// Handle of the posted card; `None` before the first post or after a refused edit
+    /// (the handle is never reused then, I21).
+    edit_key: Option<String>,
+    /// When the card was last sent.
+    sent_at: Option<u64>,
+    /// What the card shows now; an identical update is not sent (Telegram refuses an
+    /// edit that changes nothing).
+    shown: Option<String>,
+}
+
+/// The turn in progress.
+#[derive(Debug)]
+pub(super) struct Turn {
+    /// Where the turn came from (the remote tool policy applies to remote turns only).
+    pub(super) origin: TurnOrigin,
+    lines: Vec<String>,
+    last_assistant: Option<String>,
+    cards: BTreeMap<String, (ConversationTarget, Card)>,
+}
+
+impl Turn {
+    fn new(origin: TurnOrigin) -> Self {
+        Turn { origin, lines: Vec::new(), last_assistant: None, cards: BTreeMap::new() }
+    }
+
+    fn text(&self) -> String {
+        if self.lines.is_empty() {
+            return progress::thinking_label();
+        }
+        let skip = self.lines.len().saturating_sub(CARD_LINES);
+        self.lines[skip..].join("\n")
+    }
+
+    /// Replaces the running line of `name` with its end label, or appends.
+    fn finish_tool(&mut self, name: &str, ok: bool) {
+        let running = progress::tool_start_label(name);
+        let done = progress::tool_end_label(name, ok);
+        match self.lines.iter().rposition(|l| *l == running) {
+            Some(i) => self.lines[i] = done,
+            None => self.lines.push(done),
+        }
+    }
+}
+
+impl Bridge {
+    /// Follows what the agent is doing.
+    pub fn on_agent_event(&mut self, host: &mut dyn Host, event: AgentEvent) {
+        match event {
+            AgentEvent::TurnStarted(origin) => {
+                self.turn = Some(Turn::new(origin));
+                self.refresh_cards(host, true);
+            }
+            AgentEvent::ToolStarted(name) => {
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.lines.push(progress::tool_start_label(&name));
+                }
+                self.refresh_cards(host, false);
+            }
+            AgentEvent::ToolFinished { name, ok } => {
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.finish_tool(&name, ok);
+                }
+                self.refresh_cards(host, false);
+            }
+            AgentEvent::AssistantMessage(text) => {
+                if let Some(turn) = self.turn.as_mut()
+                    && !text.trim().is_empty()
+                {
+                    turn.last_assistant = Some(text);
+                }
+            }
+            AgentEvent::TurnSettled => {
+                // Bring every card to its final state before the answer lands under it.
+                self.refresh_cards(host, true);
+                if let Some(reply) = self.turn.take().and_then(|t| t.last_assistant)
+                    && self.config.broadcast.replies
+                {
+                    self.publish(host, OutboundKind::Reply, &reply);
+                }
+            }
+        }
+    }
+
+    /// Time has come for throttled card updates.
+    pub fn tick(&mut self, host: &mut dyn Host) {
+        self.refresh_cards(host, false);
+    }
+
+    /// Brings every broadcast target's card up to date. `force` ignores the throttle
+    /// (turn start, turn end); otherwise a card updated less than the interval ago waits,
+    /// and a tick is requested for when it may be sent.
+    fn refresh_cards(&mut self, host: &mut dyn Host, force: bool) {
+        if !self.config.broadcast.progress || self.turn.is_none() {
+            return;
+        }
+        let now = host.now_ms();
+        let interval = self.config.progress_min_interval_ms;
+        let mut next_tick: Option<u64> = None;
+        for target in self.broadcast_targets() {
+            let Some(turn) = self.turn.as_mut() else { return };
+            let text = turn.text();
+            let key = target.key();
+            let (_, card) = turn
+                .cards
+                .entry(key.clone())
+                .or_insert_with(|| (target.clone(), Card::default()));
+            if card.shown.as_deref() == Some(text.as_str()) {
+                continue;
+            }
+            let due = card.sent_at.map_or(0, |at| at.saturating_add(interval));
+            if !force && now < due {
+                next_tick = Some(next_tick.map_or(due, |t| t.min(due)));
+                continue;
+            }
+            let edit_key = card.edit_key.clone();
+            host.typing(&target.transport, &target.conversation_id, target.thread_id.as_deref());
+            let sent = self.send_card(host, &target, &text, edit_key);
+            if let Some(turn) = self.turn.as_mut()
+                && let Some((_, card)) = turn.cards.get_mut(&key)
+            {
+                card.sent_at = Some(now);
+                card.shown = Some(text);
+                if let Some(new_key) = sent {
+                    card.edit_key = new_key;
+                }
+            }
+        }
+        if let Some(at) = next_tick {
+            host.request_tick(at);
+        }
+    }
+
+    /// Edits the card, or posts it. A refused edit posts a new card and the old handle
+    /// is dropped (I21). Returns the handle to keep, `None` when nothing changed.
+    fn send_card(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        text: &str,
+        edit_key: Option<String>,
+    ) -> Option<Option<String>> {
+        let can_edit = self.capabilities(&target.transport).is_some_and(|c| c.edit);
+        if let Some(key) = edit_key.filter(|_| can_edit) {
+            match self.deliver(host, target, OutboundKind::Progress, text, Some(key.clone())) {
+                Ok(_) => return Some(Some(key)),
+                Err(_) => {
+                    host.log(crate::model::Level::Info, "card edit refused, posting anew", &[(
+                        "transport",
+                        target.transport.clone(),
+                    )]);
+                }
+            }
+        }
+        match self.deliver(host, target, OutboundKind::Progress, text, None) {
+            Ok(Some(receipt)) => Some(receipt.edit_key),
+            Ok(None) | Err(_) => Some(None),
+        }
+    }
+}

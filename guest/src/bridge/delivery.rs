@@ -1,0 +1,109 @@
+//! Sending: every outbound body goes through the pipeline (redact, split, render,
+//! chunk, cap) before it reaches a transport, and a failed send is isolated (I30).
+
+use super::Bridge;
+use crate::core::outbound;
+use crate::core::state::ConversationTarget;
+use crate::host::Host;
+use crate::model::{Level, Outbound, OutboundKind, Receipt, SendError};
+
+impl Bridge {
+    /// Sends `text` to one conversation through the pipeline. Returns the first
+    /// message's receipt (the handle for later edits), or `None` when nothing was sent.
+    /// Only the first message carries `edit_key`.
+    pub(super) fn deliver(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        kind: OutboundKind,
+        text: &str,
+        edit_key: Option<String>,
+    ) -> Result<Option<Receipt>, SendError> {
+        let Some(capabilities) = self.capabilities(&target.transport) else {
+            host.log(Level::Warning, "send to a transport that is not running", &[
+                ("transport", target.transport.clone()),
+                ("kind", kind.as_str().into()),
+            ]);
+            return Err(SendError::NotRunning);
+        };
+        let prepared = outbound::prepare(text, &capabilities, self.config.max_chunks);
+        if !prepared.redactions.is_empty() {
+            // Rule names only, never the match (I36).
+            host.log(Level::Info, "redacted outbound text", &[
+                ("transport", target.transport.clone()),
+                ("kind", kind.as_str().into()),
+                ("rules", prepared.redactions.join(",")),
+            ]);
+        }
+        let mut first = None;
+        let mut edit_key = edit_key;
+        let messages = prepared.messages.into_iter().chain(prepared.truncation_notice);
+        for (index, text) in messages.enumerate() {
+            let message = Outbound {
+                transport: target.transport.clone(),
+                conversation_id: target.conversation_id.clone(),
+                thread_id: target.thread_id.clone(),
+                kind,
+                text,
+                edit_key: edit_key.take(),
+            };
+            match host.send(&message) {
+                Ok(receipt) => {
+                    if index == 0 {
+                        first = Some(receipt);
+                    }
+                }
+                Err(error) => {
+                    host.log(Level::Warning, "outbound send failed", &[
+                        ("transport", target.transport.clone()),
+                        ("kind", kind.as_str().into()),
+                        ("error", error.to_string()),
+                    ]);
+                    // The first message decides whether the caller may fall back (an edit
+                    // that was refused); later pieces of a reply are reported, not retried.
+                    if index == 0 {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        Ok(first)
+    }
+
+    /// Answers in the conversation an envelope came from. A failure is logged by
+    /// `deliver` and goes no further: one chat's failure never stops a turn (I30).
+    pub(super) fn reply(&mut self, host: &mut dyn Host, target: &ConversationTarget, text: &str) {
+        let _ = self.deliver(host, target, OutboundKind::Notice, text, None);
+    }
+
+    /// Conversations that get broadcasts: remembered, not paused (I9), on a running
+    /// transport.
+    pub(super) fn broadcast_targets(&self) -> Vec<ConversationTarget> {
+        self.state
+            .conversations
+            .iter()
+            .filter(|t| !self.state.is_paused(&t.key()))
+            .filter(|t| self.capabilities(&t.transport).is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// Sends `text` to every broadcast target; returns how many received it.
+    pub(super) fn publish(&mut self, host: &mut dyn Host, kind: OutboundKind, text: &str) -> usize {
+        let mut delivered = 0;
+        for target in self.broadcast_targets() {
+            match self.deliver(host, &target, kind, text, None) {
+                Ok(Some(_)) => delivered += 1,
+                Ok(None) => {}
+                // A reply the person was owed is never dropped silently: the terminal
+                // hears about it (architecture §6).
+                Err(error) if kind == OutboundKind::Reply => host.notify(
+                    Level::Warning,
+                    &format!("The reply could not be delivered to {}: {error}", target.key()),
+                ),
+                Err(_) => {}
+            }
+        }
+        delivered
+    }
+}

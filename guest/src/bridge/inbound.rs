@@ -1,0 +1,290 @@
+//! Inbound: route one envelope and carry out the decision (reference-behaviour §3.19).
+
+use super::Bridge;
+use crate::core::commands::{self, CommandEffect, ParsedCommand, StatusView};
+use crate::core::notices;
+use crate::core::pairing::{self, PairingDecision, PairingOptions};
+use crate::core::rate_limit::{InputKind, RateVerdict};
+use crate::core::router::{self, IgnoreReason, Route, RouteInput, UnsupportedFeature};
+use crate::core::state::ConversationTarget;
+use crate::host::Host;
+use crate::model::{Attachment, DeliverAs, Envelope, Level, PromptImage};
+
+impl Bridge {
+    /// Handles one inbound message.
+    pub fn on_envelope(&mut self, host: &mut dyn Host, envelope: Envelope) {
+        if self.capabilities(&envelope.transport).is_none() {
+            // Only a running transport delivers; anything else is a host bug worth a line.
+            host.log(Level::Warning, "message from a transport that is not running", &[(
+                "transport",
+                envelope.transport.clone(),
+            )]);
+            return;
+        }
+        let identity = envelope.identity();
+        let conversation = envelope.conversation_key();
+        let now = host.now_ms();
+        let trusted = self.state.is_trusted(&identity);
+        let authenticated = router::is_authenticated(&identity, &self.config, trusted);
+        let pending = self.state.pending(&conversation).cloned();
+        let busy = !host.is_idle();
+        let accepts_images = host.session_info().accepts_images
+            && self.capabilities(&envelope.transport).is_some_and(|c| c.attachments);
+        let route = router::route(&RouteInput {
+            envelope: &envelope,
+            config: &self.config,
+            authenticated,
+            pending: pending.as_ref(),
+            busy,
+            attachments_accepted: accepts_images,
+            now,
+        });
+        let target = ConversationTarget {
+            transport: envelope.transport.clone(),
+            conversation_id: envelope.conversation_id.clone(),
+            thread_id: envelope.thread_id.clone(),
+        };
+        match route {
+            Route::Ignore(reason) => {
+                host.log(Level::Info, "ignored message", &[
+                    ("reason", ignore_reason(reason).into()),
+                    ("transport", envelope.transport.clone()),
+                ]);
+            }
+            Route::Pair => self.pair(host, &envelope, &target, pending, now),
+            Route::Command(command) => {
+                self.remember(host, &target);
+                self.command(host, &envelope, &target, command, busy, now);
+            }
+            Route::Unsupported(feature) => {
+                self.remember(host, &target);
+                self.reply(host, &target, unsupported_notice(feature));
+            }
+            Route::Prompt { text, deliver_as, attachments } => {
+                self.remember(host, &target);
+                self.prompt(host, &envelope, &target, text, deliver_as, attachments, now);
+            }
+        }
+    }
+
+    fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
+        if self.state.remember_conversation(target.clone()) {
+            self.save(host);
+        }
+    }
+
+    fn pair(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        pending: Option<crate::core::state::PendingChallenge>,
+        now: u64,
+    ) {
+        let identity = envelope.identity();
+        let conversation = envelope.conversation_key();
+        let options = PairingOptions::from_config(&self.config);
+        let mut random = || random_u32(host);
+        let decision =
+            pairing::decide_pairing(pending.as_ref(), &envelope.text, now, &options, &mut random);
+        match decision {
+            PairingDecision::Trust => {
+                self.state.trust(&identity, now);
+                self.state.set_pending(&conversation, None);
+                self.state.remember_conversation(target.clone());
+                self.save(host);
+                host.log(Level::Info, "paired remote identity", &[
+                    ("transport", envelope.transport.clone()),
+                    ("identity", identity.clone()),
+                ]);
+                host.notify(Level::Info, &format!("Paired {identity}"));
+                self.reply(host, target, &pairing::pairing_success_text(&identity));
+            }
+            PairingDecision::Ask { pending, reason } => {
+                // The code goes to the local terminal only, and only when it is new (I1).
+                if reason.is_fresh() {
+                    host.notify(
+                        Level::Info,
+                        &pairing::terminal_code_notice(&pending, self.config.pairing_ttl_ms),
+                    );
+                }
+                let text = pairing::chat_prompt(reason, &pending, &options, &self.config.local_command);
+                self.state.set_pending(&conversation, Some(pending));
+                self.save(host);
+                self.reply(host, target, &text);
+            }
+        }
+    }
+
+    fn command(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        parsed: ParsedCommand,
+        busy: bool,
+        now: u64,
+    ) {
+        let identity = envelope.identity();
+        if !self.admit(host, InputKind::Command, &identity, target, now) {
+            return;
+        }
+        let conversation = envelope.conversation_key();
+        let info = host.session_info();
+        let view = StatusView {
+            transport: envelope.transport.clone(),
+            identity: identity.clone(),
+            session_name: info.name,
+            cwd: info.cwd,
+            busy,
+            paused: self.state.is_paused(&conversation),
+            paired_for_ms: self.state.paired_at(&identity).map(|at| now.saturating_sub(at)),
+        };
+        let (text, effect) = commands::run_remote_command(parsed.command, &view);
+        match effect {
+            CommandEffect::None => {}
+            CommandEffect::Pause => {
+                self.state.set_paused(&conversation, true);
+                self.save(host);
+            }
+            CommandEffect::Resume => {
+                self.state.set_paused(&conversation, false);
+                self.save(host);
+            }
+            CommandEffect::Abort => host.abort(),
+            CommandEffect::Disconnect => {
+                self.state.disconnect(&identity, &conversation);
+                self.save(host);
+                host.log(Level::Info, "revoked remote pairing", &[
+                    ("transport", envelope.transport.clone()),
+                    ("identity", identity.clone()),
+                ]);
+            }
+        }
+        // Audit: who ran what, never the arguments (I38).
+        host.log(Level::Info, "remote command", &[
+            ("transport", envelope.transport.clone()),
+            ("identity", identity),
+            ("command", parsed.command.name().into()),
+        ]);
+        self.reply(host, target, &text);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn prompt(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        text: String,
+        deliver_as: Option<DeliverAs>,
+        attachments: Vec<Attachment>,
+        now: u64,
+    ) {
+        if self.state.is_paused(&envelope.conversation_key()) {
+            self.reply(host, target, notices::PAUSED_NOTICE);
+            return;
+        }
+        let identity = envelope.identity();
+        if !self.admit(host, InputKind::Prompt, &identity, target, now) {
+            return;
+        }
+        let mut images = Vec::new();
+        for attachment in &attachments {
+            match self.fetch_image(host, &envelope.transport, attachment) {
+                Ok(image) => images.push(image),
+                Err(notice) => {
+                    // Nothing is forwarded when any attachment fails: a prompt without the
+                    // picture it talks about would mislead the agent.
+                    self.reply(host, target, notice);
+                    return;
+                }
+            }
+        }
+        let deliver_as = deliver_as.unwrap_or(DeliverAs::Immediate);
+        if let Err(error) = host.send_prompt(&text, deliver_as, &images) {
+            host.notify(Level::Error, &format!("failed to inject prompt: {error}"));
+            self.reply(host, target, notices::PROMPT_NOT_DELIVERED_NOTICE);
+            return;
+        }
+        host.typing(&target.transport, &target.conversation_id, target.thread_id.as_deref());
+        // The prompt text is never logged (I2).
+        host.log(Level::Info, "prompt forwarded", &[
+            ("transport", envelope.transport.clone()),
+            ("deliverAs", deliver_as.as_str().into()),
+            ("images", images.len().to_string()),
+        ]);
+    }
+
+    /// Applies the rate limit for one input; on denial answers with at most one notice
+    /// a minute per identity (I37).
+    fn admit(
+        &mut self,
+        host: &mut dyn Host,
+        kind: InputKind,
+        identity: &str,
+        target: &ConversationTarget,
+        now: u64,
+    ) -> bool {
+        match self.rate.check(kind, identity, now, &self.config.rate_limit) {
+            RateVerdict::Allowed => true,
+            RateVerdict::Denied { notify } => {
+                host.log(Level::Warning, "remote input rate limited", &[
+                    ("kind", kind.name().into()),
+                    ("identity", identity.to_string()),
+                ]);
+                if notify {
+                    self.reply(host, target, notices::RATE_LIMITED_NOTICE);
+                }
+                false
+            }
+        }
+    }
+
+    /// Downloads one attachment and re-checks what was actually served (I19, I25).
+    fn fetch_image(
+        &self,
+        host: &mut dyn Host,
+        transport: &str,
+        attachment: &Attachment,
+    ) -> Result<PromptImage, &'static str> {
+        let policy = &self.config.attachments;
+        let fetched = host
+            .fetch_attachment(transport, &attachment.reference, policy.max_bytes)
+            .map_err(|_| notices::ATTACHMENT_FETCH_FAILED_NOTICE)?;
+        let media_type = fetched.media_type.to_ascii_lowercase();
+        if !policy.allowed_media_types.iter().any(|t| t.eq_ignore_ascii_case(&media_type)) {
+            return Err(notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE);
+        }
+        if fetched.data.len() as u64 > policy.max_bytes {
+            return Err(notices::ATTACHMENT_TOO_LARGE_NOTICE);
+        }
+        Ok(PromptImage { media_type, data: fetched.data })
+    }
+}
+
+/// A uniformly random u32 from the host's secure source.
+fn random_u32(host: &mut dyn Host) -> u32 {
+    let bytes = host.random_bytes(4);
+    let mut word = [0u8; 4];
+    for (slot, byte) in word.iter_mut().zip(bytes) {
+        *slot = byte;
+    }
+    u32::from_le_bytes(word)
+}
+
+fn ignore_reason(reason: IgnoreReason) -> &'static str {
+    match reason {
+        IgnoreReason::Empty => "empty",
+        IgnoreReason::Unaddressed => "unaddressed",
+    }
+}
+
+fn unsupported_notice(feature: UnsupportedFeature) -> &'static str {
+    match feature {
+        UnsupportedFeature::Attachments => notices::ATTACHMENTS_UNSUPPORTED_NOTICE,
+        UnsupportedFeature::AttachmentNotImage => notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE,
+        UnsupportedFeature::AttachmentTooLarge => notices::ATTACHMENT_TOO_LARGE_NOTICE,
+        UnsupportedFeature::AttachmentTooMany => notices::ATTACHMENT_TOO_MANY_NOTICE,
+    }
+}

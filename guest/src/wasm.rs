@@ -1,0 +1,323 @@
+//! Component glue (wasm32 only): the WIT imports as a [`Host`], the WIT exports as calls
+//! into the one [`Bridge`] of this instance. Conversions only; no rules live here.
+
+use std::cell::RefCell;
+
+use crate::bridge::Bridge;
+use crate::host::Host;
+use crate::model;
+
+wit_bindgen::generate!({ path: "../wit", world: "bridge" });
+
+use exports::pi::bot_connect::session as wit_session;
+use pi::bot_connect::{agent, clock, lock, log, rng, store, transport, types, ui};
+
+thread_local! {
+    // One instance serves one session and the host never overlaps calls, so a single
+    // bridge behind a RefCell is enough; a re-entrant call would be a host bug and
+    // fails loudly (a trap) instead of corrupting state.
+    static BRIDGE: RefCell<Bridge> = RefCell::new(Bridge::new());
+}
+
+fn with_bridge<R>(f: impl FnOnce(&mut Bridge, &mut dyn Host) -> R) -> R {
+    BRIDGE.with(|cell| f(&mut cell.borrow_mut(), &mut Imports))
+}
+
+/// The WIT imports, seen as the bridge's [`Host`].
+struct Imports;
+
+impl Host for Imports {
+    fn identify(&mut self, id: &str) -> Result<model::Identity, String> {
+        transport::identify(id).map(|i| model::Identity {
+            bot_id: i.bot_id,
+            bot_name: i.bot_name,
+            capabilities: capabilities_from_wit(i.capabilities),
+            lock_name: i.lock_name,
+        })
+    }
+
+    fn listen(&mut self, id: &str) -> Result<(), String> {
+        transport::listen(id)
+    }
+
+    fn send(&mut self, m: &model::Outbound) -> Result<model::Receipt, model::SendError> {
+        let message = transport::Outbound {
+            transport: m.transport.clone(),
+            conversation_id: m.conversation_id.clone(),
+            thread_id: m.thread_id.clone(),
+            kind: match m.kind {
+                model::OutboundKind::Reply => transport::OutboundKind::Reply,
+                model::OutboundKind::Progress => transport::OutboundKind::Progress,
+                model::OutboundKind::Digest => transport::OutboundKind::Digest,
+                model::OutboundKind::Notice => transport::OutboundKind::Notice,
+            },
+            text: m.text.clone(),
+            edit_key: m.edit_key.clone(),
+        };
+        transport::send(&message)
+            .map(|r| model::Receipt { message_id: r.message_id, edit_key: r.edit_key })
+            .map_err(|e| match e {
+                transport::SendError::NotRunning => model::SendError::NotRunning,
+                transport::SendError::EditRejected(m) => model::SendError::EditRejected(m),
+                transport::SendError::RateLimited(ms) => model::SendError::RateLimited(ms),
+                transport::SendError::Failed(m) => model::SendError::Failed(m),
+            })
+    }
+
+    fn typing(&mut self, id: &str, conversation_id: &str, thread_id: Option<&str>) {
+        transport::typing(id, conversation_id, thread_id);
+    }
+
+    fn fetch_attachment(
+        &mut self,
+        id: &str,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<model::FetchedAttachment, String> {
+        transport::fetch_attachment(id, reference, max_bytes)
+            .map(|f| model::FetchedAttachment { media_type: f.media_type, data: f.data })
+    }
+
+    fn diagnose(&mut self, id: &str) -> String {
+        transport::diagnose(id)
+    }
+
+    fn send_prompt(
+        &mut self,
+        text: &str,
+        deliver_as: model::DeliverAs,
+        images: &[model::PromptImage],
+    ) -> Result<(), String> {
+        let deliver_as = match deliver_as {
+            model::DeliverAs::Immediate => agent::DeliverAs::Immediate,
+            model::DeliverAs::Steer => agent::DeliverAs::Steer,
+            model::DeliverAs::FollowUp => agent::DeliverAs::FollowUp,
+        };
+        let images: Vec<agent::PromptImage> = images
+            .iter()
+            .map(|i| agent::PromptImage { media_type: i.media_type.clone(), data: i.data.clone() })
+            .collect();
+        agent::send_prompt(text, deliver_as, &images)
+    }
+
+    fn abort(&mut self) {
+        agent::abort();
+    }
+
+    fn is_idle(&mut self) -> bool {
+        agent::is_idle()
+    }
+
+    fn session_info(&mut self) -> model::SessionInfo {
+        let info = agent::session_info();
+        model::SessionInfo {
+            id: info.id,
+            name: info.name,
+            cwd: info.cwd,
+            accepts_images: info.accepts_images,
+        }
+    }
+
+    fn confirm(&mut self, title: &str, message: &str) -> bool {
+        agent::confirm(title, message)
+    }
+
+    fn notify(&mut self, level: model::Level, text: &str) {
+        ui::notify(level_to_wit(level), text);
+    }
+
+    fn load_state(&mut self) -> Option<String> {
+        store::load()
+    }
+
+    fn save_state(&mut self, document: &str) -> Result<(), String> {
+        store::save(document)
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        clock::now_ms()
+    }
+
+    fn request_tick(&mut self, at_ms: u64) {
+        clock::request_tick(at_ms);
+    }
+
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        rng::random_bytes(len)
+    }
+
+    fn acquire_lock(&mut self, name: &str) -> Result<(), String> {
+        lock::acquire(name)
+    }
+
+    fn release_lock(&mut self, name: &str) {
+        lock::release(name);
+    }
+
+    fn log(&mut self, level: model::Level, event: &str, fields: &[(&str, String)]) {
+        let fields: Vec<log::Field> = fields
+            .iter()
+            .map(|(key, value)| log::Field { key: (*key).to_string(), value: value.clone() })
+            .collect();
+        log::write(level_to_wit(level), event, &fields);
+    }
+}
+
+fn level_to_wit(level: model::Level) -> types::Level {
+    match level {
+        model::Level::Info => types::Level::Info,
+        model::Level::Warning => types::Level::Warning,
+        model::Level::Error => types::Level::Error,
+    }
+}
+
+fn capabilities_from_wit(c: types::Capabilities) -> model::Capabilities {
+    model::Capabilities {
+        threads: c.threads,
+        edit: c.edit,
+        attachments: c.attachments,
+        typing: c.typing,
+        max_message_length: c.max_message_length,
+        length_unit: match c.length_unit {
+            types::LengthUnit::Chars => model::LengthUnit::Chars,
+            types::LengthUnit::Utf16 => model::LengthUnit::Utf16,
+            types::LengthUnit::Bytes => model::LengthUnit::Bytes,
+        },
+        markup: match c.markup {
+            types::Markup::Plain => model::Markup::Plain,
+            types::Markup::Markdown => model::Markup::Markdown,
+            types::Markup::Html => model::Markup::Html,
+            types::Markup::Mrkdwn => model::Markup::Mrkdwn,
+        },
+    }
+}
+
+fn note_to_wit(note: model::Note) -> wit_session::Note {
+    wit_session::Note { level: level_to_wit(note.level), text: note.text }
+}
+
+fn envelope_from_wit(e: types::Envelope) -> model::Envelope {
+    model::Envelope {
+        transport: e.transport,
+        conversation_id: e.conversation_id,
+        user_id: e.user_id,
+        thread_id: e.thread_id,
+        timestamp_ms: e.timestamp_ms,
+        text: e.text,
+        is_direct: e.is_direct,
+        addressed: e.addressed,
+        attachments: e
+            .attachments
+            .into_iter()
+            .map(|a| model::Attachment {
+                kind: match a.kind {
+                    types::AttachmentKind::Image => model::AttachmentKind::Image,
+                    types::AttachmentKind::File => model::AttachmentKind::File,
+                },
+                media_type: a.media_type,
+                reference: a.reference,
+                name: a.name,
+                size_bytes: a.size_bytes,
+            })
+            .collect(),
+    }
+}
+
+struct Component;
+
+impl wit_session::Guest for Component {
+    fn configure(sources: Vec<wit_session::ConfigSource>) -> wit_session::Configuration {
+        let sources: Vec<model::ConfigSource> = sources
+            .into_iter()
+            .map(|s| model::ConfigSource { scope: s.scope, path: s.path, text: s.text })
+            .collect();
+        let configuration = with_bridge(|bridge, host| bridge.configure(host, &sources));
+        wit_session::Configuration {
+            notes: configuration.notes.into_iter().map(note_to_wit).collect(),
+            transports: configuration
+                .transports
+                .into_iter()
+                .map(|t| wit_session::TransportRequest {
+                    id: t.id,
+                    token_env: t.token_env,
+                    required: t.required,
+                    settings_json: t.settings_json,
+                })
+                .collect(),
+        }
+    }
+
+    fn start(transports: Vec<String>) -> Vec<wit_session::Note> {
+        with_bridge(|bridge, host| bridge.start(host, &transports))
+            .into_iter()
+            .map(note_to_wit)
+            .collect()
+    }
+
+    fn on_envelope(envelope: types::Envelope) {
+        let envelope = envelope_from_wit(envelope);
+        with_bridge(|bridge, host| bridge.on_envelope(host, envelope));
+    }
+
+    fn on_agent_event(event: wit_session::AgentEvent) {
+        let event = match event {
+            wit_session::AgentEvent::TurnStarted(origin) => {
+                model::AgentEvent::TurnStarted(match origin {
+                    wit_session::TurnOrigin::Local => model::TurnOrigin::Local,
+                    wit_session::TurnOrigin::Remote => model::TurnOrigin::Remote,
+                })
+            }
+            wit_session::AgentEvent::ToolStarted(name) => model::AgentEvent::ToolStarted(name),
+            wit_session::AgentEvent::ToolFinished(r) => {
+                model::AgentEvent::ToolFinished { name: r.name, ok: r.ok }
+            }
+            wit_session::AgentEvent::AssistantMessage(text) => {
+                model::AgentEvent::AssistantMessage(text)
+            }
+            wit_session::AgentEvent::TurnSettled => model::AgentEvent::TurnSettled,
+        };
+        with_bridge(|bridge, host| bridge.on_agent_event(host, event));
+    }
+
+    fn on_tool_call(call: wit_session::ToolCall) -> wit_session::ToolDecision {
+        match with_bridge(|bridge, host| bridge.on_tool_call(host, &call.name)) {
+            model::ToolDecision::Allow => wit_session::ToolDecision::Allow,
+            model::ToolDecision::Block(reason) => wit_session::ToolDecision::Block(reason),
+        }
+    }
+
+    fn on_local_command(args: String) -> wit_session::Note {
+        note_to_wit(with_bridge(|bridge, host| bridge.on_local_command(host, &args)))
+    }
+
+    fn tick() {
+        with_bridge(|bridge, host| bridge.tick(host));
+    }
+
+    fn diagnostics() -> wit_session::Diagnostics {
+        let d = with_bridge(|bridge, host| bridge.diagnostics(host));
+        wit_session::Diagnostics {
+            transports: d
+                .transports
+                .into_iter()
+                .map(|t| wit_session::TransportStatus { id: t.id, status: t.status, detail: t.detail })
+                .collect(),
+            paired: d.paired,
+            conversations: d.conversations,
+            pending: d.pending,
+            paused: d.paused,
+            sandbox: wit_session::SandboxView {
+                // Measured from inside: this is what the capability audit checks.
+                environment_variables: u32::try_from(std::env::vars_os().count())
+                    .unwrap_or(u32::MAX),
+                arguments: u32::try_from(std::env::args_os().count()).unwrap_or(u32::MAX),
+            },
+        }
+    }
+
+    fn shutdown() {
+        with_bridge(|bridge, host| bridge.shutdown(host));
+    }
+}
+
+export!(Component);

@@ -1,0 +1,256 @@
+//! The agent session behind the bridge, and the built-in demo agent.
+//!
+//! An agent takes prompts and reports what it does as [`AgentSignal`]s: events for
+//! progress cards and replies, and tool calls that wait for the bridge's verdict (remote
+//! tool policy). The demo agent scripts a short turn per prompt so the whole flow is
+//! visible offline.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::runtime::bindings::exports::pi::bot_connect::session::{
+    AgentEvent, ToolDecision, ToolResult, TurnOrigin,
+};
+use crate::runtime::bindings::pi::bot_connect::agent::{DeliverAs, PromptImage, SessionInfo};
+
+/// What an agent tells the session it is attached to.
+#[derive(Debug)]
+pub enum AgentSignal {
+    /// Something happened (turn start, tool start/end, message, settle).
+    Event(AgentEvent),
+    /// A tool is about to run; the agent waits for the verdict. A dropped reply
+    /// means the session is gone, and the agent must treat it as a block.
+    ToolCall {
+        /// Tool name.
+        name: String,
+        /// Where the verdict goes.
+        reply: oneshot::Sender<ToolDecision>,
+    },
+}
+
+/// A live agent session.
+#[async_trait]
+pub trait Agent: Send + Sync {
+    /// Where the agent reports; called once when a session attaches.
+    fn attach(&self, signals: mpsc::Sender<AgentSignal>);
+    /// Injects a remote prompt.
+    async fn send_prompt(
+        &self,
+        text: String,
+        deliver_as: DeliverAs,
+        images: Vec<PromptImage>,
+    ) -> Result<(), String>;
+    /// Aborts the current turn.
+    fn abort(&self);
+    /// True when no turn is running.
+    fn is_idle(&self) -> bool;
+    /// Facts about the session.
+    fn session_info(&self) -> SessionInfo;
+}
+
+/// One step of a scripted turn.
+#[derive(Debug, Clone)]
+enum Step {
+    Tool { name: &'static str, ok: bool },
+    Reply(String),
+}
+
+#[derive(Default)]
+struct DemoState {
+    queue: VecDeque<String>,
+    running: bool,
+    abort: bool,
+    signals: Option<mpsc::Sender<AgentSignal>>,
+}
+
+/// The built-in demo agent: each prompt becomes a short scripted turn with tool calls
+/// and a markdown reply; the prompt `long` produces a reply that needs several
+/// messages. It stays busy for a few `pace` steps so commands-while-busy can be tried.
+#[derive(Clone)]
+pub struct DemoAgent {
+    state: Arc<Mutex<DemoState>>,
+    pace: Duration,
+    info: SessionInfo,
+}
+
+impl DemoAgent {
+    /// A demo agent that waits `pace` between steps (zero in tests).
+    pub fn new(pace: Duration, info: SessionInfo) -> Self {
+        DemoAgent { state: Arc::default(), pace, info }
+    }
+
+    fn script(prompt: &str) -> Vec<Step> {
+        let trimmed = prompt.trim();
+        if trimmed.eq_ignore_ascii_case("long") {
+            return vec![
+                Step::Tool { name: "read", ok: true },
+                Step::Tool { name: "bash", ok: true },
+                Step::Reply(long_reply()),
+            ];
+        }
+        if trimmed.eq_ignore_ascii_case("fail") {
+            return vec![
+                Step::Tool { name: "bash", ok: false },
+                Step::Reply("The command failed; see above.".into()),
+            ];
+        }
+        vec![
+            Step::Tool { name: "read", ok: true },
+            Step::Tool { name: "bash", ok: true },
+            Step::Reply(short_reply(trimmed)),
+        ]
+    }
+
+    async fn run(self) {
+        loop {
+            let (prompt, signals) = {
+                let Ok(mut state) = self.state.lock() else { return };
+                let Some(signals) = state.signals.clone() else {
+                    state.running = false;
+                    return;
+                };
+                match state.queue.pop_front() {
+                    Some(prompt) => {
+                        state.abort = false;
+                        (prompt, signals)
+                    }
+                    None => {
+                        state.running = false;
+                        return;
+                    }
+                }
+            };
+            self.run_turn(&prompt, &signals).await;
+        }
+    }
+
+    fn aborted(&self) -> bool {
+        self.state.lock().map(|s| s.abort).unwrap_or(true)
+    }
+
+    async fn run_turn(&self, prompt: &str, signals: &mpsc::Sender<AgentSignal>) {
+        let emit = |event| signals.send(AgentSignal::Event(event));
+        if emit(AgentEvent::TurnStarted(TurnOrigin::Remote)).await.is_err() {
+            return;
+        }
+        for step in Self::script(prompt) {
+            if self.aborted() {
+                let _ = emit(AgentEvent::AssistantMessage("Aborted.".into())).await;
+                break;
+            }
+            match step {
+                Step::Tool { name, ok } => {
+                    let (reply, verdict) = oneshot::channel();
+                    let call = AgentSignal::ToolCall { name: name.into(), reply };
+                    if signals.send(call).await.is_err() {
+                        return;
+                    }
+                    match verdict.await {
+                        Ok(ToolDecision::Allow) => {
+                            let _ = emit(AgentEvent::ToolStarted(name.into())).await;
+                            self.pause().await;
+                            let result = ToolResult { name: name.into(), ok };
+                            let _ = emit(AgentEvent::ToolFinished(result)).await;
+                        }
+                        Ok(ToolDecision::Block(reason)) => {
+                            let text = format!("I did not run `{name}`: {reason}");
+                            let _ = emit(AgentEvent::AssistantMessage(text)).await;
+                        }
+                        Err(_) => return,
+                    }
+                }
+                Step::Reply(text) => {
+                    self.pause().await;
+                    let _ = emit(AgentEvent::AssistantMessage(text)).await;
+                }
+            }
+        }
+        let _ = emit(AgentEvent::TurnSettled).await;
+    }
+
+    async fn pause(&self) {
+        if !self.pace.is_zero() {
+            tokio::time::sleep(self.pace).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Agent for DemoAgent {
+    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+        if let Ok(mut state) = self.state.lock() {
+            state.signals = Some(signals);
+        }
+    }
+
+    async fn send_prompt(
+        &self,
+        text: String,
+        _deliver_as: DeliverAs,
+        images: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        let text = if images.is_empty() {
+            text
+        } else {
+            format!("{text} (with {} image(s))", images.len())
+        };
+        let start = {
+            let mut state = self.state.lock().map_err(|_| "the demo agent is broken".to_string())?;
+            if state.signals.is_none() {
+                return Err("the demo agent is not attached to a session".into());
+            }
+            // Follow-up and steer both wait for the running turn in the demo: one turn
+            // at a time keeps its cards easy to read.
+            state.queue.push_back(text);
+            !std::mem::replace(&mut state.running, true)
+        };
+        if start {
+            tokio::spawn(self.clone().run());
+        }
+        Ok(())
+    }
+
+    fn abort(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.abort = true;
+            state.queue.clear();
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.state.lock().map(|s| !s.running).unwrap_or(true)
+    }
+
+    fn session_info(&self) -> SessionInfo {
+        self.info.clone()
+    }
+}
+
+fn short_reply(prompt: &str) -> String {
+    let shown: String = prompt.chars().take(200).collect();
+    format!(
+        "## Done\n\nYou asked: *{shown}*\n\nWhat I did:\n\n- read `README.md`\n- ran the tests\n\n\
+         ```sh\ncargo test --workspace\n```\n\nAll **green**. Send `long` for a long answer."
+    )
+}
+
+fn long_reply() -> String {
+    let mut text = String::from("# A long answer\n\nThis reply is split at its sections.\n\n");
+    for section in 1..=12 {
+        text.push_str(&format!("## Part {section}\n\n"));
+        for line in 1..=6 {
+            text.push_str(&format!(
+                "Line {line} of part {section}: the bridge splits long replies at markdown \
+                 structure, so a heading always travels with its body.\n"
+            ));
+        }
+        text.push_str(&format!(
+            "\n```rust\nfn part_{section}() -> u32 {{\n    {section}\n}}\n```\n\n"
+        ));
+    }
+    text
+}

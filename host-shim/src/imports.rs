@@ -1,0 +1,352 @@
+//! The host side of every WIT import, for one session.
+//!
+//! Imports never panic on guest input: every failure becomes the typed error the WIT
+//! function declares. The WASI context grants nothing; stderr is captured in memory so a
+//! guest panic message can be reported with the trap.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use transports::{OutboundMessage, Transport, TransportError};
+use wasmtime::StoreLimits;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::agent::Agent;
+use crate::clock::Clock;
+use crate::convert;
+use crate::lock::{Claimant, LockDir, LockGuard};
+use crate::logging::{LogLine, LogSink};
+use crate::runtime::bindings::pi::bot_connect::{
+    agent, clock, lock, log, rng, store, transport, types, ui,
+};
+use crate::state_file::StateFile;
+use crate::ui::Ui;
+
+/// How much guest stderr is kept for trap reports.
+const STDERR_CAPTURE: usize = 16 * 1024;
+
+/// Everything a session's imports need, shared with the session task that owns the
+/// store (and survives the instance when it is replaced after a trap).
+pub struct SessionContext {
+    /// Session key (state scope).
+    pub key: String,
+    /// Transports created for this session, by id (filled once `configure` has said
+    /// which ones the configuration asks for).
+    pub transports: RwLock<BTreeMap<String, Arc<dyn Transport>>>,
+    /// Where listening transports deliver envelopes.
+    pub inbound: transports::InboundSink,
+    /// The agent.
+    pub agent: Arc<dyn Agent>,
+    /// The local terminal.
+    pub ui: Arc<dyn Ui>,
+    /// The shared state file.
+    pub state: Arc<Mutex<StateFile>>,
+    /// Where lock files live.
+    pub locks: LockDir,
+    /// How old a lock must be before it is reclaimed.
+    pub lock_stale_ms: u64,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Log lines.
+    pub log: Arc<dyn LogSink>,
+    /// Locks this session holds, by name.
+    pub held_locks: Mutex<HashMap<String, LockGuard>>,
+    /// Transports already listening (listen is idempotent across guest restarts).
+    pub listening: Mutex<Vec<String>>,
+    /// The tick the guest asked for last.
+    pub tick_at: Mutex<Option<u64>>,
+}
+
+/// The per-instance store data: WASI (granting nothing), limits, and the session.
+pub struct SessionHost {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: MemoryOutputPipe,
+    /// Memory cap of this instance.
+    pub limits: StoreLimits,
+    /// Guest CPU budget per export call.
+    pub call_budget: Duration,
+    call_started: Option<Instant>,
+    import_time: Duration,
+    /// The session behind the imports.
+    pub ctx: Arc<SessionContext>,
+}
+
+impl SessionHost {
+    /// Store data for a new instance of the session `ctx`.
+    pub fn new(ctx: Arc<SessionContext>) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        // No preopens, no environment, no arguments, no network, no stdin: the guest's
+        // only way out is the bridge world's own imports (C1, C3).
+        let wasi = WasiCtxBuilder::new().stderr(stderr.clone()).build();
+        SessionHost {
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+            limits: StoreLimits::default(),
+            call_budget: Duration::from_secs(5),
+            call_started: None,
+            import_time: Duration::ZERO,
+            ctx,
+        }
+    }
+
+    /// Marks the start of an export call (the CPU budget restarts).
+    pub fn begin_call(&mut self) {
+        self.call_started = Some(Instant::now());
+        self.import_time = Duration::ZERO;
+    }
+
+    /// True when the guest's own time in this call (wall time minus time spent waiting
+    /// in host imports) is over the budget.
+    pub fn guest_time_exceeded(&self) -> bool {
+        match self.call_started {
+            Some(started) => started.elapsed().saturating_sub(self.import_time) > self.call_budget,
+            None => false,
+        }
+    }
+
+    /// What the guest wrote to stderr (a panic message, typically).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents()).trim().to_string()
+    }
+
+    fn transport(&self, id: &str) -> Option<Arc<dyn Transport>> {
+        self.ctx.transports.read().ok().and_then(|t| t.get(id).cloned())
+    }
+
+    fn waited(&mut self, since: Instant) {
+        self.import_time += since.elapsed();
+    }
+}
+
+impl WasiView for SessionHost {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl types::Host for SessionHost {}
+
+impl transport::Host for SessionHost {
+    async fn identify(&mut self, id: String) -> Result<transport::Identity, String> {
+        let Some(t) = self.transport(&id) else {
+            return Err(format!("no transport '{id}' was created for this session"));
+        };
+        let since = Instant::now();
+        let result = t.identify().await;
+        self.waited(since);
+        let identity = result.map_err(|e| e.to_string())?;
+        Ok(transport::Identity {
+            bot_id: identity.bot_id,
+            bot_name: identity.bot_name,
+            capabilities: convert::capabilities_to_wit(t.capabilities()),
+            lock_name: identity.lock_name,
+        })
+    }
+
+    async fn listen(&mut self, id: String) -> Result<(), String> {
+        let Some(t) = self.transport(&id) else {
+            return Err(format!("no transport '{id}' was created for this session"));
+        };
+        {
+            let listening = self.ctx.listening.lock().map_err(|_| "session state is poisoned")?;
+            // A restarted guest asks again; the transport is still running.
+            if listening.contains(&id) {
+                return Ok(());
+            }
+        }
+        let since = Instant::now();
+        let result = t.start(self.ctx.inbound.clone()).await;
+        self.waited(since);
+        result.map_err(|e| e.to_string())?;
+        if let Ok(mut listening) = self.ctx.listening.lock() {
+            listening.push(id);
+        }
+        Ok(())
+    }
+
+    async fn send(
+        &mut self,
+        message: transport::Outbound,
+    ) -> Result<transport::Receipt, transport::SendError> {
+        let Some(t) = self.transport(&message.transport) else {
+            return Err(transport::SendError::NotRunning);
+        };
+        let outbound = OutboundMessage {
+            conversation_id: message.conversation_id,
+            thread_id: message.thread_id,
+            kind: convert::kind_from_wit(message.kind),
+            text: message.text,
+            edit_key: message.edit_key,
+        };
+        let since = Instant::now();
+        let result = t.send(outbound).await;
+        self.waited(since);
+        result
+            .map(|r| transport::Receipt { message_id: r.message_id, edit_key: r.edit_key })
+            .map_err(|e| match e {
+                TransportError::NotStarted(_) => transport::SendError::NotRunning,
+                TransportError::EditRejected(m) => transport::SendError::EditRejected(m),
+                TransportError::RateLimited { retry_after_ms } => {
+                    transport::SendError::RateLimited(retry_after_ms)
+                }
+                other => transport::SendError::Failed(other.to_string()),
+            })
+    }
+
+    async fn typing(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
+        if let Some(t) = self.transport(&id) {
+            let since = Instant::now();
+            // Best effort by contract (I24): a failed indicator never fails a turn.
+            let _ = t.typing(&conversation_id, thread_id.as_deref()).await;
+            self.waited(since);
+        }
+    }
+
+    async fn fetch_attachment(
+        &mut self,
+        id: String,
+        reference: String,
+        max_bytes: u64,
+    ) -> Result<transport::FetchedAttachment, String> {
+        let Some(t) = self.transport(&id) else {
+            return Err(format!("no transport '{id}' was created for this session"));
+        };
+        let since = Instant::now();
+        let result = t.fetch_attachment(&reference, max_bytes).await;
+        self.waited(since);
+        let fetched = result.map_err(|e| e.to_string())?;
+        // The transport enforces the cap; checking again here keeps a buggy transport
+        // from handing the guest more than it asked for (I19).
+        if fetched.data.len() as u64 > max_bytes {
+            return Err(format!(
+                "attachment is {} bytes, over the {max_bytes} byte limit",
+                fetched.data.len()
+            ));
+        }
+        Ok(transport::FetchedAttachment { media_type: fetched.media_type, data: fetched.data })
+    }
+
+    async fn diagnose(&mut self, id: String) -> String {
+        match self.transport(&id) {
+            Some(t) => t.diagnose(),
+            None => "not created".into(),
+        }
+    }
+}
+
+impl agent::Host for SessionHost {
+    async fn send_prompt(
+        &mut self,
+        text: String,
+        deliver_as: agent::DeliverAs,
+        images: Vec<agent::PromptImage>,
+    ) -> Result<(), String> {
+        let since = Instant::now();
+        let result = self.ctx.agent.send_prompt(text, deliver_as, images).await;
+        self.waited(since);
+        result
+    }
+
+    async fn abort(&mut self) {
+        self.ctx.agent.abort();
+    }
+
+    async fn is_idle(&mut self) -> bool {
+        self.ctx.agent.is_idle()
+    }
+
+    async fn session_info(&mut self) -> agent::SessionInfo {
+        self.ctx.agent.session_info()
+    }
+
+    async fn confirm(&mut self, title: String, message: String) -> bool {
+        let since = Instant::now();
+        let answer = self.ctx.ui.confirm(&title, &message).await;
+        self.waited(since);
+        answer
+    }
+}
+
+impl ui::Host for SessionHost {
+    async fn notify(&mut self, level: types::Level, text: String) {
+        self.ctx.ui.notify(level, &text);
+    }
+}
+
+impl store::Host for SessionHost {
+    async fn load(&mut self) -> Option<String> {
+        self.ctx.state.lock().ok().and_then(|state| state.load(&self.ctx.key))
+    }
+
+    async fn save(&mut self, document: String) -> Result<(), String> {
+        let since = Instant::now();
+        let result = match self.ctx.state.lock() {
+            Ok(mut state) => state.save(&self.ctx.key, &document).map_err(|e| e.to_string()),
+            Err(_) => Err("the state file is unavailable after an earlier failure".into()),
+        };
+        self.waited(since);
+        result
+    }
+}
+
+impl clock::Host for SessionHost {
+    async fn now_ms(&mut self) -> u64 {
+        self.ctx.clock.now_ms()
+    }
+
+    async fn request_tick(&mut self, at_ms: u64) {
+        if let Ok(mut tick) = self.ctx.tick_at.lock() {
+            *tick = Some(at_ms);
+        }
+    }
+}
+
+impl rng::Host for SessionHost {
+    async fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
+        // Pairing codes need at most a few dozen bytes; a larger request is a guest bug
+        // and must not become a host allocation the guest controls.
+        let mut bytes = vec![0u8; len.min(4096) as usize];
+        // Without an OS random source no code would be safe: trap the call rather than
+        // hand out a predictable code.
+        getrandom::fill(&mut bytes).map_err(|e| {
+            wasmtime::Error::msg(format!("the operating system's random source failed: {e}"))
+        })?;
+        Ok(bytes)
+    }
+}
+
+impl lock::Host for SessionHost {
+    async fn acquire(&mut self, name: String) -> Result<(), String> {
+        let mut held = self.ctx.held_locks.lock().map_err(|_| "lock table is poisoned")?;
+        if held.contains_key(&name) {
+            return Ok(());
+        }
+        let claimant = Claimant::this_process(self.ctx.clock.now_ms());
+        let guard = self
+            .ctx
+            .locks
+            .acquire(&name, self.ctx.lock_stale_ms, &claimant)
+            .map_err(|e| e.to_string())?;
+        held.insert(name, guard);
+        Ok(())
+    }
+
+    async fn release(&mut self, name: String) {
+        if let Ok(mut held) = self.ctx.held_locks.lock() {
+            // Dropping the guard releases the file, token-verified.
+            held.remove(&name);
+        }
+    }
+}
+
+impl log::Host for SessionHost {
+    async fn write(&mut self, level: types::Level, event: String, fields: Vec<log::Field>) {
+        let fields = fields.into_iter().map(|f| (f.key, f.value)).collect();
+        self.ctx.log.write(&self.ctx.key, LogLine { level, event, fields });
+    }
+}

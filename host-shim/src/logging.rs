@@ -1,0 +1,85 @@
+//! Where the guest's structured log lines go. Lines carry an event name and scalar
+//! fields chosen by the guest; message bodies and secrets never reach them (I2, I36).
+
+use std::io::Write as _;
+use std::sync::Mutex;
+
+use crate::runtime::bindings::pi::bot_connect::types::Level;
+
+/// One structured log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Severity.
+    pub level: Level,
+    /// Event name.
+    pub event: String,
+    /// Scalar fields.
+    pub fields: Vec<(String, String)>,
+}
+
+/// A destination for log lines.
+pub trait LogSink: Send + Sync {
+    /// Writes one line.
+    fn write(&self, session: &str, line: LogLine);
+}
+
+/// JSON lines on stderr: warnings and errors always, everything with
+/// `PI_BOT_CONNECT_DEBUG=1` (or `true`).
+#[derive(Debug)]
+pub struct StderrLog {
+    debug: bool,
+}
+
+impl StderrLog {
+    /// A sink that prints info lines only when `debug` is set.
+    pub fn new(debug: bool) -> Self {
+        StderrLog { debug }
+    }
+}
+
+/// Lower-case name of a level.
+pub fn level_name(level: Level) -> &'static str {
+    match level {
+        Level::Info => "info",
+        Level::Warning => "warning",
+        Level::Error => "error",
+    }
+}
+
+impl LogSink for StderrLog {
+    fn write(&self, session: &str, line: LogLine) {
+        if !self.debug && line.level == Level::Info {
+            return;
+        }
+        let mut object = serde_json::Map::new();
+        object.insert("level".into(), level_name(line.level).into());
+        object.insert("session".into(), session.into());
+        object.insert("event".into(), line.event.into());
+        for (key, value) in line.fields {
+            object.insert(key, value.into());
+        }
+        // A closed stderr must not take the session down with it.
+        let _ = writeln!(std::io::stderr(), "{}", serde_json::Value::Object(object));
+    }
+}
+
+/// Keeps lines in memory (tests assert on them).
+#[derive(Debug, Default)]
+pub struct MemoryLog {
+    lines: Mutex<Vec<(String, LogLine)>>,
+}
+
+impl MemoryLog {
+    /// Every line written so far, with its session key.
+    pub fn lines(&self) -> Vec<(String, LogLine)> {
+        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+impl LogSink for MemoryLog {
+    fn write(&self, session: &str, line: LogLine) {
+        if let Ok(mut lines) = self.lines.lock() {
+            lines.push((session.to_string(), line));
+        }
+    }
+}
