@@ -449,20 +449,20 @@ fn apply_bridge(config: &mut BridgeConfig, value: &Value, sink: &mut Sink) {
                 config.bot_username = (!name.is_empty()).then(|| name.to_string());
             }),
             "busyDelivery" => match value.as_str() {
-                Some("steer") => Ok(config.busy_delivery = DeliverAs::Steer),
-                Some("followUp") => Ok(config.busy_delivery = DeliverAs::FollowUp),
+                Some("steer") => Ok(DeliverAs::Steer),
+                Some("followUp") => Ok(DeliverAs::FollowUp),
                 _ => Err(format!(
                     "expected \"steer\" or \"followUp\", received {}",
                     quoted_or_type(value)
                 )),
-            },
+            }
+            .map(|mode| config.busy_delivery = mode),
             "pairingTtlMs" => match value.as_f64() {
                 None => Err("expected a finite number".into()),
-                Some(ms) if (10_000.0..=86_400_000.0).contains(&ms) => {
-                    Ok(config.pairing_ttl_ms = ms as u64)
-                }
+                Some(ms) if (10_000.0..=86_400_000.0).contains(&ms) => Ok(ms as u64),
                 Some(_) => Err("expected between 10000 and 86400000 ms".into()),
-            },
+            }
+            .map(|ms| config.pairing_ttl_ms = ms),
             "pairingDigits" => int_in(value, 4, 10).map(|n| config.pairing_digits = n as u32),
             "pairingMaxAttempts" => {
                 int_in(value, 1, 10).map(|n| config.pairing_max_attempts = n as u32)
@@ -504,24 +504,24 @@ fn apply_bridge(config: &mut BridgeConfig, value: &Value, sink: &mut Sink) {
                 int_in(value, 0, 60_000).map(|n| config.progress_min_interval_ms = n as u64)
             }
             "remoteToolPolicy" => match value.as_str() {
-                Some("unrestricted") => {
-                    Ok(config.remote_tool_policy = RemoteToolPolicy::Unrestricted)
-                }
-                Some("read-only") => Ok(config.remote_tool_policy = RemoteToolPolicy::ReadOnly),
-                Some("no-tools") => Ok(config.remote_tool_policy = RemoteToolPolicy::NoTools),
+                Some("unrestricted") => Ok(RemoteToolPolicy::Unrestricted),
+                Some("read-only") => Ok(RemoteToolPolicy::ReadOnly),
+                Some("no-tools") => Ok(RemoteToolPolicy::NoTools),
                 _ => Err(format!(
                     "expected \"unrestricted\", \"read-only\" or \"no-tools\", received {}",
                     quoted_or_type(value)
                 )),
-            },
+            }
+            .map(|policy| config.remote_tool_policy = policy),
             "remoteToolApproval" => match value.as_str() {
-                Some("off") => Ok(config.remote_tool_approval = RemoteToolApproval::Off),
-                Some("each") => Ok(config.remote_tool_approval = RemoteToolApproval::Each),
+                Some("off") => Ok(RemoteToolApproval::Off),
+                Some("each") => Ok(RemoteToolApproval::Each),
                 _ => Err(format!(
                     "expected \"off\" or \"each\", received {}",
                     quoted_or_type(value)
                 )),
-            },
+            }
+            .map(|approval| config.remote_tool_approval = approval),
             "maxChunks" => int_in(value, 1, 50).map(|n| config.max_chunks = n as u32),
             _ => {
                 sink.warn(format!("{path}: unknown key, ignored"));
@@ -582,7 +582,10 @@ fn apply_attachments(target: &mut AttachmentSettings, value: &Value, path: &str,
                 Ok(types) if types.is_empty() => {
                     Err("expected a non-empty array of strings".to_string())
                 }
-                Ok(types) => Ok(next.allowed_media_types = types),
+                Ok(types) => {
+                    next.allowed_media_types = types;
+                    Ok(())
+                }
                 Err(text) => Err(text),
             },
             "maxCount" => int_in(value, 1, 10).map(|n| next.max_count = n as u32),
