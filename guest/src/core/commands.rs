@@ -231,7 +231,11 @@ pub fn status_text(view: &StatusView) -> String {
         .as_deref()
         .filter(|name| !name.is_empty())
         .unwrap_or("(unnamed)");
-    let cwd = if view.cwd.is_empty() { "(unknown)" } else { &view.cwd };
+    let cwd = if view.cwd.is_empty() {
+        "(unknown)"
+    } else {
+        &view.cwd
+    };
     let mut lines = vec![
         "pi-bot-connect status".to_string(),
         format!("- transport: {}", view.transport),
@@ -239,7 +243,10 @@ pub fn status_text(view: &StatusView) -> String {
         format!("- session: {session}"),
         format!("- cwd: {cwd}"),
         format!("- agent: {}", if view.busy { "busy" } else { "idle" }),
-        format!("- delivery: {}", if view.paused { "paused" } else { "active" }),
+        format!(
+            "- delivery: {}",
+            if view.paused { "paused" } else { "active" }
+        ),
     ];
     if let Some(ms) = view.paired_for_ms {
         let ms = i64::try_from(ms).unwrap_or(i64::MAX);
@@ -319,7 +326,11 @@ mod tests {
             ("Me", Whoami),
         ];
         for (name, expected) in rows {
-            assert_eq!(resolve_remote_command_name(name), Some(expected), "{name:?}");
+            assert_eq!(
+                resolve_remote_command_name(name),
+                Some(expected),
+                "{name:?}"
+            );
         }
         for name in ["", "/", "  ", "deploy", "connect", "statuses"] {
             assert_eq!(resolve_remote_command_name(name), None, "{name:?}");
@@ -329,7 +340,13 @@ mod tests {
     #[test]
     fn parse_table() {
         let bot = Some("piBot");
-        let rows: Vec<(&str, Option<&str>, Option<(RemoteCommand, &str)>)> = vec![
+        /// (text, bot user name, expected command and args)
+        type Row = (
+            &'static str,
+            Option<&'static str>,
+            Option<(RemoteCommand, &'static str)>,
+        );
+        let rows: Vec<Row> = vec![
             ("/status", None, Some((Status, ""))),
             ("  /STATUS  ", None, Some((Status, ""))),
             ("/status  verbose now ", None, Some((Status, "verbose now"))),
@@ -432,16 +449,34 @@ mod tests {
     fn run_table() {
         let v = view();
         let rows = [
-            (Pause, "Delivery paused. Send /resume to continue.", CommandEffect::Pause),
+            (
+                Pause,
+                "Delivery paused. Send /resume to continue.",
+                CommandEffect::Pause,
+            ),
             (Resume, "Delivery resumed.", CommandEffect::Resume),
             (Abort, "Abort requested.", CommandEffect::Abort),
             (Whoami, "fake:user-1 (fake)", CommandEffect::None),
-            (Disconnect, "This chat is no longer paired.", CommandEffect::Disconnect),
+            (
+                Disconnect,
+                "This chat is no longer paired.",
+                CommandEffect::Disconnect,
+            ),
         ];
         for (command, text, effect) in rows {
-            assert_eq!(run_remote_command(command, &v), (text.to_string(), effect), "{command:?}");
+            assert_eq!(
+                run_remote_command(command, &v),
+                (text.to_string(), effect),
+                "{command:?}"
+            );
         }
-        assert_eq!(run_remote_command(Help, &v), (help_text(), CommandEffect::None));
-        assert_eq!(run_remote_command(Status, &v), (status_text(&v), CommandEffect::None));
+        assert_eq!(
+            run_remote_command(Help, &v),
+            (help_text(), CommandEffect::None)
+        );
+        assert_eq!(
+            run_remote_command(Status, &v),
+            (status_text(&v), CommandEffect::None)
+        );
     }
 }

@@ -232,7 +232,10 @@ mod tests {
             attempts: 0,
         };
         let rows: Vec<(Vec<(String, PendingChallenge)>, &str)> = vec![
-            (vec![], "No pending pairing. Have the remote user send any message; the code appears here."),
+            (
+                vec![],
+                "No pending pairing. Have the remote user send any message; the code appears here.",
+            ),
             (
                 vec![("telegram:1".into(), code("123456", 1_000))],
                 "No pending pairing. Have the remote user send any message; the code appears here.",
@@ -257,9 +260,18 @@ mod tests {
             (paused_text(2), "Paused 2 conversation(s)."),
             (resumed_text(0), "Resumed 0 conversation(s)."),
             (revoked_text(3), "Revoked 3 pairing(s)."),
-            (unknown_subcommand_text("deploy", "connect"), "Unknown subcommand 'deploy'. Try /connect help."),
-            (config_text("{\n  \"bridge\": {}\n}"), "bot-connect config:\n{\n  \"bridge\": {}\n}"),
-            (NO_ACTIVE_SESSION_TEXT.to_string(), "bot-connect: no active session."),
+            (
+                unknown_subcommand_text("deploy", "connect"),
+                "Unknown subcommand 'deploy'. Try /connect help.",
+            ),
+            (
+                config_text("{\n  \"bridge\": {}\n}"),
+                "bot-connect config:\n{\n  \"bridge\": {}\n}",
+            ),
+            (
+                NO_ACTIVE_SESSION_TEXT.to_string(),
+                "bot-connect: no active session.",
+            ),
         ];
         for (actual, expected) in rows {
             assert_eq!(actual, expected);

@@ -62,7 +62,10 @@ mod tests {
                 ATTACHMENT_FETCH_FAILED_NOTICE,
                 "I could not download that image, so I did not send it. Try again or describe it in text.",
             ),
-            (PAUSED_NOTICE, "Delivery is paused. Send /resume to continue."),
+            (
+                PAUSED_NOTICE,
+                "Delivery is paused. Send /resume to continue.",
+            ),
             (
                 RATE_LIMITED_NOTICE,
                 "Too many messages. Please wait a moment before sending more.",
@@ -71,6 +74,9 @@ mod tests {
         for (actual, expected) in rows {
             assert_eq!(actual, expected);
         }
-        assert_eq!(unknown_command_notice("deploy"), "Unknown command 'deploy'.");
+        assert_eq!(
+            unknown_command_notice("deploy"),
+            "Unknown command 'deploy'."
+        );
     }
 }

@@ -57,7 +57,10 @@ impl PairingReason {
     /// True when a new code was made, so it must be shown at the terminal. Awaiting and
     /// mismatch keep the code already shown; re-notifying would flood the terminal.
     pub fn is_fresh(self) -> bool {
-        matches!(self, PairingReason::New | PairingReason::Expired | PairingReason::Locked)
+        matches!(
+            self,
+            PairingReason::New | PairingReason::Expired | PairingReason::Locked
+        )
     }
 }
 
@@ -318,21 +321,96 @@ mod tests {
         let new_code = challenge("777777", 5_000 + 300_000, 0);
         let ask = |pending: PendingChallenge, reason| PairingDecision::Ask { pending, reason };
         let rows: Vec<(&str, Option<PendingChallenge>, &str, PairingDecision)> = vec![
-            ("new", None, "hello", ask(new_code.clone(), PairingReason::New)),
-            ("new even with digits", None, "123456", ask(new_code.clone(), PairingReason::New)),
-            ("awaiting", Some(live.clone()), "hello", ask(live.clone(), PairingReason::Awaiting)),
-            ("chatter with a time", Some(live.clone()), "meeting at 3pm", ask(live.clone(), PairingReason::Awaiting)),
-            ("short number", Some(live.clone()), "42", ask(live.clone(), PairingReason::Awaiting)),
-            ("too long", Some(live.clone()), "1234567", ask(live.clone(), PairingReason::Awaiting)),
-            ("match", Some(live.clone()), "123456", PairingDecision::Trust),
-            ("match with dash", Some(live.clone()), "123-456", PairingDecision::Trust),
-            ("match with words", Some(live.clone()), " code: 123 456 ", PairingDecision::Trust),
-            ("mismatch", Some(live.clone()), "654321", ask(challenge("123456", 10_000, 1), PairingReason::Mismatch)),
-            ("second mismatch", Some(challenge("123456", 10_000, 1)), "000000", ask(challenge("123456", 10_000, 2), PairingReason::Mismatch)),
-            ("last mismatch locks", Some(challenge("123456", 10_000, 2)), "000000", ask(new_code.clone(), PairingReason::Locked)),
-            ("locked code is replaced", Some(challenge("123456", 10_000, 3)), "123456", ask(new_code.clone(), PairingReason::Locked)),
-            ("expired", Some(challenge("123456", 5_000, 0)), "123456", ask(new_code.clone(), PairingReason::Expired)),
-            ("expired beats locked", Some(challenge("123456", 4_000, 3)), "hi", ask(new_code.clone(), PairingReason::Expired)),
+            (
+                "new",
+                None,
+                "hello",
+                ask(new_code.clone(), PairingReason::New),
+            ),
+            (
+                "new even with digits",
+                None,
+                "123456",
+                ask(new_code.clone(), PairingReason::New),
+            ),
+            (
+                "awaiting",
+                Some(live.clone()),
+                "hello",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "chatter with a time",
+                Some(live.clone()),
+                "meeting at 3pm",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "short number",
+                Some(live.clone()),
+                "42",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "too long",
+                Some(live.clone()),
+                "1234567",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "match",
+                Some(live.clone()),
+                "123456",
+                PairingDecision::Trust,
+            ),
+            (
+                "match with dash",
+                Some(live.clone()),
+                "123-456",
+                PairingDecision::Trust,
+            ),
+            (
+                "match with words",
+                Some(live.clone()),
+                " code: 123 456 ",
+                PairingDecision::Trust,
+            ),
+            (
+                "mismatch",
+                Some(live.clone()),
+                "654321",
+                ask(challenge("123456", 10_000, 1), PairingReason::Mismatch),
+            ),
+            (
+                "second mismatch",
+                Some(challenge("123456", 10_000, 1)),
+                "000000",
+                ask(challenge("123456", 10_000, 2), PairingReason::Mismatch),
+            ),
+            (
+                "last mismatch locks",
+                Some(challenge("123456", 10_000, 2)),
+                "000000",
+                ask(new_code.clone(), PairingReason::Locked),
+            ),
+            (
+                "locked code is replaced",
+                Some(challenge("123456", 10_000, 3)),
+                "123456",
+                ask(new_code.clone(), PairingReason::Locked),
+            ),
+            (
+                "expired",
+                Some(challenge("123456", 5_000, 0)),
+                "123456",
+                ask(new_code.clone(), PairingReason::Expired),
+            ),
+            (
+                "expired beats locked",
+                Some(challenge("123456", 4_000, 3)),
+                "hi",
+                ask(new_code.clone(), PairingReason::Expired),
+            ),
         ];
         for (name, pending, text, expected) in rows {
             let decision = decide_pairing(pending.as_ref(), text, 5_000, &OPTS, &mut source(&[7]));
@@ -345,11 +423,31 @@ mod tests {
         let fresh = challenge("123456", 10_000, 0);
         let once = challenge("123456", 10_000, 1);
         let rows = [
-            (PairingReason::New, &fresh, "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /connect to see the 6-digit code, then send it here."),
-            (PairingReason::Awaiting, &fresh, "Waiting for the pairing code. Check the local pi terminal."),
-            (PairingReason::Mismatch, &once, "That code did not match. 2 attempt(s) left. Check the local pi terminal."),
-            (PairingReason::Expired, &fresh, "The pairing code expired. A new code is shown in the local pi terminal."),
-            (PairingReason::Locked, &fresh, "Too many wrong attempts. A new code is shown in the local pi terminal, or run /connect there again."),
+            (
+                PairingReason::New,
+                &fresh,
+                "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /connect to see the 6-digit code, then send it here.",
+            ),
+            (
+                PairingReason::Awaiting,
+                &fresh,
+                "Waiting for the pairing code. Check the local pi terminal.",
+            ),
+            (
+                PairingReason::Mismatch,
+                &once,
+                "That code did not match. 2 attempt(s) left. Check the local pi terminal.",
+            ),
+            (
+                PairingReason::Expired,
+                &fresh,
+                "The pairing code expired. A new code is shown in the local pi terminal.",
+            ),
+            (
+                PairingReason::Locked,
+                &fresh,
+                "Too many wrong attempts. A new code is shown in the local pi terminal, or run /connect there again.",
+            ),
         ];
         for (reason, pending, expected) in rows {
             let text = chat_prompt(reason, pending, &OPTS, "connect");
@@ -367,10 +465,22 @@ mod tests {
     fn terminal_texts() {
         let c = challenge("123456", 0, 0);
         let rows = [
-            (300_000, "Messenger pairing code: 123 456 (valid 5 min). Type it in the chat to pair."),
-            (10_000, "Messenger pairing code: 123 456 (valid 1 min). Type it in the chat to pair."),
-            (90_000, "Messenger pairing code: 123 456 (valid 2 min). Type it in the chat to pair."),
-            (89_999, "Messenger pairing code: 123 456 (valid 1 min). Type it in the chat to pair."),
+            (
+                300_000,
+                "Messenger pairing code: 123 456 (valid 5 min). Type it in the chat to pair.",
+            ),
+            (
+                10_000,
+                "Messenger pairing code: 123 456 (valid 1 min). Type it in the chat to pair.",
+            ),
+            (
+                90_000,
+                "Messenger pairing code: 123 456 (valid 2 min). Type it in the chat to pair.",
+            ),
+            (
+                89_999,
+                "Messenger pairing code: 123 456 (valid 1 min). Type it in the chat to pair.",
+            ),
         ];
         for (ttl, expected) in rows {
             assert_eq!(terminal_code_notice(&c, ttl), expected, "{ttl}");
@@ -392,7 +502,11 @@ mod tests {
         };
         assert_eq!(
             PairingOptions::from_config(&config),
-            PairingOptions { ttl_ms: 60_000, digits: 8, max_attempts: 5 }
+            PairingOptions {
+                ttl_ms: 60_000,
+                digits: 8,
+                max_attempts: 5
+            }
         );
     }
 }

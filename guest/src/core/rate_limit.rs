@@ -47,8 +47,18 @@ fn capacity(per_minute: u32) -> u64 {
 pub fn take_token(bucket: Option<Bucket>, now: u64, per_minute: u32) -> (Bucket, bool) {
     let units = bucket.map_or(capacity(per_minute), |b| b.refilled(now, per_minute));
     let allowed = units >= UNITS_PER_TOKEN;
-    let units = if allowed { units - UNITS_PER_TOKEN } else { units };
-    (Bucket { units, updated_at: now }, allowed)
+    let units = if allowed {
+        units - UNITS_PER_TOKEN
+    } else {
+        units
+    };
+    (
+        Bucket {
+            units,
+            updated_at: now,
+        },
+        allowed,
+    )
 }
 
 /// What a remote input is charged as; the two have separate budgets.
@@ -162,13 +172,96 @@ mod tests {
     #[test]
     fn take_token_table() {
         let full = capacity(2);
-        let rows: Vec<(&str, Option<Bucket>, u64, (Bucket, bool))> = vec![
-            ("missing bucket starts full", None, 100, (Bucket { units: full - 60_000, updated_at: 100 }, true)),
-            ("empty bucket is denied", Some(Bucket { units: 0, updated_at: 100 }), 100, (Bucket { units: 0, updated_at: 100 }, false)),
-            ("refills per_minute units per ms", Some(Bucket { units: 0, updated_at: 0 }), 30_000, (Bucket { units: 0, updated_at: 30_000 }, true)),
-            ("just short of a token", Some(Bucket { units: 0, updated_at: 0 }), 29_999, (Bucket { units: 59_998, updated_at: 29_999 }, false)),
-            ("refill is capped", Some(Bucket { units: 0, updated_at: 0 }), 10_000_000, (Bucket { units: full - 60_000, updated_at: 10_000_000 }, true)),
-            ("backwards clock mints nothing", Some(Bucket { units: 0, updated_at: 5_000 }), 1_000, (Bucket { units: 0, updated_at: 1_000 }, false)),
+        /// (case, bucket before, now, expected bucket after and verdict)
+        type Row = (&'static str, Option<Bucket>, u64, (Bucket, bool));
+        let rows: Vec<Row> = vec![
+            (
+                "missing bucket starts full",
+                None,
+                100,
+                (
+                    Bucket {
+                        units: full - 60_000,
+                        updated_at: 100,
+                    },
+                    true,
+                ),
+            ),
+            (
+                "empty bucket is denied",
+                Some(Bucket {
+                    units: 0,
+                    updated_at: 100,
+                }),
+                100,
+                (
+                    Bucket {
+                        units: 0,
+                        updated_at: 100,
+                    },
+                    false,
+                ),
+            ),
+            (
+                "refills per_minute units per ms",
+                Some(Bucket {
+                    units: 0,
+                    updated_at: 0,
+                }),
+                30_000,
+                (
+                    Bucket {
+                        units: 0,
+                        updated_at: 30_000,
+                    },
+                    true,
+                ),
+            ),
+            (
+                "just short of a token",
+                Some(Bucket {
+                    units: 0,
+                    updated_at: 0,
+                }),
+                29_999,
+                (
+                    Bucket {
+                        units: 59_998,
+                        updated_at: 29_999,
+                    },
+                    false,
+                ),
+            ),
+            (
+                "refill is capped",
+                Some(Bucket {
+                    units: 0,
+                    updated_at: 0,
+                }),
+                10_000_000,
+                (
+                    Bucket {
+                        units: full - 60_000,
+                        updated_at: 10_000_000,
+                    },
+                    true,
+                ),
+            ),
+            (
+                "backwards clock mints nothing",
+                Some(Bucket {
+                    units: 0,
+                    updated_at: 5_000,
+                }),
+                1_000,
+                (
+                    Bucket {
+                        units: 0,
+                        updated_at: 1_000,
+                    },
+                    false,
+                ),
+            ),
         ];
         for (name, bucket, now, expected) in rows {
             assert_eq!(take_token(bucket, now, 2), expected, "{name}");
@@ -204,14 +297,20 @@ mod tests {
     fn prompt_and_command_budgets_are_separate_but_notices_shared() {
         let mut limiter = RateLimiter::default();
         for _ in 0..2 {
-            assert_eq!(limiter.check(InputKind::Prompt, "tg:1", 0, &SETTINGS), RateVerdict::Allowed);
+            assert_eq!(
+                limiter.check(InputKind::Prompt, "tg:1", 0, &SETTINGS),
+                RateVerdict::Allowed
+            );
         }
         assert_eq!(
             limiter.check(InputKind::Prompt, "tg:1", 0, &SETTINGS),
             RateVerdict::Denied { notify: true }
         );
         for _ in 0..3 {
-            assert_eq!(limiter.check(InputKind::Command, "tg:1", 0, &SETTINGS), RateVerdict::Allowed);
+            assert_eq!(
+                limiter.check(InputKind::Command, "tg:1", 0, &SETTINGS),
+                RateVerdict::Allowed
+            );
         }
         assert_eq!(
             limiter.check(InputKind::Command, "tg:1", 0, &SETTINGS),
@@ -233,10 +332,16 @@ mod tests {
         };
         let mut limiter = RateLimiter::default();
         for _ in 0..1_000 {
-            assert_eq!(limiter.check(InputKind::Prompt, "tg:1", 0, &settings), RateVerdict::Allowed);
+            assert_eq!(
+                limiter.check(InputKind::Prompt, "tg:1", 0, &settings),
+                RateVerdict::Allowed
+            );
         }
         assert!(limiter.is_empty());
-        assert_eq!(limiter.check(InputKind::Command, "tg:1", 0, &settings), RateVerdict::Allowed);
+        assert_eq!(
+            limiter.check(InputKind::Command, "tg:1", 0, &settings),
+            RateVerdict::Allowed
+        );
         assert_eq!(
             limiter.check(InputKind::Command, "tg:1", 0, &settings),
             RateVerdict::Denied { notify: true }
@@ -251,7 +356,11 @@ mod tests {
         for i in 0..10_000u64 {
             limiter.check(InputKind::Prompt, &format!("tg:{i}"), i * 10, &SETTINGS);
         }
-        assert!(limiter.len() <= 2 * 3_000 + SWEEP_FLOOR, "remembered {}", limiter.len());
+        assert!(
+            limiter.len() <= 2 * 3_000 + SWEEP_FLOOR,
+            "remembered {}",
+            limiter.len()
+        );
     }
 
     #[test]

@@ -271,38 +271,153 @@ mod tests {
         };
         let rows = vec![
             // U1: unauthenticated chatter without a live challenge: silence, no challenge.
-            unpaired(row("U1 chatter", "meeting at 3pm", Route::Ignore(IgnoreReason::Unaddressed))),
-            unpaired(Row { pending: expired(), ..row("U1 expired challenge", "hi", Route::Ignore(IgnoreReason::Unaddressed)) }),
+            unpaired(row(
+                "U1 chatter",
+                "meeting at 3pm",
+                Route::Ignore(IgnoreReason::Unaddressed),
+            )),
+            unpaired(Row {
+                pending: expired(),
+                ..row(
+                    "U1 expired challenge",
+                    "hi",
+                    Route::Ignore(IgnoreReason::Unaddressed),
+                )
+            }),
             // U2: addressed in any way, or a challenge is live.
             unpaired(direct(row("U2 direct message", "hello", Route::Pair))),
-            unpaired(Row { addressed: true, ..row("U2 transport says addressed", "hello", Route::Pair) }),
+            unpaired(Row {
+                addressed: true,
+                ..row("U2 transport says addressed", "hello", Route::Pair)
+            }),
             unpaired(row("U2 prefix", "/status", Route::Pair)),
             unpaired(row("U2 mention", "@piBot hello", Route::Pair)),
-            unpaired(Row { pending: live(), ..row("U2 live challenge, unaddressed code", "123456", Route::Pair) }),
-            unpaired(direct(row("U2 never a prompt even for a command word", "status", Route::Pair))),
+            unpaired(Row {
+                pending: live(),
+                ..row("U2 live challenge, unaddressed code", "123456", Route::Pair)
+            }),
+            unpaired(direct(row(
+                "U2 never a prompt even for a command word",
+                "status",
+                Route::Pair,
+            ))),
             // A1: commands, even while busy.
-            row("A1 prefixed command", "/status", command(RemoteCommand::Status)),
-            Row { busy: true, ..row("A1 command while busy", "/abort", command(RemoteCommand::Abort)) },
-            row("A1 decision 1 bare after mention", "@piBot status", command(RemoteCommand::Status)),
-            row("A1 decision 1 prefixed after mention", "@piBot /status", command(RemoteCommand::Status)),
-            row("A1 bare mention is help", "@piBot", command(RemoteCommand::Help)),
+            row(
+                "A1 prefixed command",
+                "/status",
+                command(RemoteCommand::Status),
+            ),
+            Row {
+                busy: true,
+                ..row(
+                    "A1 command while busy",
+                    "/abort",
+                    command(RemoteCommand::Abort),
+                )
+            },
+            row(
+                "A1 decision 1 bare after mention",
+                "@piBot status",
+                command(RemoteCommand::Status),
+            ),
+            row(
+                "A1 decision 1 prefixed after mention",
+                "@piBot /status",
+                command(RemoteCommand::Status),
+            ),
+            row(
+                "A1 bare mention is help",
+                "@piBot",
+                command(RemoteCommand::Help),
+            ),
             // A2: nothing to forward.
             direct(row("A2 empty", "   ", Route::Ignore(IgnoreReason::Empty))),
-            row("A2 empty unaddressed", "", Route::Ignore(IgnoreReason::Empty)),
+            row(
+                "A2 empty unaddressed",
+                "",
+                Route::Ignore(IgnoreReason::Empty),
+            ),
             // A3: paired but the message is not for the bot.
-            row("A3 unaddressed chatter", "lunch?", Route::Ignore(IgnoreReason::Unaddressed)),
+            row(
+                "A3 unaddressed chatter",
+                "lunch?",
+                Route::Ignore(IgnoreReason::Unaddressed),
+            ),
             // A4: attachment problems.
-            Row { attachments: vec![image("image/png", None)], accepted: false, ..direct(row("A4 not accepted", "look", Route::Unsupported(UnsupportedFeature::Attachments))) },
-            Row { attachments: vec![image("image/png", None); 5], ..direct(row("A4 too many", "", Route::Unsupported(UnsupportedFeature::AttachmentTooMany))) },
-            Row { attachments: vec![image("application/pdf", None)], ..direct(row("A4 not an image", "", Route::Unsupported(UnsupportedFeature::AttachmentNotImage))) },
-            Row { attachments: vec![image("image/png", Some(8 * 1024 * 1024 + 1))], ..direct(row("A4 too large", "", Route::Unsupported(UnsupportedFeature::AttachmentTooLarge))) },
+            Row {
+                attachments: vec![image("image/png", None)],
+                accepted: false,
+                ..direct(row(
+                    "A4 not accepted",
+                    "look",
+                    Route::Unsupported(UnsupportedFeature::Attachments),
+                ))
+            },
+            Row {
+                attachments: vec![image("image/png", None); 5],
+                ..direct(row(
+                    "A4 too many",
+                    "",
+                    Route::Unsupported(UnsupportedFeature::AttachmentTooMany),
+                ))
+            },
+            Row {
+                attachments: vec![image("application/pdf", None)],
+                ..direct(row(
+                    "A4 not an image",
+                    "",
+                    Route::Unsupported(UnsupportedFeature::AttachmentNotImage),
+                ))
+            },
+            Row {
+                attachments: vec![image("image/png", Some(8 * 1024 * 1024 + 1))],
+                ..direct(row(
+                    "A4 too large",
+                    "",
+                    Route::Unsupported(UnsupportedFeature::AttachmentTooLarge),
+                ))
+            },
             // A5: prompts.
-            direct(row("A5 idle", "fix the tests", prompt("fix the tests", None, vec![]))),
-            Row { busy: true, ..direct(row("A5 busy", "fix the tests", prompt("fix the tests", Some(DeliverAs::FollowUp), vec![]))) },
-            row("A5 mention stripped", "@piBot, fix the tests", prompt("fix the tests", None, vec![])),
-            row("A5 prefix without a known command", "/deploy prod", prompt("/deploy prod", None, vec![])),
-            row("A5 mention then prose starting with an alias", "@piBot continue with the refactor", prompt("continue with the refactor", None, vec![])),
-            Row { attachments: vec![image("image/png", Some(10))], ..direct(row("A5 image without text", "", prompt(ATTACHMENT_FALLBACK_PROMPT, None, vec![image("image/png", Some(10))]))) },
+            direct(row(
+                "A5 idle",
+                "fix the tests",
+                prompt("fix the tests", None, vec![]),
+            )),
+            Row {
+                busy: true,
+                ..direct(row(
+                    "A5 busy",
+                    "fix the tests",
+                    prompt("fix the tests", Some(DeliverAs::FollowUp), vec![]),
+                ))
+            },
+            row(
+                "A5 mention stripped",
+                "@piBot, fix the tests",
+                prompt("fix the tests", None, vec![]),
+            ),
+            row(
+                "A5 prefix without a known command",
+                "/deploy prod",
+                prompt("/deploy prod", None, vec![]),
+            ),
+            row(
+                "A5 mention then prose starting with an alias",
+                "@piBot continue with the refactor",
+                prompt("continue with the refactor", None, vec![]),
+            ),
+            Row {
+                attachments: vec![image("image/png", Some(10))],
+                ..direct(row(
+                    "A5 image without text",
+                    "",
+                    prompt(
+                        ATTACHMENT_FALLBACK_PROMPT,
+                        None,
+                        vec![image("image/png", Some(10))],
+                    ),
+                ))
+            },
         ];
         let config = BridgeConfig {
             bot_username: Some("piBot".into()),
@@ -352,7 +467,10 @@ mod tests {
             attachments_accepted: true,
             now: 0,
         };
-        assert_eq!(route(&input), prompt("lunch?", Some(DeliverAs::Steer), vec![]));
+        assert_eq!(
+            route(&input),
+            prompt("lunch?", Some(DeliverAs::Steer), vec![])
+        );
         input.authenticated = false;
         assert_eq!(route(&input), Route::Pair);
     }
@@ -375,7 +493,11 @@ mod tests {
             ("discord:7", &allow, true, true),
         ];
         for (identity, config, trusted, expected) in rows {
-            assert_eq!(is_authenticated(identity, config, trusted), expected, "{identity}");
+            assert_eq!(
+                is_authenticated(identity, config, trusted),
+                expected,
+                "{identity}"
+            );
         }
     }
 
@@ -385,25 +507,60 @@ mod tests {
         let pdf = image("application/pdf", None);
         let big = image("image/png", Some(settings.max_bytes + 1));
         let rows: Vec<(Vec<Attachment>, bool, Option<UnsupportedFeature>)> = vec![
-            (vec![pdf.clone()], false, Some(UnsupportedFeature::Attachments)),
-            (vec![pdf.clone(); 5], true, Some(UnsupportedFeature::AttachmentTooMany)),
-            (vec![big.clone(), pdf.clone()], true, Some(UnsupportedFeature::AttachmentTooLarge)),
-            (vec![pdf.clone(), big.clone()], true, Some(UnsupportedFeature::AttachmentNotImage)),
-            (vec![image("IMAGE/PNG", Some(settings.max_bytes))], true, None),
+            (
+                vec![pdf.clone()],
+                false,
+                Some(UnsupportedFeature::Attachments),
+            ),
+            (
+                vec![pdf.clone(); 5],
+                true,
+                Some(UnsupportedFeature::AttachmentTooMany),
+            ),
+            (
+                vec![big.clone(), pdf.clone()],
+                true,
+                Some(UnsupportedFeature::AttachmentTooLarge),
+            ),
+            (
+                vec![pdf.clone(), big.clone()],
+                true,
+                Some(UnsupportedFeature::AttachmentNotImage),
+            ),
+            (
+                vec![image("IMAGE/PNG", Some(settings.max_bytes))],
+                true,
+                None,
+            ),
             (vec![image("image/webp", None); 4], true, None),
         ];
         for (attachments, accepted, expected) in rows {
-            assert_eq!(find_attachment_problem(&attachments, accepted, &settings), expected);
+            assert_eq!(
+                find_attachment_problem(&attachments, accepted, &settings),
+                expected
+            );
         }
     }
 
     #[test]
     fn unsupported_notices() {
         let rows = [
-            (UnsupportedFeature::Attachments, notices::ATTACHMENTS_UNSUPPORTED_NOTICE),
-            (UnsupportedFeature::AttachmentNotImage, notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE),
-            (UnsupportedFeature::AttachmentTooLarge, notices::ATTACHMENT_TOO_LARGE_NOTICE),
-            (UnsupportedFeature::AttachmentTooMany, notices::ATTACHMENT_TOO_MANY_NOTICE),
+            (
+                UnsupportedFeature::Attachments,
+                notices::ATTACHMENTS_UNSUPPORTED_NOTICE,
+            ),
+            (
+                UnsupportedFeature::AttachmentNotImage,
+                notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE,
+            ),
+            (
+                UnsupportedFeature::AttachmentTooLarge,
+                notices::ATTACHMENT_TOO_LARGE_NOTICE,
+            ),
+            (
+                UnsupportedFeature::AttachmentTooMany,
+                notices::ATTACHMENT_TOO_MANY_NOTICE,
+            ),
         ];
         for (feature, expected) in rows {
             assert_eq!(feature.notice(), expected);

@@ -82,15 +82,33 @@ mod tests {
     fn access_table() {
         let rows: Vec<(RemoteToolPolicy, &str, Result<(), &str>)> = vec![
             (Unrestricted, "bash", Ok(())),
-            (NoTools, "read", Err("Tool 'read' is blocked because this turn came from a messenger. Ask the operator to run it locally.")),
+            (
+                NoTools,
+                "read",
+                Err(
+                    "Tool 'read' is blocked because this turn came from a messenger. Ask the operator to run it locally.",
+                ),
+            ),
             (NoTools, "bash", Err(NO_TOOLS_BASH)),
             (ReadOnly, "read", Ok(())),
             (ReadOnly, "grep", Ok(())),
             (ReadOnly, "find", Ok(())),
             (ReadOnly, "ls", Ok(())),
             (ReadOnly, "bash", Err(READ_ONLY_BASH)),
-            (ReadOnly, "mcp_new_tool", Err("Tool 'mcp_new_tool' is not allowed for messenger-originated turns (read-only mode). Ask the operator to run it locally.")),
-            (ReadOnly, "READ", Err("Tool 'READ' is not allowed for messenger-originated turns (read-only mode). Ask the operator to run it locally.")),
+            (
+                ReadOnly,
+                "mcp_new_tool",
+                Err(
+                    "Tool 'mcp_new_tool' is not allowed for messenger-originated turns (read-only mode). Ask the operator to run it locally.",
+                ),
+            ),
+            (
+                ReadOnly,
+                "READ",
+                Err(
+                    "Tool 'READ' is not allowed for messenger-originated turns (read-only mode). Ask the operator to run it locally.",
+                ),
+            ),
         ];
         for (policy, tool, expected) in rows {
             assert_eq!(
@@ -104,22 +122,56 @@ mod tests {
     #[test]
     fn prompt_texts() {
         assert_eq!(approval_title("bash"), "Remote tool call: bash");
-        assert_eq!(approval_message("bash"), "A messenger-originated turn wants to run 'bash'. Allow it?");
-        assert_eq!(declined_reason("bash"), "The operator declined 'bash' for this messenger-originated turn.");
+        assert_eq!(
+            approval_message("bash"),
+            "A messenger-originated turn wants to run 'bash'. Allow it?"
+        );
+        assert_eq!(
+            declined_reason("bash"),
+            "The operator declined 'bash' for this messenger-originated turn."
+        );
     }
 
     #[test]
     fn decide_tool_call_table() {
         let declined = "The operator declined 'bash' for this messenger-originated turn.";
         // (remote, policy, approval, operator answer, expected decision, expected questions asked)
-        let rows: Vec<(bool, RemoteToolPolicy, RemoteToolApproval, bool, ToolDecision, usize)> = vec![
+        let rows: Vec<(
+            bool,
+            RemoteToolPolicy,
+            RemoteToolApproval,
+            bool,
+            ToolDecision,
+            usize,
+        )> = vec![
             (false, NoTools, Each, false, ToolDecision::Allow, 0),
             (false, ReadOnly, Off, false, ToolDecision::Allow, 0),
             (true, Unrestricted, Off, false, ToolDecision::Allow, 0),
-            (true, NoTools, Each, true, ToolDecision::Block(NO_TOOLS_BASH.into()), 0),
-            (true, ReadOnly, Each, true, ToolDecision::Block(READ_ONLY_BASH.into()), 0),
+            (
+                true,
+                NoTools,
+                Each,
+                true,
+                ToolDecision::Block(NO_TOOLS_BASH.into()),
+                0,
+            ),
+            (
+                true,
+                ReadOnly,
+                Each,
+                true,
+                ToolDecision::Block(READ_ONLY_BASH.into()),
+                0,
+            ),
             (true, Unrestricted, Each, true, ToolDecision::Allow, 1),
-            (true, Unrestricted, Each, false, ToolDecision::Block(declined.into()), 1),
+            (
+                true,
+                Unrestricted,
+                Each,
+                false,
+                ToolDecision::Block(declined.into()),
+                1,
+            ),
         ];
         for (remote, policy, approval, answer, expected, asked) in rows {
             let mut questions = Vec::new();
@@ -128,11 +180,17 @@ mod tests {
                 answer
             };
             let decision = decide_tool_call(remote, policy, approval, "bash", &mut confirm);
-            assert_eq!(decision, expected, "{remote} {policy:?} {approval:?} {answer}");
+            assert_eq!(
+                decision, expected,
+                "{remote} {policy:?} {approval:?} {answer}"
+            );
             assert_eq!(questions.len(), asked, "{remote} {policy:?} {approval:?}");
             for (title, message) in questions {
                 assert_eq!(title, "Remote tool call: bash");
-                assert_eq!(message, "A messenger-originated turn wants to run 'bash'. Allow it?");
+                assert_eq!(
+                    message,
+                    "A messenger-originated turn wants to run 'bash'. Allow it?"
+                );
             }
         }
     }
