@@ -1,1 +1,1 @@
-//! (being written)
+//! Conformance kit (I41).
