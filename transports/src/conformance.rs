@@ -158,39 +158,53 @@ async fn send(transport: &dyn Transport, message: OutboundMessage) -> Result<Sen
         .map_err(|error| format!("sending {text:?} failed: {error}"))
 }
 
-fn expect_not_started(
-    result: Result<SendReceipt, TransportError>,
-    when: &str,
-) -> RuleResult {
+fn expect_not_started(result: Result<SendReceipt, TransportError>, when: &str) -> RuleResult {
     match result {
         Err(TransportError::NotStarted(_)) => Ok(()),
-        Err(other) => Err(format!("send {when} failed with {other:?}, expected NotStarted")),
-        Ok(receipt) => Err(format!("send {when} succeeded ({receipt:?}); it must fail with NotStarted")),
+        Err(other) => Err(format!(
+            "send {when} failed with {other:?}, expected NotStarted"
+        )),
+        Ok(receipt) => Err(format!(
+            "send {when} succeeded ({receipt:?}); it must fail with NotStarted"
+        )),
     }
 }
 
 /// Rule 1: a transport that is not running must not post.
 pub async fn send_before_start_fails(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
-    let result = transport.send(message(platform.as_ref(), "too early")).await;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
+    let result = transport
+        .send(message(platform.as_ref(), "too early"))
+        .await;
     expect_not_started(result, "before start")?;
     ensure_posted(platform.as_ref(), &[]).await
 }
 
 /// Rule 2: `stop` is idempotent, works before `start`, and really stops sending.
 pub async fn stop_twice_is_safe(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     transport.stop().await;
     let _receiver = start(transport.as_ref()).await?;
     transport.stop().await;
     transport.stop().await;
-    let result = transport.send(message(platform.as_ref(), "after stop")).await;
+    let result = transport
+        .send(message(platform.as_ref(), "after stop"))
+        .await;
     expect_not_started(result, "after stop")
 }
 
 /// Rule 3: a send posts exactly its text and returns an id to refer to it.
 pub async fn send_posts_the_text(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let _receiver = start(transport.as_ref()).await?;
     let text = "hello from the conformance kit";
     let receipt = send(transport.as_ref(), message(platform.as_ref(), text)).await?;
@@ -203,7 +217,10 @@ pub async fn send_posts_the_text(subject: Subject) -> RuleResult {
 
 /// Rule 4: a failure on the platform side reaches the caller (I30 relies on it).
 pub async fn platform_failure_surfaces(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let _receiver = start(transport.as_ref()).await?;
     platform.fail_sends().await;
     let result = transport.send(message(platform.as_ref(), "refused")).await;
@@ -219,7 +236,10 @@ pub async fn platform_failure_surfaces(subject: Subject) -> RuleResult {
 /// Rule 5: an edit key edits in place on an editable transport (progress cards rely on
 /// it, I20); elsewhere the message is posted anew.
 pub async fn edit_key_edits_or_posts(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let editable = transport.capabilities().edit;
     let _receiver = start(transport.as_ref()).await?;
     let first = send(transport.as_ref(), message(platform.as_ref(), "version 1")).await?;
@@ -245,7 +265,9 @@ pub async fn edit_key_edits_or_posts(subject: Subject) -> RuleResult {
         ensure_posted(platform.as_ref(), &["version 1"]).await?;
         let edited = platform.edited().await;
         if edited != ["version 2"] {
-            return Err(format!("expected the edit \"version 2\", the platform saw edits {edited:?}"));
+            return Err(format!(
+                "expected the edit \"version 2\", the platform saw edits {edited:?}"
+            ));
         }
         Ok(())
     } else {
@@ -255,7 +277,10 @@ pub async fn edit_key_edits_or_posts(subject: Subject) -> RuleResult {
 
 /// Rule 6: the bridge passes thread ids regardless of support; they must not break sends.
 pub async fn thread_id_is_accepted(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let _receiver = start(transport.as_ref()).await?;
     let threaded = OutboundMessage {
         thread_id: Some("conformance-thread".to_owned()),
@@ -269,10 +294,15 @@ pub async fn thread_id_is_accepted(subject: Subject) -> RuleResult {
 /// Rule 7: `doctor` output is shared in bug reports; the credential must never be in it,
 /// whatever state the transport is in.
 pub async fn diagnose_hides_the_secret(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let secret = platform.secret().to_owned();
     if secret.is_empty() {
-        return Err("the platform gave an empty secret, so the check would prove nothing".to_owned());
+        return Err(
+            "the platform gave an empty secret, so the check would prove nothing".to_owned(),
+        );
     }
     let check = |when: &str| {
         let line = transport.diagnose();
@@ -304,7 +334,9 @@ pub async fn start_twice_fails(subject: Subject) -> RuleResult {
     transport.stop().await;
     match result {
         Err(TransportError::AlreadyStarted(_)) => Ok(()),
-        Err(other) => Err(format!("second start failed with {other:?}, expected AlreadyStarted")),
+        Err(other) => Err(format!(
+            "second start failed with {other:?}, expected AlreadyStarted"
+        )),
         Ok(()) => Err("second start succeeded; it must fail with AlreadyStarted".to_owned()),
     }
 }
@@ -312,7 +344,10 @@ pub async fn start_twice_fails(subject: Subject) -> RuleResult {
 /// Rule 9: the lock file is named after the bot, never the token (lock files are visible
 /// to every local user).
 pub async fn identify_names_the_bot(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let identity = transport
         .identify()
         .await
@@ -331,7 +366,10 @@ pub async fn identify_names_the_bot(subject: Subject) -> RuleResult {
 
 /// Rule 10: a conversation read out of order is a different conversation.
 pub async fn inbound_arrives_in_order(subject: Subject) -> RuleResult {
-    let Subject { transport, platform } = subject;
+    let Subject {
+        transport,
+        platform,
+    } = subject;
     let mut receiver = start(transport.as_ref()).await?;
     let texts = ["first", "second", "third"];
     for text in texts {
@@ -364,7 +402,9 @@ pub async fn inbound_arrives_in_order(subject: Subject) -> RuleResult {
 async fn ensure_posted(platform: &dyn ConformancePlatform, expected: &[&str]) -> RuleResult {
     let posted = platform.posted().await;
     if posted != expected {
-        return Err(format!("expected the platform to show {expected:?} posted, it shows {posted:?}"));
+        return Err(format!(
+            "expected the platform to show {expected:?} posted, it shows {posted:?}"
+        ));
     }
     Ok(())
 }

@@ -192,7 +192,11 @@ impl FakeTransport {
 /// What a real transport reports as the served media type: the part before `;`,
 /// trimmed and lower-cased, so the fake matches the contract of [`FetchedAttachment`].
 fn served_media_type(raw: &str) -> String {
-    raw.split(';').next().unwrap_or_default().trim().to_lowercase()
+    raw.split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_lowercase()
 }
 
 #[async_trait]
@@ -303,11 +307,16 @@ impl Transport for FakeTransport {
         if self.state().sink.is_none() {
             return Err(TransportError::NotStarted(id.clone()));
         }
-        let (media_type, data) = self.inner.config.attachments.get(reference).ok_or_else(|| {
-            TransportError::Failed(format!(
-                "{id} has no attachment {reference}; give its bytes in FakeConfig::attachments"
-            ))
-        })?;
+        let (media_type, data) = self
+            .inner
+            .config
+            .attachments
+            .get(reference)
+            .ok_or_else(|| {
+                TransportError::Failed(format!(
+                    "{id} has no attachment {reference}; give its bytes in FakeConfig::attachments"
+                ))
+            })?;
         let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
         if size > max_bytes {
             return Err(TransportError::Failed(format!(

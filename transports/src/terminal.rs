@@ -173,12 +173,12 @@ impl TerminalTransport {
         match tokio::time::timeout(timeout, self.wait_for_answer(question)).await {
             Ok(answer) => answer,
             Err(_) => {
-                let note = format!(
-                    "no answer within {} s; taken as no",
-                    timeout.as_secs()
-                );
+                let note = format!("no answer within {} s; taken as no", timeout.as_secs());
                 // The answer is already no; a closed output has nothing left to tell.
-                let _ = self.shared.write(&block(LOCAL_FIRST, LOCAL_NEXT, &note)).await;
+                let _ = self
+                    .shared
+                    .write(&block(LOCAL_FIRST, LOCAL_NEXT, &note))
+                    .await;
                 false
             }
         }
@@ -381,9 +381,7 @@ impl Transport for TerminalTransport {
         let receipt = match message.edit_key {
             Some(key) => {
                 let n = posted_number(&key, posted).ok_or_else(|| {
-                    TransportError::EditRejected(format!(
-                        "terminal has no message {key} to edit"
-                    ))
+                    TransportError::EditRejected(format!("terminal has no message {key} to edit"))
                 })?;
                 let first = format!("  chat │ bot (edited #{n}): ");
                 write_flushed(&mut output, &block(&first, CHAT_NEXT, &message.text)).await?;
@@ -393,8 +391,11 @@ impl Transport for TerminalTransport {
                 }
             }
             None => {
-                write_flushed(&mut output, &block("  chat │ bot: ", CHAT_NEXT, &message.text))
-                    .await?;
+                write_flushed(
+                    &mut output,
+                    &block("  chat │ bot: ", CHAT_NEXT, &message.text),
+                )
+                .await?;
                 self.shared.state().posted += 1;
                 let id = format!("t{}", posted + 1);
                 SendReceipt {

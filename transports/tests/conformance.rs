@@ -28,11 +28,19 @@ struct FakePlatform {
 #[async_trait]
 impl ConformancePlatform for FakePlatform {
     async fn posted(&self) -> Vec<String> {
-        self.fake.sent().into_iter().map(|sent| sent.message.text).collect()
+        self.fake
+            .sent()
+            .into_iter()
+            .map(|sent| sent.message.text)
+            .collect()
     }
 
     async fn edited(&self) -> Vec<String> {
-        self.fake.edits().into_iter().map(|edit| edit.text).collect()
+        self.fake
+            .edits()
+            .into_iter()
+            .map(|edit| edit.text)
+            .collect()
     }
 
     async fn fail_sends(&self) {
@@ -72,12 +80,18 @@ fn fake_subject(edit: bool) -> Subject {
 
 #[tokio::test]
 async fn editable_fake_conforms() {
-    assert_eq!(run_all(|| async { fake_subject(true) }).await, Vec::<Violation>::new());
+    assert_eq!(
+        run_all(|| async { fake_subject(true) }).await,
+        Vec::<Violation>::new()
+    );
 }
 
 #[tokio::test]
 async fn non_editable_fake_conforms() {
-    assert_eq!(run_all(|| async { fake_subject(false) }).await, Vec::<Violation>::new());
+    assert_eq!(
+        run_all(|| async { fake_subject(false) }).await,
+        Vec::<Violation>::new()
+    );
 }
 
 /// The terminal's platform is the person at it: the screen shows what was posted, the
@@ -244,7 +258,9 @@ impl Transport for Flawed {
         match self.flaw {
             Flaw::SendsBeforeStart if !self.started.load(Ordering::SeqCst) => return Ok(pretend),
             Flaw::RejectsThreads if message.thread_id.is_some() => {
-                return Err(TransportError::Failed("threads are not supported".to_owned()));
+                return Err(TransportError::Failed(
+                    "threads are not supported".to_owned(),
+                ));
             }
             Flaw::PostsInsteadOfEditing => message.edit_key = None,
             _ => {}

@@ -20,6 +20,8 @@ pub struct Person {
     keyboard: Option<DuplexStream>,
     screen: Option<DuplexStream>,
     seen: Vec<u8>,
+    /// How much of `seen` [`Person::wait_for`] has already matched.
+    matched: usize,
 }
 
 /// A terminal on in-memory pipes, its event receiver and the person at it.
@@ -31,6 +33,7 @@ pub fn terminal() -> (TerminalTransport, mpsc::Receiver<TerminalEvent>, Person) 
         keyboard: Some(keyboard),
         screen: Some(screen),
         seen: Vec::new(),
+        matched: 0,
     };
     (terminal, events, person)
 }
@@ -38,7 +41,10 @@ pub fn terminal() -> (TerminalTransport, mpsc::Receiver<TerminalEvent>, Person) 
 impl Person {
     /// Types one line and presses Enter.
     pub async fn type_line(&mut self, line: &str) {
-        let keyboard = self.keyboard.as_mut().expect("input was closed by the test");
+        let keyboard = self
+            .keyboard
+            .as_mut()
+            .expect("input was closed by the test");
         keyboard
             .write_all(format!("{line}\n").as_bytes())
             .await
@@ -66,7 +72,9 @@ impl Person {
             let mut buf = ReadBuf::new(&mut chunk);
             let ready = poll_once(|cx| Pin::new(&mut *screen).poll_read(cx, &mut buf));
             match ready {
-                Some(Ok(())) if !buf.filled().is_empty() => self.seen.extend_from_slice(buf.filled()),
+                Some(Ok(())) if !buf.filled().is_empty() => {
+                    self.seen.extend_from_slice(buf.filled())
+                }
                 _ => break,
             }
         }
@@ -77,20 +85,27 @@ impl Person {
         String::from_utf8_lossy(&self.seen).into_owned()
     }
 
-    /// Waits (up to [`WAIT`]) until the screen contains `needle`, for output written by a
-    /// task the test does not await, such as a pending question.
+    /// Waits (up to [`WAIT`]) until output after the previous match contains `needle`,
+    /// for output written by a task the test does not await, such as a pending question.
     pub async fn wait_for(&mut self, needle: &str) -> String {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let seen = self.screen();
-            if seen.contains(needle) {
+            let fresh = seen.get(self.matched..).unwrap_or_default();
+            if let Some(at) = fresh.find(needle) {
+                self.matched += at + needle.len();
                 return seen;
             }
-            let screen = self.screen.as_mut().expect("the screen was closed by the test");
+            let screen = self
+                .screen
+                .as_mut()
+                .expect("the screen was closed by the test");
             let mut chunk = [0u8; 4096];
             let read = tokio::time::timeout_at(deadline, screen.read(&mut chunk)).await;
             match read {
-                Ok(Ok(n)) if n > 0 => self.seen.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+                Ok(Ok(n)) if n > 0 => self
+                    .seen
+                    .extend_from_slice(chunk.get(..n).unwrap_or_default()),
                 _ => panic!("{needle:?} never appeared; the screen shows {seen:?}"),
             }
         }
@@ -98,9 +113,7 @@ impl Person {
 }
 
 /// Polls once without waiting; `None` when nothing is ready.
-fn poll_once<T>(
-    mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>,
-) -> Option<T> {
+fn poll_once<T>(mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Option<T> {
     let mut cx = Context::from_waker(Waker::noop());
     match poll(&mut cx) {
         Poll::Ready(value) => Some(value),
@@ -114,4 +127,3 @@ pub async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
         .await
         .expect("the terminal did not respond in time")
 }
-
