@@ -73,6 +73,9 @@ struct State {
     /// `Some` between `start` and `stop`.
     reader: Option<JoinHandle<()>>,
     pending: Option<oneshot::Sender<bool>>,
+    /// Set with the pending answer cleared, in one lock, so a question asked after end of
+    /// input is refused instead of waiting out its timeout.
+    input_closed: bool,
     posted: u64,
     sent: u64,
     received: u64,
@@ -189,7 +192,7 @@ impl TerminalTransport {
         let (answer, receiver) = oneshot::channel();
         {
             let mut state = self.shared.state();
-            if state.reader.is_none() {
+            if state.reader.is_none() || state.input_closed {
                 return false;
             }
             state.pending = Some(answer);
@@ -221,7 +224,11 @@ async fn read_input(shared: Arc<Shared>, sink: InboundSink, local_command: Strin
         // A read error is treated like end of input: the person can no longer type.
         let read = input.read_until(b'\n', &mut buffer).await.unwrap_or(0);
         if read == 0 {
-            shared.state().pending = None;
+            {
+                let mut state = shared.state();
+                state.pending = None;
+                state.input_closed = true;
+            }
             let _ = shared.events.send(TerminalEvent::Quit).await;
             return;
         }

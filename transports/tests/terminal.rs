@@ -357,6 +357,14 @@ async fn closed_input_denies() {
 }
 
 #[tokio::test]
+async fn a_question_after_end_of_input_is_refused_at_once() {
+    let mut t = start().await;
+    t.person.close_input();
+    assert_eq!(t.next_event().await, Some(TerminalEvent::Quit));
+    assert!(!within(t.terminal.ask("Allow?", Duration::from_secs(3600))).await);
+}
+
+#[tokio::test]
 async fn a_stopped_terminal_cannot_be_asked() {
     let (terminal, _events, mut person) = common::terminal();
     assert!(!within(terminal.ask("Allow?", Duration::from_secs(60))).await);
