@@ -1,1 +1,304 @@
-//! (being written)
+//! Structure-aware split of markdown source (reference-behaviour §3.7, I26, I27, I28).
+//!
+//! Block structure comes from pulldown-cmark, so ATX and setext headings, fenced and indented
+//! code, lists, quotes, tables and HTML blocks are what CommonMark says they are. Messages
+//! break at section starts; a heading never ends a message without its body; a fence is cut
+//! only when it alone exceeds the budget, and then every piece is a whole fence again.
+//! Every step is linear in the text: block costs are computed once and runs never grow past
+//! one budget plus one block.
+
+use std::borrow::Cow;
+
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
+
+use crate::core::chunk::{Meter, next_cut};
+
+/// The markdown dialect the split and the renderer agree on.
+pub fn options() -> Options {
+    Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH
+}
+
+/// What a top-level block is, as far as splitting cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKind {
+    /// An ATX or setext heading.
+    Heading,
+    /// A fenced code block (closed or running to the end).
+    Fence,
+    /// Anything else, including blank text.
+    Other,
+}
+
+/// One top-level block; consecutive blocks tile the source exactly (the text after a block,
+/// such as its blank lines, belongs to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// Byte offset of the block's first line.
+    pub start: usize,
+    /// Byte offset where the next block starts.
+    pub end: usize,
+    /// Kind of block.
+    pub kind: BlockKind,
+}
+
+/// Top-level blocks of `text`, tiling it from 0 to `text.len()`.
+pub fn parse_blocks(text: &str) -> Vec<Block> {
+    let mut starts: Vec<(usize, BlockKind)> = Vec::new();
+    let mut depth = 0usize;
+    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+        let kind = match &event {
+            Event::Start(Tag::Heading { .. }) => BlockKind::Heading,
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) => BlockKind::Fence,
+            _ => BlockKind::Other,
+        };
+        let top = depth == 0;
+        match event {
+            Event::Start(_) => depth += 1,
+            Event::End(_) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if !top || matches!(event, Event::End(_)) {
+            continue;
+        }
+        // Indentation before a block belongs to its first line, or a re-opened fence loses it.
+        let line_start = text.get(..range.start).and_then(|h| h.rfind('\n')).map_or(0, |i| i + 1);
+        let indent_only = text
+            .get(line_start..range.start)
+            .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
+        let start = if indent_only { line_start } else { range.start };
+        if starts.last().is_none_or(|(s, _)| start > *s) {
+            starts.push((start, kind));
+        }
+    }
+    let mut blocks = Vec::with_capacity(starts.len() + 1);
+    if starts.first().is_none_or(|(s, _)| *s > 0) {
+        starts.insert(0, (0, BlockKind::Other));
+    }
+    for (i, (start, kind)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(text.len(), |(s, _)| *s);
+        blocks.push(Block { start: *start, end, kind: *kind });
+    }
+    blocks.retain(|b| b.end > b.start);
+    blocks
+}
+
+/// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure.
+/// `""` gives no pieces. Pieces join to `text` except where an oversized fence was repaired.
+pub fn split(text: &str, budget: usize, meter: Meter) -> Vec<Cow<'_, str>> {
+    let budget = budget.max(1);
+    if text.is_empty() {
+        return Vec::new();
+    }
+    if meter.cost(text) <= budget {
+        return vec![Cow::Borrowed(text)];
+    }
+    let blocks = parse_blocks(text);
+    let costs: Vec<usize> = blocks
+        .iter()
+        .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
+        .collect();
+    let mut splitter = Splitter { text, blocks: &blocks, costs: &costs, budget, meter, out: Vec::new() };
+    splitter.run();
+    splitter.out
+}
+
+struct Splitter<'a, 'b> {
+    text: &'a str,
+    blocks: &'b [Block],
+    costs: &'b [usize],
+    budget: usize,
+    meter: Meter,
+    out: Vec<Cow<'a, str>>,
+}
+
+impl<'a> Splitter<'a, '_> {
+    fn is_bare(&self, i: usize) -> bool {
+        self.blocks.get(i).is_some_and(|b| {
+            b.kind == BlockKind::Heading || self.text.get(b.start..b.end).is_some_and(|s| s.trim().is_empty())
+        })
+    }
+
+    fn slice(&self, from: usize, to: usize) -> &'a str {
+        let start = self.blocks.get(from).map_or(self.text.len(), |b| b.start);
+        let end = to.checked_sub(1).and_then(|i| self.blocks.get(i)).map_or(start, |b| b.end);
+        self.text.get(start..end).unwrap_or_default()
+    }
+
+    fn cost(&self, from: usize, to: usize) -> usize {
+        self.costs.get(from..to).map_or(0, |c| c.iter().sum())
+    }
+
+    /// Groups: a heading starts a section; sections of only headings and blank lines are glued
+    /// onto the next one, so headings travel with the body they own. Whole groups are packed
+    /// greedily; a group larger than the budget is packed block by block.
+    fn run(&mut self) {
+        let n = self.blocks.len();
+        let mut pending: Option<(usize, usize)> = None;
+        let mut group_start = 0;
+        let mut i = 0;
+        while i < n {
+            // A section: a heading (or the document start), then non-heading blocks.
+            let mut j = i + 1;
+            while j < n && self.blocks.get(j).is_some_and(|b| b.kind != BlockKind::Heading) {
+                j += 1;
+            }
+            let bare = (i..j).all(|k| self.is_bare(k));
+            i = j;
+            if bare && i < n {
+                continue;
+            }
+            let group = (group_start, i);
+            group_start = i;
+            let group_cost = self.cost(group.0, group.1);
+            if group_cost > self.budget {
+                self.flush(pending.take());
+                self.pack_blocks(group.0, group.1);
+                continue;
+            }
+            pending = match pending {
+                Some((a, b)) if self.cost(a, b) + group_cost <= self.budget => Some((a, group.1)),
+                other => {
+                    self.flush(other);
+                    Some(group)
+                }
+            };
+        }
+        self.flush(pending);
+    }
+
+    fn flush(&mut self, run: Option<(usize, usize)>) {
+        if let Some((a, b)) = run
+            && b > a
+        {
+            let s = self.slice(a, b);
+            self.out.push(Cow::Borrowed(s));
+        }
+    }
+
+    /// Packs blocks `from..to` greedily; trailing headings of a full run move to the next run.
+    fn pack_blocks(&mut self, from: usize, to: usize) {
+        let mut run_start = from;
+        let mut run_cost = 0;
+        for i in from..to {
+            let c = self.costs.get(i).copied().unwrap_or(0);
+            if run_cost + c <= self.budget {
+                run_cost += c;
+                continue;
+            }
+            let mut keep_end = i;
+            while keep_end > run_start && self.is_bare(keep_end - 1) {
+                keep_end -= 1;
+            }
+            if keep_end > run_start {
+                self.flush(Some((run_start, keep_end)));
+                run_start = keep_end;
+            }
+            run_cost = self.cost(run_start, i + 1);
+            if run_cost > self.budget {
+                self.oversized(run_start, i);
+                run_start = i + 1;
+                run_cost = 0;
+            }
+        }
+        self.flush(Some((run_start, to)));
+    }
+
+    /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.
+    fn oversized(&mut self, heads: usize, last: usize) {
+        let prefix = self.slice(heads, last);
+        let Some(block) = self.blocks.get(last).copied() else { return };
+        let body = self.text.get(block.start..block.end).unwrap_or_default();
+        if block.kind == BlockKind::Fence
+            && let Some(pieces) = repair_fence(prefix, body, self.budget, self.meter)
+        {
+            self.out.extend(pieces.into_iter().map(Cow::Owned));
+            return;
+        }
+        let whole = self.slice(heads, last + 1);
+        let prefix_cost = self.meter.cost(prefix);
+        let mut pos = 0;
+        if !prefix.is_empty() && prefix_cost < self.budget {
+            // The heading opens the first piece; its body starts right after it.
+            let cut = prefix.len() + next_cut(body, 0, self.budget - prefix_cost, self.meter);
+            self.out.push(Cow::Borrowed(whole.get(..cut).unwrap_or_default()));
+            pos = cut;
+        }
+        while pos < whole.len() {
+            let cut = next_cut(whole, pos, self.budget, self.meter);
+            self.out.push(Cow::Borrowed(whole.get(pos..cut).unwrap_or_default()));
+            pos = cut;
+        }
+    }
+}
+
+/// A fence line: up to 3 spaces of indent, then 3+ backticks or tildes.
+fn fence_marker(line: &str) -> Option<(char, usize, usize)> {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let rest = line.get(indent..)?;
+    let ch = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let run = rest.len() - rest.trim_start_matches(ch).len();
+    (indent <= 3 && run >= 3).then_some((ch, run, indent))
+}
+
+/// Splits an oversized fence so each piece is a whole fence with the original opening line
+/// (language kept, I28): `prefix` (carried headings) opens the first piece, the text after the
+/// closing line ends the last. Only fence lines are added; code content is kept in order, a
+/// cut inside a line ends that piece's last line. `None` when the budget leaves no room.
+pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> Option<Vec<String>> {
+    let open_len = block.find('\n')? + 1;
+    let open = block.get(..open_len)?;
+    let eol = if open.ends_with("\r\n") { "\r\n" } else { "\n" };
+    let (ch, run, indent) = fence_marker(open)?;
+    let rest = block.get(open_len..)?;
+    let mut close_at = None;
+    let mut at = 0;
+    for line in rest.split_inclusive('\n') {
+        let content = line.trim_end();
+        if let Some((c, r, _)) = fence_marker(content)
+            && c == ch
+            && r >= run
+            && content.trim_start().chars().all(|x| x == ch)
+        {
+            close_at = Some((at, at + line.len()));
+            break;
+        }
+        at += line.len();
+    }
+    let synthetic;
+    let (body, close, suffix) = match close_at {
+        Some((s, e)) => (rest.get(..s)?, rest.get(s..e)?, rest.get(e..)?),
+        None => {
+            synthetic = format!("{}{}{}", " ".repeat(indent), ch.to_string().repeat(run), eol);
+            (rest, synthetic.as_str(), "")
+        }
+    };
+    if body.is_empty() {
+        return None;
+    }
+    let frame = meter.cost(open) + meter.cost(close) + meter.cost(eol) + meter.cost(suffix);
+    let first_budget = budget.checked_sub(frame + meter.cost(prefix)).filter(|b| *b > 0)?;
+    let rest_budget = budget - frame;
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    while pos < body.len() {
+        let b = if pos == 0 { first_budget } else { rest_budget };
+        let cut = next_cut(body, pos, b, meter);
+        let code = body.get(pos..cut)?;
+        let mut piece = String::with_capacity(prefix.len() + open.len() + code.len() + close.len() + 2);
+        if pos == 0 {
+            piece.push_str(prefix);
+        }
+        piece.push_str(open);
+        piece.push_str(code);
+        if !code.ends_with('\n') {
+            piece.push_str(eol);
+        }
+        piece.push_str(close);
+        pieces.push(piece);
+        pos = cut;
+    }
+    if let Some(last) = pieces.last_mut() {
+        last.push_str(suffix);
+    }
+    Some(pieces)
+}

@@ -1,1 +1,446 @@
-//! (being written)
+//! Limit-safe chunking (reference-behaviour §3.6, I4, I29).
+//!
+//! Every cut is a `str` char boundary, so a UTF-8 sequence or a surrogate pair is never split
+//! (I4). Cuts prefer the original's break points, avoid the inside of a grapheme cluster
+//! (emoji ZWJ sequences, flags) whenever the limit allows, and never split a CRLF when the
+//! limit is at least 2 (I29). Rendered Telegram HTML and Slack mrkdwn are cut outside tags,
+//! entities and links, with open tags (or a code fence) closed and re-opened across the cut.
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use crate::model::{LengthUnit, Markup};
+
+/// The original's break strings, most preferred first; a cut goes after the string.
+const BREAKS: [&str; 10] = [
+    "\r\n\r\n", "\n\n", "\r\n", "\n", ". ", "! ", "? ", "; ", ", ", " ",
+];
+
+/// Length of `text` in `unit`: code points, UTF-16 code units or UTF-8 bytes.
+pub fn measure(text: &str, unit: LengthUnit) -> usize {
+    match unit {
+        LengthUnit::Chars => text.chars().count(),
+        // Only 4-byte sequences need a surrogate pair; their lead bytes are 0xF0..=0xF4.
+        LengthUnit::Utf16 => text.chars().count() + text.bytes().filter(|b| *b >= 0xF0).count(),
+        LengthUnit::Bytes => text.len(),
+    }
+}
+
+/// Length of a rendered message as the platform counts it: Telegram counts HTML after entity
+/// parsing (tags are free, an entity is the one character it stands for); others count raw.
+pub fn measure_rendered(text: &str, unit: LengthUnit, markup: Markup) -> usize {
+    match markup {
+        Markup::Html => html_tokens(text)
+            .map(|t| match t {
+                HtmlToken::Tag { .. } => 0,
+                HtmlToken::Entity(_) => 1,
+                HtmlToken::Char(c) => char_len(c, unit),
+            })
+            .sum(),
+        _ => measure(text, unit),
+    }
+}
+
+fn char_len(c: char, unit: LengthUnit) -> usize {
+    match unit {
+        LengthUnit::Chars => 1,
+        LengthUnit::Utf16 => c.len_utf16(),
+        LengthUnit::Bytes => c.len_utf8(),
+    }
+}
+
+/// How much each character of a text costs against a limit.
+///
+/// For Slack the source is measured with `&`, `<` and `>` at the size of their escapes, so a
+/// piece cut from the markdown still fits once rendered (escaping only grows the text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meter {
+    unit: LengthUnit,
+    slack_escapes: bool,
+}
+
+impl Meter {
+    /// Plain measurement in `unit`.
+    pub fn new(unit: LengthUnit) -> Self {
+        Meter { unit, slack_escapes: false }
+    }
+
+    /// Measurement of markdown source that will be rendered as `markup`.
+    pub fn for_source(unit: LengthUnit, markup: Markup) -> Self {
+        Meter { unit, slack_escapes: markup == Markup::Mrkdwn }
+    }
+
+    /// Cost of one character.
+    pub fn char_cost(self, c: char) -> usize {
+        let extra = match (self.slack_escapes, c) {
+            (true, '&') => 4,
+            (true, '<' | '>') => 3,
+            _ => 0,
+        };
+        char_len(c, self.unit) + extra
+    }
+
+    /// Cost of a text; additive over concatenation.
+    pub fn cost(self, text: &str) -> usize {
+        let extra = if self.slack_escapes {
+            text.bytes()
+                .map(|b| match b {
+                    b'&' => 4,
+                    b'<' | b'>' => 3,
+                    _ => 0,
+                })
+                .sum()
+        } else {
+            0
+        };
+        measure(text, self.unit) + extra
+    }
+}
+
+/// Splits `text` into pieces of at most `budget` each; `"" -> []`; the pieces join to `text`.
+/// A `budget` of 0 is treated as 1. A single character larger than the budget goes alone.
+pub fn chunk_text(text: &str, budget: usize, meter: Meter) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < text.len() {
+        let cut = next_cut(text, pos, budget, meter);
+        out.push(text.get(pos..cut).unwrap_or_default());
+        pos = cut;
+    }
+    out
+}
+
+/// End of the piece of `text` that starts at byte `start` (a char boundary below `text.len()`)
+/// and costs at most `budget` (at least one character). Always greater than `start`.
+pub fn next_cut(text: &str, start: usize, budget: usize, meter: Meter) -> usize {
+    let rest = text.get(start..).unwrap_or_default();
+    let mut used = 0;
+    let mut end = text.len();
+    for (i, c) in rest.char_indices() {
+        used += meter.char_cost(c);
+        if used > budget.max(1) {
+            // A character larger than the whole budget is emitted alone so the loop advances.
+            end = if i == 0 { start + c.len_utf8() } else { start + i };
+            break;
+        }
+    }
+    if end >= text.len() {
+        return text.len();
+    }
+    let min_cut = floor_char(text, start + ((end - start) / 2).max(1));
+    let cut = BREAKS
+        .iter()
+        .find_map(|brk| {
+            let lo = floor_char(text, min_cut.saturating_sub(brk.len()).max(start));
+            let found = text.get(lo..end)?.rfind(brk)? + lo + brk.len();
+            (found >= min_cut).then_some(found)
+        })
+        .unwrap_or(end);
+    let cut = grapheme_floor(text, start, cut);
+    let bytes = text.as_bytes();
+    if cut > start + 1 && bytes.get(cut - 1) == Some(&b'\r') && bytes.get(cut) == Some(&b'\n') {
+        cut - 1
+    } else {
+        cut
+    }
+}
+
+fn floor_char(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+fn is_regional_indicator(c: char) -> bool {
+    ('\u{1F1E6}'..='\u{1F1FF}').contains(&c)
+}
+
+/// The last grapheme boundary at or before `pos` and after `lo`, or `pos` when the cluster
+/// around `pos` starts at or before `lo` (one cluster larger than the budget).
+///
+/// Only a short window around `pos` is segmented, so a cut costs O(window), not O(text):
+/// segmenting from the chunk start would make 10k flags quadratic.
+fn grapheme_floor(text: &str, lo: usize, pos: usize) -> usize {
+    let bytes = text.as_bytes();
+    let (before, after) = (bytes.get(pos.wrapping_sub(1)), bytes.get(pos));
+    if let (Some(b), Some(a)) = (before, after)
+        && b.is_ascii()
+        && a.is_ascii()
+        && !(*b == b'\r' && *a == b'\n')
+    {
+        return pos;
+    }
+    let mut ws = floor_char(text, pos.saturating_sub(128).max(lo));
+    // Flags pair regional indicators from the start of their run: fix the window's parity.
+    let mut preceding = 0;
+    let mut k = ws;
+    while k >= lo + 4 && text.get(k - 4..k).and_then(|s| s.chars().next()).is_some_and(is_regional_indicator) {
+        preceding += 1;
+        k -= 4;
+    }
+    let window_starts_in_run = text.get(ws..).and_then(|s| s.chars().next()).is_some_and(is_regional_indicator);
+    if window_starts_in_run && preceding % 2 == 1 {
+        ws -= 4;
+    }
+    let we = ceil_char(text, pos + 64);
+    let window = text.get(ws..we).unwrap_or_default();
+    let mut best = None;
+    for (i, _) in window.grapheme_indices(true) {
+        let b = ws + i;
+        if b > pos {
+            break;
+        }
+        if b > lo {
+            best = Some(b);
+        }
+    }
+    best.unwrap_or(pos)
+}
+
+/// Cuts a rendered message into messages within `limit` as the platform counts them.
+/// Pieces that are blank once rendered are dropped: platforms reject empty messages.
+pub fn chunk_rendered(text: &str, limit: usize, unit: LengthUnit, markup: Markup) -> Vec<String> {
+    let pieces = if measure_rendered(text, unit, markup) <= limit {
+        vec![text.to_owned()]
+    } else {
+        match markup {
+            Markup::Html => chunk_html(text, limit, unit),
+            Markup::Mrkdwn => chunk_mrkdwn(text, limit, unit),
+            Markup::Plain | Markup::Markdown => chunk_text(text, limit, Meter::new(unit))
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        }
+    };
+    pieces
+        .into_iter()
+        .filter(|p| !visible_is_blank(p, markup))
+        .collect()
+}
+
+fn visible_is_blank(text: &str, markup: Markup) -> bool {
+    match markup {
+        Markup::Html => html_tokens(text).all(|t| match t {
+            HtmlToken::Tag { .. } => true,
+            HtmlToken::Entity(_) => false,
+            HtmlToken::Char(c) => c.is_whitespace(),
+        }),
+        _ => text.trim().is_empty(),
+    }
+}
+
+/// One lexical piece of rendered HTML.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HtmlToken<'a> {
+    /// `<name …>` or `</name>`, the whole tag text.
+    Tag { text: &'a str, name: &'a str, closing: bool },
+    /// `&…;`.
+    Entity(&'a str),
+    /// Any other character.
+    Char(char),
+}
+
+impl HtmlToken<'_> {
+    fn len(&self) -> usize {
+        match self {
+            HtmlToken::Tag { text, .. } | HtmlToken::Entity(text) => text.len(),
+            HtmlToken::Char(c) => c.len_utf8(),
+        }
+    }
+}
+
+/// Tokenizes HTML as the renderer writes it; a stray `<` or `&` is read as a character.
+fn html_tokens(text: &str) -> impl Iterator<Item = HtmlToken<'_>> {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        let rest = text.get(pos..)?;
+        let token = html_token(rest)?;
+        pos += token.len();
+        Some(token)
+    })
+}
+
+fn html_token(rest: &str) -> Option<HtmlToken<'_>> {
+    let c = rest.chars().next()?;
+    let token = match c {
+        '<' => rest.find('>').and_then(|end| {
+            let text = rest.get(..=end)?;
+            let inner = text.get(1..end)?;
+            let closing = inner.starts_with('/');
+            let name = inner
+                .trim_start_matches('/')
+                .split(|c: char| c.is_whitespace())
+                .next()
+                .unwrap_or_default();
+            let plausible = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            plausible.then_some(HtmlToken::Tag { text, name, closing })
+        }),
+        '&' => rest.get(..12.min(rest.len())).and_then(|head| {
+            let end = head.find(';')?;
+            (end > 1).then(|| HtmlToken::Entity(&rest[..=end]))
+        }),
+        _ => None,
+    };
+    Some(token.unwrap_or(HtmlToken::Char(c)))
+}
+
+/// Splits rendered Telegram HTML: cuts only between tokens, closes the open tags at every cut
+/// and re-opens them in the next message, so each message parses on its own.
+fn chunk_html(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut open: Vec<(&str, &str)> = Vec::new();
+    let mut pos = 0;
+    while pos < text.len() {
+        let cut = html_cut(text, pos, limit, unit);
+        let mut msg: String = open.iter().map(|(tag, _)| *tag).collect();
+        msg.push_str(text.get(pos..cut).unwrap_or_default());
+        for token in html_tokens(text.get(pos..cut).unwrap_or_default()) {
+            if let HtmlToken::Tag { text: tag, name, closing } = token {
+                if closing {
+                    if open.last().is_some_and(|(_, n)| *n == name) {
+                        open.pop();
+                    }
+                } else {
+                    open.push((tag, name));
+                }
+            }
+        }
+        for (_, name) in open.iter().rev() {
+            msg.push_str("</");
+            msg.push_str(name);
+            msg.push('>');
+        }
+        out.push(msg);
+        pos = cut;
+    }
+    out
+}
+
+/// End of the HTML message starting at `pos`: the latest preferred break point in the fitting
+/// prefix, else the last fitting token (grapheme-aware), then any closing tags that follow.
+fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
+    let mut used = 0;
+    let mut end = text.len();
+    let mut best: [Option<(usize, usize)>; BREAKS.len()] = [None; BREAKS.len()];
+    let mut i = pos;
+    for token in html_tokens(text.get(pos..).unwrap_or_default()) {
+        let cost = match token {
+            HtmlToken::Tag { .. } => 0,
+            HtmlToken::Entity(_) => 1,
+            HtmlToken::Char(c) => char_len(c, unit),
+        };
+        if used + cost > limit.max(1) && used > 0 {
+            end = i;
+            break;
+        }
+        used += cost;
+        i += token.len();
+        if let HtmlToken::Char(' ' | '\n') = token {
+            let head = text.get(..i).unwrap_or_default();
+            if let Some(rank) = BREAKS.iter().position(|b| head.ends_with(b)) {
+                best[rank] = Some((i, used));
+            }
+        }
+    }
+    if end >= text.len() {
+        return text.len();
+    }
+    let min_used = (used / 2).max(1);
+    let cut = best
+        .iter()
+        .flatten()
+        .find(|(_, u)| *u >= min_used)
+        .map(|(at, _)| *at)
+        .unwrap_or_else(|| {
+            let g = grapheme_floor(text, pos, end);
+            // The grapheme floor may only move back within plain text, never into a token.
+            if html_tokens(text.get(pos..).unwrap_or_default())
+                .scan(pos, |at, t| {
+                    let here = *at;
+                    *at += t.len();
+                    Some(here)
+                })
+                .take_while(|at| *at <= end)
+                .any(|at| at == g)
+            {
+                g
+            } else {
+                end
+            }
+        });
+    let mut cut = cut;
+    while let Some(HtmlToken::Tag { closing: true, text: tag, .. }) = text.get(cut..).and_then(html_token) {
+        cut += tag.len();
+    }
+    cut
+}
+
+/// Splits rendered Slack mrkdwn: never inside an escape (`&amp;`) or a `<url|text>` link, and a
+/// ```` ``` ```` block cut in two is closed and re-opened so code stays code.
+fn chunk_mrkdwn(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
+    const FENCE: &str = "```";
+    let meter = Meter::new(unit);
+    // Room for a closing "\n```" and an opening "```\n" around any cut.
+    let reserve = if text.contains(FENCE) { 8 } else { 0 };
+    let budget = limit.saturating_sub(reserve).max(1);
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    let mut pos = 0;
+    while pos < text.len() {
+        let mut cut = next_cut(text, pos, budget, meter);
+        if cut < text.len()
+            && let Some(atom) = enclosing_atom(text, pos, cut)
+        {
+            cut = atom;
+        }
+        let piece = text.get(pos..cut).unwrap_or_default();
+        let mut msg = String::with_capacity(piece.len() + 8);
+        if in_fence {
+            msg.push_str(FENCE);
+            msg.push('\n');
+        }
+        msg.push_str(piece);
+        if piece.matches(FENCE).count() % 2 == 1 {
+            in_fence = !in_fence;
+        }
+        if in_fence && cut < text.len() {
+            if !msg.ends_with('\n') {
+                msg.push('\n');
+            }
+            msg.push_str(FENCE);
+        }
+        out.push(msg);
+        pos = cut;
+    }
+    out
+}
+
+/// Start of the escape or link that a cut at `cut` would split, if it lies after `pos`.
+fn enclosing_atom(text: &str, pos: usize, cut: usize) -> Option<usize> {
+    let head = text.get(pos..cut)?;
+    let amp = head.rfind('&').filter(|&i| !head[i..].contains(';') && head.len() - i < 8);
+    let lt = head.rfind('<').filter(|&i| !head[i..].contains('>'));
+    let start = pos + amp.max(lt)?;
+    (start > pos).then_some(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measure_counts_each_unit() {
+        assert_eq!(measure("a😀é", LengthUnit::Chars), 3);
+        assert_eq!(measure("a😀é", LengthUnit::Utf16), 4);
+        assert_eq!(measure("a😀é", LengthUnit::Bytes), 7);
+    }
+}

@@ -1,1 +1,482 @@
-//! (being written)
+//! The remote command surface typed in a chat (reference-behaviour §3.4, decision 1).
+//!
+//! Parsing is conservative: a message is a command only when it is clearly addressed as one
+//! (a prefix, or a leading `@bot` mention) **and** its first word is a known command or alias.
+//! Everything else is a prompt, so ordinary chatter is never swallowed by the bridge.
+//! Names, aliases, help lines and parsing all come from the one [`COMMANDS`] table, so a
+//! command cannot be listed in help but unparseable, or the other way round.
+
+use crate::core::text::{format_duration, strip_leading_mention, strip_prefix_ci};
+
+/// A remote command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteCommand {
+    /// List the commands.
+    Help,
+    /// Show bridge, session and agent state.
+    Status,
+    /// Stop forwarding prompts from this conversation.
+    Pause,
+    /// Forward prompts again.
+    Resume,
+    /// Abort the agent's current turn.
+    Abort,
+    /// Show the paired identity.
+    Whoami,
+    /// Revoke this identity's pairing.
+    Disconnect,
+}
+
+/// One row of the command table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// The command.
+    pub command: RemoteCommand,
+    /// Canonical name, typed after a prefix.
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// Argument synopsis shown in help (empty: none).
+    pub usage: &'static str,
+    /// One-line description shown in help.
+    pub summary: &'static str,
+}
+
+/// Every remote command, in help order.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        command: RemoteCommand::Help,
+        name: "help",
+        aliases: &["?", "h", "commands"],
+        usage: "",
+        summary: "Show the remote command list",
+    },
+    CommandSpec {
+        command: RemoteCommand::Status,
+        name: "status",
+        aliases: &["s", "state"],
+        usage: "",
+        summary: "Show bridge, session and agent state",
+    },
+    CommandSpec {
+        command: RemoteCommand::Pause,
+        name: "pause",
+        aliases: &["hold"],
+        usage: "",
+        summary: "Stop forwarding prompts; local session keeps running",
+    },
+    CommandSpec {
+        command: RemoteCommand::Resume,
+        name: "resume",
+        aliases: &["unhold", "continue"],
+        usage: "",
+        summary: "Resume forwarding prompts",
+    },
+    CommandSpec {
+        command: RemoteCommand::Abort,
+        name: "abort",
+        aliases: &["stop", "cancel"],
+        usage: "",
+        summary: "Abort the current agent turn",
+    },
+    CommandSpec {
+        command: RemoteCommand::Whoami,
+        name: "whoami",
+        aliases: &["who", "me"],
+        usage: "",
+        summary: "Show the paired identity for this chat",
+    },
+    CommandSpec {
+        command: RemoteCommand::Disconnect,
+        name: "disconnect",
+        aliases: &["bye", "unpair"],
+        usage: "",
+        summary: "Revoke this chat's pairing for the current session",
+    },
+];
+
+/// A recognised command and the words after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedCommand {
+    /// The command.
+    pub command: RemoteCommand,
+    /// Everything after the command word, trimmed (never logged: it may hold anything).
+    pub args: String,
+}
+
+/// What the bridge must do after a command replied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandEffect {
+    /// Nothing beyond the reply.
+    None,
+    /// Pause delivery for this conversation.
+    Pause,
+    /// Resume delivery for this conversation.
+    Resume,
+    /// Abort the agent's turn.
+    Abort,
+    /// Revoke the identity, unpause and clear the pending code (decision 7).
+    Disconnect,
+}
+
+/// What `/status` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusView {
+    /// Transport id.
+    pub transport: String,
+    /// The asking identity (`transport:userId`).
+    pub identity: String,
+    /// Session name, if it has one.
+    pub session_name: Option<String>,
+    /// Working directory (empty: unknown).
+    pub cwd: String,
+    /// The agent is in a turn.
+    pub busy: bool,
+    /// Delivery is paused for this conversation.
+    pub paused: bool,
+    /// How long ago the identity paired, when known.
+    pub paired_for_ms: Option<u64>,
+}
+
+/// The command a typed name or alias means: trimmed, lower-cased, leading `/`s removed.
+pub fn resolve_remote_command_name(name: &str) -> Option<RemoteCommand> {
+    let normalized = name.trim().to_lowercase();
+    let normalized = normalized.trim_start_matches('/');
+    if normalized.is_empty() {
+        return None;
+    }
+    COMMANDS
+        .iter()
+        .find(|spec| spec.name == normalized || spec.aliases.contains(&normalized))
+        .map(|spec| spec.command)
+}
+
+/// Parses `text` as a remote command, or `None` when it is a prompt.
+///
+/// - With a leading `@bot` mention (decision 1): the mention is stripped, then a prefixed command
+///   (`@bot /status`) is a command, and so is a bare command word standing alone (`@bot status`).
+///   A bare word followed by more text (`@bot continue with the refactor`) stays a prompt: many
+///   aliases are everyday words, and swallowing a request as `resume` or `abort` would lose it.
+///   A mention with nothing after it (`@bot`) asks for help.
+/// - Without a mention a prefix is required. The first matching prefix (list order, any case)
+///   wins; a bare prefix (`/`) asks for help.
+/// - The first word must be a known command or alias, so `/deploy prod` is a prompt.
+pub fn parse_remote_command(
+    text: &str,
+    prefixes: &[String],
+    bot_username: Option<&str>,
+) -> Option<ParsedCommand> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return None;
+    }
+    if let Some(body) = bot_username.and_then(|bot| strip_leading_mention(trimmed, bot)) {
+        if body.is_empty() {
+            return Some(help());
+        }
+        if let Some(rest) = strip_first_prefix(&body, prefixes) {
+            return parse_body(rest);
+        }
+        return parse_body(&body).filter(|parsed| parsed.args.is_empty());
+    }
+    parse_body(strip_first_prefix(trimmed, prefixes)?)
+}
+
+fn strip_first_prefix<'a>(text: &'a str, prefixes: &[String]) -> Option<&'a str> {
+    prefixes
+        .iter()
+        .filter(|p| !p.is_empty())
+        .find_map(|p| strip_prefix_ci(text, p))
+}
+
+fn parse_body(body: &str) -> Option<ParsedCommand> {
+    let body = body.trim();
+    if body.is_empty() {
+        return Some(help());
+    }
+    let (word, args) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+    Some(ParsedCommand {
+        command: resolve_remote_command_name(word)?,
+        args: args.trim().to_string(),
+    })
+}
+
+fn help() -> ParsedCommand {
+    ParsedCommand {
+        command: RemoteCommand::Help,
+        args: String::new(),
+    }
+}
+
+/// The `/help` reply, generated from [`COMMANDS`].
+pub fn help_text() -> String {
+    let mut lines = vec!["pi-bot-connect commands:".to_string()];
+    for spec in COMMANDS {
+        let usage = if spec.usage.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", spec.usage)
+        };
+        lines.push(format!("  /{}{usage} — {}", spec.name, spec.summary));
+    }
+    lines.push(String::new());
+    lines.push("Anything that is not a command is sent to pi as a prompt.".to_string());
+    lines.join("\n")
+}
+
+/// The `/status` reply.
+pub fn status_text(view: &StatusView) -> String {
+    let session = view
+        .session_name
+        .as_deref()
+        .filter(|name| !name.is_empty())
+        .unwrap_or("(unnamed)");
+    let cwd = if view.cwd.is_empty() {
+        "(unknown)"
+    } else {
+        &view.cwd
+    };
+    let mut lines = vec![
+        "pi-bot-connect status".to_string(),
+        format!("- transport: {}", view.transport),
+        format!("- identity: {}", view.identity),
+        format!("- session: {session}"),
+        format!("- cwd: {cwd}"),
+        format!("- agent: {}", if view.busy { "busy" } else { "idle" }),
+        format!(
+            "- delivery: {}",
+            if view.paused { "paused" } else { "active" }
+        ),
+    ];
+    if let Some(ms) = view.paired_for_ms {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        lines.push(format!("- paired: {} ago", format_duration(ms)));
+    }
+    lines.join("\n")
+}
+
+/// The reply to `command` and the effect the bridge must apply.
+pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String, CommandEffect) {
+    match command {
+        RemoteCommand::Help => (help_text(), CommandEffect::None),
+        RemoteCommand::Status => (status_text(view), CommandEffect::None),
+        RemoteCommand::Pause => (
+            "Delivery paused. Send /resume to continue.".to_string(),
+            CommandEffect::Pause,
+        ),
+        RemoteCommand::Resume => ("Delivery resumed.".to_string(), CommandEffect::Resume),
+        RemoteCommand::Abort => ("Abort requested.".to_string(), CommandEffect::Abort),
+        RemoteCommand::Whoami => (
+            format!("{} ({})", view.identity, view.transport),
+            CommandEffect::None,
+        ),
+        RemoteCommand::Disconnect => (
+            "This chat is no longer paired.".to_string(),
+            CommandEffect::Disconnect,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RemoteCommand::*;
+
+    fn default_prefixes() -> Vec<String> {
+        vec!["/".into(), "connect ".into(), "bot ".into()]
+    }
+
+    fn view() -> StatusView {
+        StatusView {
+            transport: "fake".into(),
+            identity: "fake:user-1".into(),
+            session_name: Some("refactor".into()),
+            cwd: "/home/me/proj".into(),
+            busy: true,
+            paused: false,
+            paired_for_ms: Some(90_000),
+        }
+    }
+
+    #[test]
+    fn every_name_and_alias_resolves() {
+        let rows = [
+            ("help", Help),
+            ("?", Help),
+            ("h", Help),
+            ("commands", Help),
+            ("status", Status),
+            ("s", Status),
+            ("state", Status),
+            ("pause", Pause),
+            ("hold", Pause),
+            ("resume", Resume),
+            ("unhold", Resume),
+            ("continue", Resume),
+            ("abort", Abort),
+            ("stop", Abort),
+            ("cancel", Abort),
+            ("whoami", Whoami),
+            ("who", Whoami),
+            ("me", Whoami),
+            ("disconnect", Disconnect),
+            ("bye", Disconnect),
+            ("unpair", Disconnect),
+            (" //STATUS ", Status),
+            ("Me", Whoami),
+        ];
+        for (name, expected) in rows {
+            assert_eq!(
+                resolve_remote_command_name(name),
+                Some(expected),
+                "{name:?}"
+            );
+        }
+        for name in ["", "/", "  ", "deploy", "connect", "statuses"] {
+            assert_eq!(resolve_remote_command_name(name), None, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn parse_table() {
+        let bot = Some("piBot");
+        /// (text, bot user name, expected command and args)
+        type Row = (
+            &'static str,
+            Option<&'static str>,
+            Option<(RemoteCommand, &'static str)>,
+        );
+        let rows: Vec<Row> = vec![
+            ("/status", None, Some((Status, ""))),
+            ("  /STATUS  ", None, Some((Status, ""))),
+            ("/status  verbose now ", None, Some((Status, "verbose now"))),
+            ("connect help", None, Some((Help, ""))),
+            ("BOT stop", None, Some((Abort, ""))),
+            ("/", None, Some((Help, ""))),
+            ("/?", None, Some((Help, ""))),
+            ("/deploy prod", None, None),
+            ("/connect help", None, None),
+            ("status", None, None),
+            ("hello there", None, None),
+            ("", None, None),
+            ("   ", None, None),
+            // Decision 1: after a mention, bare and prefixed forms are both commands.
+            ("@piBot status", bot, Some((Status, ""))),
+            ("@piBot /status", bot, Some((Status, ""))),
+            ("@pibot, /status verbose", bot, Some((Status, "verbose"))),
+            ("@piBot: whoami", bot, Some((Whoami, ""))),
+            ("@piBot connect pause", bot, Some((Pause, ""))),
+            ("@piBot", bot, Some((Help, ""))),
+            ("@piBot /", bot, Some((Help, ""))),
+            ("@piBot continue with the refactor", bot, None),
+            ("@piBot stop using tabs", bot, None),
+            ("@piBot fix the tests", bot, None),
+            ("@piBot /deploy", bot, None),
+            ("@piBotty status", bot, None),
+            // The mention is only recognised when the bot's name is configured.
+            ("@piBot status", None, None),
+            ("/status", bot, Some((Status, ""))),
+        ];
+        for (text, bot_username, expected) in rows {
+            let parsed = parse_remote_command(text, &default_prefixes(), bot_username);
+            let expected = expected.map(|(command, args)| ParsedCommand {
+                command,
+                args: args.to_string(),
+            });
+            assert_eq!(parsed, expected, "{text:?} bot {bot_username:?}");
+        }
+    }
+
+    #[test]
+    fn first_matching_prefix_wins_and_empty_prefixes_are_ignored() {
+        let prefixes: Vec<String> = vec!["".into(), "!".into(), "!!".into()];
+        assert_eq!(
+            parse_remote_command("!!status", &prefixes, None),
+            None,
+            "'!' matches first, leaving '!status', which is not a command word"
+        );
+        assert_eq!(
+            parse_remote_command("!status", &prefixes, None).map(|p| p.command),
+            Some(Status)
+        );
+        assert_eq!(parse_remote_command("status", &prefixes, None), None);
+    }
+
+    #[test]
+    fn help_text_is_verbatim() {
+        assert_eq!(
+            help_text(),
+            "pi-bot-connect commands:\n\
+             \x20 /help — Show the remote command list\n\
+             \x20 /status — Show bridge, session and agent state\n\
+             \x20 /pause — Stop forwarding prompts; local session keeps running\n\
+             \x20 /resume — Resume forwarding prompts\n\
+             \x20 /abort — Abort the current agent turn\n\
+             \x20 /whoami — Show the paired identity for this chat\n\
+             \x20 /disconnect — Revoke this chat's pairing for the current session\n\
+             \n\
+             Anything that is not a command is sent to pi as a prompt."
+        );
+    }
+
+    #[test]
+    fn status_text_table() {
+        let full = view();
+        let bare = StatusView {
+            session_name: None,
+            cwd: String::new(),
+            busy: false,
+            paused: true,
+            paired_for_ms: None,
+            ..view()
+        };
+        let rows = [
+            (
+                full,
+                "pi-bot-connect status\n- transport: fake\n- identity: fake:user-1\n- session: refactor\n- cwd: /home/me/proj\n- agent: busy\n- delivery: active\n- paired: 1m ago",
+            ),
+            (
+                bare,
+                "pi-bot-connect status\n- transport: fake\n- identity: fake:user-1\n- session: (unnamed)\n- cwd: (unknown)\n- agent: idle\n- delivery: paused",
+            ),
+        ];
+        for (v, expected) in rows {
+            assert_eq!(status_text(&v), expected);
+        }
+    }
+
+    #[test]
+    fn run_table() {
+        let v = view();
+        let rows = [
+            (
+                Pause,
+                "Delivery paused. Send /resume to continue.",
+                CommandEffect::Pause,
+            ),
+            (Resume, "Delivery resumed.", CommandEffect::Resume),
+            (Abort, "Abort requested.", CommandEffect::Abort),
+            (Whoami, "fake:user-1 (fake)", CommandEffect::None),
+            (
+                Disconnect,
+                "This chat is no longer paired.",
+                CommandEffect::Disconnect,
+            ),
+        ];
+        for (command, text, effect) in rows {
+            assert_eq!(
+                run_remote_command(command, &v),
+                (text.to_string(), effect),
+                "{command:?}"
+            );
+        }
+        assert_eq!(
+            run_remote_command(Help, &v),
+            (help_text(), CommandEffect::None)
+        );
+        assert_eq!(
+            run_remote_command(Status, &v),
+            (status_text(&v), CommandEffect::None)
+        );
+    }
+}

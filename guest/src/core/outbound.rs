@@ -1,1 +1,47 @@
-//! (being written)
+//! The outbound pipeline every send goes through (reference-behaviour §3.19, I3, I22,
+//! decision 3): redact → split at structure → render per piece → chunk → cap.
+
+use crate::core::blocks::split;
+use crate::core::chunk::{Meter, chunk_rendered};
+use crate::core::redact::redact;
+use crate::core::render::render;
+use crate::model::{Capabilities, Markup};
+
+/// What one send posts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// Final texts, each within the limit, at most `max_chunks` of them.
+    pub messages: Vec<String>,
+    /// `[truncated: N more message(s) were not sent]`, redacted and safe in every markup, when
+    /// messages were dropped; it is sent as a message of its own, outside the cap.
+    pub truncation_notice: Option<String>,
+    /// Rule names that fired (for the log line; never the secret).
+    pub redactions: Vec<&'static str>,
+}
+
+/// Turns an agent or bridge text into the messages to post on a transport with `caps`.
+///
+/// Never panics; `""` (or only whitespace) gives no messages. A `max_chunks` of 0 and a
+/// `max_message_length` of 0 are read as 1 so a misconfiguration still sends something.
+pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
+    let redacted = redact(text);
+    let limit = usize::try_from(caps.max_message_length).unwrap_or(usize::MAX).max(1);
+    let unit = caps.length_unit;
+    let meter = Meter::for_source(unit, caps.markup);
+    let mut messages = Vec::new();
+    for piece in split(&redacted.text, limit, meter) {
+        if caps.markup == Markup::Markdown {
+            if !piece.trim().is_empty() {
+                messages.push(piece.into_owned());
+            }
+        } else {
+            messages.extend(chunk_rendered(&render(&piece, caps.markup), limit, unit, caps.markup));
+        }
+    }
+    let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
+    let dropped = messages.len().saturating_sub(cap);
+    messages.truncate(cap);
+    let truncation_notice =
+        (dropped > 0).then(|| redact(&format!("[truncated: {dropped} more message(s) were not sent]")).text);
+    Prepared { messages, truncation_notice, redactions: redacted.rules }
+}

@@ -1,1 +1,512 @@
-//! (being written)
+//! Pairing: the code challenge that turns an unknown chat identity into a trusted one
+//! (reference-behaviour §3.3, invariants I1, I6, I33).
+//!
+//! The code is rendered only by [`terminal_code_notice`], which goes to the local terminal;
+//! every text meant for a chat is built without it (I1).
+
+use crate::core::config::BridgeConfig;
+use crate::core::state::PendingChallenge;
+
+/// Largest multiple of 10 that fits below 2^32. Values at or above it are discarded, otherwise
+/// the digits 0–5 would come up slightly more often than 6–9.
+const UNIFORM_LIMIT: u32 = u32::MAX - u32::MAX % 10;
+
+/// How many out-of-range values in a row are discarded before one is used anyway. A real random
+/// source hits the discarded range with probability 6 in 2^32, so this only ever triggers for a
+/// broken source; spinning forever on one would trap the whole session instead.
+const MAX_REJECTIONS: u32 = 16;
+
+/// Pairing parameters taken from the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairingOptions {
+    /// How long a code stays valid (ms).
+    pub ttl_ms: u64,
+    /// Number of digits in a code.
+    pub digits: u32,
+    /// Wrong attempts before the code is replaced.
+    pub max_attempts: u32,
+}
+
+impl PairingOptions {
+    /// The pairing settings of `config`.
+    pub fn from_config(config: &BridgeConfig) -> Self {
+        PairingOptions {
+            ttl_ms: config.pairing_ttl_ms,
+            digits: config.pairing_digits,
+            max_attempts: config.pairing_max_attempts,
+        }
+    }
+}
+
+/// Why a chat is asked to pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairingReason {
+    /// No code existed: a new one was made.
+    New,
+    /// The previous code ran out of time: a new one was made.
+    Expired,
+    /// Too many wrong attempts: a new one was made.
+    Locked,
+    /// A live code exists and the message was not an attempt.
+    Awaiting,
+    /// A live code exists and the attempt was wrong.
+    Mismatch,
+}
+
+impl PairingReason {
+    /// True when a new code was made, so it must be shown at the terminal. Awaiting and
+    /// mismatch keep the code already shown; re-notifying would flood the terminal.
+    pub fn is_fresh(self) -> bool {
+        matches!(
+            self,
+            PairingReason::New | PairingReason::Expired | PairingReason::Locked
+        )
+    }
+}
+
+/// Outcome of one message from an unauthenticated identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairingDecision {
+    /// The code matched: trust the identity and drop the challenge.
+    Trust,
+    /// Store `pending` for the conversation and tell the chat why it is not paired yet.
+    Ask {
+        /// The challenge to store (new, or the old one with its attempt count).
+        pending: PendingChallenge,
+        /// Why.
+        reason: PairingReason,
+    },
+}
+
+/// A new challenge of `digits` uniformly random digits, valid for `ttl_ms` from `now`.
+///
+/// Each digit comes from one `random_u32()` value by rejection sampling, so every digit is
+/// equally likely (a plain `% 10` would favour 0–5 slightly).
+pub fn create_challenge(
+    now: u64,
+    ttl_ms: u64,
+    digits: u32,
+    random_u32: &mut dyn FnMut() -> u32,
+) -> PendingChallenge {
+    let code = (0..digits).map(|_| uniform_digit(random_u32)).collect();
+    PendingChallenge {
+        code,
+        expires_at: now.saturating_add(ttl_ms),
+        attempts: 0,
+    }
+}
+
+fn uniform_digit(random_u32: &mut dyn FnMut() -> u32) -> char {
+    let mut value = random_u32();
+    let mut rejections = 0;
+    while value >= UNIFORM_LIMIT && rejections < MAX_REJECTIONS {
+        value = random_u32();
+        rejections += 1;
+    }
+    char::from(b'0' + (value % 10) as u8)
+}
+
+/// The digits of what someone typed: `123 456`, `123-456` and ` code: 123456 ` all give `123456`.
+pub fn normalize_challenge_input(text: &str) -> String {
+    text.chars().filter(char::is_ascii_digit).collect()
+}
+
+/// A 6-digit code in two groups of three (`123 456`) so it is easy to read aloud and retype;
+/// other lengths have no obvious grouping and are shown as they are.
+pub fn format_challenge_code(code: &str) -> String {
+    match (code.len(), code.get(..3), code.get(3..)) {
+        (6, Some(head), Some(tail)) => format!("{head} {tail}"),
+        _ => code.to_string(),
+    }
+}
+
+/// Decides what one message from an unauthenticated identity does to the conversation's challenge.
+///
+/// Only a digit string of exactly the code's length is an attempt (I33): chatter such as
+/// "meeting at 3pm" or "42" never burns one, so a busy channel cannot lock a person out.
+pub fn decide_pairing(
+    pending: Option<&PendingChallenge>,
+    text: &str,
+    now: u64,
+    opts: &PairingOptions,
+    random_u32: &mut dyn FnMut() -> u32,
+) -> PairingDecision {
+    let fresh = |reason, random_u32: &mut dyn FnMut() -> u32| PairingDecision::Ask {
+        pending: create_challenge(now, opts.ttl_ms, opts.digits, random_u32),
+        reason,
+    };
+    let Some(live) = pending.filter(|p| now < p.expires_at && p.attempts < opts.max_attempts)
+    else {
+        let reason = match pending {
+            None => PairingReason::New,
+            Some(p) if now >= p.expires_at => PairingReason::Expired,
+            Some(_) => PairingReason::Locked,
+        };
+        return fresh(reason, random_u32);
+    };
+    let provided = normalize_challenge_input(text);
+    if provided.is_empty() || provided.len() != live.code.len() {
+        return PairingDecision::Ask {
+            pending: live.clone(),
+            reason: PairingReason::Awaiting,
+        };
+    }
+    if constant_time_eq(provided.as_bytes(), live.code.as_bytes()) {
+        return PairingDecision::Trust;
+    }
+    let attempts = live.attempts.saturating_add(1);
+    if attempts >= opts.max_attempts {
+        return fresh(PairingReason::Locked, random_u32);
+    }
+    PairingDecision::Ask {
+        pending: PendingChallenge {
+            attempts,
+            ..live.clone()
+        },
+        reason: PairingReason::Mismatch,
+    }
+}
+
+/// Compares equal-length byte strings without stopping at the first difference, so response
+/// timing does not reveal how many leading digits of a guess were right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// What the chat is told while it is not paired. Never contains the code (I1): it points the
+/// person at the local terminal, which is the proof of being the operator.
+pub fn chat_prompt(
+    reason: PairingReason,
+    pending: &PendingChallenge,
+    opts: &PairingOptions,
+    local_command: &str,
+) -> String {
+    match reason {
+        PairingReason::New => format!(
+            "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /{local_command} to see the {}-digit code, then send it here.",
+            pending.code.len()
+        ),
+        PairingReason::Awaiting => {
+            "Waiting for the pairing code. Check the local pi terminal.".to_string()
+        }
+        PairingReason::Mismatch => format!(
+            "That code did not match. {} attempt(s) left. Check the local pi terminal.",
+            opts.max_attempts.saturating_sub(pending.attempts)
+        ),
+        PairingReason::Expired => {
+            "The pairing code expired. A new code is shown in the local pi terminal.".to_string()
+        }
+        PairingReason::Locked => format!(
+            "Too many wrong attempts. A new code is shown in the local pi terminal, or run /{local_command} there again."
+        ),
+    }
+}
+
+/// The terminal notification that shows the code: the only place a code is ever rendered (I1).
+pub fn terminal_code_notice(pending: &PendingChallenge, ttl_ms: u64) -> String {
+    // Rounded to the nearest minute, at least 1, so a 30 s TTL does not read "valid 0 min".
+    let minutes = (ttl_ms.saturating_add(30_000) / 60_000).max(1);
+    format!(
+        "Messenger pairing code: {} (valid {minutes} min). Type it in the chat to pair.",
+        format_challenge_code(&pending.code)
+    )
+}
+
+/// The terminal notification after a chat identity paired.
+pub fn terminal_paired_notice(identity: &str) -> String {
+    format!("Paired {identity}")
+}
+
+/// The chat reply after pairing.
+///
+/// The original suggested `/connect help`, which is not a remote command: the `/` prefix
+/// matches first and `connect` is an unknown word, so the person's first try became a prompt
+/// to the agent (reference-behaviour §7 quirk 1, architecture decision 1). `/help` is what
+/// actually lists the commands with the default prefixes.
+pub fn pairing_success_text(identity: &str) -> String {
+    format!(
+        "Paired as {identity}.\nSend a message to steer this pi session, or send /help for commands."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPTS: PairingOptions = PairingOptions {
+        ttl_ms: 300_000,
+        digits: 6,
+        max_attempts: 3,
+    };
+
+    /// A random source that yields `values` in turn, then repeats the last one.
+    fn source(values: &[u32]) -> impl FnMut() -> u32 {
+        let values = values.to_vec();
+        let mut i = 0;
+        move || {
+            let v = values.get(i).or(values.last()).copied().unwrap_or(0);
+            i += 1;
+            v
+        }
+    }
+
+    fn challenge(code: &str, expires_at: u64, attempts: u32) -> PendingChallenge {
+        PendingChallenge {
+            code: code.to_string(),
+            expires_at,
+            attempts,
+        }
+    }
+
+    #[test]
+    fn uniform_limit_is_the_largest_multiple_of_ten_below_two_to_the_32() {
+        assert_eq!(UNIFORM_LIMIT, 4_294_967_290);
+    }
+
+    #[test]
+    fn create_challenge_table() {
+        let rows: Vec<(&[u32], u32, &str)> = vec![
+            (&[1, 2, 3, 4, 5, 6], 6, "123456"),
+            (&[19, 28, 37, 46], 4, "9876"),
+            // Values at or above the limit are discarded, not folded onto 0–5.
+            (&[4_294_967_290, 4_294_967_295, 7, 8], 2, "78"),
+            (&[4_294_967_289], 3, "999"),
+            // A source stuck in the discarded range still yields digits instead of spinning forever.
+            (&[u32::MAX], 4, "5555"),
+        ];
+        for (values, digits, expected) in rows {
+            let c = create_challenge(1_000, 300_000, digits, &mut source(values));
+            assert_eq!(c.code, expected, "values {values:?}");
+            assert_eq!(c.expires_at, 301_000);
+            assert_eq!(c.attempts, 0);
+        }
+        let c = create_challenge(u64::MAX - 1, 300_000, 6, &mut source(&[0]));
+        assert_eq!(c.expires_at, u64::MAX);
+    }
+
+    #[test]
+    fn normalize_and_format_table() {
+        let rows = [
+            ("123 456", "123456"),
+            ("123-456", "123456"),
+            (" code: 123456 ", "123456"),
+            ("meeting at 3pm", "3"),
+            ("١٢٣", ""),
+        ];
+        for (input, expected) in rows {
+            assert_eq!(normalize_challenge_input(input), expected, "{input:?}");
+        }
+        assert_eq!(format_challenge_code("123456"), "123 456");
+        assert_eq!(format_challenge_code("1234"), "1234");
+        assert_eq!(format_challenge_code("1234567890"), "1234567890");
+    }
+
+    #[test]
+    fn reason_freshness() {
+        let rows = [
+            (PairingReason::New, true),
+            (PairingReason::Expired, true),
+            (PairingReason::Locked, true),
+            (PairingReason::Awaiting, false),
+            (PairingReason::Mismatch, false),
+        ];
+        for (reason, fresh) in rows {
+            assert_eq!(reason.is_fresh(), fresh, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn decide_pairing_table() {
+        let live = challenge("123456", 10_000, 0);
+        let new_code = challenge("777777", 5_000 + 300_000, 0);
+        let ask = |pending: PendingChallenge, reason| PairingDecision::Ask { pending, reason };
+        let rows: Vec<(&str, Option<PendingChallenge>, &str, PairingDecision)> = vec![
+            (
+                "new",
+                None,
+                "hello",
+                ask(new_code.clone(), PairingReason::New),
+            ),
+            (
+                "new even with digits",
+                None,
+                "123456",
+                ask(new_code.clone(), PairingReason::New),
+            ),
+            (
+                "awaiting",
+                Some(live.clone()),
+                "hello",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "chatter with a time",
+                Some(live.clone()),
+                "meeting at 3pm",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "short number",
+                Some(live.clone()),
+                "42",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "too long",
+                Some(live.clone()),
+                "1234567",
+                ask(live.clone(), PairingReason::Awaiting),
+            ),
+            (
+                "match",
+                Some(live.clone()),
+                "123456",
+                PairingDecision::Trust,
+            ),
+            (
+                "match with dash",
+                Some(live.clone()),
+                "123-456",
+                PairingDecision::Trust,
+            ),
+            (
+                "match with words",
+                Some(live.clone()),
+                " code: 123 456 ",
+                PairingDecision::Trust,
+            ),
+            (
+                "mismatch",
+                Some(live.clone()),
+                "654321",
+                ask(challenge("123456", 10_000, 1), PairingReason::Mismatch),
+            ),
+            (
+                "second mismatch",
+                Some(challenge("123456", 10_000, 1)),
+                "000000",
+                ask(challenge("123456", 10_000, 2), PairingReason::Mismatch),
+            ),
+            (
+                "last mismatch locks",
+                Some(challenge("123456", 10_000, 2)),
+                "000000",
+                ask(new_code.clone(), PairingReason::Locked),
+            ),
+            (
+                "locked code is replaced",
+                Some(challenge("123456", 10_000, 3)),
+                "123456",
+                ask(new_code.clone(), PairingReason::Locked),
+            ),
+            (
+                "expired",
+                Some(challenge("123456", 5_000, 0)),
+                "123456",
+                ask(new_code.clone(), PairingReason::Expired),
+            ),
+            (
+                "expired beats locked",
+                Some(challenge("123456", 4_000, 3)),
+                "hi",
+                ask(new_code.clone(), PairingReason::Expired),
+            ),
+        ];
+        for (name, pending, text, expected) in rows {
+            let decision = decide_pairing(pending.as_ref(), text, 5_000, &OPTS, &mut source(&[7]));
+            assert_eq!(decision, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn chat_prompt_table() {
+        let fresh = challenge("123456", 10_000, 0);
+        let once = challenge("123456", 10_000, 1);
+        let rows = [
+            (
+                PairingReason::New,
+                &fresh,
+                "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /connect to see the 6-digit code, then send it here.",
+            ),
+            (
+                PairingReason::Awaiting,
+                &fresh,
+                "Waiting for the pairing code. Check the local pi terminal.",
+            ),
+            (
+                PairingReason::Mismatch,
+                &once,
+                "That code did not match. 2 attempt(s) left. Check the local pi terminal.",
+            ),
+            (
+                PairingReason::Expired,
+                &fresh,
+                "The pairing code expired. A new code is shown in the local pi terminal.",
+            ),
+            (
+                PairingReason::Locked,
+                &fresh,
+                "Too many wrong attempts. A new code is shown in the local pi terminal, or run /connect there again.",
+            ),
+        ];
+        for (reason, pending, expected) in rows {
+            let text = chat_prompt(reason, pending, &OPTS, "connect");
+            assert_eq!(text, expected, "{reason:?}");
+            assert!(!text.contains("123456") && !text.contains("123 456"));
+        }
+        let over = challenge("123456", 10_000, 9);
+        assert_eq!(
+            chat_prompt(PairingReason::Mismatch, &over, &OPTS, "connect"),
+            "That code did not match. 0 attempt(s) left. Check the local pi terminal."
+        );
+    }
+
+    #[test]
+    fn terminal_texts() {
+        let c = challenge("123456", 0, 0);
+        let rows = [
+            (
+                300_000,
+                "Messenger pairing code: 123 456 (valid 5 min). Type it in the chat to pair.",
+            ),
+            (
+                10_000,
+                "Messenger pairing code: 123 456 (valid 1 min). Type it in the chat to pair.",
+            ),
+            (
+                90_000,
+                "Messenger pairing code: 123 456 (valid 2 min). Type it in the chat to pair.",
+            ),
+            (
+                89_999,
+                "Messenger pairing code: 123 456 (valid 1 min). Type it in the chat to pair.",
+            ),
+        ];
+        for (ttl, expected) in rows {
+            assert_eq!(terminal_code_notice(&c, ttl), expected, "{ttl}");
+        }
+        assert_eq!(terminal_paired_notice("telegram:42"), "Paired telegram:42");
+        assert_eq!(
+            pairing_success_text("telegram:42"),
+            "Paired as telegram:42.\nSend a message to steer this pi session, or send /help for commands."
+        );
+    }
+
+    #[test]
+    fn options_come_from_config() {
+        let config = BridgeConfig {
+            pairing_ttl_ms: 60_000,
+            pairing_digits: 8,
+            pairing_max_attempts: 5,
+            ..BridgeConfig::default()
+        };
+        assert_eq!(
+            PairingOptions::from_config(&config),
+            PairingOptions {
+                ttl_ms: 60_000,
+                digits: 8,
+                max_attempts: 5
+            }
+        );
+    }
+}

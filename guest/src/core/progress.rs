@@ -1,1 +1,41 @@
-//! (being written)
+//! Progress card labels (reference-behaviour §3.14). Only tool names reach a chat, never
+//! arguments or outputs (I11), and names are flattened to one line so a hostile or odd tool
+//! name cannot reshape the card.
+
+use crate::core::text::collapse_whitespace;
+
+/// The card every turn opens with, shown even when no tool runs (I23).
+pub fn thinking_label() -> String {
+    "thinking…".to_string()
+}
+
+/// The card while a tool runs.
+pub fn tool_start_label(name: &str) -> String {
+    format!("▶ {}", collapse_whitespace(name))
+}
+
+/// The card after a tool ended, marked by outcome.
+pub fn tool_end_label(name: &str, ok: bool) -> String {
+    let mark = if ok { '✓' } else { '✕' };
+    format!("{mark} {}", collapse_whitespace(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_table() {
+        let rows = [
+            (thinking_label(), "thinking…"),
+            (tool_start_label("bash"), "▶ bash"),
+            (tool_start_label("  mcp\n weird  "), "▶ mcp weird"),
+            (tool_end_label("bash", true), "✓ bash"),
+            (tool_end_label("bash", false), "✕ bash"),
+            (tool_end_label(" a\tb ", false), "✕ a b"),
+        ];
+        for (actual, expected) in rows {
+            assert_eq!(actual, expected);
+        }
+    }
+}

@@ -1,1 +1,328 @@
-//! (being written)
+//! Rendering markdown per platform markup (reference-behaviour §3.8, protocols §1.8, §3.3).
+//!
+//! Rendering walks pulldown-cmark events, so code (spans and blocks) is never rewritten and
+//! emphasis nests as CommonMark nests it. Each piece is rendered on its own: every tag opened
+//! in a piece is closed in it, so a message never depends on its neighbour.
+
+use std::borrow::Cow;
+
+use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
+
+use crate::core::blocks::options;
+use crate::model::Markup;
+
+/// `text` rendered for `markup`: markdown unchanged; `html` in Telegram's tag subset with
+/// exactly `&lt; &gt; &amp; &quot;` escaped; `mrkdwn` with `& < >` escaped; `plain` bare text.
+pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
+    if markup == Markup::Markdown {
+        return Cow::Borrowed(text);
+    }
+    let mut w = Writer::new(markup, text.len());
+    for event in Parser::new_ext(text, options()) {
+        w.event(event);
+    }
+    Cow::Owned(w.out)
+}
+
+/// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
+const LINK_SCHEMES: [&str; 4] = ["http://", "https://", "tg://", "mailto:"];
+
+struct Writer {
+    markup: Markup,
+    out: String,
+    /// Nothing written since a container opened: the next block needs no separator.
+    fresh: bool,
+    /// At the start of an output line (Slack quotes prefix each line).
+    line_start: bool,
+    quote_depth: usize,
+    bold_depth: usize,
+    /// Next number per open list (`None` for bullets).
+    lists: Vec<Option<u64>>,
+    /// Text that closes each open link or image.
+    link_ends: Vec<String>,
+    /// Closing text of the open code block, its body collected until the end.
+    code: Option<(&'static str, String)>,
+    cell: usize,
+}
+
+impl Writer {
+    fn new(markup: Markup, capacity: usize) -> Self {
+        Writer {
+            markup,
+            out: String::with_capacity(capacity + capacity / 8),
+            fresh: true,
+            line_start: true,
+            quote_depth: 0,
+            bold_depth: 0,
+            lists: Vec::new(),
+            link_ends: Vec::new(),
+            code: None,
+            cell: 0,
+        }
+    }
+
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Start(tag) => self.start(tag),
+            Event::End(tag) => self.end(tag),
+            Event::Text(t) => {
+                if let Some((_, body)) = self.code.as_mut() {
+                    body.push_str(&t);
+                } else {
+                    self.text(&t);
+                }
+            }
+            Event::Code(t) => {
+                let (open, close) = match self.markup {
+                    Markup::Html => ("<code>", "</code>"),
+                    Markup::Mrkdwn => ("`", "`"),
+                    Markup::Plain | Markup::Markdown => ("", ""),
+                };
+                self.raw(open);
+                self.text(&t);
+                self.raw(close);
+            }
+            Event::Html(t) | Event::InlineHtml(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
+                self.text(&t)
+            }
+            Event::FootnoteReference(t) => self.text(&format!("[^{t}]")),
+            Event::SoftBreak | Event::HardBreak => self.newline(),
+            Event::Rule => {
+                self.block(2);
+                self.raw("---");
+            }
+            Event::TaskListMarker(done) => self.raw(if done { "[x] " } else { "[ ] " }),
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        match tag {
+            Tag::Paragraph | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_) => self.block(2),
+            Tag::FootnoteDefinition(_) | Tag::DefinitionList | Tag::DefinitionListTitle => self.block(2),
+            Tag::DefinitionListDefinition => self.block(1),
+            Tag::Heading { .. } => {
+                self.block(2);
+                self.bold_open();
+            }
+            Tag::BlockQuote(_) => {
+                self.block(2);
+                self.quote_depth += 1;
+                if self.markup == Markup::Html && self.quote_depth == 1 {
+                    // Telegram has no nested quotes: inner quotes flow into the outer one.
+                    self.raw("<blockquote>");
+                    self.fresh = true;
+                }
+            }
+            Tag::CodeBlock(kind) => {
+                self.block(2);
+                let lang = match &kind {
+                    CodeBlockKind::Fenced(info) => info.split_whitespace().next().unwrap_or_default(),
+                    CodeBlockKind::Indented => "",
+                };
+                let close = match self.markup {
+                    Markup::Html if lang.is_empty() => {
+                        self.raw("<pre>");
+                        "</pre>"
+                    }
+                    Markup::Html => {
+                        self.raw("<pre><code class=\"language-");
+                        self.text(lang);
+                        self.raw("\">");
+                        "</code></pre>"
+                    }
+                    Markup::Mrkdwn => {
+                        self.raw("```");
+                        "```"
+                    }
+                    Markup::Plain | Markup::Markdown => "",
+                };
+                self.code = Some((close, String::new()));
+            }
+            Tag::List(first) => {
+                self.block(if self.lists.is_empty() { 2 } else { 1 });
+                self.lists.push(first);
+            }
+            Tag::Item => {
+                self.block(1);
+                let depth = self.lists.len().saturating_sub(1);
+                let marker = match self.lists.last_mut() {
+                    Some(Some(n)) => {
+                        let m = format!("{n}. ");
+                        *n += 1;
+                        m
+                    }
+                    _ => "• ".to_owned(),
+                };
+                self.raw(&"  ".repeat(depth));
+                self.raw(&marker);
+                self.fresh = true;
+            }
+            Tag::TableHead | Tag::TableRow => {
+                self.block(1);
+                self.cell = 0;
+            }
+            Tag::TableCell => {
+                if self.cell > 0 {
+                    self.raw(" | ");
+                }
+                self.cell += 1;
+            }
+            Tag::Emphasis => self.raw(match self.markup {
+                Markup::Html => "<i>",
+                Markup::Mrkdwn => "_",
+                Markup::Plain | Markup::Markdown => "",
+            }),
+            Tag::Strong => self.bold_open(),
+            Tag::Strikethrough => self.raw(match self.markup {
+                Markup::Html => "<s>",
+                Markup::Mrkdwn => "~",
+                Markup::Plain | Markup::Markdown => "",
+            }),
+            Tag::Superscript | Tag::Subscript => {}
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => self.link_open(&dest_url),
+        }
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::Heading(_) | TagEnd::Strong => self.bold_close(),
+            TagEnd::BlockQuote(_) => {
+                self.quote_depth = self.quote_depth.saturating_sub(1);
+                if self.markup == Markup::Html && self.quote_depth == 0 {
+                    self.raw("</blockquote>");
+                }
+            }
+            TagEnd::CodeBlock => {
+                if let Some((close, body)) = self.code.take() {
+                    // The original's form: a line break after the opening, the body as written.
+                    self.raw("\n");
+                    self.line_start = false;
+                    self.text(&body);
+                    self.raw(close);
+                }
+            }
+            TagEnd::List(_) => {
+                self.lists.pop();
+            }
+            TagEnd::Emphasis => self.raw(match self.markup {
+                Markup::Html => "</i>",
+                Markup::Mrkdwn => "_",
+                Markup::Plain | Markup::Markdown => "",
+            }),
+            TagEnd::Strikethrough => self.raw(match self.markup {
+                Markup::Html => "</s>",
+                Markup::Mrkdwn => "~",
+                Markup::Plain | Markup::Markdown => "",
+            }),
+            TagEnd::Link | TagEnd::Image => {
+                if let Some(end) = self.link_ends.pop() {
+                    self.raw(&end);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn bold_open(&mut self) {
+        if self.bold_depth == 0 {
+            self.raw(match self.markup {
+                Markup::Html => "<b>",
+                Markup::Mrkdwn => "*",
+                Markup::Plain | Markup::Markdown => "",
+            });
+        }
+        self.bold_depth += 1;
+    }
+
+    fn bold_close(&mut self) {
+        self.bold_depth = self.bold_depth.saturating_sub(1);
+        if self.bold_depth == 0 {
+            self.raw(match self.markup {
+                Markup::Html => "</b>",
+                Markup::Mrkdwn => "*",
+                Markup::Plain | Markup::Markdown => "",
+            });
+        }
+    }
+
+    fn link_open(&mut self, url: &str) {
+        let linkable = LINK_SCHEMES
+            .iter()
+            .any(|s| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s)));
+        let end = match self.markup {
+            Markup::Html if linkable && self.link_ends.is_empty() => {
+                self.raw("<a href=\"");
+                self.text(url);
+                self.raw("\">");
+                "</a>".to_owned()
+            }
+            Markup::Mrkdwn if !url.is_empty() && self.link_ends.is_empty() => {
+                self.raw("<");
+                self.text(&url.replace('|', "%7C"));
+                self.raw("|");
+                ">".to_owned()
+            }
+            _ if url.is_empty() => String::new(),
+            _ => format!(" ({})", escape(url, self.markup)),
+        };
+        self.link_ends.push(end);
+    }
+
+    /// Ensures `n` line breaks before the next block (none at the start of a container).
+    fn block(&mut self, n: usize) {
+        if self.fresh {
+            return;
+        }
+        let have = self.out.len() - self.out.trim_end_matches('\n').len();
+        for _ in have..n {
+            self.newline();
+        }
+    }
+
+    fn newline(&mut self) {
+        self.out.push('\n');
+        self.line_start = true;
+    }
+
+    /// Writes markup or already-escaped text.
+    fn raw(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        if self.line_start && self.quote_depth > 0 && self.markup == Markup::Mrkdwn && self.code.is_none() {
+            self.out.push_str("> ");
+        }
+        self.line_start = false;
+        self.fresh = false;
+        self.out.push_str(s);
+    }
+
+    /// Writes text, escaped for the markup.
+    fn text(&mut self, s: &str) {
+        let escaped = escape(s, self.markup);
+        self.raw(&escaped);
+    }
+}
+
+/// Escapes text for `markup`: Telegram HTML needs `& < > "`, Slack `& < >`.
+pub fn escape(s: &str, markup: Markup) -> Cow<'_, str> {
+    let special: &[char] = match markup {
+        Markup::Html => &['&', '<', '>', '"'],
+        Markup::Mrkdwn => &['&', '<', '>'],
+        Markup::Plain | Markup::Markdown => return Cow::Borrowed(s),
+    };
+    if !s.contains(special) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' if markup == Markup::Html => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}

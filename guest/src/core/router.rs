@@ -1,1 +1,569 @@
-//! (being written)
+//! Inbound routing: one envelope in, exactly one [`Route`] out (reference-behaviour §3.2).
+//!
+//! The decision table, in order:
+//!
+//! | row | condition | route |
+//! |---|---|---|
+//! | U1 | unauthenticated, no live challenge, addressing required, not addressed | `Ignore(Unaddressed)` (I7) |
+//! | U2 | unauthenticated otherwise | `Pair` (I6: never a prompt) |
+//! | A1 | a remote command | `Command` (even while busy, I8) |
+//! | A2 | empty text, no attachments | `Ignore(Empty)` |
+//! | A3 | addressing required, not addressed | `Ignore(Unaddressed)` |
+//! | A4 | an attachment problem | `Unsupported` (I13) |
+//! | A5 | otherwise | `Prompt` |
+
+use crate::core::commands::{ParsedCommand, parse_remote_command};
+use crate::core::config::{AttachmentSettings, BridgeConfig};
+use crate::core::notices;
+use crate::core::state::PendingChallenge;
+use crate::core::text::{starts_with_any_ci, strip_leading_mention};
+use crate::model::{Attachment, DeliverAs, Envelope};
+
+/// The prompt sent with attachments that came without any text, so the model knows what to do.
+pub const ATTACHMENT_FALLBACK_PROMPT: &str = "Describe the attached image.";
+
+/// Everything routing looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteInput<'a> {
+    /// The inbound message.
+    pub envelope: &'a Envelope,
+    /// Resolved configuration.
+    pub config: &'a BridgeConfig,
+    /// The sender's identity is trusted ([`is_authenticated`]).
+    pub authenticated: bool,
+    /// The conversation's challenge, if any (possibly expired).
+    pub pending: Option<&'a PendingChallenge>,
+    /// The agent is in a turn.
+    pub busy: bool,
+    /// Host and transport can both take attachments (I13).
+    pub attachments_accepted: bool,
+    /// Current time (ms since epoch).
+    pub now: u64,
+}
+
+/// Why a message is dropped without a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IgnoreReason {
+    /// Nothing to forward.
+    Empty,
+    /// Channel chatter not meant for the bot.
+    Unaddressed,
+}
+
+/// Why attachments are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnsupportedFeature {
+    /// Host or transport cannot take attachments at all.
+    Attachments,
+    /// A media type is not on the allowed list.
+    AttachmentNotImage,
+    /// A declared size exceeds the limit.
+    AttachmentTooLarge,
+    /// More attachments than allowed in one message.
+    AttachmentTooMany,
+}
+
+impl UnsupportedFeature {
+    /// The refusal the chat receives: attachments are never dropped silently (I13).
+    pub fn notice(self) -> &'static str {
+        match self {
+            UnsupportedFeature::Attachments => notices::ATTACHMENTS_UNSUPPORTED_NOTICE,
+            UnsupportedFeature::AttachmentNotImage => notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE,
+            UnsupportedFeature::AttachmentTooLarge => notices::ATTACHMENT_TOO_LARGE_NOTICE,
+            UnsupportedFeature::AttachmentTooMany => notices::ATTACHMENT_TOO_MANY_NOTICE,
+        }
+    }
+}
+
+/// What to do with one inbound message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Drop it, reply nothing.
+    Ignore(IgnoreReason),
+    /// The sender is not trusted: run [`crate::core::pairing::decide_pairing`] on the text.
+    Pair,
+    /// Run a remote command.
+    Command(ParsedCommand),
+    /// Refuse the attachments with [`UnsupportedFeature::notice`].
+    Unsupported(UnsupportedFeature),
+    /// Forward to the agent.
+    Prompt {
+        /// The prompt text, mention stripped.
+        text: String,
+        /// `None` when the agent is idle (start a turn now); the configured busy delivery otherwise.
+        deliver_as: Option<DeliverAs>,
+        /// Attachments to fetch and forward.
+        attachments: Vec<Attachment>,
+    },
+}
+
+/// Trust check (I12): the identity is listed in `allowUsers`, pairing is switched off, or the
+/// session's store trusts it (`trusted`).
+pub fn is_authenticated(identity: &str, config: &BridgeConfig, trusted: bool) -> bool {
+    trusted || !config.require_pairing || config.allow_users.iter().any(|u| u == identity)
+}
+
+/// The first reason the attachments cannot be forwarded, checked in this order: not accepted at
+/// all, too many (before types, so one notice covers the whole batch), then per attachment a
+/// media type not allowed or a declared size over the limit. The size is checked again on the
+/// downloaded bytes by the bridge (I19); this only spares a pointless download.
+pub fn find_attachment_problem(
+    attachments: &[Attachment],
+    accepted: bool,
+    settings: &AttachmentSettings,
+) -> Option<UnsupportedFeature> {
+    if !accepted {
+        return Some(UnsupportedFeature::Attachments);
+    }
+    if attachments.len() as u64 > u64::from(settings.max_count) {
+        return Some(UnsupportedFeature::AttachmentTooMany);
+    }
+    attachments.iter().find_map(|a| {
+        let allowed = settings
+            .allowed_media_types
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(&a.media_type));
+        if !allowed {
+            Some(UnsupportedFeature::AttachmentNotImage)
+        } else if a.size_bytes.is_some_and(|size| size > settings.max_bytes) {
+            Some(UnsupportedFeature::AttachmentTooLarge)
+        } else {
+            None
+        }
+    })
+}
+
+/// Routes one envelope through the decision table in the module docs.
+pub fn route(input: &RouteInput) -> Route {
+    let envelope = input.envelope;
+    let config = input.config;
+    let trimmed = envelope.text.trim();
+    let bot = config.bot_username.as_deref();
+    let stripped = bot.and_then(|b| strip_leading_mention(trimmed, b));
+    let addressed = envelope.is_direct
+        || envelope.addressed
+        || stripped.is_some()
+        || starts_with_any_ci(trimmed, &config.remote_prefixes);
+    let text = stripped.unwrap_or_else(|| trimmed.to_string());
+
+    if !input.authenticated {
+        let challenge_live = input.pending.is_some_and(|p| input.now < p.expires_at);
+        if !challenge_live && config.require_addressing && !addressed {
+            return Route::Ignore(IgnoreReason::Unaddressed);
+        }
+        return Route::Pair;
+    }
+    if let Some(command) = parse_remote_command(trimmed, &config.remote_prefixes, bot) {
+        return Route::Command(command);
+    }
+    if text.is_empty() && envelope.attachments.is_empty() {
+        return Route::Ignore(IgnoreReason::Empty);
+    }
+    if config.require_addressing && !addressed {
+        return Route::Ignore(IgnoreReason::Unaddressed);
+    }
+    if !envelope.attachments.is_empty()
+        && let Some(feature) = find_attachment_problem(
+            &envelope.attachments,
+            input.attachments_accepted,
+            &config.attachments,
+        )
+    {
+        return Route::Unsupported(feature);
+    }
+    let text = if text.is_empty() {
+        ATTACHMENT_FALLBACK_PROMPT.to_string()
+    } else {
+        text
+    };
+    Route::Prompt {
+        text,
+        deliver_as: input.busy.then_some(config.busy_delivery),
+        attachments: envelope.attachments.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::commands::RemoteCommand;
+    use crate::model::AttachmentKind;
+
+    fn image(media_type: &str, size: Option<u64>) -> Attachment {
+        Attachment {
+            kind: AttachmentKind::Image,
+            media_type: media_type.to_string(),
+            reference: "ref-1".to_string(),
+            name: None,
+            size_bytes: size,
+        }
+    }
+
+    /// One row of the decision table: the message, the circumstances, the expected route.
+    struct Row {
+        name: &'static str,
+        text: &'static str,
+        is_direct: bool,
+        addressed: bool,
+        attachments: Vec<Attachment>,
+        authenticated: bool,
+        pending: Option<PendingChallenge>,
+        busy: bool,
+        accepted: bool,
+        expected: Route,
+    }
+
+    fn row(name: &'static str, text: &'static str, expected: Route) -> Row {
+        Row {
+            name,
+            text,
+            is_direct: false,
+            addressed: false,
+            attachments: Vec::new(),
+            authenticated: true,
+            pending: None,
+            busy: false,
+            accepted: true,
+            expected,
+        }
+    }
+
+    fn prompt(text: &str, deliver_as: Option<DeliverAs>, attachments: Vec<Attachment>) -> Route {
+        Route::Prompt {
+            text: text.to_string(),
+            deliver_as,
+            attachments,
+        }
+    }
+
+    fn command(command: RemoteCommand) -> Route {
+        Route::Command(ParsedCommand {
+            command,
+            args: String::new(),
+        })
+    }
+
+    fn live() -> Option<PendingChallenge> {
+        Some(PendingChallenge {
+            code: "123456".into(),
+            expires_at: 2_000,
+            attempts: 0,
+        })
+    }
+
+    fn expired() -> Option<PendingChallenge> {
+        Some(PendingChallenge {
+            code: "123456".into(),
+            expires_at: 1_000,
+            attempts: 0,
+        })
+    }
+
+    #[test]
+    fn decision_table() {
+        let unpaired = |r: Row| Row {
+            authenticated: false,
+            ..r
+        };
+        let direct = |r: Row| Row {
+            is_direct: true,
+            ..r
+        };
+        let rows = vec![
+            // U1: unauthenticated chatter without a live challenge: silence, no challenge.
+            unpaired(row(
+                "U1 chatter",
+                "meeting at 3pm",
+                Route::Ignore(IgnoreReason::Unaddressed),
+            )),
+            unpaired(Row {
+                pending: expired(),
+                ..row(
+                    "U1 expired challenge",
+                    "hi",
+                    Route::Ignore(IgnoreReason::Unaddressed),
+                )
+            }),
+            // U2: addressed in any way, or a challenge is live.
+            unpaired(direct(row("U2 direct message", "hello", Route::Pair))),
+            unpaired(Row {
+                addressed: true,
+                ..row("U2 transport says addressed", "hello", Route::Pair)
+            }),
+            unpaired(row("U2 prefix", "/status", Route::Pair)),
+            unpaired(row("U2 mention", "@piBot hello", Route::Pair)),
+            unpaired(Row {
+                pending: live(),
+                ..row("U2 live challenge, unaddressed code", "123456", Route::Pair)
+            }),
+            unpaired(direct(row(
+                "U2 never a prompt even for a command word",
+                "status",
+                Route::Pair,
+            ))),
+            // A1: commands, even while busy.
+            row(
+                "A1 prefixed command",
+                "/status",
+                command(RemoteCommand::Status),
+            ),
+            Row {
+                busy: true,
+                ..row(
+                    "A1 command while busy",
+                    "/abort",
+                    command(RemoteCommand::Abort),
+                )
+            },
+            row(
+                "A1 decision 1 bare after mention",
+                "@piBot status",
+                command(RemoteCommand::Status),
+            ),
+            row(
+                "A1 decision 1 prefixed after mention",
+                "@piBot /status",
+                command(RemoteCommand::Status),
+            ),
+            row(
+                "A1 bare mention is help",
+                "@piBot",
+                command(RemoteCommand::Help),
+            ),
+            // A2: nothing to forward.
+            direct(row("A2 empty", "   ", Route::Ignore(IgnoreReason::Empty))),
+            row(
+                "A2 empty unaddressed",
+                "",
+                Route::Ignore(IgnoreReason::Empty),
+            ),
+            // A3: paired but the message is not for the bot.
+            row(
+                "A3 unaddressed chatter",
+                "lunch?",
+                Route::Ignore(IgnoreReason::Unaddressed),
+            ),
+            // A4: attachment problems.
+            Row {
+                attachments: vec![image("image/png", None)],
+                accepted: false,
+                ..direct(row(
+                    "A4 not accepted",
+                    "look",
+                    Route::Unsupported(UnsupportedFeature::Attachments),
+                ))
+            },
+            Row {
+                attachments: vec![image("image/png", None); 5],
+                ..direct(row(
+                    "A4 too many",
+                    "",
+                    Route::Unsupported(UnsupportedFeature::AttachmentTooMany),
+                ))
+            },
+            Row {
+                attachments: vec![image("application/pdf", None)],
+                ..direct(row(
+                    "A4 not an image",
+                    "",
+                    Route::Unsupported(UnsupportedFeature::AttachmentNotImage),
+                ))
+            },
+            Row {
+                attachments: vec![image("image/png", Some(8 * 1024 * 1024 + 1))],
+                ..direct(row(
+                    "A4 too large",
+                    "",
+                    Route::Unsupported(UnsupportedFeature::AttachmentTooLarge),
+                ))
+            },
+            // A5: prompts.
+            direct(row(
+                "A5 idle",
+                "fix the tests",
+                prompt("fix the tests", None, vec![]),
+            )),
+            Row {
+                busy: true,
+                ..direct(row(
+                    "A5 busy",
+                    "fix the tests",
+                    prompt("fix the tests", Some(DeliverAs::FollowUp), vec![]),
+                ))
+            },
+            row(
+                "A5 mention stripped",
+                "@piBot, fix the tests",
+                prompt("fix the tests", None, vec![]),
+            ),
+            row(
+                "A5 prefix without a known command",
+                "/deploy prod",
+                prompt("/deploy prod", None, vec![]),
+            ),
+            row(
+                "A5 mention then prose starting with an alias",
+                "@piBot continue with the refactor",
+                prompt("continue with the refactor", None, vec![]),
+            ),
+            Row {
+                attachments: vec![image("image/png", Some(10))],
+                ..direct(row(
+                    "A5 image without text",
+                    "",
+                    prompt(
+                        ATTACHMENT_FALLBACK_PROMPT,
+                        None,
+                        vec![image("image/png", Some(10))],
+                    ),
+                ))
+            },
+        ];
+        let config = BridgeConfig {
+            bot_username: Some("piBot".into()),
+            ..BridgeConfig::default()
+        };
+        for r in rows {
+            let envelope = Envelope {
+                transport: "telegram".into(),
+                conversation_id: "c1".into(),
+                user_id: "42".into(),
+                text: r.text.into(),
+                is_direct: r.is_direct,
+                addressed: r.addressed,
+                attachments: r.attachments,
+                ..Envelope::default()
+            };
+            let input = RouteInput {
+                envelope: &envelope,
+                config: &config,
+                authenticated: r.authenticated,
+                pending: r.pending.as_ref(),
+                busy: r.busy,
+                attachments_accepted: r.accepted,
+                now: 1_500,
+            };
+            assert_eq!(route(&input), r.expected, "{}", r.name);
+        }
+    }
+
+    #[test]
+    fn addressing_not_required_lets_chatter_through() {
+        let config = BridgeConfig {
+            require_addressing: false,
+            busy_delivery: DeliverAs::Steer,
+            ..BridgeConfig::default()
+        };
+        let envelope = Envelope {
+            text: "lunch?".into(),
+            ..Envelope::default()
+        };
+        let mut input = RouteInput {
+            envelope: &envelope,
+            config: &config,
+            authenticated: true,
+            pending: None,
+            busy: true,
+            attachments_accepted: true,
+            now: 0,
+        };
+        assert_eq!(
+            route(&input),
+            prompt("lunch?", Some(DeliverAs::Steer), vec![])
+        );
+        input.authenticated = false;
+        assert_eq!(route(&input), Route::Pair);
+    }
+
+    #[test]
+    fn authentication_table() {
+        let allow = BridgeConfig {
+            allow_users: vec!["telegram:42".into()],
+            ..BridgeConfig::default()
+        };
+        let open = BridgeConfig {
+            require_pairing: false,
+            ..BridgeConfig::default()
+        };
+        let rows = [
+            ("telegram:42", &allow, false, true),
+            ("discord:42", &allow, false, false),
+            ("42", &allow, false, false),
+            ("discord:7", &open, false, true),
+            ("discord:7", &allow, true, true),
+        ];
+        for (identity, config, trusted, expected) in rows {
+            assert_eq!(
+                is_authenticated(identity, config, trusted),
+                expected,
+                "{identity}"
+            );
+        }
+    }
+
+    #[test]
+    fn attachment_problem_order() {
+        let settings = BridgeConfig::default().attachments;
+        let pdf = image("application/pdf", None);
+        let big = image("image/png", Some(settings.max_bytes + 1));
+        let rows: Vec<(Vec<Attachment>, bool, Option<UnsupportedFeature>)> = vec![
+            (
+                vec![pdf.clone()],
+                false,
+                Some(UnsupportedFeature::Attachments),
+            ),
+            (
+                vec![pdf.clone(); 5],
+                true,
+                Some(UnsupportedFeature::AttachmentTooMany),
+            ),
+            (
+                vec![big.clone(), pdf.clone()],
+                true,
+                Some(UnsupportedFeature::AttachmentTooLarge),
+            ),
+            (
+                vec![pdf.clone(), big.clone()],
+                true,
+                Some(UnsupportedFeature::AttachmentNotImage),
+            ),
+            (
+                vec![image("IMAGE/PNG", Some(settings.max_bytes))],
+                true,
+                None,
+            ),
+            (vec![image("image/webp", None); 4], true, None),
+        ];
+        for (attachments, accepted, expected) in rows {
+            assert_eq!(
+                find_attachment_problem(&attachments, accepted, &settings),
+                expected
+            );
+        }
+    }
+
+    #[test]
+    fn unsupported_notices() {
+        let rows = [
+            (
+                UnsupportedFeature::Attachments,
+                notices::ATTACHMENTS_UNSUPPORTED_NOTICE,
+            ),
+            (
+                UnsupportedFeature::AttachmentNotImage,
+                notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE,
+            ),
+            (
+                UnsupportedFeature::AttachmentTooLarge,
+                notices::ATTACHMENT_TOO_LARGE_NOTICE,
+            ),
+            (
+                UnsupportedFeature::AttachmentTooMany,
+                notices::ATTACHMENT_TOO_MANY_NOTICE,
+            ),
+        ];
+        for (feature, expected) in rows {
+            assert_eq!(feature.notice(), expected);
+        }
+    }
+}

@@ -3,6 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Serialize;
+use serde_json::{Map, Value};
+
 /// A live pairing challenge for one conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingChallenge {
@@ -45,4 +48,328 @@ pub struct SessionState {
     pub paused: BTreeSet<String>,
     /// Broadcast targets, deduplicated by transport, conversation and thread.
     pub conversations: Vec<ConversationTarget>,
+}
+
+/// Most entries kept per map or list when loading, so a hostile or corrupted state file
+/// cannot make a session allocate without bound.
+pub const MAX_ENTRIES: usize = 10_000;
+
+/// `transport:userId`: a transport without `:` or whitespace, then a user id without
+/// whitespace. A bare user id is never an identity (I12).
+pub(crate) fn is_identity(text: &str) -> bool {
+    text.split_once(':').is_some_and(|(transport, user)| {
+        !transport.is_empty()
+            && !user.is_empty()
+            && !transport.chars().any(char::is_whitespace)
+            && !user.chars().any(char::is_whitespace)
+    })
+}
+
+impl SessionState {
+    /// Whether `identity` may prompt.
+    pub fn is_trusted(&self, identity: &str) -> bool {
+        self.trusted.contains_key(identity)
+    }
+
+    /// Trusts `identity` from `at` (ms); pairing again refreshes the time.
+    pub fn trust(&mut self, identity: &str, at: u64) {
+        self.trusted.insert(identity.to_string(), at);
+    }
+
+    /// Withdraws trust; true when `identity` was trusted.
+    pub fn revoke(&mut self, identity: &str) -> bool {
+        self.trusted.remove(identity).is_some()
+    }
+
+    /// Withdraws all trust (`/connect disconnect`); returns how many identities lost it.
+    pub fn revoke_all(&mut self) -> usize {
+        let count = self.trusted.len();
+        self.trusted.clear();
+        count
+    }
+
+    /// When `identity` paired, if it is trusted.
+    pub fn paired_at(&self, identity: &str) -> Option<u64> {
+        self.trusted.get(identity).copied()
+    }
+
+    /// The live challenge for a conversation key.
+    pub fn pending(&self, key: &str) -> Option<&PendingChallenge> {
+        self.pending.get(key)
+    }
+
+    /// Sets or (with `None`) clears the challenge for a conversation key.
+    pub fn set_pending(&mut self, key: &str, challenge: Option<PendingChallenge>) {
+        match challenge {
+            Some(challenge) => {
+                self.pending.insert(key.to_string(), challenge);
+            }
+            None => {
+                self.pending.remove(key);
+            }
+        }
+    }
+
+    /// Whether a conversation key is paused.
+    pub fn is_paused(&self, key: &str) -> bool {
+        self.paused.contains(key)
+    }
+
+    /// Pauses or resumes a conversation key; true when that changed anything.
+    pub fn set_paused(&mut self, key: &str, paused: bool) -> bool {
+        if paused {
+            self.paused.insert(key.to_string())
+        } else {
+            self.paused.remove(key)
+        }
+    }
+
+    /// Adds a broadcast target; true when it is new. Targets differing only in thread are
+    /// distinct, so every thread the bot was used in keeps getting its replies.
+    pub fn remember_conversation(&mut self, target: ConversationTarget) -> bool {
+        if self.conversations.contains(&target) {
+            return false;
+        }
+        self.conversations.push(target);
+        true
+    }
+
+    /// What both local `/connect disconnect` and remote `/disconnect` do (decision 7):
+    /// revoke `identity`, and unpause and clear the pending code of `conversation_key`, so
+    /// neither path leaves a stale pause or code behind. True when anything changed.
+    pub fn disconnect(&mut self, identity: &str, conversation_key: &str) -> bool {
+        let revoked = self.revoke(identity);
+        let unpaused = self.set_paused(conversation_key, false);
+        let cleared = self.pending.remove(conversation_key).is_some();
+        revoked || unpaused || cleared
+    }
+}
+
+/// Reads one session's document (the object under `sessions.<id>`).
+///
+/// Never fails: a malformed piece is dropped with a warning (`session_id` only names it)
+/// and the rest loads, so a damaged file costs at most the damaged entries.
+pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, Vec<String>) {
+    let base = format!("sessions.{session_id}");
+    let mut warnings = Vec::new();
+    let mut state = SessionState::default();
+    let value: Value = match serde_json::from_str(document) {
+        Ok(value) => value,
+        Err(_) => {
+            warnings.push(format!("{base}: not valid JSON, starting empty"));
+            return (state, warnings);
+        }
+    };
+    let Some(fields) = value.as_object() else {
+        warnings.push(format!("{base}: expected an object, ignored"));
+        return (state, warnings);
+    };
+    let mut warn = |text: String| warnings.push(text);
+    if let Some(updated) = fields.get("updatedAt") {
+        match timestamp(updated) {
+            Some(at) => state.updated_at = at,
+            None => warn(format!("{base}.updatedAt: expected a timestamp, ignored")),
+        }
+    }
+    if let Some(trusted) = object_field(fields, "trusted", &base, &mut warn) {
+        for (identity, at) in capped(trusted, &format!("{base}.trusted"), &mut warn) {
+            match timestamp(at) {
+                Some(at) if is_identity(identity) => {
+                    state.trusted.insert(identity.clone(), at);
+                }
+                Some(_) => warn(format!(
+                    "{base}.trusted.{identity}: expected a \"transport:userId\" identity, ignored"
+                )),
+                None => warn(format!(
+                    "{base}.trusted.{identity}: expected a timestamp, ignored"
+                )),
+            }
+        }
+    }
+    if let Some(pending) = object_field(fields, "pending", &base, &mut warn) {
+        for (key, challenge) in capped(pending, &format!("{base}.pending"), &mut warn) {
+            match parse_challenge(challenge) {
+                Some(challenge) => {
+                    state.pending.insert(key.clone(), challenge);
+                }
+                None => warn(format!(
+                    "{base}.pending.{key}: malformed challenge, ignored"
+                )),
+            }
+        }
+    }
+    if let Some(paused) = fields.get("paused") {
+        match paused
+            .as_array()
+            .filter(|keys| keys.iter().all(Value::is_string))
+        {
+            Some(keys) => {
+                let keys = capped(keys, &format!("{base}.paused"), &mut warn);
+                state.paused = keys.filter_map(Value::as_str).map(String::from).collect();
+            }
+            None => warn(format!(
+                "{base}.paused: expected an array of strings, ignored"
+            )),
+        }
+    }
+    if let Some(conversations) = fields.get("conversations") {
+        match conversations.as_array() {
+            Some(targets) => {
+                let targets = capped(targets, &format!("{base}.conversations"), &mut warn);
+                for (i, target) in targets.enumerate() {
+                    match parse_target(target) {
+                        Some(target) => {
+                            state.remember_conversation(target);
+                        }
+                        None => warn(format!(
+                            "{base}.conversations[{i}]: malformed target, ignored"
+                        )),
+                    }
+                }
+            }
+            None => warn(format!("{base}.conversations: expected an array, ignored")),
+        }
+    }
+    (state, warnings)
+}
+
+/// Writes the document [`parse_session_state`] reads, compact.
+pub fn serialize_session_state(state: &SessionState) -> String {
+    let document = StateJson {
+        updated_at: state.updated_at,
+        trusted: &state.trusted,
+        pending: state
+            .pending
+            .iter()
+            .map(|(key, challenge)| {
+                let json = ChallengeJson {
+                    code: &challenge.code,
+                    expires_at: challenge.expires_at,
+                    attempts: challenge.attempts,
+                };
+                (key.as_str(), json)
+            })
+            .collect(),
+        paused: &state.paused,
+        conversations: state
+            .conversations
+            .iter()
+            .map(|target| TargetJson {
+                transport: &target.transport,
+                conversation_id: &target.conversation_id,
+                thread_id: target.thread_id.as_deref(),
+            })
+            .collect(),
+    };
+    // String keys, strings and integers always serialize; the fallback only keeps this total.
+    serde_json::to_string(&document).unwrap_or_else(|_| String::from("{}"))
+}
+
+/// The stored shape of a session.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StateJson<'a> {
+    updated_at: u64,
+    trusted: &'a BTreeMap<String, u64>,
+    pending: BTreeMap<&'a str, ChallengeJson<'a>>,
+    paused: &'a BTreeSet<String>,
+    conversations: Vec<TargetJson<'a>>,
+}
+
+/// The stored shape of a challenge.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ChallengeJson<'a> {
+    code: &'a str,
+    expires_at: u64,
+    attempts: u32,
+}
+
+/// The stored shape of a broadcast target.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TargetJson<'a> {
+    transport: &'a str,
+    conversation_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thread_id: Option<&'a str>,
+}
+
+/// The object under `name`, if present; a non-object is reported and skipped.
+fn object_field<'v>(
+    fields: &'v Map<String, Value>,
+    name: &str,
+    base: &str,
+    warn: &mut impl FnMut(String),
+) -> Option<&'v Map<String, Value>> {
+    let value = fields.get(name)?;
+    let object = value.as_object();
+    if object.is_none() {
+        warn(format!("{base}.{name}: expected an object, ignored"));
+    }
+    object
+}
+
+/// The first [`MAX_ENTRIES`] items; one warning when there were more.
+fn capped<I: IntoIterator>(
+    items: I,
+    path: &str,
+    warn: &mut impl FnMut(String),
+) -> std::iter::Take<I::IntoIter>
+where
+    I::IntoIter: ExactSizeIterator,
+{
+    let items = items.into_iter();
+    if items.len() > MAX_ENTRIES {
+        warn(format!(
+            "{path}: more than {MAX_ENTRIES} entries, the rest ignored"
+        ));
+    }
+    items.take(MAX_ENTRIES)
+}
+
+/// Milliseconds since the epoch: a non-negative integer (`1.7e12` written by another
+/// tool counts).
+fn timestamp(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        let f = value.as_f64()?;
+        // 2^53: beyond it a float no longer names one millisecond.
+        (f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(&f)).then_some(f as u64)
+    })
+}
+
+/// `{"code": digits, "expiresAt": ms, "attempts": n}`.
+fn parse_challenge(value: &Value) -> Option<PendingChallenge> {
+    let code = value.get("code")?.as_str()?;
+    if code.is_empty() || !code.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let expires_at = timestamp(value.get("expiresAt")?)?;
+    let attempts = u32::try_from(timestamp(value.get("attempts")?)?).ok()?;
+    Some(PendingChallenge {
+        code: code.to_string(),
+        expires_at,
+        attempts,
+    })
+}
+
+/// `{"transport", "conversationId", "threadId"?}` with non-empty ids (a `null` thread is
+/// no thread).
+fn parse_target(value: &Value) -> Option<ConversationTarget> {
+    let text = |name: &str| {
+        value
+            .get(name)?
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    let thread_id = match value.get("threadId") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(text("threadId")?),
+    };
+    Some(ConversationTarget {
+        transport: text("transport")?,
+        conversation_id: text("conversationId")?,
+        thread_id,
+    })
 }
