@@ -109,7 +109,7 @@ impl Host for Imports {
     }
 
     fn session_info(&mut self) -> model::SessionInfo {
-        let info = agent::session_info();
+        let info = agent::info();
         model::SessionInfo {
             id: info.id,
             name: info.name,
@@ -294,9 +294,9 @@ impl wit_session::Guest for Component {
         with_bridge(|bridge, host| bridge.tick(host));
     }
 
-    fn diagnostics() -> wit_session::Diagnostics {
+    fn diagnostics() -> wit_session::DiagnosticsReport {
         let d = with_bridge(|bridge, host| bridge.diagnostics(host));
-        wit_session::Diagnostics {
+        wit_session::DiagnosticsReport {
             transports: d
                 .transports
                 .into_iter()

@@ -260,7 +260,7 @@ impl agent::Host for SessionHost {
         self.ctx.agent.is_idle()
     }
 
-    async fn session_info(&mut self) -> agent::SessionInfo {
+    async fn info(&mut self) -> agent::SessionInfo {
         self.ctx.agent.session_info()
     }
 

@@ -20,7 +20,7 @@ use crate::imports::{SessionContext, SessionHost};
 use crate::lock::LockDir;
 use crate::logging::{LogLine, LogSink};
 use crate::runtime::bindings::exports::pi::bot_connect::session::{
-    AgentEvent, ConfigSource, Configuration, Diagnostics, Note, ToolCall, ToolDecision,
+    AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, ToolCall, ToolDecision,
     TransportRequest,
 };
 use crate::runtime::bindings::pi::bot_connect::types::Level;
@@ -72,7 +72,7 @@ pub struct Health {
 
 enum Command {
     Local(String, oneshot::Sender<Note>),
-    Diagnostics(oneshot::Sender<Option<Diagnostics>>),
+    Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
     Shutdown(oneshot::Sender<()>),
@@ -139,7 +139,7 @@ impl Session {
     }
 
     /// The bridge's diagnostics; `None` when the session gave up after traps.
-    pub async fn diagnostics(&self) -> anyhow::Result<Option<Diagnostics>> {
+    pub async fn diagnostics(&self) -> anyhow::Result<Option<DiagnosticsReport>> {
         self.ask(Command::Diagnostics).await
     }
 
@@ -358,7 +358,7 @@ impl Actor {
                 }));
             }
             Command::Diagnostics(reply) => {
-                let diagnostics: Option<Diagnostics> =
+                let diagnostics: Option<DiagnosticsReport> =
                     guest!(self, "diagnostics", |b, s| b.call_diagnostics(s));
                 let _ = reply.send(diagnostics);
             }

@@ -27,6 +27,13 @@ pub enum RemoteCommand {
     Disconnect,
 }
 
+impl RemoteCommand {
+    /// Canonical name from the command table (for audit log lines).
+    pub fn name(self) -> &'static str {
+        COMMANDS.iter().find(|spec| spec.command == self).map_or("unknown", |spec| spec.name)
+    }
+}
+
 /// One row of the command table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommandSpec {

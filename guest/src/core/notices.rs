@@ -23,6 +23,11 @@ pub const ATTACHMENT_TOO_MANY_NOTICE: &str =
 pub const ATTACHMENT_FETCH_FAILED_NOTICE: &str =
     "I could not download that image, so I did not send it. Try again or describe it in text.";
 
+/// Replied when the agent refused a forwarded prompt (the terminal gets the reason), so the
+/// sender is never left waiting for an answer that will not come.
+pub const PROMPT_NOT_DELIVERED_NOTICE: &str =
+    "The pi session did not accept that message. The local terminal shows why; try again later.";
+
 /// Reply to a prompt sent to a paused conversation (I9): says why nothing happens and how to undo it.
 pub const PAUSED_NOTICE: &str = "Delivery is paused. Send /resume to continue.";
 

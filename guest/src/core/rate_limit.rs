@@ -70,6 +70,16 @@ pub enum InputKind {
     Command,
 }
 
+impl InputKind {
+    /// Name used in log fields.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputKind::Prompt => "prompt",
+            InputKind::Command => "command",
+        }
+    }
+}
+
 /// The verdict on one remote input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateVerdict {
