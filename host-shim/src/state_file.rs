@@ -1,0 +1,624 @@
+//! The state file (reference §4.4): one file shared by all sessions, holding each session's
+//! state document under its session key (`{"version":1,"sessions":{"<key>":{...}}}`).
+//!
+//! The document belongs to the guest; the host reads only the envelope and each document's
+//! `updatedAt` (for pruning), so trust, pause and targets of one session can never be mixed
+//! into another's by the host (I17).
+//!
+//! Single writer: one process holds one `StateFile` (behind a `Mutex` when sessions run on
+//! several threads) and writes the whole file from memory without re-reading it. Two
+//! processes sharing one state file overwrite each other's sessions, as in the original; the
+//! per-credential locks keep two processes from serving the same bot, not from sharing this file.
+
+use std::fs::{self, DirBuilder, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Sessions kept in the file; older ones are pruned on write so the file cannot grow forever.
+pub const MAX_SESSIONS: usize = 20;
+
+/// Why the state file could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    /// The file exists but could not be read (anything other than "not found").
+    #[error(
+        "cannot read the state file {path}: {source}; check its permissions, or set PI_BOT_CONNECT_STATE to another path"
+    )]
+    Read {
+        /// The state file.
+        path: PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
+    /// The file is unusable, and moving it aside (so it is not overwritten) failed.
+    #[error(
+        "the state file {path} is unusable and could not be moved aside to {aside}: {source}; move or delete it by hand"
+    )]
+    SetAside {
+        /// The state file.
+        path: PathBuf,
+        /// Where it was to be moved.
+        aside: PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
+    /// The guest handed over something that is not a JSON object (a guest bug).
+    #[error(
+        "the state of session {session_key:?} is not a JSON object ({detail}); nothing was written to {path}"
+    )]
+    NotAnObject {
+        /// The session whose save was refused.
+        session_key: String,
+        /// The state file.
+        path: PathBuf,
+        /// What was wrong with the document.
+        detail: String,
+    },
+    /// Writing the file failed; the previous file is left as it was.
+    #[error(
+        "cannot write the state file {path}: {source}; check that its directory is writable and the disk is not full"
+    )]
+    Write {
+        /// The state file.
+        path: PathBuf,
+        /// What the OS said.
+        source: io::Error,
+    },
+}
+
+/// The state file's contents in memory, and where they are written.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    sessions: Map<String, Value>,
+    temp_counter: u64,
+}
+
+/// The on-disk envelope; a struct (not a `Value`) so `version` is written first.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    version: u32,
+    sessions: &'a Map<String, Value>,
+}
+
+impl StateFile {
+    /// Loads `path` tolerantly: a missing file is empty; an unusable one (not JSON, wrong
+    /// version, wrong shape) yields a warning and an empty state, after being moved aside to
+    /// `<path>.corrupt-<now_ms>` so the next save cannot destroy what the user had.
+    pub fn open(path: &Path, now_ms: u64) -> Result<(StateFile, Vec<String>), StateFileError> {
+        let empty = || StateFile {
+            path: path.to_path_buf(),
+            sessions: Map::new(),
+            temp_counter: 0,
+        };
+        let bytes = match fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((empty(), Vec::new())),
+            Err(source) => {
+                return Err(StateFileError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        match parse_envelope(&bytes) {
+            Ok(sessions) => Ok((
+                StateFile {
+                    sessions,
+                    ..empty()
+                },
+                Vec::new(),
+            )),
+            Err(problem) => {
+                let aside = set_aside(path, now_ms)?;
+                let warning = format!("{problem} (the old file was kept as {})", aside.display());
+                Ok((empty(), vec![warning]))
+            }
+        }
+    }
+
+    /// The document saved last for `session_key`, as JSON text.
+    pub fn load(&self, session_key: &str) -> Option<String> {
+        self.sessions.get(session_key).map(Value::to_string)
+    }
+
+    /// Stores `document` for `session_key` and writes the file. The saving session is never
+    /// pruned. On a write error the new document stays in memory, so the next save retries it.
+    pub fn save(&mut self, session_key: &str, document: &str) -> Result<(), StateFileError> {
+        let not_an_object = |detail: String| StateFileError::NotAnObject {
+            session_key: session_key.to_owned(),
+            path: self.path.clone(),
+            detail,
+        };
+        let value = match serde_json::from_str::<Value>(document) {
+            Ok(value @ Value::Object(_)) => value,
+            Ok(other) => return Err(not_an_object(format!("got {}", kind(&other)))),
+            Err(err) => return Err(not_an_object(err.to_string())),
+        };
+        self.sessions.insert(session_key.to_owned(), value);
+        prune(&mut self.sessions, session_key);
+        self.write()
+    }
+
+    fn write(&mut self) -> Result<(), StateFileError> {
+        let write_error = |source| StateFileError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let mut text = Vec::new();
+        let mut serializer = serde_json::Serializer::with_formatter(
+            &mut text,
+            serde_json::ser::PrettyFormatter::with_indent(b"\t"),
+        );
+        Envelope {
+            version: 1,
+            sessions: &self.sessions,
+        }
+        .serialize(&mut serializer)
+        .map_err(|err| write_error(io::Error::other(err)))?;
+        text.push(b'\n');
+
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(write_error)?;
+        }
+        self.temp_counter += 1;
+        let temp = with_suffix(
+            &self.path,
+            &format!(".tmp-{}-{}", std::process::id(), self.temp_counter),
+        );
+        // create_new: a stray file of the same name is never written through (or removed).
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(write_error)?;
+        let result = replace_with(file, &temp, &self.path, &text);
+        if result.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        result.map_err(write_error)
+    }
+}
+
+/// Completes an atomic replace: readers see the old file or the new one, never a torn one.
+fn replace_with(mut file: fs::File, temp: &Path, target: &Path, text: &[u8]) -> io::Result<()> {
+    file.write_all(text)?;
+    file.sync_all()?;
+    // The umask may have narrowed the mode, never widened it; chmod makes 0600 certain.
+    fs::set_permissions(temp, Permissions::from_mode(0o600))?;
+    fs::rename(temp, target)
+}
+
+/// The sessions map, or the file-level warning saying why the file cannot be used.
+fn parse_envelope(bytes: &[u8]) -> Result<Map<String, Value>, String> {
+    let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
+        return Err("store file is not valid JSON, starting empty".to_owned());
+    };
+    let Value::Object(mut top) = value else {
+        return Err("store file: expected an object".to_owned());
+    };
+    match top.get("version") {
+        Some(version) if version.as_f64() == Some(1.0) => {}
+        Some(version) => {
+            return Err(format!(
+                "store file: unsupported version {version}, starting empty"
+            ));
+        }
+        None => return Err("store file: unsupported version (missing), starting empty".to_owned()),
+    }
+    match top.remove("sessions") {
+        Some(Value::Object(sessions)) => Ok(sessions),
+        _ => Err("store file: 'sessions' must be an object, starting empty".to_owned()),
+    }
+}
+
+/// Moves an unusable file to a fresh `<path>.corrupt-<now_ms>[-<n>]` name. An existing name is
+/// skipped rather than replaced, so an earlier set-aside file is never lost either.
+fn set_aside(path: &Path, now_ms: u64) -> Result<PathBuf, StateFileError> {
+    let base = format!(".corrupt-{now_ms}");
+    let mut n = 0u32;
+    loop {
+        let aside = match n {
+            0 => with_suffix(path, &base),
+            _ => with_suffix(path, &format!("{base}-{n}")),
+        };
+        let failed = |source| StateFileError::SetAside {
+            path: path.to_path_buf(),
+            aside: aside.clone(),
+            source,
+        };
+        match fs::symlink_metadata(&aside) {
+            Ok(_) => n += 1,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                return fs::rename(path, &aside)
+                    .map(|()| aside.clone())
+                    .map_err(failed);
+            }
+            Err(source) => return Err(failed(source)),
+        }
+    }
+}
+
+/// Keeps the newest `MAX_SESSIONS` sessions by `updatedAt`, always including `keep`.
+/// Sessions without a numeric `updatedAt` count as oldest.
+fn prune(sessions: &mut Map<String, Value>, keep: &str) {
+    if sessions.len() <= MAX_SESSIONS {
+        return;
+    }
+    let mut others: Vec<(f64, String)> = sessions
+        .iter()
+        .filter(|(key, _)| key.as_str() != keep)
+        .map(|(key, doc)| {
+            let updated = doc.get("updatedAt").and_then(Value::as_f64);
+            (updated.unwrap_or(f64::NEG_INFINITY), key.clone())
+        })
+        .collect();
+    // Newest first; equal times break by key so the result does not depend on map order.
+    others.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    for (_, key) in others.into_iter().skip(MAX_SESSIONS - 1) {
+        sessions.remove(&key);
+    }
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn doc(updated_at: u64) -> String {
+        format!("{{\"updatedAt\":{updated_at},\"trusted\":{{}}}}")
+    }
+
+    fn files_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn missing_file_is_empty_without_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, warnings) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(state.load("a"), None);
+        assert!(files_in(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn round_trip_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        state
+            .save("a", "{\"updatedAt\":5,\"paused\":[\"x\"]}")
+            .unwrap();
+        state.save("b", "{\"updatedAt\":6}").unwrap();
+        assert_eq!(
+            state.load("a").as_deref(),
+            Some("{\"paused\":[\"x\"],\"updatedAt\":5}")
+        );
+
+        let (reopened, warnings) = StateFile::open(&path, NOW).unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(reopened.load("a"), state.load("a"));
+        assert_eq!(reopened.load("b").as_deref(), Some("{\"updatedAt\":6}"));
+        assert_eq!(reopened.load("c"), None);
+    }
+
+    #[test]
+    fn written_with_tabs_version_first_and_trailing_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        state.save("k", "{\"updatedAt\":1}").unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "{\n\t\"version\": 1,\n\t\"sessions\": {\n\t\t\"k\": {\n\t\t\t\"updatedAt\": 1\n\t\t}\n\t}\n}\n"
+        );
+    }
+
+    #[test]
+    fn sessions_are_isolated() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        state.save("a", "{\"trusted\":{\"discord:1\":1}}").unwrap();
+        state.save("b", "{\"trusted\":{}}").unwrap();
+        state.save("a", "{\"trusted\":{\"discord:2\":2}}").unwrap();
+        assert_eq!(state.load("b").as_deref(), Some("{\"trusted\":{}}"));
+        assert_eq!(
+            state.load("a").as_deref(),
+            Some("{\"trusted\":{\"discord:2\":2}}")
+        );
+    }
+
+    #[test]
+    fn file_is_0600_and_created_directory_0700() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a").join("b");
+        let path = nested.join("s.json");
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        state.save("k", "{}").unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&nested), 0o700);
+        assert_eq!(mode(&dir.path().join("a")), 0o700);
+    }
+
+    #[test]
+    fn replacing_a_world_readable_file_leaves_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::write(&path, "{\"version\":1,\"sessions\":{}}").unwrap();
+        fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        state.save("k", "{}").unwrap();
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    #[test]
+    fn saves_leave_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        for i in 0..3 {
+            state.save("k", &doc(i)).unwrap();
+        }
+        assert_eq!(files_in(dir.path()), ["s.json"]);
+    }
+
+    #[test]
+    fn failed_rename_removes_the_temp_file_and_reports_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        // A non-empty directory at the target makes the rename fail after the temp is written.
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join("inside"), "x").unwrap();
+        let err = state.save("k", "{}").unwrap_err();
+        assert!(matches!(err, StateFileError::Write { .. }));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot write the state file {}: ", path.display()))
+        );
+        assert_eq!(files_in(dir.path()), ["s.json"]);
+        // The document is kept in memory for the next save.
+        assert_eq!(state.load("k").as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn non_object_documents_are_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        let cases = [
+            ("[]", "got an array"),
+            ("\"x\"", "got a string"),
+            ("null", "got null"),
+        ];
+        for (document, detail) in cases {
+            let err = state.save("k", document).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "the state of session \"k\" is not a JSON object ({detail}); nothing was written to {}",
+                    path.display()
+                )
+            );
+        }
+        assert!(matches!(
+            state.save("k", "{oops"),
+            Err(StateFileError::NotAnObject { .. })
+        ));
+        assert_eq!(state.load("k"), None);
+        assert!(files_in(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_twenty() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        for i in 0..25 {
+            state.save(&format!("s{i:02}"), &doc(1000 + i)).unwrap();
+        }
+        let (reopened, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        let kept: Vec<&String> = reopened.sessions.keys().collect();
+        let expected: Vec<String> = (5..25).map(|i| format!("s{i:02}")).collect();
+        assert_eq!(kept, expected.iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_saving_session_is_never_pruned_even_when_oldest() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        for i in 0..20 {
+            state.save(&format!("s{i:02}"), &doc(1000 + i)).unwrap();
+        }
+        state.save("old", &doc(1)).unwrap();
+        assert_eq!(state.sessions.len(), 20);
+        assert!(state.load("old").is_some());
+        assert_eq!(state.load("s00"), None);
+        assert!(state.load("s01").is_some());
+    }
+
+    #[test]
+    fn sessions_without_updated_at_are_pruned_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        state.save("undated", "{}").unwrap();
+        for i in 0..20 {
+            state.save(&format!("s{i:02}"), &doc(i)).unwrap();
+        }
+        assert_eq!(state.load("undated"), None);
+        assert_eq!(state.sessions.len(), 20);
+    }
+
+    #[test]
+    fn file_level_warnings_are_exact_and_the_file_is_moved_aside() {
+        let cases = [
+            ("not json", "store file is not valid JSON, starting empty"),
+            ("", "store file is not valid JSON, starting empty"),
+            ("[1]", "store file: expected an object"),
+            (
+                "{\"version\":2,\"sessions\":{}}",
+                "store file: unsupported version 2, starting empty",
+            ),
+            (
+                "{\"version\":\"1\",\"sessions\":{}}",
+                "store file: unsupported version \"1\", starting empty",
+            ),
+            (
+                "{\"sessions\":{}}",
+                "store file: unsupported version (missing), starting empty",
+            ),
+            (
+                "{\"version\":1,\"sessions\":[]}",
+                "store file: 'sessions' must be an object, starting empty",
+            ),
+            (
+                "{\"version\":1}",
+                "store file: 'sessions' must be an object, starting empty",
+            ),
+        ];
+        for (content, expected) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s.json");
+            fs::write(&path, content).unwrap();
+            let (state, warnings) = StateFile::open(&path, NOW).unwrap();
+            let aside = dir.path().join(format!("s.json.corrupt-{NOW}"));
+            assert_eq!(
+                warnings,
+                vec![format!(
+                    "{expected} (the old file was kept as {})",
+                    aside.display()
+                )],
+                "content {content:?}"
+            );
+            assert_eq!(fs::read_to_string(&aside).unwrap(), content);
+            assert!(!path.exists());
+            assert!(state.sessions.is_empty());
+        }
+    }
+
+    #[test]
+    fn version_one_as_float_is_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::write(&path, "{\"version\":1.0,\"sessions\":{\"k\":{}}}").unwrap();
+        let (state, warnings) = StateFile::open(&path, NOW).unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(state.load("k").as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn a_corrupt_file_is_never_overwritten_by_the_next_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::write(&path, "{\"version\":1,\"sessions\":{\"k\":{}},").unwrap();
+        let (mut state, _) = StateFile::open(&path, NOW).unwrap();
+        state.save("new", "{}").unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path().join(format!("s.json.corrupt-{NOW}"))).unwrap(),
+            "{\"version\":1,\"sessions\":{\"k\":{}},"
+        );
+        assert_eq!(
+            files_in(dir.path()),
+            ["s.json".to_owned(), format!("s.json.corrupt-{NOW}")]
+        );
+    }
+
+    #[test]
+    fn an_earlier_set_aside_file_is_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::write(dir.path().join(format!("s.json.corrupt-{NOW}")), "first").unwrap();
+        fs::write(&path, "second").unwrap();
+        let (_, warnings) = StateFile::open(&path, NOW).unwrap();
+        let aside = dir.path().join(format!("s.json.corrupt-{NOW}-1"));
+        assert_eq!(
+            warnings,
+            vec![format!(
+                "store file is not valid JSON, starting empty (the old file was kept as {})",
+                aside.display()
+            )]
+        );
+        assert_eq!(fs::read_to_string(&aside).unwrap(), "second");
+        assert_eq!(
+            fs::read_to_string(dir.path().join(format!("s.json.corrupt-{NOW}"))).unwrap(),
+            "first"
+        );
+    }
+
+    #[test]
+    fn failing_to_move_aside_is_an_error_and_leaves_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // 250 bytes is a legal name, but the set-aside suffix pushes it past NAME_MAX (255).
+        let path = dir.path().join("s".repeat(250));
+        fs::write(&path, "garbage").unwrap();
+        let err = StateFile::open(&path, NOW).unwrap_err();
+        assert!(matches!(err, StateFileError::SetAside { .. }));
+        assert!(err.to_string().ends_with("; move or delete it by hand"));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "garbage");
+    }
+
+    #[test]
+    fn unreadable_file_is_an_error_not_an_empty_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::create_dir(&path).unwrap();
+        let err = StateFile::open(&path, NOW).unwrap_err();
+        assert!(matches!(err, StateFileError::Read { .. }));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot read the state file {}: ", path.display()))
+        );
+    }
+
+    #[test]
+    fn per_session_values_are_kept_uninterpreted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::write(
+            &path,
+            "{\"version\":1,\"sessions\":{\"k\":[1,2],\"j\":{\"x\":1}}}",
+        )
+        .unwrap();
+        let (mut state, warnings) = StateFile::open(&path, NOW).unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(state.load("k").as_deref(), Some("[1,2]"));
+        state.save("j", "{\"x\":2}").unwrap();
+        let (reopened, _) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(reopened.load("k").as_deref(), Some("[1,2]"));
+    }
+}
