@@ -957,7 +957,9 @@ fn report_secrets(value: &Value, key: &str, path: &str, example: &str, sink: &mu
             if secret_key {
                 sink.error(secret_text(&inner_path, example));
             }
-            report_secrets(item, inner, &inner_path, example, sink) | secret_key | found
+            // A credential name covers everything beneath it: `"token": {"value": "..."}`.
+            let rule_key = if is_secret_name(key) { key } else { inner };
+            report_secrets(item, rule_key, &inner_path, example, sink) | secret_key | found
         }),
         _ => false,
     }
@@ -1003,12 +1005,7 @@ fn looks_like_secret(key: &str, value: &str) -> bool {
     if value.is_empty() {
         return false;
     }
-    let normalized: String = key
-        .chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if SECRET_KEY_NAMES.contains(&normalized.as_str()) {
+    if is_secret_name(key) {
         return true;
     }
     if TOKEN_SHAPES
@@ -1031,6 +1028,16 @@ fn looks_like_secret(key: &str, value: &str) -> bool {
         value
     };
     has_high_entropy_run(checked)
+}
+
+/// Whether `key` names a credential ([`SECRET_KEY_NAMES`]), ignoring case, `_` and `-`.
+fn is_secret_name(key: &str) -> bool {
+    let normalized: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    SECRET_KEY_NAMES.contains(&normalized.as_str())
 }
 
 /// A run of at least 32 key-alphabet characters containing both letters and digits.
@@ -1419,6 +1426,18 @@ mod tests {
                     .any(|note| note.text.contains("environment variable name"))
             );
         }
+    }
+
+    #[test]
+    fn a_credential_name_covers_nested_values() {
+        let loaded = project(r#"{"transports":{"slack":{"password":{"value":["hunter2"]}}}}"#);
+        assert_eq!(
+            loaded.notes,
+            vec![Note::new(
+                Level::Error,
+                secret_note("transports.slack.password.value[0]", "PI_SLACK_BOT_TOKEN")
+            )]
+        );
     }
 
     #[test]
