@@ -786,15 +786,16 @@ fn apply_transports(layers: &mut [Option<Map<String, Value>>], value: &Value, si
         return;
     };
     for (id, entry) in section {
-        let index = TRANSPORTS.iter().position(|spec| spec.id == id);
-        let spec = index.and_then(|i| TRANSPORTS.get(i));
-        let example = example_env(spec);
+        let known = TRANSPORTS
+            .iter()
+            .zip(layers.iter_mut())
+            .find(|(spec, _)| spec.id == id);
+        let example = example_env(known.as_ref().map(|(spec, _)| *spec));
         let path = format!("transports.{}", shown_key(id));
-        if looks_like_secret("", id) {
-            sink.error(secret_text(&path, example));
-        }
-        let (Some(spec), Some(layer)) = (spec, index.and_then(|i| layers.get_mut(i))) else {
-            if !looks_like_secret("", id) {
+        let Some((spec, layer)) = known else {
+            if looks_like_secret("", id) {
+                sink.error(secret_text(&path, example));
+            } else {
                 sink.warn(format!(
                     "{path}: unknown transport, ignored (known: telegram, discord, slack, robo_claw, terminal)"
                 ));
@@ -1398,6 +1399,10 @@ mod tests {
             (
                 format!(r#"{{"transports":{{"telegram":{{"{TELEGRAM_TOKEN}":true}}}}}}"#),
                 secret_note("transports.telegram.(hidden key)", "PI_TELEGRAM_TOKEN"),
+            ),
+            (
+                format!(r#"{{"transports":{{"{TELEGRAM_TOKEN}":{{}}}}}}"#),
+                secret_note("transports.(hidden key)", "PI_TELEGRAM_TOKEN"),
             ),
             (
                 format!(r#"{{"transports":"{TELEGRAM_TOKEN}"}}"#),
