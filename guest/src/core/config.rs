@@ -786,15 +786,16 @@ fn apply_transports(layers: &mut [Option<Map<String, Value>>], value: &Value, si
         return;
     };
     for (id, entry) in section {
-        let index = TRANSPORTS.iter().position(|spec| spec.id == id);
-        let spec = index.and_then(|i| TRANSPORTS.get(i));
-        let example = example_env(spec);
+        let known = TRANSPORTS
+            .iter()
+            .zip(layers.iter_mut())
+            .find(|(spec, _)| spec.id == id);
+        let example = example_env(known.as_ref().map(|(spec, _)| *spec));
         let path = format!("transports.{}", shown_key(id));
-        if looks_like_secret("", id) {
-            sink.error(secret_text(&path, example));
-        }
-        let (Some(spec), Some(layer)) = (spec, index.and_then(|i| layers.get_mut(i))) else {
-            if !looks_like_secret("", id) {
+        let Some((spec, layer)) = known else {
+            if looks_like_secret("", id) {
+                sink.error(secret_text(&path, example));
+            } else {
                 sink.warn(format!(
                     "{path}: unknown transport, ignored (known: telegram, discord, slack, robo_claw, terminal)"
                 ));
@@ -851,7 +852,7 @@ fn validate(key: &KeySpec, value: &Value) -> Result<Value, String> {
         Kind::Url(schemes) => match value.as_str() {
             Some(url) if is_url(url, schemes) => Ok(value.clone()),
             _ => Err(format!(
-                "expected a {} URL",
+                "expected a URL starting with {}",
                 schemes
                     .iter()
                     .map(|s| format!("{s}://"))
@@ -957,7 +958,9 @@ fn report_secrets(value: &Value, key: &str, path: &str, example: &str, sink: &mu
             if secret_key {
                 sink.error(secret_text(&inner_path, example));
             }
-            report_secrets(item, inner, &inner_path, example, sink) | secret_key | found
+            // A credential name covers everything beneath it: `"token": {"value": "..."}`.
+            let rule_key = if is_secret_name(key) { key } else { inner };
+            report_secrets(item, rule_key, &inner_path, example, sink) | secret_key | found
         }),
         _ => false,
     }
@@ -1003,12 +1006,7 @@ fn looks_like_secret(key: &str, value: &str) -> bool {
     if value.is_empty() {
         return false;
     }
-    let normalized: String = key
-        .chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if SECRET_KEY_NAMES.contains(&normalized.as_str()) {
+    if is_secret_name(key) {
         return true;
     }
     if TOKEN_SHAPES
@@ -1033,6 +1031,16 @@ fn looks_like_secret(key: &str, value: &str) -> bool {
     has_high_entropy_run(checked)
 }
 
+/// Whether `key` names a credential ([`SECRET_KEY_NAMES`]), ignoring case, `_` and `-`.
+fn is_secret_name(key: &str) -> bool {
+    let normalized: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    SECRET_KEY_NAMES.contains(&normalized.as_str())
+}
+
 /// A run of at least 32 key-alphabet characters containing both letters and digits.
 fn has_high_entropy_run(text: &str) -> bool {
     let in_alphabet =
@@ -1042,4 +1050,785 @@ fn has_high_entropy_run(text: &str) -> bool {
             && run.chars().any(|c| c.is_ascii_alphabetic())
             && run.chars().any(|c| c.is_ascii_digit())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(scope: &str, text: &str) -> ConfigSource {
+        ConfigSource {
+            scope: scope.into(),
+            path: format!("/{scope}/bot-connect.json"),
+            text: text.into(),
+        }
+    }
+
+    fn project(text: &str) -> LoadedConfig {
+        load_config(&[source("project", text)])
+    }
+
+    const TELEGRAM_TOKEN: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
+
+    /// The secret error as the spec words it, for `path` and its example variable.
+    fn secret_note(path: &str, example: &str) -> String {
+        format!(
+            "project config: {path}: this looks like a secret. Config files must not hold tokens: \
+             export it in the environment and name the variable with \"tokenEnv\" (for example \
+             \"tokenEnv\": \"{example}\")."
+        )
+    }
+
+    #[test]
+    fn every_message_text_is_exact() {
+        use Level::{Error, Info, Warning};
+        let rows: &[(&str, Level, &str)] = &[
+            (
+                "[]",
+                Error,
+                "project config: config: expected a JSON object at the top level",
+            ),
+            (
+                r#"{"x":1}"#,
+                Warning,
+                "project config: x: unknown top-level key, ignored",
+            ),
+            (
+                r#"{"bridge":5}"#,
+                Error,
+                "project config: bridge: expected an object",
+            ),
+            (
+                r#"{"bridge":{"foo":1}}"#,
+                Warning,
+                "project config: bridge.foo: unknown key, ignored",
+            ),
+            (
+                r#"{"bridge":{"localCommand":"9x"}}"#,
+                Error,
+                "project config: bridge.localCommand: must start with a letter and contain only letters, digits or '-'",
+            ),
+            (
+                r#"{"bridge":{"localCommand":5}}"#,
+                Error,
+                "project config: bridge.localCommand: expected a string, received number",
+            ),
+            (
+                r#"{"bridge":{"remotePrefixes":"/"}}"#,
+                Error,
+                "project config: bridge.remotePrefixes: expected an array of strings",
+            ),
+            (
+                r#"{"bridge":{"remotePrefixes":["/",""]}}"#,
+                Error,
+                "project config: bridge.remotePrefixes: entries must not be empty",
+            ),
+            (
+                r#"{"bridge":{"botUsername":null}}"#,
+                Error,
+                "project config: bridge.botUsername: expected a string, received object",
+            ),
+            (
+                r#"{"bridge":{"busyDelivery":"now"}}"#,
+                Error,
+                r#"project config: bridge.busyDelivery: expected "steer" or "followUp", received "now""#,
+            ),
+            (
+                r#"{"bridge":{"pairingTtlMs":5}}"#,
+                Error,
+                "project config: bridge.pairingTtlMs: expected between 10000 and 86400000 ms",
+            ),
+            (
+                r#"{"bridge":{"pairingTtlMs":"5"}}"#,
+                Error,
+                "project config: bridge.pairingTtlMs: expected a finite number",
+            ),
+            (
+                r#"{"bridge":{"pairingDigits":3}}"#,
+                Error,
+                "project config: bridge.pairingDigits: expected an integer between 4 and 10, received 3",
+            ),
+            (
+                r#"{"bridge":{"pairingDigits":4.5}}"#,
+                Error,
+                "project config: bridge.pairingDigits: expected an integer between 4 and 10, received 4.5",
+            ),
+            (
+                r#"{"bridge":{"pairingDigits":"6"}}"#,
+                Error,
+                "project config: bridge.pairingDigits: expected an integer between 4 and 10, received string",
+            ),
+            (
+                r#"{"bridge":{"pairingMaxAttempts":11}}"#,
+                Error,
+                "project config: bridge.pairingMaxAttempts: expected an integer between 1 and 10, received 11",
+            ),
+            (
+                r#"{"bridge":{"allowUsers":["a","telegram:1","b c:d",":x"]}}"#,
+                Error,
+                r#"project config: bridge.allowUsers: entries must look like "transport:userId" (invalid: a, b c:d, :x)"#,
+            ),
+            (
+                r#"{"bridge":{"allowUsers":[1]}}"#,
+                Error,
+                "project config: bridge.allowUsers: expected an array of strings",
+            ),
+            (
+                r#"{"bridge":{"requirePairing":"yes"}}"#,
+                Error,
+                "project config: bridge.requirePairing: expected a boolean, received string",
+            ),
+            (
+                r#"{"bridge":{"requireAddressing":[]}}"#,
+                Error,
+                "project config: bridge.requireAddressing: expected a boolean, received object",
+            ),
+            (
+                r#"{"bridge":{"digest":1}}"#,
+                Error,
+                "project config: bridge.digest: expected an object",
+            ),
+            (
+                r#"{"bridge":{"digest":{"maxLength":50}}}"#,
+                Error,
+                "project config: bridge.digest.maxLength: expected an integer between 100 and 10000, received 50",
+            ),
+            (
+                r#"{"bridge":{"digest":{"x":1}}}"#,
+                Warning,
+                "project config: bridge.digest.x: unknown key, ignored",
+            ),
+            (
+                r#"{"bridge":{"attachments":"x"}}"#,
+                Error,
+                "project config: bridge.attachments: expected an object",
+            ),
+            (
+                r#"{"bridge":{"attachments":{"allowedMediaTypes":["image/png"," "]}}}"#,
+                Error,
+                "project config: bridge.attachments.allowedMediaTypes: entries must not be empty",
+            ),
+            (
+                r#"{"bridge":{"attachments":{"allowedMediaTypes":[]}}}"#,
+                Error,
+                "project config: bridge.attachments.allowedMediaTypes: expected a non-empty array of strings",
+            ),
+            (
+                r#"{"bridge":{"attachments":{"allowedMediaTypes":"image/png"}}}"#,
+                Error,
+                "project config: bridge.attachments.allowedMediaTypes: expected an array of strings",
+            ),
+            (
+                r#"{"bridge":{"attachments":{"maxCount":0}}}"#,
+                Error,
+                "project config: bridge.attachments.maxCount: expected an integer between 1 and 10, received 0",
+            ),
+            (
+                r#"{"bridge":{"attachments":{"maxBytes":100}}}"#,
+                Error,
+                "project config: bridge.attachments.maxBytes: expected an integer between 1024 and 52428800, received 100",
+            ),
+            (
+                r#"{"bridge":{"attachments":{"y":1}}}"#,
+                Warning,
+                "project config: bridge.attachments.y: unknown key, ignored",
+            ),
+            (
+                r#"{"bridge":{"broadcast":1}}"#,
+                Error,
+                "project config: bridge.broadcast: expected an object",
+            ),
+            (
+                r#"{"bridge":{"broadcast":{"replies":"no"}}}"#,
+                Error,
+                "project config: bridge.broadcast.replies: expected a boolean, received string",
+            ),
+            (
+                r#"{"bridge":{"broadcast":{"z":true}}}"#,
+                Warning,
+                "project config: bridge.broadcast.z: unknown key, ignored",
+            ),
+            (
+                r#"{"bridge":{"rateLimit":"x"}}"#,
+                Error,
+                "project config: bridge.rateLimit: expected an object",
+            ),
+            (
+                r#"{"bridge":{"rateLimit":{"promptsPerMinute":-1}}}"#,
+                Error,
+                "project config: bridge.rateLimit.promptsPerMinute: expected an integer between 0 and 600, received -1",
+            ),
+            (
+                r#"{"bridge":{"rateLimit":{"commandsPerMinute":601}}}"#,
+                Error,
+                "project config: bridge.rateLimit.commandsPerMinute: expected an integer between 0 and 600, received 601",
+            ),
+            (
+                r#"{"bridge":{"rateLimit":{"q":1}}}"#,
+                Warning,
+                "project config: bridge.rateLimit.q: unknown key, ignored",
+            ),
+            (
+                r#"{"bridge":{"progressMinIntervalMs":60001}}"#,
+                Error,
+                "project config: bridge.progressMinIntervalMs: expected an integer between 0 and 60000, received 60001",
+            ),
+            (
+                r#"{"bridge":{"remoteToolPolicy":"all"}}"#,
+                Error,
+                r#"project config: bridge.remoteToolPolicy: expected "unrestricted", "read-only" or "no-tools", received "all""#,
+            ),
+            (
+                r#"{"bridge":{"remoteToolApproval":true}}"#,
+                Error,
+                r#"project config: bridge.remoteToolApproval: expected "off" or "each", received boolean"#,
+            ),
+            (
+                r#"{"bridge":{"maxChunks":0}}"#,
+                Error,
+                "project config: bridge.maxChunks: expected an integer between 1 and 50, received 0",
+            ),
+            (
+                r#"{"transports":[]}"#,
+                Error,
+                "project config: transports: expected an object",
+            ),
+            (
+                r#"{"transports":{"matrix":{}}}"#,
+                Warning,
+                "project config: transports.matrix: unknown transport, ignored (known: telegram, discord, slack, robo_claw, terminal)",
+            ),
+            (
+                r#"{"transports":{"telegram":1}}"#,
+                Error,
+                "project config: transports.telegram: expected an object",
+            ),
+            (
+                r#"{"transports":{"telegram":{"foo":1}}}"#,
+                Warning,
+                "project config: transports.telegram.foo: unknown key, ignored",
+            ),
+            (
+                r#"{"transports":{"terminal":{"tokenEnv":"X"}}}"#,
+                Warning,
+                "project config: transports.terminal.tokenEnv: unknown key, ignored",
+            ),
+            (
+                r#"{"transports":{"telegram":{"enabled":"yes"}}}"#,
+                Error,
+                "project config: transports.telegram.enabled: expected a boolean, received string",
+            ),
+            (
+                r#"{"transports":{"telegram":{"tokenEnv":"1BAD"}}}"#,
+                Error,
+                r#"project config: transports.telegram.tokenEnv: expected an environment variable name like "PI_TELEGRAM_TOKEN""#,
+            ),
+            (
+                r#"{"transports":{"discord":{"tokenEnv":5}}}"#,
+                Error,
+                r#"project config: transports.discord.tokenEnv: expected an environment variable name like "PI_DISCORD_TOKEN""#,
+            ),
+            (
+                r#"{"transports":{"slack":{"appTokenEnv":"A B"}}}"#,
+                Error,
+                r#"project config: transports.slack.appTokenEnv: expected an environment variable name like "PI_SLACK_APP_TOKEN""#,
+            ),
+            (
+                r#"{"transports":{"telegram":{"baseUrl":"ftp://example.com"}}}"#,
+                Error,
+                "project config: transports.telegram.baseUrl: expected a URL starting with http:// or https://",
+            ),
+            (
+                r#"{"transports":{"discord":{"gatewayUrl":"https://gateway.discord.gg"}}}"#,
+                Error,
+                "project config: transports.discord.gatewayUrl: expected a URL starting with ws:// or wss://",
+            ),
+            (
+                r#"{"transports":{"telegram":{"lockStaleMs":10}}}"#,
+                Error,
+                "project config: transports.telegram.lockStaleMs: expected an integer between 1000 and 86400000, received 10",
+            ),
+            (
+                r#"{"transports":{"robo_claw":{"port":0}}}"#,
+                Error,
+                "project config: transports.robo_claw.port: expected an integer between 1 and 65535, received 0",
+            ),
+            (
+                r#"{"transports":{"robo_claw":{"host":5}}}"#,
+                Error,
+                "project config: transports.robo_claw.host: expected a string, received number",
+            ),
+            (
+                r#"{"transports":{"robo_claw":{"selfSenderId":""}}}"#,
+                Error,
+                "project config: transports.robo_claw.selfSenderId: must not be empty",
+            ),
+            (
+                r#"{"transports":{"telegram":{"enabled":false}}}"#,
+                Info,
+                "disabled transports: telegram",
+            ),
+        ];
+        for (text, level, message) in rows {
+            let notes = project(text).notes;
+            assert_eq!(notes, vec![Note::new(*level, *message)], "config {text}");
+        }
+    }
+
+    #[test]
+    fn secret_messages_name_the_path_and_the_transports_variable() {
+        let rows: &[(String, String)] = &[
+            (
+                r#"{"transports":{"telegram":{"token":"hunter2"}}}"#.into(),
+                secret_note("transports.telegram.token", "PI_TELEGRAM_TOKEN"),
+            ),
+            (
+                format!(r#"{{"transports":{{"discord":{{"tokenEnv":"{TELEGRAM_TOKEN}"}}}}}}"#),
+                secret_note("transports.discord.tokenEnv", "PI_DISCORD_TOKEN"),
+            ),
+            (
+                format!(
+                    r#"{{"transports":{{"slack":{{"extra":{{"deep":["ok","{TELEGRAM_TOKEN}"]}}}}}}}}"#
+                ),
+                secret_note("transports.slack.extra.deep[1]", "PI_SLACK_BOT_TOKEN"),
+            ),
+            (
+                format!(r#"{{"transports":{{"robo_claw":"{TELEGRAM_TOKEN}"}}}}"#),
+                secret_note("transports.robo_claw", "PI_ROBO_CLAW_TOKEN"),
+            ),
+            (
+                format!(r#"{{"transports":{{"telegram":{{"{TELEGRAM_TOKEN}":true}}}}}}"#),
+                secret_note("transports.telegram.(hidden key)", "PI_TELEGRAM_TOKEN"),
+            ),
+            (
+                format!(r#"{{"transports":{{"{TELEGRAM_TOKEN}":{{}}}}}}"#),
+                secret_note("transports.(hidden key)", "PI_TELEGRAM_TOKEN"),
+            ),
+            (
+                format!(r#"{{"transports":"{TELEGRAM_TOKEN}"}}"#),
+                secret_note("transports", "PI_TELEGRAM_TOKEN"),
+            ),
+        ];
+        for (text, message) in rows {
+            let loaded = project(text);
+            assert!(
+                loaded
+                    .notes
+                    .contains(&Note::new(Level::Error, message.as_str())),
+                "config {text}: {:?}",
+                loaded.notes
+            );
+            assert!(
+                loaded
+                    .notes
+                    .iter()
+                    .all(|note| !note.text.contains("AAHdqTcv"))
+            );
+            assert!(
+                !loaded
+                    .notes
+                    .iter()
+                    .any(|note| note.text.contains("environment variable name"))
+            );
+        }
+    }
+
+    #[test]
+    fn a_credential_name_covers_nested_values() {
+        let loaded = project(r#"{"transports":{"slack":{"password":{"value":["hunter2"]}}}}"#);
+        assert_eq!(
+            loaded.notes,
+            vec![Note::new(
+                Level::Error,
+                secret_note("transports.slack.password.value[0]", "PI_SLACK_BOT_TOKEN")
+            )]
+        );
+    }
+
+    #[test]
+    fn secrets_under_unknown_transports_are_still_refused() {
+        let loaded = project(&format!(
+            r#"{{"transports":{{"matrix":{{"key":"{TELEGRAM_TOKEN}"}}}}}}"#
+        ));
+        assert!(loaded.notes.contains(&Note::new(
+            Level::Error,
+            secret_note("transports.matrix.key", "PI_TELEGRAM_TOKEN")
+        )));
+        assert!(loaded.transports.is_empty());
+    }
+
+    #[test]
+    fn a_secret_token_env_is_not_applied() {
+        let loaded = project(&format!(
+            r#"{{"transports":{{"telegram":{{"tokenEnv":"{TELEGRAM_TOKEN}"}}}}}}"#
+        ));
+        assert_eq!(loaded.transports.len(), 1);
+        assert_eq!(
+            loaded.transports[0].token_env.as_deref(),
+            Some("PI_TELEGRAM_TOKEN")
+        );
+    }
+
+    #[test]
+    fn invalid_json_is_a_warning_naming_the_file_and_contributes_nothing() {
+        let loaded = load_config(&[
+            source("global", r#"{"bridge":{"maxChunks":10}}"#),
+            source("project", r#"{"bridge":{"maxChunks":20"#),
+        ]);
+        let serde_error = serde_json::from_str::<Value>(r#"{"bridge":{"maxChunks":20"#)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!serde_error.is_empty());
+        assert_eq!(
+            loaded.notes,
+            vec![Note::new(
+                Level::Warning,
+                format!("project config: invalid JSON in /project/bot-connect.json: {serde_error}")
+            )]
+        );
+        assert_eq!(loaded.bridge.max_chunks, 10);
+    }
+
+    #[test]
+    fn no_sources_give_defaults_and_no_transports() {
+        let loaded = load_config(&[]);
+        assert_eq!(loaded.bridge, BridgeConfig::default());
+        assert!(loaded.transports.is_empty());
+        assert!(loaded.notes.is_empty());
+    }
+
+    #[test]
+    fn project_beats_global_per_key() {
+        let loaded = load_config(&[
+            source("global", r#"{"bridge":{"maxChunks":10,"pairingDigits":8}}"#),
+            source("project", r#"{"bridge":{"maxChunks":20}}"#),
+        ]);
+        assert_eq!(loaded.bridge.max_chunks, 20);
+        assert_eq!(loaded.bridge.pairing_digits, 8);
+        assert_eq!(loaded.bridge.pairing_max_attempts, 3);
+    }
+
+    #[test]
+    fn nested_objects_merge_field_wise_across_sources_and_over_defaults() {
+        let loaded = load_config(&[
+            source(
+                "global",
+                r#"{"bridge":{"attachments":{"maxCount":2},"rateLimit":{"promptsPerMinute":5}}}"#,
+            ),
+            source(
+                "project",
+                r#"{"bridge":{"attachments":{"maxBytes":2048},"broadcast":{"replies":false}}}"#,
+            ),
+        ]);
+        let bridge = loaded.bridge;
+        assert_eq!(bridge.attachments.max_count, 2);
+        assert_eq!(bridge.attachments.max_bytes, 2048);
+        assert_eq!(bridge.attachments.allowed_media_types.len(), 4);
+        assert_eq!(
+            bridge.rate_limit,
+            RateLimitSettings {
+                prompts_per_minute: 5,
+                commands_per_minute: 60
+            }
+        );
+        assert_eq!(
+            bridge.broadcast,
+            BroadcastSettings {
+                progress: true,
+                replies: false
+            }
+        );
+    }
+
+    #[test]
+    fn an_invalid_project_value_keeps_the_global_one() {
+        let loaded = load_config(&[
+            source("global", r#"{"bridge":{"maxChunks":10}}"#),
+            source("project", r#"{"bridge":{"maxChunks":0,"pairingDigits":7}}"#),
+        ]);
+        assert_eq!(loaded.bridge.max_chunks, 10);
+        assert_eq!(loaded.bridge.pairing_digits, 7);
+        assert_eq!(loaded.notes.len(), 1);
+    }
+
+    #[test]
+    fn a_blank_media_type_discards_the_whole_attachments_section() {
+        let loaded = project(
+            r#"{"bridge":{"attachments":{"maxCount":2,"allowedMediaTypes":["image/png",""]}}}"#,
+        );
+        assert_eq!(
+            loaded.bridge.attachments,
+            BridgeConfig::default().attachments
+        );
+    }
+
+    #[test]
+    fn values_are_normalized() {
+        let loaded = project(
+            r#"{"bridge":{"botUsername":"@MyBot","localCommand":"Bot-Connect","busyDelivery":"steer",
+                "remoteToolPolicy":"read-only","remoteToolApproval":"each","allowUsers":["telegram:42"],
+                "pairingTtlMs":60000,"digest":{"maxLength":200}}}"#,
+        );
+        let bridge = loaded.bridge;
+        assert_eq!(bridge.bot_username.as_deref(), Some("MyBot"));
+        assert_eq!(bridge.local_command, "bot-connect");
+        assert_eq!(bridge.busy_delivery, DeliverAs::Steer);
+        assert_eq!(bridge.remote_tool_policy, RemoteToolPolicy::ReadOnly);
+        assert_eq!(bridge.remote_tool_approval, RemoteToolApproval::Each);
+        assert_eq!(bridge.allow_users, vec!["telegram:42".to_string()]);
+        assert_eq!(bridge.pairing_ttl_ms, 60_000);
+        assert_eq!(bridge.digest_max_length, 200);
+        assert!(loaded.notes.is_empty());
+    }
+
+    #[test]
+    fn transports_merge_per_id_and_field_wise() {
+        let loaded = load_config(&[
+            source(
+                "global",
+                r#"{"transports":{"telegram":{"tokenEnv":"MY_TG","lockStaleMs":5000}}}"#,
+            ),
+            source(
+                "project",
+                r#"{"transports":{"telegram":{"enabled":true},"discord":{}}}"#,
+            ),
+        ]);
+        assert_eq!(
+            loaded.transports,
+            vec![
+                TransportRequest {
+                    id: "telegram".into(),
+                    token_env: Some("MY_TG".into()),
+                    required: true,
+                    settings_json: r#"{"lockStaleMs":5000}"#.into(),
+                },
+                TransportRequest {
+                    id: "discord".into(),
+                    token_env: Some("PI_DISCORD_TOKEN".into()),
+                    required: false,
+                    settings_json: r#"{"lockStaleMs":900000}"#.into(),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn project_can_disable_a_globally_enabled_transport() {
+        let loaded = load_config(&[
+            source(
+                "global",
+                r#"{"transports":{"telegram":{"enabled":true},"slack":{"enabled":false}}}"#,
+            ),
+            source(
+                "project",
+                r#"{"transports":{"telegram":{"enabled":false}}}"#,
+            ),
+        ]);
+        assert!(loaded.transports.is_empty());
+        assert_eq!(
+            loaded.notes,
+            vec![Note::new(
+                Level::Info,
+                "disabled transports: telegram, slack"
+            )]
+        );
+    }
+
+    #[test]
+    fn transports_come_out_in_fixed_order_with_defaults_applied() {
+        let loaded = project(
+            r#"{"transports":{"terminal":{},"robo_claw":{"port":6000},"slack":{},
+                "discord":{"gatewayUrl":"wss://gateway.discord.gg/?v=10&encoding=json"},
+                "telegram":{"baseUrl":"https://api.telegram.org"}}}"#,
+        );
+        assert!(loaded.notes.is_empty(), "{:?}", loaded.notes);
+        let rows: Vec<(&str, Option<&str>, &str)> = loaded
+            .transports
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.token_env.as_deref(),
+                    t.settings_json.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    "telegram",
+                    Some("PI_TELEGRAM_TOKEN"),
+                    r#"{"baseUrl":"https://api.telegram.org","lockStaleMs":900000}"#
+                ),
+                (
+                    "discord",
+                    Some("PI_DISCORD_TOKEN"),
+                    r#"{"gatewayUrl":"wss://gateway.discord.gg/?v=10&encoding=json","lockStaleMs":900000}"#
+                ),
+                (
+                    "slack",
+                    Some("PI_SLACK_BOT_TOKEN"),
+                    r#"{"appTokenEnv":"PI_SLACK_APP_TOKEN","lockStaleMs":900000}"#
+                ),
+                (
+                    "robo_claw",
+                    Some("PI_ROBO_CLAW_TOKEN"),
+                    r#"{"host":"0.0.0.0","lockStaleMs":900000,"port":6000,"selfSenderId":"robot"}"#
+                ),
+                ("terminal", None, "{}"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_override_scope_prefixes_its_notes() {
+        let loaded = load_config(&[source("override", r#"{"bridge":{"maxChunks":0}}"#)]);
+        assert_eq!(
+            loaded.notes[0].text,
+            "override config: bridge.maxChunks: expected an integer between 1 and 50, received 0"
+        );
+    }
+
+    #[test]
+    fn pretty_json_shows_defaults_in_spec_order_and_spelling() {
+        let expected = r#"{
+  "localCommand": "connect",
+  "remotePrefixes": [
+    "/",
+    "connect ",
+    "bot "
+  ],
+  "busyDelivery": "followUp",
+  "pairingTtlMs": 300000,
+  "pairingDigits": 6,
+  "pairingMaxAttempts": 3,
+  "allowUsers": [],
+  "requirePairing": true,
+  "requireAddressing": true,
+  "digest": {
+    "maxLength": 1500
+  },
+  "attachments": {
+    "allowedMediaTypes": [
+      "image/png",
+      "image/jpeg",
+      "image/gif",
+      "image/webp"
+    ],
+    "maxCount": 4,
+    "maxBytes": 8388608
+  },
+  "broadcast": {
+    "progress": true,
+    "replies": true
+  },
+  "rateLimit": {
+    "promptsPerMinute": 30,
+    "commandsPerMinute": 60
+  },
+  "progressMinIntervalMs": 1000,
+  "remoteToolPolicy": "unrestricted",
+  "remoteToolApproval": "off",
+  "maxChunks": 8
+}"#;
+        assert_eq!(BridgeConfig::default().to_pretty_json(), expected);
+        let named = BridgeConfig {
+            bot_username: Some("mybot".into()),
+            ..BridgeConfig::default()
+        };
+        assert!(
+            named
+                .to_pretty_json()
+                .contains("\"botUsername\": \"mybot\",\n  \"busyDelivery\"")
+        );
+    }
+
+    #[test]
+    fn token_shape_pattern_compiles() {
+        assert!(TOKEN_SHAPES.is_some());
+    }
+
+    #[test]
+    fn secret_detector_table() {
+        let rows: &[(&str, &str, bool)] = &[
+            ("x", TELEGRAM_TOKEN, true),
+            // Each shape alone: no digit-and-letter run of 32, so only the pattern can match.
+            ("x", "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabcd", true),
+            ("x", "xoxb-123456789012", true),
+            ("x", "xapp-1-A012345678", true),
+            (
+                "x",
+                "MTAAAAAAAAAAAAAAAAAAAAAAAA.GaBcDe.abcdefghijklmnopqrstuvwxyzabc",
+                true,
+            ),
+            (
+                "baseUrl",
+                "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/",
+                true,
+            ),
+            (
+                "x",
+                "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+                true,
+            ),
+            ("x", "xapp-1-A0123456789-1234567890123-abcdef", true),
+            (
+                "x",
+                "MTA5ODc2NTQzMjEwOTg3NjU0.GaBcDe.abcdefghijklmnopqrstuvwxyz01234",
+                true,
+            ),
+            ("x", "sk-ant-api03-abcdefghijklmnop", true),
+            ("x", "sk-proj-abcdefghijklmnop", true),
+            ("x", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", true),
+            ("x", "gho_ABCDEFGHIJKLMNOPQRSTUVWXYZ", true),
+            ("token", "hunter2", true),
+            ("botToken", "x", true),
+            ("app_token", "x", true),
+            ("Secret", "x", true),
+            ("password", "x", true),
+            ("API-KEY", "x", true),
+            ("token", "", false),
+            ("x", "https://user:pass@example.com", true),
+            ("baseUrl", "https://token@example.com/api", true),
+            ("x", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE", true),
+            ("x", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1d", false),
+            ("x", "abcdefghijklmnopqrstuvwxyzabcdefgh", false),
+            ("x", "0123456789012345678901234567890123", false),
+            (
+                "baseUrl",
+                "https://example.com/a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6",
+                false,
+            ),
+            (
+                "note",
+                "https://example.com/a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6",
+                true,
+            ),
+            (
+                "baseUrl",
+                "https://example.com/?key=a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6",
+                true,
+            ),
+            (
+                "gatewayUrl",
+                "wss://gateway.discord.gg/?v=10&encoding=json",
+                false,
+            ),
+            ("tokenEnv", "PI_TELEGRAM_TOKEN", false),
+            (
+                "tokenEnv",
+                "MY_COMPANY_PRODUCTION_TELEGRAM_BOT_TOKEN",
+                false,
+            ),
+            ("host", "0.0.0.0", false),
+            ("selfSenderId", "robot", false),
+            ("x", "desk-serverhostname0123456789", false),
+            ("x", "a-task-0123456789abcdefghijkl", false),
+        ];
+        for (key, value, secret) in rows {
+            assert_eq!(looks_like_secret(key, value), *secret, "{key} = {value}");
+        }
+    }
 }

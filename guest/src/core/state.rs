@@ -373,3 +373,255 @@ fn parse_target(value: &Value) -> Option<ConversationTarget> {
         thread_id,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(transport: &str, conversation: &str, thread: Option<&str>) -> ConversationTarget {
+        ConversationTarget {
+            transport: transport.into(),
+            conversation_id: conversation.into(),
+            thread_id: thread.map(String::from),
+        }
+    }
+
+    #[test]
+    fn every_warning_text_is_exact() {
+        let rows: &[(&str, &str)] = &[
+            ("nope", "sessions.s1: not valid JSON, starting empty"),
+            ("[]", "sessions.s1: expected an object, ignored"),
+            ("null", "sessions.s1: expected an object, ignored"),
+            (
+                r#"{"updatedAt":"x"}"#,
+                "sessions.s1.updatedAt: expected a timestamp, ignored",
+            ),
+            (
+                r#"{"trusted":5}"#,
+                "sessions.s1.trusted: expected an object, ignored",
+            ),
+            (
+                r#"{"trusted":{"telegram:1":"x"}}"#,
+                "sessions.s1.trusted.telegram:1: expected a timestamp, ignored",
+            ),
+            (
+                r#"{"trusted":{"telegram:1":-5}}"#,
+                "sessions.s1.trusted.telegram:1: expected a timestamp, ignored",
+            ),
+            (
+                r#"{"trusted":{"bare":5}}"#,
+                r#"sessions.s1.trusted.bare: expected a "transport:userId" identity, ignored"#,
+            ),
+            (
+                r#"{"pending":[]}"#,
+                "sessions.s1.pending: expected an object, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"code":"12a","expiresAt":1,"attempts":0}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"code":"","expiresAt":1,"attempts":0}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"code":"123456","expiresAt":1}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"code":"123456","expiresAt":1,"attempts":4294967296}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"paused":"t:c"}"#,
+                "sessions.s1.paused: expected an array of strings, ignored",
+            ),
+            (
+                r#"{"paused":["t:c",1]}"#,
+                "sessions.s1.paused: expected an array of strings, ignored",
+            ),
+            (
+                r#"{"conversations":{}}"#,
+                "sessions.s1.conversations: expected an array, ignored",
+            ),
+            (
+                r#"{"conversations":[{"transport":"t","conversationId":"c"},{"transport":"t"}]}"#,
+                "sessions.s1.conversations[1]: malformed target, ignored",
+            ),
+            (
+                r#"{"conversations":[{"transport":"t","conversationId":"c","threadId":5}]}"#,
+                "sessions.s1.conversations[0]: malformed target, ignored",
+            ),
+            (
+                r#"{"conversations":["t:c"]}"#,
+                "sessions.s1.conversations[0]: malformed target, ignored",
+            ),
+        ];
+        for (document, warning) in rows {
+            let (_, warnings) = parse_session_state(document, "s1");
+            assert_eq!(warnings, vec![warning.to_string()], "document {document}");
+        }
+    }
+
+    #[test]
+    fn good_pieces_survive_next_to_bad_ones() {
+        let document = r#"{"updatedAt":1700000000000,
+            "trusted":{"telegram:1":1700000000000,"bare":1,"discord:2":1.7e12},
+            "pending":{"telegram:c1":{"code":"123456","expiresAt":99,"attempts":2},"x:y":{"code":"abc"}},
+            "paused":["telegram:c1"],
+            "conversations":[{"transport":"telegram","conversationId":"c1"},
+                {"transport":"telegram","conversationId":"c1","threadId":null},
+                {"transport":"telegram","conversationId":"c1","threadId":"t9"},7]}"#;
+        let (state, warnings) = parse_session_state(document, "s1");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!(state.updated_at, 1_700_000_000_000);
+        assert_eq!(state.paired_at("telegram:1"), Some(1_700_000_000_000));
+        assert_eq!(state.paired_at("discord:2"), Some(1_700_000_000_000));
+        assert!(!state.is_trusted("bare"));
+        assert_eq!(
+            state.pending("telegram:c1"),
+            Some(&PendingChallenge {
+                code: "123456".into(),
+                expires_at: 99,
+                attempts: 2
+            })
+        );
+        assert!(state.pending("x:y").is_none());
+        assert!(state.is_paused("telegram:c1"));
+        assert_eq!(
+            state.conversations,
+            vec![
+                target("telegram", "c1", None),
+                target("telegram", "c1", Some("t9"))
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_maps_are_capped_with_one_warning() {
+        let entries: Vec<String> = (0..MAX_ENTRIES + 5)
+            .map(|i| format!("\"telegram:{i}\":1"))
+            .collect();
+        let document = format!(r#"{{"trusted":{{{}}}}}"#, entries.join(","));
+        let (state, warnings) = parse_session_state(&document, "s1");
+        assert_eq!(state.trusted.len(), MAX_ENTRIES);
+        assert_eq!(
+            warnings,
+            vec!["sessions.s1.trusted: more than 10000 entries, the rest ignored".to_string()]
+        );
+    }
+
+    #[test]
+    fn oversized_lists_are_capped_with_one_warning() {
+        let keys: Vec<String> = (0..MAX_ENTRIES + 1).map(|i| format!("\"t:{i}\"")).collect();
+        let document = format!(r#"{{"paused":[{}]}}"#, keys.join(","));
+        let (state, warnings) = parse_session_state(&document, "s1");
+        assert_eq!(state.paused.len(), MAX_ENTRIES);
+        assert_eq!(
+            warnings,
+            vec!["sessions.s1.paused: more than 10000 entries, the rest ignored".to_string()]
+        );
+    }
+
+    #[test]
+    fn serializes_to_the_stored_shape() {
+        let mut state = SessionState {
+            updated_at: 5,
+            ..SessionState::default()
+        };
+        state.trust("telegram:1", 3);
+        state.set_pending(
+            "telegram:c1",
+            Some(PendingChallenge {
+                code: "0042".into(),
+                expires_at: 9,
+                attempts: 1,
+            }),
+        );
+        state.set_paused("telegram:c1", true);
+        state.remember_conversation(target("telegram", "c1", None));
+        state.remember_conversation(target("discord", "c2", Some("t")));
+        assert_eq!(
+            serialize_session_state(&state),
+            concat!(
+                r#"{"updatedAt":5,"trusted":{"telegram:1":3},"#,
+                r#""pending":{"telegram:c1":{"code":"0042","expiresAt":9,"attempts":1}},"#,
+                r#""paused":["telegram:c1"],"#,
+                r#""conversations":[{"transport":"telegram","conversationId":"c1"},"#,
+                r#"{"transport":"discord","conversationId":"c2","threadId":"t"}]}"#
+            )
+        );
+        assert_eq!(
+            parse_session_state(&serialize_session_state(&state), "s1"),
+            (state, vec![])
+        );
+    }
+
+    #[test]
+    fn trust_operations() {
+        let mut state = SessionState::default();
+        assert!(!state.is_trusted("telegram:1"));
+        state.trust("telegram:1", 10);
+        state.trust("telegram:2", 20);
+        state.trust("telegram:1", 30);
+        assert_eq!(state.paired_at("telegram:1"), Some(30));
+        assert!(state.revoke("telegram:1"));
+        assert!(!state.revoke("telegram:1"));
+        assert!(!state.is_trusted("telegram:1"));
+        assert_eq!(state.revoke_all(), 1);
+        assert_eq!(state.revoke_all(), 0);
+    }
+
+    #[test]
+    fn pause_and_pending_report_changes() {
+        let mut state = SessionState::default();
+        assert!(state.set_paused("t:c", true));
+        assert!(!state.set_paused("t:c", true));
+        assert!(state.is_paused("t:c"));
+        assert!(state.set_paused("t:c", false));
+        assert!(!state.set_paused("t:c", false));
+        let challenge = PendingChallenge {
+            code: "1".into(),
+            expires_at: 1,
+            attempts: 0,
+        };
+        state.set_pending("t:c", Some(challenge.clone()));
+        assert_eq!(state.pending("t:c"), Some(&challenge));
+        state.set_pending("t:c", None);
+        assert_eq!(state.pending("t:c"), None);
+    }
+
+    #[test]
+    fn conversations_dedup_by_transport_conversation_and_thread() {
+        let mut state = SessionState::default();
+        assert!(state.remember_conversation(target("t", "c", None)));
+        assert!(!state.remember_conversation(target("t", "c", None)));
+        assert!(state.remember_conversation(target("t", "c", Some("x"))));
+        assert!(state.remember_conversation(target("u", "c", None)));
+        assert_eq!(state.conversations.len(), 3);
+    }
+
+    #[test]
+    fn disconnect_revokes_unpauses_and_clears_the_code() {
+        let mut state = SessionState::default();
+        state.trust("telegram:1", 1);
+        state.trust("telegram:2", 1);
+        state.set_paused("telegram:c", true);
+        state.set_paused("telegram:other", true);
+        state.set_pending(
+            "telegram:c",
+            Some(PendingChallenge {
+                code: "1".into(),
+                expires_at: 1,
+                attempts: 0,
+            }),
+        );
+        assert!(state.disconnect("telegram:1", "telegram:c"));
+        assert!(!state.is_trusted("telegram:1"));
+        assert!(state.is_trusted("telegram:2"));
+        assert!(!state.is_paused("telegram:c"));
+        assert!(state.is_paused("telegram:other"));
+        assert!(state.pending("telegram:c").is_none());
+        assert!(!state.disconnect("telegram:1", "telegram:c"));
+    }
+}
