@@ -2,8 +2,8 @@
 //!
 //! The component model enforces the boundary; this module makes it visible
 //! (`host-shim inspect`) and testable (C1): the bridge world's own interfaces, plus the
-//! few `wasi:*` interfaces Rust's std links for stdio and process exit, and nothing
-//! that reaches files, sockets, HTTP, clocks or randomness.
+//! few `wasi:*` interfaces Rust's std links (stdio, process exit, the HashMap seed), and
+//! nothing that reaches files, sockets, HTTP, clocks or the secure random source.
 
 use wasmtime::Engine;
 use wasmtime::component::types::{Component, ComponentItem};
@@ -24,6 +24,10 @@ pub const ALLOWED_WASI: &[(&str, &str)] = &[
     ("wasi:io/error", "error type of the stdio streams"),
     ("wasi:io/streams", "the stdio streams themselves"),
     ("wasi:io/poll", "readiness of the stdio streams"),
+    (
+        "wasi:random/insecure-seed",
+        "std's HashMap hash seed (pulldown-cmark and regex-lite keep HashMaps); it guards against hash flooding by chat text and never reaches an output",
+    ),
 ];
 
 /// The bridge world's own imports (wit/bridge.wit).
@@ -79,7 +83,7 @@ pub fn imports(component: &Component, engine: &Engine) -> Vec<Import> {
         .imports(engine)
         .map(|(name, item)| Import {
             name: name.to_string(),
-            functions: functions(&item, engine),
+            functions: functions(&item.ty, engine),
             verdict: classify(name),
         })
         .collect()
@@ -89,7 +93,7 @@ pub fn imports(component: &Component, engine: &Engine) -> Vec<Import> {
 pub fn exports(component: &Component, engine: &Engine) -> Vec<(String, Vec<String>)> {
     component
         .exports(engine)
-        .map(|(name, item)| (name.to_string(), functions(&item, engine)))
+        .map(|(name, item)| (name.to_string(), functions(&item.ty, engine)))
         .collect()
 }
 
@@ -97,7 +101,7 @@ fn functions(item: &ComponentItem, engine: &Engine) -> Vec<String> {
     match item {
         ComponentItem::ComponentInstance(instance) => instance
             .exports(engine)
-            .filter(|(_, e)| matches!(e, ComponentItem::ComponentFunc(_)))
+            .filter(|(_, e)| matches!(e.ty, ComponentItem::ComponentFunc(_)))
             .map(|(n, _)| n.to_string())
             .collect(),
         _ => Vec::new(),

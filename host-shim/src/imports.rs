@@ -274,7 +274,7 @@ impl agent::Host for SessionHost {
 
 impl ui::Host for SessionHost {
     async fn notify(&mut self, level: types::Level, text: String) {
-        self.ctx.ui.notify(level, &text);
+        self.ctx.ui.notify(level, &text).await;
     }
 }
 

@@ -140,7 +140,7 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
     }
     let setup = setup()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (terminal, mut events) = TerminalTransport::stdio("connect");
+    let (terminal, mut events) = TerminalTransport::stdio();
     let terminal = Arc::new(terminal);
     let ui: Arc<dyn Ui> = Arc::new(TerminalUi(terminal.clone()));
     ui.notify(
@@ -149,13 +149,13 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
          from a remote user; lines marked `local` are what only the person at the agent's \
          terminal sees (that is where pairing codes appear). Local commands: /connect status, \
          /connect pair, /connect doctor, … Leave with /quit or Ctrl-D.",
-    );
+    ).await;
     for note in &setup.discovery.notes {
-        ui.notify(Level::Warning, note);
+        ui.notify(Level::Warning, note).await;
     }
     let (state, warnings) = open_state(&setup.paths.state_file, clock.as_ref())?;
     for warning in warnings {
-        ui.notify(Level::Warning, &warning);
+        ui.notify(Level::Warning, &warning).await;
     }
     let key = session.unwrap_or_else(|| default_session_key(&setup.cwd));
     let info = SessionInfo {
@@ -186,13 +186,13 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
         match event {
             Some(TerminalEvent::LocalCommand(args)) => {
                 let note = session.local_command(&args).await?;
-                ui.notify(note.level, &note.text);
+                ui.notify(note.level, &note.text).await;
             }
             Some(TerminalEvent::Quit) | None => break,
         }
     }
     session.shutdown().await?;
-    ui.notify(Level::Info, "bye: pairing and state are saved.");
+    ui.notify(Level::Info, "bye: pairing and state are saved.").await;
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context as _;
+use wasmtime::error::Context as _;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 
@@ -71,6 +71,10 @@ impl Runtime {
     /// Compiles `component` (the embedded one or a `--component` build) and links the
     /// imports. Fails with a clear message when the bytes are not a bridge component.
     pub fn new(component: &[u8], limits: Limits) -> anyhow::Result<Runtime> {
+        Ok(Self::build(component, limits)?)
+    }
+
+    fn build(component: &[u8], limits: Limits) -> wasmtime::Result<Runtime> {
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config).context("could not create the wasm engine")?;
@@ -102,7 +106,7 @@ impl Runtime {
                     }
                 }
             })
-            .context("could not start the epoch ticker thread")?;
+            .map_err(|e| wasmtime::Error::msg(format!("could not start the epoch ticker thread: {e}")))?;
 
         Ok(Runtime { engine, pre, limits, ticker_stop })
     }
@@ -118,7 +122,11 @@ impl Runtime {
     }
 
     /// A fresh, sandboxed instance whose imports are served by `host`.
-    pub async fn instantiate(&self, mut host: SessionHost) -> anyhow::Result<Instance> {
+    pub async fn instantiate(&self, host: SessionHost) -> anyhow::Result<Instance> {
+        Ok(self.instantiate_inner(host).await?)
+    }
+
+    async fn instantiate_inner(&self, mut host: SessionHost) -> wasmtime::Result<Instance> {
         host.limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(16)

@@ -222,7 +222,7 @@ impl Actor {
         if !notes.is_empty() {
             let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
             let text: Vec<String> = notes.into_iter().map(|(_, t)| t).collect();
-            self.ctx.ui.notify(level.unwrap_or(Level::Warning), &text.join("\n"));
+            self.ctx.ui.notify(level.unwrap_or(Level::Warning), &text.join("\n")).await;
         }
     }
 
@@ -256,7 +256,7 @@ impl Actor {
                     "The bridge failed again in {what} ({report}) after {MAX_RESTARTS} restarts; \
                      this session stops bridging. Run `host-shim doctor` and report the error."
                 ),
-            );
+            ).await;
             return;
         }
         self.ctx.ui.notify(
@@ -265,7 +265,7 @@ impl Actor {
                 "The bridge failed while handling {what} ({report}). That input was dropped; \
                  restarting the bridge from the saved state."
             ),
-        );
+        ).await;
         self.consecutive_restarts += 1;
         self.health.restarts += 1;
         match self.runtime.instantiate(SessionHost::new(self.ctx.clone())).await {
@@ -275,7 +275,7 @@ impl Actor {
             }
             Err(e) => {
                 self.health.stopped = true;
-                self.ctx.ui.notify(Level::Error, &format!("Could not restart the bridge: {e:#}"));
+                self.ctx.ui.notify(Level::Error, &format!("Could not restart the bridge: {e:#}")).await;
             }
         }
     }

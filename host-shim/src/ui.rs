@@ -14,7 +14,7 @@ use crate::runtime::bindings::pi::bot_connect::types::Level;
 #[async_trait]
 pub trait Ui: Send + Sync {
     /// Shows a notification locally.
-    fn notify(&self, level: Level, text: &str);
+    async fn notify(&self, level: Level, text: &str);
     /// Asks a yes/no question; false on no, on timeout and when nobody can answer.
     async fn confirm(&self, title: &str, message: &str) -> bool;
 }
@@ -27,8 +27,9 @@ pub struct TerminalUi(pub std::sync::Arc<TerminalTransport>);
 
 #[async_trait]
 impl Ui for TerminalUi {
-    fn notify(&self, level: Level, text: &str) {
-        self.0.notify(level_name(level), text);
+    async fn notify(&self, level: Level, text: &str) {
+        // A closed terminal has nobody left to read the note; the session goes on.
+        let _ = self.0.notify(level_name(level), text).await;
     }
 
     async fn confirm(&self, title: &str, message: &str) -> bool {
@@ -43,7 +44,7 @@ pub struct StderrUi;
 
 #[async_trait]
 impl Ui for StderrUi {
-    fn notify(&self, level: Level, text: &str) {
+    async fn notify(&self, level: Level, text: &str) {
         eprintln!("[bot-connect] {}: {text}", level_name(level));
     }
 
@@ -75,7 +76,7 @@ impl RecordingUi {
 
 #[async_trait]
 impl Ui for RecordingUi {
-    fn notify(&self, level: Level, text: &str) {
+    async fn notify(&self, level: Level, text: &str) {
         if let Ok(mut notes) = self.notes.lock() {
             notes.push((level, text.to_string()));
         }
