@@ -66,6 +66,9 @@ pub struct FakeTransport {
 struct Inner {
     config: FakeConfig,
     state: Mutex<State>,
+    /// Woken after every post or edit, so tests wait for the bridge's asynchronous
+    /// answers instead of sleeping.
+    changed: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +100,7 @@ impl FakeTransport {
             inner: Arc::new(Inner {
                 config,
                 state: Mutex::new(State::default()),
+                changed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -104,6 +108,32 @@ impl FakeTransport {
     /// Another handle on the same fake; named so call sites show that state is shared.
     pub fn handle(&self) -> FakeTransport {
         self.clone()
+    }
+
+    /// Waits until `done` holds for what has been posted and edited so far, or until
+    /// `timeout`; returns whether it held. Tests use it to wait for replies that arrive
+    /// asynchronously (after an agent turn) without sleeping.
+    pub async fn wait_for(
+        &self,
+        timeout: std::time::Duration,
+        done: impl Fn(&[SentMessage], &[OutboundMessage]) -> bool,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            // Register before checking, so a send between the check and the wait is seen.
+            changed.as_mut().enable();
+            {
+                let state = self.state();
+                if done(&state.sent, &state.edits) {
+                    return true;
+                }
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// A test panicking while holding the lock must not turn every later assertion into a
@@ -277,6 +307,8 @@ impl Transport for FakeTransport {
             }
         };
         state.sent_count += 1;
+        drop(state);
+        self.inner.changed.notify_waiters();
         Ok(receipt)
     }
 

@@ -1,0 +1,225 @@
+//! Shared set-up for the end-to-end tests: the real component in the real host, with
+//! a fake messenger, a recording terminal and a temporary state directory.
+#![allow(dead_code)] // each test file uses a different part of this module
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use host_shim::agent::{Agent, AgentSignal, DemoAgent};
+use host_shim::clock::ManualClock;
+use host_shim::lock::LockDir;
+use host_shim::logging::MemoryLog;
+use host_shim::runtime::bindings::exports::pi::bot_connect::session::{
+    AgentEvent, ConfigSource, TurnOrigin,
+};
+use host_shim::runtime::bindings::pi::bot_connect::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::session::{Session, SessionSpec};
+use host_shim::state_file::StateFile;
+use host_shim::ui::RecordingUi;
+use tokio::sync::{Notify, mpsc};
+use transports::fake::{FakeConfig, FakeTransport};
+use transports::{Envelope, Transport};
+
+/// How long any wait in these tests may take before it counts as a failure.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// The component compiled once per test binary (compiling is the slow part).
+pub fn runtime() -> Arc<Runtime> {
+    static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            Arc::new(Runtime::new(EMBEDDED_COMPONENT, Limits::default()).expect("component compiles"))
+        })
+        .clone()
+}
+
+/// Session facts for tests.
+pub fn info(key: &str) -> SessionInfo {
+    SessionInfo { id: key.into(), name: Some("test".into()), cwd: "/work".into(), accepts_images: true }
+}
+
+/// One session under test and everything around it.
+pub struct Harness {
+    pub session: Session,
+    pub fake: FakeTransport,
+    pub ui: Arc<RecordingUi>,
+    pub log: Arc<MemoryLog>,
+    pub clock: Arc<ManualClock>,
+}
+
+/// What a harness is built from; the state file and lock dir can be shared between
+/// harnesses (restart, isolation).
+pub struct Setup {
+    pub key: String,
+    pub agent: Arc<dyn Agent>,
+    pub config: Vec<ConfigSource>,
+    pub fake: FakeTransport,
+    pub state: Arc<Mutex<StateFile>>,
+    pub locks: LockDir,
+    pub runtime: Arc<Runtime>,
+}
+
+/// A temporary directory with a state file and a lock dir.
+pub struct Dirs {
+    pub dir: tempfile::TempDir,
+    pub state: Arc<Mutex<StateFile>>,
+}
+
+impl Dirs {
+    pub fn new() -> Dirs {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = Dirs::open_state(&dir);
+        Dirs { dir, state }
+    }
+
+    /// Opens the state file again, as a restarted process would.
+    pub fn open_state(dir: &tempfile::TempDir) -> Arc<Mutex<StateFile>> {
+        let (state, warnings) =
+            StateFile::open(&dir.path().join("state.json"), 1_000).expect("state file opens");
+        assert!(warnings.is_empty(), "unexpected state warnings: {warnings:?}");
+        Arc::new(Mutex::new(state))
+    }
+
+    pub fn locks(&self) -> LockDir {
+        LockDir::new(self.dir.path().join("locks"))
+    }
+}
+
+/// A fake messenger that can edit (so progress cards are edited in place).
+pub fn editable_fake() -> FakeTransport {
+    let mut config = FakeConfig::default();
+    config.capabilities.edit = true;
+    FakeTransport::new(config)
+}
+
+impl Setup {
+    pub fn new(dirs: &Dirs, key: &str) -> Setup {
+        Setup {
+            key: key.into(),
+            agent: Arc::new(DemoAgent::new(Duration::ZERO, info(key))),
+            config: Vec::new(),
+            fake: editable_fake(),
+            state: dirs.state.clone(),
+            locks: dirs.locks(),
+            runtime: runtime(),
+        }
+    }
+
+    pub async fn start(self) -> Harness {
+        let ui = Arc::new(RecordingUi::default());
+        let log = Arc::new(MemoryLog::default());
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let transport: Arc<dyn Transport> = Arc::new(self.fake.handle());
+        let spec = SessionSpec {
+            key: self.key,
+            config_sources: self.config,
+            transports: Box::new(move |_requests| (vec![transport], Vec::new())),
+            agent: self.agent,
+            ui: ui.clone(),
+            state: self.state,
+            locks: self.locks,
+            clock: clock.clone(),
+            log: log.clone(),
+        };
+        let session = Session::spawn(self.runtime, spec).await.expect("session starts");
+        Harness { session, fake: self.fake, ui, log, clock }
+    }
+}
+
+impl Harness {
+    /// A direct message from `user` in its own conversation.
+    pub fn dm(&self, user: &str, text: &str) -> Envelope {
+        let mut envelope = self.fake.envelope(text);
+        envelope.user_id = user.into();
+        envelope.conversation_id = format!("dm-{user}");
+        envelope
+    }
+
+    /// Sends a DM and waits until the bridge has posted something containing `expect`.
+    pub async fn say(&self, user: &str, text: &str, expect: &str) {
+        let before = self.fake.sent().len();
+        self.fake.inject(self.dm(user, text)).await.expect("fake is listening");
+        let found = self
+            .fake
+            .wait_for(WAIT, |sent, _| sent[before.min(sent.len())..].iter().any(|m| m.message.text.contains(expect)))
+            .await;
+        assert!(found, "no message containing {expect:?} after {text:?}; sent: {:#?}", self.texts());
+    }
+
+    /// Every posted text, in order.
+    pub fn texts(&self) -> Vec<String> {
+        self.fake.sent().into_iter().map(|m| m.message.text).collect()
+    }
+
+    /// The pairing code the terminal was shown last (digits only).
+    pub fn code_shown_locally(&self) -> String {
+        let notes = self.ui.notes();
+        let note = notes
+            .iter()
+            .rev()
+            .find(|(_, text)| text.starts_with("Messenger pairing code:"))
+            .expect("a pairing code was shown locally");
+        let code = note.1.trim_start_matches("Messenger pairing code:");
+        code.split('(').next().unwrap_or("").chars().filter(char::is_ascii_digit).collect()
+    }
+
+    /// Pairs `user` through the real flow: message, code from the terminal, code in chat.
+    pub async fn pair(&self, user: &str) -> String {
+        self.say(user, "hello", "not paired").await;
+        let code = self.code_shown_locally();
+        self.say(user, &code, "Paired as").await;
+        code
+    }
+}
+
+/// An agent that stays busy until the test releases it: for commands-while-busy.
+#[derive(Default)]
+pub struct GatedAgent {
+    signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    busy: std::sync::atomic::AtomicBool,
+    pub release: Arc<Notify>,
+    pub prompts: Mutex<Vec<(String, DeliverAs)>>,
+}
+
+#[async_trait]
+impl Agent for GatedAgent {
+    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+        *self.signals.lock().unwrap() = Some(signals);
+    }
+
+    async fn send_prompt(&self, text: String, deliver_as: DeliverAs, _images: Vec<PromptImage>) -> Result<(), String> {
+        self.prompts.lock().unwrap().push((text.clone(), deliver_as));
+        if self.busy.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(()); // queued behind the running turn
+        }
+        let signals = self.signals.lock().unwrap().clone().ok_or("not attached")?;
+        let release = self.release.clone();
+        tokio::spawn(async move {
+            let _ = signals.send(AgentSignal::Event(AgentEvent::TurnStarted(TurnOrigin::Remote))).await;
+            release.notified().await;
+            let _ = signals.send(AgentSignal::Event(AgentEvent::AssistantMessage(format!("answer to: {text}")))).await;
+            let _ = signals.send(AgentSignal::Event(AgentEvent::TurnSettled)).await;
+        });
+        Ok(())
+    }
+
+    fn abort(&self) {}
+
+    fn is_idle(&self) -> bool {
+        !self.busy.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn session_info(&self) -> SessionInfo {
+        info("gated")
+    }
+}
+
+impl GatedAgent {
+    /// Lets the running turn finish.
+    pub fn finish(&self) {
+        self.busy.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.release.notify_one();
+    }
+}
