@@ -195,9 +195,12 @@ mod tests {
         assert_eq!(paths.lock_dir, PathBuf::from("/s/locks"));
     }
 
+    /// Environment variables, home directory, and which location needs the home.
+    type NoHomeCase<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a str);
+
     #[test]
     fn missing_home_names_what_needed_it() {
-        let cases: [(&[(&str, &str)], Option<&str>, &str); 4] = [
+        let cases: [NoHomeCase; 4] = [
             (&[], None, "global config"),
             (&[], Some(""), "global config"),
             (&[(CONFIG_ENV, "/c.json")], None, "state file"),

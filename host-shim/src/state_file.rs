@@ -310,6 +310,12 @@ mod tests {
     }
 
     #[test]
+    fn can_be_shared_between_session_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<std::sync::Mutex<StateFile>>();
+    }
+
+    #[test]
     fn missing_file_is_empty_without_warnings() {
         let dir = tempfile::tempdir().unwrap();
         let (state, warnings) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
