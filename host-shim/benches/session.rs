@@ -1,1 +1,267 @@
-fn main() {}
+//! Session benchmarks (architecture §7): instantiating a session, memory per idle
+//! session, and one inbound envelope through the component next to the same guest code
+//! called natively. Figures are printed; nothing is asserted.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use criterion::{Criterion, criterion_group};
+use guest::bridge::Bridge;
+use guest::host::Host;
+use guest::model;
+use host_shim::agent::{Agent, AgentSignal};
+use host_shim::clock::SystemClock;
+use host_shim::imports::{SessionContext, SessionHost};
+use host_shim::lock::LockDir;
+use host_shim::logging::MemoryLog;
+use host_shim::runtime::bindings::exports::pi::bot_connect::session::ConfigSource;
+use host_shim::runtime::bindings::pi::bot_connect::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::runtime::bindings::pi::bot_connect::types;
+use host_shim::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
+use host_shim::state_file::StateFile;
+use host_shim::ui::RecordingUi;
+use tokio::sync::mpsc;
+use transports::Transport;
+use transports::fake::FakeTransport;
+
+/// Pre-trusts the sender, so the envelope is a prompt (the common case once paired).
+const CONFIG: &str = r#"{"bridge": {"allowUsers": ["fake:user-1"], "rateLimit": {"promptsPerMinute": 0}}}"#;
+/// Sessions held at once for the memory figure.
+const IDLE_SESSIONS: usize = 500;
+
+/// An agent that accepts every prompt and never starts a turn.
+struct NullAgent;
+
+#[async_trait]
+impl Agent for NullAgent {
+    fn attach(&self, _signals: mpsc::Sender<AgentSignal>) {}
+    async fn send_prompt(&self, _: String, _: DeliverAs, _: Vec<PromptImage>) -> Result<(), String> {
+        Ok(())
+    }
+    fn abort(&self) {}
+    fn is_idle(&self) -> bool {
+        true
+    }
+    fn session_info(&self) -> SessionInfo {
+        SessionInfo { id: "bench".into(), name: None, cwd: "/bench".into(), accepts_images: false }
+    }
+}
+
+struct Bench {
+    runtime: Arc<Runtime>,
+    tokio: tokio::runtime::Runtime,
+    ctx: Arc<SessionContext>,
+    _dir: tempfile::TempDir,
+}
+
+fn setup() -> Bench {
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, Limits::default()).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _) = StateFile::open(&dir.path().join("state.json"), 0).unwrap();
+    let (inbound, _rx) = mpsc::channel(16);
+    let fake: Arc<dyn Transport> = Arc::new(FakeTransport::default());
+    let ctx = Arc::new(SessionContext {
+        key: "bench".into(),
+        transports: RwLock::new(BTreeMap::from([("fake".to_string(), fake)])),
+        inbound,
+        agent: Arc::new(NullAgent),
+        ui: Arc::new(RecordingUi::default()),
+        state: Arc::new(Mutex::new(state)),
+        locks: LockDir::new(dir.path().join("locks")),
+        lock_stale_ms: 900_000,
+        clock: Arc::new(SystemClock),
+        log: Arc::new(MemoryLog::default()),
+        held_locks: Mutex::default(),
+        listening: Mutex::default(),
+        tick_at: Mutex::default(),
+    });
+    Bench { runtime, tokio, ctx, _dir: dir }
+}
+
+fn sources() -> Vec<ConfigSource> {
+    vec![ConfigSource { scope: "project".into(), path: "bench.json".into(), text: CONFIG.into() }]
+}
+
+impl Bench {
+    async fn started_instance(&self) -> Instance {
+        let mut instance = self.runtime.instantiate(SessionHost::new(self.ctx.clone())).await.unwrap();
+        let session = instance.bridge.pi_bot_connect_session();
+        session.call_configure(&mut instance.store, &sources()).await.unwrap();
+        session.call_start(&mut instance.store, &["fake".to_string()]).await.unwrap();
+        instance
+    }
+}
+
+fn envelope() -> types::Envelope {
+    types::Envelope {
+        transport: "fake".into(),
+        conversation_id: "conv-1".into(),
+        user_id: "user-1".into(),
+        thread_id: None,
+        timestamp_ms: 0,
+        text: "please run the tests and tell me what failed".into(),
+        is_direct: true,
+        addressed: true,
+        attachments: Vec::new(),
+    }
+}
+
+/// The same bridge code, natively, with a host that does what the component's host
+/// does minus the I/O: the baseline for the component's overhead.
+struct NativeHost;
+
+impl Host for NativeHost {
+    fn identify(&mut self, _: &str) -> Result<model::Identity, String> {
+        Ok(model::Identity {
+            bot_id: "fake-bot".into(),
+            bot_name: "fake bot".into(),
+            capabilities: model::Capabilities {
+                threads: false,
+                edit: false,
+                attachments: true,
+                typing: true,
+                max_message_length: 4000,
+                length_unit: model::LengthUnit::Chars,
+                markup: model::Markup::Markdown,
+            },
+            lock_name: None,
+        })
+    }
+    fn listen(&mut self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn send(&mut self, _: &model::Outbound) -> Result<model::Receipt, model::SendError> {
+        Ok(model::Receipt { message_id: "m".into(), edit_key: None })
+    }
+    fn typing(&mut self, _: &str, _: &str, _: Option<&str>) {}
+    fn fetch_attachment(&mut self, _: &str, _: &str, _: u64) -> Result<model::FetchedAttachment, String> {
+        Err("none".into())
+    }
+    fn diagnose(&mut self, _: &str) -> String {
+        String::new()
+    }
+    fn send_prompt(&mut self, _: &str, _: model::DeliverAs, _: &[model::PromptImage]) -> Result<(), String> {
+        Ok(())
+    }
+    fn abort(&mut self) {}
+    fn is_idle(&mut self) -> bool {
+        true
+    }
+    fn session_info(&mut self) -> model::SessionInfo {
+        model::SessionInfo { id: "bench".into(), name: None, cwd: "/bench".into(), accepts_images: false }
+    }
+    fn confirm(&mut self, _: &str, _: &str) -> bool {
+        false
+    }
+    fn notify(&mut self, _: model::Level, _: &str) {}
+    fn load_state(&mut self) -> Option<String> {
+        None
+    }
+    fn save_state(&mut self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn now_ms(&mut self) -> u64 {
+        1_700_000_000_000
+    }
+    fn request_tick(&mut self, _: u64) {}
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        vec![7; len as usize]
+    }
+    fn acquire_lock(&mut self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn release_lock(&mut self, _: &str) {}
+    fn log(&mut self, _: model::Level, _: &str, _: &[(&str, String)]) {}
+}
+
+fn native_envelope() -> model::Envelope {
+    let e = envelope();
+    model::Envelope {
+        transport: e.transport,
+        conversation_id: e.conversation_id,
+        user_id: e.user_id,
+        thread_id: None,
+        timestamp_ms: 0,
+        text: e.text,
+        is_direct: true,
+        addressed: true,
+        attachments: Vec::new(),
+    }
+}
+
+fn resident_kib() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    pages * 4
+}
+
+fn bench_sessions(c: &mut Criterion) {
+    let bench = setup();
+
+    c.bench_function("instantiate a session (fresh store + instance)", |b| {
+        b.iter(|| bench.tokio.block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx.clone()))).unwrap())
+    });
+
+    c.bench_function("instantiate + configure + start a session", |b| {
+        b.iter(|| bench.tokio.block_on(bench.started_instance()))
+    });
+
+    let mut instance = bench.tokio.block_on(bench.started_instance());
+    let wit_envelope = envelope();
+    let mut group = c.benchmark_group("inbound envelope (prompt from a trusted identity)");
+    group.bench_function("through the component", |b| {
+        b.iter(|| {
+            bench.tokio.block_on(async {
+                instance.store.data_mut().begin_call();
+                let session = instance.bridge.pi_bot_connect_session();
+                session.call_on_envelope(&mut instance.store, &wit_envelope).await.unwrap()
+            })
+        })
+    });
+    let mut native = Bridge::new();
+    let mut host = NativeHost;
+    let sources = vec![model::ConfigSource { scope: "project".into(), path: "bench.json".into(), text: CONFIG.into() }];
+    native.configure(&mut host, &sources);
+    native.start(&mut host, &["fake".to_string()]);
+    let native_envelope = native_envelope();
+    group.bench_function("native (same guest code)", |b| {
+        b.iter(|| native.on_envelope(&mut host, native_envelope.clone()))
+    });
+    group.finish();
+}
+
+/// Memory per idle, started session: N instances held at once, RSS before and after.
+fn report_memory() {
+    let bench = setup();
+    let before = resident_kib();
+    let started = Instant::now();
+    let instances: Vec<Instance> =
+        (0..IDLE_SESSIONS).map(|_| bench.tokio.block_on(bench.started_instance())).collect();
+    let elapsed = started.elapsed();
+    let after = resident_kib();
+    println!(
+        "memory per idle session: {:.1} KiB ({} sessions held, RSS {} KiB -> {} KiB; created in {:.1?}, {:.1?} each)",
+        (after.saturating_sub(before)) as f64 / IDLE_SESSIONS as f64,
+        IDLE_SESSIONS,
+        before,
+        after,
+        elapsed,
+        elapsed / IDLE_SESSIONS as u32,
+    );
+    drop(instances);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = bench_sessions
+}
+
+fn main() {
+    report_memory();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

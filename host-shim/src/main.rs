@@ -153,9 +153,7 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
     for note in &setup.discovery.notes {
         ui.notify(Level::Warning, note).await;
     }
-    eprintln!("DBG open state");
     let (state, warnings) = open_state(&setup.paths.state_file, clock.as_ref())?;
-    eprintln!("DBG opened");
     for warning in warnings {
         ui.notify(Level::Warning, &warning).await;
     }
@@ -179,9 +177,7 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
         clock,
         log: Arc::new(StderrLog::new(debug_enabled())),
     };
-    eprintln!("DBG spawn");
     let session = Session::spawn(runtime, spec).await?;
-    eprintln!("DBG spawned");
     loop {
         let event = tokio::select! {
             event = events.recv() => event,

@@ -201,7 +201,6 @@ impl Actor {
     /// Configures a fresh instance; on the first boot also builds the transports.
     async fn boot(&mut self, factory: Option<TransportFactory>) {
         let sources = self.sources.clone();
-        eprintln!("DBG boot configure");
         let configuration: Option<Configuration> =
             guest!(self, "configure", |b, s| b.call_configure(s, &sources));
         let Some(configuration) = configuration else { return };
@@ -218,7 +217,6 @@ impl Actor {
             }
         }
         let ids = self.transport_ids.clone();
-        eprintln!("DBG boot start {ids:?}");
         let started: Option<Vec<Note>> = guest!(self, "start", |b, s| b.call_start(s, &ids));
         notes.extend(started.unwrap_or_default().into_iter().map(|n| (n.level, n.text)));
         if !notes.is_empty() {

@@ -294,7 +294,7 @@ pub fn load_config(sources: &[ConfigSource]) -> LoadedConfig {
             }
         };
         let Some(top) = document.as_object() else {
-            sink.error("config: expected a JSON object at the top level".into());
+            sink.error("expected a JSON object at the top level".into());
             continue;
         };
         for (key, value) in top {
@@ -1086,7 +1086,7 @@ mod tests {
             (
                 "[]",
                 Error,
-                "project config: config: expected a JSON object at the top level",
+                "project config: expected a JSON object at the top level",
             ),
             (
                 r#"{"x":1}"#,
