@@ -84,7 +84,12 @@ pub fn parse_blocks(text: &str) -> Vec<Block> {
 
 /// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure.
 /// `""` gives no pieces. Pieces join to `text` except where an oversized fence was repaired.
-pub fn split(text: &str, budget: usize, meter: Meter) -> Vec<Cow<'_, str>> {
+///
+/// With `cut_long_blocks` false, a non-fence block that alone exceeds the budget (with its
+/// headings) is left whole: cutting markdown source inside a paragraph or list would split
+/// its emphasis and links, so for rendered markups the renderer's output is cut instead,
+/// where open tags can be closed and re-opened.
+pub fn split(text: &str, budget: usize, meter: Meter, cut_long_blocks: bool) -> Vec<Cow<'_, str>> {
     let budget = budget.max(1);
     if text.is_empty() {
         return Vec::new();
@@ -97,7 +102,15 @@ pub fn split(text: &str, budget: usize, meter: Meter) -> Vec<Cow<'_, str>> {
         .iter()
         .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
         .collect();
-    let mut splitter = Splitter { text, blocks: &blocks, costs: &costs, budget, meter, out: Vec::new() };
+    let mut splitter = Splitter {
+        text,
+        blocks: &blocks,
+        costs: &costs,
+        budget,
+        meter,
+        cut_long_blocks,
+        out: Vec::new(),
+    };
     splitter.run();
     splitter.out
 }
@@ -108,6 +121,7 @@ struct Splitter<'a, 'b> {
     costs: &'b [usize],
     budget: usize,
     meter: Meter,
+    cut_long_blocks: bool,
     out: Vec<Cow<'a, str>>,
 }
 
@@ -215,6 +229,10 @@ impl<'a> Splitter<'a, '_> {
             return;
         }
         let whole = self.slice(heads, last + 1);
+        if !self.cut_long_blocks {
+            self.out.push(Cow::Borrowed(whole));
+            return;
+        }
         let prefix_cost = self.meter.cost(prefix);
         let mut pos = 0;
         if !prefix.is_empty() && prefix_cost < self.budget {

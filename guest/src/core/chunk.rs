@@ -284,10 +284,13 @@ fn html_token(rest: &str) -> Option<HtmlToken<'_>> {
             let plausible = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
             plausible.then_some(HtmlToken::Tag { text, name, closing })
         }),
-        '&' => rest.get(..12.min(rest.len())).and_then(|head| {
-            let end = head.find(';')?;
-            (end > 1).then(|| HtmlToken::Entity(&rest[..=end]))
-        }),
+        '&' => rest
+            .bytes()
+            .take(12)
+            .position(|b| b == b';')
+            .filter(|end| *end > 1)
+            .and_then(|end| rest.get(..=end))
+            .map(HtmlToken::Entity),
         _ => None,
     };
     Some(token.unwrap_or(HtmlToken::Char(c)))
@@ -332,11 +335,14 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
     let mut end = text.len();
     let mut best: [Option<(usize, usize)>; BREAKS.len()] = [None; BREAKS.len()];
     let mut i = pos;
+    // The last visible characters, entities decoded: break strings are matched on what the
+    // reader sees, so the `;` of `&amp;` is not a "; " break.
+    let mut tail = String::new();
     for token in html_tokens(text.get(pos..).unwrap_or_default()) {
-        let cost = match token {
-            HtmlToken::Tag { .. } => 0,
-            HtmlToken::Entity(_) => 1,
-            HtmlToken::Char(c) => char_len(c, unit),
+        let (cost, visible) = match token {
+            HtmlToken::Tag { .. } => (0, None),
+            HtmlToken::Entity(e) => (1, Some(entity_char(e))),
+            HtmlToken::Char(c) => (char_len(c, unit), Some(c)),
         };
         if used + cost > limit.max(1) && used > 0 {
             end = i;
@@ -344,10 +350,15 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
         }
         used += cost;
         i += token.len();
-        if let HtmlToken::Char(' ' | '\n') = token {
-            let head = text.get(..i).unwrap_or_default();
-            if let Some(rank) = BREAKS.iter().position(|b| head.ends_with(b)) {
-                best[rank] = Some((i, used));
+        if let Some(c) = visible {
+            if tail.len() >= 4 {
+                tail.remove(0);
+            }
+            tail.push(if c.is_ascii() { c } else { '_' });
+            if c == ' ' || c == '\n' {
+                if let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b)) {
+                    best[rank] = Some((i, used));
+                }
             }
         }
     }
@@ -382,6 +393,16 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
         cut += tag.len();
     }
     cut
+}
+
+/// The character one of the renderer's entities stands for.
+fn entity_char(entity: &str) -> char {
+    match entity {
+        "&lt;" => '<',
+        "&gt;" => '>',
+        "&quot;" => '"',
+        _ => '&',
+    }
 }
 
 /// Splits rendered Slack mrkdwn: never inside an escape (`&amp;`) or a `<url|text>` link, and a

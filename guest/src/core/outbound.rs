@@ -29,7 +29,7 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let unit = caps.length_unit;
     let meter = Meter::for_source(unit, caps.markup);
     let mut messages = Vec::new();
-    for piece in split(&redacted.text, limit, meter) {
+    for piece in split(&redacted.text, limit, meter, caps.markup == Markup::Markdown) {
         if caps.markup == Markup::Markdown {
             if !piece.trim().is_empty() {
                 messages.push(piece.into_owned());
