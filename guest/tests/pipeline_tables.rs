@@ -337,3 +337,74 @@ fn slack_escapes_count_against_the_limit() {
         assert!(!m.ends_with('&') && !m.ends_with("&am"), "{m:?}");
     }
 }
+
+// Adversarial shapes: each must finish (linear work) in a debug run at 256 KiB; timing is
+// measured only in the bench.
+
+const SIZE: usize = 256 * 1024;
+
+fn repeat_to(unit: &str) -> String {
+    unit.repeat(SIZE / unit.len() + 1)
+}
+
+fn adversarial_inputs() -> Vec<(&'static str, String)> {
+    let mut pem = String::new();
+    while pem.len() < SIZE {
+        pem.push_str("-----BEGIN RSA PRIVATE KEY-----\n");
+        pem.push_str(&"lorem ipsum dolor sit amet ".repeat(150));
+        pem.push('\n');
+    }
+    let nested_lists: String = (0..2000).map(|i| format!("{}- item {i}\n", "  ".repeat(i % 200))).collect();
+    let nested_quotes: String = (0..400).map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1))).collect();
+    vec![
+        ("bare headings", repeat_to("## h\n")),
+        ("one long line", "x".repeat(SIZE)),
+        ("unclosed fences", repeat_to("```rust\nfn f() {}\n\n")),
+        ("nested lists", nested_lists.repeat(SIZE / nested_lists.len() + 1)),
+        ("nested quotes", nested_quotes.repeat(SIZE / nested_quotes.len() + 1)),
+        ("pem without end", pem),
+        ("zwj sequences", repeat_to("👨\u{200d}👩\u{200d}👧\u{200d}👦🇩🇪")),
+    ]
+}
+
+fn profiles() -> [Capabilities; 4] {
+    [
+        caps(2000, LengthUnit::Utf16, Markup::Markdown),
+        caps(4096, LengthUnit::Utf16, Markup::Html),
+        caps(4000, LengthUnit::Chars, Markup::Mrkdwn),
+        caps(4000, LengthUnit::Chars, Markup::Plain),
+    ]
+}
+
+#[test]
+fn adversarial_inputs_finish_within_limits() {
+    for (name, text) in adversarial_inputs() {
+        for c in profiles() {
+            let p = prepare(&text, &c, u32::MAX);
+            let limit = c.max_message_length as usize;
+            assert!(!p.messages.is_empty(), "{name}");
+            for m in &p.messages {
+                assert!(measure_rendered(m, c.length_unit, c.markup) <= limit, "{name} {:?}", c.markup);
+            }
+            // No message is wastefully small: total visible size over messages stays near the limit.
+            let total: usize = p.messages.iter().map(|m| measure_rendered(m, c.length_unit, c.markup)).sum();
+            assert!(p.messages.len() <= 4 * (total / limit + 1), "{name} {:?}: {} messages", c.markup, p.messages.len());
+        }
+    }
+}
+
+#[test]
+fn pem_headers_without_end_are_redacted() {
+    let text = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nend of paste";
+    let p = prepare(text, &caps(4000, LengthUnit::Chars, Markup::Markdown), 8);
+    assert_eq!(p.messages, ["[redacted:private-key]\nend of paste"]);
+    assert_eq!(p.redactions, ["private-key"]);
+}
+
+#[test]
+fn truncation_notice_is_outside_the_cap() {
+    let text = "word ".repeat(100);
+    let p = prepare(&text, &caps(50, LengthUnit::Chars, Markup::Html), 3);
+    assert_eq!(p.messages.len(), 3);
+    assert_eq!(p.truncation_notice.as_deref(), Some("[truncated: 7 more message(s) were not sent]"));
+}

@@ -148,6 +148,7 @@ impl<'a> Splitter<'a, '_> {
     fn run(&mut self) {
         let n = self.blocks.len();
         let mut pending: Option<(usize, usize)> = None;
+        let mut pending_cost = 0;
         let mut group_start = 0;
         let mut i = 0;
         while i < n {
@@ -170,9 +171,13 @@ impl<'a> Splitter<'a, '_> {
                 continue;
             }
             pending = match pending {
-                Some((a, b)) if self.cost(a, b) + group_cost <= self.budget => Some((a, group.1)),
+                Some((a, _)) if pending_cost + group_cost <= self.budget => {
+                    pending_cost += group_cost;
+                    Some((a, group.1))
+                }
                 other => {
                     self.flush(other);
+                    pending_cost = group_cost;
                     Some(group)
                 }
             };

@@ -29,13 +29,27 @@ pub fn measure(text: &str, unit: LengthUnit) -> usize {
 /// parsing (tags are free, an entity is the one character it stands for); others count raw.
 pub fn measure_rendered(text: &str, unit: LengthUnit, markup: Markup) -> usize {
     match markup {
-        Markup::Html => html_tokens(text)
-            .map(|t| match t {
-                HtmlToken::Tag { .. } => 0,
-                HtmlToken::Entity(_) => 1,
-                HtmlToken::Char(c) => char_len(c, unit),
-            })
-            .sum(),
+        Markup::Html => {
+            // Tags and entities are ASCII: measure the raw text, then take back what the
+            // markup adds. One byte scan instead of a token walk per character.
+            let mut markup_len = 0;
+            let mut rest = text;
+            while let Some(i) = rest.find(['<', '&']) {
+                let tail = rest.get(i..).unwrap_or_default();
+                match html_token(tail) {
+                    Some(HtmlToken::Tag { text: tag, .. }) => {
+                        markup_len += tag.len();
+                        rest = tail.get(tag.len()..).unwrap_or_default();
+                    }
+                    Some(HtmlToken::Entity(e)) => {
+                        markup_len += e.len() - 1;
+                        rest = tail.get(e.len()..).unwrap_or_default();
+                    }
+                    _ => rest = tail.get(1..).unwrap_or_default(),
+                }
+            }
+            measure(text, unit).saturating_sub(markup_len)
+        }
         _ => measure(text, unit),
     }
 }
