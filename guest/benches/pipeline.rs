@@ -82,7 +82,7 @@ fn stages(c: &mut Criterion) {
     for (size_name, size) in SIZES {
         let text = agent_reply(size);
         let redacted = redact(&text).text;
-        let pieces: Vec<String> = split(&redacted, limit, meter, false).into_iter().map(|p| p.into_owned()).collect();
+        let pieces: Vec<String> = split(&redacted, limit, meter, false).pieces.into_iter().map(|p| p.text.into_owned()).collect();
         let rendered: Vec<String> = pieces.iter().map(|p| render(p, caps.markup).into_owned()).collect();
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.bench_function(BenchmarkId::new("redact", size_name), |b| b.iter(|| redact(black_box(&text))));

@@ -8,6 +8,7 @@
 //! one budget plus one block.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
@@ -31,7 +32,7 @@ pub enum BlockKind {
 
 /// One top-level block; consecutive blocks tile the source exactly (the text after a block,
 /// such as its blank lines, belongs to it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
     /// Byte offset of the block's first line.
     pub start: usize,
@@ -39,47 +40,76 @@ pub struct Block {
     pub end: usize,
     /// Kind of block.
     pub kind: BlockKind,
+    /// The block's events in [`Parsed::events`].
+    pub events: Range<usize>,
 }
 
-/// Top-level blocks of `text`, tiling it from 0 to `text.len()`.
-pub fn parse_blocks(text: &str) -> Vec<Block> {
-    let mut starts: Vec<(usize, BlockKind)> = Vec::new();
+/// A document parsed once: every event with its source range, and the top-level blocks.
+pub struct Parsed<'a> {
+    /// pulldown-cmark events with byte ranges, in order.
+    pub events: Vec<(Event<'a>, Range<usize>)>,
+    /// Top-level blocks tiling the source.
+    pub blocks: Vec<Block>,
+}
+
+/// One message's worth of markdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece<'a> {
+    /// The markdown source of the piece.
+    pub text: Cow<'a, str>,
+    /// The piece's events in [`Split::events`] when it is made of whole blocks, so rendering
+    /// need not parse it again (the parse is the dominant cost of the pipeline).
+    pub events: Option<Range<usize>>,
+}
+
+/// The pieces of a document and the events they refer to.
+pub struct Split<'a> {
+    /// Pieces in order.
+    pub pieces: Vec<Piece<'a>>,
+    /// The document's events (empty when the document fitted whole and was not parsed).
+    pub events: Vec<(Event<'a>, Range<usize>)>,
+}
+
+/// Parses `text` once into events and top-level blocks tiling it from 0 to `text.len()`.
+pub fn parse(text: &str) -> Parsed<'_> {
+    let mut starts: Vec<(usize, BlockKind, usize)> = Vec::new();
+    let mut events = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
-        let kind = match &event {
-            Event::Start(Tag::Heading { .. }) => BlockKind::Heading,
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) => BlockKind::Fence,
-            _ => BlockKind::Other,
-        };
         let top = depth == 0;
-        match event {
+        match &event {
             Event::Start(_) => depth += 1,
             Event::End(_) => depth = depth.saturating_sub(1),
             _ => {}
         }
-        if !top || matches!(event, Event::End(_)) {
-            continue;
+        if top && !matches!(event, Event::End(_)) {
+            let kind = match &event {
+                Event::Start(Tag::Heading { .. }) => BlockKind::Heading,
+                Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) => BlockKind::Fence,
+                _ => BlockKind::Other,
+            };
+            // Indentation before a block belongs to its first line, or a re-opened fence loses it.
+            let line_start = text.get(..range.start).and_then(|h| h.rfind('\n')).map_or(0, |i| i + 1);
+            let indent_only = text
+                .get(line_start..range.start)
+                .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
+            let start = if indent_only { line_start } else { range.start };
+            if starts.last().is_none_or(|(s, _, _)| start > *s) {
+                starts.push((start, kind, events.len()));
+            }
         }
-        // Indentation before a block belongs to its first line, or a re-opened fence loses it.
-        let line_start = text.get(..range.start).and_then(|h| h.rfind('\n')).map_or(0, |i| i + 1);
-        let indent_only = text
-            .get(line_start..range.start)
-            .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
-        let start = if indent_only { line_start } else { range.start };
-        if starts.last().is_none_or(|(s, _)| start > *s) {
-            starts.push((start, kind));
-        }
+        events.push((event, range));
     }
-    let mut blocks = Vec::with_capacity(starts.len() + 1);
-    if starts.first().is_none_or(|(s, _)| *s > 0) {
-        starts.insert(0, (0, BlockKind::Other));
+    if starts.first().is_none_or(|(s, _, _)| *s > 0) {
+        starts.insert(0, (0, BlockKind::Other, 0));
     }
-    for (i, (start, kind)) in starts.iter().enumerate() {
-        let end = starts.get(i + 1).map_or(text.len(), |(s, _)| *s);
-        blocks.push(Block { start: *start, end, kind: *kind });
+    let mut blocks = Vec::with_capacity(starts.len());
+    for (i, (start, kind, first)) in starts.iter().enumerate() {
+        let (end, next) = starts.get(i + 1).map_or((text.len(), events.len()), |(s, _, e)| (*s, *e));
+        blocks.push(Block { start: *start, end, kind: *kind, events: *first..next });
     }
     blocks.retain(|b| b.end > b.start);
-    blocks
+    Parsed { events, blocks }
 }
 
 /// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure.
@@ -89,15 +119,16 @@ pub fn parse_blocks(text: &str) -> Vec<Block> {
 /// headings) is left whole: cutting markdown source inside a paragraph or list would split
 /// its emphasis and links, so for rendered markups the renderer's output is cut instead,
 /// where open tags can be closed and re-opened.
-pub fn split(text: &str, budget: usize, meter: Meter, cut_long_blocks: bool) -> Vec<Cow<'_, str>> {
+pub fn split(text: &str, budget: usize, meter: Meter, cut_long_blocks: bool) -> Split<'_> {
     let budget = budget.max(1);
     if text.is_empty() {
-        return Vec::new();
+        return Split { pieces: Vec::new(), events: Vec::new() };
     }
     if meter.cost(text) <= budget {
-        return vec![Cow::Borrowed(text)];
+        let whole = Piece { text: Cow::Borrowed(text), events: None };
+        return Split { pieces: vec![whole], events: Vec::new() };
     }
-    let blocks = parse_blocks(text);
+    let Parsed { events, blocks } = parse(text);
     let costs: Vec<usize> = blocks
         .iter()
         .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
@@ -112,7 +143,7 @@ pub fn split(text: &str, budget: usize, meter: Meter, cut_long_blocks: bool) -> 
         out: Vec::new(),
     };
     splitter.run();
-    splitter.out
+    Split { pieces: splitter.out, events }
 }
 
 struct Splitter<'a, 'b> {
@@ -122,7 +153,7 @@ struct Splitter<'a, 'b> {
     budget: usize,
     meter: Meter,
     cut_long_blocks: bool,
-    out: Vec<Cow<'a, str>>,
+    out: Vec<Piece<'a>>,
 }
 
 impl<'a> Splitter<'a, '_> {
@@ -189,8 +220,10 @@ impl<'a> Splitter<'a, '_> {
         if let Some((a, b)) = run
             && b > a
         {
-            let s = self.slice(a, b);
-            self.out.push(Cow::Borrowed(s));
+            let text = Cow::Borrowed(self.slice(a, b));
+            let first = self.blocks.get(a).map_or(0, |x| x.events.start);
+            let last = self.blocks.get(b - 1).map_or(first, |x| x.events.end);
+            self.out.push(Piece { text, events: Some(first..last) });
         }
     }
 
@@ -222,20 +255,25 @@ impl<'a> Splitter<'a, '_> {
         self.flush(Some((run_start, to)));
     }
 
+    /// A piece cut inside a block: it has no events of its own.
+    fn push_cut(&mut self, text: &'a str) {
+        self.out.push(Piece { text: Cow::Borrowed(text), events: None });
+    }
+
     /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.
     fn oversized(&mut self, heads: usize, last: usize) {
         let prefix = self.slice(heads, last);
-        let Some(block) = self.blocks.get(last).copied() else { return };
+        let Some(block) = self.blocks.get(last) else { return };
         let body = self.text.get(block.start..block.end).unwrap_or_default();
         if block.kind == BlockKind::Fence
             && let Some(pieces) = repair_fence(prefix, body, self.budget, self.meter)
         {
-            self.out.extend(pieces.into_iter().map(Cow::Owned));
+            self.out.extend(pieces.into_iter().map(|p| Piece { text: Cow::Owned(p), events: None }));
             return;
         }
         let whole = self.slice(heads, last + 1);
         if !self.cut_long_blocks {
-            self.out.push(Cow::Borrowed(whole));
+            self.flush(Some((heads, last + 1)));
             return;
         }
         let prefix_cost = self.meter.cost(prefix);
@@ -243,12 +281,12 @@ impl<'a> Splitter<'a, '_> {
         if !prefix.is_empty() && prefix_cost < self.budget {
             // The heading opens the first piece; its body starts right after it.
             let cut = prefix.len() + next_cut(body, 0, self.budget - prefix_cost, self.meter);
-            self.out.push(Cow::Borrowed(whole.get(..cut).unwrap_or_default()));
+            self.push_cut(whole.get(..cut).unwrap_or_default());
             pos = cut;
         }
         while pos < whole.len() {
             let cut = next_cut(whole, pos, self.budget, self.meter);
-            self.out.push(Cow::Borrowed(whole.get(pos..cut).unwrap_or_default()));
+            self.push_cut(whole.get(pos..cut).unwrap_or_default());
             pos = cut;
         }
     }

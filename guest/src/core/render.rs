@@ -17,11 +17,22 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
     if markup == Markup::Markdown {
         return Cow::Borrowed(text);
     }
-    let mut w = Writer::new(markup, text.len());
-    for event in Parser::new_ext(text, options()) {
+    let events: Vec<Event<'_>> = Parser::new_ext(text, options()).collect();
+    Cow::Owned(render_events(&events, markup, text.len()))
+}
+
+/// Renders already parsed events for `markup` (not `Markdown`: it has no events to render,
+/// its text is sent as written). `size_hint` is the source length.
+pub fn render_events<'e, 'a: 'e>(
+    events: impl IntoIterator<Item = &'e Event<'a>>,
+    markup: Markup,
+    size_hint: usize,
+) -> String {
+    let mut w = Writer::new(markup, size_hint);
+    for event in events {
         w.event(event);
     }
-    Cow::Owned(w.out)
+    w.out
 }
 
 /// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
@@ -61,10 +72,10 @@ impl Writer {
         }
     }
 
-    fn event(&mut self, event: Event<'_>) {
+    fn event(&mut self, event: &Event<'_>) {
         match event {
             Event::Start(tag) => self.start(tag),
-            Event::End(tag) => self.end(tag),
+            Event::End(tag) => self.end(*tag),
             Event::Text(t) => {
                 if let Some((_, body)) = self.code.as_mut() {
                     body.push_str(&t);
@@ -91,11 +102,11 @@ impl Writer {
                 self.block(2);
                 self.raw("---");
             }
-            Event::TaskListMarker(done) => self.raw(if done { "[x] " } else { "[ ] " }),
+            Event::TaskListMarker(done) => self.raw(if *done { "[x] " } else { "[ ] " }),
         }
     }
 
-    fn start(&mut self, tag: Tag<'_>) {
+    fn start(&mut self, tag: &Tag<'_>) {
         match tag {
             Tag::Paragraph | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_) => self.block(2),
             Tag::FootnoteDefinition(_) | Tag::DefinitionList | Tag::DefinitionListTitle => self.block(2),
@@ -115,7 +126,7 @@ impl Writer {
             }
             Tag::CodeBlock(kind) => {
                 self.block(2);
-                let lang = match &kind {
+                let lang = match kind {
                     CodeBlockKind::Fenced(info) => info.split_whitespace().next().unwrap_or_default(),
                     CodeBlockKind::Indented => "",
                 };
@@ -140,7 +151,7 @@ impl Writer {
             }
             Tag::List(first) => {
                 self.block(if self.lists.is_empty() { 2 } else { 1 });
-                self.lists.push(first);
+                self.lists.push(*first);
             }
             Tag::Item => {
                 self.block(1);
@@ -179,7 +190,7 @@ impl Writer {
                 Markup::Plain | Markup::Markdown => "",
             }),
             Tag::Superscript | Tag::Subscript => {}
-            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => self.link_open(&dest_url),
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => self.link_open(dest_url),
         }
     }
 
