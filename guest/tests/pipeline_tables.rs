@@ -75,7 +75,7 @@ fn chunk_text_keeps_zwj_sequences_whole_when_the_limit_allows() {
 // §3.7 markdown-blocks.ts
 
 fn split_chars(text: &str, limit: usize) -> Vec<String> {
-    split(text, limit, chars(), true).pieces.into_iter().map(|p| p.text.into_owned()).collect()
+    split(text, limit, chars(), Markup::Markdown).into_iter().map(|p| p.source.into_owned()).collect()
 }
 
 #[test]

@@ -13,6 +13,8 @@ use std::ops::Range;
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
 use crate::core::chunk::{Meter, next_cut};
+use crate::core::render::{Renderer, render};
+use crate::model::Markup;
 
 /// The markdown dialect the split and the renderer agree on.
 pub fn options() -> Options {
@@ -40,40 +42,34 @@ pub struct Block {
     pub end: usize,
     /// Kind of block.
     pub kind: BlockKind,
-    /// The block's events in [`Parsed::events`].
-    pub events: Range<usize>,
+    /// The block's rendering in [`Parsed::rendered`] (empty for markdown).
+    pub rendered: Range<usize>,
 }
 
-/// A document parsed once: every event with its source range, and the top-level blocks.
-pub struct Parsed<'a> {
-    /// pulldown-cmark events with byte ranges, in order.
-    pub events: Vec<(Event<'a>, Range<usize>)>,
+/// A document parsed once: its top-level blocks, each already rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
     /// Top-level blocks tiling the source.
     pub blocks: Vec<Block>,
+    /// Every block's rendering, back to back.
+    pub rendered: String,
 }
 
 /// One message's worth of markdown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Piece<'a> {
     /// The markdown source of the piece.
-    pub text: Cow<'a, str>,
-    /// The piece's events in [`Split::events`] when it is made of whole blocks, so rendering
-    /// need not parse it again (the parse is the dominant cost of the pipeline).
-    pub events: Option<Range<usize>>,
+    pub source: Cow<'a, str>,
+    /// The piece rendered for the markup (the source itself for markdown).
+    pub rendered: Cow<'a, str>,
 }
 
-/// The pieces of a document and the events they refer to.
-pub struct Split<'a> {
-    /// Pieces in order.
-    pub pieces: Vec<Piece<'a>>,
-    /// The document's events (empty when the document fitted whole and was not parsed).
-    pub events: Vec<(Event<'a>, Range<usize>)>,
-}
-
-/// Parses `text` once into events and top-level blocks tiling it from 0 to `text.len()`.
-pub fn parse(text: &str) -> Parsed<'_> {
+/// Parses `text` once into top-level blocks tiling it from 0 to `text.len()`, rendering each
+/// block for `markup` on the way. Rendering from the same pass halves the pipeline's cost
+/// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
+pub fn parse(text: &str, markup: Markup) -> Parsed {
+    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text.len()));
     let mut starts: Vec<(usize, BlockKind, usize)> = Vec::new();
-    let mut events = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;
@@ -94,41 +90,48 @@ pub fn parse(text: &str) -> Parsed<'_> {
                 .get(line_start..range.start)
                 .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
             let start = if indent_only { line_start } else { range.start };
+            let at = renderer.as_ref().map_or(0, |r| r.output().len());
             if starts.last().is_none_or(|(s, _, _)| start > *s) {
-                starts.push((start, kind, events.len()));
+                starts.push((start, kind, at));
+            }
+            if let Some(r) = renderer.as_mut() {
+                r.begin_block();
             }
         }
-        events.push((event, range));
+        if let Some(r) = renderer.as_mut() {
+            r.event(&event);
+        }
     }
+    let rendered = renderer.map(Renderer::finish).unwrap_or_default();
     if starts.first().is_none_or(|(s, _, _)| *s > 0) {
         starts.insert(0, (0, BlockKind::Other, 0));
     }
     let mut blocks = Vec::with_capacity(starts.len());
-    for (i, (start, kind, first)) in starts.iter().enumerate() {
-        let (end, next) = starts.get(i + 1).map_or((text.len(), events.len()), |(s, _, e)| (*s, *e));
-        blocks.push(Block { start: *start, end, kind: *kind, events: *first..next });
+    for (i, (start, kind, at)) in starts.iter().enumerate() {
+        let (end, next) = starts.get(i + 1).map_or((text.len(), rendered.len()), |(s, _, r)| (*s, *r));
+        blocks.push(Block { start: *start, end, kind: *kind, rendered: *at..next });
     }
     blocks.retain(|b| b.end > b.start);
-    Parsed { events, blocks }
+    Parsed { blocks, rendered }
 }
 
-/// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure.
-/// `""` gives no pieces. Pieces join to `text` except where an oversized fence was repaired.
+/// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure,
+/// each rendered for `markup`. `""` gives no pieces. Sources join to `text` except where an
+/// oversized fence was repaired.
 ///
-/// With `cut_long_blocks` false, a non-fence block that alone exceeds the budget (with its
-/// headings) is left whole: cutting markdown source inside a paragraph or list would split
-/// its emphasis and links, so for rendered markups the renderer's output is cut instead,
-/// where open tags can be closed and re-opened.
-pub fn split(text: &str, budget: usize, meter: Meter, cut_long_blocks: bool) -> Split<'_> {
+/// For rendered markups a non-fence block that alone exceeds the budget (with its headings)
+/// is left whole: cutting markdown source inside a paragraph or list would split its emphasis
+/// and links, so the rendered text is cut instead, where open tags can be closed and
+/// re-opened. Markdown is sent as written, so there the source is cut.
+pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Piece<'_>> {
     let budget = budget.max(1);
     if text.is_empty() {
-        return Split { pieces: Vec::new(), events: Vec::new() };
+        return Vec::new();
     }
     if meter.cost(text) <= budget {
-        let whole = Piece { text: Cow::Borrowed(text), events: None };
-        return Split { pieces: vec![whole], events: Vec::new() };
+        return vec![Piece { source: Cow::Borrowed(text), rendered: render(text, markup) }];
     }
-    let Parsed { events, blocks } = parse(text);
+    let Parsed { blocks, rendered } = parse(text, markup);
     let costs: Vec<usize> = blocks
         .iter()
         .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
@@ -139,11 +142,12 @@ pub fn split(text: &str, budget: usize, meter: Meter, cut_long_blocks: bool) -> 
         costs: &costs,
         budget,
         meter,
-        cut_long_blocks,
+        markup,
+        rendered: &rendered,
         out: Vec::new(),
     };
     splitter.run();
-    Split { pieces: splitter.out, events }
+    splitter.out
 }
 
 struct Splitter<'a, 'b> {
@@ -152,7 +156,9 @@ struct Splitter<'a, 'b> {
     costs: &'b [usize],
     budget: usize,
     meter: Meter,
-    cut_long_blocks: bool,
+    markup: Markup,
+    /// Rendering of every block, indexed by [`Block::rendered`].
+    rendered: &'b str,
     out: Vec<Piece<'a>>,
 }
 
@@ -220,10 +226,13 @@ impl<'a> Splitter<'a, '_> {
         if let Some((a, b)) = run
             && b > a
         {
-            let text = Cow::Borrowed(self.slice(a, b));
-            let first = self.blocks.get(a).map_or(0, |x| x.events.start);
-            let last = self.blocks.get(b - 1).map_or(first, |x| x.events.end);
-            self.out.push(Piece { text, events: Some(first..last) });
+            let source = self.slice(a, b);
+            let rendered = if self.markup == Markup::Markdown {
+                Cow::Borrowed(source)
+            } else {
+                Cow::Owned(self.join_rendered(a, b))
+            };
+            self.out.push(Piece { source: Cow::Borrowed(source), rendered });
         }
     }
 
@@ -255,9 +264,28 @@ impl<'a> Splitter<'a, '_> {
         self.flush(Some((run_start, to)));
     }
 
-    /// A piece cut inside a block: it has no events of its own.
-    fn push_cut(&mut self, text: &'a str) {
-        self.out.push(Piece { text: Cow::Borrowed(text), events: None });
+    /// Blocks `from..to` rendered as one message: a blank line between blocks, as the
+    /// renderer puts between blocks of one text.
+    fn join_rendered(&self, from: usize, to: usize) -> String {
+        let mut out = String::new();
+        for block in self.blocks.get(from..to).unwrap_or_default() {
+            let part = self.rendered.get(block.rendered.clone()).unwrap_or_default();
+            if part.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                let have = out.len() - out.trim_end_matches('\n').len();
+                out.push_str(&"\n\n"[have.min(2)..]);
+            }
+            out.push_str(part);
+        }
+        out
+    }
+
+    /// A piece that is not made of whole blocks: rendered on its own.
+    fn push_owned(&mut self, source: Cow<'a, str>) {
+        let rendered = Cow::Owned(render(&source, self.markup).into_owned());
+        self.out.push(Piece { source, rendered });
     }
 
     /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.
@@ -268,11 +296,13 @@ impl<'a> Splitter<'a, '_> {
         if block.kind == BlockKind::Fence
             && let Some(pieces) = repair_fence(prefix, body, self.budget, self.meter)
         {
-            self.out.extend(pieces.into_iter().map(|p| Piece { text: Cow::Owned(p), events: None }));
+            for piece in pieces {
+                self.push_owned(Cow::Owned(piece));
+            }
             return;
         }
         let whole = self.slice(heads, last + 1);
-        if !self.cut_long_blocks {
+        if self.markup != Markup::Markdown {
             self.flush(Some((heads, last + 1)));
             return;
         }
@@ -281,12 +311,12 @@ impl<'a> Splitter<'a, '_> {
         if !prefix.is_empty() && prefix_cost < self.budget {
             // The heading opens the first piece; its body starts right after it.
             let cut = prefix.len() + next_cut(body, 0, self.budget - prefix_cost, self.meter);
-            self.push_cut(whole.get(..cut).unwrap_or_default());
+            self.push_owned(Cow::Borrowed(whole.get(..cut).unwrap_or_default()));
             pos = cut;
         }
         while pos < whole.len() {
             let cut = next_cut(whole, pos, self.budget, self.meter);
-            self.push_cut(whole.get(pos..cut).unwrap_or_default());
+            self.push_owned(Cow::Borrowed(whole.get(pos..cut).unwrap_or_default()));
             pos = cut;
         }
     }

@@ -4,7 +4,6 @@
 use crate::core::blocks::split;
 use crate::core::chunk::{Meter, chunk_rendered};
 use crate::core::redact::redact;
-use crate::core::render::{render, render_events};
 use crate::model::{Capabilities, Markup};
 
 /// What one send posts.
@@ -29,20 +28,14 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let unit = caps.length_unit;
     let meter = Meter::for_source(unit, caps.markup);
     let mut messages = Vec::new();
-    let parts = split(&redacted.text, limit, meter, caps.markup == Markup::Markdown);
-    for piece in parts.pieces {
+    for piece in split(&redacted.text, limit, meter, caps.markup) {
         if caps.markup == Markup::Markdown {
-            if !piece.text.trim().is_empty() {
-                messages.push(piece.text.into_owned());
+            if !piece.rendered.trim().is_empty() {
+                messages.push(piece.rendered.into_owned());
             }
-            continue;
+        } else {
+            messages.extend(chunk_rendered(&piece.rendered, limit, unit, caps.markup));
         }
-        let events = piece.events.and_then(|r| parts.events.get(r));
-        let rendered = match events {
-            Some(events) => render_events(events.iter().map(|(e, _)| e), caps.markup, piece.text.len()),
-            None => render(&piece.text, caps.markup).into_owned(),
-        };
-        messages.extend(chunk_rendered(&rendered, limit, unit, caps.markup));
     }
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
     let dropped = messages.len().saturating_sub(cap);

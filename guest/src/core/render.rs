@@ -17,22 +17,46 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
     if markup == Markup::Markdown {
         return Cow::Borrowed(text);
     }
-    let events: Vec<Event<'_>> = Parser::new_ext(text, options()).collect();
-    Cow::Owned(render_events(&events, markup, text.len()))
+    let mut r = Renderer::new(markup, text.len());
+    for event in Parser::new_ext(text, options()) {
+        r.event(&event);
+    }
+    Cow::Owned(r.finish())
 }
 
-/// Renders already parsed events for `markup` (not `Markdown`: it has no events to render,
-/// its text is sent as written). `size_hint` is the source length.
-pub fn render_events<'e, 'a: 'e>(
-    events: impl IntoIterator<Item = &'e Event<'a>>,
-    markup: Markup,
-    size_hint: usize,
-) -> String {
-    let mut w = Writer::new(markup, size_hint);
-    for event in events {
-        w.event(event);
+/// An incremental renderer: events in, markup out. The splitter feeds it while it parses, so
+/// a document is parsed once and no event list is kept.
+pub struct Renderer {
+    w: Writer,
+}
+
+impl Renderer {
+    /// A renderer for `markup`; `size_hint` is the source length.
+    pub fn new(markup: Markup, size_hint: usize) -> Self {
+        Renderer { w: Writer::new(markup, size_hint) }
     }
-    w.out
+
+    /// Renders one event.
+    pub fn event(&mut self, event: &Event<'_>) {
+        self.w.event(event);
+    }
+
+    /// Starts a top-level block without a separator, on a new line: the splitter records
+    /// each block's output separately and puts the separators back when it joins blocks.
+    pub fn begin_block(&mut self) {
+        self.w.fresh = true;
+        self.w.line_start = true;
+    }
+
+    /// Everything rendered so far.
+    pub fn output(&self) -> &str {
+        &self.w.out
+    }
+
+    /// The rendered text.
+    pub fn finish(self) -> String {
+        self.w.out
+    }
 }
 
 /// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
