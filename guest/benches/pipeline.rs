@@ -52,7 +52,9 @@ fn agent_reply(size: usize) -> String {
             "```rust\nfn step_{i}(input: &str) -> Result<Vec<Token>, Error> {{\n    let mut out = Vec::new();\n    for (n, line) in input.lines().enumerate() {{\n        out.push(Token::parse(line).map_err(|e| e.at(n))?);\n    }}\n    Ok(out)\n}}\n```\n\n"
         ));
         if i % 4 == 0 {
-            out.push_str("| file | lines |\n|---|---|\n| parser.rs | +120 |\n| lexer.rs | -34 |\n\n");
+            out.push_str(
+                "| file | lines |\n|---|---|\n| parser.rs | +120 |\n| lexer.rs | -34 |\n\n",
+            );
         }
         i += 1;
     }
@@ -89,7 +91,9 @@ fn stages(c: &mut Criterion) {
             .map(|p| p.rendered.into_owned())
             .collect();
         group.throughput(Throughput::Bytes(text.len() as u64));
-        group.bench_function(BenchmarkId::new("redact", size_name), |b| b.iter(|| redact(black_box(&text))));
+        group.bench_function(BenchmarkId::new("redact", size_name), |b| {
+            b.iter(|| redact(black_box(&text)))
+        });
         group.bench_function(BenchmarkId::new("split", size_name), |b| {
             b.iter(|| split(black_box(&redacted), limit, meter, Markup::Markdown))
         });
@@ -100,7 +104,9 @@ fn stages(c: &mut Criterion) {
             b.iter(|| {
                 rendered
                     .iter()
-                    .map(|r| chunk_rendered(black_box(r), limit, caps.length_unit, caps.markup).len())
+                    .map(|r| {
+                        chunk_rendered(black_box(r), limit, caps.length_unit, caps.markup).len()
+                    })
                     .sum::<usize>()
             })
         });
@@ -118,8 +124,12 @@ fn adversarial(c: &mut Criterion) {
         pem.push_str(&"lorem ipsum dolor sit amet ".repeat(150));
         pem.push('\n');
     }
-    let nested: String = (0..400).map(|i| format!("{}- item {i}\n", "  ".repeat(i % 100))).collect();
-    let quotes: String = (0..400).map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1))).collect();
+    let nested: String = (0..400)
+        .map(|i| format!("{}- item {i}\n", "  ".repeat(i % 100)))
+        .collect();
+    let quotes: String = (0..400)
+        .map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1)))
+        .collect();
     let shapes = [
         ("bare-headings", fill("## h\n")),
         ("long-line", "x".repeat(SIZE)),

@@ -93,14 +93,18 @@ fn element() -> impl Strategy<Value = String> {
 }
 
 fn document() -> impl Strategy<Value = String> {
-    (prop::collection::vec((element(), 0usize..3), 1..40), any::<bool>()).prop_map(|(els, crlf)| {
-        let mut doc = String::new();
-        for (el, blanks) in els {
-            doc.push_str(&el);
-            doc.push_str(&"\n".repeat(blanks));
-        }
-        if crlf { doc.replace('\n', "\r\n") } else { doc }
-    })
+    (
+        prop::collection::vec((element(), 0usize..3), 1..40),
+        any::<bool>(),
+    )
+        .prop_map(|(els, crlf)| {
+            let mut doc = String::new();
+            for (el, blanks) in els {
+                doc.push_str(&el);
+                doc.push_str(&"\n".repeat(blanks));
+            }
+            if crlf { doc.replace('\n', "\r\n") } else { doc }
+        })
 }
 
 fn caps(markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
@@ -158,12 +162,17 @@ fn telegram_well_formed(msg: &str) -> Result<(), String> {
     let mut rest = msg;
     while let Some(i) = rest.find(['<', '&']) {
         let tail = &rest[i..];
-        if tail.starts_with('&') {
-            let ok = ["&lt;", "&gt;", "&amp;", "&quot;"].iter().any(|e| tail.starts_with(e));
+        if let Some(after) = tail.strip_prefix('&') {
+            let ok = ["lt;", "gt;", "amp;", "quot;"]
+                .iter()
+                .any(|e| after.starts_with(e));
             if !ok {
-                return Err(format!("bare & at {:?}", &tail[..tail.len().min(20)]));
+                return Err(format!(
+                    "bare & before {:?}",
+                    after.chars().take(20).collect::<String>()
+                ));
             }
-            rest = &tail[1..];
+            rest = after;
             continue;
         }
         let end = tail.find('>').ok_or("unterminated tag")?;
@@ -181,7 +190,11 @@ fn telegram_well_formed(msg: &str) -> Result<(), String> {
         }
         rest = &tail[end + 1..];
     }
-    if stack.is_empty() { Ok(()) } else { Err(format!("unclosed {stack:?}")) }
+    if stack.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unclosed {stack:?}"))
+    }
 }
 
 fn strip_edge_tags(mut s: &str) -> &str {
@@ -216,19 +229,32 @@ fn check(doc: &str, markup: Markup, unit: LengthUnit, limit: u32) -> Result<(), 
     }
     for pair in p.messages.windows(2) {
         let (a, b) = (strip_edge_tags(&pair[0]), strip_edge_tags(&pair[1]));
-        prop_assert!(!(a.ends_with('\r') && b.starts_with('\n')), "CRLF split: {:?} | {:?}", a, b);
+        prop_assert!(
+            !(a.ends_with('\r') && b.starts_with('\n')),
+            "CRLF split: {:?} | {:?}",
+            a,
+            b
+        );
     }
     if markup == Markup::Markdown {
         let source = redact(doc).text;
         let joined = p.messages.concat();
         if joined != source {
             // Only a fence repair (or a dropped blank piece) may change the text.
-            prop_assert_eq!(without_fence_lines_and_breaks(&joined), without_fence_lines_and_breaks(&source));
+            prop_assert_eq!(
+                without_fence_lines_and_breaks(&joined),
+                without_fence_lines_and_breaks(&source)
+            );
         }
         if limit >= 300 && longest_heading(&source) < limit / 4 {
             for pair in p.messages.windows(2) {
                 let owned = ends_with_heading(&pair[0]) && !ends_with_heading_run_start(&pair[1]);
-                prop_assert!(!owned, "heading left without its body: {:?} | {:?}", pair[0], pair[1]);
+                prop_assert!(
+                    !owned,
+                    "heading left without its body: {:?} | {:?}",
+                    pair[0],
+                    pair[1]
+                );
             }
         }
     }
@@ -321,7 +347,11 @@ fn prose_is_not_split_wastefully() {
                 }
             }
             let p = prepare(&text, &caps(markup, unit, limit), u32::MAX);
-            assert!(p.messages.len() <= n + 1, "{markup:?} n={n}: {} messages", p.messages.len());
+            assert!(
+                p.messages.len() <= n + 1,
+                "{markup:?} n={n}: {} messages",
+                p.messages.len()
+            );
         }
     }
 }

@@ -46,10 +46,25 @@ fn measure_matches_each_unit() {
 fn chunk_text_cases() {
     let cases: [(&str, usize, LengthUnit, &[&str]); 9] = [
         ("", 5, LengthUnit::Chars, &[]),
-        ("abcdefghijklmno", 5, LengthUnit::Chars, &["abcde", "fghij", "klmno"]),
-        ("aaaa bbbb cccc", 10, LengthUnit::Chars, &["aaaa bbbb ", "cccc"]),
+        (
+            "abcdefghijklmno",
+            5,
+            LengthUnit::Chars,
+            &["abcde", "fghij", "klmno"],
+        ),
+        (
+            "aaaa bbbb cccc",
+            10,
+            LengthUnit::Chars,
+            &["aaaa bbbb ", "cccc"],
+        ),
         // "\n\n" is preferred over a later space.
-        ("aa\n\nbb cc dd", 9, LengthUnit::Chars, &["aa\n\n", "bb cc dd"]),
+        (
+            "aa\n\nbb cc dd",
+            9,
+            LengthUnit::Chars,
+            &["aa\n\n", "bb cc dd"],
+        ),
         // A break before the half-fill mark is ignored: the window is filled instead.
         ("a bcdefghij", 8, LengthUnit::Chars, &["a bcdefg", "hij"]),
         // CRLF is never split (I29).
@@ -61,7 +76,11 @@ fn chunk_text_cases() {
         ("🇩🇪🇫🇷", 3, LengthUnit::Chars, &["🇩🇪", "🇫🇷"]),
     ];
     for (text, budget, unit, want) in cases {
-        assert_eq!(chunk_text(text, budget, Meter::new(unit)), want, "{text:?} @{budget}");
+        assert_eq!(
+            chunk_text(text, budget, Meter::new(unit)),
+            want,
+            "{text:?} @{budget}"
+        );
     }
 }
 
@@ -75,12 +94,18 @@ fn chunk_text_keeps_zwj_sequences_whole_when_the_limit_allows() {
 // §3.7 markdown-blocks.ts
 
 fn split_chars(text: &str, limit: usize) -> Vec<String> {
-    split(text, limit, chars(), Markup::Markdown).into_iter().map(|p| p.source.into_owned()).collect()
+    split(text, limit, chars(), Markup::Markdown)
+        .into_iter()
+        .map(|p| p.source.into_owned())
+        .collect()
 }
 
 #[test]
 fn split_examples_from_the_reference() {
-    assert_eq!(split_chars("## A\n\nbbbb\n\n## B\n\ncccc\n", 13), ["## A\n\nbbbb\n\n", "## B\n\ncccc\n"]);
+    assert_eq!(
+        split_chars("## A\n\nbbbb\n\n## B\n\ncccc\n", 13),
+        ["## A\n\nbbbb\n\n", "## B\n\ncccc\n"]
+    );
     assert_eq!(
         split_chars("## A\n\nx\n\n## B\n\ny\n\n## C\n\nz\n", 18),
         ["## A\n\nx\n\n## B\n\ny\n\n", "## C\n\nz\n"]
@@ -89,7 +114,10 @@ fn split_examples_from_the_reference() {
     let pieces = split_chars(&long, 2000);
     assert_eq!(pieces[0], format!("## A\n\n## B\n\n{}", "x".repeat(1988)));
     assert_eq!(pieces.concat(), long);
-    assert_eq!(split_chars("## A\n\nbody\n\n## B\n", 12), ["## A\n\nbody\n\n", "## B\n"]);
+    assert_eq!(
+        split_chars("## A\n\nbody\n\n## B\n", 12),
+        ["## A\n\nbody\n\n", "## B\n"]
+    );
 }
 
 #[test]
@@ -97,7 +125,10 @@ fn split_edge_cases() {
     assert!(split_chars("", 10).is_empty());
     assert_eq!(split_chars("fits", 10), ["fits"]);
     // Setext headings are headings too: the heading moves on with its body.
-    assert_eq!(split_chars("intro text\n\nTitle\n=====\n\nbody text\n", 23), ["intro text\n\n", "Title\n=====\n\nbody text\n"]);
+    assert_eq!(
+        split_chars("intro text\n\nTitle\n=====\n\nbody text\n", 23),
+        ["intro text\n\n", "Title\n=====\n\nbody text\n"]
+    );
     // A fence that fits is never cut, even when a plain split would fill the message (I27).
     assert_eq!(
         split_chars("aaaa\n\n```\nb\nc\n```\n", 14),
@@ -122,7 +153,14 @@ fn oversized_fence_is_repaired_with_its_language() {
 #[test]
 fn unclosed_oversized_fence_gets_closing_markers() {
     let pieces = split_chars("~~~~py\nx = 1\ny = 2\nz = 3\n", 19);
-    assert_eq!(pieces, ["~~~~py\nx = 1\n~~~~\n", "~~~~py\ny = 2\n~~~~\n", "~~~~py\nz = 3\n~~~~\n"]);
+    assert_eq!(
+        pieces,
+        [
+            "~~~~py\nx = 1\n~~~~\n",
+            "~~~~py\ny = 2\n~~~~\n",
+            "~~~~py\nz = 3\n~~~~\n"
+        ]
+    );
 }
 
 // §3.8 markdown.ts
@@ -130,9 +168,21 @@ fn unclosed_oversized_fence_gets_closing_markers() {
 #[test]
 fn render_examples_from_the_reference() {
     let cases = [
-        ("**bold** and `code`", Markup::Html, "<b>bold</b> and <code>code</code>"),
-        ("<script>alert(1)</script>", Markup::Html, "&lt;script&gt;alert(1)&lt;/script&gt;"),
-        ("```\n<tag>\n```", Markup::Html, "<pre>\n&lt;tag&gt;\n</pre>"),
+        (
+            "**bold** and `code`",
+            Markup::Html,
+            "<b>bold</b> and <code>code</code>",
+        ),
+        (
+            "<script>alert(1)</script>",
+            Markup::Html,
+            "&lt;script&gt;alert(1)&lt;/script&gt;",
+        ),
+        (
+            "```\n<tag>\n```",
+            Markup::Html,
+            "<pre>\n&lt;tag&gt;\n</pre>",
+        ),
         ("```\nnpm test\n```", Markup::Plain, "\nnpm test\n"),
         ("# Title *x*", Markup::Markdown, "# Title *x*"),
     ];
@@ -145,15 +195,36 @@ fn render_examples_from_the_reference() {
 fn render_html_cases() {
     let cases = [
         ("## Heading", "<b>Heading</b>"),
-        ("[site](https://x.io/?a=1&b=\"2\")", "<a href=\"https://x.io/?a=1&amp;b=&quot;2&quot;\">site</a>"),
+        (
+            "[site](https://x.io/?a=1&b=\"2\")",
+            "<a href=\"https://x.io/?a=1&amp;b=&quot;2&quot;\">site</a>",
+        ),
         ("[rel](docs/a.md)", "rel (docs/a.md)"),
-        ("![logo](https://x.io/l.png)", "<a href=\"https://x.io/l.png\">logo</a>"),
-        ("***both*** and ~~gone~~", "<i><b>both</b></i> and <s>gone</s>"),
-        ("```rust\nfn main() {}\n```", "<pre><code class=\"language-rust\">\nfn main() {}\n</code></pre>"),
+        (
+            "![logo](https://x.io/l.png)",
+            "<a href=\"https://x.io/l.png\">logo</a>",
+        ),
+        (
+            "***both*** and ~~gone~~",
+            "<i><b>both</b></i> and <s>gone</s>",
+        ),
+        (
+            "```rust\nfn main() {}\n```",
+            "<pre><code class=\"language-rust\">\nfn main() {}\n</code></pre>",
+        ),
         ("`**not bold**`", "<code>**not bold**</code>"),
-        ("a & b < c > d \"e\"", "a &amp; b &lt; c &gt; d &quot;e&quot;"),
-        ("> quoted\n> > inner", "<blockquote>quoted\n\ninner</blockquote>"),
-        ("- one\n- two\n\n1. first\n2. second", "• one\n• two\n\n1. first\n2. second"),
+        (
+            "a & b < c > d \"e\"",
+            "a &amp; b &lt; c &gt; d &quot;e&quot;",
+        ),
+        (
+            "> quoted\n> > inner",
+            "<blockquote>quoted\n\ninner</blockquote>",
+        ),
+        (
+            "- one\n- two\n\n1. first\n2. second",
+            "• one\n• two\n\n1. first\n2. second",
+        ),
         ("# **Bold** title", "<b>Bold title</b>"),
     ];
     for (md, want) in cases {
@@ -168,7 +239,10 @@ fn render_mrkdwn_cases() {
         ("**b** __c__ ~~s~~ *i*", "*b* *c* ~s~ _i_"),
         ("[t](https://x.io)", "<https://x.io|t>"),
         ("a & b <c>", "a &amp; b &lt;c&gt;"),
-        ("```\nif a < b && c {}\n```", "```\nif a &lt; b &amp;&amp; c {}\n```"),
+        (
+            "```\nif a < b && c {}\n```",
+            "```\nif a &lt; b &amp;&amp; c {}\n```",
+        ),
         ("`*x*`", "`*x*`"),
         ("> quote", "> quote"),
     ];
@@ -197,16 +271,28 @@ fn render_plain_cases() {
 #[test]
 fn redaction_examples_from_the_reference() {
     let cases = [
-        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz123456", "Authorization: Bearer [redacted]"),
+        (
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz123456",
+            "Authorization: Bearer [redacted]",
+        ),
         ("X-Api-Key: abc123def456", "X-Api-Key: [redacted]"),
-        ("Authorization: Basic dXNlcjpwYXNz", "Authorization: [redacted]"),
-        ("export PI_TELEGRAM_TOKEN=\"123:secret\"", "export PI_TELEGRAM_TOKEN=[redacted]"),
+        (
+            "Authorization: Basic dXNlcjpwYXNz",
+            "Authorization: [redacted]",
+        ),
+        (
+            "export PI_TELEGRAM_TOKEN=\"123:secret\"",
+            "export PI_TELEGRAM_TOKEN=[redacted]",
+        ),
         ("MY_API_KEY=plainvalue", "MY_API_KEY=[redacted]"),
     ];
     for (input, want) in cases {
         assert_eq!(redact(input).text, want, "{input:?}");
     }
-    assert_eq!(redact("token ghp_ABCDEFGHIJKLMNOPQRSTUVWX").rules, ["github-token"]);
+    assert_eq!(
+        redact("token ghp_ABCDEFGHIJKLMNOPQRSTUVWX").rules,
+        ["github-token"]
+    );
 }
 
 #[test]
@@ -217,32 +303,96 @@ fn every_rule_replaces_with_its_text() {
             "[redacted:private-key]",
             "private-key",
         ),
-        ("-----BEGIN PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc+/=\n\nnext", "[redacted:private-key]\n\nnext", "private-key"),
-        ("sk-ant-api03-abcdefghijklmnop", "[redacted:anthropic-key]", "anthropic-key"),
-        ("sk-abcdefghijklmnopqrstuvwxyz", "[redacted:openai-key]", "openai-key"),
-        ("sk-proj-abcdefghijklmnopqrstuvwxyz", "[redacted:openai-key]", "openai-key"),
-        ("gho_abcdefghijklmnop1234", "[redacted:github-token]", "github-token"),
-        ("xoxb-1234567890-abcdef", "[redacted:slack-token]", "slack-bot-token"),
-        ("xapp-1-A0123456789-abcdef", "[redacted:slack-token]", "slack-app-token"),
-        ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "[redacted:npm-token]", "npm-token"),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc+/=\n\nnext",
+            "[redacted:private-key]\n\nnext",
+            "private-key",
+        ),
+        (
+            "sk-ant-api03-abcdefghijklmnop",
+            "[redacted:anthropic-key]",
+            "anthropic-key",
+        ),
+        (
+            "sk-abcdefghijklmnopqrstuvwxyz",
+            "[redacted:openai-key]",
+            "openai-key",
+        ),
+        (
+            "sk-proj-abcdefghijklmnopqrstuvwxyz",
+            "[redacted:openai-key]",
+            "openai-key",
+        ),
+        (
+            "gho_abcdefghijklmnop1234",
+            "[redacted:github-token]",
+            "github-token",
+        ),
+        (
+            "xoxb-1234567890-abcdef",
+            "[redacted:slack-token]",
+            "slack-bot-token",
+        ),
+        (
+            "xapp-1-A0123456789-abcdef",
+            "[redacted:slack-token]",
+            "slack-app-token",
+        ),
+        (
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "[redacted:npm-token]",
+            "npm-token",
+        ),
         (
             "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.abcdefghijklmnopqrstuvwxyz0",
             "[redacted:discord-token]",
             "discord-token",
         ),
-        ("eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK", "[redacted:jwt]", "jwt"),
-        ("AKIAABCDEFGHIJKLMNOP", "[redacted:aws-key]", "aws-access-key"),
-        ("AIzaabcdefghijklmnopqrstuvwxyz012345678", "[redacted:google-key]", "google-api-key"),
-        ("123456789:AAHabcdefghijklmnopqrstuvwxyz012345", "[redacted:telegram-token]", "telegram-bot-token"),
+        (
+            "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK",
+            "[redacted:jwt]",
+            "jwt",
+        ),
+        (
+            "AKIAABCDEFGHIJKLMNOP",
+            "[redacted:aws-key]",
+            "aws-access-key",
+        ),
+        (
+            "AIzaabcdefghijklmnopqrstuvwxyz012345678",
+            "[redacted:google-key]",
+            "google-api-key",
+        ),
+        (
+            "123456789:AAHabcdefghijklmnopqrstuvwxyz012345",
+            "[redacted:telegram-token]",
+            "telegram-bot-token",
+        ),
         (
             "https://api.telegram.org/bot123456789:AAHabcdefghijklmnopqrstuvwxyz012345/getMe",
             "https://api.telegram.org/bot[redacted:telegram-token]/getMe",
             "telegram-bot-url",
         ),
-        ("x-auth-token: s3cr3t", "x-auth-token: [redacted]", "auth-header"),
-        ("bearer abcdefghijklmnopqrstuvwxyz==", "Bearer [redacted]", "bearer-header"),
-        ("DB_PASSWORD='hunter2 x'", "DB_PASSWORD=[redacted]", "env-secret-assignment"),
-        ("postgres://admin:hunter2@db:5432/app", "postgres://[redacted]@db:5432/app", "url-credentials"),
+        (
+            "x-auth-token: s3cr3t",
+            "x-auth-token: [redacted]",
+            "auth-header",
+        ),
+        (
+            "bearer abcdefghijklmnopqrstuvwxyz==",
+            "Bearer [redacted]",
+            "bearer-header",
+        ),
+        (
+            "DB_PASSWORD='hunter2 x'",
+            "DB_PASSWORD=[redacted]",
+            "env-secret-assignment",
+        ),
+        (
+            "postgres://admin:hunter2@db:5432/app",
+            "postgres://[redacted]@db:5432/app",
+            "url-credentials",
+        ),
     ];
     for (input, want, rule) in cases {
         let r = redact(input);
@@ -255,8 +405,14 @@ fn every_rule_replaces_with_its_text() {
 fn redaction_reports_rules_once_in_rule_order_and_is_idempotent() {
     let input = "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuv and ghp_abcdefghijklmnopqrstuw, sk-abcdefghijklmnopqrstuvwxyz";
     let once = redact(input);
-    assert_eq!(once.text, "GITHUB_TOKEN=[redacted] and [redacted:github-token], [redacted:openai-key]");
-    assert_eq!(once.rules, ["openai-key", "github-token", "env-secret-assignment"]);
+    assert_eq!(
+        once.text,
+        "GITHUB_TOKEN=[redacted] and [redacted:github-token], [redacted:openai-key]"
+    );
+    assert_eq!(
+        once.rules,
+        ["openai-key", "github-token", "env-secret-assignment"]
+    );
     let twice = redact(&once.text);
     assert_eq!(twice.text, once.text);
     assert!(twice.rules.is_empty());
@@ -264,7 +420,8 @@ fn redaction_reports_rules_once_in_rule_order_and_is_idempotent() {
 
 #[test]
 fn ordinary_text_is_left_alone() {
-    let text = "The task-runner uses sk-short, ghp_x and Bearer tokens; see https://example.com/a@b.";
+    let text =
+        "The task-runner uses sk-short, ghp_x and Bearer tokens; see https://example.com/a@b.";
     let r = redact(text);
     assert_eq!(r.text, text);
     assert!(r.rules.is_empty());
@@ -274,32 +431,52 @@ fn ordinary_text_is_left_alone() {
 
 #[test]
 fn cap_example_from_the_reference() {
-    let p = prepare("abcdefghijklmno", &caps(5, LengthUnit::Chars, Markup::Markdown), 2);
+    let p = prepare(
+        "abcdefghijklmno",
+        &caps(5, LengthUnit::Chars, Markup::Markdown),
+        2,
+    );
     assert_eq!(p.messages, ["abcde", "fghij"]);
-    assert_eq!(p.truncation_notice.as_deref(), Some("[truncated: 1 more message(s) were not sent]"));
+    assert_eq!(
+        p.truncation_notice.as_deref(),
+        Some("[truncated: 1 more message(s) were not sent]")
+    );
 }
 
 #[test]
 fn prepare_edge_cases() {
     let md = caps(4000, LengthUnit::Chars, Markup::Markdown);
     let empty = prepare("", &md, 8);
-    assert!(empty.messages.is_empty() && empty.truncation_notice.is_none() && empty.redactions.is_empty());
+    assert!(
+        empty.messages.is_empty()
+            && empty.truncation_notice.is_none()
+            && empty.redactions.is_empty()
+    );
     assert!(prepare(" \n\n ", &md, 8).messages.is_empty());
     let p = prepare("key sk-abcdefghijklmnopqrstuvwxyz", &md, 8);
     assert_eq!(p.messages, ["key [redacted:openai-key]"]);
     assert_eq!(p.redactions, ["openai-key"]);
     // Zero limits are read as 1, never a panic or an endless loop.
-    assert_eq!(prepare("ab", &caps(0, LengthUnit::Chars, Markup::Markdown), 0).messages, ["a"]);
+    assert_eq!(
+        prepare("ab", &caps(0, LengthUnit::Chars, Markup::Markdown), 0).messages,
+        ["a"]
+    );
 }
 
 #[test]
 fn telegram_messages_are_measured_after_entity_parsing() {
     // 4 visible characters, 14 bytes of markup.
-    assert_eq!(measure_rendered("<b>a&amp;</b>😀", LengthUnit::Utf16, Markup::Html), 4);
+    assert_eq!(
+        measure_rendered("<b>a&amp;</b>😀", LengthUnit::Utf16, Markup::Html),
+        4
+    );
     let text = "x < y & z ".repeat(50);
     let p = prepare(&text, &caps(100, LengthUnit::Utf16, Markup::Html), 100);
     for m in &p.messages {
-        assert!(measure_rendered(m, LengthUnit::Utf16, Markup::Html) <= 100, "{m:?}");
+        assert!(
+            measure_rendered(m, LengthUnit::Utf16, Markup::Html) <= 100,
+            "{m:?}"
+        );
         assert!(!m.contains("&amp;lt;"), "double escape in {m:?}");
     }
     assert_eq!(p.messages.len(), 5);
@@ -323,7 +500,10 @@ fn oversized_code_block_keeps_language_in_telegram() {
     let p = prepare(&text, &caps(120, LengthUnit::Utf16, Markup::Html), 100);
     assert!(p.messages.len() > 1);
     for m in &p.messages {
-        assert!(m.starts_with("<pre><code class=\"language-rust\">"), "{m:?}");
+        assert!(
+            m.starts_with("<pre><code class=\"language-rust\">"),
+            "{m:?}"
+        );
         assert!(m.ends_with("</code></pre>"), "{m:?}");
     }
 }
@@ -354,16 +534,29 @@ fn adversarial_inputs() -> Vec<(&'static str, String)> {
         pem.push_str(&"lorem ipsum dolor sit amet ".repeat(150));
         pem.push('\n');
     }
-    let nested_lists: String = (0..2000).map(|i| format!("{}- item {i}\n", "  ".repeat(i % 200))).collect();
-    let nested_quotes: String = (0..400).map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1))).collect();
+    let nested_lists: String = (0..2000)
+        .map(|i| format!("{}- item {i}\n", "  ".repeat(i % 200)))
+        .collect();
+    let nested_quotes: String = (0..400)
+        .map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1)))
+        .collect();
     vec![
         ("bare headings", repeat_to("## h\n")),
         ("one long line", "x".repeat(SIZE)),
         ("unclosed fences", repeat_to("```rust\nfn f() {}\n\n")),
-        ("nested lists", nested_lists.repeat(SIZE / nested_lists.len() + 1)),
-        ("nested quotes", nested_quotes.repeat(SIZE / nested_quotes.len() + 1)),
+        (
+            "nested lists",
+            nested_lists.repeat(SIZE / nested_lists.len() + 1),
+        ),
+        (
+            "nested quotes",
+            nested_quotes.repeat(SIZE / nested_quotes.len() + 1),
+        ),
         ("pem without end", pem),
-        ("zwj sequences", repeat_to("👨\u{200d}👩\u{200d}👧\u{200d}👦🇩🇪")),
+        (
+            "zwj sequences",
+            repeat_to("👨\u{200d}👩\u{200d}👧\u{200d}👦🇩🇪"),
+        ),
     ]
 }
 
@@ -384,11 +577,24 @@ fn adversarial_inputs_finish_within_limits() {
             let limit = c.max_message_length as usize;
             assert!(!p.messages.is_empty(), "{name}");
             for m in &p.messages {
-                assert!(measure_rendered(m, c.length_unit, c.markup) <= limit, "{name} {:?}", c.markup);
+                assert!(
+                    measure_rendered(m, c.length_unit, c.markup) <= limit,
+                    "{name} {:?}",
+                    c.markup
+                );
             }
             // No message is wastefully small: total visible size over messages stays near the limit.
-            let total: usize = p.messages.iter().map(|m| measure_rendered(m, c.length_unit, c.markup)).sum();
-            assert!(p.messages.len() <= 4 * (total / limit + 1), "{name} {:?}: {} messages", c.markup, p.messages.len());
+            let total: usize = p
+                .messages
+                .iter()
+                .map(|m| measure_rendered(m, c.length_unit, c.markup))
+                .sum();
+            assert!(
+                p.messages.len() <= 4 * (total / limit + 1),
+                "{name} {:?}: {} messages",
+                c.markup,
+                p.messages.len()
+            );
         }
     }
 }
@@ -406,5 +612,8 @@ fn truncation_notice_is_outside_the_cap() {
     let text = "word ".repeat(100);
     let p = prepare(&text, &caps(50, LengthUnit::Chars, Markup::Html), 3);
     assert_eq!(p.messages.len(), 3);
-    assert_eq!(p.truncation_notice.as_deref(), Some("[truncated: 7 more message(s) were not sent]"));
+    assert_eq!(
+        p.truncation_notice.as_deref(),
+        Some("[truncated: 7 more message(s) were not sent]")
+    );
 }

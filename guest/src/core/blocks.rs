@@ -85,7 +85,10 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                 _ => BlockKind::Other,
             };
             // Indentation before a block belongs to its first line, or a re-opened fence loses it.
-            let line_start = text.get(..range.start).and_then(|h| h.rfind('\n')).map_or(0, |i| i + 1);
+            let line_start = text
+                .get(..range.start)
+                .and_then(|h| h.rfind('\n'))
+                .map_or(0, |i| i + 1);
             let indent_only = text
                 .get(line_start..range.start)
                 .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
@@ -108,8 +111,15 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
     }
     let mut blocks = Vec::with_capacity(starts.len());
     for (i, (start, kind, at)) in starts.iter().enumerate() {
-        let (end, next) = starts.get(i + 1).map_or((text.len(), rendered.len()), |(s, _, r)| (*s, *r));
-        blocks.push(Block { start: *start, end, kind: *kind, rendered: *at..next });
+        let (end, next) = starts
+            .get(i + 1)
+            .map_or((text.len(), rendered.len()), |(s, _, r)| (*s, *r));
+        blocks.push(Block {
+            start: *start,
+            end,
+            kind: *kind,
+            rendered: *at..next,
+        });
     }
     blocks.retain(|b| b.end > b.start);
     Parsed { blocks, rendered }
@@ -129,7 +139,10 @@ pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Pie
         return Vec::new();
     }
     if meter.cost(text) <= budget {
-        return vec![Piece { source: Cow::Borrowed(text), rendered: render(text, markup) }];
+        return vec![Piece {
+            source: Cow::Borrowed(text),
+            rendered: render(text, markup),
+        }];
     }
     let Parsed { blocks, rendered } = parse(text, markup);
     let costs: Vec<usize> = blocks
@@ -165,13 +178,20 @@ struct Splitter<'a, 'b> {
 impl<'a> Splitter<'a, '_> {
     fn is_bare(&self, i: usize) -> bool {
         self.blocks.get(i).is_some_and(|b| {
-            b.kind == BlockKind::Heading || self.text.get(b.start..b.end).is_some_and(|s| s.trim().is_empty())
+            b.kind == BlockKind::Heading
+                || self
+                    .text
+                    .get(b.start..b.end)
+                    .is_some_and(|s| s.trim().is_empty())
         })
     }
 
     fn slice(&self, from: usize, to: usize) -> &'a str {
         let start = self.blocks.get(from).map_or(self.text.len(), |b| b.start);
-        let end = to.checked_sub(1).and_then(|i| self.blocks.get(i)).map_or(start, |b| b.end);
+        let end = to
+            .checked_sub(1)
+            .and_then(|i| self.blocks.get(i))
+            .map_or(start, |b| b.end);
         self.text.get(start..end).unwrap_or_default()
     }
 
@@ -191,7 +211,12 @@ impl<'a> Splitter<'a, '_> {
         while i < n {
             // A section: a heading (or the document start), then non-heading blocks.
             let mut j = i + 1;
-            while j < n && self.blocks.get(j).is_some_and(|b| b.kind != BlockKind::Heading) {
+            while j < n
+                && self
+                    .blocks
+                    .get(j)
+                    .is_some_and(|b| b.kind != BlockKind::Heading)
+            {
                 j += 1;
             }
             let bare = (i..j).all(|k| self.is_bare(k));
@@ -232,7 +257,10 @@ impl<'a> Splitter<'a, '_> {
             } else {
                 Cow::Owned(self.join_rendered(a, b))
             };
-            self.out.push(Piece { source: Cow::Borrowed(source), rendered });
+            self.out.push(Piece {
+                source: Cow::Borrowed(source),
+                rendered,
+            });
         }
     }
 
@@ -269,7 +297,10 @@ impl<'a> Splitter<'a, '_> {
     fn join_rendered(&self, from: usize, to: usize) -> String {
         let mut out = String::new();
         for block in self.blocks.get(from..to).unwrap_or_default() {
-            let part = self.rendered.get(block.rendered.clone()).unwrap_or_default();
+            let part = self
+                .rendered
+                .get(block.rendered.clone())
+                .unwrap_or_default();
             if part.is_empty() {
                 continue;
             }
@@ -291,7 +322,9 @@ impl<'a> Splitter<'a, '_> {
     /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.
     fn oversized(&mut self, heads: usize, last: usize) {
         let prefix = self.slice(heads, last);
-        let Some(block) = self.blocks.get(last) else { return };
+        let Some(block) = self.blocks.get(last) else {
+            return;
+        };
         let body = self.text.get(block.start..block.end).unwrap_or_default();
         if block.kind == BlockKind::Fence
             && let Some(pieces) = repair_fence(prefix, body, self.budget, self.meter)
@@ -359,7 +392,12 @@ pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> O
     let (body, close, suffix) = match close_at {
         Some((s, e)) => (rest.get(..s)?, rest.get(s..e)?, rest.get(e..)?),
         None => {
-            synthetic = format!("{}{}{}", " ".repeat(indent), ch.to_string().repeat(run), eol);
+            synthetic = format!(
+                "{}{}{}",
+                " ".repeat(indent),
+                ch.to_string().repeat(run),
+                eol
+            );
             (rest, synthetic.as_str(), "")
         }
     };
@@ -367,7 +405,9 @@ pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> O
         return None;
     }
     let frame = meter.cost(open) + meter.cost(close) + meter.cost(eol) + meter.cost(suffix);
-    let first_budget = budget.checked_sub(frame + meter.cost(prefix)).filter(|b| *b > 0)?;
+    let first_budget = budget
+        .checked_sub(frame + meter.cost(prefix))
+        .filter(|b| *b > 0)?;
     let rest_budget = budget - frame;
     let mut pieces = Vec::new();
     let mut pos = 0;
@@ -375,7 +415,8 @@ pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> O
         let b = if pos == 0 { first_budget } else { rest_budget };
         let cut = next_cut(body, pos, b, meter);
         let code = body.get(pos..cut)?;
-        let mut piece = String::with_capacity(prefix.len() + open.len() + code.len() + close.len() + 2);
+        let mut piece =
+            String::with_capacity(prefix.len() + open.len() + code.len() + close.len() + 2);
         if pos == 0 {
             piece.push_str(prefix);
         }

@@ -75,12 +75,18 @@ pub struct Meter {
 impl Meter {
     /// Plain measurement in `unit`.
     pub fn new(unit: LengthUnit) -> Self {
-        Meter { unit, slack_escapes: false }
+        Meter {
+            unit,
+            slack_escapes: false,
+        }
     }
 
     /// Measurement of markdown source that will be rendered as `markup`.
     pub fn for_source(unit: LengthUnit, markup: Markup) -> Self {
-        Meter { unit, slack_escapes: markup == Markup::Mrkdwn }
+        Meter {
+            unit,
+            slack_escapes: markup == Markup::Mrkdwn,
+        }
     }
 
     /// Cost of one character.
@@ -133,7 +139,11 @@ pub fn next_cut(text: &str, start: usize, budget: usize, meter: Meter) -> usize 
         used += meter.char_cost(c);
         if used > budget.max(1) {
             // A character larger than the whole budget is emitted alone so the loop advances.
-            end = if i == 0 { start + c.len_utf8() } else { start + i };
+            end = if i == 0 {
+                start + c.len_utf8()
+            } else {
+                start + i
+            };
             break;
         }
     }
@@ -197,11 +207,19 @@ fn grapheme_floor(text: &str, lo: usize, pos: usize) -> usize {
     // Flags pair regional indicators from the start of their run: fix the window's parity.
     let mut preceding = 0;
     let mut k = ws;
-    while k >= lo + 4 && text.get(k - 4..k).and_then(|s| s.chars().next()).is_some_and(is_regional_indicator) {
+    while k >= lo + 4
+        && text
+            .get(k - 4..k)
+            .and_then(|s| s.chars().next())
+            .is_some_and(is_regional_indicator)
+    {
         preceding += 1;
         k -= 4;
     }
-    let window_starts_in_run = text.get(ws..).and_then(|s| s.chars().next()).is_some_and(is_regional_indicator);
+    let window_starts_in_run = text
+        .get(ws..)
+        .and_then(|s| s.chars().next())
+        .is_some_and(is_regional_indicator);
     if window_starts_in_run && preceding % 2 == 1 {
         ws -= 4;
     }
@@ -256,7 +274,11 @@ fn visible_is_blank(text: &str, markup: Markup) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HtmlToken<'a> {
     /// `<name …>` or `</name>`, the whole tag text.
-    Tag { text: &'a str, name: &'a str, closing: bool },
+    Tag {
+        text: &'a str,
+        name: &'a str,
+        closing: bool,
+    },
     /// `&…;`.
     Entity(&'a str),
     /// Any other character.
@@ -295,8 +317,13 @@ fn html_token(rest: &str) -> Option<HtmlToken<'_>> {
                 .split(|c: char| c.is_whitespace())
                 .next()
                 .unwrap_or_default();
-            let plausible = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-            plausible.then_some(HtmlToken::Tag { text, name, closing })
+            let plausible =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            plausible.then_some(HtmlToken::Tag {
+                text,
+                name,
+                closing,
+            })
         }),
         '&' => rest
             .bytes()
@@ -321,7 +348,12 @@ fn chunk_html(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
         let mut msg: String = open.iter().map(|(tag, _)| *tag).collect();
         msg.push_str(text.get(pos..cut).unwrap_or_default());
         for token in html_tokens(text.get(pos..cut).unwrap_or_default()) {
-            if let HtmlToken::Tag { text: tag, name, closing } = token {
+            if let HtmlToken::Tag {
+                text: tag,
+                name,
+                closing,
+            } = token
+            {
                 if closing {
                     if open.last().is_some_and(|(_, n)| *n == name) {
                         open.pop();
@@ -369,10 +401,10 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
                 tail.remove(0);
             }
             tail.push(if c.is_ascii() { c } else { '_' });
-            if c == ' ' || c == '\n' {
-                if let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b)) {
-                    best[rank] = Some((i, used));
-                }
+            if (c == ' ' || c == '\n')
+                && let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b))
+            {
+                best[rank] = Some((i, used));
             }
         }
     }
@@ -403,7 +435,12 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
             }
         });
     let mut cut = cut;
-    while let Some(HtmlToken::Tag { closing: true, text: tag, .. }) = text.get(cut..).and_then(html_token) {
+    while let Some(HtmlToken::Tag {
+        closing: true,
+        text: tag,
+        ..
+    }) = text.get(cut..).and_then(html_token)
+    {
         cut += tag.len();
     }
     cut
@@ -462,7 +499,9 @@ fn chunk_mrkdwn(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
 /// Start of the escape or link that a cut at `cut` would split, if it lies after `pos`.
 fn enclosing_atom(text: &str, pos: usize, cut: usize) -> Option<usize> {
     let head = text.get(pos..cut)?;
-    let amp = head.rfind('&').filter(|&i| !head[i..].contains(';') && head.len() - i < 8);
+    let amp = head
+        .rfind('&')
+        .filter(|&i| !head[i..].contains(';') && head.len() - i < 8);
     let lt = head.rfind('<').filter(|&i| !head[i..].contains('>'));
     let start = pos + amp.max(lt)?;
     (start > pos).then_some(start)

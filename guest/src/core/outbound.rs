@@ -24,7 +24,9 @@ pub struct Prepared {
 /// `max_message_length` of 0 are read as 1 so a misconfiguration still sends something.
 pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let redacted = redact(text);
-    let limit = usize::try_from(caps.max_message_length).unwrap_or(usize::MAX).max(1);
+    let limit = usize::try_from(caps.max_message_length)
+        .unwrap_or(usize::MAX)
+        .max(1);
     let unit = caps.length_unit;
     let meter = Meter::for_source(unit, caps.markup);
     let mut messages = Vec::new();
@@ -40,7 +42,15 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
     let dropped = messages.len().saturating_sub(cap);
     messages.truncate(cap);
-    let truncation_notice =
-        (dropped > 0).then(|| redact(&format!("[truncated: {dropped} more message(s) were not sent]")).text);
-    Prepared { messages, truncation_notice, redactions: redacted.rules }
+    let truncation_notice = (dropped > 0).then(|| {
+        redact(&format!(
+            "[truncated: {dropped} more message(s) were not sent]"
+        ))
+        .text
+    });
+    Prepared {
+        messages,
+        truncation_notice,
+        redactions: redacted.rules,
+    }
 }

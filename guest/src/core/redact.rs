@@ -33,6 +33,14 @@ struct Haystack<'a> {
     lower: &'a str,
 }
 
+/// A rule as written: name, trigger, pattern, replacement.
+type Spec = (
+    &'static str,
+    fn(&Haystack<'_>) -> bool,
+    &'static str,
+    Replacement,
+);
+
 struct Rule {
     name: &'static str,
     trigger: fn(&Haystack<'_>) -> bool,
@@ -46,7 +54,10 @@ pub fn redact(text: &str) -> Redacted {
     let mut lower = current.to_ascii_lowercase();
     let mut rules = Vec::new();
     for rule in compiled() {
-        let hay = Haystack { text: &current, lower: &lower };
+        let hay = Haystack {
+            text: &current,
+            lower: &lower,
+        };
         if !(rule.trigger)(&hay) {
             continue;
         }
@@ -73,7 +84,10 @@ pub fn redact(text: &str) -> Redacted {
             }
         }
     }
-    Redacted { text: current, rules }
+    Redacted {
+        text: current,
+        rules,
+    }
 }
 
 fn group<'h>(caps: &Captures<'h>, i: usize) -> &'h str {
@@ -85,7 +99,10 @@ fn group<'h>(caps: &Captures<'h>, i: usize) -> &'h str {
 fn run_then(text: &str, min: usize, class: fn(u8) -> bool, next: char) -> bool {
     let bytes = text.as_bytes();
     text.match_indices(next).any(|(i, _)| {
-        i >= min && bytes.get(i - min..i).is_some_and(|run| run.iter().all(|b| class(*b)))
+        i >= min
+            && bytes
+                .get(i - min..i)
+                .is_some_and(|run| run.iter().all(|b| class(*b)))
     })
 }
 
@@ -108,7 +125,7 @@ fn compiled() -> &'static [Rule] {
 /// The patterns are literals of this file, not input: `rules_all_compile` fails if one of them
 /// does not compile (it would be dropped here rather than panic inside a send).
 fn build() -> Vec<Rule> {
-    let specs: Vec<(&'static str, fn(&Haystack<'_>) -> bool, &'static str, Replacement)> = vec![
+    let specs: Vec<Spec> = vec![
         (
             "private-key",
             |t| t.text.contains("-----BEGIN "),
@@ -200,9 +217,14 @@ fn build() -> Vec<Rule> {
         (
             "auth-header",
             |t| {
-                ["authorization", "x-api-key", "x-auth-token", "x-access-token"]
-                    .iter()
-                    .any(|n| t.lower.contains(n))
+                [
+                    "authorization",
+                    "x-api-key",
+                    "x-auth-token",
+                    "x-access-token",
+                ]
+                .iter()
+                .any(|n| t.lower.contains(n))
             },
             r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]+)",
             Replacement::With(|c| {

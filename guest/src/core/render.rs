@@ -33,7 +33,9 @@ pub struct Renderer {
 impl Renderer {
     /// A renderer for `markup`; `size_hint` is the source length.
     pub fn new(markup: Markup, size_hint: usize) -> Self {
-        Renderer { w: Writer::new(markup, size_hint) }
+        Renderer {
+            w: Writer::new(markup, size_hint),
+        }
     }
 
     /// Renders one event.
@@ -102,9 +104,9 @@ impl Writer {
             Event::End(tag) => self.end(*tag),
             Event::Text(t) => {
                 if let Some((_, body)) = self.code.as_mut() {
-                    body.push_str(&t);
+                    body.push_str(t);
                 } else {
-                    self.text(&t);
+                    self.text(t);
                 }
             }
             Event::Code(t) => {
@@ -114,12 +116,13 @@ impl Writer {
                     Markup::Plain | Markup::Markdown => ("", ""),
                 };
                 self.raw(open);
-                self.text(&t);
+                self.text(t);
                 self.raw(close);
             }
-            Event::Html(t) | Event::InlineHtml(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
-                self.text(&t)
-            }
+            Event::Html(t)
+            | Event::InlineHtml(t)
+            | Event::InlineMath(t)
+            | Event::DisplayMath(t) => self.text(t),
             Event::FootnoteReference(t) => self.text(&format!("[^{t}]")),
             Event::SoftBreak | Event::HardBreak => self.newline(),
             Event::Rule => {
@@ -132,8 +135,12 @@ impl Writer {
 
     fn start(&mut self, tag: &Tag<'_>) {
         match tag {
-            Tag::Paragraph | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_) => self.block(2),
-            Tag::FootnoteDefinition(_) | Tag::DefinitionList | Tag::DefinitionListTitle => self.block(2),
+            Tag::Paragraph | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_) => {
+                self.block(2)
+            }
+            Tag::FootnoteDefinition(_) | Tag::DefinitionList | Tag::DefinitionListTitle => {
+                self.block(2)
+            }
             Tag::DefinitionListDefinition => self.block(1),
             Tag::Heading { .. } => {
                 self.block(2);
@@ -151,7 +158,9 @@ impl Writer {
             Tag::CodeBlock(kind) => {
                 self.block(2);
                 let lang = match kind {
-                    CodeBlockKind::Fenced(info) => info.split_whitespace().next().unwrap_or_default(),
+                    CodeBlockKind::Fenced(info) => {
+                        info.split_whitespace().next().unwrap_or_default()
+                    }
                     CodeBlockKind::Indented => "",
                 };
                 let close = match self.markup {
@@ -281,9 +290,10 @@ impl Writer {
     }
 
     fn link_open(&mut self, url: &str) {
-        let linkable = LINK_SCHEMES
-            .iter()
-            .any(|s| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s)));
+        let linkable = LINK_SCHEMES.iter().any(|s| {
+            url.get(..s.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(s))
+        });
         let end = match self.markup {
             Markup::Html if linkable && self.link_ends.is_empty() => {
                 self.raw("<a href=\"");
@@ -324,7 +334,11 @@ impl Writer {
         if s.is_empty() {
             return;
         }
-        if self.line_start && self.quote_depth > 0 && self.markup == Markup::Mrkdwn && self.code.is_none() {
+        if self.line_start
+            && self.quote_depth > 0
+            && self.markup == Markup::Mrkdwn
+            && self.code.is_none()
+        {
             self.out.push_str("> ");
         }
         self.line_start = false;
