@@ -309,6 +309,11 @@ fn every_rule_replaces_with_its_text() {
             "private-key",
         ),
         (
+            "-----BEGIN EC PRIVATE KEY-----\r\nMIIEowIBAAKCAQEA\r\nabc+/=\r\nend of paste",
+            "[redacted:private-key]\r\nend of paste",
+            "private-key",
+        ),
+        (
             "sk-ant-api03-abcdefghijklmnop",
             "[redacted:anthropic-key]",
             "anthropic-key",
