@@ -8,10 +8,13 @@
 //! one budget plus one block.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
 use crate::core::chunk::{Meter, next_cut};
+use crate::core::render::{Renderer, render};
+use crate::model::Markup;
 
 /// The markdown dialect the split and the renderer agree on.
 pub fn options() -> Options {
@@ -31,7 +34,7 @@ pub enum BlockKind {
 
 /// One top-level block; consecutive blocks tile the source exactly (the text after a block,
 /// such as its blank lines, belongs to it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
     /// Byte offset of the block's first line.
     pub start: usize,
@@ -39,65 +42,123 @@ pub struct Block {
     pub end: usize,
     /// Kind of block.
     pub kind: BlockKind,
+    /// The block's rendering in [`Parsed::rendered`] (empty for markdown).
+    pub rendered: Range<usize>,
 }
 
-/// Top-level blocks of `text`, tiling it from 0 to `text.len()`.
-pub fn parse_blocks(text: &str) -> Vec<Block> {
-    let mut starts: Vec<(usize, BlockKind)> = Vec::new();
+/// A document parsed once: its top-level blocks, each already rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// Top-level blocks tiling the source.
+    pub blocks: Vec<Block>,
+    /// Every block's rendering, back to back.
+    pub rendered: String,
+}
+
+/// One message's worth of markdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece<'a> {
+    /// The markdown source of the piece.
+    pub source: Cow<'a, str>,
+    /// The piece rendered for the markup (the source itself for markdown).
+    pub rendered: Cow<'a, str>,
+}
+
+/// Parses `text` once into top-level blocks tiling it from 0 to `text.len()`, rendering each
+/// block for `markup` on the way. Rendering from the same pass halves the pipeline's cost
+/// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
+pub fn parse(text: &str, markup: Markup) -> Parsed {
+    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text.len()));
+    let mut starts: Vec<(usize, BlockKind, usize)> = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
-        let kind = match &event {
-            Event::Start(Tag::Heading { .. }) => BlockKind::Heading,
-            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) => BlockKind::Fence,
-            _ => BlockKind::Other,
-        };
         let top = depth == 0;
-        match event {
+        match &event {
             Event::Start(_) => depth += 1,
             Event::End(_) => depth = depth.saturating_sub(1),
             _ => {}
         }
-        if !top || matches!(event, Event::End(_)) {
-            continue;
+        if top && !matches!(event, Event::End(_)) {
+            let kind = match &event {
+                Event::Start(Tag::Heading { .. }) => BlockKind::Heading,
+                Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) => BlockKind::Fence,
+                _ => BlockKind::Other,
+            };
+            // Indentation before a block belongs to its first line, or a re-opened fence loses it.
+            let line_start = text
+                .get(..range.start)
+                .and_then(|h| h.rfind('\n'))
+                .map_or(0, |i| i + 1);
+            let indent_only = text
+                .get(line_start..range.start)
+                .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
+            let start = if indent_only { line_start } else { range.start };
+            let at = renderer.as_ref().map_or(0, |r| r.output().len());
+            if starts.last().is_none_or(|(s, _, _)| start > *s) {
+                starts.push((start, kind, at));
+            }
+            if let Some(r) = renderer.as_mut() {
+                r.begin_block();
+            }
         }
-        // Indentation before a block belongs to its first line, or a re-opened fence loses it.
-        let line_start = text.get(..range.start).and_then(|h| h.rfind('\n')).map_or(0, |i| i + 1);
-        let indent_only = text
-            .get(line_start..range.start)
-            .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
-        let start = if indent_only { line_start } else { range.start };
-        if starts.last().is_none_or(|(s, _)| start > *s) {
-            starts.push((start, kind));
+        if let Some(r) = renderer.as_mut() {
+            r.event(&event);
         }
     }
-    let mut blocks = Vec::with_capacity(starts.len() + 1);
-    if starts.first().is_none_or(|(s, _)| *s > 0) {
-        starts.insert(0, (0, BlockKind::Other));
+    let rendered = renderer.map(Renderer::finish).unwrap_or_default();
+    if starts.first().is_none_or(|(s, _, _)| *s > 0) {
+        starts.insert(0, (0, BlockKind::Other, 0));
     }
-    for (i, (start, kind)) in starts.iter().enumerate() {
-        let end = starts.get(i + 1).map_or(text.len(), |(s, _)| *s);
-        blocks.push(Block { start: *start, end, kind: *kind });
+    let mut blocks = Vec::with_capacity(starts.len());
+    for (i, (start, kind, at)) in starts.iter().enumerate() {
+        let (end, next) = starts
+            .get(i + 1)
+            .map_or((text.len(), rendered.len()), |(s, _, r)| (*s, *r));
+        blocks.push(Block {
+            start: *start,
+            end,
+            kind: *kind,
+            rendered: *at..next,
+        });
     }
     blocks.retain(|b| b.end > b.start);
-    blocks
+    Parsed { blocks, rendered }
 }
 
-/// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure.
-/// `""` gives no pieces. Pieces join to `text` except where an oversized fence was repaired.
-pub fn split(text: &str, budget: usize, meter: Meter) -> Vec<Cow<'_, str>> {
+/// Splits markdown `text` into pieces of at most `budget` (as `meter` counts) at structure,
+/// each rendered for `markup`. `""` gives no pieces. Sources join to `text` except where an
+/// oversized fence was repaired.
+///
+/// For rendered markups a non-fence block that alone exceeds the budget (with its headings)
+/// is left whole: cutting markdown source inside a paragraph or list would split its emphasis
+/// and links, so the rendered text is cut instead, where open tags can be closed and
+/// re-opened. Markdown is sent as written, so there the source is cut.
+pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Piece<'_>> {
     let budget = budget.max(1);
     if text.is_empty() {
         return Vec::new();
     }
     if meter.cost(text) <= budget {
-        return vec![Cow::Borrowed(text)];
+        return vec![Piece {
+            source: Cow::Borrowed(text),
+            rendered: render(text, markup),
+        }];
     }
-    let blocks = parse_blocks(text);
+    let Parsed { blocks, rendered } = parse(text, markup);
     let costs: Vec<usize> = blocks
         .iter()
         .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
         .collect();
-    let mut splitter = Splitter { text, blocks: &blocks, costs: &costs, budget, meter, out: Vec::new() };
+    let mut splitter = Splitter {
+        text,
+        blocks: &blocks,
+        costs: &costs,
+        budget,
+        meter,
+        markup,
+        rendered: &rendered,
+        out: Vec::new(),
+    };
     splitter.run();
     splitter.out
 }
@@ -108,19 +169,29 @@ struct Splitter<'a, 'b> {
     costs: &'b [usize],
     budget: usize,
     meter: Meter,
-    out: Vec<Cow<'a, str>>,
+    markup: Markup,
+    /// Rendering of every block, indexed by [`Block::rendered`].
+    rendered: &'b str,
+    out: Vec<Piece<'a>>,
 }
 
 impl<'a> Splitter<'a, '_> {
     fn is_bare(&self, i: usize) -> bool {
         self.blocks.get(i).is_some_and(|b| {
-            b.kind == BlockKind::Heading || self.text.get(b.start..b.end).is_some_and(|s| s.trim().is_empty())
+            b.kind == BlockKind::Heading
+                || self
+                    .text
+                    .get(b.start..b.end)
+                    .is_some_and(|s| s.trim().is_empty())
         })
     }
 
     fn slice(&self, from: usize, to: usize) -> &'a str {
         let start = self.blocks.get(from).map_or(self.text.len(), |b| b.start);
-        let end = to.checked_sub(1).and_then(|i| self.blocks.get(i)).map_or(start, |b| b.end);
+        let end = to
+            .checked_sub(1)
+            .and_then(|i| self.blocks.get(i))
+            .map_or(start, |b| b.end);
         self.text.get(start..end).unwrap_or_default()
     }
 
@@ -134,12 +205,18 @@ impl<'a> Splitter<'a, '_> {
     fn run(&mut self) {
         let n = self.blocks.len();
         let mut pending: Option<(usize, usize)> = None;
+        let mut pending_cost = 0;
         let mut group_start = 0;
         let mut i = 0;
         while i < n {
             // A section: a heading (or the document start), then non-heading blocks.
             let mut j = i + 1;
-            while j < n && self.blocks.get(j).is_some_and(|b| b.kind != BlockKind::Heading) {
+            while j < n
+                && self
+                    .blocks
+                    .get(j)
+                    .is_some_and(|b| b.kind != BlockKind::Heading)
+            {
                 j += 1;
             }
             let bare = (i..j).all(|k| self.is_bare(k));
@@ -156,9 +233,13 @@ impl<'a> Splitter<'a, '_> {
                 continue;
             }
             pending = match pending {
-                Some((a, b)) if self.cost(a, b) + group_cost <= self.budget => Some((a, group.1)),
+                Some((a, _)) if pending_cost + group_cost <= self.budget => {
+                    pending_cost += group_cost;
+                    Some((a, group.1))
+                }
                 other => {
                     self.flush(other);
+                    pending_cost = group_cost;
                     Some(group)
                 }
             };
@@ -170,8 +251,16 @@ impl<'a> Splitter<'a, '_> {
         if let Some((a, b)) = run
             && b > a
         {
-            let s = self.slice(a, b);
-            self.out.push(Cow::Borrowed(s));
+            let source = self.slice(a, b);
+            let rendered = if self.markup == Markup::Markdown {
+                Cow::Borrowed(source)
+            } else {
+                Cow::Owned(self.join_rendered(a, b))
+            };
+            self.out.push(Piece {
+                source: Cow::Borrowed(source),
+                rendered,
+            });
         }
     }
 
@@ -203,29 +292,64 @@ impl<'a> Splitter<'a, '_> {
         self.flush(Some((run_start, to)));
     }
 
+    /// Blocks `from..to` rendered as one message: a blank line between blocks, as the
+    /// renderer puts between blocks of one text.
+    fn join_rendered(&self, from: usize, to: usize) -> String {
+        let mut out = String::new();
+        for block in self.blocks.get(from..to).unwrap_or_default() {
+            let part = self
+                .rendered
+                .get(block.rendered.clone())
+                .unwrap_or_default();
+            if part.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                let have = out.len() - out.trim_end_matches('\n').len();
+                out.push_str(&"\n\n"[have.min(2)..]);
+            }
+            out.push_str(part);
+        }
+        out
+    }
+
+    /// A piece that is not made of whole blocks: rendered on its own.
+    fn push_owned(&mut self, source: Cow<'a, str>) {
+        let rendered = Cow::Owned(render(&source, self.markup).into_owned());
+        self.out.push(Piece { source, rendered });
+    }
+
     /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.
     fn oversized(&mut self, heads: usize, last: usize) {
         let prefix = self.slice(heads, last);
-        let Some(block) = self.blocks.get(last).copied() else { return };
+        let Some(block) = self.blocks.get(last) else {
+            return;
+        };
         let body = self.text.get(block.start..block.end).unwrap_or_default();
         if block.kind == BlockKind::Fence
             && let Some(pieces) = repair_fence(prefix, body, self.budget, self.meter)
         {
-            self.out.extend(pieces.into_iter().map(Cow::Owned));
+            for piece in pieces {
+                self.push_owned(Cow::Owned(piece));
+            }
             return;
         }
         let whole = self.slice(heads, last + 1);
+        if self.markup != Markup::Markdown {
+            self.flush(Some((heads, last + 1)));
+            return;
+        }
         let prefix_cost = self.meter.cost(prefix);
         let mut pos = 0;
         if !prefix.is_empty() && prefix_cost < self.budget {
             // The heading opens the first piece; its body starts right after it.
             let cut = prefix.len() + next_cut(body, 0, self.budget - prefix_cost, self.meter);
-            self.out.push(Cow::Borrowed(whole.get(..cut).unwrap_or_default()));
+            self.push_owned(Cow::Borrowed(whole.get(..cut).unwrap_or_default()));
             pos = cut;
         }
         while pos < whole.len() {
             let cut = next_cut(whole, pos, self.budget, self.meter);
-            self.out.push(Cow::Borrowed(whole.get(pos..cut).unwrap_or_default()));
+            self.push_owned(Cow::Borrowed(whole.get(pos..cut).unwrap_or_default()));
             pos = cut;
         }
     }
@@ -268,7 +392,12 @@ pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> O
     let (body, close, suffix) = match close_at {
         Some((s, e)) => (rest.get(..s)?, rest.get(s..e)?, rest.get(e..)?),
         None => {
-            synthetic = format!("{}{}{}", " ".repeat(indent), ch.to_string().repeat(run), eol);
+            synthetic = format!(
+                "{}{}{}",
+                " ".repeat(indent),
+                ch.to_string().repeat(run),
+                eol
+            );
             (rest, synthetic.as_str(), "")
         }
     };
@@ -276,7 +405,9 @@ pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> O
         return None;
     }
     let frame = meter.cost(open) + meter.cost(close) + meter.cost(eol) + meter.cost(suffix);
-    let first_budget = budget.checked_sub(frame + meter.cost(prefix)).filter(|b| *b > 0)?;
+    let first_budget = budget
+        .checked_sub(frame + meter.cost(prefix))
+        .filter(|b| *b > 0)?;
     let rest_budget = budget - frame;
     let mut pieces = Vec::new();
     let mut pos = 0;
@@ -284,7 +415,8 @@ pub fn repair_fence(prefix: &str, block: &str, budget: usize, meter: Meter) -> O
         let b = if pos == 0 { first_budget } else { rest_budget };
         let cut = next_cut(body, pos, b, meter);
         let code = body.get(pos..cut)?;
-        let mut piece = String::with_capacity(prefix.len() + open.len() + code.len() + close.len() + 2);
+        let mut piece =
+            String::with_capacity(prefix.len() + open.len() + code.len() + close.len() + 2);
         if pos == 0 {
             piece.push_str(prefix);
         }

@@ -29,13 +29,27 @@ pub fn measure(text: &str, unit: LengthUnit) -> usize {
 /// parsing (tags are free, an entity is the one character it stands for); others count raw.
 pub fn measure_rendered(text: &str, unit: LengthUnit, markup: Markup) -> usize {
     match markup {
-        Markup::Html => html_tokens(text)
-            .map(|t| match t {
-                HtmlToken::Tag { .. } => 0,
-                HtmlToken::Entity(_) => 1,
-                HtmlToken::Char(c) => char_len(c, unit),
-            })
-            .sum(),
+        Markup::Html => {
+            // Tags and entities are ASCII: measure the raw text, then take back what the
+            // markup adds. One byte scan instead of a token walk per character.
+            let mut markup_len = 0;
+            let mut rest = text;
+            while let Some(i) = rest.find(['<', '&']) {
+                let tail = rest.get(i..).unwrap_or_default();
+                match html_token(tail) {
+                    Some(HtmlToken::Tag { text: tag, .. }) => {
+                        markup_len += tag.len();
+                        rest = tail.get(tag.len()..).unwrap_or_default();
+                    }
+                    Some(HtmlToken::Entity(e)) => {
+                        markup_len += e.len() - 1;
+                        rest = tail.get(e.len()..).unwrap_or_default();
+                    }
+                    _ => rest = tail.get(1..).unwrap_or_default(),
+                }
+            }
+            measure(text, unit).saturating_sub(markup_len)
+        }
         _ => measure(text, unit),
     }
 }
@@ -61,12 +75,18 @@ pub struct Meter {
 impl Meter {
     /// Plain measurement in `unit`.
     pub fn new(unit: LengthUnit) -> Self {
-        Meter { unit, slack_escapes: false }
+        Meter {
+            unit,
+            slack_escapes: false,
+        }
     }
 
     /// Measurement of markdown source that will be rendered as `markup`.
     pub fn for_source(unit: LengthUnit, markup: Markup) -> Self {
-        Meter { unit, slack_escapes: markup == Markup::Mrkdwn }
+        Meter {
+            unit,
+            slack_escapes: markup == Markup::Mrkdwn,
+        }
     }
 
     /// Cost of one character.
@@ -119,7 +139,11 @@ pub fn next_cut(text: &str, start: usize, budget: usize, meter: Meter) -> usize 
         used += meter.char_cost(c);
         if used > budget.max(1) {
             // A character larger than the whole budget is emitted alone so the loop advances.
-            end = if i == 0 { start + c.len_utf8() } else { start + i };
+            end = if i == 0 {
+                start + c.len_utf8()
+            } else {
+                start + i
+            };
             break;
         }
     }
@@ -183,11 +207,19 @@ fn grapheme_floor(text: &str, lo: usize, pos: usize) -> usize {
     // Flags pair regional indicators from the start of their run: fix the window's parity.
     let mut preceding = 0;
     let mut k = ws;
-    while k >= lo + 4 && text.get(k - 4..k).and_then(|s| s.chars().next()).is_some_and(is_regional_indicator) {
+    while k >= lo + 4
+        && text
+            .get(k - 4..k)
+            .and_then(|s| s.chars().next())
+            .is_some_and(is_regional_indicator)
+    {
         preceding += 1;
         k -= 4;
     }
-    let window_starts_in_run = text.get(ws..).and_then(|s| s.chars().next()).is_some_and(is_regional_indicator);
+    let window_starts_in_run = text
+        .get(ws..)
+        .and_then(|s| s.chars().next())
+        .is_some_and(is_regional_indicator);
     if window_starts_in_run && preceding % 2 == 1 {
         ws -= 4;
     }
@@ -242,7 +274,11 @@ fn visible_is_blank(text: &str, markup: Markup) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HtmlToken<'a> {
     /// `<name …>` or `</name>`, the whole tag text.
-    Tag { text: &'a str, name: &'a str, closing: bool },
+    Tag {
+        text: &'a str,
+        name: &'a str,
+        closing: bool,
+    },
     /// `&…;`.
     Entity(&'a str),
     /// Any other character.
@@ -281,13 +317,21 @@ fn html_token(rest: &str) -> Option<HtmlToken<'_>> {
                 .split(|c: char| c.is_whitespace())
                 .next()
                 .unwrap_or_default();
-            let plausible = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-            plausible.then_some(HtmlToken::Tag { text, name, closing })
+            let plausible =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            plausible.then_some(HtmlToken::Tag {
+                text,
+                name,
+                closing,
+            })
         }),
-        '&' => rest.get(..12.min(rest.len())).and_then(|head| {
-            let end = head.find(';')?;
-            (end > 1).then(|| HtmlToken::Entity(&rest[..=end]))
-        }),
+        '&' => rest
+            .bytes()
+            .take(12)
+            .position(|b| b == b';')
+            .filter(|end| *end > 1)
+            .and_then(|end| rest.get(..=end))
+            .map(HtmlToken::Entity),
         _ => None,
     };
     Some(token.unwrap_or(HtmlToken::Char(c)))
@@ -304,7 +348,12 @@ fn chunk_html(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
         let mut msg: String = open.iter().map(|(tag, _)| *tag).collect();
         msg.push_str(text.get(pos..cut).unwrap_or_default());
         for token in html_tokens(text.get(pos..cut).unwrap_or_default()) {
-            if let HtmlToken::Tag { text: tag, name, closing } = token {
+            if let HtmlToken::Tag {
+                text: tag,
+                name,
+                closing,
+            } = token
+            {
                 if closing {
                     if open.last().is_some_and(|(_, n)| *n == name) {
                         open.pop();
@@ -332,11 +381,14 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
     let mut end = text.len();
     let mut best: [Option<(usize, usize)>; BREAKS.len()] = [None; BREAKS.len()];
     let mut i = pos;
+    // The last visible characters, entities decoded: break strings are matched on what the
+    // reader sees, so the `;` of `&amp;` is not a "; " break.
+    let mut tail = String::new();
     for token in html_tokens(text.get(pos..).unwrap_or_default()) {
-        let cost = match token {
-            HtmlToken::Tag { .. } => 0,
-            HtmlToken::Entity(_) => 1,
-            HtmlToken::Char(c) => char_len(c, unit),
+        let (cost, visible) = match token {
+            HtmlToken::Tag { .. } => (0, None),
+            HtmlToken::Entity(e) => (1, Some(entity_char(e))),
+            HtmlToken::Char(c) => (char_len(c, unit), Some(c)),
         };
         if used + cost > limit.max(1) && used > 0 {
             end = i;
@@ -344,9 +396,14 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
         }
         used += cost;
         i += token.len();
-        if let HtmlToken::Char(' ' | '\n') = token {
-            let head = text.get(..i).unwrap_or_default();
-            if let Some(rank) = BREAKS.iter().position(|b| head.ends_with(b)) {
+        if let Some(c) = visible {
+            if tail.len() >= 4 {
+                tail.remove(0);
+            }
+            tail.push(if c.is_ascii() { c } else { '_' });
+            if (c == ' ' || c == '\n')
+                && let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b))
+            {
                 best[rank] = Some((i, used));
             }
         }
@@ -378,10 +435,25 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
             }
         });
     let mut cut = cut;
-    while let Some(HtmlToken::Tag { closing: true, text: tag, .. }) = text.get(cut..).and_then(html_token) {
+    while let Some(HtmlToken::Tag {
+        closing: true,
+        text: tag,
+        ..
+    }) = text.get(cut..).and_then(html_token)
+    {
         cut += tag.len();
     }
     cut
+}
+
+/// The character one of the renderer's entities stands for.
+fn entity_char(entity: &str) -> char {
+    match entity {
+        "&lt;" => '<',
+        "&gt;" => '>',
+        "&quot;" => '"',
+        _ => '&',
+    }
 }
 
 /// Splits rendered Slack mrkdwn: never inside an escape (`&amp;`) or a `<url|text>` link, and a
@@ -427,7 +499,9 @@ fn chunk_mrkdwn(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
 /// Start of the escape or link that a cut at `cut` would split, if it lies after `pos`.
 fn enclosing_atom(text: &str, pos: usize, cut: usize) -> Option<usize> {
     let head = text.get(pos..cut)?;
-    let amp = head.rfind('&').filter(|&i| !head[i..].contains(';') && head.len() - i < 8);
+    let amp = head
+        .rfind('&')
+        .filter(|&i| !head[i..].contains(';') && head.len() - i < 8);
     let lt = head.rfind('<').filter(|&i| !head[i..].contains('>'));
     let start = pos + amp.max(lt)?;
     (start > pos).then_some(start)

@@ -4,7 +4,6 @@
 use crate::core::blocks::split;
 use crate::core::chunk::{Meter, chunk_rendered};
 use crate::core::redact::redact;
-use crate::core::render::render;
 use crate::model::{Capabilities, Markup};
 
 /// What one send posts.
@@ -25,23 +24,33 @@ pub struct Prepared {
 /// `max_message_length` of 0 are read as 1 so a misconfiguration still sends something.
 pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let redacted = redact(text);
-    let limit = usize::try_from(caps.max_message_length).unwrap_or(usize::MAX).max(1);
+    let limit = usize::try_from(caps.max_message_length)
+        .unwrap_or(usize::MAX)
+        .max(1);
     let unit = caps.length_unit;
     let meter = Meter::for_source(unit, caps.markup);
     let mut messages = Vec::new();
-    for piece in split(&redacted.text, limit, meter) {
+    for piece in split(&redacted.text, limit, meter, caps.markup) {
         if caps.markup == Markup::Markdown {
-            if !piece.trim().is_empty() {
-                messages.push(piece.into_owned());
+            if !piece.rendered.trim().is_empty() {
+                messages.push(piece.rendered.into_owned());
             }
         } else {
-            messages.extend(chunk_rendered(&render(&piece, caps.markup), limit, unit, caps.markup));
+            messages.extend(chunk_rendered(&piece.rendered, limit, unit, caps.markup));
         }
     }
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
     let dropped = messages.len().saturating_sub(cap);
     messages.truncate(cap);
-    let truncation_notice =
-        (dropped > 0).then(|| redact(&format!("[truncated: {dropped} more message(s) were not sent]")).text);
-    Prepared { messages, truncation_notice, redactions: redacted.rules }
+    let truncation_notice = (dropped > 0).then(|| {
+        redact(&format!(
+            "[truncated: {dropped} more message(s) were not sent]"
+        ))
+        .text
+    });
+    Prepared {
+        messages,
+        truncation_notice,
+        redactions: redacted.rules,
+    }
 }

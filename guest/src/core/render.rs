@@ -17,11 +17,48 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
     if markup == Markup::Markdown {
         return Cow::Borrowed(text);
     }
-    let mut w = Writer::new(markup, text.len());
+    let mut r = Renderer::new(markup, text.len());
     for event in Parser::new_ext(text, options()) {
-        w.event(event);
+        r.event(&event);
     }
-    Cow::Owned(w.out)
+    Cow::Owned(r.finish())
+}
+
+/// An incremental renderer: events in, markup out. The splitter feeds it while it parses, so
+/// a document is parsed once and no event list is kept.
+pub struct Renderer {
+    w: Writer,
+}
+
+impl Renderer {
+    /// A renderer for `markup`; `size_hint` is the source length.
+    pub fn new(markup: Markup, size_hint: usize) -> Self {
+        Renderer {
+            w: Writer::new(markup, size_hint),
+        }
+    }
+
+    /// Renders one event.
+    pub fn event(&mut self, event: &Event<'_>) {
+        self.w.event(event);
+    }
+
+    /// Starts a top-level block without a separator, on a new line: the splitter records
+    /// each block's output separately and puts the separators back when it joins blocks.
+    pub fn begin_block(&mut self) {
+        self.w.fresh = true;
+        self.w.line_start = true;
+    }
+
+    /// Everything rendered so far.
+    pub fn output(&self) -> &str {
+        &self.w.out
+    }
+
+    /// The rendered text.
+    pub fn finish(self) -> String {
+        self.w.out
+    }
 }
 
 /// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
@@ -61,15 +98,15 @@ impl Writer {
         }
     }
 
-    fn event(&mut self, event: Event<'_>) {
+    fn event(&mut self, event: &Event<'_>) {
         match event {
             Event::Start(tag) => self.start(tag),
-            Event::End(tag) => self.end(tag),
+            Event::End(tag) => self.end(*tag),
             Event::Text(t) => {
                 if let Some((_, body)) = self.code.as_mut() {
-                    body.push_str(&t);
+                    body.push_str(t);
                 } else {
-                    self.text(&t);
+                    self.text(t);
                 }
             }
             Event::Code(t) => {
@@ -79,26 +116,31 @@ impl Writer {
                     Markup::Plain | Markup::Markdown => ("", ""),
                 };
                 self.raw(open);
-                self.text(&t);
+                self.text(t);
                 self.raw(close);
             }
-            Event::Html(t) | Event::InlineHtml(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
-                self.text(&t)
-            }
+            Event::Html(t)
+            | Event::InlineHtml(t)
+            | Event::InlineMath(t)
+            | Event::DisplayMath(t) => self.text(t),
             Event::FootnoteReference(t) => self.text(&format!("[^{t}]")),
             Event::SoftBreak | Event::HardBreak => self.newline(),
             Event::Rule => {
                 self.block(2);
                 self.raw("---");
             }
-            Event::TaskListMarker(done) => self.raw(if done { "[x] " } else { "[ ] " }),
+            Event::TaskListMarker(done) => self.raw(if *done { "[x] " } else { "[ ] " }),
         }
     }
 
-    fn start(&mut self, tag: Tag<'_>) {
+    fn start(&mut self, tag: &Tag<'_>) {
         match tag {
-            Tag::Paragraph | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_) => self.block(2),
-            Tag::FootnoteDefinition(_) | Tag::DefinitionList | Tag::DefinitionListTitle => self.block(2),
+            Tag::Paragraph | Tag::HtmlBlock | Tag::Table(_) | Tag::MetadataBlock(_) => {
+                self.block(2)
+            }
+            Tag::FootnoteDefinition(_) | Tag::DefinitionList | Tag::DefinitionListTitle => {
+                self.block(2)
+            }
             Tag::DefinitionListDefinition => self.block(1),
             Tag::Heading { .. } => {
                 self.block(2);
@@ -115,8 +157,10 @@ impl Writer {
             }
             Tag::CodeBlock(kind) => {
                 self.block(2);
-                let lang = match &kind {
-                    CodeBlockKind::Fenced(info) => info.split_whitespace().next().unwrap_or_default(),
+                let lang = match kind {
+                    CodeBlockKind::Fenced(info) => {
+                        info.split_whitespace().next().unwrap_or_default()
+                    }
                     CodeBlockKind::Indented => "",
                 };
                 let close = match self.markup {
@@ -140,7 +184,7 @@ impl Writer {
             }
             Tag::List(first) => {
                 self.block(if self.lists.is_empty() { 2 } else { 1 });
-                self.lists.push(first);
+                self.lists.push(*first);
             }
             Tag::Item => {
                 self.block(1);
@@ -179,7 +223,7 @@ impl Writer {
                 Markup::Plain | Markup::Markdown => "",
             }),
             Tag::Superscript | Tag::Subscript => {}
-            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => self.link_open(&dest_url),
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => self.link_open(dest_url),
         }
     }
 
@@ -246,9 +290,10 @@ impl Writer {
     }
 
     fn link_open(&mut self, url: &str) {
-        let linkable = LINK_SCHEMES
-            .iter()
-            .any(|s| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s)));
+        let linkable = LINK_SCHEMES.iter().any(|s| {
+            url.get(..s.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(s))
+        });
         let end = match self.markup {
             Markup::Html if linkable && self.link_ends.is_empty() => {
                 self.raw("<a href=\"");
@@ -289,7 +334,11 @@ impl Writer {
         if s.is_empty() {
             return;
         }
-        if self.line_start && self.quote_depth > 0 && self.markup == Markup::Mrkdwn && self.code.is_none() {
+        if self.line_start
+            && self.quote_depth > 0
+            && self.markup == Markup::Mrkdwn
+            && self.code.is_none()
+        {
             self.out.push_str("> ");
         }
         self.line_start = false;

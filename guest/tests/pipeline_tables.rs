@@ -1,0 +1,624 @@
+//! Table tests for the outbound pipeline: every exact example of reference-behaviour
+//! §3.6–3.9 and §3.19, plus the rules this implementation adds.
+
+use guest::core::blocks::split;
+use guest::core::chunk::{Meter, chunk_text, measure, measure_rendered};
+use guest::core::outbound::prepare;
+use guest::core::redact::redact;
+use guest::core::render::render;
+use guest::model::{Capabilities, LengthUnit, Markup};
+
+fn caps(limit: u32, unit: LengthUnit, markup: Markup) -> Capabilities {
+    Capabilities {
+        threads: false,
+        edit: false,
+        attachments: false,
+        typing: false,
+        max_message_length: limit,
+        length_unit: unit,
+        markup,
+    }
+}
+
+fn chars() -> Meter {
+    Meter::new(LengthUnit::Chars)
+}
+
+// §3.6 chunk.ts
+
+#[test]
+fn measure_matches_each_unit() {
+    let cases = [
+        ("abc", 3, 3, 3),
+        ("é", 1, 1, 2),
+        ("€", 1, 1, 3),
+        ("😀", 1, 2, 4),
+        ("a😀\r\n", 4, 5, 7),
+    ];
+    for (text, c, u, b) in cases {
+        assert_eq!(measure(text, LengthUnit::Chars), c, "{text:?}");
+        assert_eq!(measure(text, LengthUnit::Utf16), u, "{text:?}");
+        assert_eq!(measure(text, LengthUnit::Bytes), b, "{text:?}");
+    }
+}
+
+#[test]
+fn chunk_text_cases() {
+    let cases: [(&str, usize, LengthUnit, &[&str]); 9] = [
+        ("", 5, LengthUnit::Chars, &[]),
+        (
+            "abcdefghijklmno",
+            5,
+            LengthUnit::Chars,
+            &["abcde", "fghij", "klmno"],
+        ),
+        (
+            "aaaa bbbb cccc",
+            10,
+            LengthUnit::Chars,
+            &["aaaa bbbb ", "cccc"],
+        ),
+        // "\n\n" is preferred over a later space.
+        (
+            "aa\n\nbb cc dd",
+            9,
+            LengthUnit::Chars,
+            &["aa\n\n", "bb cc dd"],
+        ),
+        // A break before the half-fill mark is ignored: the window is filled instead.
+        ("a bcdefghij", 8, LengthUnit::Chars, &["a bcdefg", "hij"]),
+        // CRLF is never split (I29).
+        ("ab\r\ncd", 3, LengthUnit::Chars, &["ab", "\r\n", "cd"]),
+        // Surrogate pairs stay whole; one code point over the budget goes alone.
+        ("😀😀", 3, LengthUnit::Utf16, &["😀", "😀"]),
+        ("😀", 1, LengthUnit::Utf16, &["😀"]),
+        // Flags are not split between their regional indicators.
+        ("🇩🇪🇫🇷", 3, LengthUnit::Chars, &["🇩🇪", "🇫🇷"]),
+    ];
+    for (text, budget, unit, want) in cases {
+        assert_eq!(
+            chunk_text(text, budget, Meter::new(unit)),
+            want,
+            "{text:?} @{budget}"
+        );
+    }
+}
+
+#[test]
+fn chunk_text_keeps_zwj_sequences_whole_when_the_limit_allows() {
+    let family = "👨\u{200d}👩\u{200d}👧";
+    let text = format!("ab{family}");
+    assert_eq!(chunk_text(&text, 5, chars()), vec!["ab", family]);
+}
+
+// §3.7 markdown-blocks.ts
+
+fn split_chars(text: &str, limit: usize) -> Vec<String> {
+    split(text, limit, chars(), Markup::Markdown)
+        .into_iter()
+        .map(|p| p.source.into_owned())
+        .collect()
+}
+
+#[test]
+fn split_examples_from_the_reference() {
+    assert_eq!(
+        split_chars("## A\n\nbbbb\n\n## B\n\ncccc\n", 13),
+        ["## A\n\nbbbb\n\n", "## B\n\ncccc\n"]
+    );
+    assert_eq!(
+        split_chars("## A\n\nx\n\n## B\n\ny\n\n## C\n\nz\n", 18),
+        ["## A\n\nx\n\n## B\n\ny\n\n", "## C\n\nz\n"]
+    );
+    let long = format!("## A\n\n## B\n\n{}\n", "x".repeat(3000));
+    let pieces = split_chars(&long, 2000);
+    assert_eq!(pieces[0], format!("## A\n\n## B\n\n{}", "x".repeat(1988)));
+    assert_eq!(pieces.concat(), long);
+    assert_eq!(
+        split_chars("## A\n\nbody\n\n## B\n", 12),
+        ["## A\n\nbody\n\n", "## B\n"]
+    );
+}
+
+#[test]
+fn split_edge_cases() {
+    assert!(split_chars("", 10).is_empty());
+    assert_eq!(split_chars("fits", 10), ["fits"]);
+    // Setext headings are headings too: the heading moves on with its body.
+    assert_eq!(
+        split_chars("intro text\n\nTitle\n=====\n\nbody text\n", 23),
+        ["intro text\n\n", "Title\n=====\n\nbody text\n"]
+    );
+    // A fence that fits is never cut, even when a plain split would fill the message (I27).
+    assert_eq!(
+        split_chars("aaaa\n\n```\nb\nc\n```\n", 14),
+        ["aaaa\n\n", "```\nb\nc\n```\n"]
+    );
+}
+
+#[test]
+fn oversized_fence_is_repaired_with_its_language() {
+    let text = "## Code\n\n```rust\nlet a = 1;\nlet b = 2;\nlet c = 3;\n```\n\nafter\n";
+    let pieces = split_chars(text, 36);
+    assert_eq!(
+        pieces,
+        [
+            "## Code\n\n```rust\nlet a = 1;\n```\n",
+            "```rust\nlet b = 2;\nlet c = 3;\n```\n\n",
+            "after\n"
+        ]
+    );
+}
+
+#[test]
+fn unclosed_oversized_fence_gets_closing_markers() {
+    let pieces = split_chars("~~~~py\nx = 1\ny = 2\nz = 3\n", 19);
+    assert_eq!(
+        pieces,
+        [
+            "~~~~py\nx = 1\n~~~~\n",
+            "~~~~py\ny = 2\n~~~~\n",
+            "~~~~py\nz = 3\n~~~~\n"
+        ]
+    );
+}
+
+// §3.8 markdown.ts
+
+#[test]
+fn render_examples_from_the_reference() {
+    let cases = [
+        (
+            "**bold** and `code`",
+            Markup::Html,
+            "<b>bold</b> and <code>code</code>",
+        ),
+        (
+            "<script>alert(1)</script>",
+            Markup::Html,
+            "&lt;script&gt;alert(1)&lt;/script&gt;",
+        ),
+        (
+            "```\n<tag>\n```",
+            Markup::Html,
+            "<pre>\n&lt;tag&gt;\n</pre>",
+        ),
+        ("```\nnpm test\n```", Markup::Plain, "\nnpm test\n"),
+        ("# Title *x*", Markup::Markdown, "# Title *x*"),
+    ];
+    for (md, markup, want) in cases {
+        assert_eq!(render(md, markup), want, "{md:?} as {markup:?}");
+    }
+}
+
+#[test]
+fn render_html_cases() {
+    let cases = [
+        ("## Heading", "<b>Heading</b>"),
+        (
+            "[site](https://x.io/?a=1&b=\"2\")",
+            "<a href=\"https://x.io/?a=1&amp;b=&quot;2&quot;\">site</a>",
+        ),
+        ("[rel](docs/a.md)", "rel (docs/a.md)"),
+        (
+            "![logo](https://x.io/l.png)",
+            "<a href=\"https://x.io/l.png\">logo</a>",
+        ),
+        (
+            "***both*** and ~~gone~~",
+            "<i><b>both</b></i> and <s>gone</s>",
+        ),
+        (
+            "```rust\nfn main() {}\n```",
+            "<pre><code class=\"language-rust\">\nfn main() {}\n</code></pre>",
+        ),
+        ("`**not bold**`", "<code>**not bold**</code>"),
+        (
+            "a & b < c > d \"e\"",
+            "a &amp; b &lt; c &gt; d &quot;e&quot;",
+        ),
+        (
+            "> quoted\n> > inner",
+            "<blockquote>quoted\n\ninner</blockquote>",
+        ),
+        (
+            "- one\n- two\n\n1. first\n2. second",
+            "• one\n• two\n\n1. first\n2. second",
+        ),
+        ("# **Bold** title", "<b>Bold title</b>"),
+    ];
+    for (md, want) in cases {
+        assert_eq!(render(md, Markup::Html), want, "{md:?}");
+    }
+}
+
+#[test]
+fn render_mrkdwn_cases() {
+    let cases = [
+        ("# Title", "*Title*"),
+        ("**b** __c__ ~~s~~ *i*", "*b* *c* ~s~ _i_"),
+        ("[t](https://x.io)", "<https://x.io|t>"),
+        ("a & b <c>", "a &amp; b &lt;c&gt;"),
+        (
+            "```\nif a < b && c {}\n```",
+            "```\nif a &lt; b &amp;&amp; c {}\n```",
+        ),
+        ("`*x*`", "`*x*`"),
+        ("> quote", "> quote"),
+    ];
+    for (md, want) in cases {
+        assert_eq!(render(md, Markup::Mrkdwn), want, "{md:?}");
+    }
+}
+
+#[test]
+fn render_plain_cases() {
+    let cases = [
+        ("# Title", "Title"),
+        ("> quoted", "quoted"),
+        ("- a\n* b\n+ c", "• a\n\n• b\n\n• c"),
+        ("[t](https://u)", "t (https://u)"),
+        ("**b** __c__ ~~s~~ *i* _j_", "b c s i j"),
+        ("---", "---"),
+    ];
+    for (md, want) in cases {
+        assert_eq!(render(md, Markup::Plain), want, "{md:?}");
+    }
+}
+
+// §3.9 redact.ts
+
+#[test]
+fn redaction_examples_from_the_reference() {
+    let cases = [
+        (
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz123456",
+            "Authorization: Bearer [redacted]",
+        ),
+        ("X-Api-Key: abc123def456", "X-Api-Key: [redacted]"),
+        (
+            "Authorization: Basic dXNlcjpwYXNz",
+            "Authorization: [redacted]",
+        ),
+        (
+            "export PI_TELEGRAM_TOKEN=\"123:secret\"",
+            "export PI_TELEGRAM_TOKEN=[redacted]",
+        ),
+        ("MY_API_KEY=plainvalue", "MY_API_KEY=[redacted]"),
+    ];
+    for (input, want) in cases {
+        assert_eq!(redact(input).text, want, "{input:?}");
+    }
+    assert_eq!(
+        redact("token ghp_ABCDEFGHIJKLMNOPQRSTUVWX").rules,
+        ["github-token"]
+    );
+}
+
+#[test]
+fn every_rule_replaces_with_its_text() {
+    let cases = [
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+            "[redacted:private-key]",
+            "private-key",
+        ),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc+/=\n\nnext",
+            "[redacted:private-key]\n\nnext",
+            "private-key",
+        ),
+        (
+            "-----BEGIN EC PRIVATE KEY-----\r\nMIIEowIBAAKCAQEA\r\nabc+/=\r\nend of paste",
+            "[redacted:private-key]\r\nend of paste",
+            "private-key",
+        ),
+        (
+            "sk-ant-api03-abcdefghijklmnop",
+            "[redacted:anthropic-key]",
+            "anthropic-key",
+        ),
+        (
+            "sk-abcdefghijklmnopqrstuvwxyz",
+            "[redacted:openai-key]",
+            "openai-key",
+        ),
+        (
+            "sk-proj-abcdefghijklmnopqrstuvwxyz",
+            "[redacted:openai-key]",
+            "openai-key",
+        ),
+        (
+            "gho_abcdefghijklmnop1234",
+            "[redacted:github-token]",
+            "github-token",
+        ),
+        (
+            "xoxb-1234567890-abcdef",
+            "[redacted:slack-token]",
+            "slack-bot-token",
+        ),
+        (
+            "xapp-1-A0123456789-abcdef",
+            "[redacted:slack-token]",
+            "slack-app-token",
+        ),
+        (
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "[redacted:npm-token]",
+            "npm-token",
+        ),
+        (
+            "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.abcdefghijklmnopqrstuvwxyz0",
+            "[redacted:discord-token]",
+            "discord-token",
+        ),
+        (
+            "eyJhbGciOiJI.eyJzdWIiOiIx.SflKxwRJSMeK",
+            "[redacted:jwt]",
+            "jwt",
+        ),
+        (
+            "AKIAABCDEFGHIJKLMNOP",
+            "[redacted:aws-key]",
+            "aws-access-key",
+        ),
+        (
+            "AIzaabcdefghijklmnopqrstuvwxyz012345678",
+            "[redacted:google-key]",
+            "google-api-key",
+        ),
+        (
+            "123456789:AAHabcdefghijklmnopqrstuvwxyz012345",
+            "[redacted:telegram-token]",
+            "telegram-bot-token",
+        ),
+        (
+            "https://api.telegram.org/bot123456789:AAHabcdefghijklmnopqrstuvwxyz012345/getMe",
+            "https://api.telegram.org/bot[redacted:telegram-token]/getMe",
+            "telegram-bot-url",
+        ),
+        (
+            "x-auth-token: s3cr3t",
+            "x-auth-token: [redacted]",
+            "auth-header",
+        ),
+        (
+            "bearer abcdefghijklmnopqrstuvwxyz==",
+            "Bearer [redacted]",
+            "bearer-header",
+        ),
+        (
+            "DB_PASSWORD='hunter2 x'",
+            "DB_PASSWORD=[redacted]",
+            "env-secret-assignment",
+        ),
+        (
+            "postgres://admin:hunter2@db:5432/app",
+            "postgres://[redacted]@db:5432/app",
+            "url-credentials",
+        ),
+    ];
+    for (input, want, rule) in cases {
+        let r = redact(input);
+        assert_eq!(r.text, want, "{input:?}");
+        assert_eq!(r.rules, [rule], "{input:?}");
+    }
+}
+
+#[test]
+fn redaction_reports_rules_once_in_rule_order_and_is_idempotent() {
+    let input = "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuv and ghp_abcdefghijklmnopqrstuw, sk-abcdefghijklmnopqrstuvwxyz";
+    let once = redact(input);
+    assert_eq!(
+        once.text,
+        "GITHUB_TOKEN=[redacted] and [redacted:github-token], [redacted:openai-key]"
+    );
+    assert_eq!(
+        once.rules,
+        ["openai-key", "github-token", "env-secret-assignment"]
+    );
+    let twice = redact(&once.text);
+    assert_eq!(twice.text, once.text);
+    assert!(twice.rules.is_empty());
+}
+
+#[test]
+fn ordinary_text_is_left_alone() {
+    let text =
+        "The task-runner uses sk-short, ghp_x and Bearer tokens; see https://example.com/a@b.";
+    let r = redact(text);
+    assert_eq!(r.text, text);
+    assert!(r.rules.is_empty());
+}
+
+// §3.19 bridge send pipeline
+
+#[test]
+fn cap_example_from_the_reference() {
+    let p = prepare(
+        "abcdefghijklmno",
+        &caps(5, LengthUnit::Chars, Markup::Markdown),
+        2,
+    );
+    assert_eq!(p.messages, ["abcde", "fghij"]);
+    assert_eq!(
+        p.truncation_notice.as_deref(),
+        Some("[truncated: 1 more message(s) were not sent]")
+    );
+}
+
+#[test]
+fn prepare_edge_cases() {
+    let md = caps(4000, LengthUnit::Chars, Markup::Markdown);
+    let empty = prepare("", &md, 8);
+    assert!(
+        empty.messages.is_empty()
+            && empty.truncation_notice.is_none()
+            && empty.redactions.is_empty()
+    );
+    assert!(prepare(" \n\n ", &md, 8).messages.is_empty());
+    let p = prepare("key sk-abcdefghijklmnopqrstuvwxyz", &md, 8);
+    assert_eq!(p.messages, ["key [redacted:openai-key]"]);
+    assert_eq!(p.redactions, ["openai-key"]);
+    // Zero limits are read as 1, never a panic or an endless loop.
+    assert_eq!(
+        prepare("ab", &caps(0, LengthUnit::Chars, Markup::Markdown), 0).messages,
+        ["a"]
+    );
+}
+
+#[test]
+fn telegram_messages_are_measured_after_entity_parsing() {
+    // 4 visible characters, 14 bytes of markup.
+    assert_eq!(
+        measure_rendered("<b>a&amp;</b>😀", LengthUnit::Utf16, Markup::Html),
+        4
+    );
+    let text = "x < y & z ".repeat(50);
+    let p = prepare(&text, &caps(100, LengthUnit::Utf16, Markup::Html), 100);
+    for m in &p.messages {
+        assert!(
+            measure_rendered(m, LengthUnit::Utf16, Markup::Html) <= 100,
+            "{m:?}"
+        );
+        assert!(!m.contains("&amp;lt;"), "double escape in {m:?}");
+    }
+    assert_eq!(p.messages.len(), 5);
+}
+
+#[test]
+fn oversized_html_piece_closes_and_reopens_tags() {
+    // One bold paragraph far over the limit: every message must carry its own <b>…</b>.
+    let text = format!("**{}**", "word ".repeat(40).trim_end());
+    let p = prepare(&text, &caps(50, LengthUnit::Utf16, Markup::Html), 100);
+    assert!(p.messages.len() > 1);
+    for m in &p.messages {
+        assert!(m.starts_with("<b>") && m.ends_with("</b>"), "{m:?}");
+    }
+}
+
+#[test]
+fn oversized_code_block_keeps_language_in_telegram() {
+    let code: String = (0..40).map(|i| format!("let v{i} = {i};\n")).collect();
+    let text = format!("```rust\n{code}```\n");
+    let p = prepare(&text, &caps(120, LengthUnit::Utf16, Markup::Html), 100);
+    assert!(p.messages.len() > 1);
+    for m in &p.messages {
+        assert!(
+            m.starts_with("<pre><code class=\"language-rust\">"),
+            "{m:?}"
+        );
+        assert!(m.ends_with("</code></pre>"), "{m:?}");
+    }
+}
+
+#[test]
+fn slack_escapes_count_against_the_limit() {
+    let text = "a&b ".repeat(400);
+    let p = prepare(&text, &caps(200, LengthUnit::Chars, Markup::Mrkdwn), 100);
+    for m in &p.messages {
+        assert!(measure(m, LengthUnit::Chars) <= 200, "{m:?}");
+        assert!(!m.ends_with('&') && !m.ends_with("&am"), "{m:?}");
+    }
+}
+
+// Adversarial shapes: each must finish (linear work) in a debug run at 256 KiB; timing is
+// measured only in the bench.
+
+const SIZE: usize = 256 * 1024;
+
+fn repeat_to(unit: &str) -> String {
+    unit.repeat(SIZE / unit.len() + 1)
+}
+
+fn adversarial_inputs() -> Vec<(&'static str, String)> {
+    let mut pem = String::new();
+    while pem.len() < SIZE {
+        pem.push_str("-----BEGIN RSA PRIVATE KEY-----\n");
+        pem.push_str(&"lorem ipsum dolor sit amet ".repeat(150));
+        pem.push('\n');
+    }
+    let nested_lists: String = (0..2000)
+        .map(|i| format!("{}- item {i}\n", "  ".repeat(i % 200)))
+        .collect();
+    let nested_quotes: String = (0..400)
+        .map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1)))
+        .collect();
+    vec![
+        ("bare headings", repeat_to("## h\n")),
+        ("one long line", "x".repeat(SIZE)),
+        ("unclosed fences", repeat_to("```rust\nfn f() {}\n\n")),
+        (
+            "nested lists",
+            nested_lists.repeat(SIZE / nested_lists.len() + 1),
+        ),
+        (
+            "nested quotes",
+            nested_quotes.repeat(SIZE / nested_quotes.len() + 1),
+        ),
+        ("pem without end", pem),
+        (
+            "zwj sequences",
+            repeat_to("👨\u{200d}👩\u{200d}👧\u{200d}👦🇩🇪"),
+        ),
+    ]
+}
+
+fn profiles() -> [Capabilities; 4] {
+    [
+        caps(2000, LengthUnit::Utf16, Markup::Markdown),
+        caps(4096, LengthUnit::Utf16, Markup::Html),
+        caps(4000, LengthUnit::Chars, Markup::Mrkdwn),
+        caps(4000, LengthUnit::Chars, Markup::Plain),
+    ]
+}
+
+#[test]
+fn adversarial_inputs_finish_within_limits() {
+    for (name, text) in adversarial_inputs() {
+        for c in profiles() {
+            let p = prepare(&text, &c, u32::MAX);
+            let limit = c.max_message_length as usize;
+            assert!(!p.messages.is_empty(), "{name}");
+            for m in &p.messages {
+                assert!(
+                    measure_rendered(m, c.length_unit, c.markup) <= limit,
+                    "{name} {:?}",
+                    c.markup
+                );
+            }
+            // No message is wastefully small: total visible size over messages stays near the limit.
+            let total: usize = p
+                .messages
+                .iter()
+                .map(|m| measure_rendered(m, c.length_unit, c.markup))
+                .sum();
+            assert!(
+                p.messages.len() <= 4 * (total / limit + 1),
+                "{name} {:?}: {} messages",
+                c.markup,
+                p.messages.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn pem_headers_without_end_are_redacted() {
+    let text = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nend of paste";
+    let p = prepare(text, &caps(4000, LengthUnit::Chars, Markup::Markdown), 8);
+    assert_eq!(p.messages, ["[redacted:private-key]\nend of paste"]);
+    assert_eq!(p.redactions, ["private-key"]);
+}
+
+#[test]
+fn truncation_notice_is_outside_the_cap() {
+    let text = "word ".repeat(100);
+    let p = prepare(&text, &caps(50, LengthUnit::Chars, Markup::Html), 3);
+    assert_eq!(p.messages.len(), 3);
+    assert_eq!(
+        p.truncation_notice.as_deref(),
+        Some("[truncated: 7 more message(s) were not sent]")
+    );
+}
