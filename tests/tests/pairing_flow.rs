@@ -39,8 +39,8 @@ async fn pairing_then_prompt_then_reply() {
         }
     }
 
-    h.say("user-1", "long", "# A long answer").await;
-    let long_parts = h.texts().iter().filter(|t| t.contains("Part ")).count();
+    h.say("user-1", "long", "fn part_12()").await;
+    let long_parts = h.texts().iter().filter(|t| t.contains("## Part ")).count();
     assert!(long_parts >= 2, "a long reply is split into several messages");
     for text in h.texts() {
         assert!(text.chars().count() <= 4000, "every message fits the fake's limit");
