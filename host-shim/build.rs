@@ -23,13 +23,18 @@ fn run() -> Result<(), String> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR is not set")?);
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR is not set")?);
-    let workspace = manifest_dir.parent().ok_or("host-shim has no parent directory")?;
+    let workspace = manifest_dir
+        .parent()
+        .ok_or("host-shim has no parent directory")?;
     let embedded = out_dir.join("guest.wasm");
 
     println!("cargo:rerun-if-env-changed=GUEST_WASM");
     if let Some(prebuilt) = env::var_os("GUEST_WASM") {
         fs::copy(&prebuilt, &embedded).map_err(|e| {
-            format!("GUEST_WASM={} cannot be copied: {e}", Path::new(&prebuilt).display())
+            format!(
+                "GUEST_WASM={} cannot be copied: {e}",
+                Path::new(&prebuilt).display()
+            )
         })?;
         return Ok(());
     }
@@ -40,7 +45,15 @@ fn run() -> Result<(), String> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace)
-        .args(["build", "--locked", "--release", "-p", "guest", "--target", TARGET])
+        .args([
+            "build",
+            "--locked",
+            "--release",
+            "-p",
+            "guest",
+            "--target",
+            TARGET,
+        ])
         .arg("--target-dir")
         .arg(&nested)
         // The env var beats a configured build-dir, which would otherwise deadlock.

@@ -269,7 +269,10 @@ pub struct Note {
 impl Note {
     /// A note at `level`.
     pub fn new(level: Level, text: impl Into<String>) -> Self {
-        Note { level, text: text.into() }
+        Note {
+            level,
+            text: text.into(),
+        }
     }
 }
 

@@ -55,7 +55,10 @@ impl Host for Imports {
             edit_key: m.edit_key.clone(),
         };
         transport::send(&message)
-            .map(|r| model::Receipt { message_id: r.message_id, edit_key: r.edit_key })
+            .map(|r| model::Receipt {
+                message_id: r.message_id,
+                edit_key: r.edit_key,
+            })
             .map_err(|e| match e {
                 transport::SendError::NotRunning => model::SendError::NotRunning,
                 transport::SendError::EditRejected(m) => model::SendError::EditRejected(m),
@@ -74,8 +77,10 @@ impl Host for Imports {
         reference: &str,
         max_bytes: u64,
     ) -> Result<model::FetchedAttachment, String> {
-        transport::fetch_attachment(id, reference, max_bytes)
-            .map(|f| model::FetchedAttachment { media_type: f.media_type, data: f.data })
+        transport::fetch_attachment(id, reference, max_bytes).map(|f| model::FetchedAttachment {
+            media_type: f.media_type,
+            data: f.data,
+        })
     }
 
     fn diagnose(&mut self, id: &str) -> String {
@@ -95,7 +100,10 @@ impl Host for Imports {
         };
         let images: Vec<agent::PromptImage> = images
             .iter()
-            .map(|i| agent::PromptImage { media_type: i.media_type.clone(), data: i.data.clone() })
+            .map(|i| agent::PromptImage {
+                media_type: i.media_type.clone(),
+                data: i.data.clone(),
+            })
             .collect();
         agent::send_prompt(text, deliver_as, &images)
     }
@@ -157,7 +165,10 @@ impl Host for Imports {
     fn log(&mut self, level: model::Level, event: &str, fields: &[(&str, String)]) {
         let fields: Vec<log::Field> = fields
             .iter()
-            .map(|(key, value)| log::Field { key: (*key).to_string(), value: value.clone() })
+            .map(|(key, value)| log::Field {
+                key: (*key).to_string(),
+                value: value.clone(),
+            })
             .collect();
         log::write(level_to_wit(level), event, &fields);
     }
@@ -193,7 +204,10 @@ fn capabilities_from_wit(c: types::Capabilities) -> model::Capabilities {
 }
 
 fn note_to_wit(note: model::Note) -> wit_session::Note {
-    wit_session::Note { level: level_to_wit(note.level), text: note.text }
+    wit_session::Note {
+        level: level_to_wit(note.level),
+        text: note.text,
+    }
 }
 
 fn envelope_from_wit(e: types::Envelope) -> model::Envelope {
@@ -229,7 +243,11 @@ impl wit_session::Guest for Component {
     fn configure(sources: Vec<wit_session::ConfigSource>) -> wit_session::Configuration {
         let sources: Vec<model::ConfigSource> = sources
             .into_iter()
-            .map(|s| model::ConfigSource { scope: s.scope, path: s.path, text: s.text })
+            .map(|s| model::ConfigSource {
+                scope: s.scope,
+                path: s.path,
+                text: s.text,
+            })
             .collect();
         let configuration = with_bridge(|bridge, host| bridge.configure(host, &sources));
         wit_session::Configuration {
@@ -268,9 +286,10 @@ impl wit_session::Guest for Component {
                 })
             }
             wit_session::AgentEvent::ToolStarted(name) => model::AgentEvent::ToolStarted(name),
-            wit_session::AgentEvent::ToolFinished(r) => {
-                model::AgentEvent::ToolFinished { name: r.name, ok: r.ok }
-            }
+            wit_session::AgentEvent::ToolFinished(r) => model::AgentEvent::ToolFinished {
+                name: r.name,
+                ok: r.ok,
+            },
             wit_session::AgentEvent::AssistantMessage(text) => {
                 model::AgentEvent::AssistantMessage(text)
             }
@@ -287,7 +306,9 @@ impl wit_session::Guest for Component {
     }
 
     fn on_local_command(args: String) -> wit_session::Note {
-        note_to_wit(with_bridge(|bridge, host| bridge.on_local_command(host, &args)))
+        note_to_wit(with_bridge(|bridge, host| {
+            bridge.on_local_command(host, &args)
+        }))
     }
 
     fn tick() {
@@ -300,7 +321,11 @@ impl wit_session::Guest for Component {
             transports: d
                 .transports
                 .into_iter()
-                .map(|t| wit_session::TransportStatus { id: t.id, status: t.status, detail: t.detail })
+                .map(|t| wit_session::TransportStatus {
+                    id: t.id,
+                    status: t.status,
+                    detail: t.detail,
+                })
                 .collect(),
             paired: d.paired,
             conversations: d.conversations,

@@ -27,7 +27,8 @@ use transports::Transport;
 use transports::fake::FakeTransport;
 
 /// Pre-trusts the sender, so the envelope is a prompt (the common case once paired).
-const CONFIG: &str = r#"{"bridge": {"allowUsers": ["fake:user-1"], "rateLimit": {"promptsPerMinute": 0}}}"#;
+const CONFIG: &str =
+    r#"{"bridge": {"allowUsers": ["fake:user-1"], "rateLimit": {"promptsPerMinute": 0}}}"#;
 /// Sessions held at once for the memory figure.
 const IDLE_SESSIONS: usize = 500;
 
@@ -37,7 +38,12 @@ struct NullAgent;
 #[async_trait]
 impl Agent for NullAgent {
     fn attach(&self, _signals: mpsc::Sender<AgentSignal>) {}
-    async fn send_prompt(&self, _: String, _: DeliverAs, _: Vec<PromptImage>) -> Result<(), String> {
+    async fn send_prompt(
+        &self,
+        _: String,
+        _: DeliverAs,
+        _: Vec<PromptImage>,
+    ) -> Result<(), String> {
         Ok(())
     }
     fn abort(&self) {}
@@ -45,7 +51,12 @@ impl Agent for NullAgent {
         true
     }
     fn session_info(&self) -> SessionInfo {
-        SessionInfo { id: "bench".into(), name: None, cwd: "/bench".into(), accepts_images: false }
+        SessionInfo {
+            id: "bench".into(),
+            name: None,
+            cwd: "/bench".into(),
+            accepts_images: false,
+        }
     }
 }
 
@@ -57,7 +68,10 @@ struct Bench {
 }
 
 fn setup() -> Bench {
-    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, Limits::default()).unwrap());
     let dir = tempfile::tempdir().unwrap();
     let (state, _) = StateFile::open(&dir.path().join("state.json"), 0).unwrap();
@@ -78,19 +92,38 @@ fn setup() -> Bench {
         listening: Mutex::default(),
         tick_at: Mutex::default(),
     });
-    Bench { runtime, tokio, ctx, _dir: dir }
+    Bench {
+        runtime,
+        tokio,
+        ctx,
+        _dir: dir,
+    }
 }
 
 fn sources() -> Vec<ConfigSource> {
-    vec![ConfigSource { scope: "project".into(), path: "bench.json".into(), text: CONFIG.into() }]
+    vec![ConfigSource {
+        scope: "project".into(),
+        path: "bench.json".into(),
+        text: CONFIG.into(),
+    }]
 }
 
 impl Bench {
     async fn started_instance(&self) -> Instance {
-        let mut instance = self.runtime.instantiate(SessionHost::new(self.ctx.clone())).await.unwrap();
+        let mut instance = self
+            .runtime
+            .instantiate(SessionHost::new(self.ctx.clone()))
+            .await
+            .unwrap();
         let session = instance.bridge.pi_bot_connect_session();
-        session.call_configure(&mut instance.store, &sources()).await.unwrap();
-        session.call_start(&mut instance.store, &["fake".to_string()]).await.unwrap();
+        session
+            .call_configure(&mut instance.store, &sources())
+            .await
+            .unwrap();
+        session
+            .call_start(&mut instance.store, &["fake".to_string()])
+            .await
+            .unwrap();
         instance
     }
 }
@@ -134,16 +167,29 @@ impl Host for NativeHost {
         Ok(())
     }
     fn send(&mut self, _: &model::Outbound) -> Result<model::Receipt, model::SendError> {
-        Ok(model::Receipt { message_id: "m".into(), edit_key: None })
+        Ok(model::Receipt {
+            message_id: "m".into(),
+            edit_key: None,
+        })
     }
     fn typing(&mut self, _: &str, _: &str, _: Option<&str>) {}
-    fn fetch_attachment(&mut self, _: &str, _: &str, _: u64) -> Result<model::FetchedAttachment, String> {
+    fn fetch_attachment(
+        &mut self,
+        _: &str,
+        _: &str,
+        _: u64,
+    ) -> Result<model::FetchedAttachment, String> {
         Err("none".into())
     }
     fn diagnose(&mut self, _: &str) -> String {
         String::new()
     }
-    fn send_prompt(&mut self, _: &str, _: model::DeliverAs, _: &[model::PromptImage]) -> Result<(), String> {
+    fn send_prompt(
+        &mut self,
+        _: &str,
+        _: model::DeliverAs,
+        _: &[model::PromptImage],
+    ) -> Result<(), String> {
         Ok(())
     }
     fn abort(&mut self) {}
@@ -151,7 +197,12 @@ impl Host for NativeHost {
         true
     }
     fn session_info(&mut self) -> model::SessionInfo {
-        model::SessionInfo { id: "bench".into(), name: None, cwd: "/bench".into(), accepts_images: false }
+        model::SessionInfo {
+            id: "bench".into(),
+            name: None,
+            cwd: "/bench".into(),
+            accepts_images: false,
+        }
     }
     fn confirm(&mut self, _: &str, _: &str) -> bool {
         false
@@ -194,7 +245,11 @@ fn native_envelope() -> model::Envelope {
 
 fn resident_kib() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     pages * 4
 }
 
@@ -202,7 +257,16 @@ fn bench_sessions(c: &mut Criterion) {
     let bench = setup();
 
     c.bench_function("instantiate a session (fresh store + instance)", |b| {
-        b.iter(|| bench.tokio.block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx.clone()))).unwrap())
+        b.iter(|| {
+            bench
+                .tokio
+                .block_on(
+                    bench
+                        .runtime
+                        .instantiate(SessionHost::new(bench.ctx.clone())),
+                )
+                .unwrap()
+        })
     });
 
     c.bench_function("instantiate + configure + start a session", |b| {
@@ -217,13 +281,20 @@ fn bench_sessions(c: &mut Criterion) {
             bench.tokio.block_on(async {
                 instance.store.data_mut().begin_call();
                 let session = instance.bridge.pi_bot_connect_session();
-                session.call_on_envelope(&mut instance.store, &wit_envelope).await.unwrap()
+                session
+                    .call_on_envelope(&mut instance.store, &wit_envelope)
+                    .await
+                    .unwrap()
             })
         })
     });
     let mut native = Bridge::new();
     let mut host = NativeHost;
-    let sources = vec![model::ConfigSource { scope: "project".into(), path: "bench.json".into(), text: CONFIG.into() }];
+    let sources = vec![model::ConfigSource {
+        scope: "project".into(),
+        path: "bench.json".into(),
+        text: CONFIG.into(),
+    }];
     native.configure(&mut host, &sources);
     native.start(&mut host, &["fake".to_string()]);
     let native_envelope = native_envelope();
@@ -238,8 +309,9 @@ fn report_memory() {
     let bench = setup();
     let before = resident_kib();
     let started = Instant::now();
-    let instances: Vec<Instance> =
-        (0..IDLE_SESSIONS).map(|_| bench.tokio.block_on(bench.started_instance())).collect();
+    let instances: Vec<Instance> = (0..IDLE_SESSIONS)
+        .map(|_| bench.tokio.block_on(bench.started_instance()))
+        .collect();
     let elapsed = started.elapsed();
     let after = resident_kib();
     println!(

@@ -80,27 +80,46 @@ pub struct DemoAgent {
 impl DemoAgent {
     /// A demo agent that waits `pace` between steps (zero in tests).
     pub fn new(pace: Duration, info: SessionInfo) -> Self {
-        DemoAgent { state: Arc::default(), pace, info }
+        DemoAgent {
+            state: Arc::default(),
+            pace,
+            info,
+        }
     }
 
     fn script(prompt: &str) -> Vec<Step> {
         let trimmed = prompt.trim();
         if trimmed.eq_ignore_ascii_case("long") {
             return vec![
-                Step::Tool { name: "read", ok: true },
-                Step::Tool { name: "bash", ok: true },
+                Step::Tool {
+                    name: "read",
+                    ok: true,
+                },
+                Step::Tool {
+                    name: "bash",
+                    ok: true,
+                },
                 Step::Reply(long_reply()),
             ];
         }
         if trimmed.eq_ignore_ascii_case("fail") {
             return vec![
-                Step::Tool { name: "bash", ok: false },
+                Step::Tool {
+                    name: "bash",
+                    ok: false,
+                },
                 Step::Reply("The command failed; see above.".into()),
             ];
         }
         vec![
-            Step::Tool { name: "read", ok: true },
-            Step::Tool { name: "bash", ok: true },
+            Step::Tool {
+                name: "read",
+                ok: true,
+            },
+            Step::Tool {
+                name: "bash",
+                ok: true,
+            },
             Step::Reply(short_reply(trimmed)),
         ]
     }
@@ -108,7 +127,9 @@ impl DemoAgent {
     async fn run(self) {
         loop {
             let (prompt, signals) = {
-                let Ok(mut state) = self.state.lock() else { return };
+                let Ok(mut state) = self.state.lock() else {
+                    return;
+                };
                 let Some(signals) = state.signals.clone() else {
                     state.running = false;
                     return;
@@ -134,7 +155,10 @@ impl DemoAgent {
 
     async fn run_turn(&self, prompt: &str, signals: &mpsc::Sender<AgentSignal>) {
         let emit = |event| signals.send(AgentSignal::Event(event));
-        if emit(AgentEvent::TurnStarted(TurnOrigin::Remote)).await.is_err() {
+        if emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+            .await
+            .is_err()
+        {
             return;
         }
         for step in Self::script(prompt) {
@@ -145,7 +169,10 @@ impl DemoAgent {
             match step {
                 Step::Tool { name, ok } => {
                     let (reply, verdict) = oneshot::channel();
-                    let call = AgentSignal::ToolCall { name: name.into(), reply };
+                    let call = AgentSignal::ToolCall {
+                        name: name.into(),
+                        reply,
+                    };
                     if signals.send(call).await.is_err() {
                         return;
                     }
@@ -153,7 +180,10 @@ impl DemoAgent {
                         Ok(ToolDecision::Allow) => {
                             let _ = emit(AgentEvent::ToolStarted(name.into())).await;
                             self.pause().await;
-                            let result = ToolResult { name: name.into(), ok };
+                            let result = ToolResult {
+                                name: name.into(),
+                                ok,
+                            };
                             let _ = emit(AgentEvent::ToolFinished(result)).await;
                         }
                         Ok(ToolDecision::Block(reason)) => {
@@ -199,7 +229,10 @@ impl Agent for DemoAgent {
             format!("{text} (with {} image(s))", images.len())
         };
         let start = {
-            let mut state = self.state.lock().map_err(|_| "the demo agent is broken".to_string())?;
+            let mut state = self
+                .state
+                .lock()
+                .map_err(|_| "the demo agent is broken".to_string())?;
             if state.signals.is_none() {
                 return Err("the demo agent is not attached to a session".into());
             }

@@ -11,16 +11,43 @@ use wasmtime::component::types::{Component, ComponentItem};
 /// The `wasi:*` interfaces std pulls in, each with the reason it is there. The host
 /// links them to a context that grants nothing.
 pub const ALLOWED_WASI: &[(&str, &str)] = &[
-    ("wasi:cli/environment", "std's env lookups (RUST_BACKTRACE on panic); the host grants an empty environment"),
+    (
+        "wasi:cli/environment",
+        "std's env lookups (RUST_BACKTRACE on panic); the host grants an empty environment",
+    ),
     ("wasi:cli/exit", "std's process exit and abort path"),
-    ("wasi:cli/stdin", "std's stdio setup; the host gives an empty stdin"),
-    ("wasi:cli/stdout", "std's stdio setup; nothing is written there"),
-    ("wasi:cli/stderr", "panic messages; the host captures them in memory for trap reports"),
-    ("wasi:cli/terminal-input", "std's terminal checks; the host reports no terminal"),
-    ("wasi:cli/terminal-output", "std's terminal checks; the host reports no terminal"),
-    ("wasi:cli/terminal-stdin", "std's terminal checks; the host reports no terminal"),
-    ("wasi:cli/terminal-stdout", "std's terminal checks; the host reports no terminal"),
-    ("wasi:cli/terminal-stderr", "std's terminal checks; the host reports no terminal"),
+    (
+        "wasi:cli/stdin",
+        "std's stdio setup; the host gives an empty stdin",
+    ),
+    (
+        "wasi:cli/stdout",
+        "std's stdio setup; nothing is written there",
+    ),
+    (
+        "wasi:cli/stderr",
+        "panic messages; the host captures them in memory for trap reports",
+    ),
+    (
+        "wasi:cli/terminal-input",
+        "std's terminal checks; the host reports no terminal",
+    ),
+    (
+        "wasi:cli/terminal-output",
+        "std's terminal checks; the host reports no terminal",
+    ),
+    (
+        "wasi:cli/terminal-stdin",
+        "std's terminal checks; the host reports no terminal",
+    ),
+    (
+        "wasi:cli/terminal-stdout",
+        "std's terminal checks; the host reports no terminal",
+    ),
+    (
+        "wasi:cli/terminal-stderr",
+        "std's terminal checks; the host reports no terminal",
+    ),
     ("wasi:io/error", "error type of the stdio streams"),
     ("wasi:io/streams", "the stdio streams themselves"),
     ("wasi:io/poll", "readiness of the stdio streams"),

@@ -111,11 +111,17 @@ impl SessionHost {
 
     /// What the guest wrote to stderr (a panic message, typically).
     pub fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents()).trim().to_string()
+        String::from_utf8_lossy(&self.stderr.contents())
+            .trim()
+            .to_string()
     }
 
     fn transport(&self, id: &str) -> Option<Arc<dyn Transport>> {
-        self.ctx.transports.read().ok().and_then(|t| t.get(id).cloned())
+        self.ctx
+            .transports
+            .read()
+            .ok()
+            .and_then(|t| t.get(id).cloned())
     }
 
     fn waited(&mut self, since: Instant) {
@@ -125,7 +131,10 @@ impl SessionHost {
 
 impl WasiView for SessionHost {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -153,7 +162,11 @@ impl transport::Host for SessionHost {
             return Err(format!("no transport '{id}' was created for this session"));
         };
         {
-            let listening = self.ctx.listening.lock().map_err(|_| "session state is poisoned")?;
+            let listening = self
+                .ctx
+                .listening
+                .lock()
+                .map_err(|_| "session state is poisoned")?;
             // A restarted guest asks again; the transport is still running.
             if listening.contains(&id) {
                 return Ok(());
@@ -187,7 +200,10 @@ impl transport::Host for SessionHost {
         let result = t.send(outbound).await;
         self.waited(since);
         result
-            .map(|r| transport::Receipt { message_id: r.message_id, edit_key: r.edit_key })
+            .map(|r| transport::Receipt {
+                message_id: r.message_id,
+                edit_key: r.edit_key,
+            })
             .map_err(|e| match e {
                 TransportError::NotStarted(_) => transport::SendError::NotRunning,
                 TransportError::EditRejected(m) => transport::SendError::EditRejected(m),
@@ -228,7 +244,10 @@ impl transport::Host for SessionHost {
                 fetched.data.len()
             ));
         }
-        Ok(transport::FetchedAttachment { media_type: fetched.media_type, data: fetched.data })
+        Ok(transport::FetchedAttachment {
+            media_type: fetched.media_type,
+            data: fetched.data,
+        })
     }
 
     async fn diagnose(&mut self, id: String) -> String {
@@ -280,13 +299,19 @@ impl ui::Host for SessionHost {
 
 impl store::Host for SessionHost {
     async fn load(&mut self) -> Option<String> {
-        self.ctx.state.lock().ok().and_then(|state| state.load(&self.ctx.key))
+        self.ctx
+            .state
+            .lock()
+            .ok()
+            .and_then(|state| state.load(&self.ctx.key))
     }
 
     async fn save(&mut self, document: String) -> Result<(), String> {
         let since = Instant::now();
         let result = match self.ctx.state.lock() {
-            Ok(mut state) => state.save(&self.ctx.key, &document).map_err(|e| e.to_string()),
+            Ok(mut state) => state
+                .save(&self.ctx.key, &document)
+                .map_err(|e| e.to_string()),
             Err(_) => Err("the state file is unavailable after an earlier failure".into()),
         };
         self.waited(since);
@@ -322,7 +347,11 @@ impl rng::Host for SessionHost {
 
 impl lock::Host for SessionHost {
     async fn acquire(&mut self, name: String) -> Result<(), String> {
-        let mut held = self.ctx.held_locks.lock().map_err(|_| "lock table is poisoned")?;
+        let mut held = self
+            .ctx
+            .held_locks
+            .lock()
+            .map_err(|_| "lock table is poisoned")?;
         if held.contains_key(&name) {
             return Ok(());
         }
@@ -347,6 +376,13 @@ impl lock::Host for SessionHost {
 impl log::Host for SessionHost {
     async fn write(&mut self, level: types::Level, event: String, fields: Vec<log::Field>) {
         let fields = fields.into_iter().map(|f| (f.key, f.value)).collect();
-        self.ctx.log.write(&self.ctx.key, LogLine { level, event, fields });
+        self.ctx.log.write(
+            &self.ctx.key,
+            LogLine {
+                level,
+                event,
+                fields,
+            },
+        );
     }
 }

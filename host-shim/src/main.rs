@@ -61,7 +61,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("host-shim: cannot start the async runtime: {e}");
@@ -106,7 +109,11 @@ fn setup() -> anyhow::Result<Setup> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), &cwd)?;
     let discovery = config_files::discover(&paths.config);
-    Ok(Setup { paths, cwd, discovery })
+    Ok(Setup {
+        paths,
+        cwd,
+        discovery,
+    })
 }
 
 fn config_sources(discovery: &Discovery) -> Vec<ConfigSource> {
@@ -131,7 +138,10 @@ fn open_state(path: &Path, clock: &dyn Clock) -> anyhow::Result<(StateFile, Vec<
 }
 
 fn debug_enabled() -> bool {
-    matches!(std::env::var("PI_BOT_CONNECT_DEBUG").as_deref(), Ok("1") | Ok("true"))
+    matches!(
+        std::env::var("PI_BOT_CONNECT_DEBUG").as_deref(),
+        Ok("1") | Ok("true")
+    )
 }
 
 async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyhow::Result<()> {
@@ -149,7 +159,8 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
          from a remote user; lines marked `local` are what only the person at the agent's \
          terminal sees (that is where pairing codes appear). Local commands: /connect status, \
          /connect pair, /connect doctor, … Leave with /quit or Ctrl-D.",
-    ).await;
+    )
+    .await;
     for note in &setup.discovery.notes {
         ui.notify(Level::Warning, note).await;
     }
@@ -192,7 +203,8 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
         }
     }
     session.shutdown().await?;
-    ui.notify(Level::Info, "bye: pairing and state are saved.").await;
+    ui.notify(Level::Info, "bye: pairing and state are saved.")
+        .await;
     Ok(())
 }
 
@@ -241,20 +253,31 @@ async fn doctor(component: &[u8], session: Option<String>) -> anyhow::Result<()>
     println!("- component: {} bytes", component.len());
     match &setup.paths.config {
         host_shim::paths::ConfigLocations::Discover { global, project } => {
-            println!("- config: {} (global), {} (project)", global.display(), project.display());
+            println!(
+                "- config: {} (global), {} (project)",
+                global.display(),
+                project.display()
+            );
         }
         host_shim::paths::ConfigLocations::Override(path) => {
             println!("- config: {} (PI_BOT_CONNECT_CONFIG)", path.display());
         }
     }
     for source in &setup.discovery.sources {
-        println!("  found {} config: {}", source.scope.label(), source.path.display());
+        println!(
+            "  found {} config: {}",
+            source.scope.label(),
+            source.path.display()
+        );
     }
     for note in &setup.discovery.notes {
         println!("  note: {note}");
     }
     let (state, warnings) = open_state(&setup.paths.state_file, clock.as_ref())?;
-    println!("- state file: {} (persistent)", setup.paths.state_file.display());
+    println!(
+        "- state file: {} (persistent)",
+        setup.paths.state_file.display()
+    );
     for warning in &warnings {
         println!("  warning: {warning}");
     }
@@ -291,7 +314,10 @@ async fn doctor(component: &[u8], session: Option<String>) -> anyhow::Result<()>
     if requested.is_empty() {
         println!("- transports configured: none (`run` uses this terminal as the chat)");
     } else {
-        println!("- transports configured: {} (not started by doctor)", requested.join(", "));
+        println!(
+            "- transports configured: {} (not started by doctor)",
+            requested.join(", ")
+        );
     }
     if let Some(diagnostics) = session.diagnostics().await? {
         println!(

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use wasmtime::error::Context as _;
 use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::error::Context as _;
 use wasmtime::{Config, Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 
 use crate::imports::SessionHost;
@@ -47,7 +47,10 @@ impl Default for Limits {
     fn default() -> Self {
         // 64 MiB leaves room for a 1 MiB reply through every pipeline stage; 5 s of guest
         // CPU is orders of magnitude above any legitimate call (budgets: µs to ms).
-        Limits { memory_bytes: 64 << 20, call_budget: Duration::from_secs(5) }
+        Limits {
+            memory_bytes: 64 << 20,
+            call_budget: Duration::from_secs(5),
+        }
     }
 }
 
@@ -106,9 +109,16 @@ impl Runtime {
                     }
                 }
             })
-            .map_err(|e| wasmtime::Error::msg(format!("could not start the epoch ticker thread: {e}")))?;
+            .map_err(|e| {
+                wasmtime::Error::msg(format!("could not start the epoch ticker thread: {e}"))
+            })?;
 
-        Ok(Runtime { engine, pre, limits, ticker_stop })
+        Ok(Runtime {
+            engine,
+            pre,
+            limits,
+            ticker_stop,
+        })
     }
 
     /// The component's WIT, as the engine sees it: every import and export.

@@ -203,9 +203,14 @@ impl Actor {
         let sources = self.sources.clone();
         let configuration: Option<Configuration> =
             guest!(self, "configure", |b, s| b.call_configure(s, &sources));
-        let Some(configuration) = configuration else { return };
-        let mut notes: Vec<(Level, String)> =
-            configuration.notes.into_iter().map(|n| (n.level, n.text)).collect();
+        let Some(configuration) = configuration else {
+            return;
+        };
+        let mut notes: Vec<(Level, String)> = configuration
+            .notes
+            .into_iter()
+            .map(|n| (n.level, n.text))
+            .collect();
         if let Some(factory) = factory {
             let (built, problems) = factory(&configuration.transports);
             notes.extend(problems.into_iter().map(|p| (Level::Error, p)));
@@ -218,23 +223,37 @@ impl Actor {
         }
         let ids = self.transport_ids.clone();
         let started: Option<Vec<Note>> = guest!(self, "start", |b, s| b.call_start(s, &ids));
-        notes.extend(started.unwrap_or_default().into_iter().map(|n| (n.level, n.text)));
+        notes.extend(
+            started
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| (n.level, n.text)),
+        );
         if !notes.is_empty() {
             let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
             let text: Vec<String> = notes.into_iter().map(|(_, t)| t).collect();
-            self.ctx.ui.notify(level.unwrap_or(Level::Warning), &text.join("\n")).await;
+            self.ctx
+                .ui
+                .notify(level.unwrap_or(Level::Warning), &text.join("\n"))
+                .await;
         }
     }
 
     /// Reports a trap, drops the poisoned instance and boots a fresh one from the saved
     /// state (the store import reloads it).
     async fn trapped(&mut self, what: &str, error: wasmtime::Error) {
-        let stderr = self.instance.take().map(|i| i.store.data().stderr_text()).unwrap_or_default();
+        let stderr = self
+            .instance
+            .take()
+            .map(|i| i.store.data().stderr_text())
+            .unwrap_or_default();
         let cause = match error.downcast_ref::<wasmtime::Trap>() {
             Some(trap) => trap.to_string(),
             None => error.root_cause().to_string(),
         };
-        let panic = stderr.lines().find(|l| !l.trim().is_empty() && !l.starts_with("note:"));
+        let panic = stderr
+            .lines()
+            .find(|l| !l.trim().is_empty() && !l.starts_with("note:"));
         let report = match panic {
             Some(line) => format!("{cause} ({line})"),
             None => cause,
@@ -245,7 +264,10 @@ impl Actor {
             LogLine {
                 level: Level::Error,
                 event: "guest trap".into(),
-                fields: vec![("call".into(), what.into()), ("cause".into(), report.clone())],
+                fields: vec![
+                    ("call".into(), what.into()),
+                    ("cause".into(), report.clone()),
+                ],
             },
         );
         if self.consecutive_restarts >= MAX_RESTARTS {
@@ -259,23 +281,36 @@ impl Actor {
             ).await;
             return;
         }
-        self.ctx.ui.notify(
-            Level::Error,
-            &format!(
-                "The bridge failed while handling {what} ({report}). That input was dropped; \
+        self.ctx
+            .ui
+            .notify(
+                Level::Error,
+                &format!(
+                    "The bridge failed while handling {what} ({report}). That input was dropped; \
                  restarting the bridge from the saved state."
-            ),
-        ).await;
+                ),
+            )
+            .await;
         self.consecutive_restarts += 1;
         self.health.restarts += 1;
-        match self.runtime.instantiate(SessionHost::new(self.ctx.clone())).await {
+        match self
+            .runtime
+            .instantiate(SessionHost::new(self.ctx.clone()))
+            .await
+        {
             Ok(instance) => {
                 self.instance = Some(instance);
                 Box::pin(self.boot(None)).await;
             }
             Err(e) => {
                 self.health.stopped = true;
-                self.ctx.ui.notify(Level::Error, &format!("Could not restart the bridge: {e:#}")).await;
+                self.ctx
+                    .ui
+                    .notify(
+                        Level::Error,
+                        &format!("Could not restart the bridge: {e:#}"),
+                    )
+                    .await;
             }
         }
     }
@@ -316,7 +351,9 @@ impl Actor {
 
     fn tick_delay(&self) -> Option<Duration> {
         let at = (*self.ctx.tick_at.lock().ok()?)?;
-        Some(Duration::from_millis(at.saturating_sub(self.ctx.clock.now_ms())))
+        Some(Duration::from_millis(
+            at.saturating_sub(self.ctx.clock.now_ms()),
+        ))
     }
 
     async fn tick(&mut self) {
@@ -330,8 +367,8 @@ impl Actor {
         match signal {
             AgentSignal::Event(event) => {
                 let event: AgentEvent = event;
-                let _: Option<()> =
-                    guest!(self, "an agent event", |b, s| b.call_on_agent_event(s, &event));
+                let _: Option<()> = guest!(self, "an agent event", |b, s| b
+                    .call_on_agent_event(s, &event));
             }
             AgentSignal::ToolCall { name, reply } => {
                 let call = ToolCall { name };
@@ -349,12 +386,15 @@ impl Actor {
     async fn on_command(&mut self, command: Command) {
         match command {
             Command::Local(args, reply) => {
-                let note: Option<Note> =
-                    guest!(self, "a local command", |b, s| b.call_on_local_command(s, &args));
-                let _ = reply.send(note.unwrap_or_else(|| Note {
-                    level: Level::Error,
-                    text: "bot-connect: the bridge failed on that command; see the error above."
-                        .into(),
+                let note: Option<Note> = guest!(self, "a local command", |b, s| b
+                    .call_on_local_command(s, &args));
+                let _ = reply.send(note.unwrap_or_else(|| {
+                    Note {
+                        level: Level::Error,
+                        text:
+                            "bot-connect: the bridge failed on that command; see the error above."
+                                .into(),
+                    }
                 }));
             }
             Command::Diagnostics(reply) => {

@@ -33,7 +33,9 @@ impl Ui for TerminalUi {
     }
 
     async fn confirm(&self, title: &str, message: &str) -> bool {
-        self.0.ask(&format!("{title}: {message}"), CONFIRM_TIMEOUT).await
+        self.0
+            .ask(&format!("{title}: {message}"), CONFIRM_TIMEOUT)
+            .await
     }
 }
 

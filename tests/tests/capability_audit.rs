@@ -10,14 +10,35 @@ use host_shim::audit::{self, ALLOWED_WASI, BRIDGE_IMPORTS, Verdict};
 fn component_imports_only_the_audited_interfaces() {
     let runtime = common::runtime();
     let imports = audit::imports(&runtime.component_type(), runtime.engine());
-    let unexpected: Vec<&str> =
-        imports.iter().filter(|i| i.verdict == Verdict::Unexpected).map(|i| i.name.as_str()).collect();
-    assert!(unexpected.is_empty(), "imports outside the audit: {unexpected:?}");
-    for forbidden in ["wasi:filesystem", "wasi:sockets", "wasi:http", "wasi:clocks", "wasi:random/random"] {
-        assert!(!imports.iter().any(|i| i.name.starts_with(forbidden)), "{forbidden} must not be imported");
+    let unexpected: Vec<&str> = imports
+        .iter()
+        .filter(|i| i.verdict == Verdict::Unexpected)
+        .map(|i| i.name.as_str())
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "imports outside the audit: {unexpected:?}"
+    );
+    for forbidden in [
+        "wasi:filesystem",
+        "wasi:sockets",
+        "wasi:http",
+        "wasi:clocks",
+        "wasi:random/random",
+    ] {
+        assert!(
+            !imports.iter().any(|i| i.name.starts_with(forbidden)),
+            "{forbidden} must not be imported"
+        );
     }
-    for name in BRIDGE_IMPORTS.iter().filter(|n| **n != "pi:bot-connect/types") {
-        assert!(imports.iter().any(|i| i.name.starts_with(name)), "{name} is part of the world");
+    for name in BRIDGE_IMPORTS
+        .iter()
+        .filter(|n| **n != "pi:bot-connect/types")
+    {
+        assert!(
+            imports.iter().any(|i| i.name.starts_with(name)),
+            "{name} is part of the world"
+        );
     }
     for (name, why) in ALLOWED_WASI {
         assert!(!why.is_empty(), "{name} needs a reason");
@@ -26,19 +47,42 @@ fn component_imports_only_the_audited_interfaces() {
 
 #[test]
 fn classify_rejects_capabilities_outside_the_world() {
-    assert_eq!(audit::classify("wasi:filesystem/preopens@0.2.6"), Verdict::Unexpected);
-    assert_eq!(audit::classify("wasi:sockets/tcp@0.2.6"), Verdict::Unexpected);
-    assert_eq!(audit::classify("wasi:http/outgoing-handler@0.2.6"), Verdict::Unexpected);
-    assert_eq!(audit::classify("pi:bot-connect/agent@0.1.0"), Verdict::Bridge);
-    assert!(matches!(audit::classify("wasi:cli/stderr@0.2.6"), Verdict::Wasi(_)));
+    assert_eq!(
+        audit::classify("wasi:filesystem/preopens@0.2.6"),
+        Verdict::Unexpected
+    );
+    assert_eq!(
+        audit::classify("wasi:sockets/tcp@0.2.6"),
+        Verdict::Unexpected
+    );
+    assert_eq!(
+        audit::classify("wasi:http/outgoing-handler@0.2.6"),
+        Verdict::Unexpected
+    );
+    assert_eq!(
+        audit::classify("pi:bot-connect/agent@0.1.0"),
+        Verdict::Bridge
+    );
+    assert!(matches!(
+        audit::classify("wasi:cli/stderr@0.2.6"),
+        Verdict::Wasi(_)
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guest_sees_no_environment_and_no_arguments() {
     let dirs = Dirs::new();
     let h = Setup::new(&dirs, "audit").start().await;
-    let diagnostics = h.session.diagnostics().await.unwrap().expect("bridge is alive");
-    assert!(std::env::vars_os().count() > 0, "the test process itself has an environment");
+    let diagnostics = h
+        .session
+        .diagnostics()
+        .await
+        .unwrap()
+        .expect("bridge is alive");
+    assert!(
+        std::env::vars_os().count() > 0,
+        "the test process itself has an environment"
+    );
     assert_eq!(diagnostics.sandbox.environment_variables, 0);
     assert_eq!(diagnostics.sandbox.arguments, 0);
     h.session.shutdown().await.unwrap();

@@ -13,37 +13,73 @@ async fn pairing_then_prompt_then_reply() {
     let dirs = Dirs::new();
     let h = Setup::new(&dirs, "session-a").start().await;
 
-    h.say("user-1", "hello", "This chat is not paired with a pi session yet.").await;
+    h.say(
+        "user-1",
+        "hello",
+        "This chat is not paired with a pi session yet.",
+    )
+    .await;
     let code = h.code_shown_locally();
     assert_eq!(code.len(), 6, "the terminal shows a 6-digit code");
     // I1: the code travels only to the terminal, never to the chat.
     for text in h.texts() {
-        assert!(!text.chars().filter(char::is_ascii_digit).collect::<String>().contains(&code), "code leaked: {text}");
+        assert!(
+            !text
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect::<String>()
+                .contains(&code),
+            "code leaked: {text}"
+        );
     }
 
-    h.say("user-1", &format!("{}-{}", &code[..3], &code[3..]), "Paired as fake:user-1.").await;
+    h.say(
+        "user-1",
+        &format!("{}-{}", &code[..3], &code[3..]),
+        "Paired as fake:user-1.",
+    )
+    .await;
     assert!(h.ui.notes().iter().any(|(_, t)| t == "Paired fake:user-1"));
 
     let secret_prompt = "summarize the quarterly plan";
     h.say("user-1", secret_prompt, "You asked").await;
     let texts = h.texts();
-    let card = texts.iter().position(|t| t == "thinking…").expect("a thinking card was posted (I23)");
-    let reply = texts.iter().position(|t| t.contains("You asked")).expect("the reply arrived");
+    let card = texts
+        .iter()
+        .position(|t| t == "thinking…")
+        .expect("a thinking card was posted (I23)");
+    let reply = texts
+        .iter()
+        .position(|t| t.contains("You asked"))
+        .expect("the reply arrived");
     assert!(card < reply, "the card comes before the reply");
     let edits: Vec<String> = h.fake.edits().into_iter().map(|m| m.text).collect();
-    assert!(edits.iter().any(|t| t.contains("✓ read")), "the card was edited in place (I20): {edits:?}");
+    assert!(
+        edits.iter().any(|t| t.contains("✓ read")),
+        "the card was edited in place (I20): {edits:?}"
+    );
     // I2: the prompt body never reaches a log line.
     for (_, line) in h.log.lines() {
         for (_, value) in &line.fields {
-            assert!(!value.contains(secret_prompt), "prompt logged in {}: {value}", line.event);
+            assert!(
+                !value.contains(secret_prompt),
+                "prompt logged in {}: {value}",
+                line.event
+            );
         }
     }
 
     h.say("user-1", "long", "fn part_12()").await;
     let long_parts = h.texts().iter().filter(|t| t.contains("## Part ")).count();
-    assert!(long_parts >= 2, "a long reply is split into several messages");
+    assert!(
+        long_parts >= 2,
+        "a long reply is split into several messages"
+    );
     for text in h.texts() {
-        assert!(text.chars().count() <= 4000, "every message fits the fake's limit");
+        assert!(
+            text.chars().count() <= 4000,
+            "every message fits the fake's limit"
+        );
     }
     h.session.shutdown().await.unwrap();
 }
@@ -69,10 +105,20 @@ async fn commands_answer_while_the_agent_is_busy() {
     {
         let prompts = agent.prompts.lock().unwrap();
         assert_eq!(prompts.len(), 2, "both prompts reached the agent");
-        assert_eq!(format!("{:?}", prompts[1].1), "DeliverAs::FollowUp", "busy prompts are follow-ups (I8)");
+        assert_eq!(
+            format!("{:?}", prompts[1].1),
+            "DeliverAs::FollowUp",
+            "busy prompts are follow-ups (I8)"
+        );
     }
     agent.finish();
-    assert!(h.fake.wait_for(WAIT, |sent, _| sent.iter().any(|m| m.message.text == "answer to: first task")).await);
+    assert!(
+        h.fake
+            .wait_for(WAIT, |sent, _| sent
+                .iter()
+                .any(|m| m.message.text == "answer to: first task"))
+            .await
+    );
     h.session.shutdown().await.unwrap();
 }
 
@@ -89,7 +135,10 @@ async fn pairing_survives_a_restart_and_stays_in_its_session() {
     let state = setup.state.clone();
     let h = setup.start().await;
     h.say("user-1", "are you still there", "You asked").await;
-    assert!(!h.texts().iter().any(|t| t.contains("not paired")), "no pairing prompt after restart");
+    assert!(
+        !h.texts().iter().any(|t| t.contains("not paired")),
+        "no pairing prompt after restart"
+    );
     h.session.shutdown().await.unwrap();
 
     // I17: the same identity is a stranger to another session.
@@ -112,7 +161,9 @@ async fn bad_config_is_reported_and_the_session_still_starts() {
     let h = setup.start().await;
     let notes = h.ui.notes();
     assert!(
-        notes.iter().any(|(_, t)| t.contains("project config: invalid JSON in /work/.pi/bot-connect.json")),
+        notes
+            .iter()
+            .any(|(_, t)| t.contains("project config: invalid JSON in /work/.pi/bot-connect.json")),
         "the note names the file and the problem: {notes:?}"
     );
     h.say("user-1", "hello", "not paired").await;

@@ -19,17 +19,33 @@ async fn a_host_token_never_reaches_the_guest_or_its_output() {
     let h = Setup::new(&dirs, "secrets").start().await;
     h.pair("user-1").await;
     h.say("user-1", "status of the build", "You asked").await;
-    let diagnostics = h.session.diagnostics().await.unwrap().expect("bridge is alive");
-    assert_eq!(diagnostics.sandbox.environment_variables, 0, "the guest sees no environment");
+    let diagnostics = h
+        .session
+        .diagnostics()
+        .await
+        .unwrap()
+        .expect("bridge is alive");
+    assert_eq!(
+        diagnostics.sandbox.environment_variables, 0,
+        "the guest sees no environment"
+    );
     let doctor = h.session.local_command("doctor").await.unwrap();
 
     let mut everything: Vec<String> = h.texts();
     everything.extend(h.ui.notes().into_iter().map(|(_, t)| t));
-    everything.extend(h.log.lines().into_iter().flat_map(|(_, l)| l.fields.into_iter().map(|(_, v)| v)));
+    everything.extend(
+        h.log
+            .lines()
+            .into_iter()
+            .flat_map(|(_, l)| l.fields.into_iter().map(|(_, v)| v)),
+    );
     everything.push(format!("{diagnostics:?}"));
     everything.push(doctor.text);
     for text in everything {
-        assert!(!text.contains(TOKEN) && !text.contains("AAHsecret"), "token leaked into: {text}");
+        assert!(
+            !text.contains(TOKEN) && !text.contains("AAHsecret"),
+            "token leaked into: {text}"
+        );
     }
     h.session.shutdown().await.unwrap();
 }

@@ -10,7 +10,10 @@ use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_out_of_memory_guest_is_contained_and_restarted() {
-    let limits = Limits { memory_bytes: 24 << 20, ..Limits::default() };
+    let limits = Limits {
+        memory_bytes: 24 << 20,
+        ..Limits::default()
+    };
     let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"));
     let dirs = Dirs::new();
     let mut a = Setup::new(&dirs, "session-a");
@@ -30,10 +33,15 @@ async fn an_out_of_memory_guest_is_contained_and_restarted() {
     let huge = "x".repeat(40 << 20);
     a.fake.inject(a.dm("user-1", &huge)).await.unwrap();
     let health = a.session.health().await.unwrap();
-    assert_eq!(health.restarts, 1, "the trapped instance was replaced: {health:?}");
+    assert_eq!(
+        health.restarts, 1,
+        "the trapped instance was replaced: {health:?}"
+    );
     assert!(health.last_trap.is_some());
     assert!(
-        a.ui.notes().iter().any(|(_, t)| t.contains("The bridge failed while handling an inbound message")),
+        a.ui.notes()
+            .iter()
+            .any(|(_, t)| t.contains("The bridge failed while handling an inbound message")),
         "the trap is reported locally: {:?}",
         a.ui.notes()
     );

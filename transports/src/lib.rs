@@ -11,8 +11,8 @@ pub mod model;
 pub mod terminal;
 
 pub use model::{
-    Attachment, AttachmentKind, BotIdentity, Capabilities, Envelope, FetchedAttachment,
-    LengthUnit, Markup, OutboundKind, OutboundMessage, SendReceipt,
+    Attachment, AttachmentKind, BotIdentity, Capabilities, Envelope, FetchedAttachment, LengthUnit,
+    Markup, OutboundKind, OutboundMessage, SendReceipt,
 };
 
 use async_trait::async_trait;

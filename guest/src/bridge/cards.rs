@@ -41,7 +41,12 @@ pub(super) struct Turn {
 
 impl Turn {
     fn new(origin: TurnOrigin) -> Self {
-        Turn { origin, lines: Vec::new(), last_assistant: None, cards: BTreeMap::new() }
+        Turn {
+            origin,
+            lines: Vec::new(),
+            last_assistant: None,
+            cards: BTreeMap::new(),
+        }
     }
 
     fn text(&self) -> String {
@@ -118,7 +123,9 @@ impl Bridge {
         let interval = self.config.progress_min_interval_ms;
         let mut next_tick: Option<u64> = None;
         for target in self.broadcast_targets() {
-            let Some(turn) = self.turn.as_mut() else { return };
+            let Some(turn) = self.turn.as_mut() else {
+                return;
+            };
             let text = turn.text();
             let key = target.key();
             let (_, card) = turn
@@ -134,7 +141,11 @@ impl Bridge {
                 continue;
             }
             let edit_key = card.edit_key.clone();
-            host.typing(&target.transport, &target.conversation_id, target.thread_id.as_deref());
+            host.typing(
+                &target.transport,
+                &target.conversation_id,
+                target.thread_id.as_deref(),
+            );
             let sent = self.send_card(host, &target, &text, edit_key);
             if let Some(turn) = self.turn.as_mut()
                 && let Some((_, card)) = turn.cards.get_mut(&key)
@@ -162,13 +173,20 @@ impl Bridge {
     ) -> Option<Option<String>> {
         let can_edit = self.capabilities(&target.transport).is_some_and(|c| c.edit);
         if let Some(key) = edit_key.filter(|_| can_edit) {
-            match self.deliver(host, target, OutboundKind::Progress, text, Some(key.clone())) {
+            match self.deliver(
+                host,
+                target,
+                OutboundKind::Progress,
+                text,
+                Some(key.clone()),
+            ) {
                 Ok(_) => return Some(Some(key)),
                 Err(_) => {
-                    host.log(crate::model::Level::Info, "card edit refused, posting anew", &[(
-                        "transport",
-                        target.transport.clone(),
-                    )]);
+                    host.log(
+                        crate::model::Level::Info,
+                        "card edit refused, posting anew",
+                        &[("transport", target.transport.clone())],
+                    );
                 }
             }
         }

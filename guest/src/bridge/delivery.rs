@@ -20,24 +20,35 @@ impl Bridge {
         edit_key: Option<String>,
     ) -> Result<Option<Receipt>, SendError> {
         let Some(capabilities) = self.capabilities(&target.transport) else {
-            host.log(Level::Warning, "send to a transport that is not running", &[
-                ("transport", target.transport.clone()),
-                ("kind", kind.as_str().into()),
-            ]);
+            host.log(
+                Level::Warning,
+                "send to a transport that is not running",
+                &[
+                    ("transport", target.transport.clone()),
+                    ("kind", kind.as_str().into()),
+                ],
+            );
             return Err(SendError::NotRunning);
         };
         let prepared = outbound::prepare(text, &capabilities, self.config.max_chunks);
         if !prepared.redactions.is_empty() {
             // Rule names only, never the match (I36).
-            host.log(Level::Info, "redacted outbound text", &[
-                ("transport", target.transport.clone()),
-                ("kind", kind.as_str().into()),
-                ("rules", prepared.redactions.join(",")),
-            ]);
+            host.log(
+                Level::Info,
+                "redacted outbound text",
+                &[
+                    ("transport", target.transport.clone()),
+                    ("kind", kind.as_str().into()),
+                    ("rules", prepared.redactions.join(",")),
+                ],
+            );
         }
         let mut first = None;
         let mut edit_key = edit_key;
-        let messages = prepared.messages.into_iter().chain(prepared.truncation_notice);
+        let messages = prepared
+            .messages
+            .into_iter()
+            .chain(prepared.truncation_notice);
         for (index, text) in messages.enumerate() {
             let message = Outbound {
                 transport: target.transport.clone(),
@@ -54,11 +65,15 @@ impl Bridge {
                     }
                 }
                 Err(error) => {
-                    host.log(Level::Warning, "outbound send failed", &[
-                        ("transport", target.transport.clone()),
-                        ("kind", kind.as_str().into()),
-                        ("error", error.to_string()),
-                    ]);
+                    host.log(
+                        Level::Warning,
+                        "outbound send failed",
+                        &[
+                            ("transport", target.transport.clone()),
+                            ("kind", kind.as_str().into()),
+                            ("error", error.to_string()),
+                        ],
+                    );
                     // The first message decides whether the caller may fall back (an edit
                     // that was refused); later pieces of a reply are reported, not retried.
                     if index == 0 {
@@ -99,7 +114,10 @@ impl Bridge {
                 // hears about it (architecture §6).
                 Err(error) if kind == OutboundKind::Reply => host.notify(
                     Level::Warning,
-                    &format!("The reply could not be delivered to {}: {error}", target.key()),
+                    &format!(
+                        "The reply could not be delivered to {}: {error}",
+                        target.key()
+                    ),
                 ),
                 Err(_) => {}
             }

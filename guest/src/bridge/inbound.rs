@@ -15,10 +15,11 @@ impl Bridge {
     pub fn on_envelope(&mut self, host: &mut dyn Host, envelope: Envelope) {
         if self.capabilities(&envelope.transport).is_none() {
             // Only a running transport delivers; anything else is a host bug worth a line.
-            host.log(Level::Warning, "message from a transport that is not running", &[(
-                "transport",
-                envelope.transport.clone(),
-            )]);
+            host.log(
+                Level::Warning,
+                "message from a transport that is not running",
+                &[("transport", envelope.transport.clone())],
+            );
             return;
         }
         let identity = envelope.identity();
@@ -29,7 +30,9 @@ impl Bridge {
         let pending = self.state.pending(&conversation).cloned();
         let busy = !host.is_idle();
         let accepts_images = host.session_info().accepts_images
-            && self.capabilities(&envelope.transport).is_some_and(|c| c.attachments);
+            && self
+                .capabilities(&envelope.transport)
+                .is_some_and(|c| c.attachments);
         let route = router::route(&RouteInput {
             envelope: &envelope,
             config: &self.config,
@@ -46,10 +49,14 @@ impl Bridge {
         };
         match route {
             Route::Ignore(reason) => {
-                host.log(Level::Info, "ignored message", &[
-                    ("reason", ignore_reason(reason).into()),
-                    ("transport", envelope.transport.clone()),
-                ]);
+                host.log(
+                    Level::Info,
+                    "ignored message",
+                    &[
+                        ("reason", ignore_reason(reason).into()),
+                        ("transport", envelope.transport.clone()),
+                    ],
+                );
             }
             Route::Pair => self.pair(host, &envelope, &target, pending, now),
             Route::Command(command) => {
@@ -60,7 +67,11 @@ impl Bridge {
                 self.remember(host, &target);
                 self.reply(host, &target, unsupported_notice(feature));
             }
-            Route::Prompt { text, deliver_as, attachments } => {
+            Route::Prompt {
+                text,
+                deliver_as,
+                attachments,
+            } => {
                 self.remember(host, &target);
                 self.prompt(host, &envelope, &target, text, deliver_as, attachments, now);
             }
@@ -93,10 +104,14 @@ impl Bridge {
                 self.state.set_pending(&conversation, None);
                 self.state.remember_conversation(target.clone());
                 self.save(host);
-                host.log(Level::Info, "paired remote identity", &[
-                    ("transport", envelope.transport.clone()),
-                    ("identity", identity.clone()),
-                ]);
+                host.log(
+                    Level::Info,
+                    "paired remote identity",
+                    &[
+                        ("transport", envelope.transport.clone()),
+                        ("identity", identity.clone()),
+                    ],
+                );
                 host.notify(Level::Info, &format!("Paired {identity}"));
                 self.reply(host, target, &pairing::pairing_success_text(&identity));
             }
@@ -108,7 +123,8 @@ impl Bridge {
                         &pairing::terminal_code_notice(&pending, self.config.pairing_ttl_ms),
                     );
                 }
-                let text = pairing::chat_prompt(reason, &pending, &options, &self.config.local_command);
+                let text =
+                    pairing::chat_prompt(reason, &pending, &options, &self.config.local_command);
                 self.state.set_pending(&conversation, Some(pending));
                 self.save(host);
                 self.reply(host, target, &text);
@@ -138,7 +154,10 @@ impl Bridge {
             cwd: info.cwd,
             busy,
             paused: self.state.is_paused(&conversation),
-            paired_for_ms: self.state.paired_at(&identity).map(|at| now.saturating_sub(at)),
+            paired_for_ms: self
+                .state
+                .paired_at(&identity)
+                .map(|at| now.saturating_sub(at)),
         };
         let (text, effect) = commands::run_remote_command(parsed.command, &view);
         match effect {
@@ -155,18 +174,26 @@ impl Bridge {
             CommandEffect::Disconnect => {
                 self.state.disconnect(&identity, &conversation);
                 self.save(host);
-                host.log(Level::Info, "revoked remote pairing", &[
-                    ("transport", envelope.transport.clone()),
-                    ("identity", identity.clone()),
-                ]);
+                host.log(
+                    Level::Info,
+                    "revoked remote pairing",
+                    &[
+                        ("transport", envelope.transport.clone()),
+                        ("identity", identity.clone()),
+                    ],
+                );
             }
         }
         // Audit: who ran what, never the arguments (I38).
-        host.log(Level::Info, "remote command", &[
-            ("transport", envelope.transport.clone()),
-            ("identity", identity),
-            ("command", parsed.command.name().into()),
-        ]);
+        host.log(
+            Level::Info,
+            "remote command",
+            &[
+                ("transport", envelope.transport.clone()),
+                ("identity", identity),
+                ("command", parsed.command.name().into()),
+            ],
+        );
         self.reply(host, target, &text);
     }
 
@@ -207,13 +234,21 @@ impl Bridge {
             self.reply(host, target, notices::PROMPT_NOT_DELIVERED_NOTICE);
             return;
         }
-        host.typing(&target.transport, &target.conversation_id, target.thread_id.as_deref());
+        host.typing(
+            &target.transport,
+            &target.conversation_id,
+            target.thread_id.as_deref(),
+        );
         // The prompt text is never logged (I2).
-        host.log(Level::Info, "prompt forwarded", &[
-            ("transport", envelope.transport.clone()),
-            ("deliverAs", deliver_as.as_str().into()),
-            ("images", images.len().to_string()),
-        ]);
+        host.log(
+            Level::Info,
+            "prompt forwarded",
+            &[
+                ("transport", envelope.transport.clone()),
+                ("deliverAs", deliver_as.as_str().into()),
+                ("images", images.len().to_string()),
+            ],
+        );
     }
 
     /// Applies the rate limit for one input; on denial answers with at most one notice
@@ -226,13 +261,20 @@ impl Bridge {
         target: &ConversationTarget,
         now: u64,
     ) -> bool {
-        match self.rate.check(kind, identity, now, &self.config.rate_limit) {
+        match self
+            .rate
+            .check(kind, identity, now, &self.config.rate_limit)
+        {
             RateVerdict::Allowed => true,
             RateVerdict::Denied { notify } => {
-                host.log(Level::Warning, "remote input rate limited", &[
-                    ("kind", kind.name().into()),
-                    ("identity", identity.to_string()),
-                ]);
+                host.log(
+                    Level::Warning,
+                    "remote input rate limited",
+                    &[
+                        ("kind", kind.name().into()),
+                        ("identity", identity.to_string()),
+                    ],
+                );
                 if notify {
                     self.reply(host, target, notices::RATE_LIMITED_NOTICE);
                 }
@@ -253,13 +295,20 @@ impl Bridge {
             .fetch_attachment(transport, &attachment.reference, policy.max_bytes)
             .map_err(|_| notices::ATTACHMENT_FETCH_FAILED_NOTICE)?;
         let media_type = fetched.media_type.to_ascii_lowercase();
-        if !policy.allowed_media_types.iter().any(|t| t.eq_ignore_ascii_case(&media_type)) {
+        if !policy
+            .allowed_media_types
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(&media_type))
+        {
             return Err(notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE);
         }
         if fetched.data.len() as u64 > policy.max_bytes {
             return Err(notices::ATTACHMENT_TOO_LARGE_NOTICE);
         }
-        Ok(PromptImage { media_type, data: fetched.data })
+        Ok(PromptImage {
+            media_type,
+            data: fetched.data,
+        })
     }
 }
 

@@ -80,7 +80,10 @@ impl Bridge {
     /// The bridge's part of `doctor`: transports and state counts, never a token.
     fn doctor_note(&mut self, host: &mut dyn Host) -> Note {
         let diagnostics = self.diagnostics(host);
-        let mut lines = vec![format!("bot-connect doctor"), format!("- bridge: {VERSION}")];
+        let mut lines = vec![
+            format!("bot-connect doctor"),
+            format!("- bridge: {VERSION}"),
+        ];
         if diagnostics.transports.is_empty() {
             lines.push("- transports: none registered".into());
         }
@@ -92,15 +95,26 @@ impl Bridge {
         }
         lines.push(format!("- session key: {}", self.session_id));
         lines.push(format!("- paired chats: {}", diagnostics.paired));
-        lines.push(format!("- broadcast targets: {}", diagnostics.conversations));
+        lines.push(format!(
+            "- broadcast targets: {}",
+            diagnostics.conversations
+        ));
         lines.push(format!("- pending codes: {}", diagnostics.pending));
         lines.push(String::new());
         lines.push("If a transport is not working, check in this order:".into());
         lines.push("1. credential present in the environment (never in the config file)".into());
         lines.push("2. bot invited/installed where you are talking to it".into());
-        lines.push("3. privileged intents or message scopes enabled in the platform app settings".into());
+        lines.push(
+            "3. privileged intents or message scopes enabled in the platform app settings".into(),
+        );
         lines.push("4. no other pi process holds the same bot credential".into());
-        let failing = self.transports.values().any(|t| matches!(t, TransportState::Failed(_)));
-        Note::new(if failing { Level::Warning } else { Level::Info }, lines.join("\n"))
+        let failing = self
+            .transports
+            .values()
+            .any(|t| matches!(t, TransportState::Failed(_)));
+        Note::new(
+            if failing { Level::Warning } else { Level::Info },
+            lines.join("\n"),
+        )
     }
 }

@@ -26,7 +26,11 @@ use cards::Turn;
 #[derive(Debug, Clone)]
 enum TransportState {
     /// Listening; sends are adapted to these capabilities.
-    Running { capabilities: Capabilities, lock_name: Option<String>, bot: String },
+    Running {
+        capabilities: Capabilities,
+        lock_name: Option<String>,
+        bot: String,
+    },
     /// Failed to start; the reason is shown by `doctor` (I16).
     Failed(String),
     /// Stopped by `shutdown`.
@@ -80,7 +84,10 @@ impl Bridge {
             self.state = state;
             notes.extend(warnings.into_iter().map(|w| Note::new(Level::Warning, w)));
         }
-        Configuration { notes, transports: loaded.transports }
+        Configuration {
+            notes,
+            transports: loaded.transports,
+        }
     }
 
     /// Identifies, locks and starts each transport in order. A transport that fails is
@@ -91,16 +98,24 @@ impl Bridge {
             let state = match Self::start_one(host, id) {
                 Ok(running) => {
                     if let TransportState::Running { bot, .. } = &running {
-                        host.log(Level::Info, "transport started", &[
-                            ("transport", id.clone()),
-                            ("bot", bot.clone()),
-                        ]);
+                        host.log(
+                            Level::Info,
+                            "transport started",
+                            &[("transport", id.clone()), ("bot", bot.clone())],
+                        );
                     }
                     running
                 }
                 Err(reason) => {
-                    notes.push(Note::new(Level::Error, format!("{id} failed to start: {reason}")));
-                    host.log(Level::Error, "transport failed to start", &[("transport", id.clone())]);
+                    notes.push(Note::new(
+                        Level::Error,
+                        format!("{id} failed to start: {reason}"),
+                    ));
+                    host.log(
+                        Level::Error,
+                        "transport failed to start",
+                        &[("transport", id.clone())],
+                    );
                     TransportState::Failed(reason)
                 }
             };
@@ -131,7 +146,10 @@ impl Bridge {
     /// Decides whether a tool call may run: the remote tool policy and approval apply
     /// only to turns that came from a messenger (I34, I39).
     pub fn on_tool_call(&mut self, host: &mut dyn Host, tool: &str) -> ToolDecision {
-        let remote = self.turn.as_ref().is_some_and(|t| t.origin == TurnOrigin::Remote);
+        let remote = self
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.origin == TurnOrigin::Remote);
         let decision = tool_policy::decide_tool_call(
             remote,
             self.config.remote_tool_policy,
@@ -140,7 +158,11 @@ impl Bridge {
             &mut |title, message| host.confirm(title, message),
         );
         if let ToolDecision::Block(_) = &decision {
-            host.log(Level::Info, "remote tool call blocked", &[("tool", tool.to_string())]);
+            host.log(
+                Level::Info,
+                "remote tool call blocked",
+                &[("tool", tool.to_string())],
+            );
         }
         decision
     }
@@ -161,9 +183,11 @@ impl Bridge {
                     status: "error".into(),
                     detail: Some(reason.clone()),
                 },
-                TransportState::Stopped => {
-                    TransportStatus { id: id.clone(), status: "stopped".into(), detail: None }
-                }
+                TransportState::Stopped => TransportStatus {
+                    id: id.clone(),
+                    status: "stopped".into(),
+                    detail: None,
+                },
             })
             .collect();
         let now = host.now_ms();
@@ -171,7 +195,13 @@ impl Bridge {
             transports,
             paired: count(self.state.trusted.len()),
             conversations: count(self.state.conversations.len()),
-            pending: count(self.state.pending.values().filter(|p| p.expires_at > now).count()),
+            pending: count(
+                self.state
+                    .pending
+                    .values()
+                    .filter(|p| p.expires_at > now)
+                    .count(),
+            ),
             paused: self.state.paused.iter().cloned().collect(),
             sandbox: Default::default(),
         }
@@ -184,7 +214,11 @@ impl Bridge {
         }
         self.shut_down = true;
         for state in self.transports.values_mut() {
-            if let TransportState::Running { lock_name: Some(lock), .. } = state {
+            if let TransportState::Running {
+                lock_name: Some(lock),
+                ..
+            } = state
+            {
                 host.release_lock(lock);
             }
             if matches!(state, TransportState::Running { .. }) {

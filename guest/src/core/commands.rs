@@ -30,7 +30,10 @@ pub enum RemoteCommand {
 impl RemoteCommand {
     /// Canonical name from the command table (for audit log lines).
     pub fn name(self) -> &'static str {
-        COMMANDS.iter().find(|spec| spec.command == self).map_or("unknown", |spec| spec.name)
+        COMMANDS
+            .iter()
+            .find(|spec| spec.command == self)
+            .map_or("unknown", |spec| spec.name)
     }
 }
 

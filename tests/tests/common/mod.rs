@@ -30,14 +30,21 @@ pub fn runtime() -> Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
-            Arc::new(Runtime::new(EMBEDDED_COMPONENT, Limits::default()).expect("component compiles"))
+            Arc::new(
+                Runtime::new(EMBEDDED_COMPONENT, Limits::default()).expect("component compiles"),
+            )
         })
         .clone()
 }
 
 /// Session facts for tests.
 pub fn info(key: &str) -> SessionInfo {
-    SessionInfo { id: key.into(), name: Some("test".into()), cwd: "/work".into(), accepts_images: true }
+    SessionInfo {
+        id: key.into(),
+        name: Some("test".into()),
+        cwd: "/work".into(),
+        accepts_images: true,
+    }
 }
 
 /// One session under test and everything around it.
@@ -78,7 +85,10 @@ impl Dirs {
     pub fn open_state(dir: &tempfile::TempDir) -> Arc<Mutex<StateFile>> {
         let (state, warnings) =
             StateFile::open(&dir.path().join("state.json"), 1_000).expect("state file opens");
-        assert!(warnings.is_empty(), "unexpected state warnings: {warnings:?}");
+        assert!(
+            warnings.is_empty(),
+            "unexpected state warnings: {warnings:?}"
+        );
         Arc::new(Mutex::new(state))
     }
 
@@ -123,8 +133,16 @@ impl Setup {
             clock: clock.clone(),
             log: log.clone(),
         };
-        let session = Session::spawn(self.runtime, spec).await.expect("session starts");
-        Harness { session, fake: self.fake, ui, log, clock }
+        let session = Session::spawn(self.runtime, spec)
+            .await
+            .expect("session starts");
+        Harness {
+            session,
+            fake: self.fake,
+            ui,
+            log,
+            clock,
+        }
     }
 }
 
@@ -140,17 +158,32 @@ impl Harness {
     /// Sends a DM and waits until the bridge has posted something containing `expect`.
     pub async fn say(&self, user: &str, text: &str, expect: &str) {
         let before = self.fake.sent().len();
-        self.fake.inject(self.dm(user, text)).await.expect("fake is listening");
+        self.fake
+            .inject(self.dm(user, text))
+            .await
+            .expect("fake is listening");
         let found = self
             .fake
-            .wait_for(WAIT, |sent, _| sent[before.min(sent.len())..].iter().any(|m| m.message.text.contains(expect)))
+            .wait_for(WAIT, |sent, _| {
+                sent[before.min(sent.len())..]
+                    .iter()
+                    .any(|m| m.message.text.contains(expect))
+            })
             .await;
-        assert!(found, "no message containing {expect:?} after {text:?}; sent: {:#?}", self.texts());
+        assert!(
+            found,
+            "no message containing {expect:?} after {text:?}; sent: {:#?}",
+            self.texts()
+        );
     }
 
     /// Every posted text, in order.
     pub fn texts(&self) -> Vec<String> {
-        self.fake.sent().into_iter().map(|m| m.message.text).collect()
+        self.fake
+            .sent()
+            .into_iter()
+            .map(|m| m.message.text)
+            .collect()
     }
 
     /// The pairing code the terminal was shown last (digits only).
@@ -162,7 +195,12 @@ impl Harness {
             .find(|(_, text)| text.starts_with("Messenger pairing code:"))
             .expect("a pairing code was shown locally");
         let code = note.1.trim_start_matches("Messenger pairing code:");
-        code.split('(').next().unwrap_or("").chars().filter(char::is_ascii_digit).collect()
+        code.split('(')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect()
     }
 
     /// Pairs `user` through the real flow: message, code from the terminal, code in chat.
@@ -189,18 +227,36 @@ impl Agent for GatedAgent {
         *self.signals.lock().unwrap() = Some(signals);
     }
 
-    async fn send_prompt(&self, text: String, deliver_as: DeliverAs, _images: Vec<PromptImage>) -> Result<(), String> {
-        self.prompts.lock().unwrap().push((text.clone(), deliver_as));
+    async fn send_prompt(
+        &self,
+        text: String,
+        deliver_as: DeliverAs,
+        _images: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        self.prompts
+            .lock()
+            .unwrap()
+            .push((text.clone(), deliver_as));
         if self.busy.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(()); // queued behind the running turn
         }
         let signals = self.signals.lock().unwrap().clone().ok_or("not attached")?;
         let release = self.release.clone();
         tokio::spawn(async move {
-            let _ = signals.send(AgentSignal::Event(AgentEvent::TurnStarted(TurnOrigin::Remote))).await;
+            let _ = signals
+                .send(AgentSignal::Event(AgentEvent::TurnStarted(
+                    TurnOrigin::Remote,
+                )))
+                .await;
             release.notified().await;
-            let _ = signals.send(AgentSignal::Event(AgentEvent::AssistantMessage(format!("answer to: {text}")))).await;
-            let _ = signals.send(AgentSignal::Event(AgentEvent::TurnSettled)).await;
+            let _ = signals
+                .send(AgentSignal::Event(AgentEvent::AssistantMessage(format!(
+                    "answer to: {text}"
+                ))))
+                .await;
+            let _ = signals
+                .send(AgentSignal::Event(AgentEvent::TurnSettled))
+                .await;
         });
         Ok(())
     }
