@@ -24,6 +24,8 @@ pub mod bindings {
         // The rng import traps instead of returning predictable bytes.
         imports: { "pi:bot-connect/rng.random-bytes": async | trappable, default: async },
         exports: { default: async },
+        // Tests and the host compare decisions and events by value.
+        additional_derives: [PartialEq, Eq],
     });
 }
 

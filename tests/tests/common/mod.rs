@@ -279,3 +279,89 @@ impl GatedAgent {
         self.release.notify_one();
     }
 }
+
+/// An agent the test drives by hand: it records prompts and aborts, and the test
+/// plays its turns (local or remote) and its tool calls.
+#[derive(Default)]
+pub struct ScriptAgent {
+    signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    pub busy: std::sync::atomic::AtomicBool,
+    pub prompts: Mutex<Vec<String>>,
+    pub aborts: std::sync::atomic::AtomicUsize,
+}
+
+impl ScriptAgent {
+    fn sender(&self) -> mpsc::Sender<AgentSignal> {
+        self.signals
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("attached to a session")
+    }
+
+    /// Reports an agent event to the session.
+    pub async fn emit(&self, event: AgentEvent) {
+        self.sender()
+            .send(AgentSignal::Event(event))
+            .await
+            .expect("session alive");
+    }
+
+    /// Asks the session whether a tool may run, as the agent does before each call.
+    pub async fn tool_call(
+        &self,
+        name: &str,
+    ) -> host_shim::runtime::bindings::exports::pi::bot_connect::session::ToolDecision {
+        let (reply, verdict) = tokio::sync::oneshot::channel();
+        self.sender()
+            .send(AgentSignal::ToolCall {
+                name: name.into(),
+                reply,
+            })
+            .await
+            .expect("session alive");
+        tokio::time::timeout(WAIT, verdict)
+            .await
+            .expect("a verdict in time")
+            .expect("a verdict")
+    }
+}
+
+#[async_trait]
+impl Agent for ScriptAgent {
+    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+        *self.signals.lock().unwrap() = Some(signals);
+    }
+
+    async fn send_prompt(
+        &self,
+        text: String,
+        _deliver_as: DeliverAs,
+        _images: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        self.prompts.lock().unwrap().push(text);
+        Ok(())
+    }
+
+    fn abort(&self) {
+        self.aborts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_idle(&self) -> bool {
+        !self.busy.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn session_info(&self) -> SessionInfo {
+        info("script")
+    }
+}
+
+/// A project config source with this JSON text.
+pub fn project_config(json: &str) -> ConfigSource {
+    ConfigSource {
+        scope: "project".into(),
+        path: "/work/.pi/bot-connect.json".into(),
+        text: json.into(),
+    }
+}
