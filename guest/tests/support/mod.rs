@@ -88,7 +88,7 @@ pub struct FakeHost {
     pub fetches: Vec<(String, String, u64)>,
 }
 
-/// Capabilities of a plain-text chat that edits, fetches attachments and types.
+/// Capabilities of a chat that fetches attachments and types.
 pub fn caps(edit: bool, markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
     Capabilities {
         threads: false,
@@ -118,14 +118,20 @@ impl Default for FakeHost {
 }
 
 impl FakeHost {
-    /// Transports `tg` (editable) and `dc` (editable), plain text, 4096 chars; idle agent
+    /// Transports `tg` and `dc`: editable, Markdown as written (so bridge texts arrive
+    /// verbatim), 4096 chars; idle agent
     /// that accepts images; clock at 1 000 000.
     pub fn new() -> Self {
         let mut identities = BTreeMap::new();
         for id in ["tg", "dc"] {
             identities.insert(
                 id.to_string(),
-                Ok(identity(caps(true, Markup::Plain, LengthUnit::Chars, 4096))),
+                Ok(identity(caps(
+                    true,
+                    Markup::Markdown,
+                    LengthUnit::Chars,
+                    4096,
+                ))),
             );
         }
         FakeHost {
