@@ -117,6 +117,30 @@ fn a_refused_edit_posts_a_new_card_and_drops_the_old_handle() {
 }
 
 #[test]
+fn a_rate_limited_edit_keeps_the_card_and_retries_after_the_wait() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    let start = host.now;
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now = start + 1_000;
+    host.rate_limit_next = Some(2_000);
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    assert_eq!(host.ticks, vec![start + 3_000]);
+    host.now = start + 2_000;
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+    host.now = start + 3_000;
+    bridge.tick(&mut host);
+
+    // No duplicate card: the same message is edited once the platform allows it.
+    assert_eq!(
+        sends(&host, "c1"),
+        vec![post("thinking…"), edit("✓ bash", "m3")]
+    );
+}
+
+#[test]
 fn a_transport_that_cannot_edit_gets_new_messages() {
     let mut host = FakeHost::new();
     host.set_capabilities("dc", caps(false, Markup::Markdown, LengthUnit::Chars, 2000));

@@ -56,6 +56,8 @@ pub struct FakeHost {
     pub fail_edits: bool,
     /// Sends to this transport fail with this error.
     pub fail_transport: BTreeMap<String, SendError>,
+    /// The next send fails with `RateLimited(ms)`, once.
+    pub rate_limit_next: Option<u64>,
     /// Sends to this conversation id fail with this error.
     pub fail_conversation: BTreeMap<String, SendError>,
     next_message: u64,
@@ -151,6 +153,7 @@ impl FakeHost {
             fail_edits: false,
             fail_transport: BTreeMap::new(),
             fail_conversation: BTreeMap::new(),
+            rate_limit_next: None,
             next_message: 0,
             notes: Vec::new(),
             logs: Vec::new(),
@@ -240,7 +243,10 @@ impl FakeHost {
         self.lock_events.clear();
     }
 
-    fn send_error(&self, message: &Outbound) -> Option<SendError> {
+    fn send_error(&mut self, message: &Outbound) -> Option<SendError> {
+        if let Some(ms) = self.rate_limit_next.take() {
+            return Some(SendError::RateLimited(ms));
+        }
         if let Some(error) = &self.fail_all_sends {
             return Some(error.clone());
         }
