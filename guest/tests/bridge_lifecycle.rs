@@ -12,7 +12,7 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[test]
 fn a_failing_transport_is_reported_and_the_others_start() {
     let mut host = FakeHost::new();
-    let mut with_lock = |lock: &str| {
+    let with_lock = |lock: &str| {
         let mut id = identity(caps(
             true,
             guest::model::Markup::Markdown,

@@ -1,6 +1,7 @@
 //! A fake host for bridge scenario tests: implements [`Host`] natively and records every
 //! effect, with switches to make each capability fail the way a real host can.
 
+// Each test file compiles this module on its own and uses only some helpers.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
