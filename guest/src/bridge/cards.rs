@@ -11,7 +11,7 @@ use super::Bridge;
 use crate::core::progress;
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
-use crate::model::{AgentEvent, OutboundKind, TurnOrigin};
+use crate::model::{AgentEvent, OutboundKind, SendError, TurnOrigin};
 
 /// Lines a card keeps: enough to see the recent steps, short enough for a phone.
 const CARD_LINES: usize = 8;
@@ -27,6 +27,8 @@ struct Card {
     /// What the card shows now; an identical update is not sent (Telegram refuses an
     /// edit that changes nothing).
     shown: Option<String>,
+    /// The platform asked to wait until then (ms); the update stays pending until it.
+    not_before: u64,
 }
 
 /// The turn in progress.
@@ -135,7 +137,10 @@ impl Bridge {
             if card.shown.as_deref() == Some(text.as_str()) {
                 continue;
             }
-            let due = card.sent_at.map_or(0, |at| at.saturating_add(interval));
+            let due = card
+                .sent_at
+                .map_or(0, |at| at.saturating_add(interval))
+                .max(card.not_before);
             if !force && now < due {
                 next_tick = Some(next_tick.map_or(due, |t| t.min(due)));
                 continue;
@@ -150,10 +155,17 @@ impl Bridge {
             if let Some(turn) = self.turn.as_mut()
                 && let Some((_, card)) = turn.cards.get_mut(&key)
             {
-                card.sent_at = Some(now);
-                card.shown = Some(text);
-                if let Some(new_key) = sent {
-                    card.edit_key = new_key;
+                match sent {
+                    Ok(new_key) => {
+                        card.sent_at = Some(now);
+                        card.shown = Some(text);
+                        card.edit_key = new_key;
+                    }
+                    Err(wait) => {
+                        let at = now.saturating_add(wait);
+                        card.not_before = at;
+                        next_tick = Some(next_tick.map_or(at, |t| t.min(at)));
+                    }
                 }
             }
         }
@@ -163,14 +175,16 @@ impl Bridge {
     }
 
     /// Edits the card, or posts it. A refused edit posts a new card and the old handle
-    /// is dropped (I21). Returns the handle to keep, `None` when nothing changed.
+    /// is dropped (I21). Returns the handle to keep, or how long the platform asked to
+    /// wait: a rate limit is not a refusal, so the card is neither duplicated nor
+    /// forgotten, and the update is retried then.
     fn send_card(
         &mut self,
         host: &mut dyn Host,
         target: &ConversationTarget,
         text: &str,
         edit_key: Option<String>,
-    ) -> Option<Option<String>> {
+    ) -> Result<Option<String>, u64> {
         let can_edit = self.capabilities(&target.transport).is_some_and(|c| c.edit);
         if let Some(key) = edit_key.filter(|_| can_edit) {
             match self.deliver(
@@ -180,7 +194,8 @@ impl Bridge {
                 text,
                 Some(key.clone()),
             ) {
-                Ok(_) => return Some(Some(key)),
+                Ok(_) => return Ok(Some(key)),
+                Err(SendError::RateLimited(wait)) => return Err(wait),
                 Err(_) => {
                     host.log(
                         crate::model::Level::Info,
@@ -191,8 +206,9 @@ impl Bridge {
             }
         }
         match self.deliver(host, target, OutboundKind::Progress, text, None) {
-            Ok(Some(receipt)) => Some(receipt.edit_key),
-            Ok(None) | Err(_) => Some(None),
+            Ok(Some(receipt)) => Ok(receipt.edit_key),
+            Err(SendError::RateLimited(wait)) => Err(wait),
+            Ok(None) | Err(_) => Ok(None),
         }
     }
 }

@@ -13,7 +13,9 @@ impl Bridge {
     pub fn on_local_command(&mut self, host: &mut dyn Host, args: &str) -> Note {
         let now = host.now_ms();
         match local::parse_local_command(args) {
-            LocalCommand::Status => Note::new(Level::Info, local::status_text(&self.status_view())),
+            LocalCommand::Status => {
+                Note::new(Level::Info, local::status_text(&self.status_view(now)))
+            }
             LocalCommand::Doctor => self.doctor_note(host),
             LocalCommand::Version => {
                 Note::new(Level::Info, format!("bot-connect {VERSION}\n- bridge: wasm32-wasip2 component"))
@@ -65,14 +67,17 @@ impl Bridge {
         }
     }
 
-    fn status_view(&self) -> LocalStatusView {
+    fn status_view(&self, now: u64) -> LocalStatusView {
         LocalStatusView {
-            version: Some(VERSION.to_string()),
+            // `<name> <version>` (§3.20), like the `version` subcommand's first line.
+            version: Some(format!("bot-connect {VERSION}")),
             transports: self.transports.keys().cloned().collect(),
             paired: self.state.trusted.len(),
             conversations: self.state.conversations.len(),
             paused: self.state.paused.iter().cloned().collect(),
-            pending: self.state.pending.len(),
+            // Live codes only, as `pair` and `doctor` count them: an expired code cannot
+            // be typed, and "1 pending" next to "No pending pairing" confuses the reader.
+            pending: self.state.pending.values().filter(|p| p.expires_at > now).count(),
             local_command: self.config.local_command.clone(),
         }
     }

@@ -1,0 +1,381 @@
+//! Scenarios: progress cards, replies and the outbound pipeline (I3, I9, I20–I23, I30, I36,
+//! decision 4).
+
+mod support;
+
+use guest::bridge::Bridge;
+use guest::model::{AgentEvent, LengthUnit, Level, Markup, OutboundKind, SendError, TurnOrigin};
+use support::{FakeHost, caps, default_bridge, dm, pair, started};
+
+fn tool_started(name: &str) -> AgentEvent {
+    AgentEvent::ToolStarted(name.into())
+}
+
+fn tool_finished(name: &str) -> AgentEvent {
+    AgentEvent::ToolFinished {
+        name: name.into(),
+        ok: true,
+    }
+}
+
+/// Two paired conversations: `tg:c1` and `dc:c2`.
+fn two_chats(host: &mut FakeHost) -> Bridge {
+    let mut bridge = default_bridge(host);
+    pair(&mut bridge, host, "tg", "c1", "u1");
+    pair(&mut bridge, host, "dc", "c2", "u2");
+    bridge
+}
+
+/// `(text, edit_key)` of every send to `conversation`.
+fn sends(host: &FakeHost, conversation: &str) -> Vec<(String, Option<String>)> {
+    host.sent
+        .iter()
+        .filter(|m| m.conversation_id == conversation)
+        .map(|m| (m.text.clone(), m.edit_key.clone()))
+        .collect()
+}
+
+fn post(text: &str) -> (String, Option<String>) {
+    (text.to_string(), None)
+}
+
+fn edit(text: &str, key: &str) -> (String, Option<String>) {
+    (text.to_string(), Some(key.to_string()))
+}
+
+#[test]
+fn a_turn_without_tools_still_shows_thinking_everywhere() {
+    let mut host = FakeHost::new();
+    let mut bridge = two_chats(&mut host);
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+    assert_eq!(sends(&host, "c1"), vec![post("thinking…")]);
+    assert_eq!(sends(&host, "c2"), vec![post("thinking…")]);
+    assert!(host.sent.iter().all(|m| m.kind == OutboundKind::Progress));
+    assert_eq!(host.typing.len(), 2, "no typing hint with the card");
+}
+
+#[test]
+fn tool_events_edit_the_same_card() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 1_000;
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    host.now += 1_000;
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+    host.now += 1_000;
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::ToolFinished {
+            name: "read".into(),
+            ok: false,
+        },
+    );
+
+    assert_eq!(
+        sends(&host, "c1"),
+        vec![
+            post("thinking…"),
+            edit("▶ bash", "m3"),
+            edit("✓ bash", "m3"),
+            edit("✓ bash\n✕ read", "m3"),
+        ]
+    );
+}
+
+#[test]
+fn a_refused_edit_posts_a_new_card_and_drops_the_old_handle() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.fail_edits = true;
+    host.now += 1_000;
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    host.fail_edits = false;
+    host.now += 1_000;
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+
+    assert_eq!(
+        host.failed
+            .iter()
+            .map(|(m, _)| m.edit_key.clone())
+            .collect::<Vec<_>>(),
+        vec![Some("m3".to_string())]
+    );
+    assert_eq!(
+        sends(&host, "c1"),
+        vec![post("thinking…"), post("▶ bash"), edit("✓ bash", "m4")]
+    );
+    assert_eq!(host.logs_named("card edit refused, posting anew").len(), 1);
+}
+
+#[test]
+fn a_rate_limited_edit_keeps_the_card_and_retries_after_the_wait() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    let start = host.now;
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now = start + 1_000;
+    host.rate_limit_next = Some(2_000);
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    assert_eq!(host.ticks, vec![start + 3_000]);
+    host.now = start + 2_000;
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+    host.now = start + 3_000;
+    bridge.tick(&mut host);
+
+    // No duplicate card: the same message is edited once the platform allows it.
+    assert_eq!(
+        sends(&host, "c1"),
+        vec![post("thinking…"), edit("✓ bash", "m3")]
+    );
+}
+
+#[test]
+fn a_transport_that_cannot_edit_gets_new_messages() {
+    let mut host = FakeHost::new();
+    host.set_capabilities("dc", caps(false, Markup::Markdown, LengthUnit::Chars, 2000));
+    let mut bridge = two_chats(&mut host);
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 1_000;
+    bridge.on_agent_event(&mut host, tool_started("grep"));
+
+    assert_eq!(sends(&host, "c2"), vec![post("thinking…"), post("▶ grep")]);
+    assert_eq!(sends(&host, "c1")[1].1.as_deref(), Some("m5"));
+}
+
+#[test]
+fn throttled_updates_wait_for_the_tick_and_the_card_ends_on_the_latest_state() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    let start = host.now;
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now = start + 100;
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    host.now = start + 200;
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+
+    assert_eq!(sends(&host, "c1"), vec![post("thinking…")]);
+    assert_eq!(host.ticks, vec![start + 1_000, start + 1_000]);
+
+    // An early tick changes nothing and asks again.
+    host.now = start + 500;
+    bridge.tick(&mut host);
+    assert_eq!(sends(&host, "c1").len(), 1);
+    assert_eq!(host.ticks.last(), Some(&(start + 1_000)));
+
+    host.now = start + 1_000;
+    bridge.tick(&mut host);
+    assert_eq!(
+        sends(&host, "c1"),
+        vec![post("thinking…"), edit("✓ bash", "m3")]
+    );
+    // Nothing left to show: a further tick sends nothing.
+    host.now = start + 5_000;
+    bridge.tick(&mut host);
+    assert_eq!(sends(&host, "c1").len(), 2);
+}
+
+#[test]
+fn the_throttle_is_per_conversation() {
+    let mut host = FakeHost::new();
+    let mut bridge = two_chats(&mut host);
+    let start = host.now;
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    // c2 misses one update while paused, so its card is due when c1's is not: each
+    // conversation keeps its own interval.
+    bridge.on_envelope(&mut host, dm("dc", "c2", "u2", "/pause"));
+    host.now = start + 1_000;
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    host.now = start + 1_100;
+    bridge.on_envelope(&mut host, dm("dc", "c2", "u2", "/resume"));
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+
+    let cards = |host: &FakeHost, c: &str| {
+        host.sent
+            .iter()
+            .filter(|m| m.conversation_id == c && m.kind == OutboundKind::Progress)
+            .map(|m| m.text.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(cards(&host, "c1"), vec!["thinking…", "▶ bash"]);
+    assert_eq!(cards(&host, "c2"), vec!["thinking…", "✓ bash"]);
+}
+
+#[test]
+fn the_settled_turn_publishes_the_last_assistant_message_to_unpaused_chats() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    pair(&mut bridge, &mut host, "dc", "c2", "u2");
+    pair(&mut bridge, &mut host, "tg", "c3", "u3");
+    bridge.on_envelope(&mut host, dm("tg", "c3", "u3", "/pause"));
+    host.clear_records();
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 100;
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::AssistantMessage("Working on it".into()),
+    );
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::AssistantMessage("All tests pass.".into()),
+    );
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("   ".into()));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+    for (conversation, key) in [("c1", "m8"), ("c2", "m9")] {
+        assert_eq!(
+            sends(&host, conversation),
+            vec![
+                post("thinking…"),
+                edit("▶ bash", key),
+                post("All tests pass.")
+            ],
+            "{conversation}"
+        );
+    }
+    assert!(
+        sends(&host, "c3").is_empty(),
+        "a paused chat got a broadcast"
+    );
+    let kinds: Vec<OutboundKind> = host
+        .sent
+        .iter()
+        .filter(|m| m.conversation_id == "c1")
+        .map(|m| m.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            OutboundKind::Progress,
+            OutboundKind::Progress,
+            OutboundKind::Reply
+        ]
+    );
+}
+
+#[test]
+fn replies_off_sends_no_reply() {
+    let mut host = FakeHost::new();
+    let mut bridge = started(
+        &mut host,
+        r#"{"bridge":{"broadcast":{"replies":false}}}"#,
+        &["tg"],
+    )
+    .0;
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("done".into()));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+    assert_eq!(host.texts_to("tg", "c1"), vec!["thinking…"]);
+}
+
+#[test]
+fn a_long_reply_is_capped_and_the_overflow_announced() {
+    let mut host = FakeHost::new();
+    host.set_capabilities("tg", caps(true, Markup::Plain, LengthUnit::Chars, 5));
+    let config = r#"{"bridge":{"maxChunks":2,"broadcast":{"progress":false}}}"#;
+    let mut bridge = started(&mut host, config, &["tg"]).0;
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::AssistantMessage("abcdefghijklmno".into()),
+    );
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec![
+            "abcde",
+            "fghij",
+            "[truncated: 1 more message(s) were not sent]"
+        ]
+    );
+    assert!(host.sent.iter().all(|m| m.kind == OutboundKind::Reply));
+}
+
+#[test]
+fn a_secret_in_a_reply_is_redacted_and_only_the_rule_is_logged() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    let secret = "ghp_abcdefghijklmnopqrstuvwxyz012345";
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::AssistantMessage(format!("Use token {secret} to push.")),
+    );
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec!["thinking…", "Use token [redacted:github-token] to push."]
+    );
+    let lines = host.logs_named("redacted outbound text");
+    assert_eq!(lines.len(), 1);
+    assert_eq!(
+        lines[0].fields,
+        vec![
+            ("transport".to_string(), "tg".to_string()),
+            ("kind".to_string(), "reply".to_string()),
+            ("rules".to_string(), "github-token".to_string())
+        ]
+    );
+    for value in host.all_log_strings() {
+        assert!(!value.contains("ghp_"), "secret logged: {value:?}");
+    }
+}
+
+#[test]
+fn a_failed_send_to_one_chat_does_not_stop_the_others() {
+    let cases = [
+        (
+            SendError::Failed("chat not found".into()),
+            "The reply could not be delivered to tg:c1: chat not found",
+        ),
+        (
+            SendError::RateLimited(3_000),
+            "The reply could not be delivered to tg:c1: rate limited, retry after 3000 ms",
+        ),
+    ];
+    for (error, notice) in cases {
+        let mut host = FakeHost::new();
+        let mut bridge = two_chats(&mut host);
+        host.fail_conversation.insert("c1".into(), error);
+
+        bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+        host.now += 1_000;
+        bridge.on_agent_event(&mut host, tool_started("bash"));
+        bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("Done.".into()));
+        bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+        assert_eq!(
+            host.texts_to("dc", "c2"),
+            vec!["thinking…", "▶ bash", "Done."]
+        );
+        assert!(host.texts_to("tg", "c1").is_empty());
+        // Cards are best effort; only the owed reply is reported locally, once.
+        assert_eq!(host.notes, vec![(Level::Warning, notice.to_string())]);
+    }
+}

@@ -1,0 +1,506 @@
+//! A fake host for bridge scenario tests: implements [`Host`] natively and records every
+//! effect, with switches to make each capability fail the way a real host can.
+
+// Each test file compiles this module on its own and uses only some helpers.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use guest::bridge::Bridge;
+use guest::host::Host;
+use guest::model::{
+    Attachment, AttachmentKind, Capabilities, ConfigSource, Configuration, DeliverAs, Envelope,
+    FetchedAttachment, Identity, LengthUnit, Level, Markup, Note, Outbound, PromptImage, Receipt,
+    SendError, SessionInfo,
+};
+
+/// One `log.write` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: Level,
+    pub event: String,
+    pub fields: Vec<(String, String)>,
+}
+
+/// One `agent.send-prompt` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    pub text: String,
+    pub deliver_as: DeliverAs,
+    pub images: Vec<PromptImage>,
+}
+
+/// A lock event, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockEvent {
+    Acquired(String),
+    Released(String),
+}
+
+/// Records everything the bridge does to the world.
+#[derive(Debug)]
+pub struct FakeHost {
+    pub now: u64,
+    pub idle: bool,
+    pub session: SessionInfo,
+    /// Per transport: what `identify` answers.
+    pub identities: BTreeMap<String, Result<Identity, String>>,
+    /// Per transport: `listen` fails with this message.
+    pub listen_errors: BTreeMap<String, String>,
+    /// Successful sends, in order.
+    pub sent: Vec<Outbound>,
+    /// Refused sends, in order, with the error returned.
+    pub failed: Vec<(Outbound, SendError)>,
+    /// Every send fails with this error.
+    pub fail_all_sends: Option<SendError>,
+    /// Every edit (a send with an edit key) is refused with `EditRejected`.
+    pub fail_edits: bool,
+    /// Sends to this transport fail with this error.
+    pub fail_transport: BTreeMap<String, SendError>,
+    /// The next send fails with `RateLimited(ms)`, once.
+    pub rate_limit_next: Option<u64>,
+    /// Sends to this conversation id fail with this error.
+    pub fail_conversation: BTreeMap<String, SendError>,
+    next_message: u64,
+    pub notes: Vec<(Level, String)>,
+    pub logs: Vec<LogLine>,
+    /// Saved documents, in order.
+    pub saved: Vec<String>,
+    /// `save_state` fails with this message.
+    pub save_error: Option<String>,
+    /// What `load_state` returns.
+    pub stored: Option<String>,
+    pub typing: Vec<(String, String, Option<String>)>,
+    pub prompts: Vec<Prompt>,
+    /// `send_prompt` fails with this message.
+    pub prompt_error: Option<String>,
+    pub aborts: usize,
+    /// Answers `confirm` gives, in order; an empty script answers `false` (fail closed).
+    pub confirm_answers: VecDeque<bool>,
+    pub confirms: Vec<(String, String)>,
+    pub ticks: Vec<u64>,
+    /// Values `random_bytes(4)` yields as little-endian words; empty → zeros.
+    pub random_words: VecDeque<u32>,
+    pub lock_events: Vec<LockEvent>,
+    pub locks_held: BTreeSet<String>,
+    /// Lock names `acquire_lock` refuses, with the holder text.
+    pub refused_locks: BTreeMap<String, String>,
+    /// Per reference: what `fetch_attachment` serves.
+    pub attachments: BTreeMap<String, Result<FetchedAttachment, String>>,
+    /// `(transport, reference, max_bytes)` per fetch.
+    pub fetches: Vec<(String, String, u64)>,
+}
+
+/// Capabilities of a chat that fetches attachments and types.
+pub fn caps(edit: bool, markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
+    Capabilities {
+        threads: false,
+        edit,
+        attachments: true,
+        typing: true,
+        max_message_length: limit,
+        length_unit: unit,
+        markup,
+    }
+}
+
+/// A bot identity with `capabilities` and no lock.
+pub fn identity(capabilities: Capabilities) -> Identity {
+    Identity {
+        bot_id: "bot-1".into(),
+        bot_name: "pibot".into(),
+        capabilities,
+        lock_name: None,
+    }
+}
+
+impl Default for FakeHost {
+    fn default() -> Self {
+        FakeHost::new()
+    }
+}
+
+impl FakeHost {
+    /// Transports `tg` and `dc`: editable, Markdown as written (so bridge texts arrive
+    /// verbatim), 4096 chars; idle agent
+    /// that accepts images; clock at 1 000 000.
+    pub fn new() -> Self {
+        let mut identities = BTreeMap::new();
+        for id in ["tg", "dc"] {
+            identities.insert(
+                id.to_string(),
+                Ok(identity(caps(
+                    true,
+                    Markup::Markdown,
+                    LengthUnit::Chars,
+                    4096,
+                ))),
+            );
+        }
+        FakeHost {
+            now: 1_000_000,
+            idle: true,
+            session: SessionInfo {
+                id: "session-1".into(),
+                name: Some("demo".into()),
+                cwd: "/work/demo".into(),
+                accepts_images: true,
+            },
+            identities,
+            listen_errors: BTreeMap::new(),
+            sent: Vec::new(),
+            failed: Vec::new(),
+            fail_all_sends: None,
+            fail_edits: false,
+            fail_transport: BTreeMap::new(),
+            fail_conversation: BTreeMap::new(),
+            rate_limit_next: None,
+            next_message: 0,
+            notes: Vec::new(),
+            logs: Vec::new(),
+            saved: Vec::new(),
+            save_error: None,
+            stored: None,
+            typing: Vec::new(),
+            prompts: Vec::new(),
+            prompt_error: None,
+            aborts: 0,
+            confirm_answers: VecDeque::new(),
+            confirms: Vec::new(),
+            ticks: Vec::new(),
+            random_words: VecDeque::new(),
+            lock_events: Vec::new(),
+            locks_held: BTreeSet::new(),
+            refused_locks: BTreeMap::new(),
+            attachments: BTreeMap::new(),
+            fetches: Vec::new(),
+        }
+    }
+
+    /// Sets what `identify` answers for `transport`.
+    pub fn set_capabilities(&mut self, transport: &str, capabilities: Capabilities) {
+        self.identities
+            .insert(transport.to_string(), Ok(identity(capabilities)));
+    }
+
+    /// Makes the next pairing code `digits` (one random word per digit).
+    pub fn script_code(&mut self, digits: &str) {
+        for d in digits.chars() {
+            self.random_words.push_back(d.to_digit(10).unwrap_or(0));
+        }
+    }
+
+    /// Texts successfully sent to `transport:conversation`, in order.
+    pub fn texts_to(&self, transport: &str, conversation: &str) -> Vec<String> {
+        self.sent
+            .iter()
+            .filter(|m| m.transport == transport && m.conversation_id == conversation)
+            .map(|m| m.text.clone())
+            .collect()
+    }
+
+    /// Every text any send carried (successful or not).
+    pub fn all_send_texts(&self) -> Vec<String> {
+        self.sent
+            .iter()
+            .map(|m| m.text.clone())
+            .chain(self.failed.iter().map(|(m, _)| m.text.clone()))
+            .collect()
+    }
+
+    /// Every log event name and field value, flattened.
+    pub fn all_log_strings(&self) -> Vec<String> {
+        self.logs
+            .iter()
+            .flat_map(|l| {
+                std::iter::once(l.event.clone())
+                    .chain(l.fields.iter().flat_map(|(k, v)| [k.clone(), v.clone()]))
+            })
+            .collect()
+    }
+
+    /// Log lines with event `event`.
+    pub fn logs_named(&self, event: &str) -> Vec<&LogLine> {
+        self.logs.iter().filter(|l| l.event == event).collect()
+    }
+
+    /// Texts of notifications, in order.
+    pub fn note_texts(&self) -> Vec<String> {
+        self.notes.iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    /// Forgets everything recorded so far (switches and clock stay).
+    pub fn clear_records(&mut self) {
+        self.sent.clear();
+        self.failed.clear();
+        self.notes.clear();
+        self.logs.clear();
+        self.saved.clear();
+        self.typing.clear();
+        self.prompts.clear();
+        self.confirms.clear();
+        self.ticks.clear();
+        self.fetches.clear();
+        self.lock_events.clear();
+    }
+
+    fn send_error(&mut self, message: &Outbound) -> Option<SendError> {
+        if let Some(ms) = self.rate_limit_next.take() {
+            return Some(SendError::RateLimited(ms));
+        }
+        if let Some(error) = &self.fail_all_sends {
+            return Some(error.clone());
+        }
+        if let Some(error) = self.fail_transport.get(&message.transport) {
+            return Some(error.clone());
+        }
+        if let Some(error) = self.fail_conversation.get(&message.conversation_id) {
+            return Some(error.clone());
+        }
+        if self.fail_edits && message.edit_key.is_some() {
+            return Some(SendError::EditRejected("message can't be edited".into()));
+        }
+        None
+    }
+}
+
+impl Host for FakeHost {
+    fn identify(&mut self, transport: &str) -> Result<Identity, String> {
+        self.identities
+            .get(transport)
+            .cloned()
+            .unwrap_or_else(|| Err(format!("unknown transport {transport}")))
+    }
+
+    fn listen(&mut self, transport: &str) -> Result<(), String> {
+        match self.listen_errors.get(transport) {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn send(&mut self, message: &Outbound) -> Result<Receipt, SendError> {
+        if let Some(error) = self.send_error(message) {
+            self.failed.push((message.clone(), error.clone()));
+            return Err(error);
+        }
+        self.sent.push(message.clone());
+        let receipt = match &message.edit_key {
+            Some(key) => Receipt {
+                message_id: key.clone(),
+                edit_key: Some(key.clone()),
+            },
+            None => {
+                self.next_message += 1;
+                let id = format!("m{}", self.next_message);
+                let editable = matches!(
+                    self.identities.get(&message.transport),
+                    Some(Ok(identity)) if identity.capabilities.edit
+                );
+                Receipt {
+                    message_id: id.clone(),
+                    edit_key: editable.then_some(id),
+                }
+            }
+        };
+        Ok(receipt)
+    }
+
+    fn typing(&mut self, transport: &str, conversation_id: &str, thread_id: Option<&str>) {
+        self.typing.push((
+            transport.to_string(),
+            conversation_id.to_string(),
+            thread_id.map(str::to_string),
+        ));
+    }
+
+    fn fetch_attachment(
+        &mut self,
+        transport: &str,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, String> {
+        self.fetches
+            .push((transport.to_string(), reference.to_string(), max_bytes));
+        self.attachments
+            .get(reference)
+            .cloned()
+            .unwrap_or_else(|| Err("not found".into()))
+    }
+
+    fn diagnose(&mut self, transport: &str) -> String {
+        format!("{transport} connected")
+    }
+
+    fn send_prompt(
+        &mut self,
+        text: &str,
+        deliver_as: DeliverAs,
+        images: &[PromptImage],
+    ) -> Result<(), String> {
+        if let Some(error) = &self.prompt_error {
+            return Err(error.clone());
+        }
+        self.prompts.push(Prompt {
+            text: text.to_string(),
+            deliver_as,
+            images: images.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        self.aborts += 1;
+    }
+
+    fn is_idle(&mut self) -> bool {
+        self.idle
+    }
+
+    fn session_info(&mut self) -> SessionInfo {
+        self.session.clone()
+    }
+
+    fn confirm(&mut self, title: &str, message: &str) -> bool {
+        self.confirms.push((title.to_string(), message.to_string()));
+        self.confirm_answers.pop_front().unwrap_or(false)
+    }
+
+    fn notify(&mut self, level: Level, text: &str) {
+        self.notes.push((level, text.to_string()));
+    }
+
+    fn load_state(&mut self) -> Option<String> {
+        self.stored.clone()
+    }
+
+    fn save_state(&mut self, document: &str) -> Result<(), String> {
+        if let Some(error) = &self.save_error {
+            return Err(error.clone());
+        }
+        self.saved.push(document.to_string());
+        self.stored = Some(document.to_string());
+        Ok(())
+    }
+
+    fn now_ms(&mut self) -> u64 {
+        self.now
+    }
+
+    fn request_tick(&mut self, at_ms: u64) {
+        self.ticks.push(at_ms);
+    }
+
+    fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        let word = self.random_words.pop_front().unwrap_or(0);
+        word.to_le_bytes()
+            .into_iter()
+            .cycle()
+            .take(len as usize)
+            .collect()
+    }
+
+    fn acquire_lock(&mut self, name: &str) -> Result<(), String> {
+        if let Some(holder) = self.refused_locks.get(name) {
+            return Err(holder.clone());
+        }
+        self.locks_held.insert(name.to_string());
+        self.lock_events.push(LockEvent::Acquired(name.to_string()));
+        Ok(())
+    }
+
+    fn release_lock(&mut self, name: &str) {
+        self.locks_held.remove(name);
+        self.lock_events.push(LockEvent::Released(name.to_string()));
+    }
+
+    fn log(&mut self, level: Level, event: &str, fields: &[(&str, String)]) {
+        self.logs.push(LogLine {
+            level,
+            event: event.to_string(),
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        });
+    }
+}
+
+/// A config source holding `json`.
+pub fn source(json: &str) -> ConfigSource {
+    ConfigSource {
+        scope: "global".into(),
+        path: "/home/me/.pi/bot-connect.json".into(),
+        text: json.into(),
+    }
+}
+
+/// A configured bridge with `transports` started; records cleared afterwards.
+pub fn started(
+    host: &mut FakeHost,
+    config_json: &str,
+    transports: &[&str],
+) -> (Bridge, Configuration, Vec<Note>) {
+    let mut bridge = Bridge::new();
+    let configuration = bridge.configure(host, &[source(config_json)]);
+    let ids: Vec<String> = transports.iter().map(|t| t.to_string()).collect();
+    let notes = bridge.start(host, &ids);
+    host.clear_records();
+    (bridge, configuration, notes)
+}
+
+/// A bridge on `tg` and `dc` with the default configuration.
+pub fn default_bridge(host: &mut FakeHost) -> Bridge {
+    started(host, "{}", &["tg", "dc"]).0
+}
+
+/// A direct message from `user` in `conversation`.
+pub fn dm(transport: &str, conversation: &str, user: &str, text: &str) -> Envelope {
+    Envelope {
+        transport: transport.into(),
+        conversation_id: conversation.into(),
+        user_id: user.into(),
+        text: text.into(),
+        is_direct: true,
+        ..Envelope::default()
+    }
+}
+
+/// A channel message that neither is direct nor addresses the bot.
+pub fn chatter(transport: &str, conversation: &str, user: &str, text: &str) -> Envelope {
+    Envelope {
+        is_direct: false,
+        ..dm(transport, conversation, user, text)
+    }
+}
+
+/// An image attachment announced with `reference`.
+pub fn image(reference: &str) -> Attachment {
+    Attachment {
+        kind: AttachmentKind::Image,
+        media_type: "image/png".into(),
+        reference: reference.into(),
+        name: Some("shot.png".into()),
+        size_bytes: Some(3),
+    }
+}
+
+/// Pairs `user` in the direct chat `conversation` on `transport` through the real flow.
+pub fn pair(
+    bridge: &mut Bridge,
+    host: &mut FakeHost,
+    transport: &str,
+    conversation: &str,
+    user: &str,
+) {
+    host.script_code("111111");
+    bridge.on_envelope(host, dm(transport, conversation, user, "hi"));
+    bridge.on_envelope(host, dm(transport, conversation, user, "111111"));
+    assert!(
+        host.note_texts()
+            .contains(&format!("Paired {transport}:{user}")),
+        "pairing {transport}:{user} failed: {:?}",
+        host.notes
+    );
+    host.clear_records();
+}
