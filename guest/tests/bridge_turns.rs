@@ -379,3 +379,69 @@ fn a_failed_send_to_one_chat_does_not_stop_the_others() {
         assert_eq!(host.notes, vec![(Level::Warning, notice.to_string())]);
     }
 }
+
+#[test]
+fn events_after_a_restart_mid_turn_still_deliver_the_reply() {
+    let mut host = FakeHost::new();
+    // The fake host keeps one holder per lock; the real host keeps a trapped session's
+    // locks for its next instance, so letting go of them here stands for that.
+    two_chats(&mut host).shutdown(&mut host);
+    // A fresh bridge (as after a trap) loads the saved state and then sees the rest of a
+    // turn it never saw start.
+    let (mut restarted, _, _) = started(&mut host, "{}", &["tg", "dc"]);
+    restarted.on_agent_event(&mut host, tool_finished("bash"));
+    restarted.on_agent_event(&mut host, AgentEvent::AssistantMessage("done".into()));
+    restarted.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert!(
+        sends(&host, "c1").contains(&post("done")),
+        "{:?}",
+        host.sent
+    );
+    assert!(
+        sends(&host, "c2").contains(&post("done")),
+        "{:?}",
+        host.sent
+    );
+}
+
+#[test]
+fn a_tool_call_outside_any_turn_fails_closed() {
+    let mut host = FakeHost::new();
+    let (mut bridge, _, _) = started(
+        &mut host,
+        r#"{"bridge": {"remoteToolPolicy": "no-tools"}}"#,
+        &["tg"],
+    );
+    assert!(
+        matches!(
+            bridge.on_tool_call(&mut host, "bash"),
+            guest::model::ToolDecision::Block(_)
+        ),
+        "no turn known: treated as remote"
+    );
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    assert_eq!(
+        bridge.on_tool_call(&mut host, "bash"),
+        guest::model::ToolDecision::Allow
+    );
+}
+
+#[test]
+fn a_chat_that_disconnected_gets_no_more_broadcasts() {
+    let mut host = FakeHost::new();
+    let mut bridge = two_chats(&mut host);
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/disconnect"));
+    host.clear_records();
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::AssistantMessage("secret plan".into()),
+    );
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert!(
+        sends(&host, "c1").is_empty(),
+        "unpaired chat still got {:?}",
+        sends(&host, "c1")
+    );
+    assert!(sends(&host, "c2").contains(&post("secret plan")));
+}

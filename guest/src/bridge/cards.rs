@@ -73,27 +73,28 @@ impl Turn {
 impl Bridge {
     /// Follows what the agent is doing.
     pub fn on_agent_event(&mut self, host: &mut dyn Host, event: AgentEvent) {
+        if let AgentEvent::TurnStarted(origin) = event {
+            self.turn = Some(Turn::new(origin));
+            self.refresh_cards(host, true);
+            return;
+        }
+        // An event with no turn open means the bridge was restarted mid-turn: adopt the
+        // turn (as remote, so the tool policy fails closed) rather than lose its reply.
+        let turn = self
+            .turn
+            .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));
         match event {
-            AgentEvent::TurnStarted(origin) => {
-                self.turn = Some(Turn::new(origin));
-                self.refresh_cards(host, true);
-            }
+            AgentEvent::TurnStarted(_) => {}
             AgentEvent::ToolStarted(name) => {
-                if let Some(turn) = self.turn.as_mut() {
-                    turn.lines.push(progress::tool_start_label(&name));
-                }
+                turn.lines.push(progress::tool_start_label(&name));
                 self.refresh_cards(host, false);
             }
             AgentEvent::ToolFinished { name, ok } => {
-                if let Some(turn) = self.turn.as_mut() {
-                    turn.finish_tool(&name, ok);
-                }
+                turn.finish_tool(&name, ok);
                 self.refresh_cards(host, false);
             }
             AgentEvent::AssistantMessage(text) => {
-                if let Some(turn) = self.turn.as_mut()
-                    && !text.trim().is_empty()
-                {
+                if !text.trim().is_empty() {
                     turn.last_assistant = Some(text);
                 }
             }

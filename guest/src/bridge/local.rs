@@ -44,11 +44,9 @@ impl Bridge {
                 Note::new(Level::Info, text)
             }
             LocalCommand::Disconnect => {
-                // Local and remote disconnect clear the same state (decision 7): trust,
-                // and for every conversation its pause and pending code.
-                let revoked = self.state.revoke_all();
-                self.state.paused.clear();
-                self.state.pending.clear();
+                // Local and remote disconnect clear the same state (decision 7), here for
+                // every identity and every conversation.
+                let revoked = self.state.disconnect_all();
                 self.save(host);
                 host.log(Level::Info, "revoked all pairings", &[("count", revoked.to_string())]);
                 Note::new(Level::Info, local::revoked_text(revoked))
@@ -77,7 +75,12 @@ impl Bridge {
             paused: self.state.paused.iter().cloned().collect(),
             // Live codes only, as `pair` and `doctor` count them: an expired code cannot
             // be typed, and "1 pending" next to "No pending pairing" confuses the reader.
-            pending: self.state.pending.values().filter(|p| p.expires_at > now).count(),
+            pending: self
+                .state
+                .pending
+                .values()
+                .filter(|p| p.expires_at > now)
+                .count(),
             local_command: self.config.local_command.clone(),
         }
     }

@@ -146,10 +146,12 @@ impl Bridge {
     /// Decides whether a tool call may run: the remote tool policy and approval apply
     /// only to turns that came from a messenger (I34, I39).
     pub fn on_tool_call(&mut self, host: &mut dyn Host, tool: &str) -> ToolDecision {
+        // A tool call outside any known turn (say, right after the bridge was restarted)
+        // counts as remote: the policy fails closed.
         let remote = self
             .turn
             .as_ref()
-            .is_some_and(|t| t.origin == TurnOrigin::Remote);
+            .is_none_or(|t| t.origin == TurnOrigin::Remote);
         let decision = tool_policy::decide_tool_call(
             remote,
             self.config.remote_tool_policy,

@@ -135,13 +135,27 @@ impl SessionState {
     }
 
     /// What both local `/connect disconnect` and remote `/disconnect` do (decision 7):
-    /// revoke `identity`, and unpause and clear the pending code of `conversation_key`, so
-    /// neither path leaves a stale pause or code behind. True when anything changed.
+    /// revoke `identity`, unpause and clear the pending code of `conversation_key`, and stop
+    /// broadcasting to that conversation, so neither path leaves a stale pause or code
+    /// behind and a chat that was just unpaired stops receiving the session's cards and
+    /// replies. True when anything changed.
     pub fn disconnect(&mut self, identity: &str, conversation_key: &str) -> bool {
         let revoked = self.revoke(identity);
         let unpaused = self.set_paused(conversation_key, false);
         let cleared = self.pending.remove(conversation_key).is_some();
-        revoked || unpaused || cleared
+        let targets = self.conversations.len();
+        self.conversations.retain(|t| t.key() != conversation_key);
+        let forgotten = self.conversations.len() != targets;
+        revoked || unpaused || cleared || forgotten
+    }
+
+    /// Local `/connect disconnect`: every pairing revoked, every pause and pending code
+    /// cleared, no broadcast target left. Returns how many pairings were revoked.
+    pub fn disconnect_all(&mut self) -> usize {
+        self.paused.clear();
+        self.pending.clear();
+        self.conversations.clear();
+        self.revoke_all()
     }
 }
 
@@ -623,5 +637,29 @@ mod tests {
         assert!(state.is_paused("telegram:other"));
         assert!(state.pending("telegram:c").is_none());
         assert!(!state.disconnect("telegram:1", "telegram:c"));
+    }
+
+    #[test]
+    fn disconnect_stops_broadcasting_to_that_conversation_only() {
+        let target = |conversation: &str, thread: Option<&str>| ConversationTarget {
+            transport: "telegram".into(),
+            conversation_id: conversation.into(),
+            thread_id: thread.map(String::from),
+        };
+        let mut state = SessionState::default();
+        state.trust("telegram:1", 1);
+        state.remember_conversation(target("c", None));
+        state.remember_conversation(target("c", Some("t1")));
+        state.remember_conversation(target("other", None));
+        assert!(state.disconnect("telegram:1", "telegram:c"));
+        assert_eq!(state.conversations, vec![target("other", None)]);
+        // Nothing left to change for that chat: a second disconnect reports no change.
+        assert!(!state.disconnect("telegram:1", "telegram:c"));
+
+        state.trust("telegram:2", 1);
+        state.set_paused("telegram:other", true);
+        assert_eq!(state.disconnect_all(), 1);
+        assert!(state.conversations.is_empty() && state.paused.is_empty());
+        assert!(state.trusted.is_empty() && state.pending.is_empty());
     }
 }
