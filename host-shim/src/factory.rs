@@ -38,3 +38,47 @@ pub fn build(
     }
     (built, notes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transports::fake::FakeTransport;
+
+    fn request(id: &str) -> TransportRequest {
+        TransportRequest {
+            id: id.into(),
+            token_env: None,
+            required: false,
+            settings_json: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn nothing_configured_means_the_terminal_is_the_chat() {
+        let terminal: Arc<dyn Transport> = Arc::new(FakeTransport::default());
+        let (built, notes) = build(&[], Some(terminal));
+        assert_eq!(built.len(), 1);
+        assert!(notes.is_empty());
+        let (built, notes) = build(&[], None);
+        assert!(built.is_empty() && notes.is_empty());
+    }
+
+    #[test]
+    fn a_configured_transport_this_build_lacks_is_named_not_skipped_silently() {
+        let terminal: Arc<dyn Transport> = Arc::new(FakeTransport::default());
+        let (built, notes) = build(&[request("telegram"), request("terminal")], Some(terminal));
+        assert_eq!(built.len(), 1, "only the terminal is built");
+        assert_eq!(
+            notes,
+            vec![
+                "telegram: this build of host-shim has no telegram transport yet (available: terminal); it was not started"
+                    .to_string()
+            ]
+        );
+        let (_, notes) = build(&[request("terminal")], None);
+        assert_eq!(
+            notes,
+            vec!["terminal: there is no terminal in this mode; it was not started".to_string()]
+        );
+    }
+}
