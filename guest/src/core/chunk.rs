@@ -19,39 +19,52 @@ const BREAKS: [&str; 10] = [
 pub fn measure(text: &str, unit: LengthUnit) -> usize {
     match unit {
         LengthUnit::Chars => text.chars().count(),
-        // Only 4-byte sequences need a surrogate pair; their lead bytes are 0xF0..=0xF4.
-        LengthUnit::Utf16 => text.chars().count() + text.bytes().filter(|b| *b >= 0xF0).count(),
+        LengthUnit::Utf16 => utf16_len(text.as_bytes()),
         LengthUnit::Bytes => text.len(),
     }
+}
+
+/// UTF-16 length of valid UTF-8 in one branch-free pass (it vectorises): every byte that
+/// is not a continuation byte starts a code point, and only 4-byte sequences (lead bytes
+/// 0xF0..=0xF4) need a surrogate pair.
+fn utf16_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .map(|&b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
+        .sum()
 }
 
 /// Length of a rendered message as the platform counts it: Telegram counts HTML after entity
 /// parsing (tags are free, an entity is the one character it stands for); others count raw.
 pub fn measure_rendered(text: &str, unit: LengthUnit, markup: Markup) -> usize {
-    match markup {
-        Markup::Html => {
-            // Tags and entities are ASCII: measure the raw text, then take back what the
-            // markup adds. One byte scan instead of a token walk per character.
-            let mut markup_len = 0;
-            let mut rest = text;
-            while let Some(i) = rest.find(['<', '&']) {
-                let tail = rest.get(i..).unwrap_or_default();
-                match html_token(tail) {
-                    Some(HtmlToken::Tag { text: tag, .. }) => {
-                        markup_len += tag.len();
-                        rest = tail.get(tag.len()..).unwrap_or_default();
-                    }
-                    Some(HtmlToken::Entity(e)) => {
-                        markup_len += e.len() - 1;
-                        rest = tail.get(e.len()..).unwrap_or_default();
-                    }
-                    _ => rest = tail.get(1..).unwrap_or_default(),
-                }
-            }
-            measure(text, unit).saturating_sub(markup_len)
-        }
-        _ => measure(text, unit),
+    if markup != Markup::Html {
+        return measure(text, unit);
     }
+    // Tags and entities are ASCII: measure the raw text, then take back what the markup
+    // adds. Only `<` and `&` start a token, so the text between them is skipped at memchr
+    // speed instead of being tokenised character by character.
+    let bytes = text.as_bytes();
+    let mut markup_len = 0;
+    let mut at = 0;
+    while let Some(i) = bytes
+        .get(at..)
+        .and_then(|rest| rest.iter().position(|b| matches!(b, b'<' | b'&')))
+    {
+        let tail = text.get(at + i..).unwrap_or_default();
+        at += i + 1;
+        match html_token(tail) {
+            Some(HtmlToken::Tag { text: tag, .. }) => {
+                markup_len += tag.len();
+                at += tag.len() - 1;
+            }
+            Some(HtmlToken::Entity(e)) => {
+                markup_len += e.len() - 1;
+                at += e.len() - 1;
+            }
+            _ => {}
+        }
+    }
+    measure(text, unit).saturating_sub(markup_len)
 }
 
 fn char_len(c: char, unit: LengthUnit) -> usize {
@@ -101,18 +114,19 @@ impl Meter {
 
     /// Cost of a text; additive over concatenation.
     pub fn cost(self, text: &str) -> usize {
-        let extra = if self.slack_escapes {
-            text.bytes()
-                .map(|b| match b {
-                    b'&' => 4,
-                    b'<' | b'>' => 3,
-                    _ => 0,
-                })
-                .sum()
-        } else {
-            0
-        };
-        measure(text, self.unit) + extra
+        let base = measure(text, self.unit);
+        if !self.slack_escapes {
+            return base;
+        }
+        let extra: usize = text
+            .bytes()
+            .map(|b| match b {
+                b'&' => 4,
+                b'<' | b'>' => 3,
+                _ => 0,
+            })
+            .sum();
+        base + extra
     }
 }
 
@@ -381,9 +395,9 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
     let mut end = text.len();
     let mut best: [Option<(usize, usize)>; BREAKS.len()] = [None; BREAKS.len()];
     let mut i = pos;
-    // The last visible characters, entities decoded: break strings are matched on what the
-    // reader sees, so the `;` of `&amp;` is not a "; " break.
-    let mut tail = String::new();
+    // The last four visible characters as bytes (non-ASCII as `_`), entities decoded: break
+    // strings are matched on what the reader sees, so the `;` of `&amp;` is not a "; " break.
+    let mut tail = [0u8; 4];
     for token in html_tokens(text.get(pos..).unwrap_or_default()) {
         let (cost, visible) = match token {
             HtmlToken::Tag { .. } => (0, None),
@@ -397,12 +411,10 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
         used += cost;
         i += token.len();
         if let Some(c) = visible {
-            if tail.len() >= 4 {
-                tail.remove(0);
-            }
-            tail.push(if c.is_ascii() { c } else { '_' });
+            tail.rotate_left(1);
+            tail[3] = u8::try_from(c).ok().filter(u8::is_ascii).unwrap_or(b'_');
             if (c == ' ' || c == '\n')
-                && let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b))
+                && let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b.as_bytes()))
             {
                 best[rank] = Some((i, used));
             }
