@@ -149,7 +149,8 @@ impl Meter {
             return base;
         }
         let bytes = text.as_bytes();
-        base + 4 * count_bytes(bytes, |b| b == b'&') + 3 * count_bytes(bytes, |b| b == b'<' || b == b'>')
+        base + 4 * count_bytes(bytes, |b| b == b'&')
+            + 3 * count_bytes(bytes, |b| b == b'<' || b == b'>')
     }
 }
 
@@ -359,26 +360,34 @@ fn html_token(rest: &str) -> Option<HtmlToken<'_>> {
 }
 
 /// `<`, optional `/`s, a name of ASCII letters, digits and `-` that ends at whitespace or at
-/// the first `>`, then anything up to that `>`. Read byte by byte: this runs for every tag
-/// the renderer wrote, so it must not cost a string search and a Unicode split each time.
+/// the first `>`, then anything up to that `>`. Read byte by byte, and a bare `<name>` needs
+/// no search for its `>`: this runs for every tag the renderer wrote, so it must cost a few
+/// byte compares, not a string search and a Unicode split.
 fn html_tag(rest: &str) -> Option<HtmlToken<'_>> {
     let bytes = rest.as_bytes();
-    let end = bytes.iter().position(|b| *b == b'>')?;
-    let inner = rest.get(1..end)?;
-    let closing = inner.starts_with('/');
-    let named = inner.trim_start_matches('/');
-    let name_len = named
-        .bytes()
-        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    let slashes = bytes.iter().skip(1).take_while(|b| **b == b'/').count();
+    let name_start = 1 + slashes;
+    let name_len = bytes
+        .iter()
+        .skip(name_start)
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'-')
         .count();
-    let name = named.get(..name_len)?;
-    let ends_name = named
-        .get(name_len..)
-        .is_some_and(|after| after.chars().next().is_none_or(char::is_whitespace));
-    (name_len > 0 && ends_name).then_some(HtmlToken::Tag {
+    let name_end = name_start + name_len;
+    let end = match bytes.get(name_end) {
+        _ if name_len == 0 => return None,
+        Some(b'>') => name_end,
+        _ => {
+            let after = rest.get(name_end..)?;
+            if !after.chars().next().is_some_and(char::is_whitespace) {
+                return None;
+            }
+            name_end + after.find('>')?
+        }
+    };
+    Some(HtmlToken::Tag {
         text: rest.get(..=end)?,
-        name,
-        closing,
+        name: rest.get(name_start..name_end)?,
+        closing: slashes > 0,
     })
 }
 
