@@ -1,8 +1,9 @@
 //! Outbound pipeline benchmarks (architecture §7: 64 KiB ≤ 1 ms natively, 1 MiB ≤ 20× that).
 //!
 //! `cargo bench -p guest --bench pipeline` prints criterion's time and MB/s for the whole
-//! pipeline per profile and size, per stage on the Telegram profile, for the adversarial
-//! shapes, and then the 1 MiB / 64 KiB time ratio per profile.
+//! pipeline per profile and size, per stage and profile, for the adversarial shapes, and then
+//! a summary table: time, MB/s and stage times per profile and size, the 1 MiB / 64 KiB
+//! ratio, and each adversarial shape per 64 KiB. `-- summary` prints the table alone.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -75,47 +76,51 @@ fn pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-/// Stages on the Telegram profile. Rendering happens inside the split's single parse, so
-/// "split" is parse + structure alone (as for markdown) and "split+render" adds rendering;
-/// the render stage costs the difference.
+/// Stages per profile. Rendering happens inside the split's single parse, so "split" is
+/// parse + structure alone (as for markdown) and "split+render" adds rendering; the render
+/// stage costs the difference. "chunk" cuts the rendered pieces to the platform's limit.
 fn stages(c: &mut Criterion) {
-    let (_, caps) = profiles()[0];
-    let meter = Meter::for_source(caps.length_unit, caps.markup);
-    let limit = caps.max_message_length as usize;
-    let mut group = c.benchmark_group("stage-telegram");
-    for (size_name, size) in SIZES {
-        let text = agent_reply(size);
-        let redacted = redact(&text).text;
-        let rendered: Vec<String> = split(&redacted, limit, meter, caps.markup)
-            .into_iter()
-            .map(|p| p.rendered.into_owned())
-            .collect();
-        group.throughput(Throughput::Bytes(text.len() as u64));
-        group.bench_function(BenchmarkId::new("redact", size_name), |b| {
-            b.iter(|| redact(black_box(&text)))
-        });
-        group.bench_function(BenchmarkId::new("split", size_name), |b| {
-            b.iter(|| split(black_box(&redacted), limit, meter, Markup::Markdown))
-        });
-        group.bench_function(BenchmarkId::new("split+render", size_name), |b| {
-            b.iter(|| split(black_box(&redacted), limit, meter, caps.markup))
-        });
-        group.bench_function(BenchmarkId::new("chunk", size_name), |b| {
-            b.iter(|| {
-                rendered
-                    .iter()
-                    .map(|r| {
-                        chunk_rendered(black_box(r), limit, caps.length_unit, caps.markup).len()
+    for (name, caps) in profiles() {
+        let meter = Meter::for_source(caps.length_unit, caps.markup);
+        let limit = caps.max_message_length as usize;
+        let mut group = c.benchmark_group(format!("stage-{name}"));
+        for (size_name, size) in SIZES {
+            let text = agent_reply(size);
+            let redacted = redact(&text).text;
+            let rendered: Vec<String> = split(&redacted, limit, meter, caps.markup)
+                .into_iter()
+                .map(|p| p.rendered.into_owned())
+                .collect();
+            group.throughput(Throughput::Bytes(text.len() as u64));
+            group.bench_function(BenchmarkId::new("redact", size_name), |b| {
+                b.iter(|| redact(black_box(&text)))
+            });
+            group.bench_function(BenchmarkId::new("split", size_name), |b| {
+                b.iter(|| split(black_box(&redacted), limit, meter, Markup::Markdown))
+            });
+            if caps.markup != Markup::Markdown {
+                group.bench_function(BenchmarkId::new("split+render", size_name), |b| {
+                    b.iter(|| split(black_box(&redacted), limit, meter, caps.markup))
+                });
+                group.bench_function(BenchmarkId::new("chunk", size_name), |b| {
+                    b.iter(|| {
+                        rendered
+                            .iter()
+                            .map(|r| {
+                                chunk_rendered(black_box(r), limit, caps.length_unit, caps.markup)
+                                    .len()
+                            })
+                            .sum::<usize>()
                     })
-                    .sum::<usize>()
-            })
-        });
+                });
+            }
+        }
+        group.finish();
     }
-    group.finish();
 }
 
-/// The shapes that made the original super-linear, at 64 KiB, on the Discord profile.
-fn adversarial(c: &mut Criterion) {
+/// The shapes that made the original super-linear, about 64 KiB each.
+fn shapes() -> Vec<(&'static str, String)> {
     const SIZE: usize = 64 << 10;
     let fill = |unit: &str| unit.repeat(SIZE / unit.len() + 1);
     let mut pem = String::new();
@@ -130,7 +135,7 @@ fn adversarial(c: &mut Criterion) {
     let quotes: String = (0..400)
         .map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1)))
         .collect();
-    let shapes = [
+    vec![
         ("bare-headings", fill("## h\n")),
         ("long-line", "x".repeat(SIZE)),
         ("unclosed-fences", fill("```rust\nfn f() {}\n\n")),
@@ -138,9 +143,13 @@ fn adversarial(c: &mut Criterion) {
         ("nested-quotes", fill(&quotes)),
         ("pem-no-end", pem),
         ("zwj-emoji", fill("👨\u{200d}👩\u{200d}👧\u{200d}👦")),
-    ];
+    ]
+}
+
+/// The adversarial shapes through the whole pipeline on every profile.
+fn adversarial(c: &mut Criterion) {
     let mut group = c.benchmark_group("adversarial-64KiB");
-    for (name, text) in &shapes {
+    for (name, text) in &shapes() {
         group.throughput(Throughput::Bytes(text.len() as u64));
         for (profile, caps) in profiles() {
             group.bench_with_input(BenchmarkId::new(*name, profile), text, |b, t| {
@@ -168,24 +177,66 @@ fn median(mut f: impl FnMut()) -> Duration {
     times[runs / 2]
 }
 
-fn growth(_: &mut Criterion) {
-    let small = agent_reply(64 << 10);
-    let large = agent_reply(1 << 20);
-    println!("\nlinear growth (median, whole pipeline):");
+fn mbps(t: Duration, n: usize) -> f64 {
+    n as f64 / t.as_secs_f64() / 1e6
+}
+
+/// One table at the end, with the budgets beside the figures: the whole pipeline and each
+/// stage per profile and size, the 1 MiB / 64 KiB ratio, and each adversarial shape scaled
+/// to 64 KiB. Medians, so a busy machine shifts them less than means.
+fn summary(_: &mut Criterion) {
+    println!(
+        "\nsummary (median wall time; budgets: 64KiB ≤ 1 ms, ratio ≤ 20, shapes ≤ 2 ms/64KiB)"
+    );
     for (name, caps) in profiles() {
-        let t64 = median(|| drop(black_box(prepare(&small, &caps, u32::MAX))));
-        let t1m = median(|| drop(black_box(prepare(&large, &caps, u32::MAX))));
-        let mbps = |t: Duration, n: usize| n as f64 / t.as_secs_f64() / 1e6;
-        println!(
-            "  {name:9} 64KiB {:>9.3?} ({:>6.0} MB/s)  1MiB {:>9.3?} ({:>6.0} MB/s)  ratio 1MiB/64KiB = {:.1} (budget ≤ 20)",
-            t64,
-            mbps(t64, small.len()),
-            t1m,
-            mbps(t1m, large.len()),
-            t1m.as_secs_f64() / t64.as_secs_f64()
-        );
+        let meter = Meter::for_source(caps.length_unit, caps.markup);
+        let limit = caps.max_message_length as usize;
+        let mut whole = Vec::new();
+        for (size_name, size) in SIZES {
+            let text = agent_reply(size);
+            let redacted = redact(&text).text;
+            let rendered: Vec<String> = split(&redacted, limit, meter, caps.markup)
+                .into_iter()
+                .map(|p| p.rendered.into_owned())
+                .collect();
+            let t = median(|| drop(black_box(prepare(&text, &caps, u32::MAX))));
+            let t_redact = median(|| drop(black_box(redact(&text))));
+            let t_split = median(|| drop(black_box(split(&redacted, limit, meter, caps.markup))));
+            let t_chunk = median(|| {
+                for r in &rendered {
+                    drop(black_box(chunk_rendered(
+                        r,
+                        limit,
+                        caps.length_unit,
+                        caps.markup,
+                    )));
+                }
+            });
+            println!(
+                "  {name:9} {size_name:>5} {t:>10.3?} {:>6.0} MB/s | redact {t_redact:>9.3?}  split+render {t_split:>9.3?}  chunk {t_chunk:>9.3?}",
+                mbps(t, text.len())
+            );
+            whole.push(t);
+        }
+        if let [_, t64, t1m] = whole[..] {
+            println!(
+                "  {name:9} ratio 1MiB/64KiB = {:.1}",
+                t1m.as_secs_f64() / t64.as_secs_f64()
+            );
+        }
+    }
+    for (shape, text) in shapes() {
+        let per64 = |t: Duration| t.mul_f64((64 << 10) as f64 / text.len() as f64);
+        let times: Vec<String> = profiles()
+            .iter()
+            .map(|(name, caps)| {
+                let t = median(|| drop(black_box(prepare(&text, caps, u32::MAX))));
+                format!("{name} {:>9.3?}", per64(t))
+            })
+            .collect();
+        println!("  {shape:16} per 64KiB: {}", times.join("  "));
     }
 }
 
-criterion_group!(benches, pipeline, stages, adversarial, growth);
+criterion_group!(benches, pipeline, stages, adversarial, summary);
 criterion_main!(benches);

@@ -488,6 +488,29 @@ fn telegram_messages_are_measured_after_entity_parsing() {
 }
 
 #[test]
+fn telegram_measure_reads_tags_as_telegram_does() {
+    // (rendered text, visible UTF-16 length): only `<name>` or `<name attrs…>` is a tag; a
+    // `<` that does not open one, and an entity longer than the reader's window, are text.
+    let cases = [
+        ("<a href=\"https://x.y/?a=1&amp;b\">link</a>", 4),
+        ("<pre><code class=\"language-rust\">fn</code></pre>", 2),
+        ("<blockquote>q</blockquote>", 1),
+        ("a <b c", 6),
+        ("<b/>x", 5),
+        ("<>x", 3),
+        ("x &verylongentityname; y", 24),
+        ("&lt;&gt;&quot;", 3),
+    ];
+    for (text, want) in cases {
+        assert_eq!(
+            measure_rendered(text, LengthUnit::Utf16, Markup::Html),
+            want,
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
 fn oversized_html_piece_closes_and_reopens_tags() {
     // One bold paragraph far over the limit: every message must carry its own <b>…</b>.
     let text = format!("**{}**", "word ".repeat(40).trim_end());

@@ -329,11 +329,8 @@ impl Writer {
         self.line_start = true;
     }
 
-    /// Writes markup or already-escaped text.
-    fn raw(&mut self, s: &str) {
-        if s.is_empty() {
-            return;
-        }
+    /// Starts writing non-empty output: the Slack quote prefix when a quoted line begins.
+    fn begin_write(&mut self) {
         if self.line_start
             && self.quote_depth > 0
             && self.markup == Markup::Mrkdwn
@@ -343,35 +340,58 @@ impl Writer {
         }
         self.line_start = false;
         self.fresh = false;
+    }
+
+    /// Writes markup or already-escaped text.
+    fn raw(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        self.begin_write();
         self.out.push_str(s);
     }
 
-    /// Writes text, escaped for the markup.
+    /// Writes text, escaped for the markup straight into the output (no copy per event).
     fn text(&mut self, s: &str) {
-        let escaped = escape(s, self.markup);
-        self.raw(&escaped);
+        if s.is_empty() {
+            return;
+        }
+        self.begin_write();
+        escape_into(&mut self.out, s, self.markup);
     }
+}
+
+/// The entity for a byte `markup` escapes, `None` for bytes it keeps.
+fn entity(b: u8, markup: Markup) -> Option<&'static str> {
+    match (b, markup) {
+        (b'&', Markup::Html | Markup::Mrkdwn) => Some("&amp;"),
+        (b'<', Markup::Html | Markup::Mrkdwn) => Some("&lt;"),
+        (b'>', Markup::Html | Markup::Mrkdwn) => Some("&gt;"),
+        (b'"', Markup::Html) => Some("&quot;"),
+        _ => None,
+    }
+}
+
+/// Appends `s` escaped for `markup`. The escaped characters are ASCII, so the text between
+/// them is copied in runs rather than character by character.
+fn escape_into(out: &mut String, s: &str, markup: Markup) {
+    let mut copied = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if let Some(e) = entity(b, markup) {
+            out.push_str(s.get(copied..i).unwrap_or_default());
+            out.push_str(e);
+            copied = i + 1;
+        }
+    }
+    out.push_str(s.get(copied..).unwrap_or_default());
 }
 
 /// Escapes text for `markup`: Telegram HTML needs `& < > "`, Slack `& < >`.
 pub fn escape(s: &str, markup: Markup) -> Cow<'_, str> {
-    let special: &[char] = match markup {
-        Markup::Html => &['&', '<', '>', '"'],
-        Markup::Mrkdwn => &['&', '<', '>'],
-        Markup::Plain | Markup::Markdown => return Cow::Borrowed(s),
-    };
-    if !s.contains(special) {
+    if !s.bytes().any(|b| entity(b, markup).is_some()) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' if markup == Markup::Html => out.push_str("&quot;"),
-            c => out.push(c),
-        }
-    }
+    escape_into(&mut out, s, markup);
     Cow::Owned(out)
 }
