@@ -271,16 +271,17 @@ impl agent::Host for SessionHost {
         result
     }
 
-    async fn abort(&mut self) {
+    fn abort(&mut self) -> wasmtime::Result<()> {
         self.ctx.agent.abort();
+        Ok(())
     }
 
-    async fn is_idle(&mut self) -> bool {
-        self.ctx.agent.is_idle()
+    fn is_idle(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.ctx.agent.is_idle())
     }
 
-    async fn info(&mut self) -> agent::SessionInfo {
-        self.ctx.agent.session_info()
+    fn info(&mut self) -> wasmtime::Result<agent::SessionInfo> {
+        Ok(self.ctx.agent.session_info())
     }
 
     async fn confirm(&mut self, title: String, message: String) -> bool {
@@ -320,19 +321,20 @@ impl store::Host for SessionHost {
 }
 
 impl clock::Host for SessionHost {
-    async fn now_ms(&mut self) -> u64 {
-        self.ctx.clock.now_ms()
+    fn now_ms(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.ctx.clock.now_ms())
     }
 
-    async fn request_tick(&mut self, at_ms: u64) {
+    fn request_tick(&mut self, at_ms: u64) -> wasmtime::Result<()> {
         if let Ok(mut tick) = self.ctx.tick_at.lock() {
             *tick = Some(at_ms);
         }
+        Ok(())
     }
 }
 
 impl rng::Host for SessionHost {
-    async fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
+    fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
         // Pairing codes need at most a few dozen bytes; a larger request is a guest bug
         // and must not become a host allocation the guest controls.
         let mut bytes = vec![0u8; len.min(4096) as usize];
@@ -374,7 +376,12 @@ impl lock::Host for SessionHost {
 }
 
 impl log::Host for SessionHost {
-    async fn write(&mut self, level: types::Level, event: String, fields: Vec<log::Field>) {
+    fn write(
+        &mut self,
+        level: types::Level,
+        event: String,
+        fields: Vec<log::Field>,
+    ) -> wasmtime::Result<()> {
         let fields = fields.into_iter().map(|f| (f.key, f.value)).collect();
         self.ctx.log.write(
             &self.ctx.key,
@@ -384,5 +391,6 @@ impl log::Host for SessionHost {
                 fields,
             },
         );
+        Ok(())
     }
 }

@@ -21,8 +21,19 @@ pub mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "bridge",
-        // The rng import traps instead of returning predictable bytes.
-        imports: { "pi:bot-connect/rng.random-bytes": async | trappable, default: async },
+        // Imports that never wait are plain calls (an async host call costs several times
+        // more, and an envelope makes a handful of them); `trappable` is how bindgen spells
+        // "not async" here, and lets the rng trap instead of returning predictable bytes.
+        imports: {
+            "pi:bot-connect/clock.now-ms": trappable,
+            "pi:bot-connect/clock.request-tick": trappable,
+            "pi:bot-connect/rng.random-bytes": trappable,
+            "pi:bot-connect/log.write": trappable,
+            "pi:bot-connect/agent.is-idle": trappable,
+            "pi:bot-connect/agent.info": trappable,
+            "pi:bot-connect/agent.abort": trappable,
+            default: async,
+        },
         exports: { default: async },
         // Tests and the host compare decisions and events by value.
         additional_derives: [PartialEq, Eq],
