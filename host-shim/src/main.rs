@@ -26,7 +26,7 @@ use transports::terminal::{TerminalEvent, TerminalTransport};
 
 /// Bridge a live coding-agent session to messengers, from a sandboxed component.
 #[derive(Parser)]
-#[command(name = "host-shim", version, about, long_about = None)]
+#[command(name = "host-shim", version)]
 struct Cli {
     /// Load this component instead of the embedded one (a wasm32-wasip2 build of guest/).
     #[arg(long, global = true, value_name = "PATH")]
