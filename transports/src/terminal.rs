@@ -398,11 +398,9 @@ impl Transport for TerminalTransport {
                 }
             }
             None => {
-                write_flushed(
-                    &mut output,
-                    &block("  chat │ bot: ", CHAT_NEXT, &message.text),
-                )
-                .await?;
+                // Numbered, so a later `(edited #n)` line says which message it replaces.
+                let first = format!("  chat │ bot #{}: ", posted + 1);
+                write_flushed(&mut output, &block(&first, CHAT_NEXT, &message.text)).await?;
                 self.shared.state().posted += 1;
                 let id = format!("t{}", posted + 1);
                 SendReceipt {

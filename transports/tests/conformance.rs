@@ -106,7 +106,10 @@ fn chat_on_screen(screen: &str) -> (Vec<String>, Vec<String>) {
     let (mut posted, mut edited) = (Vec::new(), Vec::new());
     let mut last: Option<&mut Vec<String>> = None;
     for line in screen.lines() {
-        if let Some(text) = line.strip_prefix("  chat │ bot: ") {
+        if let Some((_, text)) = line
+            .strip_prefix("  chat │ bot #")
+            .and_then(|rest| rest.split_once(": "))
+        {
             posted.push(text.to_owned());
             last = Some(&mut posted);
         } else if let Some((_, text)) = line
@@ -169,7 +172,7 @@ async fn terminal_conforms() {
 
 #[test]
 fn the_terminal_screen_parser_reads_multi_line_chat() {
-    let screen = "  chat │ bot: a\n       │ b\n local ▌ [bot-connect] x\n       ▌ y\n  chat │ bot (edited #1): c\n       │ d\n";
+    let screen = "  chat │ bot #1: a\n       │ b\n local ▌ [bot-connect] x\n       ▌ y\n  chat │ bot (edited #1): c\n       │ d\n";
     assert_eq!(
         chat_on_screen(screen),
         (vec!["a\nb".to_owned()], vec!["c\nd".to_owned()])

@@ -189,7 +189,7 @@ async fn chat_messages_are_drawn_as_chat_and_numbered() {
     );
     assert_eq!(
         t.person.screen(),
-        "  chat │ bot: hello\n       │ second line\n       │ third\n  chat │ bot: again\n"
+        "  chat │ bot #1: hello\n       │ second line\n       │ third\n  chat │ bot #2: again\n"
     );
 }
 
@@ -213,7 +213,7 @@ async fn an_edit_visibly_replaces_its_message() {
     );
     assert_eq!(
         t.person.screen(),
-        "  chat │ bot: working…\n  chat │ bot (edited #1): done\n       │ all green\n"
+        "  chat │ bot #1: working…\n  chat │ bot (edited #1): done\n       │ all green\n"
     );
     assert_eq!(
         t.terminal.send(message("lost", Some("t9"))).await,
