@@ -44,6 +44,9 @@ pub struct Block {
     pub kind: BlockKind,
     /// The block's rendering in [`Parsed::rendered`] (empty for markdown).
     pub rendered: Range<usize>,
+    /// The source puts the block directly under a paragraph line, so its rendering follows
+    /// on the next line rather than after a blank one.
+    pub follows_directly: bool,
 }
 
 /// A document parsed once: its top-level blocks, each already rendered.
@@ -68,8 +71,8 @@ pub struct Piece<'a> {
 /// block for `markup` on the way. Rendering from the same pass halves the pipeline's cost
 /// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
 pub fn parse(text: &str, markup: Markup) -> Parsed {
-    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text.len()));
-    let mut starts: Vec<(usize, BlockKind, usize)> = Vec::new();
+    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
+    let mut starts: Vec<(usize, BlockKind, usize, bool)> = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;
@@ -93,32 +96,35 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                 .get(line_start..range.start)
                 .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
             let start = if indent_only { line_start } else { range.start };
-            let at = renderer.as_ref().map_or(0, |r| r.output().len());
-            if starts.last().is_none_or(|(s, _, _)| start > *s) {
-                starts.push((start, kind, at));
+            let (at, direct) = renderer.as_ref().map_or((0, false), |r| {
+                (r.output().len(), r.follows_directly(range.start))
+            });
+            if starts.last().is_none_or(|(s, _, _, _)| start > *s) {
+                starts.push((start, kind, at, direct));
             }
             if let Some(r) = renderer.as_mut() {
                 r.begin_block();
             }
         }
         if let Some(r) = renderer.as_mut() {
-            r.event(&event);
+            r.event(&event, range);
         }
     }
     let rendered = renderer.map(Renderer::finish).unwrap_or_default();
-    if starts.first().is_none_or(|(s, _, _)| *s > 0) {
-        starts.insert(0, (0, BlockKind::Other, 0));
+    if starts.first().is_none_or(|(s, _, _, _)| *s > 0) {
+        starts.insert(0, (0, BlockKind::Other, 0, false));
     }
     let mut blocks = Vec::with_capacity(starts.len());
-    for (i, (start, kind, at)) in starts.iter().enumerate() {
+    for (i, (start, kind, at, direct)) in starts.iter().enumerate() {
         let (end, next) = starts
             .get(i + 1)
-            .map_or((text.len(), rendered.len()), |(s, _, r)| (*s, *r));
+            .map_or((text.len(), rendered.len()), |(s, _, r, _)| (*s, *r));
         blocks.push(Block {
             start: *start,
             end,
             kind: *kind,
             rendered: *at..next,
+            follows_directly: *direct,
         });
     }
     blocks.retain(|b| b.end > b.start);
@@ -292,8 +298,8 @@ impl<'a> Splitter<'a, '_> {
         self.flush(Some((run_start, to)));
     }
 
-    /// Blocks `from..to` rendered as one message: a blank line between blocks, as the
-    /// renderer puts between blocks of one text.
+    /// Blocks `from..to` rendered as one message: a blank line between blocks (one line
+    /// break under a paragraph line), as the renderer puts between blocks of one text.
     fn join_rendered(&self, from: usize, to: usize) -> String {
         let mut out = String::new();
         for block in self.blocks.get(from..to).unwrap_or_default() {
@@ -306,7 +312,8 @@ impl<'a> Splitter<'a, '_> {
             }
             if !out.is_empty() {
                 let have = out.len() - out.trim_end_matches('\n').len();
-                out.push_str(&"\n\n"[have.min(2)..]);
+                let want: usize = if block.follows_directly { 1 } else { 2 };
+                out.push_str("\n\n".get(..want.saturating_sub(have)).unwrap_or_default());
             }
             out.push_str(part);
         }

@@ -5,6 +5,7 @@
 //! in a piece is closed in it, so a message never depends on its neighbour.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
@@ -17,30 +18,37 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
     if markup == Markup::Markdown {
         return Cow::Borrowed(text);
     }
-    let mut r = Renderer::new(markup, text.len());
-    for event in Parser::new_ext(text, options()) {
-        r.event(&event);
+    let mut r = Renderer::new(markup, text);
+    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+        r.event(&event, range);
     }
     Cow::Owned(r.finish())
 }
 
 /// An incremental renderer: events in, markup out. The splitter feeds it while it parses, so
 /// a document is parsed once and no event list is kept.
-pub struct Renderer {
-    w: Writer,
+pub struct Renderer<'a> {
+    w: Writer<'a>,
 }
 
-impl Renderer {
-    /// A renderer for `markup`; `size_hint` is the source length.
-    pub fn new(markup: Markup, size_hint: usize) -> Self {
+impl<'a> Renderer<'a> {
+    /// A renderer for `markup` of the markdown `source`.
+    pub fn new(markup: Markup, source: &'a str) -> Self {
         Renderer {
-            w: Writer::new(markup, size_hint),
+            w: Writer::new(markup, source),
         }
     }
 
-    /// Renders one event.
-    pub fn event(&mut self, event: &Event<'_>) {
-        self.w.event(event);
+    /// Renders one event; `range` is where it lies in the source.
+    pub fn event(&mut self, event: &Event<'_>, range: Range<usize>) {
+        self.w.event(event, range);
+    }
+
+    /// Whether a block starting at source offset `at` goes on the line right after the
+    /// previous one: the source put it directly under a paragraph line, and a blank line
+    /// added there would show in Telegram and Slack.
+    pub fn follows_directly(&self, at: usize) -> bool {
+        self.w.follows_directly(at)
     }
 
     /// Starts a top-level block without a separator, on a new line: the splitter records
@@ -64,9 +72,14 @@ impl Renderer {
 /// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
 const LINK_SCHEMES: [&str; 4] = ["http://", "https://", "tg://", "mailto:"];
 
-struct Writer {
+struct Writer<'a> {
     markup: Markup,
+    source: &'a str,
     out: String,
+    /// Source offset where the paragraph that the last event closed ends.
+    para_end: Option<usize>,
+    /// The block starting with the current event sits directly under a paragraph line.
+    tight: bool,
     /// Nothing written since a container opened: the next block needs no separator.
     fresh: bool,
     /// At the start of an output line (Slack quotes prefix each line).
@@ -82,11 +95,15 @@ struct Writer {
     cell: usize,
 }
 
-impl Writer {
-    fn new(markup: Markup, capacity: usize) -> Self {
+impl<'a> Writer<'a> {
+    fn new(markup: Markup, source: &'a str) -> Self {
+        let capacity = source.len();
         Writer {
             markup,
+            source,
             out: String::with_capacity(capacity + capacity / 8),
+            para_end: None,
+            tight: false,
             fresh: true,
             line_start: true,
             quote_depth: 0,
@@ -98,7 +115,24 @@ impl Writer {
         }
     }
 
-    fn event(&mut self, event: &Event<'_>) {
+    fn follows_directly(&self, at: usize) -> bool {
+        let Some(end) = self.para_end else {
+            return false;
+        };
+        let head = self.source.get(..end).unwrap_or_default();
+        let end = head.trim_end_matches('\n').trim_end_matches('\r').len();
+        let gap = self.source.get(end..at).unwrap_or_default();
+        // Only a blank line (in a quote, a bare `>`) can lie between a paragraph and the next
+        // block, so a second line break in the gap means a blank line.
+        gap.bytes().filter(|b| *b == b'\n').count() == 1
+    }
+
+    fn event(&mut self, event: &Event<'_>, range: Range<usize>) {
+        self.tight = self.follows_directly(range.start);
+        self.para_end = match event {
+            Event::End(TagEnd::Paragraph) => Some(range.end),
+            _ => None,
+        };
         match event {
             Event::Start(tag) => self.start(tag),
             Event::End(tag) => self.end(*tag),
@@ -318,6 +352,7 @@ impl Writer {
         if self.fresh {
             return;
         }
+        let n = if self.tight { n.min(1) } else { n };
         let have = self.out.len() - self.out.trim_end_matches('\n').len();
         for _ in have..n {
             self.newline();
