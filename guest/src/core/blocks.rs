@@ -13,8 +13,8 @@ use std::ops::Range;
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
 use crate::core::chunk::{Meter, next_cut};
-use crate::core::render::{Renderer, render};
-use crate::model::Markup;
+use crate::core::render::{Renderer, render_measured};
+use crate::model::{LengthUnit, Markup};
 
 /// The markdown dialect the split and the renderer agree on.
 pub fn options() -> Options {
@@ -47,6 +47,8 @@ pub struct Block {
     /// The source puts the block directly under a paragraph line, so its rendering follows
     /// on the next line rather than after a blank one.
     pub follows_directly: bool,
+    /// Length of the block's rendering as the platform counts it (0 for markdown).
+    pub visible: usize,
 }
 
 /// A document parsed once: its top-level blocks, each already rendered.
@@ -65,14 +67,17 @@ pub struct Piece<'a> {
     pub source: Cow<'a, str>,
     /// The piece rendered for the markup (the source itself for markdown).
     pub rendered: Cow<'a, str>,
+    /// Length of `rendered` as the platform counts it, counted while rendering so chunking
+    /// need not read the piece again to learn whether it fits.
+    pub visible: usize,
 }
 
 /// Parses `text` once into top-level blocks tiling it from 0 to `text.len()`, rendering each
 /// block for `markup` on the way. Rendering from the same pass halves the pipeline's cost
 /// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
-pub fn parse(text: &str, markup: Markup) -> Parsed {
-    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
-    let mut starts: Vec<(usize, BlockKind, usize, bool)> = Vec::new();
+pub fn parse(text: &str, markup: Markup, unit: LengthUnit) -> Parsed {
+    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, unit, text));
+    let mut blocks: Vec<Block> = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;
@@ -96,11 +101,24 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                 .get(line_start..range.start)
                 .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
             let start = if indent_only { line_start } else { range.start };
-            let (at, direct) = renderer.as_ref().map_or((0, false), |r| {
-                (r.output().len(), r.follows_directly(range.start))
-            });
-            if starts.last().is_none_or(|(s, _, _, _)| start > *s) {
-                starts.push((start, kind, at, direct));
+            if blocks.last().is_none_or(|b| start > b.start) {
+                let (at, visible, follows_directly) =
+                    renderer.as_ref().map_or((0, 0, false), |r| {
+                        (
+                            r.output().len(),
+                            r.visible(),
+                            r.follows_directly(range.start),
+                        )
+                    });
+                // `end` and the ends of `rendered` and `visible` are set once the next block starts.
+                blocks.push(Block {
+                    start,
+                    end: 0,
+                    kind,
+                    rendered: at..0,
+                    follows_directly,
+                    visible,
+                });
             }
             if let Some(r) = renderer.as_mut() {
                 r.begin_block();
@@ -110,22 +128,27 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
             r.event(&event, range);
         }
     }
+    let total = renderer.as_ref().map_or(0, Renderer::visible);
     let rendered = renderer.map(Renderer::finish).unwrap_or_default();
-    if starts.first().is_none_or(|(s, _, _, _)| *s > 0) {
-        starts.insert(0, (0, BlockKind::Other, 0, false));
+    if blocks.first().is_none_or(|b| b.start > 0) {
+        let first = Block {
+            start: 0,
+            end: 0,
+            kind: BlockKind::Other,
+            rendered: 0..0,
+            follows_directly: false,
+            visible: 0,
+        };
+        blocks.insert(0, first);
     }
-    let mut blocks = Vec::with_capacity(starts.len());
-    for (i, (start, kind, at, direct)) in starts.iter().enumerate() {
-        let (end, next) = starts
-            .get(i + 1)
-            .map_or((text.len(), rendered.len()), |(s, _, r, _)| (*s, *r));
-        blocks.push(Block {
-            start: *start,
-            end,
-            kind: *kind,
-            rendered: *at..next,
-            follows_directly: *direct,
-        });
+    // Each block holds the counts at its start; it ends where the next one starts.
+    let mut next = (text.len(), rendered.len(), total);
+    for block in blocks.iter_mut().rev() {
+        let visible_at = block.visible;
+        block.end = next.0;
+        block.rendered.end = next.1;
+        block.visible = next.2.saturating_sub(visible_at);
+        next = (block.start, block.rendered.start, visible_at);
     }
     blocks.retain(|b| b.end > b.start);
     Parsed { blocks, rendered }
@@ -145,12 +168,14 @@ pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Pie
         return Vec::new();
     }
     if meter.cost(text) <= budget {
+        let (rendered, visible) = render_measured(text, markup, meter.unit());
         return vec![Piece {
             source: Cow::Borrowed(text),
-            rendered: render(text, markup),
+            rendered,
+            visible,
         }];
     }
-    let Parsed { blocks, rendered } = parse(text, markup);
+    let Parsed { blocks, rendered } = parse(text, markup, meter.unit());
     let costs: Vec<usize> = blocks
         .iter()
         .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
@@ -258,14 +283,16 @@ impl<'a> Splitter<'a, '_> {
             && b > a
         {
             let source = self.slice(a, b);
-            let rendered = if self.markup == Markup::Markdown {
-                Cow::Borrowed(source)
+            let (rendered, visible) = if self.markup == Markup::Markdown {
+                (Cow::Borrowed(source), self.cost(a, b))
             } else {
-                Cow::Owned(self.join_rendered(a, b))
+                let (joined, visible) = self.join_rendered(a, b);
+                (Cow::Owned(joined), visible)
             };
             self.out.push(Piece {
                 source: Cow::Borrowed(source),
                 rendered,
+                visible,
             });
         }
     }
@@ -300,9 +327,16 @@ impl<'a> Splitter<'a, '_> {
 
     /// Blocks `from..to` rendered as one message: a blank line between blocks (one line
     /// break under a paragraph line), as the renderer puts between blocks of one text.
-    fn join_rendered(&self, from: usize, to: usize) -> String {
-        let mut out = String::new();
-        for block in self.blocks.get(from..to).unwrap_or_default() {
+    /// Returns the text and its length as the platform counts it.
+    fn join_rendered(&self, from: usize, to: usize) -> (String, usize) {
+        let blocks = self.blocks.get(from..to).unwrap_or_default();
+        let span = match (blocks.first(), blocks.last()) {
+            (Some(a), Some(b)) => b.rendered.end.saturating_sub(a.rendered.start),
+            _ => 0,
+        };
+        let mut out = String::with_capacity(span + 2 * blocks.len());
+        let mut visible = 0;
+        for block in blocks {
             let part = self
                 .rendered
                 .get(block.rendered.clone())
@@ -313,17 +347,25 @@ impl<'a> Splitter<'a, '_> {
             if !out.is_empty() {
                 let have = out.len() - out.trim_end_matches('\n').len();
                 let want: usize = if block.follows_directly { 1 } else { 2 };
-                out.push_str("\n\n".get(..want.saturating_sub(have)).unwrap_or_default());
+                let add = want.saturating_sub(have);
+                out.push_str("\n\n".get(..add).unwrap_or_default());
+                visible += add;
             }
             out.push_str(part);
+            visible += block.visible;
         }
-        out
+        (out, visible)
     }
 
     /// A piece that is not made of whole blocks: rendered on its own.
     fn push_owned(&mut self, source: Cow<'a, str>) {
-        let rendered = Cow::Owned(render(&source, self.markup).into_owned());
-        self.out.push(Piece { source, rendered });
+        let (rendered, visible) = render_measured(&source, self.markup, self.meter.unit());
+        let rendered = Cow::Owned(rendered.into_owned());
+        self.out.push(Piece {
+            source,
+            rendered,
+            visible,
+        });
     }
 
     /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.

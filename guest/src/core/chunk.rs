@@ -132,6 +132,11 @@ impl Meter {
         }
     }
 
+    /// The unit the meter counts in.
+    pub fn unit(self) -> LengthUnit {
+        self.unit
+    }
+
     /// Cost of one character.
     pub fn char_cost(self, c: char) -> usize {
         let extra = match (self.slack_escapes, c) {
@@ -276,16 +281,24 @@ fn grapheme_floor(text: &str, lo: usize, pos: usize) -> usize {
     best.unwrap_or(pos)
 }
 
-/// Cuts a rendered message into messages within `limit` as the platform counts them.
+/// Cuts a rendered message into messages within `limit` as the platform counts them;
+/// `visible` is the message's length as [`measure_rendered`] counts it (the renderer counts
+/// it while writing). A message that fits is passed on as it is, not copied.
 /// Pieces that are blank once rendered are dropped: platforms reject empty messages.
-pub fn chunk_rendered(text: &str, limit: usize, unit: LengthUnit, markup: Markup) -> Vec<String> {
-    let pieces = if measure_rendered(text, unit, markup) <= limit {
-        vec![text.to_owned()]
+pub fn chunk_rendered(
+    text: String,
+    visible: usize,
+    limit: usize,
+    unit: LengthUnit,
+    markup: Markup,
+) -> Vec<String> {
+    let pieces = if visible <= limit {
+        vec![text]
     } else {
         match markup {
-            Markup::Html => chunk_html(text, limit, unit),
-            Markup::Mrkdwn => chunk_mrkdwn(text, limit, unit),
-            Markup::Plain | Markup::Markdown => chunk_text(text, limit, Meter::new(unit))
+            Markup::Html => chunk_html(&text, limit, unit),
+            Markup::Mrkdwn => chunk_mrkdwn(&text, limit, unit),
+            Markup::Plain | Markup::Markdown => chunk_text(&text, limit, Meter::new(unit))
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),

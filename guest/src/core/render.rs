@@ -10,19 +10,27 @@ use std::ops::Range;
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
 use crate::core::blocks::options;
-use crate::model::Markup;
+use crate::core::chunk::measure;
+use crate::model::{LengthUnit, Markup};
 
 /// `text` rendered for `markup`: markdown unchanged; `html` in Telegram's tag subset with
 /// exactly `&lt; &gt; &amp; &quot;` escaped; `mrkdwn` with `& < >` escaped; `plain` bare text.
 pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
+    render_measured(text, markup, LengthUnit::Bytes).0
+}
+
+/// [`render`], with the rendering's length in `unit` as the platform counts it (what
+/// `measure_rendered` returns), counted while writing so the text is not read again.
+pub fn render_measured(text: &str, markup: Markup, unit: LengthUnit) -> (Cow<'_, str>, usize) {
     if markup == Markup::Markdown {
-        return Cow::Borrowed(text);
+        return (Cow::Borrowed(text), measure(text, unit));
     }
-    let mut r = Renderer::new(markup, text);
+    let mut r = Renderer::new(markup, unit, text);
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         r.event(&event, range);
     }
-    Cow::Owned(r.finish())
+    let visible = r.visible();
+    (Cow::Owned(r.finish()), visible)
 }
 
 /// An incremental renderer: events in, markup out. The splitter feeds it while it parses, so
@@ -32,10 +40,10 @@ pub struct Renderer<'a> {
 }
 
 impl<'a> Renderer<'a> {
-    /// A renderer for `markup` of the markdown `source`.
-    pub fn new(markup: Markup, source: &'a str) -> Self {
+    /// A renderer for `markup` of the markdown `source`, counting length in `unit`.
+    pub fn new(markup: Markup, unit: LengthUnit, source: &'a str) -> Self {
         Renderer {
-            w: Writer::new(markup, source),
+            w: Writer::new(markup, unit, source),
         }
     }
 
@@ -63,6 +71,12 @@ impl<'a> Renderer<'a> {
         &self.w.out
     }
 
+    /// Length of the output so far as the platform counts it: Telegram counts neither tags
+    /// nor the attributes inside them, and an entity as the one character it stands for.
+    pub fn visible(&self) -> usize {
+        self.w.visible
+    }
+
     /// The rendered text.
     pub fn finish(self) -> String {
         self.w.out
@@ -72,8 +86,19 @@ impl<'a> Renderer<'a> {
 /// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
 const LINK_SCHEMES: [&str; 4] = ["http://", "https://", "tg://", "mailto:"];
 
+/// What closes a link or image.
+enum LinkEnd {
+    /// Markup (or nothing).
+    Mark(&'static str),
+    /// ` (url)` for a target shown as text.
+    Url(String),
+}
+
 struct Writer<'a> {
     markup: Markup,
+    unit: LengthUnit,
+    /// Length of `out` as the platform counts it, in `unit`.
+    visible: usize,
     source: &'a str,
     out: String,
     /// Source offset where the paragraph that the last event closed ends.
@@ -88,18 +113,20 @@ struct Writer<'a> {
     bold_depth: usize,
     /// Next number per open list (`None` for bullets).
     lists: Vec<Option<u64>>,
-    /// Text that closes each open link or image.
-    link_ends: Vec<String>,
+    /// What closes each open link or image.
+    link_ends: Vec<LinkEnd>,
     /// Closing text of the open code block, its body collected until the end.
     code: Option<(&'static str, String)>,
     cell: usize,
 }
 
 impl<'a> Writer<'a> {
-    fn new(markup: Markup, source: &'a str) -> Self {
+    fn new(markup: Markup, unit: LengthUnit, source: &'a str) -> Self {
         let capacity = source.len();
         Writer {
             markup,
+            unit,
+            visible: 0,
             source,
             out: String::with_capacity(capacity + capacity / 8),
             para_end: None,
@@ -149,9 +176,9 @@ impl<'a> Writer<'a> {
                     Markup::Mrkdwn => ("`", "`"),
                     Markup::Plain | Markup::Markdown => ("", ""),
                 };
-                self.raw(open);
+                self.mark(open);
                 self.text(t);
-                self.raw(close);
+                self.mark(close);
             }
             Event::Html(t)
             | Event::InlineHtml(t)
@@ -185,7 +212,7 @@ impl<'a> Writer<'a> {
                 self.quote_depth += 1;
                 if self.markup == Markup::Html && self.quote_depth == 1 {
                     // Telegram has no nested quotes: inner quotes flow into the outer one.
-                    self.raw("<blockquote>");
+                    self.mark("<blockquote>");
                     self.fresh = true;
                 }
             }
@@ -199,17 +226,17 @@ impl<'a> Writer<'a> {
                 };
                 let close = match self.markup {
                     Markup::Html if lang.is_empty() => {
-                        self.raw("<pre>");
+                        self.mark("<pre>");
                         "</pre>"
                     }
                     Markup::Html => {
-                        self.raw("<pre><code class=\"language-");
-                        self.text(lang);
-                        self.raw("\">");
+                        self.mark("<pre><code class=\"language-");
+                        self.attr(lang);
+                        self.mark("\">");
                         "</code></pre>"
                     }
                     Markup::Mrkdwn => {
-                        self.raw("```");
+                        self.mark("```");
                         "```"
                     }
                     Markup::Plain | Markup::Markdown => "",
@@ -245,13 +272,13 @@ impl<'a> Writer<'a> {
                 }
                 self.cell += 1;
             }
-            Tag::Emphasis => self.raw(match self.markup {
+            Tag::Emphasis => self.mark(match self.markup {
                 Markup::Html => "<i>",
                 Markup::Mrkdwn => "_",
                 Markup::Plain | Markup::Markdown => "",
             }),
             Tag::Strong => self.bold_open(),
-            Tag::Strikethrough => self.raw(match self.markup {
+            Tag::Strikethrough => self.mark(match self.markup {
                 Markup::Html => "<s>",
                 Markup::Mrkdwn => "~",
                 Markup::Plain | Markup::Markdown => "",
@@ -267,7 +294,7 @@ impl<'a> Writer<'a> {
             TagEnd::BlockQuote(_) => {
                 self.quote_depth = self.quote_depth.saturating_sub(1);
                 if self.markup == Markup::Html && self.quote_depth == 0 {
-                    self.raw("</blockquote>");
+                    self.mark("</blockquote>");
                 }
             }
             TagEnd::CodeBlock => {
@@ -276,34 +303,38 @@ impl<'a> Writer<'a> {
                     self.raw("\n");
                     self.line_start = false;
                     self.text(&body);
-                    self.raw(close);
+                    self.mark(close);
                 }
             }
             TagEnd::List(_) => {
                 self.lists.pop();
             }
-            TagEnd::Emphasis => self.raw(match self.markup {
+            TagEnd::Emphasis => self.mark(match self.markup {
                 Markup::Html => "</i>",
                 Markup::Mrkdwn => "_",
                 Markup::Plain | Markup::Markdown => "",
             }),
-            TagEnd::Strikethrough => self.raw(match self.markup {
+            TagEnd::Strikethrough => self.mark(match self.markup {
                 Markup::Html => "</s>",
                 Markup::Mrkdwn => "~",
                 Markup::Plain | Markup::Markdown => "",
             }),
-            TagEnd::Link | TagEnd::Image => {
-                if let Some(end) = self.link_ends.pop() {
-                    self.raw(&end);
+            TagEnd::Link | TagEnd::Image => match self.link_ends.pop() {
+                Some(LinkEnd::Mark(end)) => self.mark(end),
+                Some(LinkEnd::Url(url)) => {
+                    self.raw(" (");
+                    self.text(&url);
+                    self.raw(")");
                 }
-            }
+                None => {}
+            },
             _ => {}
         }
     }
 
     fn bold_open(&mut self) {
         if self.bold_depth == 0 {
-            self.raw(match self.markup {
+            self.mark(match self.markup {
                 Markup::Html => "<b>",
                 Markup::Mrkdwn => "*",
                 Markup::Plain | Markup::Markdown => "",
@@ -315,7 +346,7 @@ impl<'a> Writer<'a> {
     fn bold_close(&mut self) {
         self.bold_depth = self.bold_depth.saturating_sub(1);
         if self.bold_depth == 0 {
-            self.raw(match self.markup {
+            self.mark(match self.markup {
                 Markup::Html => "</b>",
                 Markup::Mrkdwn => "*",
                 Markup::Plain | Markup::Markdown => "",
@@ -330,19 +361,19 @@ impl<'a> Writer<'a> {
         });
         let end = match self.markup {
             Markup::Html if linkable && self.link_ends.is_empty() => {
-                self.raw("<a href=\"");
-                self.text(url);
-                self.raw("\">");
-                "</a>".to_owned()
+                self.mark("<a href=\"");
+                self.attr(url);
+                self.mark("\">");
+                LinkEnd::Mark("</a>")
             }
             Markup::Mrkdwn if !url.is_empty() && self.link_ends.is_empty() => {
-                self.raw("<");
+                self.mark("<");
                 self.text(&url.replace('|', "%7C"));
-                self.raw("|");
-                ">".to_owned()
+                self.mark("|");
+                LinkEnd::Mark(">")
             }
-            _ if url.is_empty() => String::new(),
-            _ => format!(" ({})", escape(url, self.markup)),
+            _ if url.is_empty() => LinkEnd::Mark(""),
+            _ => LinkEnd::Url(url.to_owned()),
         };
         self.link_ends.push(end);
     }
@@ -361,6 +392,7 @@ impl<'a> Writer<'a> {
 
     fn newline(&mut self) {
         self.out.push('\n');
+        self.visible += 1;
         self.line_start = true;
     }
 
@@ -372,27 +404,53 @@ impl<'a> Writer<'a> {
             && self.code.is_none()
         {
             self.out.push_str("> ");
+            self.visible += 2;
         }
         self.line_start = false;
         self.fresh = false;
     }
 
-    /// Writes markup or already-escaped text.
+    /// Writes visible text that needs no escaping.
     fn raw(&mut self, s: &str) {
         if s.is_empty() {
             return;
         }
         self.begin_write();
         self.out.push_str(s);
+        self.visible += measure(s, self.unit);
+    }
+
+    /// Writes markup: a tag Telegram does not count, or a character Slack does.
+    fn mark(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        self.begin_write();
+        self.out.push_str(s);
+        if self.markup != Markup::Html {
+            self.visible += measure(s, self.unit);
+        }
+    }
+
+    /// Writes an attribute value inside a Telegram tag: escaped, and not counted.
+    fn attr(&mut self, s: &str) {
+        self.begin_write();
+        escape_into(&mut self.out, s, self.markup);
     }
 
     /// Writes text, escaped for the markup straight into the output (no copy per event).
+    /// Telegram counts an entity as one character; Slack counts every byte of it (ASCII).
     fn text(&mut self, s: &str) {
         if s.is_empty() {
             return;
         }
         self.begin_write();
+        let before = self.out.len();
         escape_into(&mut self.out, s, self.markup);
+        self.visible += measure(s, self.unit);
+        if self.markup != Markup::Html {
+            self.visible += self.out.len() - before - s.len();
+        }
     }
 }
 
@@ -419,14 +477,4 @@ fn escape_into(out: &mut String, s: &str, markup: Markup) {
         }
     }
     out.push_str(s.get(copied..).unwrap_or_default());
-}
-
-/// Escapes text for `markup`: Telegram HTML needs `& < > "`, Slack `& < >`.
-pub fn escape(s: &str, markup: Markup) -> Cow<'_, str> {
-    if !s.bytes().any(|b| entity(b, markup).is_some()) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    escape_into(&mut out, s, markup);
-    Cow::Owned(out)
 }
