@@ -12,9 +12,9 @@ use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
-use crate::core::chunk::{Meter, next_cut};
+use crate::core::chunk::{Meter, measure, next_cut};
 use crate::core::render::{Renderer, render_measured};
-use crate::model::{LengthUnit, Markup};
+use crate::model::Markup;
 
 /// The markdown dialect the split and the renderer agree on.
 pub fn options() -> Options {
@@ -47,8 +47,8 @@ pub struct Block {
     /// The source puts the block directly under a paragraph line, so its rendering follows
     /// on the next line rather than after a blank one.
     pub follows_directly: bool,
-    /// Length of the block's rendering as the platform counts it (0 for markdown).
-    pub visible: usize,
+    /// Bytes of the block's rendering the platform does not count (see [`Renderer::hidden`]).
+    pub hidden: usize,
 }
 
 /// A document parsed once: its top-level blocks, each already rendered.
@@ -67,16 +67,16 @@ pub struct Piece<'a> {
     pub source: Cow<'a, str>,
     /// The piece rendered for the markup (the source itself for markdown).
     pub rendered: Cow<'a, str>,
-    /// Length of `rendered` as the platform counts it, counted while rendering so chunking
-    /// need not read the piece again to learn whether it fits.
+    /// Length of `rendered` as the platform counts it. The renderer counts the markup it
+    /// writes, so no piece is tokenised again to learn whether it fits.
     pub visible: usize,
 }
 
 /// Parses `text` once into top-level blocks tiling it from 0 to `text.len()`, rendering each
 /// block for `markup` on the way. Rendering from the same pass halves the pipeline's cost
 /// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
-pub fn parse(text: &str, markup: Markup, unit: LengthUnit) -> Parsed {
-    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, unit, text));
+pub fn parse(text: &str, markup: Markup) -> Parsed {
+    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
     let mut blocks: Vec<Block> = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
@@ -102,22 +102,21 @@ pub fn parse(text: &str, markup: Markup, unit: LengthUnit) -> Parsed {
                 .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
             let start = if indent_only { line_start } else { range.start };
             if blocks.last().is_none_or(|b| start > b.start) {
-                let (at, visible, follows_directly) =
-                    renderer.as_ref().map_or((0, 0, false), |r| {
-                        (
-                            r.output().len(),
-                            r.visible(),
-                            r.follows_directly(range.start),
-                        )
-                    });
-                // `end` and the ends of `rendered` and `visible` are set once the next block starts.
+                let (at, hidden, follows_directly) = renderer.as_ref().map_or((0, 0, false), |r| {
+                    (
+                        r.output().len(),
+                        r.hidden(),
+                        r.follows_directly(range.start),
+                    )
+                });
+                // `end` and the ends of `rendered` and `hidden` are set once the next block starts.
                 blocks.push(Block {
                     start,
                     end: 0,
                     kind,
                     rendered: at..0,
                     follows_directly,
-                    visible,
+                    hidden,
                 });
             }
             if let Some(r) = renderer.as_mut() {
@@ -128,7 +127,7 @@ pub fn parse(text: &str, markup: Markup, unit: LengthUnit) -> Parsed {
             r.event(&event, range);
         }
     }
-    let total = renderer.as_ref().map_or(0, Renderer::visible);
+    let total = renderer.as_ref().map_or(0, Renderer::hidden);
     let rendered = renderer.map(Renderer::finish).unwrap_or_default();
     if blocks.first().is_none_or(|b| b.start > 0) {
         let first = Block {
@@ -137,18 +136,18 @@ pub fn parse(text: &str, markup: Markup, unit: LengthUnit) -> Parsed {
             kind: BlockKind::Other,
             rendered: 0..0,
             follows_directly: false,
-            visible: 0,
+            hidden: 0,
         };
         blocks.insert(0, first);
     }
     // Each block holds the counts at its start; it ends where the next one starts.
     let mut next = (text.len(), rendered.len(), total);
     for block in blocks.iter_mut().rev() {
-        let visible_at = block.visible;
+        let hidden_at = block.hidden;
         block.end = next.0;
         block.rendered.end = next.1;
-        block.visible = next.2.saturating_sub(visible_at);
-        next = (block.start, block.rendered.start, visible_at);
+        block.hidden = next.2.saturating_sub(hidden_at);
+        next = (block.start, block.rendered.start, hidden_at);
     }
     blocks.retain(|b| b.end > b.start);
     Parsed { blocks, rendered }
@@ -175,7 +174,7 @@ pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Pie
             visible,
         }];
     }
-    let Parsed { blocks, rendered } = parse(text, markup, meter.unit());
+    let Parsed { blocks, rendered } = parse(text, markup);
     let costs: Vec<usize> = blocks
         .iter()
         .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
@@ -335,7 +334,7 @@ impl<'a> Splitter<'a, '_> {
             _ => 0,
         };
         let mut out = String::with_capacity(span + 2 * blocks.len());
-        let mut visible = 0;
+        let mut hidden = 0;
         for block in blocks {
             let part = self
                 .rendered
@@ -349,11 +348,11 @@ impl<'a> Splitter<'a, '_> {
                 let want: usize = if block.follows_directly { 1 } else { 2 };
                 let add = want.saturating_sub(have);
                 out.push_str("\n\n".get(..add).unwrap_or_default());
-                visible += add;
             }
             out.push_str(part);
-            visible += block.visible;
+            hidden += block.hidden;
         }
+        let visible = measure(&out, self.meter.unit()).saturating_sub(hidden);
         (out, visible)
     }
 

@@ -20,17 +20,20 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
 }
 
 /// [`render`], with the rendering's length in `unit` as the platform counts it (what
-/// `measure_rendered` returns), counted while writing so the text is not read again.
+/// `measure_rendered` returns). The markup is counted while writing, so the text is only
+/// counted at bulk speed, not tokenised again.
 pub fn render_measured(text: &str, markup: Markup, unit: LengthUnit) -> (Cow<'_, str>, usize) {
     if markup == Markup::Markdown {
         return (Cow::Borrowed(text), measure(text, unit));
     }
-    let mut r = Renderer::new(markup, unit, text);
+    let mut r = Renderer::new(markup, text);
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         r.event(&event, range);
     }
-    let visible = r.visible();
-    (Cow::Owned(r.finish()), visible)
+    let hidden = r.hidden();
+    let out = r.finish();
+    let visible = measure(&out, unit).saturating_sub(hidden);
+    (Cow::Owned(out), visible)
 }
 
 /// An incremental renderer: events in, markup out. The splitter feeds it while it parses, so
@@ -40,10 +43,10 @@ pub struct Renderer<'a> {
 }
 
 impl<'a> Renderer<'a> {
-    /// A renderer for `markup` of the markdown `source`, counting length in `unit`.
-    pub fn new(markup: Markup, unit: LengthUnit, source: &'a str) -> Self {
+    /// A renderer for `markup` of the markdown `source`.
+    pub fn new(markup: Markup, source: &'a str) -> Self {
         Renderer {
-            w: Writer::new(markup, unit, source),
+            w: Writer::new(markup, source),
         }
     }
 
@@ -71,10 +74,11 @@ impl<'a> Renderer<'a> {
         &self.w.out
     }
 
-    /// Length of the output so far as the platform counts it: Telegram counts neither tags
-    /// nor the attributes inside them, and an entity as the one character it stands for.
-    pub fn visible(&self) -> usize {
-        self.w.visible
+    /// Bytes of the output so far that the platform does not count: Telegram counts neither
+    /// tags nor the attributes inside them, and an entity as the one character it stands for.
+    /// They are ASCII, so they are as many units as bytes in every length unit.
+    pub fn hidden(&self) -> usize {
+        self.w.hidden
     }
 
     /// The rendered text.
@@ -96,9 +100,8 @@ enum LinkEnd {
 
 struct Writer<'a> {
     markup: Markup,
-    unit: LengthUnit,
-    /// Length of `out` as the platform counts it, in `unit`.
-    visible: usize,
+    /// Bytes of `out` the platform does not count (see [`Renderer::hidden`]).
+    hidden: usize,
     source: &'a str,
     out: String,
     /// Source offset where the paragraph that the last event closed ends.
@@ -121,12 +124,11 @@ struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    fn new(markup: Markup, unit: LengthUnit, source: &'a str) -> Self {
+    fn new(markup: Markup, source: &'a str) -> Self {
         let capacity = source.len();
         Writer {
             markup,
-            unit,
-            visible: 0,
+            hidden: 0,
             source,
             out: String::with_capacity(capacity + capacity / 8),
             para_end: None,
@@ -392,7 +394,6 @@ impl<'a> Writer<'a> {
 
     fn newline(&mut self) {
         self.out.push('\n');
-        self.visible += 1;
         self.line_start = true;
     }
 
@@ -404,7 +405,6 @@ impl<'a> Writer<'a> {
             && self.code.is_none()
         {
             self.out.push_str("> ");
-            self.visible += 2;
         }
         self.line_start = false;
         self.fresh = false;
@@ -417,7 +417,6 @@ impl<'a> Writer<'a> {
         }
         self.begin_write();
         self.out.push_str(s);
-        self.visible += measure(s, self.unit);
     }
 
     /// Writes markup: a tag Telegram does not count, or a character Slack does.
@@ -427,19 +426,21 @@ impl<'a> Writer<'a> {
         }
         self.begin_write();
         self.out.push_str(s);
-        if self.markup != Markup::Html {
-            self.visible += measure(s, self.unit);
+        if self.markup == Markup::Html {
+            self.hidden += s.len();
         }
     }
 
     /// Writes an attribute value inside a Telegram tag: escaped, and not counted.
     fn attr(&mut self, s: &str) {
         self.begin_write();
+        let before = self.out.len();
         escape_into(&mut self.out, s, self.markup);
+        self.hidden += self.out.len() - before;
     }
 
     /// Writes text, escaped for the markup straight into the output (no copy per event).
-    /// Telegram counts an entity as one character; Slack counts every byte of it (ASCII).
+    /// Telegram counts an entity as the one character it stands for; Slack counts it whole.
     fn text(&mut self, s: &str) {
         if s.is_empty() {
             return;
@@ -447,9 +448,8 @@ impl<'a> Writer<'a> {
         self.begin_write();
         let before = self.out.len();
         escape_into(&mut self.out, s, self.markup);
-        self.visible += measure(s, self.unit);
-        if self.markup != Markup::Html {
-            self.visible += self.out.len() - before - s.len();
+        if self.markup == Markup::Html {
+            self.hidden += self.out.len() - before - s.len();
         }
     }
 }
