@@ -223,10 +223,22 @@ fn triggers(text: &str) -> u32 {
     let mut found = 0;
     let mut at_sign = false;
     let mut scheme = false;
-    for (i, &b) in bytes.iter().enumerate() {
-        if !KEY_BYTES[usize::from(b)] {
+    let key = |b: &u8| KEY_BYTES[usize::from(*b)];
+    let mut i = 0;
+    while i < bytes.len() {
+        // Eight bytes per step without a branch each: most windows hold no key byte.
+        if let Some(w) = bytes.get(i..i + 8)
+            && !w.iter().fold(false, |any, b| any | key(b))
+        {
+            i += 8;
             continue;
         }
+        let b = bytes.get(i).copied().unwrap_or_default();
+        i += 1;
+        if !key(&b) {
+            continue;
+        }
+        let i = i - 1;
         found |= match b {
             b'-' => match before(i, 4) {
                 // The patterns start `\bsk-`: "ask-me" cannot match.
