@@ -93,14 +93,20 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                 _ => BlockKind::Other,
             };
             // Indentation before a block belongs to its first line, or a re-opened fence loses it.
-            let line_start = text
-                .get(..range.start)
-                .and_then(|h| h.rfind('\n'))
-                .map_or(0, |i| i + 1);
-            let indent_only = text
-                .get(line_start..range.start)
-                .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
-            let start = if indent_only { line_start } else { range.start };
+            // Only spaces and tabs are looked at: a block that starts its line costs nothing.
+            let head = text.as_bytes().get(..range.start).unwrap_or_default();
+            let indent = head
+                .iter()
+                .rev()
+                .take_while(|b| **b == b' ' || **b == b'\t')
+                .count();
+            let at_line_start =
+                head.len() == indent || head.get(head.len() - indent - 1) == Some(&b'\n');
+            let start = if at_line_start {
+                range.start - indent
+            } else {
+                range.start
+            };
             if blocks.last().is_none_or(|b| start > b.start) {
                 let (at, hidden, follows_directly) = renderer.as_ref().map_or((0, 0, false), |r| {
                     (

@@ -17,6 +17,11 @@ const BREAKS: [&str; 10] = [
 
 /// Length of `text` in `unit`: code points, UTF-16 code units or UTF-8 bytes.
 pub fn measure(text: &str, unit: LengthUnit) -> usize {
+    // ASCII is one unit a byte in every unit; the check stops at the first other byte, and
+    // a short text (a heading, a list line) is counted without setting up a count loop.
+    if text.is_ascii() {
+        return text.len();
+    }
     match unit {
         LengthUnit::Chars => text.chars().count(),
         LengthUnit::Utf16 => utf16_len(text),

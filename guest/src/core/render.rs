@@ -157,7 +157,7 @@ impl<'a> Writer<'a> {
     }
 
     fn event(&mut self, event: &Event<'_>, range: Range<usize>) {
-        self.tight = self.follows_directly(range.start);
+        self.tight = self.para_end.is_some() && self.follows_directly(range.start);
         self.para_end = match event {
             Event::End(TagEnd::Paragraph) => Some(range.end),
             _ => None,
