@@ -42,11 +42,9 @@ pub struct Block {
     pub end: usize,
     /// Kind of block.
     pub kind: BlockKind,
-    /// The block's rendering in [`Parsed::rendered`] (empty for markdown).
+    /// The block's rendering in [`Parsed::rendered`] (empty for markdown), without the
+    /// separator before it: blocks' renderings and separators alternate in it.
     pub rendered: Range<usize>,
-    /// The source puts the block directly under a paragraph line, so its rendering follows
-    /// on the next line rather than after a blank one.
-    pub follows_directly: bool,
     /// Bytes of the block's rendering the platform does not count (see [`Renderer::hidden`]).
     pub hidden: usize,
 }
@@ -56,7 +54,7 @@ pub struct Block {
 pub struct Parsed {
     /// Top-level blocks tiling the source.
     pub blocks: Vec<Block>,
-    /// Every block's rendering, back to back.
+    /// The whole text rendered: every block's rendering, with separators between them.
     pub rendered: String,
 }
 
@@ -78,6 +76,8 @@ pub struct Piece<'a> {
 pub fn parse(text: &str, markup: Markup) -> Parsed {
     let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
     let mut blocks: Vec<Block> = Vec::new();
+    // Where the output stood before each block's separator: the previous block ends there.
+    let mut separator_at: Vec<usize> = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;
@@ -108,25 +108,19 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                 range.start
             };
             if blocks.last().is_none_or(|b| start > b.start) {
-                let (at, hidden, follows_directly) = renderer.as_ref().map_or((0, 0, false), |r| {
-                    (
-                        r.output().len(),
-                        r.hidden(),
-                        r.follows_directly(range.start),
-                    )
+                let (before, at, hidden) = renderer.as_mut().map_or((0, 0, 0), |r| {
+                    let before = r.output().len();
+                    (before, r.begin_block(range.start), r.hidden())
                 });
                 // `end` and the ends of `rendered` and `hidden` are set once the next block starts.
+                separator_at.push(before);
                 blocks.push(Block {
                     start,
                     end: 0,
                     kind,
                     rendered: at..0,
-                    follows_directly,
                     hidden,
                 });
-            }
-            if let Some(r) = renderer.as_mut() {
-                r.begin_block();
             }
         }
         if let Some(r) = renderer.as_mut() {
@@ -141,19 +135,20 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
             end: 0,
             kind: BlockKind::Other,
             rendered: 0..0,
-            follows_directly: false,
             hidden: 0,
         };
         blocks.insert(0, first);
+        separator_at.insert(0, 0);
     }
-    // Each block holds the counts at its start; it ends where the next one starts.
+    // Each block holds the counts at its start; it ends where the next one's separator
+    // starts (separators are line breaks, which every platform counts).
     let mut next = (text.len(), rendered.len(), total);
-    for block in blocks.iter_mut().rev() {
+    for (block, sep) in blocks.iter_mut().zip(separator_at).rev() {
         let hidden_at = block.hidden;
         block.end = next.0;
-        block.rendered.end = next.1;
+        block.rendered.end = next.1.max(block.rendered.start);
         block.hidden = next.2.saturating_sub(hidden_at);
-        next = (block.start, block.rendered.start, hidden_at);
+        next = (block.start, sep, hidden_at);
     }
     blocks.retain(|b| b.end > b.start);
     Parsed { blocks, rendered }
@@ -330,34 +325,17 @@ impl<'a> Splitter<'a, '_> {
         self.flush(Some((run_start, to)));
     }
 
-    /// Blocks `from..to` rendered as one message: a blank line between blocks (one line
-    /// break under a paragraph line), as the renderer puts between blocks of one text.
-    /// Returns the text and its length as the platform counts it.
+    /// Blocks `from..to` rendered as one message: the slice of the whole rendering from the
+    /// first block that rendered anything to the last, with the separators between them, so
+    /// one copy per message. Returns the text and its length as the platform counts it.
     fn join_rendered(&self, from: usize, to: usize) -> (String, usize) {
         let blocks = self.blocks.get(from..to).unwrap_or_default();
-        let span = match (blocks.first(), blocks.last()) {
-            (Some(a), Some(b)) => b.rendered.end.saturating_sub(a.rendered.start),
-            _ => 0,
-        };
-        let mut out = String::with_capacity(span + 2 * blocks.len());
-        let mut hidden = 0;
-        for block in blocks {
-            let part = self
-                .rendered
-                .get(block.rendered.clone())
-                .unwrap_or_default();
-            if part.is_empty() {
-                continue;
-            }
-            if !out.is_empty() {
-                let have = out.len() - out.trim_end_matches('\n').len();
-                let want: usize = if block.follows_directly { 1 } else { 2 };
-                let add = want.saturating_sub(have);
-                out.push_str("\n\n".get(..add).unwrap_or_default());
-            }
-            out.push_str(part);
-            hidden += block.hidden;
-        }
+        let mut written = blocks.iter().filter(|b| !b.rendered.is_empty());
+        let first = written.next();
+        let start = first.map_or(0, |b| b.rendered.start);
+        let end = written.next_back().or(first).map_or(0, |b| b.rendered.end);
+        let out = self.rendered.get(start..end).unwrap_or_default().to_owned();
+        let hidden: usize = blocks.iter().map(|b| b.hidden).sum();
         let visible = measure(&out, self.meter.unit()).saturating_sub(hidden);
         (out, visible)
     }

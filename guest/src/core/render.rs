@@ -55,18 +55,14 @@ impl<'a> Renderer<'a> {
         self.w.event(event, range);
     }
 
-    /// Whether a block starting at source offset `at` goes on the line right after the
-    /// previous one: the source put it directly under a paragraph line, and a blank line
-    /// added there would show in Telegram and Slack.
-    pub fn follows_directly(&self, at: usize) -> bool {
-        self.w.follows_directly(at)
-    }
-
-    /// Starts a top-level block without a separator, on a new line: the splitter records
-    /// each block's output separately and puts the separators back when it joins blocks.
-    pub fn begin_block(&mut self) {
-        self.w.fresh = true;
-        self.w.line_start = true;
+    /// Writes the separator a top-level block starting at source offset `at` needs (a blank
+    /// line, or one line break right under a paragraph line) and returns where the block's
+    /// own output starts. Separators thus lie between blocks' outputs, so any run of blocks
+    /// is one slice of the output, exactly as if it had been rendered alone.
+    pub fn begin_block(&mut self, at: usize) -> usize {
+        self.w.tight = self.w.para_end.is_some() && self.w.follows_directly(at);
+        self.w.block(2);
+        self.w.out.len()
     }
 
     /// Everything rendered so far.
@@ -144,6 +140,8 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Whether a block starting at source offset `at` goes on the line right after the
+    /// paragraph that just ended: a blank line added there would show in Telegram and Slack.
     fn follows_directly(&self, at: usize) -> bool {
         let Some(end) = self.para_end else {
             return false;
