@@ -383,10 +383,20 @@ impl<'a> Writer<'a> {
         if self.fresh {
             return;
         }
-        let n = if self.tight { n.min(1) } else { n };
-        let have = self.out.len() - self.out.trim_end_matches('\n').len();
-        for _ in have..n {
-            self.newline();
+        let n = if self.tight { n.min(1) } else { n.min(2) };
+        // Only the last `n` bytes matter: a long run of line breaks is never re-read.
+        let have = self
+            .out
+            .as_bytes()
+            .iter()
+            .rev()
+            .take(n)
+            .take_while(|b| **b == b'\n')
+            .count();
+        if have < n {
+            self.out
+                .push_str("\n\n".get(..n - have).unwrap_or_default());
+            self.line_start = true;
         }
     }
 
