@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use guest::core::blocks::split;
 use guest::core::chunk::{Meter, chunk_rendered};
 use guest::core::outbound::prepare;
@@ -87,9 +87,9 @@ fn stages(c: &mut Criterion) {
         for (size_name, size) in SIZES {
             let text = agent_reply(size);
             let redacted = redact(&text).text;
-            let rendered: Vec<String> = split(&redacted, limit, meter, caps.markup)
+            let rendered: Vec<(String, usize)> = split(&redacted, limit, meter, caps.markup)
                 .into_iter()
-                .map(|p| p.rendered.into_owned())
+                .map(|p| (p.rendered.into_owned(), p.visible))
                 .collect();
             group.throughput(Throughput::Bytes(text.len() as u64));
             group.bench_function(BenchmarkId::new("redact", size_name), |b| {
@@ -102,16 +102,20 @@ fn stages(c: &mut Criterion) {
                 group.bench_function(BenchmarkId::new("split+render", size_name), |b| {
                     b.iter(|| split(black_box(&redacted), limit, meter, caps.markup))
                 });
+                // Chunking takes the pieces by value: the copies are made outside the timing.
                 group.bench_function(BenchmarkId::new("chunk", size_name), |b| {
-                    b.iter(|| {
-                        rendered
-                            .iter()
-                            .map(|r| {
-                                chunk_rendered(black_box(r), limit, caps.length_unit, caps.markup)
-                                    .len()
-                            })
-                            .sum::<usize>()
-                    })
+                    b.iter_batched(
+                        || rendered.clone(),
+                        |pieces| {
+                            pieces
+                                .into_iter()
+                                .map(|(r, v)| {
+                                    chunk_rendered(r, v, limit, caps.length_unit, caps.markup).len()
+                                })
+                                .sum::<usize>()
+                        },
+                        BatchSize::LargeInput,
+                    )
                 });
             }
         }
@@ -195,17 +199,19 @@ fn summary(_: &mut Criterion) {
         for (size_name, size) in SIZES {
             let text = agent_reply(size);
             let redacted = redact(&text).text;
-            let rendered: Vec<String> = split(&redacted, limit, meter, caps.markup)
+            let rendered: Vec<(String, usize)> = split(&redacted, limit, meter, caps.markup)
                 .into_iter()
-                .map(|p| p.rendered.into_owned())
+                .map(|p| (p.rendered.into_owned(), p.visible))
                 .collect();
             let t = median(|| drop(black_box(prepare(&text, &caps, u32::MAX))));
             let t_redact = median(|| drop(black_box(redact(&text))));
             let t_split = median(|| drop(black_box(split(&redacted, limit, meter, caps.markup))));
+            // Includes copying the pieces, which chunking takes by value.
             let t_chunk = median(|| {
-                for r in &rendered {
+                for (r, v) in rendered.clone() {
                     drop(black_box(chunk_rendered(
                         r,
+                        v,
                         limit,
                         caps.length_unit,
                         caps.markup,

@@ -1,7 +1,8 @@
 //! Property tests for the outbound pipeline over generated agent-like markdown, for each
 //! transport profile and for random limits (I3, I4, I5, I22, I26–I29).
 
-use guest::core::chunk::measure_rendered;
+use guest::core::blocks::split;
+use guest::core::chunk::{Meter, measure_rendered};
 use guest::core::outbound::prepare;
 use guest::core::redact::redact;
 use guest::model::{Capabilities, LengthUnit, Markup};
@@ -314,6 +315,28 @@ proptest! {
         limit in 60u32..1500,
     ) {
         check(&doc, markup, unit, limit)?;
+    }
+
+    /// The length the renderer counts while writing is the one chunking would measure: a
+    /// wrong count would let an over-long message through or split one that fits.
+    #[test]
+    fn rendered_length_is_counted_while_writing(
+        doc in document(),
+        markup in prop_oneof![Just(Markup::Markdown), Just(Markup::Html), Just(Markup::Mrkdwn), Just(Markup::Plain)],
+        unit in prop_oneof![Just(LengthUnit::Chars), Just(LengthUnit::Utf16), Just(LengthUnit::Bytes)],
+        limit in 60usize..3000,
+    ) {
+        let doc = format!(
+            "{doc}\n[rel](docs/a&b.md) ![i](x \"t\") [e]() \\\n- [x] done\n\n---\n\n> q &\n> > r\n\n```rust\n<&>\n```\n"
+        );
+        for piece in split(&doc, limit, Meter::for_source(unit, markup), markup) {
+            prop_assert_eq!(
+                piece.visible,
+                measure_rendered(&piece.rendered, unit, markup),
+                "{:?}",
+                piece.rendered
+            );
+        }
     }
 
     #[test]

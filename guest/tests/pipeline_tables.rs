@@ -645,3 +645,40 @@ fn truncation_notice_is_outside_the_cap() {
         Some("[truncated: 7 more message(s) were not sent]")
     );
 }
+
+/// A paragraph line directly followed by a list keeps one line break: Telegram and Slack show
+/// blank lines literally, so a gained blank line changes the message's look.
+#[test]
+fn paragraph_directly_followed_by_a_list_gains_no_blank_line() {
+    let text = "pi-bot-connect status\n- transport: tg\n- identity: tg:u1";
+    let cases = [
+        (
+            Markup::Plain,
+            "pi-bot-connect status\n• transport: tg\n• identity: tg:u1",
+        ),
+        (
+            Markup::Html,
+            "pi-bot-connect status\n• transport: tg\n• identity: tg:u1",
+        ),
+        (
+            Markup::Mrkdwn,
+            "pi-bot-connect status\n• transport: tg\n• identity: tg:u1",
+        ),
+    ];
+    for (markup, want) in cases {
+        assert_eq!(render(text, markup), want, "render as {markup:?}");
+        let p = prepare(text, &caps(4000, LengthUnit::Chars, markup), 8);
+        assert_eq!(p.messages, [want], "prepare as {markup:?}");
+        // Over the limit the blocks are rendered apart and joined: same line structure.
+        let p = prepare(
+            "status\n- a\n- b\n\n# H\n\nbody text here",
+            &caps(25, LengthUnit::Chars, markup),
+            8,
+        );
+        assert_eq!(
+            p.messages.first().map(String::as_str),
+            Some("status\n• a\n• b"),
+            "split as {markup:?}"
+        );
+    }
+}

@@ -12,8 +12,8 @@ use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
 
-use crate::core::chunk::{Meter, next_cut};
-use crate::core::render::{Renderer, render};
+use crate::core::chunk::{Meter, measure, next_cut};
+use crate::core::render::{Renderer, render_measured};
 use crate::model::Markup;
 
 /// The markdown dialect the split and the renderer agree on.
@@ -42,8 +42,11 @@ pub struct Block {
     pub end: usize,
     /// Kind of block.
     pub kind: BlockKind,
-    /// The block's rendering in [`Parsed::rendered`] (empty for markdown).
+    /// The block's rendering in [`Parsed::rendered`] (empty for markdown), without the
+    /// separator before it: blocks' renderings and separators alternate in it.
     pub rendered: Range<usize>,
+    /// Bytes of the block's rendering the platform does not count (see [`Renderer::hidden`]).
+    pub hidden: usize,
 }
 
 /// A document parsed once: its top-level blocks, each already rendered.
@@ -51,7 +54,7 @@ pub struct Block {
 pub struct Parsed {
     /// Top-level blocks tiling the source.
     pub blocks: Vec<Block>,
-    /// Every block's rendering, back to back.
+    /// The whole text rendered: every block's rendering, with separators between them.
     pub rendered: String,
 }
 
@@ -62,14 +65,19 @@ pub struct Piece<'a> {
     pub source: Cow<'a, str>,
     /// The piece rendered for the markup (the source itself for markdown).
     pub rendered: Cow<'a, str>,
+    /// Length of `rendered` as the platform counts it. The renderer counts the markup it
+    /// writes, so no piece is tokenised again to learn whether it fits.
+    pub visible: usize,
 }
 
 /// Parses `text` once into top-level blocks tiling it from 0 to `text.len()`, rendering each
 /// block for `markup` on the way. Rendering from the same pass halves the pipeline's cost
 /// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
 pub fn parse(text: &str, markup: Markup) -> Parsed {
-    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text.len()));
-    let mut starts: Vec<(usize, BlockKind, usize)> = Vec::new();
+    let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
+    let mut blocks: Vec<Block> = Vec::new();
+    // Where the output stood before each block's separator: the previous block ends there.
+    let mut separator_at: Vec<usize> = Vec::new();
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;
@@ -85,41 +93,62 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                 _ => BlockKind::Other,
             };
             // Indentation before a block belongs to its first line, or a re-opened fence loses it.
-            let line_start = text
-                .get(..range.start)
-                .and_then(|h| h.rfind('\n'))
-                .map_or(0, |i| i + 1);
-            let indent_only = text
-                .get(line_start..range.start)
-                .is_some_and(|s| s.bytes().all(|b| b == b' ' || b == b'\t'));
-            let start = if indent_only { line_start } else { range.start };
-            let at = renderer.as_ref().map_or(0, |r| r.output().len());
-            if starts.last().is_none_or(|(s, _, _)| start > *s) {
-                starts.push((start, kind, at));
-            }
-            if let Some(r) = renderer.as_mut() {
-                r.begin_block();
+            // Only spaces and tabs are looked at: a block that starts its line costs nothing.
+            let head = text.as_bytes().get(..range.start).unwrap_or_default();
+            let indent = head
+                .iter()
+                .rev()
+                .take_while(|b| **b == b' ' || **b == b'\t')
+                .count();
+            let at_line_start =
+                head.len() == indent || head.get(head.len() - indent - 1) == Some(&b'\n');
+            let start = if at_line_start {
+                range.start - indent
+            } else {
+                range.start
+            };
+            if blocks.last().is_none_or(|b| start > b.start) {
+                let (before, at, hidden) = renderer.as_mut().map_or((0, 0, 0), |r| {
+                    let before = r.output().len();
+                    (before, r.begin_block(range.start), r.hidden())
+                });
+                // `end` and the ends of `rendered` and `hidden` are set once the next block starts.
+                separator_at.push(before);
+                blocks.push(Block {
+                    start,
+                    end: 0,
+                    kind,
+                    rendered: at..0,
+                    hidden,
+                });
             }
         }
         if let Some(r) = renderer.as_mut() {
-            r.event(&event);
+            r.event(&event, range);
         }
     }
+    let total = renderer.as_ref().map_or(0, Renderer::hidden);
     let rendered = renderer.map(Renderer::finish).unwrap_or_default();
-    if starts.first().is_none_or(|(s, _, _)| *s > 0) {
-        starts.insert(0, (0, BlockKind::Other, 0));
+    if blocks.first().is_none_or(|b| b.start > 0) {
+        let first = Block {
+            start: 0,
+            end: 0,
+            kind: BlockKind::Other,
+            rendered: 0..0,
+            hidden: 0,
+        };
+        blocks.insert(0, first);
+        separator_at.insert(0, 0);
     }
-    let mut blocks = Vec::with_capacity(starts.len());
-    for (i, (start, kind, at)) in starts.iter().enumerate() {
-        let (end, next) = starts
-            .get(i + 1)
-            .map_or((text.len(), rendered.len()), |(s, _, r)| (*s, *r));
-        blocks.push(Block {
-            start: *start,
-            end,
-            kind: *kind,
-            rendered: *at..next,
-        });
+    // Each block holds the counts at its start; it ends where the next one's separator
+    // starts (separators are line breaks, which every platform counts).
+    let mut next = (text.len(), rendered.len(), total);
+    for (block, sep) in blocks.iter_mut().zip(separator_at).rev() {
+        let hidden_at = block.hidden;
+        block.end = next.0;
+        block.rendered.end = next.1.max(block.rendered.start);
+        block.hidden = next.2.saturating_sub(hidden_at);
+        next = (block.start, sep, hidden_at);
     }
     blocks.retain(|b| b.end > b.start);
     Parsed { blocks, rendered }
@@ -139,9 +168,11 @@ pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Pie
         return Vec::new();
     }
     if meter.cost(text) <= budget {
+        let (rendered, visible) = render_measured(text, markup, meter.unit());
         return vec![Piece {
             source: Cow::Borrowed(text),
-            rendered: render(text, markup),
+            rendered,
+            visible,
         }];
     }
     let Parsed { blocks, rendered } = parse(text, markup);
@@ -252,14 +283,16 @@ impl<'a> Splitter<'a, '_> {
             && b > a
         {
             let source = self.slice(a, b);
-            let rendered = if self.markup == Markup::Markdown {
-                Cow::Borrowed(source)
+            let (rendered, visible) = if self.markup == Markup::Markdown {
+                (Cow::Borrowed(source), self.cost(a, b))
             } else {
-                Cow::Owned(self.join_rendered(a, b))
+                let (joined, visible) = self.join_rendered(a, b);
+                (Cow::Owned(joined), visible)
             };
             self.out.push(Piece {
                 source: Cow::Borrowed(source),
                 rendered,
+                visible,
             });
         }
     }
@@ -292,31 +325,30 @@ impl<'a> Splitter<'a, '_> {
         self.flush(Some((run_start, to)));
     }
 
-    /// Blocks `from..to` rendered as one message: a blank line between blocks, as the
-    /// renderer puts between blocks of one text.
-    fn join_rendered(&self, from: usize, to: usize) -> String {
-        let mut out = String::new();
-        for block in self.blocks.get(from..to).unwrap_or_default() {
-            let part = self
-                .rendered
-                .get(block.rendered.clone())
-                .unwrap_or_default();
-            if part.is_empty() {
-                continue;
-            }
-            if !out.is_empty() {
-                let have = out.len() - out.trim_end_matches('\n').len();
-                out.push_str(&"\n\n"[have.min(2)..]);
-            }
-            out.push_str(part);
-        }
-        out
+    /// Blocks `from..to` rendered as one message: the slice of the whole rendering from the
+    /// first block that rendered anything to the last, with the separators between them, so
+    /// one copy per message. Returns the text and its length as the platform counts it.
+    fn join_rendered(&self, from: usize, to: usize) -> (String, usize) {
+        let blocks = self.blocks.get(from..to).unwrap_or_default();
+        let mut written = blocks.iter().filter(|b| !b.rendered.is_empty());
+        let first = written.next();
+        let start = first.map_or(0, |b| b.rendered.start);
+        let end = written.next_back().or(first).map_or(0, |b| b.rendered.end);
+        let out = self.rendered.get(start..end).unwrap_or_default().to_owned();
+        let hidden: usize = blocks.iter().map(|b| b.hidden).sum();
+        let visible = measure(&out, self.meter.unit()).saturating_sub(hidden);
+        (out, visible)
     }
 
     /// A piece that is not made of whole blocks: rendered on its own.
     fn push_owned(&mut self, source: Cow<'a, str>) {
-        let rendered = Cow::Owned(render(&source, self.markup).into_owned());
-        self.out.push(Piece { source, rendered });
+        let (rendered, visible) = render_measured(&source, self.markup, self.meter.unit());
+        let rendered = Cow::Owned(rendered.into_owned());
+        self.out.push(Piece {
+            source,
+            rendered,
+            visible,
+        });
     }
 
     /// Emits `heads..=last`: bare blocks (headings) then one block, together over budget.

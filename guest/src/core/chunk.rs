@@ -17,6 +17,11 @@ const BREAKS: [&str; 10] = [
 
 /// Length of `text` in `unit`: code points, UTF-16 code units or UTF-8 bytes.
 pub fn measure(text: &str, unit: LengthUnit) -> usize {
+    // ASCII is one unit a byte in every unit; the check stops at the first other byte, and
+    // a short text (a heading, a list line) is counted without setting up a count loop.
+    if text.is_ascii() {
+        return text.len();
+    }
     match unit {
         LengthUnit::Chars => text.chars().count(),
         LengthUnit::Utf16 => utf16_len(text),
@@ -130,6 +135,11 @@ impl Meter {
             unit,
             slack_escapes: markup == Markup::Mrkdwn,
         }
+    }
+
+    /// The unit the meter counts in.
+    pub fn unit(self) -> LengthUnit {
+        self.unit
     }
 
     /// Cost of one character.
@@ -276,16 +286,24 @@ fn grapheme_floor(text: &str, lo: usize, pos: usize) -> usize {
     best.unwrap_or(pos)
 }
 
-/// Cuts a rendered message into messages within `limit` as the platform counts them.
+/// Cuts a rendered message into messages within `limit` as the platform counts them;
+/// `visible` is the message's length as [`measure_rendered`] counts it (the renderer counts
+/// it while writing). A message that fits is passed on as it is, not copied.
 /// Pieces that are blank once rendered are dropped: platforms reject empty messages.
-pub fn chunk_rendered(text: &str, limit: usize, unit: LengthUnit, markup: Markup) -> Vec<String> {
-    let pieces = if measure_rendered(text, unit, markup) <= limit {
-        vec![text.to_owned()]
+pub fn chunk_rendered(
+    text: String,
+    visible: usize,
+    limit: usize,
+    unit: LengthUnit,
+    markup: Markup,
+) -> Vec<String> {
+    let pieces = if visible <= limit {
+        vec![text]
     } else {
         match markup {
-            Markup::Html => chunk_html(text, limit, unit),
-            Markup::Mrkdwn => chunk_mrkdwn(text, limit, unit),
-            Markup::Plain | Markup::Markdown => chunk_text(text, limit, Meter::new(unit))
+            Markup::Html => chunk_html(&text, limit, unit),
+            Markup::Mrkdwn => chunk_mrkdwn(&text, limit, unit),
+            Markup::Plain | Markup::Markdown => chunk_text(&text, limit, Meter::new(unit))
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),

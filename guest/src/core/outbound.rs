@@ -36,7 +36,13 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
                 messages.push(piece.rendered.into_owned());
             }
         } else {
-            messages.extend(chunk_rendered(&piece.rendered, limit, unit, caps.markup));
+            messages.extend(chunk_rendered(
+                piece.rendered.into_owned(),
+                piece.visible,
+                limit,
+                unit,
+                caps.markup,
+            ));
         }
     }
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);

@@ -5,54 +5,76 @@
 //! in a piece is closed in it, so a message never depends on its neighbour.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
 use crate::core::blocks::options;
-use crate::model::Markup;
+use crate::core::chunk::measure;
+use crate::model::{LengthUnit, Markup};
 
 /// `text` rendered for `markup`: markdown unchanged; `html` in Telegram's tag subset with
 /// exactly `&lt; &gt; &amp; &quot;` escaped; `mrkdwn` with `& < >` escaped; `plain` bare text.
 pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
+    render_measured(text, markup, LengthUnit::Bytes).0
+}
+
+/// [`render`], with the rendering's length in `unit` as the platform counts it (what
+/// `measure_rendered` returns). The markup is counted while writing, so the text is only
+/// counted at bulk speed, not tokenised again.
+pub fn render_measured(text: &str, markup: Markup, unit: LengthUnit) -> (Cow<'_, str>, usize) {
     if markup == Markup::Markdown {
-        return Cow::Borrowed(text);
+        return (Cow::Borrowed(text), measure(text, unit));
     }
-    let mut r = Renderer::new(markup, text.len());
-    for event in Parser::new_ext(text, options()) {
-        r.event(&event);
+    let mut r = Renderer::new(markup, text);
+    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+        r.event(&event, range);
     }
-    Cow::Owned(r.finish())
+    let hidden = r.hidden();
+    let out = r.finish();
+    let visible = measure(&out, unit).saturating_sub(hidden);
+    (Cow::Owned(out), visible)
 }
 
 /// An incremental renderer: events in, markup out. The splitter feeds it while it parses, so
 /// a document is parsed once and no event list is kept.
-pub struct Renderer {
-    w: Writer,
+pub struct Renderer<'a> {
+    w: Writer<'a>,
 }
 
-impl Renderer {
-    /// A renderer for `markup`; `size_hint` is the source length.
-    pub fn new(markup: Markup, size_hint: usize) -> Self {
+impl<'a> Renderer<'a> {
+    /// A renderer for `markup` of the markdown `source`.
+    pub fn new(markup: Markup, source: &'a str) -> Self {
         Renderer {
-            w: Writer::new(markup, size_hint),
+            w: Writer::new(markup, source),
         }
     }
 
-    /// Renders one event.
-    pub fn event(&mut self, event: &Event<'_>) {
-        self.w.event(event);
+    /// Renders one event; `range` is where it lies in the source.
+    pub fn event(&mut self, event: &Event<'_>, range: Range<usize>) {
+        self.w.event(event, range);
     }
 
-    /// Starts a top-level block without a separator, on a new line: the splitter records
-    /// each block's output separately and puts the separators back when it joins blocks.
-    pub fn begin_block(&mut self) {
-        self.w.fresh = true;
-        self.w.line_start = true;
+    /// Writes the separator a top-level block starting at source offset `at` needs (a blank
+    /// line, or one line break right under a paragraph line) and returns where the block's
+    /// own output starts. Separators thus lie between blocks' outputs, so any run of blocks
+    /// is one slice of the output, exactly as if it had been rendered alone.
+    pub fn begin_block(&mut self, at: usize) -> usize {
+        self.w.tight = self.w.para_end.is_some() && self.w.follows_directly(at);
+        self.w.block(2);
+        self.w.out.len()
     }
 
     /// Everything rendered so far.
     pub fn output(&self) -> &str {
         &self.w.out
+    }
+
+    /// Bytes of the output so far that the platform does not count: Telegram counts neither
+    /// tags nor the attributes inside them, and an entity as the one character it stands for.
+    /// They are ASCII, so they are as many units as bytes in every length unit.
+    pub fn hidden(&self) -> usize {
+        self.w.hidden
     }
 
     /// The rendered text.
@@ -64,9 +86,24 @@ impl Renderer {
 /// Link schemes Telegram accepts in `<a href>`; any other target is shown as text.
 const LINK_SCHEMES: [&str; 4] = ["http://", "https://", "tg://", "mailto:"];
 
-struct Writer {
+/// What closes a link or image.
+enum LinkEnd {
+    /// Markup (or nothing).
+    Mark(&'static str),
+    /// ` (url)` for a target shown as text.
+    Url(String),
+}
+
+struct Writer<'a> {
     markup: Markup,
+    /// Bytes of `out` the platform does not count (see [`Renderer::hidden`]).
+    hidden: usize,
+    source: &'a str,
     out: String,
+    /// Source offset where the paragraph that the last event closed ends.
+    para_end: Option<usize>,
+    /// The block starting with the current event sits directly under a paragraph line.
+    tight: bool,
     /// Nothing written since a container opened: the next block needs no separator.
     fresh: bool,
     /// At the start of an output line (Slack quotes prefix each line).
@@ -75,18 +112,23 @@ struct Writer {
     bold_depth: usize,
     /// Next number per open list (`None` for bullets).
     lists: Vec<Option<u64>>,
-    /// Text that closes each open link or image.
-    link_ends: Vec<String>,
+    /// What closes each open link or image.
+    link_ends: Vec<LinkEnd>,
     /// Closing text of the open code block, its body collected until the end.
     code: Option<(&'static str, String)>,
     cell: usize,
 }
 
-impl Writer {
-    fn new(markup: Markup, capacity: usize) -> Self {
+impl<'a> Writer<'a> {
+    fn new(markup: Markup, source: &'a str) -> Self {
+        let capacity = source.len();
         Writer {
             markup,
+            hidden: 0,
+            source,
             out: String::with_capacity(capacity + capacity / 8),
+            para_end: None,
+            tight: false,
             fresh: true,
             line_start: true,
             quote_depth: 0,
@@ -98,7 +140,26 @@ impl Writer {
         }
     }
 
-    fn event(&mut self, event: &Event<'_>) {
+    /// Whether a block starting at source offset `at` goes on the line right after the
+    /// paragraph that just ended: a blank line added there would show in Telegram and Slack.
+    fn follows_directly(&self, at: usize) -> bool {
+        let Some(end) = self.para_end else {
+            return false;
+        };
+        let head = self.source.get(..end).unwrap_or_default();
+        let end = head.trim_end_matches('\n').trim_end_matches('\r').len();
+        let gap = self.source.get(end..at).unwrap_or_default();
+        // Only a blank line (in a quote, a bare `>`) can lie between a paragraph and the next
+        // block, so a second line break in the gap means a blank line.
+        gap.bytes().filter(|b| *b == b'\n').count() == 1
+    }
+
+    fn event(&mut self, event: &Event<'_>, range: Range<usize>) {
+        self.tight = self.para_end.is_some() && self.follows_directly(range.start);
+        self.para_end = match event {
+            Event::End(TagEnd::Paragraph) => Some(range.end),
+            _ => None,
+        };
         match event {
             Event::Start(tag) => self.start(tag),
             Event::End(tag) => self.end(*tag),
@@ -115,9 +176,9 @@ impl Writer {
                     Markup::Mrkdwn => ("`", "`"),
                     Markup::Plain | Markup::Markdown => ("", ""),
                 };
-                self.raw(open);
+                self.mark(open);
                 self.text(t);
-                self.raw(close);
+                self.mark(close);
             }
             Event::Html(t)
             | Event::InlineHtml(t)
@@ -151,7 +212,7 @@ impl Writer {
                 self.quote_depth += 1;
                 if self.markup == Markup::Html && self.quote_depth == 1 {
                     // Telegram has no nested quotes: inner quotes flow into the outer one.
-                    self.raw("<blockquote>");
+                    self.mark("<blockquote>");
                     self.fresh = true;
                 }
             }
@@ -165,17 +226,17 @@ impl Writer {
                 };
                 let close = match self.markup {
                     Markup::Html if lang.is_empty() => {
-                        self.raw("<pre>");
+                        self.mark("<pre>");
                         "</pre>"
                     }
                     Markup::Html => {
-                        self.raw("<pre><code class=\"language-");
-                        self.text(lang);
-                        self.raw("\">");
+                        self.mark("<pre><code class=\"language-");
+                        self.attr(lang);
+                        self.mark("\">");
                         "</code></pre>"
                     }
                     Markup::Mrkdwn => {
-                        self.raw("```");
+                        self.mark("```");
                         "```"
                     }
                     Markup::Plain | Markup::Markdown => "",
@@ -211,13 +272,13 @@ impl Writer {
                 }
                 self.cell += 1;
             }
-            Tag::Emphasis => self.raw(match self.markup {
+            Tag::Emphasis => self.mark(match self.markup {
                 Markup::Html => "<i>",
                 Markup::Mrkdwn => "_",
                 Markup::Plain | Markup::Markdown => "",
             }),
             Tag::Strong => self.bold_open(),
-            Tag::Strikethrough => self.raw(match self.markup {
+            Tag::Strikethrough => self.mark(match self.markup {
                 Markup::Html => "<s>",
                 Markup::Mrkdwn => "~",
                 Markup::Plain | Markup::Markdown => "",
@@ -233,7 +294,7 @@ impl Writer {
             TagEnd::BlockQuote(_) => {
                 self.quote_depth = self.quote_depth.saturating_sub(1);
                 if self.markup == Markup::Html && self.quote_depth == 0 {
-                    self.raw("</blockquote>");
+                    self.mark("</blockquote>");
                 }
             }
             TagEnd::CodeBlock => {
@@ -242,34 +303,38 @@ impl Writer {
                     self.raw("\n");
                     self.line_start = false;
                     self.text(&body);
-                    self.raw(close);
+                    self.mark(close);
                 }
             }
             TagEnd::List(_) => {
                 self.lists.pop();
             }
-            TagEnd::Emphasis => self.raw(match self.markup {
+            TagEnd::Emphasis => self.mark(match self.markup {
                 Markup::Html => "</i>",
                 Markup::Mrkdwn => "_",
                 Markup::Plain | Markup::Markdown => "",
             }),
-            TagEnd::Strikethrough => self.raw(match self.markup {
+            TagEnd::Strikethrough => self.mark(match self.markup {
                 Markup::Html => "</s>",
                 Markup::Mrkdwn => "~",
                 Markup::Plain | Markup::Markdown => "",
             }),
-            TagEnd::Link | TagEnd::Image => {
-                if let Some(end) = self.link_ends.pop() {
-                    self.raw(&end);
+            TagEnd::Link | TagEnd::Image => match self.link_ends.pop() {
+                Some(LinkEnd::Mark(end)) => self.mark(end),
+                Some(LinkEnd::Url(url)) => {
+                    self.raw(" (");
+                    self.text(&url);
+                    self.raw(")");
                 }
-            }
+                None => {}
+            },
             _ => {}
         }
     }
 
     fn bold_open(&mut self) {
         if self.bold_depth == 0 {
-            self.raw(match self.markup {
+            self.mark(match self.markup {
                 Markup::Html => "<b>",
                 Markup::Mrkdwn => "*",
                 Markup::Plain | Markup::Markdown => "",
@@ -281,7 +346,7 @@ impl Writer {
     fn bold_close(&mut self) {
         self.bold_depth = self.bold_depth.saturating_sub(1);
         if self.bold_depth == 0 {
-            self.raw(match self.markup {
+            self.mark(match self.markup {
                 Markup::Html => "</b>",
                 Markup::Mrkdwn => "*",
                 Markup::Plain | Markup::Markdown => "",
@@ -296,19 +361,19 @@ impl Writer {
         });
         let end = match self.markup {
             Markup::Html if linkable && self.link_ends.is_empty() => {
-                self.raw("<a href=\"");
-                self.text(url);
-                self.raw("\">");
-                "</a>".to_owned()
+                self.mark("<a href=\"");
+                self.attr(url);
+                self.mark("\">");
+                LinkEnd::Mark("</a>")
             }
             Markup::Mrkdwn if !url.is_empty() && self.link_ends.is_empty() => {
-                self.raw("<");
+                self.mark("<");
                 self.text(&url.replace('|', "%7C"));
-                self.raw("|");
-                ">".to_owned()
+                self.mark("|");
+                LinkEnd::Mark(">")
             }
-            _ if url.is_empty() => String::new(),
-            _ => format!(" ({})", escape(url, self.markup)),
+            _ if url.is_empty() => LinkEnd::Mark(""),
+            _ => LinkEnd::Url(url.to_owned()),
         };
         self.link_ends.push(end);
     }
@@ -318,9 +383,20 @@ impl Writer {
         if self.fresh {
             return;
         }
-        let have = self.out.len() - self.out.trim_end_matches('\n').len();
-        for _ in have..n {
-            self.newline();
+        let n = if self.tight { n.min(1) } else { n.min(2) };
+        // Only the last `n` bytes matter: a long run of line breaks is never re-read.
+        let have = self
+            .out
+            .as_bytes()
+            .iter()
+            .rev()
+            .take(n)
+            .take_while(|b| **b == b'\n')
+            .count();
+        if have < n {
+            self.out
+                .push_str("\n\n".get(..n - have).unwrap_or_default());
+            self.line_start = true;
         }
     }
 
@@ -342,7 +418,7 @@ impl Writer {
         self.fresh = false;
     }
 
-    /// Writes markup or already-escaped text.
+    /// Writes visible text that needs no escaping.
     fn raw(&mut self, s: &str) {
         if s.is_empty() {
             return;
@@ -351,13 +427,38 @@ impl Writer {
         self.out.push_str(s);
     }
 
+    /// Writes markup: a tag Telegram does not count, or a character Slack does.
+    fn mark(&mut self, s: &str) {
+        if s.is_empty() {
+            return;
+        }
+        self.begin_write();
+        self.out.push_str(s);
+        if self.markup == Markup::Html {
+            self.hidden += s.len();
+        }
+    }
+
+    /// Writes an attribute value inside a Telegram tag: escaped, and not counted.
+    fn attr(&mut self, s: &str) {
+        self.begin_write();
+        let before = self.out.len();
+        escape_into(&mut self.out, s, self.markup);
+        self.hidden += self.out.len() - before;
+    }
+
     /// Writes text, escaped for the markup straight into the output (no copy per event).
+    /// Telegram counts an entity as the one character it stands for; Slack counts it whole.
     fn text(&mut self, s: &str) {
         if s.is_empty() {
             return;
         }
         self.begin_write();
+        let before = self.out.len();
         escape_into(&mut self.out, s, self.markup);
+        if self.markup == Markup::Html {
+            self.hidden += self.out.len() - before - s.len();
+        }
     }
 }
 
@@ -384,14 +485,4 @@ fn escape_into(out: &mut String, s: &str, markup: Markup) {
         }
     }
     out.push_str(s.get(copied..).unwrap_or_default());
-}
-
-/// Escapes text for `markup`: Telegram HTML needs `& < > "`, Slack `& < >`.
-pub fn escape(s: &str, markup: Markup) -> Cow<'_, str> {
-    if !s.bytes().any(|b| entity(b, markup).is_some()) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    escape_into(&mut out, s, markup);
-    Cow::Owned(out)
 }
