@@ -682,3 +682,58 @@ fn paragraph_directly_followed_by_a_list_gains_no_blank_line() {
         );
     }
 }
+
+/// The trigger scan tests eight bytes at a time and then jumps to the first key byte in the
+/// window: a trigger behind another key byte in the same window, or on either side of a
+/// window boundary, must still be found.
+#[test]
+fn redaction_triggers_are_found_anywhere_in_a_scan_window() {
+    let secret = "sk-abcdefghijklmnopqrstuvwxyz";
+    for lead in 0..17 {
+        for filler in ["", ".", "a.b:c_", "--__..::"] {
+            let prefix = format!("{}{filler} ", "x".repeat(lead));
+            let input = format!("{prefix}{secret} tail");
+            let r = redact(&input);
+            assert_eq!(
+                r.text,
+                format!("{prefix}[redacted:openai-key] tail"),
+                "{input:?}"
+            );
+            assert_eq!(r.rules, ["openai-key"], "{input:?}");
+        }
+    }
+}
+
+/// Text between escapes is copied in runs: escapes next to each other, after a long clean
+/// run and at the very end are all written, and nothing else changes.
+#[test]
+fn escapes_are_written_at_every_position_of_a_scan_window() {
+    let cases = [
+        (
+            "abcdefg&hijklmn<opqrstuv>w",
+            "abcdefg&amp;hijklmn&lt;opqrstuv&gt;w",
+        ),
+        ("&<>&<>&<>&", "&amp;&lt;&gt;&amp;&lt;&gt;&amp;&lt;&gt;&amp;"),
+        ("abcdefgh&", "abcdefgh&amp;"),
+        ("abcdefghijklmnop<", "abcdefghijklmnop&lt;"),
+        ("a\"b", "a&quot;b"),
+        (
+            "plain words without any escapes",
+            "plain words without any escapes",
+        ),
+    ];
+    for (md, want) in cases {
+        assert_eq!(render(md, Markup::Html), want, "{md:?}");
+    }
+    let cases = [
+        (
+            "abcdefg&hijklmn<opqrstuv>w\"",
+            "abcdefg&amp;hijklmn&lt;opqrstuv&gt;w\"",
+        ),
+        ("&<>&<>&<>&", "&amp;&lt;&gt;&amp;&lt;&gt;&amp;&lt;&gt;&amp;"),
+        ("abcdefgh&", "abcdefgh&amp;"),
+    ];
+    for (md, want) in cases {
+        assert_eq!(render(md, Markup::Mrkdwn), want, "{md:?}");
+    }
+}

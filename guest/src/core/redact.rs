@@ -224,21 +224,24 @@ fn triggers(text: &str) -> u32 {
     let mut at_sign = false;
     let mut scheme = false;
     let key = |b: &u8| KEY_BYTES[usize::from(*b)];
-    let mut i = 0;
-    while i < bytes.len() {
+    let mut pos = 0;
+    while pos < bytes.len() {
         // Eight bytes per step without a branch each: most windows hold no key byte.
-        if let Some(w) = bytes.get(i..i + 8)
+        if let Some(w) = bytes.get(pos..pos + 8)
             && !w.iter().fold(false, |any, b| any | key(b))
         {
-            i += 8;
+            pos += 8;
             continue;
         }
+        // Jump straight to the window's first key byte: stepping one byte and testing the
+        // whole window again would read a window up to eight times.
+        let mut window = bytes.get(pos..).unwrap_or_default().iter().take(8);
+        let Some(i) = window.position(key).map(|k| pos + k) else {
+            pos += 8;
+            continue;
+        };
+        pos = i + 1;
         let b = bytes.get(i).copied().unwrap_or_default();
-        i += 1;
-        if !key(&b) {
-            continue;
-        }
-        let i = i - 1;
         found |= match b {
             b'-' => match before(i, 4) {
                 // The patterns start `\bsk-`: "ask-me" cannot match.
