@@ -305,3 +305,22 @@ fn a_good_image_reaches_the_agent() {
     );
     assert!(host.sent.is_empty());
 }
+
+#[test]
+fn messages_do_not_ask_the_host_for_session_facts_again() {
+    let mut host = FakeHost::new();
+    let mut bridge = paired(&mut host);
+    let before = host.session_info_calls;
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "run the tests"));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/status"));
+    assert_eq!(host.prompts.len(), 1);
+    assert!(
+        host.texts_to("tg", "c1")
+            .iter()
+            .any(|t| t.contains("- session: "))
+    );
+    assert_eq!(
+        host.session_info_calls, before,
+        "session facts are read once, at configure"
+    );
+}

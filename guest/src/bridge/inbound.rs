@@ -29,7 +29,7 @@ impl Bridge {
         let authenticated = router::is_authenticated(&identity, &self.config, trusted);
         let pending = self.state.pending(&conversation).cloned();
         let busy = !host.is_idle();
-        let accepts_images = host.session_info().accepts_images
+        let accepts_images = self.session.accepts_images
             && self
                 .capabilities(&envelope.transport)
                 .is_some_and(|c| c.attachments);
@@ -146,7 +146,7 @@ impl Bridge {
             return;
         }
         let conversation = envelope.conversation_key();
-        let info = host.session_info();
+        let info = self.session.clone();
         let view = StatusView {
             transport: envelope.transport.clone(),
             identity: identity.clone(),

@@ -101,7 +101,7 @@ impl Bridge {
                 None => lines.push(format!("- {}: {}", t.id, t.status)),
             }
         }
-        lines.push(format!("- session key: {}", self.session_id));
+        lines.push(format!("- session key: {}", self.session.id));
         lines.push(format!("- paired chats: {}", diagnostics.paired));
         lines.push(format!(
             "- broadcast targets: {}",

@@ -16,7 +16,7 @@ use crate::core::state::{self, SessionState};
 use crate::core::tool_policy;
 use crate::host::Host;
 use crate::model::{
-    Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, ToolDecision,
+    Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, SessionInfo, ToolDecision,
     TransportStatus, TurnOrigin,
 };
 
@@ -42,7 +42,9 @@ enum TransportState {
 pub struct Bridge {
     config: BridgeConfig,
     state: SessionState,
-    session_id: String,
+    /// The agent session, read once in `configure`: it does not change while the session
+    /// lives, and asking per envelope would cost a host call on the hot path.
+    session: SessionInfo,
     transports: BTreeMap<String, TransportState>,
     rate: RateLimiter,
     turn: Option<Turn>,
@@ -63,7 +65,12 @@ impl Bridge {
         Bridge {
             config: BridgeConfig::default(),
             state: SessionState::default(),
-            session_id: String::new(),
+            session: SessionInfo {
+                id: String::new(),
+                name: None,
+                cwd: String::new(),
+                accepts_images: false,
+            },
             transports: BTreeMap::new(),
             rate: RateLimiter::default(),
             turn: None,
@@ -78,9 +85,9 @@ impl Bridge {
         let loaded = config::load_config(sources);
         self.config = loaded.bridge;
         let mut notes = loaded.notes;
-        self.session_id = host.session_info().id;
+        self.session = host.session_info();
         if let Some(document) = host.load_state() {
-            let (state, warnings) = state::parse_session_state(&document, &self.session_id);
+            let (state, warnings) = state::parse_session_state(&document, &self.session.id);
             self.state = state;
             notes.extend(warnings.into_iter().map(|w| Note::new(Level::Warning, w)));
         }

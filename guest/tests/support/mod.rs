@@ -75,6 +75,8 @@ pub struct FakeHost {
     /// `send_prompt` fails with this message.
     pub prompt_error: Option<String>,
     pub aborts: usize,
+    /// How often the bridge asked for the session's facts.
+    pub session_info_calls: usize,
     /// Answers `confirm` gives, in order; an empty script answers `false` (fail closed).
     pub confirm_answers: VecDeque<bool>,
     pub confirms: Vec<(String, String)>,
@@ -165,6 +167,7 @@ impl FakeHost {
             prompts: Vec::new(),
             prompt_error: None,
             aborts: 0,
+            session_info_calls: 0,
             confirm_answers: VecDeque::new(),
             confirms: Vec::new(),
             ticks: Vec::new(),
@@ -358,6 +361,7 @@ impl Host for FakeHost {
     }
 
     fn session_info(&mut self) -> SessionInfo {
+        self.session_info_calls += 1;
         self.session.clone()
     }
 
