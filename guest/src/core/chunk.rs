@@ -6,6 +6,10 @@
 //! limit is at least 2 (I29). Rendered Telegram HTML and Slack mrkdwn are cut outside tags,
 //! entities and links, with open tags (or a code fence) closed and re-opened across the cut.
 
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use memchr::memmem;
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::model::{LengthUnit, Markup};
@@ -180,40 +184,58 @@ pub fn chunk_text(text: &str, budget: usize, meter: Meter) -> Vec<&str> {
 /// End of the piece of `text` that starts at byte `start` (a char boundary below `text.len()`)
 /// and costs at most `budget` (at least one character). Always greater than `start`.
 pub fn next_cut(text: &str, start: usize, budget: usize, meter: Meter) -> usize {
-    let rest = text.get(start..).unwrap_or_default();
-    let mut used = 0;
-    let mut end = text.len();
-    for (i, c) in rest.char_indices() {
-        used += meter.char_cost(c);
-        if used > budget.max(1) {
-            // A character larger than the whole budget is emitted alone so the loop advances.
-            end = if i == 0 {
-                start + c.len_utf8()
-            } else {
-                start + i
-            };
-            break;
-        }
-    }
+    let end = start + fitting_len(text.get(start..).unwrap_or_default(), budget.max(1), meter);
     if end >= text.len() {
         return text.len();
     }
     let min_cut = floor_char(text, start + ((end - start) / 2).max(1));
-    let cut = BREAKS
+    let bytes = text.as_bytes();
+    let cut = break_finders()
         .iter()
-        .find_map(|brk| {
+        .find_map(|(brk, finder)| {
             let lo = floor_char(text, min_cut.saturating_sub(brk.len()).max(start));
-            let found = text.get(lo..end)?.rfind(brk)? + lo + brk.len();
+            let found = finder.rfind(bytes.get(lo..end)?)? + lo + brk.len();
             (found >= min_cut).then_some(found)
         })
         .unwrap_or(end);
     let cut = grapheme_floor(text, start, cut);
-    let bytes = text.as_bytes();
     if cut > start + 1 && bytes.get(cut - 1) == Some(&b'\r') && bytes.get(cut) == Some(&b'\n') {
         cut - 1
     } else {
         cut
     }
+}
+
+/// Byte length of the longest prefix of `rest` that costs at most `budget` (at least one
+/// character, so a character larger than the whole budget goes alone and a cut advances).
+fn fitting_len(rest: &str, budget: usize, meter: Meter) -> usize {
+    // ASCII costs one unit a byte in every unit, so when the first `budget` bytes are ASCII
+    // (and, for Slack, hold nothing that escapes) the answer needs no per-character loop.
+    // Long replies are mostly ASCII: this is what keeps a 1 MiB line cheap to cut.
+    let window = rest
+        .as_bytes()
+        .get(..budget.min(rest.len()))
+        .unwrap_or_default();
+    if window.is_ascii()
+        && !(meter.slack_escapes && window.iter().any(|b| matches!(b, b'&' | b'<' | b'>')))
+    {
+        return window.len();
+    }
+    let mut used = 0;
+    for (i, c) in rest.char_indices() {
+        used += meter.char_cost(c);
+        if used > budget {
+            return if i == 0 { c.len_utf8() } else { i };
+        }
+    }
+    rest.len()
+}
+
+/// The break strings as reverse searchers, built once: `str::rfind` sets up a general
+/// two-way search on every call, which cost more than the rest of a cut on long replies.
+fn break_finders() -> &'static [(&'static str, memmem::FinderRev<'static>); BREAKS.len()] {
+    static FINDERS: OnceLock<[(&str, memmem::FinderRev<'static>); BREAKS.len()]> = OnceLock::new();
+    FINDERS.get_or_init(|| BREAKS.map(|b| (b, memmem::FinderRev::new(b.as_bytes()))))
 }
 
 fn floor_char(text: &str, mut i: usize) -> usize {
@@ -417,22 +439,18 @@ fn chunk_html(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
     let mut pos = 0;
     while pos < text.len() {
         let cut = html_cut(text, pos, limit, unit);
-        let mut msg: String = open.iter().map(|(tag, _)| *tag).collect();
-        msg.push_str(text.get(pos..cut).unwrap_or_default());
-        for token in html_tokens(text.get(pos..cut).unwrap_or_default()) {
-            if let HtmlToken::Tag {
-                text: tag,
-                name,
-                closing,
-            } = token
-            {
-                if closing {
-                    if open.last().is_some_and(|(_, n)| *n == name) {
-                        open.pop();
-                    }
-                } else {
-                    open.push((tag, name));
+        let piece = text.get(pos..cut).unwrap_or_default();
+        let reopened: usize = open.iter().map(|(tag, _)| tag.len()).sum();
+        let mut msg = String::with_capacity(reopened + piece.len() + reopened + 8);
+        msg.extend(open.iter().map(|(tag, _)| *tag));
+        msg.push_str(piece);
+        for (tag, name, closing) in html_tags(piece) {
+            if closing {
+                if open.last().is_some_and(|(_, n)| *n == name) {
+                    open.pop();
                 }
+            } else {
+                open.push((tag, name));
             }
         }
         for (_, name) in open.iter().rev() {
@@ -446,35 +464,95 @@ fn chunk_html(text: &str, limit: usize, unit: LengthUnit) -> Vec<String> {
     out
 }
 
+/// The tags of rendered HTML in order, as `(text, name, closing)`, read exactly as
+/// [`html_tokens`] reads them but jumping over plain text at word speed: only `<` and `&`
+/// can start a token.
+fn html_tags(text: &str) -> impl Iterator<Item = (&str, &str, bool)> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        loop {
+            let i = at + find_tag_or_entity(text.as_bytes().get(at..)?)?;
+            let token = html_token(text.get(i..)?)?;
+            at = i + token.len();
+            if let HtmlToken::Tag {
+                text: tag,
+                name,
+                closing,
+            } = token
+            {
+                return Some((tag, name, closing));
+            }
+        }
+    })
+}
+
+/// The break string (as its rank in [`BREAKS`]) that the last visible characters end with;
+/// `tail` holds them as bytes, the newest in the low byte.
+fn break_rank(tail: u32) -> Option<usize> {
+    BREAKS.iter().position(|brk| {
+        let n = brk.len();
+        let want = brk.bytes().fold(0u32, |acc, b| acc << 8 | u32::from(b));
+        let mask = if n >= 4 {
+            u32::MAX
+        } else {
+            (1u32 << (8 * n)) - 1
+        };
+        tail & mask == want
+    })
+}
+
 /// End of the HTML message starting at `pos`: the latest preferred break point in the fitting
 /// prefix, else the last fitting token (grapheme-aware), then any closing tags that follow.
 fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
+    let limit = limit.max(1);
+    let bytes = text.as_bytes();
     let mut used = 0;
     let mut end = text.len();
     let mut best: [Option<(usize, usize)>; BREAKS.len()] = [None; BREAKS.len()];
-    let mut i = pos;
     // The last four visible characters as bytes (non-ASCII as `_`), entities decoded: break
     // strings are matched on what the reader sees, so the `;` of `&amp;` is not a "; " break.
-    let mut tail = [0u8; 4];
-    for token in html_tokens(text.get(pos..).unwrap_or_default()) {
-        let (cost, visible) = match token {
-            HtmlToken::Tag { .. } => (0, None),
-            HtmlToken::Entity(e) => (1, Some(entity_char(e))),
-            HtmlToken::Char(c) => (char_len(c, unit), Some(c)),
+    let mut tail = 0u32;
+    // Tags and entities read so far: a cut may never fall inside one.
+    let mut atoms: Vec<Range<usize>> = Vec::new();
+    let mut i = pos;
+    while let Some(&b) = bytes.get(i) {
+        let (len, cost, visible) = if b.is_ascii() && b != b'<' && b != b'&' {
+            // Plain ASCII, the bulk of any reply: one unit, no tokenising.
+            (1, 1, Some(b))
+        } else {
+            let Some(token) = text.get(i..).and_then(html_token) else {
+                break;
+            };
+            let len = token.len();
+            match token {
+                HtmlToken::Tag { .. } => {
+                    atoms.push(i..i + len);
+                    (len, 0, None)
+                }
+                HtmlToken::Entity(e) => {
+                    atoms.push(i..i + len);
+                    (len, 1, Some(entity_char(e) as u8))
+                }
+                HtmlToken::Char(c) => (
+                    len,
+                    char_len(c, unit),
+                    Some(u8::try_from(c).ok().filter(u8::is_ascii).unwrap_or(b'_')),
+                ),
+            }
         };
-        if used + cost > limit.max(1) && used > 0 {
+        if used + cost > limit && used > 0 {
             end = i;
             break;
         }
         used += cost;
-        i += token.len();
-        if let Some(c) = visible {
-            tail.rotate_left(1);
-            tail[3] = u8::try_from(c).ok().filter(u8::is_ascii).unwrap_or(b'_');
-            if (c == ' ' || c == '\n')
-                && let Some(rank) = BREAKS.iter().position(|b| tail.ends_with(b.as_bytes()))
+        i += len;
+        if let Some(visible) = visible {
+            tail = tail << 8 | u32::from(visible);
+            if (visible == b' ' || visible == b'\n')
+                && let Some(rank) = break_rank(tail)
+                && let Some(slot) = best.get_mut(rank)
             {
-                best[rank] = Some((i, used));
+                *slot = Some((i, used));
             }
         }
     }
@@ -490,18 +568,10 @@ fn html_cut(text: &str, pos: usize, limit: usize, unit: LengthUnit) -> usize {
         .unwrap_or_else(|| {
             let g = grapheme_floor(text, pos, end);
             // The grapheme floor may only move back within plain text, never into a token.
-            if html_tokens(text.get(pos..).unwrap_or_default())
-                .scan(pos, |at, t| {
-                    let here = *at;
-                    *at += t.len();
-                    Some(here)
-                })
-                .take_while(|at| *at <= end)
-                .any(|at| at == g)
-            {
-                g
-            } else {
+            if atoms.iter().rev().any(|a| a.start < g && g < a.end) {
                 end
+            } else {
+                g
             }
         });
     let mut cut = cut;
