@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use memchr::memmem;
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::core::scan::find_byte_of;
 use crate::model::{LengthUnit, Markup};
 
 /// The original's break strings, most preferred first; a cut goes after the string.
@@ -83,27 +84,9 @@ pub fn measure_rendered(text: &str, unit: LengthUnit, markup: Markup) -> usize {
     measure(text, unit).saturating_sub(markup_len)
 }
 
-/// Position of the first `<` or `&`, eight bytes per step: rendered text is mostly plain, so
-/// a byte-at-a-time search would dominate the cost of measuring it.
+/// Position of the first `<` or `&`: only they start a tag or an entity.
 fn find_tag_or_entity(bytes: &[u8]) -> Option<usize> {
-    const LOW: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(LOW) & !v & HIGH;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut base = 0;
-    for chunk in chunks.by_ref() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let v = u64::from_le_bytes(word);
-        if has_zero(v ^ (LOW * u64::from(b'<'))) | has_zero(v ^ (LOW * u64::from(b'&'))) != 0 {
-            break;
-        }
-        base += 8;
-    }
-    let tail = bytes.get(base..)?;
-    tail.iter()
-        .position(|b| matches!(b, b'<' | b'&'))
-        .map(|i| base + i)
+    find_byte_of(bytes, [b'<', b'&'])
 }
 
 fn char_len(c: char, unit: LengthUnit) -> usize {
@@ -190,8 +173,13 @@ pub fn next_cut(text: &str, start: usize, budget: usize, meter: Meter) -> usize 
     }
     let min_cut = floor_char(text, start + ((end - start) / 2).max(1));
     let bytes = text.as_bytes();
+    // Most replies have no CR at all: one fast look spares two full searches per cut.
+    let has_cr = bytes
+        .get(start..end)
+        .is_some_and(|w| memchr::memchr(b'\r', w).is_some());
     let cut = break_finders()
         .iter()
+        .filter(|(brk, _)| has_cr || !brk.starts_with('\r'))
         .find_map(|(brk, finder)| {
             let lo = floor_char(text, min_cut.saturating_sub(brk.len()).max(start));
             let found = finder.rfind(bytes.get(lo..end)?)? + lo + brk.len();

@@ -13,6 +13,7 @@ pub mod rate_limit;
 pub mod redact;
 pub mod render;
 pub mod router;
+pub mod scan;
 pub mod state;
 pub mod text;
 pub mod tool_policy;

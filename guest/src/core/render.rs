@@ -11,6 +11,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
 use crate::core::blocks::options;
 use crate::core::chunk::measure;
+use crate::core::scan::find_byte_of;
 use crate::model::{LengthUnit, Markup};
 
 /// `text` rendered for `markup`: markdown unchanged; `html` in Telegram's tag subset with
@@ -474,15 +475,28 @@ fn entity(b: u8, markup: Markup) -> Option<&'static str> {
 }
 
 /// Appends `s` escaped for `markup`. The escaped characters are ASCII, so the text between
-/// them is copied in runs rather than character by character.
+/// them is found word by word and copied in runs rather than character by character.
 fn escape_into(out: &mut String, s: &str, markup: Markup) {
+    let bytes = s.as_bytes();
     let mut copied = 0;
-    for (i, b) in s.bytes().enumerate() {
-        if let Some(e) = entity(b, markup) {
-            out.push_str(s.get(copied..i).unwrap_or_default());
-            out.push_str(e);
-            copied = i + 1;
-        }
+    loop {
+        let rest = bytes.get(copied..).unwrap_or_default();
+        let next = match markup {
+            Markup::Html => find_byte_of(rest, [b'&', b'<', b'>', b'"']),
+            Markup::Mrkdwn => find_byte_of(rest, [b'&', b'<', b'>']),
+            Markup::Plain | Markup::Markdown => None,
+        };
+        let Some(i) = next.map(|i| copied + i) else {
+            break;
+        };
+        out.push_str(s.get(copied..i).unwrap_or_default());
+        out.push_str(
+            bytes
+                .get(i)
+                .and_then(|b| entity(*b, markup))
+                .unwrap_or_default(),
+        );
+        copied = i + 1;
     }
     out.push_str(s.get(copied..).unwrap_or_default());
 }
