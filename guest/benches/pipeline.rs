@@ -164,6 +164,16 @@ fn adversarial(c: &mut Criterion) {
     group.finish();
 }
 
+/// pulldown-cmark's own pass over `text` with the pipeline's options, every event consumed:
+/// the floor under any split that takes its structure from the parser.
+fn parse_only(text: &str) {
+    for item in
+        pulldown_cmark::Parser::new_ext(text, guest::core::blocks::options()).into_offset_iter()
+    {
+        black_box(&item);
+    }
+}
+
 /// Median wall time of `f` over enough runs to fill about 200 ms.
 fn median(mut f: impl FnMut()) -> Duration {
     let start = Instant::now();
@@ -231,6 +241,11 @@ fn summary(_: &mut Criterion) {
             );
         }
     }
+    let agent = agent_reply(64 << 10);
+    println!(
+        "  parser floor: pulldown-cmark alone on the 64KiB reply {:>9.3?}",
+        median(|| parse_only(&agent))
+    );
     for (shape, text) in shapes() {
         let per64 = |t: Duration| t.mul_f64((64 << 10) as f64 / text.len() as f64);
         let times: Vec<String> = profiles()
@@ -240,7 +255,11 @@ fn summary(_: &mut Criterion) {
                 format!("{name} {:>9.3?}", per64(t))
             })
             .collect();
-        println!("  {shape:16} per 64KiB: {}", times.join("  "));
+        let floor = per64(median(|| parse_only(&text)));
+        println!(
+            "  {shape:16} per 64KiB: {}  | parser alone {floor:>9.3?}",
+            times.join("  ")
+        );
     }
 }
 

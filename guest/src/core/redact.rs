@@ -268,7 +268,10 @@ fn triggers(text: &str) -> u32 {
                 Some(b"npm") => NPM,
                 _ => 0,
             },
-            b'.' if before(i, 24).is_some_and(|r| r.iter().all(u8::is_ascii_alphanumeric)) => {
+            // Read back from the dot: prose words end within a few bytes, a token's segment never.
+            b'.' if before(i, 24)
+                .is_some_and(|r| r.iter().rev().all(u8::is_ascii_alphanumeric)) =>
+            {
                 DISCORD
             }
             b':' => {
