@@ -115,8 +115,8 @@ struct Writer<'a> {
     lists: Vec<Option<u64>>,
     /// What closes each open link or image.
     link_ends: Vec<LinkEnd>,
-    /// Closing text of the open code block, its body collected until the end.
-    code: Option<(&'static str, String)>,
+    /// Closing text of the open code block.
+    code: Option<&'static str>,
     cell: usize,
 }
 
@@ -164,13 +164,7 @@ impl<'a> Writer<'a> {
         match event {
             Event::Start(tag) => self.start(tag),
             Event::End(tag) => self.end(*tag),
-            Event::Text(t) => {
-                if let Some((_, body)) = self.code.as_mut() {
-                    body.push_str(t);
-                } else {
-                    self.text(t);
-                }
-            }
+            Event::Text(t) => self.text(t),
             Event::Code(t) => {
                 let (open, close) = match self.markup {
                     Markup::Html => ("<code>", "</code>"),
@@ -242,7 +236,12 @@ impl<'a> Writer<'a> {
                     }
                     Markup::Plain | Markup::Markdown => "",
                 };
-                self.code = Some((close, String::new()));
+                // The original's form: a line break after the opening, the body as written.
+                // The body is written as it arrives: collecting it first cost a copy and a
+                // growing buffer per block.
+                self.raw("\n");
+                self.line_start = false;
+                self.code = Some(close);
             }
             Tag::List(first) => {
                 self.block(if self.lists.is_empty() { 2 } else { 1 });
@@ -299,11 +298,7 @@ impl<'a> Writer<'a> {
                 }
             }
             TagEnd::CodeBlock => {
-                if let Some((close, body)) = self.code.take() {
-                    // The original's form: a line break after the opening, the body as written.
-                    self.raw("\n");
-                    self.line_start = false;
-                    self.text(&body);
+                if let Some(close) = self.code.take() {
                     self.mark(close);
                 }
             }
