@@ -75,9 +75,12 @@ pub struct Piece<'a> {
 /// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
 pub fn parse(text: &str, markup: Markup) -> Parsed {
     let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
-    let mut blocks: Vec<Block> = Vec::new();
+    // A top-level block starts a line, so the line count bounds the block count:
+    // sized once, the lists never grow (growing them copied megabytes on bare-heading replies).
+    let lines = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 2;
+    let mut blocks: Vec<Block> = Vec::with_capacity(lines);
     // Where the output stood before each block's separator: the previous block ends there.
-    let mut separator_at: Vec<usize> = Vec::new();
+    let mut separator_at: Vec<usize> = Vec::with_capacity(lines);
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;

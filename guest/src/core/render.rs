@@ -424,6 +424,7 @@ impl<'a> Writer<'a> {
     }
 
     /// Writes markup: a tag Telegram does not count, or a character Slack does.
+    #[inline]
     fn mark(&mut self, s: &str) {
         if s.is_empty() {
             return;
@@ -471,6 +472,7 @@ fn entity(b: u8, markup: Markup) -> Option<&'static str> {
 
 /// Appends `s` escaped for `markup`. The escaped characters are ASCII, so the text between
 /// them is found word by word and copied in runs rather than character by character.
+#[inline]
 fn escape_into(out: &mut String, s: &str, markup: Markup) {
     let bytes = s.as_bytes();
     let mut copied = 0;
