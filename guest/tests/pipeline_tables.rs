@@ -623,6 +623,17 @@ fn adversarial_inputs_finish_within_limits() {
                 c.markup,
                 p.messages.len()
             );
+            // Nor does a shape leave scraps between full messages: once, a run of bare
+            // headings alternated full messages with three-character ones.
+            let scraps = p.messages[..p.messages.len() - 1]
+                .iter()
+                .filter(|m| measure_rendered(m, c.length_unit, c.markup) < limit / 4)
+                .count();
+            assert_eq!(
+                scraps, 0,
+                "{name} {:?}: messages under a quarter of the limit",
+                c.markup
+            );
         }
     }
 }

@@ -300,7 +300,8 @@ impl<'a> Splitter<'a, '_> {
         }
     }
 
-    /// Packs blocks `from..to` greedily; trailing headings of a full run move to the next run.
+    /// Packs blocks `from..to` greedily; trailing headings of a full run move to the next run
+    /// with the body they own, and a run of headings that owns nothing fills messages alone.
     fn pack_blocks(&mut self, from: usize, to: usize) {
         let mut run_start = from;
         let mut run_cost = 0;
@@ -318,7 +319,20 @@ impl<'a> Splitter<'a, '_> {
                 self.flush(Some((run_start, keep_end)));
                 run_start = keep_end;
             }
-            run_cost = self.cost(run_start, i + 1);
+            // Only headings (and blank lines) are left before block `i`.
+            if self.is_bare(i) {
+                // Another heading follows them, so they own no body: they fill this message
+                // on their own. Carrying them on made a run of bare headings alternate full
+                // messages with three-character ones.
+                self.flush(Some((run_start, i)));
+                run_start = i;
+                run_cost = c;
+            } else {
+                // The headings right before `i` own it: they go with it, into the oversized
+                // path (which cuts the body, never the tie) when together they are over.
+                // They are never more than a budget: a longer run was sent at a heading.
+                run_cost = self.cost(run_start, i + 1);
+            }
             if run_cost > self.budget {
                 self.oversized(run_start, i);
                 run_start = i + 1;
