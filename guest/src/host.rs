@@ -5,7 +5,7 @@
 
 use crate::model::{
     DeliverAs, FetchedAttachment, Identity, Level, Outbound, PromptImage, Receipt, SendError,
-    SessionInfo,
+    SessionInfo, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -43,6 +43,8 @@ pub trait Host {
     fn session_info(&mut self) -> SessionInfo;
     /// `agent.confirm` (fails closed).
     fn confirm(&mut self, title: &str, message: &str) -> bool;
+    /// `agent.work-snapshot`: raw facts for the digest; what is unknown is `None`.
+    fn work_snapshot(&mut self) -> WorkFacts;
 
     /// `ui.notify`: the local terminal, the only place a pairing code goes.
     fn notify(&mut self, level: Level, text: &str);

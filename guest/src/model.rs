@@ -257,6 +257,30 @@ pub struct SessionInfo {
     pub accepts_images: bool,
 }
 
+/// The last shell command the agent ran (for the digest's test line).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShellRun {
+    /// The command line.
+    pub command: String,
+    /// It failed.
+    pub failed: bool,
+    /// The end of its output.
+    pub output: String,
+}
+
+/// Raw facts for the work digest, as the host gathered them (`agent.work-snapshot`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkFacts {
+    /// `git rev-parse --abbrev-ref HEAD` output, if git answered.
+    pub branch: Option<String>,
+    /// `git diff --numstat HEAD` output, if git answered.
+    pub numstat: Option<String>,
+    /// The last shell command of the session.
+    pub last_shell: Option<ShellRun>,
+    /// The last prompt that started a turn.
+    pub last_prompt: Option<String>,
+}
+
 /// A message from the guest to the person at the terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {

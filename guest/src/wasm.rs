@@ -130,6 +130,20 @@ impl Host for Imports {
         agent::confirm(title, message)
     }
 
+    fn work_snapshot(&mut self) -> model::WorkFacts {
+        let facts = agent::work_snapshot();
+        model::WorkFacts {
+            branch: facts.branch,
+            numstat: facts.numstat,
+            last_shell: facts.last_shell.map(|run| model::ShellRun {
+                command: run.command,
+                failed: run.failed,
+                output: run.output,
+            }),
+            last_prompt: facts.last_prompt,
+        }
+    }
+
     fn notify(&mut self, level: model::Level, text: &str) {
         ui::notify(level_to_wit(level), text);
     }

@@ -11,7 +11,7 @@ use criterion::{Criterion, criterion_group};
 use guest::bridge::Bridge;
 use guest::host::Host;
 use guest::model;
-use host_shim::agent::{Agent, AgentSignal};
+use host_shim::agent::{Agent, AgentSignal, RecentWork};
 use host_shim::clock::SystemClock;
 use host_shim::imports::{SessionContext, SessionHost};
 use host_shim::lock::LockDir;
@@ -57,6 +57,9 @@ impl Agent for NullAgent {
             cwd: "/bench".into(),
             accepts_images: false,
         }
+    }
+    fn recent_work(&self) -> RecentWork {
+        RecentWork::default()
     }
 }
 
@@ -206,6 +209,9 @@ impl Host for NativeHost {
     }
     fn confirm(&mut self, _: &str, _: &str) -> bool {
         false
+    }
+    fn work_snapshot(&mut self) -> model::WorkFacts {
+        model::WorkFacts::default()
     }
     fn notify(&mut self, _: model::Level, _: &str) {}
     fn load_state(&mut self) -> Option<String> {

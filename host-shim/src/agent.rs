@@ -15,7 +15,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::runtime::bindings::exports::pi::bot_connect::session::{
     AgentEvent, ToolDecision, ToolResult, TurnOrigin,
 };
-use crate::runtime::bindings::pi::bot_connect::agent::{DeliverAs, PromptImage, SessionInfo};
+use crate::runtime::bindings::pi::bot_connect::agent::{
+    DeliverAs, PromptImage, SessionInfo, ShellRun,
+};
 
 /// What an agent tells the session it is attached to.
 #[derive(Debug)]
@@ -50,6 +52,17 @@ pub trait Agent: Send + Sync {
     fn is_idle(&self) -> bool;
     /// Facts about the session.
     fn session_info(&self) -> SessionInfo;
+    /// What the agent remembers for the work digest.
+    fn recent_work(&self) -> RecentWork;
+}
+
+/// What an agent remembers for the work digest (the host adds what git says).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentWork {
+    /// The last prompt that started a turn.
+    pub last_prompt: Option<String>,
+    /// The last shell command it ran, with the end of its output.
+    pub last_shell: Option<ShellRun>,
 }
 
 /// One step of a scripted turn.
@@ -59,12 +72,21 @@ enum Step {
     Reply(String),
 }
 
+/// What the demo's `bash` step pretends to run, and what it pretends to print: the digest
+/// shows it as the last test run.
+const DEMO_COMMAND: &str = "cargo test --workspace";
+const DEMO_PASS: &str =
+    "running 12 tests\n............\ntest result: ok. 12 passed; 0 failed; 0 ignored";
+const DEMO_FAIL: &str =
+    "running 12 tests\n.........F..\ntest result: FAILED. 11 passed; 1 failed; 0 ignored";
+
 #[derive(Default)]
 struct DemoState {
     queue: VecDeque<String>,
     running: bool,
     abort: bool,
     signals: Option<mpsc::Sender<AgentSignal>>,
+    facts: RecentWork,
 }
 
 /// The built-in demo agent: each prompt becomes a short scripted turn with tool calls
@@ -153,8 +175,15 @@ impl DemoAgent {
         self.state.lock().map(|s| s.abort).unwrap_or(true)
     }
 
+    fn remember(&self, remember: impl FnOnce(&mut RecentWork)) {
+        if let Ok(mut state) = self.state.lock() {
+            remember(&mut state.facts);
+        }
+    }
+
     async fn run_turn(&self, prompt: &str, signals: &mpsc::Sender<AgentSignal>) {
         let emit = |event| signals.send(AgentSignal::Event(event));
+        self.remember(|f| f.last_prompt = Some(prompt.to_string()));
         if emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
             .await
             .is_err()
@@ -180,6 +209,16 @@ impl DemoAgent {
                         Ok(ToolDecision::Allow) => {
                             let _ = emit(AgentEvent::ToolStarted(name.into())).await;
                             self.pause().await;
+                            if name == "bash" {
+                                let output = if ok { DEMO_PASS } else { DEMO_FAIL };
+                                self.remember(|f| {
+                                    f.last_shell = Some(ShellRun {
+                                        command: DEMO_COMMAND.into(),
+                                        failed: !ok,
+                                        output: output.into(),
+                                    });
+                                });
+                            }
                             let result = ToolResult {
                                 name: name.into(),
                                 ok,
@@ -261,12 +300,20 @@ impl Agent for DemoAgent {
     fn session_info(&self) -> SessionInfo {
         self.info.clone()
     }
+
+    fn recent_work(&self) -> RecentWork {
+        self.state
+            .lock()
+            .map(|s| s.facts.clone())
+            .unwrap_or_default()
+    }
 }
 
 fn short_reply(prompt: &str) -> String {
     let shown: String = prompt.chars().take(200).collect();
     format!(
-        "## Done\n\nYou asked: *{shown}*\n\nWhat I did:\n\n- read `README.md`\n- ran the tests\n\n\
+        "## Done\n\nYou asked: *{shown}*\n\nWhat I did:\n\n- [x] read `README.md`\n- [x] ran the tests\n\
+         - [ ] look at the result with `/connect digest`\n\n\
          ```sh\ncargo test --workspace\n```\n\nAll **green**. Send `long` for a long answer."
     )
 }

@@ -290,6 +290,34 @@ impl agent::Host for SessionHost {
         self.waited(since);
         answer
     }
+
+    async fn work_snapshot(&mut self) -> agent::WorkFacts {
+        let since = Instant::now();
+        let cwd = self.ctx.agent.session_info().cwd;
+        let (branch, numstat) = crate::work::git_facts(std::path::Path::new(&cwd)).await;
+        self.waited(since);
+        let facts = self.ctx.agent.recent_work();
+        agent::WorkFacts {
+            branch,
+            numstat,
+            last_shell: facts.last_shell.map(|mut run| {
+                run.output = output_tail(run.output);
+                run
+            }),
+            last_prompt: facts.last_prompt,
+        }
+    }
+}
+
+/// The end of a command's output, at most 64 KiB on a char boundary: test runners print their
+/// summary last, and a build log of megabytes must not be copied into the guest.
+fn output_tail(mut output: String) -> String {
+    const KEEP: usize = 64 * 1024;
+    let mut cut = output.len().saturating_sub(KEEP);
+    while !output.is_char_boundary(cut) {
+        cut += 1;
+    }
+    output.split_off(cut)
 }
 
 impl ui::Host for SessionHost {
@@ -427,6 +455,18 @@ mod tests {
                 accepts_images: false,
             }
         }
+        fn recent_work(&self) -> crate::agent::RecentWork {
+            crate::agent::RecentWork::default()
+        }
+    }
+
+    #[test]
+    fn output_tail_keeps_the_end_on_a_char_boundary() {
+        let long = format!("{}é{}", "a".repeat(10), "b".repeat(64 * 1024 - 1));
+        let tail = output_tail(long.clone());
+        // The cut would fall inside `é`: it moves forward to the next character.
+        assert_eq!(tail, "b".repeat(64 * 1024 - 1));
+        assert_eq!(output_tail("short".into()), "short");
     }
 
     fn host(dir: &std::path::Path) -> SessionHost {

@@ -16,3 +16,4 @@ pub mod runtime;
 pub mod session;
 pub mod state_file;
 pub mod ui;
+pub mod work;

@@ -73,6 +73,7 @@ impl Turn {
 impl Bridge {
     /// Follows what the agent is doing.
     pub fn on_agent_event(&mut self, host: &mut dyn Host, event: AgentEvent) {
+        self.work.observe(&event);
         if let AgentEvent::TurnStarted(origin) = event {
             self.turn = Some(Turn::new(origin));
             self.refresh_cards(host, true);

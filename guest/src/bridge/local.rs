@@ -17,9 +17,10 @@ impl Bridge {
                 Note::new(Level::Info, local::status_text(&self.status_view(now)))
             }
             LocalCommand::Doctor => self.doctor_note(host),
-            LocalCommand::Version => {
-                Note::new(Level::Info, format!("bot-connect {VERSION}\n- bridge: wasm32-wasip2 component"))
-            }
+            LocalCommand::Version => Note::new(
+                Level::Info,
+                format!("bot-connect {VERSION}\n- bridge: wasm32-wasip2 component"),
+            ),
             LocalCommand::Pair => {
                 let pending: Vec<_> = self
                     .state
@@ -39,8 +40,11 @@ impl Bridge {
                     changed += 1;
                 }
                 self.save(host);
-                let text =
-                    if pause { local::paused_text(changed) } else { local::resumed_text(changed) };
+                let text = if pause {
+                    local::paused_text(changed)
+                } else {
+                    local::resumed_text(changed)
+                };
                 Note::new(Level::Info, text)
             }
             LocalCommand::Disconnect => {
@@ -48,20 +52,22 @@ impl Bridge {
                 // every identity and every conversation.
                 let revoked = self.state.disconnect_all();
                 self.save(host);
-                host.log(Level::Info, "revoked all pairings", &[("count", revoked.to_string())]);
+                host.log(
+                    Level::Info,
+                    "revoked all pairings",
+                    &[("count", revoked.to_string())],
+                );
                 Note::new(Level::Info, local::revoked_text(revoked))
             }
-            LocalCommand::Config => {
-                Note::new(Level::Info, local::config_text(&self.config.to_pretty_json()))
-            }
-            LocalCommand::Digest => Note::new(
-                Level::Warning,
-                "bot-connect: the digest needs the agent's work snapshot, which this host does not provide yet."
-                    .to_string(),
+            LocalCommand::Config => Note::new(
+                Level::Info,
+                local::config_text(&self.config.to_pretty_json()),
             ),
-            LocalCommand::Unknown(sub) => {
-                Note::new(Level::Warning, local::unknown_subcommand_text(&sub, &self.config.local_command))
-            }
+            LocalCommand::Digest => self.digest_note(host),
+            LocalCommand::Unknown(sub) => Note::new(
+                Level::Warning,
+                local::unknown_subcommand_text(&sub, &self.config.local_command),
+            ),
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod cards;
 mod delivery;
+mod digest;
 mod inbound;
 mod local;
 
@@ -48,6 +49,8 @@ pub struct Bridge {
     transports: BTreeMap<String, TransportState>,
     rate: RateLimiter,
     turn: Option<Turn>,
+    /// What the work digest remembers from agent events.
+    work: digest::WorkMemory,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
     shut_down: bool,
@@ -74,6 +77,7 @@ impl Bridge {
             transports: BTreeMap::new(),
             rate: RateLimiter::default(),
             turn: None,
+            work: digest::WorkMemory::default(),
             save_failure_reported: false,
             shut_down: false,
         }

@@ -11,7 +11,7 @@ use guest::host::Host;
 use guest::model::{
     Attachment, AttachmentKind, Capabilities, ConfigSource, Configuration, DeliverAs, Envelope,
     FetchedAttachment, Identity, LengthUnit, Level, Markup, Note, Outbound, PromptImage, Receipt,
-    SendError, SessionInfo,
+    SendError, SessionInfo, WorkFacts,
 };
 
 /// One `log.write` call.
@@ -80,6 +80,8 @@ pub struct FakeHost {
     /// Answers `confirm` gives, in order; an empty script answers `false` (fail closed).
     pub confirm_answers: VecDeque<bool>,
     pub confirms: Vec<(String, String)>,
+    /// What `work_snapshot` answers.
+    pub work: WorkFacts,
     pub ticks: Vec<u64>,
     /// Values `random_bytes(4)` yields as little-endian words; empty → zeros.
     pub random_words: VecDeque<u32>,
@@ -170,6 +172,7 @@ impl FakeHost {
             session_info_calls: 0,
             confirm_answers: VecDeque::new(),
             confirms: Vec::new(),
+            work: WorkFacts::default(),
             ticks: Vec::new(),
             random_words: VecDeque::new(),
             lock_events: Vec::new(),
@@ -368,6 +371,10 @@ impl Host for FakeHost {
     fn confirm(&mut self, title: &str, message: &str) -> bool {
         self.confirms.push((title.to_string(), message.to_string()));
         self.confirm_answers.pop_front().unwrap_or(false)
+    }
+
+    fn work_snapshot(&mut self) -> WorkFacts {
+        self.work.clone()
     }
 
     fn notify(&mut self, level: Level, text: &str) {

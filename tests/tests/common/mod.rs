@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use host_shim::agent::{Agent, AgentSignal, DemoAgent};
+use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
 use host_shim::clock::ManualClock;
 use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
@@ -270,6 +270,10 @@ impl Agent for GatedAgent {
     fn session_info(&self) -> SessionInfo {
         info("gated")
     }
+
+    fn recent_work(&self) -> RecentWork {
+        RecentWork::default()
+    }
 }
 
 impl GatedAgent {
@@ -288,6 +292,8 @@ pub struct ScriptAgent {
     pub busy: std::sync::atomic::AtomicBool,
     pub prompts: Mutex<Vec<String>>,
     pub aborts: std::sync::atomic::AtomicUsize,
+    /// What the agent reports for the work digest; the test sets it.
+    pub facts: Mutex<RecentWork>,
 }
 
 impl ScriptAgent {
@@ -354,6 +360,10 @@ impl Agent for ScriptAgent {
 
     fn session_info(&self) -> SessionInfo {
         info("script")
+    }
+
+    fn recent_work(&self) -> RecentWork {
+        self.facts.lock().unwrap().clone()
     }
 }
 

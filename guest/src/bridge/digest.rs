@@ -1,0 +1,95 @@
+//! The work digest (reference-behaviour §3.10, §3.20 `digest`, I35): what the bridge
+//! remembers of the work in progress, and `/connect digest`, which sends the card to every
+//! conversation that is not paused.
+
+use super::Bridge;
+use crate::core::digest::{DigestInput, DigestOptions, build_work_digest};
+use crate::core::todo::{Todo, extract_markdown_todos};
+use crate::core::work::{parse_git_branch, parse_git_numstat, summarize_test_run};
+use crate::host::Host;
+use crate::model::{AgentEvent, Level, Note, OutboundKind};
+
+/// Most checklist items remembered from one assistant message, and the longest item.
+const MAX_TODOS: usize = 20;
+const MAX_TODO_LENGTH: usize = 120;
+
+/// Most changed files read from git (the card shows a few and counts the rest).
+const MAX_CHANGES: usize = 50;
+
+/// What the bridge learns of the work from agent events; the host adds git and the last
+/// shell command when a digest is asked for.
+#[derive(Debug, Default)]
+pub(super) struct WorkMemory {
+    /// The tool running right now.
+    running_tool: Option<String>,
+    /// The last visible assistant text. Kept after the turn settles (the original cleared
+    /// it), so a digest asked for after a turn still shows what the agent last said.
+    last_assistant: Option<String>,
+    /// The latest non-empty checklist the agent wrote, across turns.
+    todos: Vec<Todo>,
+}
+
+impl WorkMemory {
+    /// Follows one agent event.
+    pub(super) fn observe(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::TurnStarted(_) => self.last_assistant = None,
+            AgentEvent::ToolStarted(name) => self.running_tool = Some(name.clone()),
+            AgentEvent::ToolFinished { .. } | AgentEvent::TurnSettled => self.running_tool = None,
+            AgentEvent::AssistantMessage(text) => {
+                if text.trim().is_empty() {
+                    return;
+                }
+                let todos = extract_markdown_todos(text, MAX_TODOS, MAX_TODO_LENGTH);
+                if !todos.is_empty() {
+                    self.todos = todos;
+                }
+                self.last_assistant = Some(text.clone());
+            }
+        }
+    }
+}
+
+impl Bridge {
+    /// `/connect digest`: builds the card from what the bridge remembers and what the host
+    /// reports, and sends it. An explicit digest goes even when broadcasts are switched off
+    /// (I35); paused conversations stay quiet.
+    pub(super) fn digest_note(&mut self, host: &mut dyn Host) -> Note {
+        let facts = host.work_snapshot();
+        let input = DigestInput {
+            cwd: self.session.cwd.clone(),
+            busy: !host.is_idle(),
+            session_name: self.session.name.clone(),
+            branch: facts.branch.as_deref().and_then(parse_git_branch),
+            running_tool: self.work.running_tool.clone(),
+            changes: facts
+                .numstat
+                .as_deref()
+                .map(|out| parse_git_numstat(out, Some(MAX_CHANGES)))
+                .unwrap_or_default(),
+            todos: self.work.todos.clone(),
+            test_summary: facts
+                .last_shell
+                .and_then(|run| summarize_test_run(&run.command, run.failed, &run.output)),
+            last_user_prompt: facts.last_prompt,
+            last_assistant_summary: self.work.last_assistant.clone(),
+        };
+        let options = DigestOptions {
+            max_length: usize::try_from(self.config.digest_max_length).unwrap_or(usize::MAX),
+            ..DigestOptions::default()
+        };
+        let text = build_work_digest(&input, &options);
+        let delivered = self.publish(host, OutboundKind::Digest, &text);
+        if delivered > 0 {
+            Note::new(
+                Level::Info,
+                format!("Digest sent to {delivered} conversation(s)."),
+            )
+        } else {
+            Note::new(
+                Level::Warning,
+                format!("No paired conversation to send a digest to. Preview:\n\n{text}"),
+            )
+        }
+    }
+}
