@@ -53,6 +53,9 @@ pub struct Bridge {
     work: digest::WorkMemory,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
+    /// The state document as last loaded or saved: shutdown writes only when the state
+    /// changed since, so `doctor` on a fresh machine leaves no state file behind.
+    persisted: Option<String>,
     shut_down: bool,
 }
 
@@ -79,6 +82,7 @@ impl Bridge {
             turn: None,
             work: digest::WorkMemory::default(),
             save_failure_reported: false,
+            persisted: None,
             shut_down: false,
         }
     }
@@ -95,6 +99,7 @@ impl Bridge {
             self.state = state;
             notes.extend(warnings.into_iter().map(|w| Note::new(Level::Warning, w)));
         }
+        self.persisted = Some(state::serialize_session_state(&self.state));
         Configuration {
             notes,
             transports: loaded.transports,
@@ -238,7 +243,9 @@ impl Bridge {
                 *state = TransportState::Stopped;
             }
         }
-        self.save(host);
+        if self.persisted.as_deref() != Some(&state::serialize_session_state(&self.state)) {
+            self.save(host);
+        }
     }
 
     /// Persists the state document; a failure is told to the person once.
@@ -246,7 +253,10 @@ impl Bridge {
         self.state.updated_at = host.now_ms();
         let document = state::serialize_session_state(&self.state);
         match host.save_state(&document) {
-            Ok(()) => self.save_failure_reported = false,
+            Ok(()) => {
+                self.save_failure_reported = false;
+                self.persisted = Some(document);
+            }
             Err(reason) => {
                 host.log(Level::Error, "state not saved", &[]);
                 if !self.save_failure_reported {
