@@ -25,6 +25,10 @@ use crate::runtime::bindings::pi::bot_connect::{
 use crate::state_file::StateFile;
 use crate::ui::Ui;
 
+/// How old a lock must be before it is reclaimed when nothing else is configured (the
+/// original's default).
+pub const DEFAULT_LOCK_STALE_MS: u64 = 15 * 60 * 1000;
+
 /// How much guest stderr is kept for trap reports.
 const STDERR_CAPTURE: usize = 16 * 1024;
 
@@ -46,8 +50,12 @@ pub struct SessionContext {
     pub state: Arc<Mutex<StateFile>>,
     /// Where lock files live.
     pub locks: LockDir,
-    /// How old a lock must be before it is reclaimed.
-    pub lock_stale_ms: u64,
+    /// How old a transport's lock must be before it is reclaimed, by transport id
+    /// (`transports.<id>.lockStaleMs`); a lock of no configured transport uses
+    /// [`DEFAULT_LOCK_STALE_MS`].
+    pub lock_stale_ms: RwLock<HashMap<String, u64>>,
+    /// Which transport each lock name belongs to, learned when the transport identifies.
+    pub lock_owners: Mutex<HashMap<String, String>>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Log lines.
@@ -58,6 +66,20 @@ pub struct SessionContext {
     pub listening: Mutex<Vec<String>>,
     /// The tick the guest asked for last.
     pub tick_at: Mutex<Option<u64>>,
+}
+
+impl SessionContext {
+    /// The stale limit for the lock `name`: its transport's `lockStaleMs`, else the default.
+    pub fn stale_ms_for(&self, name: &str) -> u64 {
+        let owner = self
+            .lock_owners
+            .lock()
+            .ok()
+            .and_then(|owners| owners.get(name).cloned());
+        owner
+            .and_then(|id| self.lock_stale_ms.read().ok()?.get(&id).copied())
+            .unwrap_or(DEFAULT_LOCK_STALE_MS)
+    }
 }
 
 /// The per-instance store data: WASI (granting nothing), limits, and the session.
@@ -149,6 +171,9 @@ impl transport::Host for SessionHost {
         let result = t.identify().await;
         self.waited(since);
         let identity = result.map_err(|e| e.to_string())?;
+        if let (Some(lock), Ok(mut owners)) = (&identity.lock_name, self.ctx.lock_owners.lock()) {
+            owners.insert(lock.clone(), id.clone());
+        }
         Ok(transport::Identity {
             bot_id: identity.bot_id,
             bot_name: identity.bot_name,
@@ -386,10 +411,11 @@ impl lock::Host for SessionHost {
             return Ok(());
         }
         let claimant = Claimant::this_process(self.ctx.clock.now_ms());
+        let stale_ms = self.ctx.stale_ms_for(&name);
         let guard = self
             .ctx
             .locks
-            .acquire(&name, self.ctx.lock_stale_ms, &claimant)
+            .acquire(&name, stale_ms, &claimant)
             .map_err(|e| e.to_string())?;
         held.insert(name, guard);
         Ok(())
@@ -469,6 +495,52 @@ mod tests {
         assert_eq!(output_tail("short".into()), "short");
     }
 
+    const NOW: u64 = 1_700_000_000_000;
+
+    #[tokio::test]
+    async fn a_transport_lock_is_reclaimed_after_its_configured_stale_limit() {
+        use transports::fake::{FakeConfig, FakeTransport};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut host = host(dir.path());
+        let fake = FakeTransport::new(FakeConfig::default());
+        host.ctx
+            .transports
+            .write()
+            .expect("transports")
+            .insert("fake".into(), Arc::new(fake.handle()));
+        let identity = transport::Host::identify(&mut host, "fake".into())
+            .await
+            .expect("identifies");
+        let lock = identity.lock_name.expect("the fake names its lock");
+        // Another host took the lock 6 s ago: it cannot be probed, only outlived.
+        std::fs::create_dir_all(dir.path().join("locks")).expect("lock dir");
+        let holder = format!(
+            "{{\"pid\":1,\"startedAt\":{},\"host\":\"elsewhere\",\"token\":\"x\"}}\n",
+            NOW - 6_000
+        );
+        std::fs::write(
+            dir.path().join("locks").join(format!("{lock}.lock")),
+            holder,
+        )
+        .expect("plant lock");
+
+        let refused = lock::Host::acquire(&mut host, lock.clone()).await;
+        assert!(
+            refused.is_err(),
+            "the 15-minute default keeps a 6 s old lock"
+        );
+
+        host.ctx
+            .lock_stale_ms
+            .write()
+            .expect("stale table")
+            .insert("fake".into(), 5_000);
+        assert_eq!(host.ctx.stale_ms_for(&lock), 5_000);
+        lock::Host::acquire(&mut host, lock)
+            .await
+            .expect("lockStaleMs 5000 reclaims a 6 s old lock");
+    }
+
     fn host(dir: &std::path::Path) -> SessionHost {
         let (state, _) = StateFile::open(&dir.join("state.json"), 0).expect("state file");
         let (inbound, _) = tokio::sync::mpsc::channel(1);
@@ -480,8 +552,9 @@ mod tests {
             ui: Arc::new(RecordingUi::default()),
             state: Arc::new(Mutex::new(state)),
             locks: LockDir::new(dir.join("locks")),
-            lock_stale_ms: 900_000,
-            clock: Arc::new(ManualClock::new(0)),
+            lock_stale_ms: RwLock::default(),
+            lock_owners: Mutex::default(),
+            clock: Arc::new(ManualClock::new(NOW)),
             log: Arc::new(MemoryLog::default()),
             held_locks: Mutex::default(),
             listening: Mutex::default(),

@@ -104,7 +104,8 @@ impl Session {
             ui: spec.ui,
             state: spec.state,
             locks: spec.locks,
-            lock_stale_ms: 15 * 60 * 1000,
+            lock_stale_ms: RwLock::default(),
+            lock_owners: Mutex::default(),
             clock: spec.clock,
             log: spec.log,
             held_locks: Mutex::default(),
@@ -197,6 +198,14 @@ macro_rules! guest {
     }};
 }
 
+/// `lockStaleMs` from a transport's validated settings (the bridge checked its range).
+fn lock_stale_ms(settings_json: &str) -> Option<u64> {
+    serde_json::from_str::<serde_json::Value>(settings_json)
+        .ok()?
+        .get("lockStaleMs")?
+        .as_u64()
+}
+
 impl Actor {
     /// Configures a fresh instance; on the first boot also builds the transports.
     async fn boot(&mut self, factory: Option<TransportFactory>) {
@@ -211,6 +220,13 @@ impl Actor {
             .into_iter()
             .map(|n| (n.level, n.text))
             .collect();
+        if let Ok(mut stale) = self.ctx.lock_stale_ms.write() {
+            for request in &configuration.transports {
+                if let Some(ms) = lock_stale_ms(&request.settings_json) {
+                    stale.insert(request.id.clone(), ms);
+                }
+            }
+        }
         if let Some(factory) = factory {
             let (built, problems) = factory(&configuration.transports);
             notes.extend(problems.into_iter().map(|p| (Level::Error, p)));
@@ -448,5 +464,20 @@ async fn sleep_or_forever(delay: Option<Duration>) {
     match delay {
         Some(delay) => tokio::time::sleep(delay).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lock_stale_ms;
+
+    #[test]
+    fn lock_stale_ms_is_read_from_a_transports_settings() {
+        assert_eq!(
+            lock_stale_ms(r#"{"lockStaleMs":5000,"port":1}"#),
+            Some(5000)
+        );
+        assert_eq!(lock_stale_ms(r#"{"port":1}"#), None);
+        assert_eq!(lock_stale_ms("not json"), None);
     }
 }
