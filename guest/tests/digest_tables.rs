@@ -294,6 +294,12 @@ fn extract_test_summary_table() {
             "--- FAIL: TestX\nFAIL\tgithub.com/x/y\t0.010s",
             Some("failed"),
         ),
+        ("FAIL\nFAIL\tgithub.com/x/y\t0.010s", Some("failed")),
+        (
+            "TEST RESULT: FAILED. 0 passed; 2 failed",
+            Some("0 passed, 2 failed"),
+        ),
+        ("ok\n", None),
         // The vitest/jest line wins over a go-looking line before it.
         ("ok pkg\n      Tests  5 passed (5)", Some("5 passed")),
         // Near misses.
