@@ -99,10 +99,21 @@ pub fn is_test_command(command: &str) -> bool {
 /// `N passed, M failed`, pytest `== ... in 0.12s ==` as its counts, go `ok <pkg>` as `ok` and
 /// `FAIL <pkg>` as `failed`. Whitespace is collapsed and the result cut to 120 characters
 /// with `…`. `None` when no pattern matches.
+///
+/// Each pattern is tried line by line (CRLF or LF), and only on lines that hold its literal
+/// (`Tests` at the start, `test result:`, `=`, `ok`/`FAIL` at the start): regex-lite has no
+/// literal prefilter and runs at a few MB/s, so a megabyte of test output scanned whole by four
+/// patterns took a third of a second. Every runner prints its result on one line, so matching
+/// within a line finds what the original's whole-text patterns found.
 pub fn extract_test_summary(output: &str) -> Option<String> {
-    summary_patterns().iter().find_map(|(re, render)| {
-        let rendered = collapse_whitespace(&render(&re.captures(output)?));
-        (!rendered.is_empty()).then(|| one_line(&rendered, MAX_SUMMARY_CHARS))
+    summary_patterns().iter().find_map(|(pattern, re)| {
+        output
+            .lines()
+            .filter(|line| (pattern.trigger)(line))
+            .find_map(|line| {
+                let rendered = collapse_whitespace(&(pattern.render)(&re.captures(line)?));
+                (!rendered.is_empty()).then(|| one_line(&rendered, MAX_SUMMARY_CHARS))
+            })
     })
 }
 
@@ -231,37 +242,56 @@ const TEST_COMMAND: &str = concat!(
     r"|\bmake\s+test\b",
 );
 
-/// Turns a summary pattern's captures into the summary text.
-type Render = fn(&Captures<'_>) -> String;
+/// A result-line pattern: a cheap test for lines that may match, the regex, and how its
+/// captures become the summary.
+struct SummaryPattern {
+    trigger: fn(&str) -> bool,
+    regex: &'static str,
+    render: fn(&Captures<'_>) -> String,
+}
 
-/// The summary patterns in priority order. The patterns are literals of this file, not input:
-/// `patterns_all_compile` fails if one does not compile (it would be skipped here rather than
-/// panic on a user's test output).
-fn summary_patterns() -> &'static [(Regex, Render)] {
-    static PATTERNS: OnceLock<Vec<(Regex, Render)>> = OnceLock::new();
+/// The summary patterns in priority order, compiled. The patterns are literals of this file,
+/// not input: `patterns_all_compile` fails if one does not compile (it would be skipped here
+/// rather than panic on a user's test output).
+fn summary_patterns() -> &'static [(&'static SummaryPattern, Regex)] {
+    static PATTERNS: OnceLock<Vec<(&'static SummaryPattern, Regex)>> = OnceLock::new();
     PATTERNS.get_or_init(|| {
         SUMMARY_PATTERNS
             .iter()
-            .filter_map(|(pattern, render)| Some((Regex::new(pattern).ok()?, *render)))
+            .filter_map(|pattern| Some((pattern, Regex::new(pattern.regex).ok()?)))
             .collect()
     })
 }
 
-const SUMMARY_PATTERNS: [(&str, Render); 4] = [
+static SUMMARY_PATTERNS: [SummaryPattern; 4] = [
     // vitest `Tests  312 passed (312)`, jest `Tests:       2 failed, 10 passed, 12 total`.
-    (r"(?m)^[^\S\n]*Tests:?[^\S\n]+(.+?)[^\S\n]*$", render_totals),
+    SummaryPattern {
+        trigger: |line| line.trim_start().starts_with("Tests"),
+        regex: r"^\s*Tests:?\s+(.+?)\s*$",
+        render: render_totals,
+    },
     // cargo `test result: ok. 12 passed; 0 failed; 0 ignored`.
-    (
-        r"(?i)test result:\s*(?:ok|FAILED)\.\s*(\d+)\s+passed;\s*(\d+)\s+failed",
-        render_cargo,
-    ),
+    SummaryPattern {
+        trigger: |line| {
+            line.as_bytes()
+                .windows(12)
+                .any(|w| w.eq_ignore_ascii_case(b"test result:"))
+        },
+        regex: r"(?i)test result:\s*(?:ok|FAILED)\.\s*(\d+)\s+passed;\s*(\d+)\s+failed",
+        render: render_cargo,
+    },
     // pytest `===== 5 passed, 1 failed in 0.12s =====`.
-    (
-        r"(?i)=+\s*(\d+ (?:passed|failed|error|errors|skipped)[^=]*?)\s+in\s+[\d.]+s\s*=+",
-        render_first,
-    ),
+    SummaryPattern {
+        trigger: |line| line.contains('='),
+        regex: r"(?i)=+\s*(\d+ (?:passed|failed|error|errors|skipped)[^=]*?)\s+in\s+[\d.]+s\s*=+",
+        render: render_first,
+    },
     // go `ok  \tgithub.com/x/y\t0.5s` / `FAIL\tgithub.com/x/y`.
-    (r"(?m)^(ok|FAIL)\s+\S+", render_go),
+    SummaryPattern {
+        trigger: |line| line.starts_with("ok") || line.starts_with("FAIL"),
+        regex: r"^(ok|FAIL)\s+\S+",
+        render: render_go,
+    },
 ];
 
 fn group<'a>(caps: &Captures<'a>, i: usize) -> &'a str {
