@@ -1,5 +1,6 @@
 //! Scenarios: `/connect digest` (reference-behaviour §3.10, §3.20 `digest`, I35). The
-//! expected cards are written out from the spec's section formats, not produced by the code.
+//! expected cards are written out from the spec's section formats, not produced by the code;
+//! the summary quotes the answer as plain text (no `##`, list items as `•`).
 
 mod support;
 
@@ -59,7 +60,7 @@ fn the_card_gathers_git_tests_checklist_request_and_summary() {
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
     bridge.on_agent_event(
         &mut host,
-        AgentEvent::AssistantMessage("Done.\n\n- [x] read it\n- [ ] ship it".into()),
+        AgentEvent::AssistantMessage("## Done.\n\n- [x] read it\n- [ ] ship it".into()),
     );
     bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
     host.clear_records();
@@ -78,7 +79,7 @@ fn the_card_gathers_git_tests_checklist_request_and_summary() {
              **Tests:** cargo test — 12 passed, 0 failed\n\n\
              **Pending (1/2)**\n- [x] read it\n- [ ] ship it\n\n\
              **Last request**\n> fix the build\n\n\
-             **Summary**\nDone. - [x] read it - [ ] ship it"
+             **Summary**\nDone. • [x] read it • [ ] ship it"
         ]
     );
 }

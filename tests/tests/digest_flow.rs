@@ -69,7 +69,7 @@ async fn the_digest_card_reaches_the_paired_chat_with_what_the_work_looks_like()
         "**Tests:** cargo test --workspace — 12 passed, 0 failed",
         "**Pending (1/3)**",
         "**Last request**\n> tidy the notes",
-        "**Summary**\n## Done You asked: *tidy the notes*",
+        "**Summary**\nDone You asked: tidy the notes What I did:",
     ] {
         assert!(
             card.contains(part),

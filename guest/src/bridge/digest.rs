@@ -4,10 +4,11 @@
 
 use super::Bridge;
 use crate::core::digest::{DigestInput, DigestOptions, build_work_digest};
+use crate::core::render::render;
 use crate::core::todo::{Todo, extract_markdown_todos};
 use crate::core::work::{parse_git_branch, parse_git_numstat, summarize_test_run};
 use crate::host::Host;
-use crate::model::{AgentEvent, Level, Note, OutboundKind};
+use crate::model::{AgentEvent, Level, Markup, Note, OutboundKind};
 
 /// Most checklist items remembered from one assistant message, and the longest item.
 const MAX_TODOS: usize = 20;
@@ -72,7 +73,13 @@ impl Bridge {
                 .last_shell
                 .and_then(|run| summarize_test_run(&run.command, run.failed, &run.output)),
             last_user_prompt: facts.last_prompt,
-            last_assistant_summary: self.work.last_assistant.clone(),
+            // The card quotes the answer on one line: as plain text, a heading's `##` or a
+            // fence's backticks would read as noise once the line breaks are gone.
+            last_assistant_summary: self
+                .work
+                .last_assistant
+                .as_deref()
+                .map(|text| render(text, Markup::Plain).into_owned()),
         };
         let options = DigestOptions {
             max_length: usize::try_from(self.config.digest_max_length).unwrap_or(usize::MAX),
