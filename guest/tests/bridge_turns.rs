@@ -349,16 +349,10 @@ fn a_secret_in_a_reply_is_redacted_and_only_the_rule_is_logged() {
 
 #[test]
 fn a_failed_send_to_one_chat_does_not_stop_the_others() {
-    let cases = [
-        (
-            SendError::Failed("chat not found".into()),
-            "The reply could not be delivered to tg:c1: chat not found",
-        ),
-        (
-            SendError::RateLimited(3_000),
-            "The reply could not be delivered to tg:c1: rate limited, retry after 3000 ms",
-        ),
-    ];
+    let cases = [(
+        SendError::Failed("chat not found".into()),
+        "The reply could not be delivered to tg:c1: chat not found",
+    )];
     for (error, notice) in cases {
         let mut host = FakeHost::new();
         let mut bridge = two_chats(&mut host);
@@ -444,4 +438,70 @@ fn a_chat_that_disconnected_gets_no_more_broadcasts() {
         sends(&host, "c1")
     );
     assert!(sends(&host, "c2").contains(&post("secret plan")));
+}
+
+#[test]
+fn a_rate_limited_reply_waits_and_later_messages_queue_behind_it() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("Done.".into()));
+    let start = host.now;
+    host.rate_limit_next = Some(3_000);
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+
+    assert_eq!(host.texts_to("tg", "c1"), vec!["thinking…"]);
+    assert_eq!(host.ticks.last(), Some(&(start + 3_000)));
+    assert!(
+        host.notes.is_empty(),
+        "a wait is not a failure: {:?}",
+        host.notes
+    );
+    // A command answered meanwhile must not overtake the reply.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/whoami"));
+    assert_eq!(host.texts_to("tg", "c1"), vec!["thinking…"]);
+
+    host.now = start + 2_999;
+    bridge.tick(&mut host);
+    assert_eq!(
+        host.texts_to("tg", "c1").len(),
+        1,
+        "sent before the wait was over"
+    );
+    host.now = start + 3_000;
+    bridge.tick(&mut host);
+    let texts = host.texts_to("tg", "c1");
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert_eq!(texts[1], "Done.");
+    assert!(texts[2].contains("tg:u1"), "{texts:?}");
+    assert!(host.notes.is_empty());
+}
+
+#[test]
+fn a_reply_the_platform_keeps_refusing_is_reported_locally_and_the_other_chat_gets_it() {
+    let mut host = FakeHost::new();
+    let mut bridge = two_chats(&mut host);
+    host.fail_conversation
+        .insert("c1".into(), SendError::RateLimited(3_000));
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("Done.".into()));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    for _ in 0..10 {
+        host.now += 3_000;
+        bridge.tick(&mut host);
+    }
+
+    assert_eq!(host.texts_to("dc", "c2"), vec!["thinking…", "Done."]);
+    assert!(host.texts_to("tg", "c1").is_empty());
+    assert_eq!(
+        host.notes,
+        vec![(
+            Level::Warning,
+            "The reply could not be delivered to tg:c1: rate limited, retry after 3000 ms"
+                .to_string()
+        )],
+        "told once, after the platform kept refusing"
+    );
 }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::Bridge;
+use super::delivery::Delivery;
 use crate::core::progress;
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
@@ -113,6 +114,7 @@ impl Bridge {
 
     /// Time has come for throttled card updates.
     pub fn tick(&mut self, host: &mut dyn Host) {
+        self.flush_outbox(host);
         self.refresh_cards(host, false);
     }
 
@@ -171,9 +173,8 @@ impl Bridge {
                 }
             }
         }
-        if let Some(at) = next_tick {
-            host.request_tick(at);
-        }
+        self.card_tick = next_tick;
+        self.request_ticks(host);
     }
 
     /// Edits the card, or posts it. A refused edit posts a new card and the old handle
@@ -208,9 +209,9 @@ impl Bridge {
             }
         }
         match self.deliver(host, target, OutboundKind::Progress, text, None) {
-            Ok(Some(receipt)) => Ok(receipt.edit_key),
+            Ok(Delivery::Sent(receipt)) => Ok(receipt.edit_key),
             Err(SendError::RateLimited(wait)) => Err(wait),
-            Ok(None) | Err(_) => Ok(None),
+            Ok(Delivery::Queued | Delivery::Empty) | Err(_) => Ok(None),
         }
     }
 }

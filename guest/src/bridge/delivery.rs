@@ -7,10 +7,24 @@ use crate::core::state::ConversationTarget;
 use crate::host::Host;
 use crate::model::{Level, Outbound, OutboundKind, Receipt, SendError};
 
+/// What became of one send.
+#[derive(Debug)]
+pub(super) enum Delivery {
+    /// Posted now; the first message's receipt (the handle for later edits).
+    Sent(Receipt),
+    /// Waiting in the outbox for the platform's rate limit to pass.
+    Queued,
+    /// Nothing to send (the text was blank once rendered).
+    Empty,
+}
+
 impl Bridge {
-    /// Sends `text` to one conversation through the pipeline. Returns the first
-    /// message's receipt (the handle for later edits), or `None` when nothing was sent.
-    /// Only the first message carries `edit_key`.
+    /// Sends `text` to one conversation through the pipeline. Only the first message
+    /// carries `edit_key`.
+    ///
+    /// Progress cards report a rate limit to their caller, which retries with the newest
+    /// card text. Everything else waits in the outbox when the platform asks for a pause,
+    /// and queues behind what already waits there, so messages never overtake each other.
     pub(super) fn deliver(
         &mut self,
         host: &mut dyn Host,
@@ -18,7 +32,7 @@ impl Bridge {
         kind: OutboundKind,
         text: &str,
         edit_key: Option<String>,
-    ) -> Result<Option<Receipt>, SendError> {
+    ) -> Result<Delivery, SendError> {
         let Some(capabilities) = self.capabilities(&target.transport) else {
             host.log(
                 Level::Warning,
@@ -43,26 +57,43 @@ impl Bridge {
                 ],
             );
         }
-        let mut first = None;
         let mut edit_key = edit_key;
-        let messages = prepared
+        let mut messages = prepared
             .messages
             .into_iter()
-            .chain(prepared.truncation_notice);
-        for (index, text) in messages.enumerate() {
-            let message = Outbound {
+            .chain(prepared.truncation_notice)
+            .map(|text| Outbound {
                 transport: target.transport.clone(),
                 conversation_id: target.conversation_id.clone(),
                 thread_id: target.thread_id.clone(),
                 kind,
                 text,
                 edit_key: edit_key.take(),
-            };
+            })
+            .peekable();
+        if messages.peek().is_none() {
+            return Ok(Delivery::Empty);
+        }
+        let queueable = kind != OutboundKind::Progress;
+        if queueable && self.outbox.is_waiting(&target.key()) {
+            self.outbox.hold(target, messages, 0);
+            return Ok(Delivery::Queued);
+        }
+        let mut first = None;
+        let mut index = 0;
+        while let Some(message) = messages.next() {
             match host.send(&message) {
                 Ok(receipt) => {
                     if index == 0 {
                         first = Some(receipt);
                     }
+                }
+                Err(SendError::RateLimited(wait)) if queueable => {
+                    let not_before = host.now_ms().saturating_add(wait);
+                    self.outbox
+                        .hold(target, std::iter::once(message).chain(messages), not_before);
+                    self.request_ticks(host);
+                    return Ok(first.map_or(Delivery::Queued, Delivery::Sent));
                 }
                 Err(error) => {
                     host.log(
@@ -81,8 +112,9 @@ impl Bridge {
                     }
                 }
             }
+            index += 1;
         }
-        Ok(first)
+        Ok(first.map_or(Delivery::Empty, Delivery::Sent))
     }
 
     /// Answers in the conversation an envelope came from. A failure is logged by
@@ -108,8 +140,9 @@ impl Bridge {
         let mut delivered = 0;
         for target in self.broadcast_targets() {
             match self.deliver(host, &target, kind, text, None) {
-                Ok(Some(_)) => delivered += 1,
-                Ok(None) => {}
+                // Waiting in the outbox counts: it goes out once the platform allows.
+                Ok(Delivery::Sent(_) | Delivery::Queued) => delivered += 1,
+                Ok(Delivery::Empty) => {}
                 // A reply the person was owed is never dropped silently: the terminal
                 // hears about it (architecture §6).
                 Err(error) if kind == OutboundKind::Reply => host.notify(

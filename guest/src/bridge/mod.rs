@@ -8,6 +8,7 @@ mod delivery;
 mod digest;
 mod inbound;
 mod local;
+mod outbox;
 
 use std::collections::BTreeMap;
 
@@ -51,6 +52,10 @@ pub struct Bridge {
     turn: Option<Turn>,
     /// What the work digest remembers from agent events.
     work: digest::WorkMemory,
+    /// Messages waiting for a platform's rate limit to pass.
+    outbox: outbox::Outbox,
+    /// When the next throttled card update is due.
+    card_tick: Option<u64>,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
     /// The state document as last loaded or saved: shutdown writes only when the state
@@ -81,6 +86,8 @@ impl Bridge {
             rate: RateLimiter::default(),
             turn: None,
             work: digest::WorkMemory::default(),
+            outbox: outbox::Outbox::default(),
+            card_tick: None,
             save_failure_reported: false,
             persisted: None,
             shut_down: false,
