@@ -1,11 +1,13 @@
-//! C2: a trap in one session is reported, the session restarts from its saved state,
-//! and another session on the same host never notices.
+//! C2: a trap in one session (out of memory, or a call over its CPU budget) is reported,
+//! the session restarts from its saved state, and another session on the same host never
+//! notices.
 
 mod common;
 
 use std::sync::Arc;
 
 use common::{Dirs, Setup};
+use host_shim::runtime::bindings::exports::pi::bot_connect::session::{AgentEvent, TurnOrigin};
 use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,4 +56,77 @@ async fn an_out_of_memory_guest_is_contained_and_restarted() {
     a.say("user-1", "after the crash", "You asked").await;
     a.session.shutdown().await.unwrap();
     b.session.shutdown().await.unwrap();
+}
+
+/// Agent-like markdown of about `size` bytes: enough work for the outbound pipeline that a
+/// few milliseconds of CPU cannot finish it.
+fn long_reply(size: usize) -> String {
+    let mut text = String::with_capacity(size + 256);
+    let mut i = 0;
+    while text.len() < size {
+        text.push_str(&format!(
+            "## Step {i}\n\nI changed **the parser** so _nested_ blocks close (see [issue {i}](https://example.com/{i})).\n\n- one `a < b`\n- two\n\n```rust\nfn f_{i}() {{}}\n```\n\n"
+        ));
+        i += 1;
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_call_over_its_cpu_budget_is_interrupted_and_the_session_goes_on() {
+    // Every ordinary call takes well under a millisecond; rendering 4 MiB takes far more
+    // than 5 ms of guest CPU on any machine.
+    let limits = Limits {
+        call_budget: std::time::Duration::from_millis(5),
+        ..Limits::default()
+    };
+    let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"));
+    let dirs = Dirs::new();
+    let agent = Arc::new(common::ScriptAgent::default());
+    let mut setup = Setup::new(&dirs, "cpu");
+    setup.runtime = runtime;
+    setup.agent = agent.clone();
+    let h = setup.start().await;
+    h.pair("user-1").await;
+
+    agent.emit(AgentEvent::TurnStarted(TurnOrigin::Local)).await;
+    agent
+        .emit(AgentEvent::AssistantMessage(long_reply(4 << 20)))
+        .await;
+    agent.emit(AgentEvent::TurnSettled).await;
+    let health = h.session.health().await.expect("session alive");
+    assert_eq!(
+        health.restarts, 1,
+        "the runaway call was interrupted: {health:?}"
+    );
+    assert!(
+        health
+            .last_trap
+            .as_deref()
+            .is_some_and(|t| t.contains("interrupt")),
+        "stopped by the CPU budget, not by something else: {health:?}"
+    );
+    assert!(
+        h.ui.notes()
+            .iter()
+            .any(|(_, t)| t.contains("The bridge failed")),
+        "the interruption is reported locally: {:?}",
+        h.ui.notes()
+    );
+
+    // The fresh instance answers as before, with the pairing it reloaded.
+    agent.emit(AgentEvent::TurnStarted(TurnOrigin::Local)).await;
+    agent
+        .emit(AgentEvent::AssistantMessage("short and fine".into()))
+        .await;
+    agent.emit(AgentEvent::TurnSettled).await;
+    let delivered = h
+        .fake
+        .wait_for(common::WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("short and fine"))
+        })
+        .await;
+    assert!(delivered, "sent: {:?}", h.texts());
+    h.session.shutdown().await.expect("clean shutdown");
 }
