@@ -2,6 +2,7 @@
 
 use super::Bridge;
 use crate::core::commands::{self, CommandEffect, ParsedCommand, StatusView};
+use crate::core::explain::{Decision, Outcome};
 use crate::core::notices;
 use crate::core::pairing::{self, PairingDecision, PairingOptions};
 use crate::core::rate_limit::{InputKind, RateVerdict};
@@ -47,7 +48,7 @@ impl Bridge {
             conversation_id: envelope.conversation_id.clone(),
             thread_id: envelope.thread_id.clone(),
         };
-        match route {
+        let outcome = match route {
             Route::Ignore(reason) => {
                 host.log(
                     Level::Info,
@@ -57,15 +58,17 @@ impl Bridge {
                         ("transport", envelope.transport.clone()),
                     ],
                 );
+                Outcome::Ignored(reason)
             }
             Route::Pair => self.pair(host, &envelope, &target, pending, now),
             Route::Command(command) => {
                 self.remember(host, &target);
-                self.command(host, &envelope, &target, command, busy, now);
+                self.command(host, &envelope, &target, command, busy, now)
             }
             Route::Unsupported(feature) => {
                 self.remember(host, &target);
                 self.reply(host, &target, unsupported_notice(feature));
+                Outcome::Unsupported(feature)
             }
             Route::Prompt {
                 text,
@@ -73,9 +76,15 @@ impl Bridge {
                 attachments,
             } => {
                 self.remember(host, &target);
-                self.prompt(host, &envelope, &target, text, deliver_as, attachments, now);
+                self.prompt(host, &envelope, &target, text, deliver_as, attachments, now)
             }
-        }
+        };
+        self.decisions.record(Decision {
+            at_ms: now,
+            conversation,
+            identity,
+            outcome,
+        });
     }
 
     fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
@@ -91,7 +100,7 @@ impl Bridge {
         target: &ConversationTarget,
         pending: Option<crate::core::state::PendingChallenge>,
         now: u64,
-    ) {
+    ) -> Outcome {
         let identity = envelope.identity();
         let conversation = envelope.conversation_key();
         let options = PairingOptions::from_config(&self.config);
@@ -114,6 +123,7 @@ impl Bridge {
                 );
                 host.notify(Level::Info, &format!("Paired {identity}"));
                 self.reply(host, target, &pairing::pairing_success_text(&identity));
+                Outcome::Paired
             }
             PairingDecision::Ask { pending, reason } => {
                 // The code goes to the local terminal only, and only when it is new (I1).
@@ -128,6 +138,7 @@ impl Bridge {
                 self.state.set_pending(&conversation, Some(pending));
                 self.save(host);
                 self.reply(host, target, &text);
+                Outcome::NotPaired(reason)
             }
         }
     }
@@ -140,10 +151,10 @@ impl Bridge {
         parsed: ParsedCommand,
         busy: bool,
         now: u64,
-    ) {
+    ) -> Outcome {
         let identity = envelope.identity();
         if !self.admit(host, InputKind::Command, &identity, target, now) {
-            return;
+            return Outcome::RateLimited;
         }
         let conversation = envelope.conversation_key();
         let info = self.session.clone();
@@ -195,6 +206,7 @@ impl Bridge {
             ],
         );
         self.reply(host, target, &text);
+        Outcome::Command(parsed.command.name())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -207,14 +219,14 @@ impl Bridge {
         deliver_as: Option<DeliverAs>,
         attachments: Vec<Attachment>,
         now: u64,
-    ) {
+    ) -> Outcome {
         if self.state.is_paused(&envelope.conversation_key()) {
             self.reply(host, target, notices::PAUSED_NOTICE);
-            return;
+            return Outcome::Paused;
         }
         let identity = envelope.identity();
         if !self.admit(host, InputKind::Prompt, &identity, target, now) {
-            return;
+            return Outcome::RateLimited;
         }
         let mut images = Vec::new();
         for attachment in &attachments {
@@ -224,7 +236,7 @@ impl Bridge {
                     // Nothing is forwarded when any attachment fails: a prompt without the
                     // picture it talks about would mislead the agent.
                     self.reply(host, target, notice);
-                    return;
+                    return Outcome::AttachmentRefused;
                 }
             }
         }
@@ -232,7 +244,7 @@ impl Bridge {
         if let Err(error) = host.send_prompt(&text, deliver_as, &images) {
             host.notify(Level::Error, &format!("failed to inject prompt: {error}"));
             self.reply(host, target, notices::PROMPT_NOT_DELIVERED_NOTICE);
-            return;
+            return Outcome::PromptFailed;
         }
         host.typing(
             &target.transport,
@@ -249,6 +261,9 @@ impl Bridge {
                 ("images", images.len().to_string()),
             ],
         );
+        Outcome::Prompt {
+            images: images.len(),
+        }
     }
 
     /// Applies the rate limit for one input; on denial answers with at most one notice

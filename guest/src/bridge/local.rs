@@ -1,6 +1,7 @@
 //! Local `/connect …` commands typed at the terminal (reference-behaviour §3.20).
 
 use super::{Bridge, TransportState};
+use crate::core::explain;
 use crate::core::local::{self, LocalCommand, LocalStatusView};
 use crate::host::Host;
 use crate::model::{Level, Note};
@@ -64,6 +65,10 @@ impl Bridge {
                 local::config_text(&self.config.to_pretty_json()),
             ),
             LocalCommand::Digest => self.digest_note(host),
+            LocalCommand::Explain => Note::new(
+                Level::Info,
+                explain::explain_text(&self.decisions, now, &self.config.local_command),
+            ),
             LocalCommand::Unknown(sub) => Note::new(
                 Level::Warning,
                 local::unknown_subcommand_text(&sub, &self.config.local_command),

@@ -13,6 +13,7 @@ mod outbox;
 use std::collections::BTreeMap;
 
 use crate::core::config::{self, BridgeConfig};
+use crate::core::explain::DecisionLog;
 use crate::core::rate_limit::RateLimiter;
 use crate::core::state::{self, SessionState};
 use crate::core::tool_policy;
@@ -54,6 +55,8 @@ pub struct Bridge {
     work: digest::WorkMemory,
     /// Messages waiting for a platform's rate limit to pass.
     outbox: outbox::Outbox,
+    /// What was done with the last inbound messages, for `/connect explain`.
+    decisions: DecisionLog,
     /// When the next throttled card update is due.
     card_tick: Option<u64>,
     /// Saving failed before; the person was told once, and is not told again per message.
@@ -87,6 +90,7 @@ impl Bridge {
             turn: None,
             work: digest::WorkMemory::default(),
             outbox: outbox::Outbox::default(),
+            decisions: DecisionLog::default(),
             card_tick: None,
             save_failure_reported: false,
             persisted: None,

@@ -31,6 +31,8 @@ pub enum LocalCommand {
     Disconnect,
     /// Show the resolved configuration.
     Config,
+    /// What was done with the last inbound messages, and why.
+    Explain,
     /// Anything else, as typed.
     Unknown(String),
 }
@@ -48,6 +50,7 @@ pub fn parse_local_command(args: &str) -> LocalCommand {
         "resume" => LocalCommand::Resume,
         "disconnect" => LocalCommand::Disconnect,
         "config" => LocalCommand::Config,
+        "explain" | "why" => LocalCommand::Explain,
         _ => LocalCommand::Unknown(word.to_string()),
     }
 }
@@ -106,8 +109,9 @@ pub fn status_text(view: &LocalStatusView) -> String {
         );
     }
     lines.push(String::new());
+    // `explain` is this product's addition (architecture §6): listed so it can be found.
     lines.push(format!(
-        "Local commands: /{} status|doctor|version|pair|digest|pause|resume|disconnect|config",
+        "Local commands: /{} status|doctor|version|pair|digest|explain|pause|resume|disconnect|config",
         view.local_command
     ));
     lines.join("\n")
@@ -182,6 +186,8 @@ mod tests {
             ("resume", LocalCommand::Resume),
             ("disconnect", LocalCommand::Disconnect),
             (" config ", LocalCommand::Config),
+            ("explain", LocalCommand::Explain),
+            ("why", LocalCommand::Explain),
             ("deploy prod", LocalCommand::Unknown("deploy".into())),
         ];
         for (args, expected) in rows {
@@ -212,11 +218,11 @@ mod tests {
         let rows = [
             (
                 running,
-                "bot-connect status\n- extension: bot-connect 0.1.0\n- transports: telegram, discord\n- paired chats: 2\n- conversations: 3\n- paused: telegram:1, discord:9\n- pending codes: 1\n\nLocal commands: /connect status|doctor|version|pair|digest|pause|resume|disconnect|config",
+                "bot-connect status\n- extension: bot-connect 0.1.0\n- transports: telegram, discord\n- paired chats: 2\n- conversations: 3\n- paused: telegram:1, discord:9\n- pending codes: 1\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config",
             ),
             (
                 empty,
-                "bot-connect status\n- extension: version unknown\n- transports: (none configured)\n- paired chats: 0\n- conversations: 0\n- paused: none\n- pending codes: 0\n\nAvailable transports: discord, telegram, slack, robo_claw. Configure one under \"transports\" in the config file.\n\nLocal commands: /bc status|doctor|version|pair|digest|pause|resume|disconnect|config",
+                "bot-connect status\n- extension: version unknown\n- transports: (none configured)\n- paired chats: 0\n- conversations: 0\n- paused: none\n- pending codes: 0\n\nAvailable transports: discord, telegram, slack, robo_claw. Configure one under \"transports\" in the config file.\n\nLocal commands: /bc status|doctor|version|pair|digest|explain|pause|resume|disconnect|config",
             ),
         ];
         for (view, expected) in rows {

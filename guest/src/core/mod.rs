@@ -5,6 +5,7 @@ pub mod chunk;
 pub mod commands;
 pub mod config;
 pub mod digest;
+pub mod explain;
 pub mod local;
 pub mod notices;
 pub mod outbound;
