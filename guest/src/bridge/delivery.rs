@@ -96,15 +96,7 @@ impl Bridge {
                     return Ok(first.map_or(Delivery::Queued, Delivery::Sent));
                 }
                 Err(error) => {
-                    host.log(
-                        Level::Warning,
-                        "outbound send failed",
-                        &[
-                            ("transport", target.transport.clone()),
-                            ("kind", kind.as_str().into()),
-                            ("error", error.to_string()),
-                        ],
-                    );
+                    log_send_failure(host, target, kind, &error);
                     // The first message decides whether the caller may fall back (an edit
                     // that was refused); later pieces of a reply are reported, not retried.
                     if index == 0 {
@@ -157,4 +149,22 @@ impl Bridge {
         }
         delivered
     }
+}
+
+/// The log line for a refused send: where, what kind, and the platform's error (never the text).
+pub(super) fn log_send_failure(
+    host: &mut dyn Host,
+    target: &ConversationTarget,
+    kind: OutboundKind,
+    error: &SendError,
+) {
+    host.log(
+        Level::Warning,
+        "outbound send failed",
+        &[
+            ("transport", target.transport.clone()),
+            ("kind", kind.as_str().into()),
+            ("error", error.to_string()),
+        ],
+    );
 }

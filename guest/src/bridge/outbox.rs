@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::Bridge;
+use super::delivery::log_send_failure;
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
 use crate::model::{Level, Outbound, OutboundKind, SendError};
@@ -104,14 +105,14 @@ impl Bridge {
                     if queue.messages.iter().any(|m| m.kind == OutboundKind::Reply) {
                         owed_reply_failed = Some(error.to_string());
                     }
-                    log_failure(host, &queue.target, message.kind, &error);
+                    log_send_failure(host, &queue.target, message.kind, &error);
                     self.outbox.queues.remove(key);
                     break;
                 }
                 Err(error) => {
                     // One refused message (the chat is gone, the text was rejected) does
                     // not hold back the ones after it.
-                    log_failure(host, &queue.target, message.kind, &error);
+                    log_send_failure(host, &queue.target, message.kind, &error);
                     if message.kind == OutboundKind::Reply {
                         owed_reply_failed = Some(error.to_string());
                     }
@@ -138,21 +139,4 @@ impl Bridge {
             host.request_tick(at);
         }
     }
-}
-
-fn log_failure(
-    host: &mut dyn Host,
-    target: &ConversationTarget,
-    kind: OutboundKind,
-    error: &SendError,
-) {
-    host.log(
-        Level::Warning,
-        "outbound send failed",
-        &[
-            ("transport", target.transport.clone()),
-            ("kind", kind.as_str().into()),
-            ("error", error.to_string()),
-        ],
-    );
 }
