@@ -67,6 +67,7 @@ fn a_failing_transport_is_reported_and_the_others_start() {
         "- rc: error — held by pid 4242 since 10:02",
         "- sl: error — socket mode closed",
         "- tg: running — tg connected",
+        "Why a message got no answer: /connect explain",
     ] {
         assert!(lines.contains(&line), "missing {line:?} in {lines:?}");
     }

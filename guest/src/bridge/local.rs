@@ -127,6 +127,11 @@ impl Bridge {
             "3. privileged intents or message scopes enabled in the platform app settings".into(),
         );
         lines.push("4. no other pi process holds the same bot credential".into());
+        lines.push(String::new());
+        lines.push(format!(
+            "Why a message got no answer: /{} explain",
+            self.config.local_command
+        ));
         let failing = self
             .transports
             .values()
