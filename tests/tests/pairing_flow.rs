@@ -58,6 +58,26 @@ async fn pairing_then_prompt_then_reply() {
         edits.iter().any(|t| t.contains("✓ read")),
         "the card was edited in place (I20): {edits:?}"
     );
+    // `explain` tells the story of those messages without their text (I2).
+    let explain = h
+        .session
+        .local_command("explain")
+        .await
+        .expect("session alive");
+    let lines: Vec<&str> = explain.text.lines().collect();
+    assert_eq!(
+        lines.get(1..4),
+        Some(
+            &[
+                "- 0s ago in fake:dm-user-1 from fake:user-1: forwarded to the agent.",
+                "- 0s ago in fake:dm-user-1 from fake:user-1: paired with the code from this terminal.",
+                "- 0s ago in fake:dm-user-1 from fake:user-1: not paired: a new pairing code was shown on this terminal. See it with /connect pair.",
+            ][..]
+        ),
+        "{}",
+        explain.text
+    );
+    assert!(!explain.text.contains(secret_prompt));
     // I2: the prompt body never reaches a log line.
     for (_, line) in h.log.lines() {
         for (_, value) in &line.fields {
