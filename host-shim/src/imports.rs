@@ -239,13 +239,21 @@ impl transport::Host for SessionHost {
             })
     }
 
-    async fn typing(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
+    fn typing(
+        &mut self,
+        id: String,
+        conversation_id: String,
+        thread_id: Option<String>,
+    ) -> wasmtime::Result<()> {
         if let Some(t) = self.transport(&id) {
-            let since = Instant::now();
-            // Best effort by contract (I24): a failed indicator never fails a turn.
-            let _ = t.typing(&conversation_id, thread_id.as_deref()).await;
-            self.waited(since);
+            // Best effort by contract (I24): a failed indicator never fails a turn, so the
+            // bridge does not wait for it either. A platform round trip (Telegram's
+            // sendChatAction) would otherwise hold up every prompt it accompanies.
+            tokio::spawn(async move {
+                let _ = t.typing(&conversation_id, thread_id.as_deref()).await;
+            });
         }
+        Ok(())
     }
 
     async fn fetch_attachment(

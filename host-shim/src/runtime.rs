@@ -32,6 +32,7 @@ pub mod bindings {
             "pi:bot-connect/agent.is-idle": trappable,
             "pi:bot-connect/agent.info": trappable,
             "pi:bot-connect/agent.abort": trappable,
+            "pi:bot-connect/transport.typing": trappable,
             default: async,
         },
         exports: { default: async },

@@ -58,6 +58,16 @@ async fn pairing_then_prompt_then_reply() {
         edits.iter().any(|t| t.contains("✓ read")),
         "the card was edited in place (I20): {edits:?}"
     );
+    // The typing hint is best effort and never waited for (I24), yet it reaches the chat.
+    let mut typed = false;
+    for _ in 0..10_000 {
+        if h.fake.typing_calls().iter().any(|c| c == "dm-user-1") {
+            typed = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(typed, "no typing hint was sent");
     // `explain` tells the story of those messages without their text (I2).
     let explain = h
         .session
