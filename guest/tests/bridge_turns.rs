@@ -505,3 +505,28 @@ fn a_reply_the_platform_keeps_refusing_is_reported_locally_and_the_other_chat_ge
         "told once, after the platform kept refusing"
     );
 }
+
+#[test]
+fn a_card_rate_limited_as_the_turn_ends_leaves_no_tick_behind() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    // The final card update is refused with a wait; then the turn is over.
+    host.rate_limit_next = Some(2_000);
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    host.now += 2_000;
+    host.ticks.clear();
+
+    bridge.tick(&mut host);
+
+    // Nothing waits any more: asking for a tick now would make the host call again at once,
+    // and again, for ever.
+    assert!(
+        host.ticks.iter().all(|t| *t > host.now),
+        "a tick for nothing was requested: {:?} at {}",
+        host.ticks,
+        host.now
+    );
+}

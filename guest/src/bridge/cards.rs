@@ -114,8 +114,10 @@ impl Bridge {
 
     /// Time has come for throttled card updates.
     pub fn tick(&mut self, host: &mut dyn Host) {
-        self.flush_outbox(host);
+        // Cards first: a card wait that died with its turn is cleared before the outbox
+        // asks for the next tick.
         self.refresh_cards(host, false);
+        self.flush_outbox(host);
     }
 
     /// Brings every broadcast target's card up to date. `force` ignores the throttle
@@ -123,6 +125,8 @@ impl Bridge {
     /// and a tick is requested for when it may be sent.
     fn refresh_cards(&mut self, host: &mut dyn Host, force: bool) {
         if !self.config.broadcast.progress || self.turn.is_none() {
+            // No turn, no card to bring up to date: a wait left by the last one is void.
+            self.card_tick = None;
             return;
         }
         let now = host.now_ms();
