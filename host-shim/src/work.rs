@@ -27,30 +27,40 @@ pub async fn git_facts(cwd: &Path) -> (Option<String>, Option<String>) {
 
 /// Output of `git -C <cwd> <args>` when it exits successfully within [`GIT_TIMEOUT`].
 async fn git(cwd: &Path, args: &[&str]) -> Option<String> {
-    let mut child = Command::new("git")
+    let mut command = Command::new("git");
+    command
         .arg("-C")
         .arg(cwd)
         .args(args)
         // Never ask for credentials or open an editor or pager: nobody is there to answer.
         .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_PAGER", "cat")
+        .env("GIT_PAGER", "cat");
+    capped_output(command, MAX_OUTPUT).await
+}
+
+/// What `command` prints, when it succeeds within [`GIT_TIMEOUT`]. Output past `cap` bytes
+/// is cut at the last whole line and the command is stopped: a diff of thousands of files
+/// still yields its first (biggest-first after parsing) lines instead of nothing.
+async fn capped_output(mut command: Command, cap: u64) -> Option<String> {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        // A command still running at the timeout is killed, not left behind.
+        // A command still running at the timeout (or cut off at the cap) is killed, not
+        // left behind.
         .kill_on_drop(true)
         .spawn()
         .ok()?;
     let mut stdout = child.stdout.take()?;
     let run = async {
         let mut out = Vec::new();
-        (&mut stdout)
-            .take(MAX_OUTPUT)
-            .read_to_end(&mut out)
-            .await
-            .ok()?;
-        // Past the cap nobody reads the pipe: closing it ends git instead of blocking it.
-        drop(stdout);
+        (&mut stdout).take(cap).read_to_end(&mut out).await.ok()?;
+        if out.len() as u64 >= cap {
+            // Stopped reading: the exit status says nothing about what was read.
+            let whole_lines = out.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            out.truncate(whole_lines);
+            return Some(String::from_utf8_lossy(&out).into_owned());
+        }
         let status = child.wait().await.ok()?;
         status
             .success()
@@ -78,6 +88,28 @@ mod tests {
             "test setup: `git {}` failed (is git installed?)",
             args.join(" ")
         );
+    }
+
+    #[tokio::test]
+    async fn output_past_the_cap_is_cut_at_a_whole_line_not_lost() {
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "i=0; while [ $i -lt 1000 ]; do echo \"1\t2\tfile_$i\"; i=$((i+1)); done",
+        ]);
+        // Lines are 11 bytes: 100 bytes hold 9 whole lines and the start of a tenth.
+        let out = capped_output(command, 100).await.expect("cut output");
+        assert_eq!(
+            out,
+            "1\t2\tfile_0\n1\t2\tfile_1\n1\t2\tfile_2\n1\t2\tfile_3\n1\t2\tfile_4\n1\t2\tfile_5\n1\t2\tfile_6\n1\t2\tfile_7\n1\t2\tfile_8\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_command_gives_nothing() {
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo partial; exit 3"]);
+        assert_eq!(capped_output(command, 100).await, None);
     }
 
     #[tokio::test]
