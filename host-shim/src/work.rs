@@ -40,7 +40,7 @@ async fn git(cwd: &Path, args: &[&str]) -> Option<String> {
 
 /// What `command` prints, when it succeeds within [`GIT_TIMEOUT`]. Output past `cap` bytes
 /// is cut at the last whole line and the command is stopped: a diff of thousands of files
-/// still yields its first (biggest-first after parsing) lines instead of nothing.
+/// still yields its first lines instead of nothing.
 async fn capped_output(mut command: Command, cap: u64) -> Option<String> {
     let mut child = command
         .stdin(Stdio::null())

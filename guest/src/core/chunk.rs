@@ -474,19 +474,36 @@ fn html_tags(text: &str) -> impl Iterator<Item = (&str, &str, bool)> {
     })
 }
 
+/// Each break string as `(bytes, mask)` over the last four visible bytes (newest in the low
+/// byte), built at compile time: the check runs at every space and line break of a message.
+const BREAK_TAILS: [(u32, u32); BREAKS.len()] = {
+    let mut tails = [(0u32, 0u32); BREAKS.len()];
+    let mut i = 0;
+    while i < BREAKS.len() {
+        let bytes = BREAKS[i].as_bytes();
+        let mut want = 0u32;
+        let mut j = 0;
+        while j < bytes.len() {
+            want = want << 8 | bytes[j] as u32;
+            j += 1;
+        }
+        let mask = if bytes.len() >= 4 {
+            u32::MAX
+        } else {
+            (1u32 << (8 * bytes.len())) - 1
+        };
+        tails[i] = (want, mask);
+        i += 1;
+    }
+    tails
+};
+
 /// The break string (as its rank in [`BREAKS`]) that the last visible characters end with;
 /// `tail` holds them as bytes, the newest in the low byte.
 fn break_rank(tail: u32) -> Option<usize> {
-    BREAKS.iter().position(|brk| {
-        let n = brk.len();
-        let want = brk.bytes().fold(0u32, |acc, b| acc << 8 | u32::from(b));
-        let mask = if n >= 4 {
-            u32::MAX
-        } else {
-            (1u32 << (8 * n)) - 1
-        };
-        tail & mask == want
-    })
+    BREAK_TAILS
+        .iter()
+        .position(|(want, mask)| tail & mask == *want)
 }
 
 /// End of the HTML message starting at `pos`: the latest preferred break point in the fitting
