@@ -530,3 +530,26 @@ fn a_card_rate_limited_as_the_turn_ends_leaves_no_tick_behind() {
         host.now
     );
 }
+
+#[test]
+fn replies_still_waiting_at_shutdown_are_reported_not_dropped() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("Done.".into()));
+    host.rate_limit_next = Some(60_000);
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    host.clear_records();
+
+    bridge.shutdown(&mut host);
+
+    assert_eq!(
+        host.notes,
+        vec![(
+            Level::Warning,
+            "1 reply message(s) to tg:c1 were still waiting for the platform's rate limit and were not sent."
+                .to_string()
+        )]
+    );
+}

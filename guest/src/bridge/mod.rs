@@ -254,6 +254,16 @@ impl Bridge {
                 *state = TransportState::Stopped;
             }
         }
+        // Replies still waiting out a rate limit cannot go now; the terminal hears of them
+        // rather than losing them in silence.
+        for (key, replies) in self.outbox.drain_replies() {
+            host.notify(
+                Level::Warning,
+                &format!(
+                    "{replies} reply message(s) to {key} were still waiting for the platform's rate limit and were not sent."
+                ),
+            );
+        }
         if self.persisted.as_deref() != Some(&state::serialize_session_state(&self.state)) {
             self.save(host);
         }

@@ -57,6 +57,23 @@ impl Outbox {
         queue.messages.extend(messages);
     }
 
+    /// Empties the outbox; returns, per conversation key, how many replies were still
+    /// waiting (conversations with none are left out).
+    pub(super) fn drain_replies(&mut self) -> Vec<(String, usize)> {
+        std::mem::take(&mut self.queues)
+            .into_iter()
+            .map(|(key, q)| {
+                let replies = q
+                    .messages
+                    .iter()
+                    .filter(|m| m.kind == OutboundKind::Reply)
+                    .count();
+                (key, replies)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// The earliest time a waiting queue may send again.
     pub(super) fn next_due(&self) -> Option<u64> {
         self.queues.values().map(|q| q.not_before).min()
