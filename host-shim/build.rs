@@ -2,8 +2,16 @@
 //! needs nothing but `cargo run -p host-shim -- run`.
 //!
 //! The nested cargo gets its own target and build dir under `$OUT_DIR`: sharing the
-//! outer ones deadlocks `cargo build --release` on cargo's file locks (measured, see
-//! shared/notes/toolchain.md). `GUEST_WASM=/path/guest.wasm` skips the nested build.
+//! outer ones deadlocks `cargo build --release` on cargo's file locks (seen while setting
+//! this build up). `GUEST_WASM=/path/guest.wasm` skips the nested build.
+//!
+//! The guest is linked with the hash-seed adapter (`build/hash_seed_adapter.rs`), so
+//! std's `HashMap` seed comes through the bridge's `rng` import and the component
+//! imports no `wasi:random`. A guest built by hand without it is refused at load; link
+//! it with `-C link-arg=--adapt=<module>=<OUT_DIR>/hash-seed-adapter.wasm` as below.
+
+#[path = "build/hash_seed_adapter.rs"]
+mod hash_seed_adapter;
 
 use std::env;
 use std::fs;
@@ -40,24 +48,36 @@ fn run() -> Result<(), String> {
     }
 
     ensure_target_installed()?;
+    let adapter = write_hash_seed_adapter(workspace, &out_dir)?;
 
     let nested = out_dir.join("guest-target");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    // `cargo rustc` so the link argument reaches the guest's own link only, and only
+    // the cdylib (the component) is built.
     cmd.current_dir(workspace)
         .args([
-            "build",
+            "rustc",
             "--locked",
             "--release",
             "-p",
             "guest",
+            "--crate-type",
+            "cdylib",
             "--target",
             TARGET,
         ])
         .arg("--target-dir")
         .arg(&nested)
         // The env var beats a configured build-dir, which would otherwise deadlock.
-        .env("CARGO_BUILD_BUILD_DIR", &nested);
+        .env("CARGO_BUILD_BUILD_DIR", &nested)
+        .arg("--")
+        .arg("-C")
+        .arg(format!(
+            "link-arg=--adapt={}={}",
+            hash_seed_adapter::STD_SEED_MODULE,
+            adapter.display()
+        ));
     // Host settings must not leak into the wasm build: link args break wasm-component-ld,
     // clippy-driver would lint the guest for wasm, profiles would change it untracked.
     for var in [
@@ -124,6 +144,44 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
+/// Writes the hash-seed adapter for the `rng` interface wit/rng.wit declares and
+/// returns its path. The file is named after its bytes: cargo does not track what a
+/// link argument points to, so a changed adapter must be a changed argument to relink.
+fn write_hash_seed_adapter(workspace: &Path, out_dir: &Path) -> Result<PathBuf, String> {
+    let wit = workspace.join("wit/rng.wit");
+    let text =
+        fs::read_to_string(&wit).map_err(|e| format!("cannot read {}: {e}", wit.display()))?;
+    let rng = rng_interface(&text).ok_or_else(|| {
+        format!(
+            "{} has no `package <namespace>:<name>@<version>;` line, so the hash-seed \
+             adapter cannot name the rng interface it calls",
+            wit.display()
+        )
+    })?;
+    let bytes = hash_seed_adapter::module(&rng);
+    // The fixed name is what host-shim/tests/hash_seed_adapter.rs loads.
+    write_if_changed(&bytes, &out_dir.join("hash-seed-adapter.wasm"))?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&bytes, &mut hasher);
+    let path = out_dir.join(format!(
+        "hash-seed-adapter-{:016x}.wasm",
+        std::hash::Hasher::finish(&hasher)
+    ));
+    write_if_changed(&bytes, &path)?;
+    Ok(path)
+}
+
+/// `pi:bot-connect/rng@0.2.0` from the `package pi:bot-connect@0.2.0;` line of rng.wit.
+fn rng_interface(wit: &str) -> Option<String> {
+    let package = wit
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("package "))?
+        .trim_end()
+        .strip_suffix(';')?;
+    let (name, version) = package.split_once('@')?;
+    Some(format!("{}/rng@{}", name.trim(), version.trim()))
+}
+
 /// Machines with `RUSTUP_AUTO_INSTALL=0` do not add the toolchain file's target by
 /// themselves; add it here so a fresh clone builds with no manual step.
 fn ensure_target_installed() -> Result<(), String> {
@@ -154,8 +212,13 @@ fn ensure_target_installed() -> Result<(), String> {
 /// Leaves the embedded file untouched when the bytes are the same.
 fn copy_if_changed(from: &Path, to: &Path) -> Result<(), String> {
     let new = fs::read(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
-    if fs::read(to).ok().as_deref() != Some(&new[..]) {
-        fs::write(to, &new).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+    write_if_changed(&new, to)
+}
+
+/// Writes `bytes` to `to` unless it already holds them.
+fn write_if_changed(bytes: &[u8], to: &Path) -> Result<(), String> {
+    if fs::read(to).ok().as_deref() != Some(bytes) {
+        fs::write(to, bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
     }
     Ok(())
 }

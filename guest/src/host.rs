@@ -4,14 +4,14 @@
 //! host implements it, so every bridge rule can be exercised without wasmtime.
 
 use crate::model::{
-    DeliverAs, FetchedAttachment, Identity, Level, Outbound, PromptImage, Receipt, SendError,
-    SessionInfo, WorkFacts,
+    BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, Receipt, SendError,
+    SessionInfo, ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
 pub trait Host {
     /// `transport.identify`.
-    fn identify(&mut self, transport: &str) -> Result<Identity, String>;
+    fn identify(&mut self, transport: &str) -> Result<BotIdentity, String>;
     /// `transport.listen`.
     fn listen(&mut self, transport: &str) -> Result<(), String>;
     /// `transport.send`.
@@ -35,19 +35,21 @@ pub trait Host {
         deliver_as: DeliverAs,
         images: &[PromptImage],
     ) -> Result<(), String>;
+    /// `agent.resolve-tool-call`: the verdict on a tool call left pending under `id`.
+    fn resolve_tool_call(&mut self, id: &str, decision: &ToolDecision);
     /// `agent.abort`.
     fn abort(&mut self);
     /// `agent.is-idle`.
     fn is_idle(&mut self) -> bool;
     /// `agent.session-info`.
     fn session_info(&mut self) -> SessionInfo;
-    /// `agent.confirm` (fails closed).
-    fn confirm(&mut self, title: &str, message: &str) -> bool;
     /// `agent.work-snapshot`: raw facts for the digest; what is unknown is `None`.
     fn work_snapshot(&mut self) -> WorkFacts;
 
     /// `ui.notify`: the local terminal, the only place a pairing code goes.
     fn notify(&mut self, level: Level, text: &str);
+    /// `ui.confirm`: a yes/no question at the terminal (fails closed).
+    fn confirm(&mut self, title: &str, message: &str) -> bool;
 
     /// `store.load`.
     fn load_state(&mut self) -> Option<String>;
@@ -62,8 +64,9 @@ pub trait Host {
     /// `rng.random-bytes`.
     fn random_bytes(&mut self, len: u32) -> Vec<u8>;
 
-    /// `lock.acquire`.
-    fn acquire_lock(&mut self, name: &str) -> Result<(), String>;
+    /// `lock.acquire`: `stale_after_ms` is how old another holder's lock must be before
+    /// it is reclaimed.
+    fn acquire_lock(&mut self, name: &str, stale_after_ms: u64) -> Result<(), String>;
     /// `lock.release`.
     fn release_lock(&mut self, name: &str);
 

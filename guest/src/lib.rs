@@ -9,6 +9,7 @@
 pub mod bridge;
 pub mod core;
 pub mod host;
+pub mod keys;
 pub mod model;
 
 #[cfg(target_arch = "wasm32")]

@@ -3,6 +3,8 @@
 //! The core and the bridge work on these types only, so they build and test natively;
 //! `wasm.rs` converts between them and the wit-bindgen types.
 
+pub use crate::keys::{ConversationKey, Identity};
+
 /// Severity of a message meant for a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -63,13 +65,13 @@ pub struct Envelope {
 
 impl Envelope {
     /// The unit of trust: `transport:userId` (I12). A bare user id is never trusted.
-    pub fn identity(&self) -> String {
-        format!("{}:{}", self.transport, self.user_id)
+    pub fn identity(&self) -> Identity {
+        Identity::new(&self.transport, &self.user_id)
     }
 
     /// Key for pause state and pending challenges: `transport:conversationId`.
-    pub fn conversation_key(&self) -> String {
-        format!("{}:{}", self.transport, self.conversation_id)
+    pub fn conversation_key(&self) -> ConversationKey {
+        ConversationKey::new(&self.transport, &self.conversation_id)
     }
 }
 
@@ -118,7 +120,7 @@ pub struct Capabilities {
 
 /// Who the bot is on a platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
+pub struct BotIdentity {
     /// The bot's own user id.
     pub bot_id: String,
     /// The bot's name.
@@ -154,6 +156,16 @@ impl OutboundKind {
     }
 }
 
+/// A button under a message: a press arrives as an envelope whose text is `command`, as
+/// if typed. Transports that cannot show buttons ignore them, so the text says what to type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Button {
+    /// What the button shows (`Approve`).
+    pub label: String,
+    /// The text a press stands for (`/approve qd4k`), at most 64 bytes.
+    pub command: String,
+}
+
 /// One message to post.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outbound {
@@ -169,6 +181,8 @@ pub struct Outbound {
     pub text: String,
     /// Edit this message instead of posting.
     pub edit_key: Option<String>,
+    /// Buttons under the message, one row; usually empty.
+    pub buttons: Vec<Button>,
 }
 
 /// Proof that a message was posted.
@@ -300,15 +314,101 @@ impl Note {
     }
 }
 
+/// Which configuration file a source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigScope {
+    /// `~/.pi/agent/bot-connect.json`.
+    Global,
+    /// `<cwd>/.pi/bot-connect.json`.
+    Project,
+    /// `PI_BOT_CONNECT_CONFIG`.
+    Override,
+}
+
+impl ConfigScope {
+    /// The label notes use (`global config: ...`).
+    pub fn label(self) -> &'static str {
+        match self {
+            ConfigScope::Global => "global",
+            ConfigScope::Project => "project",
+            ConfigScope::Override => "override",
+        }
+    }
+}
+
+/// What the host could read of a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigContent {
+    /// The raw text.
+    Text(String),
+    /// The file exists but could not be read; why.
+    Unreadable(String),
+}
+
 /// One configuration file found by the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigSource {
-    /// `global`, `project` or `override`.
-    pub scope: String,
+    /// Which file.
+    pub scope: ConfigScope,
     /// Path of the file.
     pub path: String,
-    /// Raw text.
-    pub text: String,
+    /// What could be read.
+    pub content: ConfigContent,
+}
+
+/// What a transport setting holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingKind {
+    /// A boolean.
+    Boolean,
+    /// An environment variable's name.
+    EnvName,
+    /// A URL with one of these schemes.
+    Url(Vec<String>),
+    /// An integer in `min..=max`.
+    Integer {
+        /// Smallest.
+        min: i64,
+        /// Largest.
+        max: i64,
+    },
+    /// A non-empty string.
+    Text,
+}
+
+/// A setting's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingValue {
+    /// A boolean.
+    Boolean(bool),
+    /// An integer.
+    Integer(i64),
+    /// A string.
+    Text(String),
+}
+
+/// One key a transport reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    /// Key as written.
+    pub name: String,
+    /// What it holds.
+    pub kind: SettingKind,
+    /// Value when unset.
+    pub default: Option<SettingValue>,
+    /// What it is for.
+    pub summary: String,
+}
+
+/// A transport the host offers, as its crate declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Platform {
+    /// Transport id.
+    pub id: String,
+    /// A person's name for it.
+    pub display_name: String,
+    /// Every key it reads.
+    pub settings: Vec<Setting>,
 }
 
 /// A transport the configuration asks for.
@@ -316,11 +416,9 @@ pub struct ConfigSource {
 pub struct TransportRequest {
     /// Transport id.
     pub id: String,
-    /// Env variable holding the credential.
-    pub token_env: Option<String>,
     /// A missing credential is an error, not a skip.
     pub required: bool,
-    /// Validated settings as a JSON object.
+    /// Validated settings as a JSON object, defaults filled in.
     pub settings_json: String,
 }
 
@@ -331,6 +429,8 @@ pub struct Configuration {
     pub notes: Vec<Note>,
     /// Transports to create, in order.
     pub transports: Vec<TransportRequest>,
+    /// `bridge.localCommand`, so the host's terminal takes `/<name> …` as a local command.
+    pub local_command: String,
 }
 
 /// Where a turn came from.
@@ -371,13 +471,56 @@ pub enum ToolDecision {
     Block(String),
 }
 
+/// An approval the bridge asked for: the host parks the tool call under `id` and asks
+/// `title` / `message` locally while the chats may answer (see `wit/session.wit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    /// Short id, `/approve <id>` in the chats.
+    pub id: String,
+    /// Title of the local question.
+    pub title: String,
+    /// The local question; names the tool, never its arguments.
+    pub message: String,
+}
+
+/// What `on_tool_call` answers: a verdict now, or later through `Host::resolve_tool_call`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAnswer {
+    /// The verdict.
+    Decided(ToolDecision),
+    /// Approval was asked for; the verdict comes exactly once, later.
+    Pending(ApprovalRequest),
+}
+
+/// Where a transport stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportState {
+    /// Listening.
+    Running,
+    /// Stopped by shutdown.
+    Stopped,
+    /// Failed to start.
+    Failed,
+}
+
+impl TransportState {
+    /// How `doctor` names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            TransportState::Running => "running",
+            TransportState::Stopped => "stopped",
+            TransportState::Failed => "failed to start",
+        }
+    }
+}
+
 /// Health of one transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportStatus {
     /// Transport id.
     pub id: String,
-    /// `running`, `stopped` or `error`.
-    pub status: String,
+    /// Where it stands.
+    pub state: TransportState,
     /// Detail line.
     pub detail: Option<String>,
 }

@@ -27,8 +27,8 @@ fn with_bridge<R>(f: impl FnOnce(&mut Bridge, &mut dyn Host) -> R) -> R {
 struct Imports;
 
 impl Host for Imports {
-    fn identify(&mut self, id: &str) -> Result<model::Identity, String> {
-        transport::identify(id).map(|i| model::Identity {
+    fn identify(&mut self, id: &str) -> Result<model::BotIdentity, String> {
+        transport::identify(id).map(|i| model::BotIdentity {
             bot_id: i.bot_id,
             bot_name: i.bot_name,
             capabilities: capabilities_from_wit(i.capabilities),
@@ -53,6 +53,14 @@ impl Host for Imports {
             },
             text: m.text.clone(),
             edit_key: m.edit_key.clone(),
+            buttons: m
+                .buttons
+                .iter()
+                .map(|b| transport::Button {
+                    label: b.label.clone(),
+                    command: b.command.clone(),
+                })
+                .collect(),
         };
         transport::send(&message)
             .map(|r| model::Receipt {
@@ -108,6 +116,10 @@ impl Host for Imports {
         agent::send_prompt(text, deliver_as, &images)
     }
 
+    fn resolve_tool_call(&mut self, id: &str, decision: &model::ToolDecision) {
+        agent::resolve_tool_call(id, &decision_to_wit(decision.clone()));
+    }
+
     fn abort(&mut self) {
         agent::abort();
     }
@@ -127,7 +139,7 @@ impl Host for Imports {
     }
 
     fn confirm(&mut self, title: &str, message: &str) -> bool {
-        agent::confirm(title, message)
+        ui::confirm(title, message)
     }
 
     fn work_snapshot(&mut self) -> model::WorkFacts {
@@ -168,8 +180,8 @@ impl Host for Imports {
         rng::random_bytes(len)
     }
 
-    fn acquire_lock(&mut self, name: &str) -> Result<(), String> {
-        lock::acquire(name)
+    fn acquire_lock(&mut self, name: &str, stale_after_ms: u64) -> Result<(), String> {
+        lock::acquire(name, stale_after_ms)
     }
 
     fn release_lock(&mut self, name: &str) {
@@ -217,6 +229,13 @@ fn capabilities_from_wit(c: types::Capabilities) -> model::Capabilities {
     }
 }
 
+fn decision_to_wit(decision: model::ToolDecision) -> types::ToolDecision {
+    match decision {
+        model::ToolDecision::Allow => types::ToolDecision::Allow,
+        model::ToolDecision::Block(reason) => types::ToolDecision::Block(reason),
+    }
+}
+
 fn note_to_wit(note: model::Note) -> wit_session::Note {
     wit_session::Note {
         level: level_to_wit(note.level),
@@ -251,19 +270,64 @@ fn envelope_from_wit(e: types::Envelope) -> model::Envelope {
     }
 }
 
+fn platform_from_wit(p: wit_session::Platform) -> model::Platform {
+    model::Platform {
+        id: p.id,
+        display_name: p.display_name,
+        settings: p
+            .settings
+            .into_iter()
+            .map(|s| model::Setting {
+                name: s.name,
+                kind: match s.kind {
+                    wit_session::SettingKind::Boolean => model::SettingKind::Boolean,
+                    wit_session::SettingKind::EnvName => model::SettingKind::EnvName,
+                    wit_session::SettingKind::Url(schemes) => model::SettingKind::Url(schemes),
+                    wit_session::SettingKind::Integer(range) => model::SettingKind::Integer {
+                        min: range.min,
+                        max: range.max,
+                    },
+                    wit_session::SettingKind::Text => model::SettingKind::Text,
+                },
+                default: s.default.map(|value| match value {
+                    wit_session::SettingValue::Boolean(b) => model::SettingValue::Boolean(b),
+                    wit_session::SettingValue::Integer(n) => model::SettingValue::Integer(n),
+                    wit_session::SettingValue::Text(t) => model::SettingValue::Text(t),
+                }),
+                summary: s.summary,
+            })
+            .collect(),
+    }
+}
+
 struct Component;
 
 impl wit_session::Guest for Component {
-    fn configure(sources: Vec<wit_session::ConfigSource>) -> wit_session::Configuration {
+    fn configure(
+        sources: Vec<wit_session::ConfigSource>,
+        platforms: Vec<wit_session::Platform>,
+    ) -> wit_session::Configuration {
         let sources: Vec<model::ConfigSource> = sources
             .into_iter()
             .map(|s| model::ConfigSource {
-                scope: s.scope,
+                scope: match s.scope {
+                    wit_session::ConfigScope::Global => model::ConfigScope::Global,
+                    wit_session::ConfigScope::Project => model::ConfigScope::Project,
+                    wit_session::ConfigScope::Override => model::ConfigScope::Override,
+                },
                 path: s.path,
-                text: s.text,
+                content: match s.content {
+                    wit_session::ConfigContent::Text(text) => model::ConfigContent::Text(text),
+                    wit_session::ConfigContent::Unreadable(why) => {
+                        model::ConfigContent::Unreadable(why)
+                    }
+                },
             })
             .collect();
-        let configuration = with_bridge(|bridge, host| bridge.configure(host, &sources));
+        let platforms: Vec<model::Platform> =
+            platforms.into_iter().map(platform_from_wit).collect();
+        let configuration =
+            with_bridge(|bridge, host| bridge.configure(host, &sources, &platforms));
         wit_session::Configuration {
             notes: configuration.notes.into_iter().map(note_to_wit).collect(),
             transports: configuration
@@ -271,11 +335,11 @@ impl wit_session::Guest for Component {
                 .into_iter()
                 .map(|t| wit_session::TransportRequest {
                     id: t.id,
-                    token_env: t.token_env,
                     required: t.required,
                     settings_json: t.settings_json,
                 })
                 .collect(),
+            local_command: configuration.local_command,
         }
     }
 
@@ -289,6 +353,11 @@ impl wit_session::Guest for Component {
     fn on_envelope(envelope: types::Envelope) {
         let envelope = envelope_from_wit(envelope);
         with_bridge(|bridge, host| bridge.on_envelope(host, envelope));
+    }
+
+    fn preview_envelope(envelope: types::Envelope) -> String {
+        let envelope = envelope_from_wit(envelope);
+        with_bridge(|bridge, host| bridge.preview_envelope(host, &envelope))
     }
 
     fn on_agent_event(event: wit_session::AgentEvent) {
@@ -312,11 +381,23 @@ impl wit_session::Guest for Component {
         with_bridge(|bridge, host| bridge.on_agent_event(host, event));
     }
 
-    fn on_tool_call(call: wit_session::ToolCall) -> wit_session::ToolDecision {
+    fn on_tool_call(call: wit_session::ToolCall) -> wit_session::ToolAnswer {
         match with_bridge(|bridge, host| bridge.on_tool_call(host, &call.name)) {
-            model::ToolDecision::Allow => wit_session::ToolDecision::Allow,
-            model::ToolDecision::Block(reason) => wit_session::ToolDecision::Block(reason),
+            model::ToolAnswer::Decided(decision) => {
+                wit_session::ToolAnswer::Decided(decision_to_wit(decision))
+            }
+            model::ToolAnswer::Pending(request) => {
+                wit_session::ToolAnswer::Pending(wit_session::ApprovalRequest {
+                    id: request.id,
+                    title: request.title,
+                    message: request.message,
+                })
+            }
         }
+    }
+
+    fn on_local_answer(id: String, approved: bool) {
+        with_bridge(|bridge, host| bridge.on_local_answer(host, &id, approved));
     }
 
     fn on_local_command(args: String) -> wit_session::Note {
@@ -337,7 +418,11 @@ impl wit_session::Guest for Component {
                 .into_iter()
                 .map(|t| wit_session::TransportStatus {
                     id: t.id,
-                    status: t.status,
+                    state: match t.state {
+                        model::TransportState::Running => wit_session::TransportState::Running,
+                        model::TransportState::Stopped => wit_session::TransportState::Stopped,
+                        model::TransportState::Failed => wit_session::TransportState::Failed,
+                    },
                     detail: t.detail,
                 })
                 .collect(),

@@ -79,7 +79,7 @@ fn the_card_gathers_git_tests_checklist_request_and_summary() {
              **Tests:** cargo test — 12 passed, 0 failed\n\n\
              **Pending (1/2)**\n- [x] read it\n- [ ] ship it\n\n\
              **Last request**\n> fix the build\n\n\
-             **Summary**\nDone. • [x] read it • [ ] ship it"
+             **Summary**\nDone."
         ]
     );
 }

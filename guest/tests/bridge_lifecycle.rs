@@ -5,7 +5,9 @@ mod support;
 
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, Level, Note, ToolDecision, TurnOrigin};
-use support::{FakeHost, LockEvent, caps, default_bridge, dm, identity, pair, source, started};
+use support::{
+    FakeHost, LockEvent, caps, default_bridge, dm, identity, pair, platforms, source, started,
+};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -32,7 +34,7 @@ fn a_failing_transport_is_reported_and_the_others_start() {
     host.refused_locks
         .insert("rc-lock".into(), "held by pid 4242 since 10:02".into());
     let mut bridge = Bridge::new();
-    bridge.configure(&mut host, &[]);
+    bridge.configure(&mut host, &[], &platforms());
 
     let ids: Vec<String> = ["dc", "sl", "rc", "tg"].map(String::from).to_vec();
     let notes = bridge.start(&mut host, &ids);
@@ -63,9 +65,9 @@ fn a_failing_transport_is_reported_and_the_others_start() {
     assert_eq!(doctor.level, Level::Warning);
     let lines: Vec<&str> = doctor.text.lines().collect();
     for line in [
-        "- dc: error — 401 Unauthorized",
-        "- rc: error — held by pid 4242 since 10:02",
-        "- sl: error — socket mode closed",
+        "- dc: failed to start — 401 Unauthorized",
+        "- rc: failed to start — held by pid 4242 since 10:02",
+        "- sl: failed to start — socket mode closed",
         "- tg: running — tg connected",
         "Why a message got no answer: /connect explain",
     ] {
@@ -83,6 +85,23 @@ fn a_failing_transport_is_reported_and_the_others_start() {
     );
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "hello"));
     assert_eq!(host.sent.len(), 1);
+}
+
+#[test]
+fn doctor_does_not_repeat_a_diagnosis_that_only_names_the_state() {
+    let mut host = FakeHost::new();
+    let chat = identity(caps(
+        false,
+        guest::model::Markup::Markdown,
+        guest::model::LengthUnit::Chars,
+        4000,
+    ));
+    host.identities.insert("tm".into(), Ok(chat));
+    host.diagnoses.insert("tm".into(), "running".into());
+    let (mut bridge, _, _) = started(&mut host, "{}", &["tm"]);
+    let doctor = bridge.on_local_command(&mut host, "doctor");
+    let lines: Vec<&str> = doctor.text.lines().collect();
+    assert!(lines.contains(&"- tm: running"), "{lines:?}");
 }
 
 #[test]
@@ -129,7 +148,7 @@ fn read_only_blocks_bash_on_remote_turns_only() {
 
     remote_turn(&mut bridge, &mut host, TurnOrigin::Remote);
     assert_eq!(
-        bridge.on_tool_call(&mut host, "bash"),
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
         ToolDecision::Block(
             "Tool 'bash' is not allowed for messenger-originated turns (read-only mode). Ask the operator to run it locally."
                 .into()
@@ -138,7 +157,10 @@ fn read_only_blocks_bash_on_remote_turns_only() {
     // A policy block does not bother the operator.
     assert!(host.confirms.is_empty());
     host.confirm_answers.push_back(true);
-    assert_eq!(bridge.on_tool_call(&mut host, "read"), ToolDecision::Allow);
+    assert_eq!(
+        support::verdict(bridge.on_tool_call(&mut host, "read")),
+        ToolDecision::Allow
+    );
     assert_eq!(host.confirms.len(), 1);
     assert_eq!(host.logs_named("remote tool call blocked").len(), 1);
 
@@ -146,7 +168,10 @@ fn read_only_blocks_bash_on_remote_turns_only() {
     host.clear_records();
     remote_turn(&mut bridge, &mut host, TurnOrigin::Local);
     for tool in ["bash", "write", "read"] {
-        assert_eq!(bridge.on_tool_call(&mut host, tool), ToolDecision::Allow);
+        assert_eq!(
+            support::verdict(bridge.on_tool_call(&mut host, tool)),
+            ToolDecision::Allow
+        );
     }
     assert!(host.confirms.is_empty(), "a local turn asked for approval");
 }
@@ -156,23 +181,27 @@ fn approval_each_asks_and_a_no_blocks() {
     let mut host = FakeHost::new();
     let mut bridge = started(
         &mut host,
-        r#"{"bridge":{"remoteToolApproval":"each"}}"#,
+        // Unrestricted so that approval alone decides (the default is read-only now).
+        r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each"}}"#,
         &["tg"],
     )
     .0;
     remote_turn(&mut bridge, &mut host, TurnOrigin::Remote);
     host.confirm_answers.extend([true, false]);
 
-    assert_eq!(bridge.on_tool_call(&mut host, "bash"), ToolDecision::Allow);
     assert_eq!(
-        bridge.on_tool_call(&mut host, "edit"),
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        ToolDecision::Allow
+    );
+    assert_eq!(
+        support::verdict(bridge.on_tool_call(&mut host, "edit")),
         ToolDecision::Block(
             "The operator declined 'edit' for this messenger-originated turn.".into()
         )
     );
     // No scripted answer left: the prompt fails closed.
     assert_eq!(
-        bridge.on_tool_call(&mut host, "write"),
+        support::verdict(bridge.on_tool_call(&mut host, "write")),
         ToolDecision::Block(
             "The operator declined 'write' for this messenger-originated turn.".into()
         )
@@ -206,7 +235,7 @@ fn local_status_lists_transports_and_counts() {
         Note::new(
             Level::Info,
             format!(
-                "bot-connect status\n- extension: bot-connect {VERSION}\n- transports: dc, tg\n- paired chats: 1\n- conversations: 1\n- paused: tg:c1\n- pending codes: 0\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config"
+                "bot-connect status\n- extension: bot-connect {VERSION}\n- transports: dc, tg\n- paired chats: 1\n- conversations: 1\n- paused: tg:c1\n- pending codes: 0\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help"
             )
         )
     );
@@ -457,6 +486,9 @@ fn a_failing_save_is_told_once_and_again_after_a_recovery() {
     let told = "could not save the bridge state: disk full. Pairing will not survive a restart.";
 
     for command in ["/pause", "/resume", "/pause"] {
+        // Time moves, so each command leaves a document that differs from the one on disk
+        // (a state back to exactly what was saved is not written again).
+        host.now += 1_000;
         bridge.on_envelope(&mut host, dm("tg", "c1", "u1", command));
     }
     assert_eq!(host.notes, vec![(Level::Error, told.to_string())]);
@@ -477,7 +509,7 @@ fn configure_uses_the_session_id_for_warnings() {
     host.session.id = "abc".into();
     host.stored = Some("[1,2]".into());
     let mut bridge = Bridge::new();
-    let configuration = bridge.configure(&mut host, &[source("{}")]);
+    let configuration = bridge.configure(&mut host, &[source("{}")], &platforms());
     assert_eq!(
         configuration.notes,
         vec![Note::new(

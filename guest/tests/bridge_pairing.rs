@@ -176,3 +176,41 @@ fn an_addressed_channel_message_starts_pairing_without_the_code() {
     assert_eq!(host.texts_to("dc", "general"), vec![NEW_PROMPT]);
     assert!(host.prompts.is_empty());
 }
+
+/// Decision 10: after a restart the platform hands over what arrived meanwhile. A
+/// stranger's message older than the pairing window gets no code and no reply; a fresh one
+/// does, and `/connect explain` says which was which.
+#[test]
+fn a_strangers_backlog_older_than_the_pairing_window_mints_no_code() {
+    let mut host = FakeHost::new();
+    host.now = 1_700_000_000_000;
+    let mut bridge = default_bridge(&mut host);
+    host.script_code("482913");
+
+    let mut old = dm("tg", "c1", "u1", "are you there?");
+    old.timestamp_ms = host.now - 6 * 60_000;
+    bridge.on_envelope(&mut host, old.clone());
+    assert!(
+        host.all_send_texts().is_empty(),
+        "{:?}",
+        host.all_send_texts()
+    );
+    assert!(host.notes.is_empty(), "no code for it: {:?}", host.notes);
+
+    // `explain` judges a captured payload as if it arrived now: it would get a code.
+    let preview = bridge.preview_envelope(&mut host, &old);
+    assert!(preview.contains("a new code would be shown"), "{preview}");
+
+    let mut fresh = dm("tg", "c1", "u1", "hello again");
+    fresh.timestamp_ms = host.now - 30_000;
+    bridge.on_envelope(&mut host, fresh);
+    assert_eq!(host.texts_to("tg", "c1"), vec![NEW_PROMPT]);
+    assert_eq!(host.notes, vec![(Level::Info, CODE_NOTICE.to_string())]);
+
+    let explained = bridge.on_local_command(&mut host, "explain");
+    assert!(
+        explained.text.contains("older than the pairing window"),
+        "{}",
+        explained.text
+    );
+}

@@ -5,7 +5,7 @@ mod support;
 
 use guest::bridge::Bridge;
 use guest::model::{DeliverAs, Envelope, FetchedAttachment, Level, PromptImage};
-use support::{FakeHost, caps, default_bridge, dm, image, pair, started};
+use support::{FakeHost, caps, chatter, default_bridge, dm, image, pair, started};
 
 const PAUSED: &str = "Delivery is paused. Send /resume to continue.";
 const RATE_LIMITED: &str = "Too many messages. Please wait a moment before sending more.";
@@ -37,7 +37,12 @@ fn prompts_reach_the_agent_now_when_idle_and_as_follow_up_when_busy() {
             ("and then the docs", DeliverAs::FollowUp)
         ]
     );
-    assert!(host.sent.is_empty(), "a forwarded prompt got a chat reply");
+    // A prompt that starts a turn gets no reply (its card shows); a queued one is
+    // acknowledged with its place (issue 10 §9).
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec!["Queued, 1 ahead. The agent is busy; this runs when its turn comes."]
+    );
     assert_eq!(host.typing.len(), 2, "no typing hint on a forwarded prompt");
     let forwarded: Vec<Vec<(String, String)>> = host
         .logs_named("prompt forwarded")
@@ -323,4 +328,81 @@ fn messages_do_not_ask_the_host_for_session_facts_again() {
         host.session_info_calls, before,
         "session facts are read once, at configure"
     );
+}
+
+#[test]
+fn decision_1_an_addressed_group_word_is_a_command_and_an_empty_mention_gets_help() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "dc", "dm-1", "u1");
+    // `@bot status` in a group: the transport stripped the mention and set `addressed`.
+    let addressed = |text: &str| Envelope {
+        addressed: true,
+        ..chatter("dc", "general", "u1", text)
+    };
+    bridge.on_envelope(&mut host, addressed("status"));
+    bridge.on_envelope(&mut host, addressed(""));
+    assert!(host.prompts.is_empty(), "{:?}", host.prompts);
+    let replies = host.texts_to("dc", "general");
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert!(
+        replies[0].starts_with("pi-bot-connect status"),
+        "{replies:?}"
+    );
+    assert!(
+        replies[1].starts_with("pi-bot-connect commands:"),
+        "{replies:?}"
+    );
+    // In a DM a bare word is still a prompt.
+    bridge.on_envelope(&mut host, dm("dc", "dm-1", "u1", "status"));
+    assert_eq!(host.prompts.len(), 1);
+}
+
+#[test]
+fn the_local_command_typed_in_a_chat_runs_the_remote_command() {
+    let mut host = FakeHost::new();
+    let mut bridge = paired(&mut host);
+
+    // The terminal habit: it used to reach the agent as a prompt.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/connect help"));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/Connect status"));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/connect"));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/connect pair"));
+    assert!(host.prompts.is_empty(), "{:?}", host.prompts);
+    let replies = host.texts_to("tg", "c1");
+    assert_eq!(replies.len(), 4, "{replies:?}");
+    assert!(
+        replies[0].starts_with("pi-bot-connect commands:"),
+        "{replies:?}"
+    );
+    assert!(
+        replies[1].starts_with("pi-bot-connect status"),
+        "{replies:?}"
+    );
+    assert!(
+        replies[2].starts_with("pi-bot-connect status"),
+        "{replies:?}"
+    );
+    // `pair` is local only: the chat is shown what it can run.
+    assert!(
+        replies[3].starts_with("pi-bot-connect commands:"),
+        "{replies:?}"
+    );
+    // A word that merely starts with the name stays a prompt.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/connectivity is flaky"));
+    assert_eq!(host.prompts.len(), 1);
+}
+
+#[test]
+fn the_chat_habit_follows_bridge_local_command() {
+    let mut host = FakeHost::new();
+    let (mut bridge, _, _) = started(&mut host, r#"{"bridge":{"localCommand":"bc"}}"#, &["tg"]);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/bc whoami"));
+    assert!(host.prompts.is_empty(), "{:?}", host.prompts);
+    assert_eq!(host.texts_to("tg", "c1"), vec!["tg:u1 (tg)"]);
+    // `connect` is no longer the local command's name: an unknown `/…` is a prompt.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/connect help"));
+    assert_eq!(host.prompts.len(), 1);
 }

@@ -163,29 +163,71 @@ fn throttled_updates_wait_for_the_tick_and_the_card_ends_on_the_latest_state() {
 
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     host.now = start + 100;
+    // The first tool of the turn lands at once (the turn-start card re-opened the
+    // throttle); the next update waits an interval after it.
     bridge.on_agent_event(&mut host, tool_started("bash"));
     host.now = start + 200;
     bridge.on_agent_event(&mut host, tool_finished("bash"));
 
-    assert_eq!(sends(&host, "c1"), vec![post("thinking…")]);
-    assert_eq!(host.ticks, vec![start + 1_000, start + 1_000]);
+    assert_eq!(
+        sends(&host, "c1"),
+        vec![post("thinking…"), edit("▶ bash", "m3")]
+    );
+    assert_eq!(host.ticks, vec![start + 1_100]);
 
     // An early tick changes nothing and asks again.
     host.now = start + 500;
     bridge.tick(&mut host);
-    assert_eq!(sends(&host, "c1").len(), 1);
-    assert_eq!(host.ticks.last(), Some(&(start + 1_000)));
+    assert_eq!(sends(&host, "c1").len(), 2);
+    assert_eq!(host.ticks.last(), Some(&(start + 1_100)));
 
-    host.now = start + 1_000;
+    host.now = start + 1_100;
     bridge.tick(&mut host);
     assert_eq!(
         sends(&host, "c1"),
-        vec![post("thinking…"), edit("✓ bash", "m3")]
+        vec![
+            post("thinking…"),
+            edit("▶ bash", "m3"),
+            edit("✓ bash", "m3")
+        ]
     );
     // Nothing left to show: a further tick sends nothing.
     host.now = start + 5_000;
     bridge.tick(&mut host);
+    assert_eq!(sends(&host, "c1").len(), 3);
+}
+
+#[test]
+fn the_first_tool_of_a_turn_lands_at_once_even_with_a_minute_throttle() {
+    let mut host = FakeHost::new();
+    host.set_capabilities("dc", caps(false, Markup::Markdown, LengthUnit::Chars, 2000));
+    let (mut bridge, _, _) = started(
+        &mut host,
+        r#"{"bridge":{"progressMinIntervalMs":60000}}"#,
+        &["tg", "dc"],
+    );
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    pair(&mut bridge, &mut host, "dc", "c2", "u2");
+    let start = host.now;
+
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now = start + 10;
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+
+    // Old behaviour: both cards sat on "thinking…" for a minute.
+    assert_eq!(sends(&host, "c1")[1].0, "▶ bash");
+    // A transport without edits gets the first tool's line as a message of its own.
+    assert_eq!(sends(&host, "c2"), vec![post("thinking…"), post("▶ bash")]);
+
+    // The second update is throttled again (trailing edge, decision 4).
+    host.now = start + 20;
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
     assert_eq!(sends(&host, "c1").len(), 2);
+    assert_eq!(host.ticks.last(), Some(&(start + 60_010)));
+    host.now = start + 60_010;
+    bridge.tick(&mut host);
+    assert_eq!(sends(&host, "c1").last().unwrap().0, "✓ bash");
+    assert_eq!(sends(&host, "c2").last().unwrap(), &post("✓ bash"));
 }
 
 #[test]
@@ -408,14 +450,14 @@ fn a_tool_call_outside_any_turn_fails_closed() {
     );
     assert!(
         matches!(
-            bridge.on_tool_call(&mut host, "bash"),
+            support::verdict(bridge.on_tool_call(&mut host, "bash")),
             guest::model::ToolDecision::Block(_)
         ),
         "no turn known: treated as remote"
     );
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
     assert_eq!(
-        bridge.on_tool_call(&mut host, "bash"),
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
         guest::model::ToolDecision::Allow
     );
 }
@@ -552,4 +594,84 @@ fn replies_still_waiting_at_shutdown_are_reported_not_dropped() {
                 .to_string()
         )]
     );
+}
+
+/// The card text last sent to `conversation`.
+fn last_card(host: &FakeHost, conversation: &str) -> String {
+    host.sent
+        .iter()
+        .filter(|m| m.kind == OutboundKind::Progress && m.conversation_id == conversation)
+        .map(|m| m.text.clone())
+        .next_back()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_blocked_tool_is_shown_blocked_not_run() {
+    // The demo agent reports no start or end for a blocked call.
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 1_000;
+    assert_eq!(
+        support::verdict(bridge.on_tool_call(&mut host, "read")),
+        guest::model::ToolDecision::Allow
+    );
+    bridge.on_agent_event(&mut host, tool_started("read"));
+    bridge.on_agent_event(&mut host, tool_finished("read"));
+    host.now += 1_000;
+    assert!(matches!(
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        guest::model::ToolDecision::Block(_)
+    ));
+    host.now += 1_000;
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert_eq!(last_card(&host, "c1"), "✓ read\n⊘ bash (blocked)");
+}
+
+#[test]
+fn a_host_that_still_reports_a_blocked_call_does_not_turn_it_into_a_run() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    assert!(matches!(
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        guest::model::ToolDecision::Block(_)
+    ));
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::ToolFinished {
+            name: "bash".into(),
+            ok: false,
+        },
+    );
+    // Later the same tool is allowed (a local "yes" under approval): that run shows.
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert_eq!(last_card(&host, "c1"), "⊘ bash (blocked)");
+
+    let mut host = FakeHost::new();
+    let mut bridge = started(
+        &mut host,
+        r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each"}}"#,
+        &["tg"],
+    )
+    .0;
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.confirm_answers.extend([false, true]);
+    assert!(matches!(
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        guest::model::ToolDecision::Block(_)
+    ));
+    assert_eq!(
+        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        guest::model::ToolDecision::Allow
+    );
+    bridge.on_agent_event(&mut host, tool_started("bash"));
+    bridge.on_agent_event(&mut host, tool_finished("bash"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert_eq!(last_card(&host, "c1"), "⊘ bash (blocked)\n✓ bash");
 }

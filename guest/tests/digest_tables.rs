@@ -4,7 +4,7 @@
 //! counts, fence pairing, redaction before collapsing).
 
 use guest::core::digest::{DigestInput, DigestOptions, build_work_digest};
-use guest::core::todo::{Todo, extract_markdown_todos};
+use guest::core::todo::{Todo, extract_markdown_todos, strip_markdown_todos};
 use guest::core::work::{
     FileChange, extract_test_summary, is_test_command, normalize_git_path, parse_git_branch,
     parse_git_numstat, summarize_test_run,
@@ -935,5 +935,29 @@ proptest! {
                 None => prop_assert!(!present, "{heading} missing"),
             }
         }
+    }
+}
+
+#[test]
+fn strip_markdown_todos_table() {
+    let rows = [
+        ("## Done.\n\n- [x] read it\n- [ ] ship it", "## Done.\n"),
+        ("a\n* [X] b\n  + [ ] c\nd", "a\nd"),
+        // A checklist in a code sample is not the plan: kept, as extraction skips it.
+        (
+            "```\n- [ ] in code\n```\n- [ ] out",
+            "```\n- [ ] in code\n```",
+        ),
+        // Plain bullets and prose stay.
+        (
+            "- plain\n-[ ] not a task\n- [ ]   ",
+            "- plain\n-[ ] not a task\n- [ ]   ",
+        ),
+        ("", ""),
+    ];
+    for (text, expected) in rows {
+        assert_eq!(strip_markdown_todos(text), expected, "{text:?}");
+        // What is stripped is exactly what extraction reads.
+        assert!(extract_markdown_todos(&strip_markdown_todos(text), 100, 100).is_empty());
     }
 }

@@ -1,15 +1,20 @@
 //! The example configs in `examples/` stay valid: every one loads without a note.
 
 use guest::core::config::load_config;
-use guest::model::ConfigSource;
+use guest::model::{ConfigContent, ConfigScope, ConfigSource};
+use guest::model::{Platform, Setting, SettingKind, SettingValue};
+
+#[path = "support/platforms.rs"]
+mod platforms;
+use platforms::platforms;
 
 fn load(path: &str, text: &str) -> Vec<String> {
     let source = ConfigSource {
-        scope: "project".into(),
+        scope: ConfigScope::Project,
         path: path.into(),
-        text: text.into(),
+        content: ConfigContent::Text(text.into()),
     };
-    load_config(&[source])
+    load_config(&[source], &platforms())
         .notes
         .into_iter()
         .map(|n| n.text)
@@ -27,6 +32,10 @@ fn example_configs_load_cleanly() {
             "examples/strict.json",
             include_str!("../../examples/strict.json"),
         ),
+        (
+            "examples/approve-from-phone.json",
+            include_str!("../../examples/approve-from-phone.json"),
+        ),
     ] {
         assert_eq!(
             load(path, text),
@@ -39,11 +48,11 @@ fn example_configs_load_cleanly() {
 #[test]
 fn the_terminal_example_requests_the_terminal() {
     let source = ConfigSource {
-        scope: "project".into(),
+        scope: ConfigScope::Project,
         path: "examples/bot-connect.json".into(),
-        text: include_str!("../../examples/bot-connect.json").into(),
+        content: ConfigContent::Text(include_str!("../../examples/bot-connect.json").into()),
     };
-    let ids: Vec<String> = load_config(&[source])
+    let ids: Vec<String> = load_config(&[source], &platforms())
         .transports
         .into_iter()
         .map(|t| t.id)

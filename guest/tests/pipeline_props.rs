@@ -2,7 +2,7 @@
 //! transport profile and for random limits (I3, I4, I5, I22, I26–I29).
 
 use guest::core::blocks::split;
-use guest::core::chunk::{Meter, measure_rendered};
+use guest::core::measure::{Meter, measure_rendered};
 use guest::core::outbound::prepare;
 use guest::core::redact::redact;
 use guest::model::{Capabilities, LengthUnit, Markup};
@@ -139,10 +139,7 @@ fn without_fence_lines_and_breaks(s: &str) -> String {
 fn trailing_heading(msg: &str) -> Option<&str> {
     let mut last = None;
     let mut depth = 0;
-    for (event, range) in
-        Parser::new_ext(msg, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH)
-            .into_offset_iter()
-    {
+    for (event, range) in Parser::new_ext(msg, guest::core::dialect::options()).into_offset_iter() {
         match event {
             Event::Start(tag) => {
                 if depth == 0 {
@@ -168,7 +165,7 @@ fn ends_with_heading(msg: &str, source_headings: &[&str]) -> bool {
 
 /// Raw text of every heading in `doc`.
 fn headings(doc: &str) -> Vec<&str> {
-    Parser::new_ext(doc, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH)
+    Parser::new_ext(doc, guest::core::dialect::options())
         .into_offset_iter()
         .filter(|(e, _)| matches!(e, Event::Start(Tag::Heading { .. })))
         .map(|(_, r)| &doc[r])

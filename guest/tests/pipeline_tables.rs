@@ -2,7 +2,8 @@
 //! §3.6–3.9 and §3.19, plus the rules this implementation adds.
 
 use guest::core::blocks::split;
-use guest::core::chunk::{Meter, chunk_text, measure, measure_rendered};
+use guest::core::chunk::chunk_text;
+use guest::core::measure::{Meter, measure, measure_rendered};
 use guest::core::outbound::prepare;
 use guest::core::redact::redact;
 use guest::core::render::render;
@@ -373,10 +374,22 @@ fn every_rule_replaces_with_its_text() {
             "[redacted:telegram-token]",
             "telegram-bot-token",
         ),
+        // A full-length token is caught by the token rule even glued to `bot`; the URL rule
+        // still catches the shorter secrets that only the `/bot` prefix marks as one.
         (
             "https://api.telegram.org/bot123456789:AAHabcdefghijklmnopqrstuvwxyz012345/getMe",
             "https://api.telegram.org/bot[redacted:telegram-token]/getMe",
+            "telegram-bot-token",
+        ),
+        (
+            "https://api.telegram.org/bot123456789:AAHabcdefghijklmnopq/getMe",
+            "https://api.telegram.org/bot[redacted:telegram-token]/getMe",
             "telegram-bot-url",
+        ),
+        (
+            "the bot2039426054:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw works",
+            "the bot[redacted:telegram-token] works",
+            "telegram-bot-token",
         ),
         (
             "x-auth-token: s3cr3t",

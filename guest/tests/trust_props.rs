@@ -70,12 +70,13 @@ proptest! {
         let opts = PairingOptions::from_config(&config);
         let mut random = cycling(values);
         let mut pending: Option<PendingChallenge> = None;
+        let mut live_code = String::new();
         let mut codes_issued: Vec<String> = Vec::new();
         let mut now = 1_000_000u64;
         for (text, is_direct, addressed, dt) in messages {
             now += dt;
             // The sequence never contains the live code as an exact digit string.
-            if pending.as_ref().is_some_and(|p| normalize_challenge_input(&text) == p.code) {
+            if pending.is_some() && normalize_challenge_input(&text) == live_code {
                 continue;
             }
             let envelope = Envelope {
@@ -101,20 +102,25 @@ proptest! {
                 Route::Pair => {}
                 other => prop_assert!(false, "unauthenticated {text:?} routed to {other:?}"),
             }
-            match decide_pairing(pending.as_ref(), &text, now, &opts, &mut random) {
-                PairingDecision::Trust => prop_assert!(false, "{text:?} paired without the code"),
-                PairingDecision::Ask { pending: next, reason } => {
-                    if reason.is_fresh() {
-                        codes_issued.push(next.code.clone());
-                    }
-                    let reply = chat_prompt(reason, &next, &opts, &config.local_command);
-                    let reply_digits = normalize_challenge_input(&reply);
-                    for code in &codes_issued {
-                        prop_assert!(!reply_digits.contains(code.as_str()), "{reply:?} leaks {code}");
-                    }
-                    pending = Some(next);
+            let (next, reason) = match decide_pairing(pending.as_ref(), &text, now, &opts) {
+                PairingDecision::Trust => {
+                    prop_assert!(false, "{text:?} paired without the code");
+                    continue;
                 }
+                PairingDecision::Keep { pending: next, reason } => (next, reason),
+                PairingDecision::Issue { reason } => {
+                    let created = create_challenge(now, opts.ttl_ms, opts.digits, &mut random, [0; 16]);
+                    codes_issued.push(created.code.clone());
+                    live_code = created.code;
+                    (created.pending, reason)
+                }
+            };
+            let reply = chat_prompt(reason, &opts, next.attempts, &config.local_command);
+            let reply_digits = normalize_challenge_input(&reply);
+            for code in &codes_issued {
+                prop_assert!(!reply_digits.contains(code.as_str()), "{reply:?} leaks {code}");
             }
+            pending = Some(next);
         }
     }
 
@@ -122,22 +128,24 @@ proptest! {
     fn only_a_digit_string_of_the_code_length_is_an_attempt(
         text in "[a-z0-9 :-]{0,30}",
         values in random_values(),
+        salt in any::<[u8; 16]>(),
     ) {
         let opts = PairingOptions { ttl_ms: 300_000, digits: 6, max_attempts: 3 };
-        let live = create_challenge(0, opts.ttl_ms, opts.digits, &mut cycling(values.clone()));
-        let decision = decide_pairing(Some(&live), &text, 1, &opts, &mut cycling(values));
+        let created = create_challenge(0, opts.ttl_ms, opts.digits, &mut cycling(values), salt);
+        let live = created.pending;
+        let decision = decide_pairing(Some(&live), &text, 1, &opts);
         let provided = normalize_challenge_input(&text);
         if provided.len() != 6 {
             prop_assert_eq!(
                 decision,
-                PairingDecision::Ask { pending: live, reason: PairingReason::Awaiting }
+                PairingDecision::Keep { pending: live, reason: PairingReason::Awaiting }
             );
-        } else if provided == live.code {
+        } else if provided == created.code {
             prop_assert_eq!(decision, PairingDecision::Trust);
         } else {
             prop_assert_eq!(
                 decision,
-                PairingDecision::Ask {
+                PairingDecision::Keep {
                     pending: PendingChallenge { attempts: 1, ..live },
                     reason: PairingReason::Mismatch,
                 }
@@ -152,10 +160,15 @@ proptest! {
         now in any::<u64>(),
         ttl in any::<u64>(),
     ) {
-        let challenge = create_challenge(now, ttl, digits, &mut cycling(values));
+        let challenge = create_challenge(now, ttl, digits, &mut cycling(values), [3; 16]);
         prop_assert_eq!(challenge.code.len(), digits as usize);
         prop_assert!(challenge.code.bytes().all(|b| b.is_ascii_digit()), "{}", challenge.code);
-        prop_assert_eq!(challenge.attempts, 0);
-        prop_assert_eq!(challenge.expires_at, now.saturating_add(ttl));
+        prop_assert_eq!(challenge.pending.attempts, 0);
+        prop_assert_eq!(challenge.pending.digits, digits);
+        prop_assert_eq!(challenge.pending.expires_at, now.saturating_add(ttl));
+        // Only the hash is kept, and it recognises the code and nothing shorter or longer.
+        prop_assert!(challenge.pending.hash.matches(&challenge.code));
+        let longer = format!("{}0", challenge.code);
+        prop_assert!(!challenge.pending.hash.matches(&longer));
     }
 }

@@ -2,8 +2,8 @@
 //! session, and one inbound envelope through the component next to the same guest code
 //! called natively. Figures are printed; nothing is asserted.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -12,19 +12,19 @@ use guest::bridge::Bridge;
 use guest::host::Host;
 use guest::model;
 use host_shim::agent::{Agent, AgentSignal, RecentWork};
+use host_shim::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
+use host_shim::bindings::types;
 use host_shim::clock::SystemClock;
 use host_shim::imports::{SessionContext, SessionHost};
 use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
-use host_shim::runtime::bindings::exports::pi::bot_connect::session::ConfigSource;
-use host_shim::runtime::bindings::pi::bot_connect::agent::{DeliverAs, PromptImage, SessionInfo};
-use host_shim::runtime::bindings::pi::bot_connect::types;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::state_file::StateFile;
 use host_shim::ui::RecordingUi;
 use tokio::sync::mpsc;
-use transports::Transport;
-use transports::fake::FakeTransport;
+use transport_core::Transport;
+use transport_testing::fake::FakeTransport;
 
 /// Pre-trusts the sender, so the envelope is a prompt (the common case once paired).
 const CONFIG: &str =
@@ -66,8 +66,11 @@ impl Agent for NullAgent {
 struct Bench {
     runtime: Arc<Runtime>,
     tokio: tokio::runtime::Runtime,
-    ctx: Arc<SessionContext>,
-    _dir: tempfile::TempDir,
+    state: Arc<Mutex<StateFile>>,
+    fake: Arc<dyn Transport>,
+    inbound: transport_core::InboundSink,
+    _inbound_rx: transport_core::InboundStream,
+    dir: tempfile::TempDir,
 }
 
 fn setup() -> Bench {
@@ -75,40 +78,52 @@ fn setup() -> Bench {
         .enable_all()
         .build()
         .unwrap();
-    let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, Limits::default()).unwrap());
+    // Room in the pool for every idle session the memory figure holds.
+    let limits = Limits {
+        max_instances: IDLE_SESSIONS as u32 + 8,
+        ..Limits::default()
+    };
+    let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).unwrap());
     let dir = tempfile::tempdir().unwrap();
     let (state, _) = StateFile::open(&dir.path().join("state.json"), 0).unwrap();
-    let (inbound, _rx) = mpsc::channel(16);
-    let fake: Arc<dyn Transport> = Arc::new(FakeTransport::default());
-    let ctx = Arc::new(SessionContext {
-        key: "bench".into(),
-        transports: RwLock::new(BTreeMap::from([("fake".to_string(), fake)])),
-        inbound,
-        agent: Arc::new(NullAgent),
-        ui: Arc::new(RecordingUi::default()),
-        state: Arc::new(Mutex::new(state)),
-        locks: LockDir::new(dir.path().join("locks")),
-        lock_stale_ms: RwLock::default(),
-        lock_owners: Mutex::default(),
-        clock: Arc::new(SystemClock),
-        log: Arc::new(MemoryLog::default()),
-        held_locks: Mutex::default(),
-        listening: Mutex::default(),
-        tick_at: Mutex::default(),
-    });
+    let (inbound, inbound_rx) = transport_core::inbound::channel(16);
     Bench {
         runtime,
         tokio,
-        ctx,
-        _dir: dir,
+        state: Arc::new(Mutex::new(state)),
+        fake: Arc::new(FakeTransport::default()),
+        inbound,
+        _inbound_rx: inbound_rx,
+        dir,
+    }
+}
+
+impl Bench {
+    /// A session's host state, as `Session::spawn` builds it.
+    fn ctx(&self) -> SessionContext {
+        SessionContext {
+            key: "bench".into(),
+            transports: BTreeMap::from([("fake".to_string(), self.fake.clone())]),
+            inbound: self.inbound.clone(),
+            agent: Arc::new(NullAgent),
+            ui: Arc::new(RecordingUi::default()),
+            state: self.state.clone(),
+            locks: LockDir::new(self.dir.path().join("locks")),
+            clock: Arc::new(SystemClock),
+            log: Arc::new(MemoryLog::default()),
+            held_locks: HashMap::new(),
+            listening: Vec::new(),
+            tick_at: None,
+            parked: HashMap::new(),
+        }
     }
 }
 
 fn sources() -> Vec<ConfigSource> {
     vec![ConfigSource {
-        scope: "project".into(),
+        scope: ConfigScope::Project,
         path: "bench.json".into(),
-        text: CONFIG.into(),
+        content: ConfigContent::Text(CONFIG.into()),
     }]
 }
 
@@ -116,12 +131,16 @@ impl Bench {
     async fn started_instance(&self) -> Instance {
         let mut instance = self
             .runtime
-            .instantiate(SessionHost::new(self.ctx.clone()))
+            .instantiate(SessionHost::new(self.ctx()))
             .await
             .unwrap();
         let session = instance.bridge.pi_bot_connect_session();
         session
-            .call_configure(&mut instance.store, &sources())
+            .call_configure(
+                &mut instance.store,
+                &sources(),
+                &host_shim::factory::declarations(),
+            )
             .await
             .unwrap();
         session
@@ -151,8 +170,8 @@ fn envelope() -> types::Envelope {
 struct NativeHost;
 
 impl Host for NativeHost {
-    fn identify(&mut self, _: &str) -> Result<model::Identity, String> {
-        Ok(model::Identity {
+    fn identify(&mut self, _: &str) -> Result<model::BotIdentity, String> {
+        Ok(model::BotIdentity {
             bot_id: "fake-bot".into(),
             bot_name: "fake bot".into(),
             capabilities: model::Capabilities {
@@ -170,6 +189,7 @@ impl Host for NativeHost {
     fn listen(&mut self, _: &str) -> Result<(), String> {
         Ok(())
     }
+    fn resolve_tool_call(&mut self, _: &str, _: &model::ToolDecision) {}
     fn send(&mut self, _: &model::Outbound) -> Result<model::Receipt, model::SendError> {
         Ok(model::Receipt {
             message_id: "m".into(),
@@ -228,7 +248,7 @@ impl Host for NativeHost {
     fn random_bytes(&mut self, len: u32) -> Vec<u8> {
         vec![7; len as usize]
     }
-    fn acquire_lock(&mut self, _: &str) -> Result<(), String> {
+    fn acquire_lock(&mut self, _: &str, _: u64) -> Result<(), String> {
         Ok(())
     }
     fn release_lock(&mut self, _: &str) {}
@@ -267,11 +287,7 @@ fn bench_sessions(c: &mut Criterion) {
         b.iter(|| {
             bench
                 .tokio
-                .block_on(
-                    bench
-                        .runtime
-                        .instantiate(SessionHost::new(bench.ctx.clone())),
-                )
+                .block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx())))
                 .unwrap()
         })
     });
@@ -286,7 +302,8 @@ fn bench_sessions(c: &mut Criterion) {
     group.bench_function("through the component", |b| {
         b.iter(|| {
             bench.tokio.block_on(async {
-                instance.store.data_mut().begin_call();
+                let fuel = instance.store.data().call_fuel;
+                instance.store.set_fuel(fuel).unwrap();
                 let session = instance.bridge.pi_bot_connect_session();
                 session
                     .call_on_envelope(&mut instance.store, &wit_envelope)
@@ -298,11 +315,11 @@ fn bench_sessions(c: &mut Criterion) {
     let mut native = Bridge::new();
     let mut host = NativeHost;
     let sources = vec![model::ConfigSource {
-        scope: "project".into(),
+        scope: model::ConfigScope::Project,
         path: "bench.json".into(),
-        text: CONFIG.into(),
+        content: model::ConfigContent::Text(CONFIG.into()),
     }];
-    native.configure(&mut host, &sources);
+    native.configure(&mut host, &sources, &[]);
     native.start(&mut host, &["fake".to_string()]);
     let native_envelope = native_envelope();
     group.bench_function("native (same guest code)", |b| {

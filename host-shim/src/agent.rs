@@ -12,12 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::runtime::bindings::exports::pi::bot_connect::session::{
-    AgentEvent, ToolDecision, ToolResult, TurnOrigin,
-};
-use crate::runtime::bindings::pi::bot_connect::agent::{
-    DeliverAs, PromptImage, SessionInfo, ShellRun,
-};
+use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
+use crate::bindings::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
 
 /// What an agent tells the session it is attached to.
 #[derive(Debug)]
@@ -66,10 +62,30 @@ pub struct RecentWork {
 }
 
 /// One step of a scripted turn.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 enum Step {
-    Tool { name: &'static str, ok: bool },
-    Reply(String),
+    Tool {
+        name: &'static str,
+        ok: bool,
+    },
+    /// The answer, written from what the turn's tools actually did.
+    Reply(Answer),
+}
+
+/// Which answer a turn ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Short,
+    Long,
+    Failed,
+}
+
+/// What happened to one tool call of a turn: the answer must say exactly this, never
+/// claim a tool ran that the bridge blocked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Ran { name: &'static str, ok: bool },
+    Blocked { name: &'static str, reason: String },
 }
 
 /// What the demo's `bash` step pretends to run, and what it pretends to print: the digest
@@ -121,7 +137,7 @@ impl DemoAgent {
                     name: "bash",
                     ok: true,
                 },
-                Step::Reply(long_reply()),
+                Step::Reply(Answer::Long),
             ];
         }
         if trimmed.eq_ignore_ascii_case("fail") {
@@ -130,7 +146,7 @@ impl DemoAgent {
                     name: "bash",
                     ok: false,
                 },
-                Step::Reply("The command failed; see above.".into()),
+                Step::Reply(Answer::Failed),
             ];
         }
         vec![
@@ -142,7 +158,7 @@ impl DemoAgent {
                 name: "bash",
                 ok: true,
             },
-            Step::Reply(short_reply(trimmed)),
+            Step::Reply(Answer::Short),
         ]
     }
 
@@ -190,6 +206,7 @@ impl DemoAgent {
         {
             return;
         }
+        let mut outcomes = Vec::new();
         for step in Self::script(prompt) {
             if self.aborted() {
                 let _ = emit(AgentEvent::AssistantMessage("Aborted.".into())).await;
@@ -224,16 +241,17 @@ impl DemoAgent {
                                 ok,
                             };
                             let _ = emit(AgentEvent::ToolFinished(result)).await;
+                            outcomes.push(Outcome::Ran { name, ok });
                         }
                         Ok(ToolDecision::Block(reason)) => {
-                            let text = format!("I did not run `{name}`: {reason}");
-                            let _ = emit(AgentEvent::AssistantMessage(text)).await;
+                            outcomes.push(Outcome::Blocked { name, reason });
                         }
                         Err(_) => return,
                     }
                 }
-                Step::Reply(text) => {
+                Step::Reply(answer) => {
                     self.pause().await;
+                    let text = reply(answer, prompt.trim(), &outcomes);
                     let _ = emit(AgentEvent::AssistantMessage(text)).await;
                 }
             }
@@ -309,12 +327,44 @@ impl Agent for DemoAgent {
     }
 }
 
-fn short_reply(prompt: &str) -> String {
+/// The turn's answer, from what its tools really did.
+fn reply(answer: Answer, prompt: &str, outcomes: &[Outcome]) -> String {
+    let blocked: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            Outcome::Blocked { name, reason } => Some(format!("- `{name}` was blocked: {reason}")),
+            Outcome::Ran { .. } => None,
+        })
+        .collect();
+    if !blocked.is_empty() {
+        return format!(
+            "## Not done\n\nI could not do this, because the tools it needs were not allowed \
+             for this turn:\n\n{}\n\nRun it at the terminal, or change \
+             `bridge.remoteToolPolicy`.",
+            blocked.join("\n")
+        );
+    }
+    match answer {
+        Answer::Long => long_reply(),
+        Answer::Failed => "The command failed; see above.".into(),
+        Answer::Short => short_reply(prompt, outcomes),
+    }
+}
+
+fn short_reply(prompt: &str, outcomes: &[Outcome]) -> String {
     let shown: String = prompt.chars().take(200).collect();
+    let ran = |tool: &str| {
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Ran { name, .. } if *name == tool))
+    };
+    let tick = |done: bool| if done { "[x]" } else { "[ ]" };
     format!(
-        "## Done\n\nYou asked: *{shown}*\n\nWhat I did:\n\n- [x] read `README.md`\n- [x] ran the tests\n\
+        "## Done\n\nYou asked: *{shown}*\n\nWhat I did:\n\n- {} read `README.md`\n- {} ran the tests\n\
          - [ ] look at the result with `/connect digest`\n\n\
-         ```sh\ncargo test --workspace\n```\n\nAll **green**. Send `long` for a long answer."
+         ```sh\ncargo test --workspace\n```\n\nAll **green**. Send `long` for a long answer.",
+        tick(ran("read")),
+        tick(ran("bash"))
     )
 }
 

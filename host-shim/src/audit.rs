@@ -2,8 +2,11 @@
 //!
 //! The component model enforces the boundary; this module makes it visible
 //! (`host-shim inspect`) and testable (C1): the bridge world's own interfaces, plus the
-//! few `wasi:*` interfaces Rust's std links (stdio, process exit, the HashMap seed), and
-//! nothing that reaches files, sockets, HTTP, clocks or the secure random source.
+//! few `wasi:*` interfaces Rust's std links (stdio, process exit), and nothing that
+//! reaches files, sockets, HTTP, clocks or any random source. The guest's only
+//! randomness is the bridge's own `rng` import: std's `HashMap` seed goes through it too
+//! (host-shim/build/hash_seed_adapter.rs), so replaying a session's imports replays the
+//! seed (C4).
 
 use wasmtime::Engine;
 use wasmtime::component::types::{Component, ComponentItem};
@@ -51,10 +54,6 @@ pub const ALLOWED_WASI: &[(&str, &str)] = &[
     ("wasi:io/error", "error type of the stdio streams"),
     ("wasi:io/streams", "the stdio streams themselves"),
     ("wasi:io/poll", "readiness of the stdio streams"),
-    (
-        "wasi:random/insecure-seed",
-        "std's HashMap hash seed (pulldown-cmark and regex-lite keep HashMaps); it guards against hash flooding by chat text and never reaches an output",
-    ),
 ];
 
 /// The bridge world's own imports (wit/bridge.wit).

@@ -1,7 +1,9 @@
 //! Config discovery (reference §4.1): which config files exist, and their raw text.
 //!
-//! Parsing and validation belong to the guest; the host only reads files, so a problem
-//! here is a note for the user, never a reason to stop the session.
+//! Parsing and validation belong to the guest; the host only reads files. A file that
+//! exists but cannot be read is still handed over, as unreadable: it may have been the
+//! one that restricted remote turns, so the bridge must fail closed on it, not quietly
+//! run with the defaults.
 
 use std::fmt;
 use std::fs::File;
@@ -26,7 +28,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// The label used in notes and handed to the guest: `global`, `project` or `override`.
+    /// The label used in notes: `global`, `project` or `override`.
     pub fn label(self) -> &'static str {
         match self {
             Scope::Global => "global",
@@ -42,24 +44,22 @@ impl fmt::Display for Scope {
     }
 }
 
-/// One config file's text, unparsed.
+/// One config file: its text, or why it could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigText {
     /// Where it came from.
     pub scope: Scope,
-    /// The file that was read.
+    /// The file.
     pub path: PathBuf,
-    /// Its contents.
-    pub text: String,
+    /// Its contents, or the reason they could not be read (for a person).
+    pub text: Result<String, String>,
 }
 
-/// The result of discovery: texts in merge order (global before project) and notes.
+/// The result of discovery: the files in merge order (global before project).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Discovery {
-    /// Config texts, lowest precedence first.
+    /// Config files, lowest precedence first.
     pub sources: Vec<ConfigText>,
-    /// Problems worth telling the user at session start.
-    pub notes: Vec<String>,
 }
 
 /// Reads the config files named by `locations`. A missing discovered file is normal and
@@ -79,27 +79,23 @@ pub fn discover(locations: &ConfigLocations) -> Discovery {
 }
 
 fn read_into(discovery: &mut Discovery, scope: Scope, path: &Path) {
-    let shown = path.display();
-    match read_limited(path) {
-        Ok(Some(text)) => discovery.sources.push(ConfigText {
-            scope,
-            path: path.to_path_buf(),
-            text,
-        }),
-        Ok(None) => discovery.notes.push(format!(
-            "{scope} config: {shown} is larger than 1 MiB, skipped (a config file is never that big; check the path)"
-        )),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            if scope == Scope::Override {
-                discovery.notes.push(format!(
-                    "override config: {shown} does not exist (set by {CONFIG_ENV})"
-                ));
-            }
+    let text = match read_limited(path) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => {
+            Err("it is larger than 1 MiB (a config file is never that big; check the path)".into())
         }
-        Err(err) => discovery
-            .notes
-            .push(format!("{scope} config: cannot read {shown}: {err}")),
-    }
+        // A discovered file that is not there is the normal case: nothing to read.
+        Err(err) if err.kind() == io::ErrorKind::NotFound && scope != Scope::Override => return,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            Err(format!("it does not exist, though {CONFIG_ENV} names it"))
+        }
+        Err(err) => Err(err.to_string()),
+    };
+    discovery.sources.push(ConfigText {
+        scope,
+        path: path.to_path_buf(),
+        text,
+    });
 }
 
 /// The file's text, or `None` when it exceeds the cap. The cap is enforced on the bytes
@@ -140,15 +136,14 @@ mod tests {
                     ConfigText {
                         scope: Scope::Global,
                         path: global,
-                        text: "{\"g\":1}".into()
+                        text: Ok("{\"g\":1}".into())
                     },
                     ConfigText {
                         scope: Scope::Project,
                         path: project,
-                        text: "{\"p\":1}".into()
+                        text: Ok("{\"p\":1}".into())
                     },
                 ],
-                notes: vec![],
             }
         );
     }
@@ -172,60 +167,50 @@ mod tests {
             vec![ConfigText {
                 scope: Scope::Override,
                 path,
-                text: "{\"o\":1}".into()
+                text: Ok("{\"o\":1}".into())
             }]
         );
-        assert!(found.notes.is_empty());
     }
 
     #[test]
-    fn missing_override_is_a_note() {
+    fn a_missing_override_is_an_unreadable_source() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("absent.json");
         let found = discover(&ConfigLocations::Override(path.clone()));
-        assert!(found.sources.is_empty());
         assert_eq!(
-            found.notes,
-            vec![format!(
-                "override config: {} does not exist (set by PI_BOT_CONNECT_CONFIG)",
-                path.display()
-            )]
+            found.sources,
+            vec![ConfigText {
+                scope: Scope::Override,
+                path,
+                text: Err("it does not exist, though PI_BOT_CONNECT_CONFIG names it".into())
+            }]
         );
     }
 
     #[test]
-    fn unreadable_file_is_a_note_and_the_other_file_still_loads() {
+    fn an_unreadable_file_is_handed_over_as_unreadable_and_the_other_still_loads() {
         let dir = tempfile::tempdir().unwrap();
         // A directory in place of the file: tests run as root, so mode bits cannot
         // provoke a read error, but reading a directory always fails.
         fs::create_dir(dir.path().join("global.json")).unwrap();
         fs::write(dir.path().join("project.json"), "{}").unwrap();
         let (global, _, found) = discover_in(dir.path());
-        assert_eq!(found.sources.len(), 1);
-        assert_eq!(found.sources[0].scope, Scope::Project);
         let err = fs::read_to_string(&global).unwrap_err();
-        assert_eq!(
-            found.notes,
-            vec![format!(
-                "global config: cannot read {}: {err}",
-                global.display()
-            )]
-        );
+        assert_eq!(found.sources.len(), 2);
+        assert_eq!(found.sources[0].scope, Scope::Global);
+        assert_eq!(found.sources[0].text, Err(err.to_string()));
+        assert_eq!(found.sources[1].text, Ok("{}".into()));
     }
 
     #[test]
-    fn non_utf8_file_is_a_read_note() {
+    fn a_non_utf8_file_is_unreadable() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.json");
         fs::write(&path, [0xff, 0xfe]).unwrap();
         let found = discover(&ConfigLocations::Override(path.clone()));
-        assert!(found.sources.is_empty());
         assert_eq!(
-            found.notes,
-            vec![format!(
-                "override config: cannot read {}: stream did not contain valid UTF-8",
-                path.display()
-            )]
+            found.sources[0].text,
+            Err("stream did not contain valid UTF-8".into())
         );
     }
 
@@ -237,14 +222,13 @@ mod tests {
         fs::write(&at_cap, " ".repeat(1024 * 1024)).unwrap();
         fs::write(&over_cap, " ".repeat(1024 * 1024 + 1)).unwrap();
         let (_, _, found) = discover_in(dir.path());
-        assert_eq!(found.sources.len(), 1);
+        assert_eq!(found.sources.len(), 2);
         assert_eq!(found.sources[0].path, at_cap);
+        assert!(found.sources[0].text.is_ok());
+        assert_eq!(found.sources[1].path, over_cap);
         assert_eq!(
-            found.notes,
-            vec![format!(
-                "project config: {} is larger than 1 MiB, skipped (a config file is never that big; check the path)",
-                over_cap.display()
-            )]
+            found.sources[1].text,
+            Err("it is larger than 1 MiB (a config file is never that big; check the path)".into())
         );
     }
 

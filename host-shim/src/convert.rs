@@ -1,8 +1,8 @@
 //! Conversions between the transports' plain types and the WIT types.
 
-use transports::{AttachmentKind, Capabilities, Envelope, LengthUnit, Markup, OutboundKind};
+use transport_core::{AttachmentKind, Capabilities, Envelope, LengthUnit, Markup, OutboundKind};
 
-use crate::runtime::bindings::pi::bot_connect::{transport, types};
+use crate::bindings::{transport, types};
 
 /// Transport capabilities as the guest sees them.
 pub fn capabilities_to_wit(c: Capabilities) -> types::Capabilities {

@@ -1,84 +1,270 @@
-//! Builds the transports a configuration asks for.
+//! The transports this host offers, and building the ones a configuration asks for.
+//!
+//! Each platform crate declares its settings and constructor once
+//! ([`transport_core::platform::Platform`]); this module lists those declarations
+//! ([`PLATFORMS`]), hands them to the bridge for validation, and builds from the
+//! validated requests. Adding a platform is one line in [`PLATFORMS`].
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use transports::Transport;
+use transport_core::Transport;
+use transport_core::platform::{
+    BuildInput, ENABLED, Platform, Setting, SettingDefault, SettingKind, Settings,
+};
 
-use crate::runtime::bindings::exports::pi::bot_connect::session::TransportRequest;
+use crate::bindings::session::{self, TransportRequest};
+use crate::bindings::types::Level;
+use crate::session::Built;
 
-/// Transports this build can create from a configuration file; the others are
-/// reported by name so a configured but unavailable transport is never silent.
-pub const BUILT_IN: &[&str] = &["terminal"];
+/// The terminal chat of `host-shim run`: owned by the host, not built from settings, but
+/// configurable like any transport (`"terminal": {"enabled": false}`).
+pub const TERMINAL: Settings = Settings {
+    id: "terminal",
+    display_name: "the terminal chat",
+    keys: &[ENABLED],
+};
 
-/// Builds `requests`, given the terminal the standalone host uses. Returns the
-/// transports and one note per request that could not be honoured.
+/// The messenger platforms this build of host-shim can start.
+pub static PLATFORMS: &[&Platform] = &[
+    &transport_telegram::PLATFORM,
+    &transport_discord::PLATFORM,
+    &transport_slack::PLATFORM,
+    &transport_robo_claw::PLATFORM,
+];
+
+/// Every transport's declaration, for the bridge's `configure`: the messengers, then the
+/// terminal.
+pub fn declarations() -> Vec<session::Platform> {
+    PLATFORMS
+        .iter()
+        .map(|platform| &platform.settings)
+        .chain(std::iter::once(&TERMINAL))
+        .map(declaration_to_wit)
+        .collect()
+}
+
+fn declaration_to_wit(settings: &Settings) -> session::Platform {
+    session::Platform {
+        id: settings.id.into(),
+        display_name: settings.display_name.into(),
+        settings: settings.keys.iter().map(setting_to_wit).collect(),
+    }
+}
+
+fn setting_to_wit(setting: &Setting) -> session::Setting {
+    session::Setting {
+        name: setting.name.into(),
+        kind: match setting.kind {
+            SettingKind::Boolean => session::SettingKind::Boolean,
+            // The bridge validates both alike (a variable name, never a value); only the
+            // host treats an unset optional one differently (`build_one`).
+            SettingKind::EnvName | SettingKind::OptionalEnvName => session::SettingKind::EnvName,
+            SettingKind::Url(schemes) => {
+                session::SettingKind::Url(schemes.iter().map(|s| s.to_string()).collect())
+            }
+            SettingKind::Integer { min, max } => {
+                session::SettingKind::Integer(session::IntegerRange { min, max })
+            }
+            SettingKind::Text => session::SettingKind::Text,
+        },
+        default: match setting.default {
+            SettingDefault::Absent => None,
+            SettingDefault::Boolean(b) => Some(session::SettingValue::Boolean(b)),
+            SettingDefault::Integer(n) => Some(session::SettingValue::Integer(n)),
+            SettingDefault::Text(text) => Some(session::SettingValue::Text(text.into())),
+        },
+        summary: setting.summary.into(),
+    }
+}
+
+/// What building needs from outside: the environment (credentials) and where transports
+/// may keep their own small state.
+pub struct Environment<'a> {
+    /// Reads an environment variable.
+    pub var: &'a dyn Fn(&str) -> Option<String>,
+    /// Directory for transports' own state (Telegram's update offset).
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Builds `requests` with the host's `terminal` (when it has one). With no request at
+/// all, the terminal is the chat (the demo).
 pub fn build(
     requests: &[TransportRequest],
     terminal: Option<Arc<dyn Transport>>,
-) -> (Vec<Arc<dyn Transport>>, Vec<String>) {
-    let mut built: Vec<Arc<dyn Transport>> = Vec::new();
-    let mut notes = Vec::new();
+    env: &Environment,
+) -> Built {
+    let mut built = Built::default();
     for request in requests {
-        match (request.id.as_str(), &terminal) {
-            ("terminal", Some(t)) => built.push(t.clone()),
-            ("terminal", None) => {
-                notes.push("terminal: there is no terminal in this mode; it was not started".into())
+        if request.id == TERMINAL.id {
+            match &terminal {
+                Some(t) => built.transports.push(t.clone()),
+                None => built.notes.push((
+                    Level::Warning,
+                    "terminal: there is no terminal in this mode; it was not started".into(),
+                )),
             }
-            (id, _) => notes.push(format!(
-                "{id}: this build of host-shim has no {id} transport yet (available: {}); it was not started",
-                BUILT_IN.join(", ")
-            )),
+            continue;
+        }
+        let Some(platform) = PLATFORMS.iter().find(|p| p.settings.id == request.id) else {
+            // The bridge validated against `declarations()`, so this is a host bug.
+            built.notes.push((
+                Level::Error,
+                format!("{}: this build of host-shim cannot start it", request.id),
+            ));
+            continue;
+        };
+        match build_one(platform, request, env) {
+            Ok(Some(transport)) => built.transports.push(transport),
+            Ok(None) => {}
+            Err((level, text)) => built.notes.push((level, text)),
         }
     }
-    // With nothing configured, the terminal is the chat (the demo).
     if requests.is_empty()
         && let Some(t) = terminal
     {
-        built.push(t);
+        built.transports.push(t);
     }
-    (built, notes)
+    built
+}
+
+/// One platform from its validated request. `Ok(None)`: not started, and that is fine.
+fn build_one(
+    platform: &Platform,
+    request: &TransportRequest,
+    env: &Environment,
+) -> Result<Option<Arc<dyn Transport>>, (Level, String)> {
+    let settings: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&request.settings_json).map_err(|e| {
+            (
+                Level::Error,
+                format!(
+                    "{}: the bridge returned unreadable settings ({e})",
+                    request.id
+                ),
+            )
+        })?;
+    let mut credentials = BTreeMap::new();
+    let mut missing = Vec::new();
+    for key in platform.settings.env_keys() {
+        let Some(name) = settings.get(key.name).and_then(|v| v.as_str()) else {
+            continue;
+        };
+        match (env.var)(name).filter(|value| !value.trim().is_empty()) {
+            Some(value) => {
+                credentials.insert(key.name, value);
+            }
+            // The transport runs without it and says so itself (robo_claw's peer token).
+            None if key.kind == SettingKind::OptionalEnvName => {}
+            None => missing.push(name.to_string()),
+        }
+    }
+    let name = platform.settings.display_name;
+    if !missing.is_empty() {
+        let vars = missing
+            .iter()
+            .map(|v| format!("${v}"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        // Slack needs two credentials; the sentence must fit one or both missing.
+        let (verb, them) = if missing.len() == 1 {
+            ("is", "it")
+        } else {
+            ("are", "them")
+        };
+        return Err(if request.required {
+            (
+                Level::Error,
+                format!(
+                    "{name} is enabled but {vars} {verb} not set. Export {them} in the \
+                     environment; never put a token in the config file."
+                ),
+            )
+        } else {
+            (
+                Level::Info,
+                format!(
+                    "{name} was not started: {vars} {verb} not set. Export {them} to start \
+                     {name}, or set \"enabled\": true to make this an error."
+                ),
+            )
+        });
+    }
+    let input = BuildInput {
+        settings,
+        credentials,
+        state_dir: env.state_dir.clone(),
+    };
+    (platform.build)(&input)
+        .map(Some)
+        .map_err(|e| (Level::Error, format!("{} failed to start: {e}", request.id)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use transports::fake::FakeTransport;
+    use transport_testing::fake::FakeTransport;
 
     fn request(id: &str) -> TransportRequest {
         TransportRequest {
             id: id.into(),
-            token_env: None,
             required: false,
             settings_json: "{}".into(),
+        }
+    }
+
+    fn no_env() -> Environment<'static> {
+        Environment {
+            var: &|_| None,
+            state_dir: None,
         }
     }
 
     #[test]
     fn nothing_configured_means_the_terminal_is_the_chat() {
         let terminal: Arc<dyn Transport> = Arc::new(FakeTransport::default());
-        let (built, notes) = build(&[], Some(terminal));
-        assert_eq!(built.len(), 1);
-        assert!(notes.is_empty());
-        let (built, notes) = build(&[], None);
-        assert!(built.is_empty() && notes.is_empty());
+        let built = build(&[], Some(terminal), &no_env());
+        assert_eq!(built.transports.len(), 1);
+        assert!(built.notes.is_empty());
+        let built = build(&[], None, &no_env());
+        assert!(built.transports.is_empty() && built.notes.is_empty());
     }
 
     #[test]
-    fn a_configured_transport_this_build_lacks_is_named_not_skipped_silently() {
-        let terminal: Arc<dyn Transport> = Arc::new(FakeTransport::default());
-        let (built, notes) = build(&[request("telegram"), request("terminal")], Some(terminal));
-        assert_eq!(built.len(), 1, "only the terminal is built");
+    fn a_terminal_request_without_a_terminal_is_named_not_skipped_silently() {
+        let built = build(&[request("terminal")], None, &no_env());
+        assert!(built.transports.is_empty());
         assert_eq!(
-            notes,
-            vec![
-                "telegram: this build of host-shim has no telegram transport yet (available: terminal); it was not started"
-                    .to_string()
-            ]
+            built.notes,
+            vec![(
+                Level::Warning,
+                "terminal: there is no terminal in this mode; it was not started".to_string()
+            )]
         );
-        let (_, notes) = build(&[request("terminal")], None);
+    }
+
+    #[test]
+    fn every_declared_transport_reaches_the_bridge_with_its_keys() {
+        let declared = declarations();
+        let terminal = declared
+            .iter()
+            .find(|p| p.id == "terminal")
+            .expect("the terminal is always declared");
         assert_eq!(
-            notes,
-            vec!["terminal: there is no terminal in this mode; it was not started".to_string()]
+            terminal
+                .settings
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>(),
+            ["enabled"]
         );
+        for platform in PLATFORMS {
+            let wit = declared
+                .iter()
+                .find(|p| p.id == platform.settings.id)
+                .expect("every platform is declared");
+            assert_eq!(wit.settings.len(), platform.settings.keys.len());
+        }
     }
 }

@@ -117,6 +117,25 @@ enum Found {
 }
 
 impl LockDir {
+    /// Who holds `name` right now, without taking or touching it (`doctor`); `None` when
+    /// nobody does. A dead holder on this machine is reported as such.
+    pub fn holder(&self, name: &str, now_ms: u64) -> Option<String> {
+        validate_name(name).ok()?;
+        match read_holder(&self.dir.join(format!("{name}.lock"))) {
+            Found::Gone => None,
+            Found::Malformed => Some("an unreadable lock file".to_owned()),
+            Found::Holder(holder) => {
+                let dead = holder.host == host_name() && !process_alive(holder.pid);
+                let description = describe_holder(&holder, now_ms);
+                Some(if dead {
+                    format!("{description}, no longer running: the next start reclaims it")
+                } else {
+                    description
+                })
+            }
+        }
+    }
+
     /// Locks live in `dir` (created with mode 0700 on first acquire).
     pub fn new(dir: impl Into<PathBuf>) -> LockDir {
         LockDir { dir: dir.into() }

@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::sync::Mutex;
 
-use crate::runtime::bindings::pi::bot_connect::types::Level;
+use crate::bindings::types::Level;
 
 /// One structured log line.
 #[derive(Debug, Clone, PartialEq, Eq)]

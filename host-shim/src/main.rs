@@ -8,21 +8,22 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use host_shim::agent::DemoAgent;
 use host_shim::audit::{self, Verdict};
+use host_shim::bindings::agent::SessionInfo;
+use host_shim::bindings::types::Level;
 use host_shim::clock::{Clock, SystemClock};
 use host_shim::config_files::{self, Discovery};
 use host_shim::factory;
 use host_shim::lock::LockDir;
 use host_shim::logging::StderrLog;
+use host_shim::offline::{self, OfflineSetup};
 use host_shim::paths::Paths;
-use host_shim::runtime::bindings::exports::pi::bot_connect::session::ConfigSource;
-use host_shim::runtime::bindings::pi::bot_connect::agent::SessionInfo;
-use host_shim::runtime::bindings::pi::bot_connect::types::Level;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::session::{Session, SessionSpec};
 use host_shim::state_file::StateFile;
-use host_shim::ui::{StderrUi, TerminalUi, Ui};
-use transports::Transport;
-use transports::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::ui::{TerminalUi, Ui};
+use transport_core::Transport;
+use transport_core::platform::{BotSelf, Normalized};
 
 /// Bridge a live coding-agent session to messengers, from a sandboxed component.
 #[derive(Parser)]
@@ -37,9 +38,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the bridge with the demo agent. With no transport configured, this terminal
-    /// plays the chat: type messages as the remote user, `/connect …` for local
-    /// commands, `/quit` (or Ctrl-D) to leave.
+    /// Run the bridge with the demo agent (or pi: `--agent pi`). With no transport
+    /// configured, this terminal plays the chat: type messages as the remote user,
+    /// `/connect …` for local commands, `/quit` (or Ctrl-D) to leave.
     Run {
         /// Session key the pairing and state are stored under (default: one per
         /// working directory).
@@ -48,12 +49,48 @@ enum Command {
         /// Seconds the demo agent spends on each step of a turn.
         #[arg(long, default_value_t = 0.8, value_name = "SECONDS")]
         pace: f64,
+        /// The agent behind the bridge: the built-in demo, or pi started headless
+        /// (`pi --mode rpc`); arguments after `--` go to pi.
+        #[arg(long, value_enum, default_value_t = AgentKind::Demo)]
+        agent: AgentKind,
+        /// The pi executable for `--agent pi`.
+        #[arg(long = "pi", default_value = "pi", value_name = "PROGRAM")]
+        pi_program: std::ffi::OsString,
+        /// Arguments for pi (`-- --provider x --model y`).
+        #[arg(last = true, value_name = "PI_ARGS")]
+        pi_args: Vec<std::ffi::OsString>,
+    },
+    /// Serve one live pi session for the bot-connect pi extension, which starts this
+    /// command itself (examples/pi-extension). Prints one `ready` line naming the socket;
+    /// stops when stdin closes.
+    Attach {
+        /// pi's session id: the key pairing and state are stored under.
+        #[arg(long, value_name = "KEY")]
+        session: String,
     },
     /// Print the component's imports and exports: the capability audit.
     Inspect,
     /// Check config, state file, locks and the sandbox without starting transports.
     Doctor {
         /// Session key to report on (default: one per working directory).
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+    },
+    /// Normalize one raw platform payload (a Telegram update, ...) and say what the bridge
+    /// would do with it, without sending, saving or starting anything.
+    Explain {
+        /// Transport whose payload it is (`telegram`, `discord`, `slack`, `robo_claw`).
+        transport: String,
+        /// The payload as the platform sent it, in a JSON file.
+        payload: PathBuf,
+        /// The bot's user id on the platform (to recognise itself and replies to it);
+        /// unset: unknown (robo_claw then takes its default sender id, `robot`).
+        #[arg(long, value_name = "ID", default_value = "")]
+        bot_id: String,
+        /// The bot's user name without `@` (to recognise mentions of it).
+        #[arg(long, value_name = "NAME", default_value = "bot")]
+        bot_name: String,
+        /// Session key whose pairings and pauses apply (default: one per working directory).
         #[arg(long, value_name = "KEY")]
         session: Option<String>,
     },
@@ -71,8 +108,12 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let result = runtime.block_on(run(cli));
+    // Dropping the runtime would wait for the blocking thread that reads stdin, so after
+    // `/quit` the process would hang until another line was typed.
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("host-shim: {e:#}");
             std::process::ExitCode::FAILURE
@@ -80,12 +121,60 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Which agent `run` drives.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AgentKind {
+    /// The built-in demo agent (offline, no node needed).
+    Demo,
+    /// pi, started headless over its RPC mode.
+    Pi,
+}
+
+async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let component = load_component(cli.component.as_deref())?;
+    let ok = std::process::ExitCode::SUCCESS;
     match cli.command {
-        Command::Run { session, pace } => run_demo(&component, session, pace).await,
-        Command::Inspect => inspect(&component),
+        Command::Run {
+            session,
+            pace,
+            agent: AgentKind::Demo,
+            ..
+        } => run_demo(&component, session, pace, None).await.map(|()| ok),
+        Command::Run {
+            session,
+            pace,
+            agent: AgentKind::Pi,
+            pi_program,
+            pi_args,
+        } => run_demo(&component, session, pace, Some((pi_program, pi_args)))
+            .await
+            .map(|()| ok),
+        Command::Attach { session } => {
+            let args = host_shim::attach_command::AttachArgs {
+                session,
+                debug: debug_enabled(),
+            };
+            host_shim::attach_command::run(&component, args)
+                .await
+                .map(|()| ok)
+        }
+        Command::Inspect => inspect(&component).map(|()| ok),
         Command::Doctor { session } => doctor(&component, session).await,
+        Command::Explain {
+            transport,
+            payload,
+            bot_id,
+            bot_name,
+            session,
+        } => {
+            let bot = BotSelf {
+                id: bot_id,
+                username: bot_name,
+            };
+            explain(&component, &transport, &payload, &bot, session)
+                .await
+                .map(|()| ok)
+        }
     }
 }
 
@@ -116,25 +205,8 @@ fn setup() -> anyhow::Result<Setup> {
     })
 }
 
-fn config_sources(discovery: &Discovery) -> Vec<ConfigSource> {
-    discovery
-        .sources
-        .iter()
-        .map(|s| ConfigSource {
-            scope: s.scope.label().into(),
-            path: s.path.display().to_string(),
-            text: s.text.clone(),
-        })
-        .collect()
-}
-
 fn default_session_key(cwd: &Path) -> String {
     format!("host-shim:{}", cwd.display())
-}
-
-fn open_state(path: &Path, clock: &dyn Clock) -> anyhow::Result<(StateFile, Vec<String>)> {
-    StateFile::open(path, clock.now_ms())
-        .with_context(|| format!("cannot open the state file {}", path.display()))
 }
 
 fn debug_enabled() -> bool {
@@ -144,7 +216,18 @@ fn debug_enabled() -> bool {
     )
 }
 
-async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyhow::Result<()> {
+/// Where compiled code is cached: beside the state file, so `PI_BOT_CONNECT_STATE`
+/// moves it too and a test never touches the user's own cache.
+fn cache_dir(paths: &Paths) -> Option<PathBuf> {
+    offline::transport_state_dir(&paths.state_file).map(|dir| dir.join("cache"))
+}
+
+async fn run_demo(
+    component: &[u8],
+    session: Option<String>,
+    pace: f64,
+    pi: Option<(std::ffi::OsString, Vec<std::ffi::OsString>)>,
+) -> anyhow::Result<()> {
     if !(0.0..=60.0).contains(&pace) {
         bail!("--pace must be between 0 and 60 seconds, got {pace}");
     }
@@ -152,6 +235,8 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (terminal, mut events) = TerminalTransport::stdio();
     let terminal = Arc::new(terminal);
+    // Local commands and /quit work from the first moment, whatever the chat is.
+    terminal.listen_locally();
     let ui: Arc<dyn Ui> = Arc::new(TerminalUi(terminal.clone()));
     ui.notify(
         Level::Info,
@@ -161,10 +246,8 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
          /connect pair, /connect doctor, … Leave with /quit or Ctrl-D.",
     )
     .await;
-    for note in &setup.discovery.notes {
-        ui.notify(Level::Warning, note).await;
-    }
-    let (state, warnings) = open_state(&setup.paths.state_file, clock.as_ref())?;
+    // The state file's own message names the path and what to do; no second layer.
+    let (state, warnings) = StateFile::open(&setup.paths.state_file, clock.now_ms())?;
     for warning in warnings {
         ui.notify(Level::Warning, &warning).await;
     }
@@ -175,20 +258,70 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
         cwd: setup.cwd.display().to_string(),
         accepts_images: true,
     };
-    let runtime = Arc::new(Runtime::new(component, Limits::default())?);
+    let runtime = Arc::new(Runtime::load(
+        component,
+        Limits::default(),
+        cache_dir(&setup.paths).as_deref(),
+    )?);
     let chat: Arc<dyn Transport> = terminal.clone();
+    let state_dir = offline::transport_state_dir(&setup.paths.state_file);
+    let pi = match pi {
+        Some((program, args)) => {
+            ui.notify(Level::Info, "starting pi (--mode rpc)…").await;
+            let dir = state_dir.clone().unwrap_or_else(|| setup.cwd.clone());
+            let started = host_shim::pi_rpc_agent::start_headless(
+                program,
+                args,
+                setup.cwd.clone(),
+                key.clone(),
+                &dir,
+                ui.clone(),
+            )
+            .await?;
+            Some(started)
+        }
+        None => None,
+    };
+    let agent: Arc<dyn host_shim::agent::Agent> = match &pi {
+        Some(pi) => Arc::new(pi.clone()),
+        None => Arc::new(DemoAgent::new(Duration::from_secs_f64(pace), info)),
+    };
     let spec = SessionSpec {
         key,
-        config_sources: config_sources(&setup.discovery),
-        transports: Box::new(move |requests| factory::build(requests, Some(chat))),
-        agent: Arc::new(DemoAgent::new(Duration::from_secs_f64(pace), info)),
+        config_sources: offline::config_sources(&setup.discovery),
+        platforms: factory::declarations(),
+        transports: Box::new(move |requests| {
+            let var = |name: &str| std::env::var(name).ok();
+            factory::build(
+                requests,
+                Some(chat),
+                &factory::Environment {
+                    var: &var,
+                    state_dir,
+                },
+            )
+        }),
+        agent,
         ui: ui.clone(),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(&setup.paths.lock_dir),
         clock,
         log: Arc::new(StderrLog::new(debug_enabled())),
+        exclusive: true,
     };
     let session = Session::spawn(runtime, spec).await?;
+    // The terminal read `/connect …` until the bridge was configured; from now on it
+    // follows `bridge.localCommand`.
+    let local_command = session.local_command_name().to_owned();
+    if terminal.local_command() != local_command {
+        terminal.set_local_command(&local_command);
+        ui.notify(
+            Level::Info,
+            &format!("Local commands start with /{local_command} (bridge.localCommand)."),
+        )
+        .await;
+    }
+    terminal.settled().await;
     loop {
         let event = tokio::select! {
             event = events.recv() => event,
@@ -203,6 +336,9 @@ async fn run_demo(component: &[u8], session: Option<String>, pace: f64) -> anyho
         }
     }
     session.shutdown().await?;
+    if let Some(pi) = pi {
+        pi.stop().await;
+    }
     ui.notify(Level::Info, "bye: pairing and state are saved.")
         .await;
     Ok(())
@@ -245,87 +381,72 @@ fn inspect(component: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn doctor(component: &[u8], session: Option<String>) -> anyhow::Result<()> {
-    let setup = setup()?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    println!("host-shim doctor");
-    println!("- host-shim: {}", env!("CARGO_PKG_VERSION"));
-    println!("- component: {} bytes", component.len());
-    match &setup.paths.config {
-        host_shim::paths::ConfigLocations::Discover { global, project } => {
-            println!(
-                "- config: {} (global), {} (project)",
-                global.display(),
-                project.display()
-            );
-        }
-        host_shim::paths::ConfigLocations::Override(path) => {
-            println!("- config: {} (PI_BOT_CONNECT_CONFIG)", path.display());
-        }
-    }
-    for source in &setup.discovery.sources {
-        println!(
-            "  found {} config: {}",
-            source.scope.label(),
-            source.path.display()
-        );
-    }
-    for note in &setup.discovery.notes {
-        println!("  note: {note}");
-    }
-    let (state, warnings) = open_state(&setup.paths.state_file, clock.as_ref())?;
+/// `host-shim explain`: the platform's normalizer, then the bridge's preview.
+async fn explain(
+    component: &[u8],
+    transport: &str,
+    payload: &Path,
+    bot: &BotSelf,
+    session: Option<String>,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(payload)
+        .with_context(|| format!("cannot read the payload file {}", payload.display()))?;
     println!(
-        "- state file: {} (persistent)",
-        setup.paths.state_file.display()
+        "assuming the bot is @{} (id {}); pass --bot-name and --bot-id to match yours",
+        bot.username, bot.id
     );
-    for warning in &warnings {
-        println!("  warning: {warning}");
+    let envelope = match host_shim::explain::normalize(transport, &text, bot)? {
+        Normalized::Ignored(reason) => {
+            println!("ignored by the {transport} transport: {reason}");
+            println!("The bridge never sees this payload, so nothing is sent.");
+            return Ok(());
+        }
+        Normalized::Message(envelope) => envelope,
+    };
+    println!("{}", host_shim::explain::describe(&envelope));
+    let setup = setup()?;
+    let offline = offline::spawn(OfflineSetup {
+        component,
+        paths: &setup.paths,
+        discovery: &setup.discovery,
+        key: session.unwrap_or_else(|| default_session_key(&setup.cwd)),
+        cwd: setup.cwd.clone(),
+        clock: Arc::new(SystemClock),
+    })
+    .await?;
+    match offline.session.preview(envelope).await? {
+        Some(verdict) => println!("{verdict}"),
+        None => println!("The bridge failed while previewing; run `host-shim doctor`."),
     }
-    println!("- lock directory: {}", setup.paths.lock_dir.display());
-    let key = session.unwrap_or_else(|| default_session_key(&setup.cwd));
-    let info = SessionInfo {
-        id: key.clone(),
-        name: None,
-        cwd: setup.cwd.display().to_string(),
-        accepts_images: false,
-    };
-    let runtime = Arc::new(Runtime::new(component, Limits::default())?);
-    let requested = Arc::new(Mutex::new(Vec::new()));
-    let seen = requested.clone();
-    let spec = SessionSpec {
-        key,
-        config_sources: config_sources(&setup.discovery),
-        // Doctor never starts a transport: a second poller would fight the running one.
-        transports: Box::new(move |requests| {
-            if let Ok(mut seen) = seen.lock() {
-                seen.extend(requests.iter().map(|r| r.id.clone()));
-            }
-            (Vec::new(), Vec::new())
-        }),
-        agent: Arc::new(DemoAgent::new(Duration::ZERO, info)),
-        ui: Arc::new(StderrUi),
-        state: Arc::new(Mutex::new(state)),
-        locks: LockDir::new(&setup.paths.lock_dir),
-        clock,
-        log: Arc::new(StderrLog::new(debug_enabled())),
-    };
-    let session = Session::spawn(runtime, spec).await?;
-    let requested = requested.lock().map(|r| r.clone()).unwrap_or_default();
-    if requested.is_empty() {
-        println!("- transports configured: none (`run` uses this terminal as the chat)");
+    offline.session.shutdown().await
+}
+
+/// `host-shim doctor`: one report on stdout; exit status 1 when it found errors.
+async fn doctor(
+    component: &[u8],
+    session: Option<String>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let setup = setup()?;
+    let report = offline::doctor(
+        OfflineSetup {
+            component,
+            paths: &setup.paths,
+            discovery: &setup.discovery,
+            key: session.unwrap_or_else(|| default_session_key(&setup.cwd)),
+            cwd: setup.cwd.clone(),
+            clock: Arc::new(SystemClock),
+        },
+        &|name| std::env::var(name).ok(),
+    )
+    .await?;
+    println!("{}", report.text);
+    if report.errors == 0 {
+        Ok(std::process::ExitCode::SUCCESS)
     } else {
         println!(
-            "- transports configured: {} (not started by doctor)",
-            requested.join(", ")
+            "doctor found {} error(s); see the lines marked error above.",
+            report.errors
         );
+        Ok(std::process::ExitCode::FAILURE)
     }
-    if let Some(diagnostics) = session.diagnostics().await? {
-        println!(
-            "- sandbox: the bridge sees {} environment variable(s) and {} argument(s)",
-            diagnostics.sandbox.environment_variables, diagnostics.sandbox.arguments
-        );
-    }
-    let note = session.local_command("doctor").await?;
-    println!("{}", note.text);
-    session.shutdown().await
 }

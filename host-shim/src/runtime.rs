@@ -1,71 +1,66 @@
-//! The sandbox: one wasmtime engine, the bridge component compiled once, and a cheap
-//! fresh instance per agent session.
+//! The sandbox: one wasmtime engine, the bridge component compiled once (or loaded from
+//! the on-disk cache), and a cheap fresh instance per agent session from a pool.
 //!
-//! Each instance gets a memory cap and a per-call CPU budget (epoch interruption), and a
-//! WASI context that grants nothing: no preopens, no environment, no arguments, no
-//! sockets, no stdin. A trap poisons only its own store; the session drops it and
-//! instantiates again (architecture §1.1, C2).
+//! Each instance gets a memory cap, a fuel budget per export call, and only the WASI
+//! interfaces the capability audit allows, linked to a context that grants nothing. A
+//! trap poisons only its own store; the session takes its state back out of the store
+//! and instantiates again (architecture §1.1, C2).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
-use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::error::Context as _;
-use wasmtime::{Config, Engine, Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime::component::{Component, HasData, HasSelf, Linker, ResourceTable};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimitsBuilder,
+};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 
+use crate::audit::{self, Verdict};
+use crate::bindings;
 use crate::imports::SessionHost;
-
-/// Bindings generated from `wit/bridge.wit`.
-pub mod bindings {
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "bridge",
-        // Imports that never wait are plain calls (an async host call costs several times
-        // more, and an envelope makes a handful of them); `trappable` is how bindgen spells
-        // "not async" here, and lets the rng trap instead of returning predictable bytes.
-        imports: {
-            "pi:bot-connect/clock.now-ms": trappable,
-            "pi:bot-connect/clock.request-tick": trappable,
-            "pi:bot-connect/rng.random-bytes": trappable,
-            "pi:bot-connect/log.write": trappable,
-            "pi:bot-connect/agent.is-idle": trappable,
-            "pi:bot-connect/agent.info": trappable,
-            "pi:bot-connect/agent.abort": trappable,
-            "pi:bot-connect/transport.typing": trappable,
-            default: async,
-        },
-        exports: { default: async },
-        // Tests and the host compare decisions and events by value.
-        additional_derives: [PartialEq, Eq],
-    });
-}
 
 /// The component built by `build.rs` from `guest/`.
 pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));
 
-/// How often the engine's epoch advances; the unit of the CPU budget.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// Fuel between two yields of a running guest call: a long call (rendering a megabyte)
+/// gives other sessions on the same worker thread a turn about every millisecond.
+const FUEL_YIELD_INTERVAL: u64 = 2_000_000;
 
 /// Limits applied to every session instance.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Largest linear memory one instance may grow to.
     pub memory_bytes: usize,
-    /// Guest CPU time one export call may use (time spent waiting in host imports, such
-    /// as a network send or a local confirmation, does not count).
-    pub call_budget: Duration,
+    /// Fuel one export call may burn: wasm instructions, roughly. It counts the guest's
+    /// own work only (time waiting in host imports, for a network send or a local
+    /// confirmation, burns none), and it is the same on a loaded machine as on an idle
+    /// one, so an ordinary call is never interrupted because the host was busy.
+    pub call_fuel: u64,
+    /// Instances alive at once (the pool's capacity): sessions, plus one being replaced
+    /// after a trap.
+    pub max_instances: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        // 64 MiB leaves room for a 1 MiB reply through every pipeline stage; 5 s of guest
-        // CPU is orders of magnitude above any legitimate call (budgets: µs to ms).
+        // 64 MiB leaves room for a 1 MiB reply through every pipeline stage. 20 billion
+        // units is several seconds of guest CPU, orders of magnitude above any legitimate
+        // call (budgets: µs to ms; the worst pipeline input costs ~50 million).
         Limits {
             memory_bytes: 64 << 20,
-            call_budget: Duration::from_secs(5),
+            call_fuel: 20_000_000_000,
+            max_instances: 16,
         }
     }
+}
+
+/// Where the compiled component came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compiled {
+    /// Cranelift compiled it now (and, with a cache directory, saved it there).
+    Now,
+    /// It was loaded from the on-disk cache: no compilation.
+    FromCache,
 }
 
 /// The compiled component, ready to instantiate many times.
@@ -73,66 +68,85 @@ pub struct Runtime {
     engine: Engine,
     pre: bindings::BridgePre<SessionHost>,
     limits: Limits,
-    ticker_stop: Arc<AtomicBool>,
+    compiled: Compiled,
 }
 
 /// A live instance and its store.
 pub struct Instance {
-    /// The store holding the instance's memory and host state.
+    /// The store holding the instance's memory and the session's host state.
     pub store: Store<SessionHost>,
     /// The typed exports.
     pub bridge: bindings::Bridge,
 }
 
+/// Why a component cannot run here. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The bytes are not a component this engine can compile.
+    #[error(
+        "the component could not be compiled ({0}); is it a wasm32-wasip2 build of guest/? \
+         Rebuild it with `cargo build -p guest --target wasm32-wasip2 --release`"
+    )]
+    NotAComponent(String),
+    /// It asks for capabilities outside the audited set.
+    #[error(
+        "the component imports {0}, outside the bridge world and the audited WASI set; this \
+         host refuses to run it. Run `host-shim inspect --component <path>` to see every import"
+    )]
+    ForbiddenImports(String),
+    /// Its imports or exports do not match this host's WIT.
+    #[error(
+        "the component does not match this host's WIT world (wit/*.wit): {0}. Rebuild it from \
+         the same checkout as host-shim"
+    )]
+    WorldMismatch(String),
+    /// wasmtime itself could not be set up (memory reservation, threads).
+    #[error("the wasm engine could not start: {0}")]
+    Engine(String),
+}
+
 impl Runtime {
     /// Compiles `component` (the embedded one or a `--component` build) and links the
-    /// imports. Fails with a clear message when the bytes are not a bridge component.
-    pub fn new(component: &[u8], limits: Limits) -> anyhow::Result<Runtime> {
-        Ok(Self::build(component, limits)?)
+    /// imports, without touching any cache.
+    pub fn new(component: &[u8], limits: Limits) -> Result<Runtime, RuntimeError> {
+        Self::load(component, limits, None)
     }
 
-    fn build(component: &[u8], limits: Limits) -> wasmtime::Result<Runtime> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        let engine = Engine::new(&config).context("could not create the wasm engine")?;
-        let component = Component::new(&engine, component).context(
-            "the component could not be compiled; is it a wasm32-wasip2 build of guest/?",
-        )?;
-        let mut linker = Linker::<SessionHost>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .context("could not link the WASI interfaces")?;
-        bindings::Bridge::add_to_linker::<SessionHost, HasSelf<SessionHost>>(&mut linker, |s| s)
-            .context("could not link the bridge imports")?;
-        let pre = linker.instantiate_pre(&component).context(
-            "the component does not match this host's WIT world (wit/bridge.wit); rebuild it",
-        )?;
-        let pre = bindings::BridgePre::new(pre)
-            .context("the component does not export the `session` interface")?;
-
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let (weak_engine, stop) = (engine.weak(), ticker_stop.clone());
-        // One ticker per runtime drives every instance's CPU budget.
-        std::thread::Builder::new()
-            .name("wasm-epoch".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    match weak_engine.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
-                    }
+    /// Like [`Runtime::new`], but looks in `cache_dir` first for this exact component
+    /// compiled by this exact engine, and saves it there after compiling. A cache that
+    /// cannot be read or written only costs the compilation; it never stops a start.
+    pub fn load(
+        component: &[u8],
+        limits: Limits,
+        cache_dir: Option<&Path>,
+    ) -> Result<Runtime, RuntimeError> {
+        let engine = engine(limits)?;
+        let cache = cache_dir.map(|dir| cache_file(dir, &engine, component));
+        let cached = cache.as_deref().and_then(|path| load_cached(&engine, path));
+        let (component, compiled) = match cached {
+            Some(component) => (component, Compiled::FromCache),
+            None => {
+                let component = Component::new(&engine, component)
+                    .map_err(|e| RuntimeError::NotAComponent(format!("{e:#}")))?;
+                if let Some(path) = &cache {
+                    save_cached(&component, path);
                 }
-            })
-            .map_err(|e| {
-                wasmtime::Error::msg(format!("could not start the epoch ticker thread: {e}"))
-            })?;
-
+                (component, Compiled::Now)
+            }
+        };
+        refuse_unaudited_imports(&engine, &component)?;
+        let pre = link(&engine, &component)?;
         Ok(Runtime {
             engine,
             pre,
             limits,
-            ticker_stop,
+            compiled,
         })
+    }
+
+    /// Whether this runtime compiled the component or loaded it from the cache.
+    pub fn compiled(&self) -> Compiled {
+        self.compiled
     }
 
     /// The component's WIT, as the engine sees it: every import and export.
@@ -146,39 +160,168 @@ impl Runtime {
     }
 
     /// A fresh, sandboxed instance whose imports are served by `host`.
-    pub async fn instantiate(&self, host: SessionHost) -> anyhow::Result<Instance> {
-        Ok(self.instantiate_inner(host).await?)
-    }
-
-    async fn instantiate_inner(&self, mut host: SessionHost) -> wasmtime::Result<Instance> {
+    pub async fn instantiate(&self, mut host: SessionHost) -> anyhow::Result<Instance> {
         host.limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(16)
             .build();
-        host.call_budget = self.limits.call_budget;
+        host.call_fuel = self.limits.call_fuel;
         let mut store = Store::new(&self.engine, host);
         store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            // Yield at every tick so one busy guest never starves the others on this
-            // thread, and trap once the guest's own CPU time passes the budget.
-            if ctx.data().guest_time_exceeded() {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-        let bridge = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .context("could not instantiate the bridge component")?;
+        store.set_fuel(self.limits.call_fuel)?;
+        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
+        let bridge =
+            self.pre.instantiate_async(&mut store).await.map_err(|e| {
+                anyhow::anyhow!("could not instantiate the bridge component: {e:#}")
+            })?;
         Ok(Instance { store, bridge })
     }
 }
 
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
+/// The engine: fuel for the per-call budget, and a pool of instance slots so a new
+/// session costs microseconds and no allocation of its own.
+fn engine(limits: Limits) -> Result<Engine, RuntimeError> {
+    let mut pool = PoolingAllocationConfig::new();
+    // wit-component wraps the guest's module in a few small helper modules; each
+    // component instance needs room for all of them.
+    let core_per_component = 8;
+    pool.total_component_instances(limits.max_instances)
+        .total_core_instances(limits.max_instances * core_per_component)
+        .total_memories(limits.max_instances)
+        .total_tables(limits.max_instances * core_per_component)
+        .total_stacks(limits.max_instances)
+        .max_memory_size(limits.memory_bytes);
+    let mut config = Config::new();
+    config
+        .consume_fuel(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config).map_err(|e| RuntimeError::Engine(format!("{e:#}")))
+}
+
+/// Checks every import against the audit before linking, so a component that asks for a
+/// clock, randomness, files or sockets is refused with its names, not with a linker error.
+fn refuse_unaudited_imports(engine: &Engine, component: &Component) -> Result<(), RuntimeError> {
+    let forbidden: Vec<String> = audit::imports(&component.component_type(), engine)
+        .into_iter()
+        .filter(|import| import.verdict == Verdict::Unexpected)
+        .map(|import| import.name)
+        .collect();
+    if forbidden.is_empty() {
+        Ok(())
+    } else {
+        Err(RuntimeError::ForbiddenImports(forbidden.join(", ")))
+    }
+}
+
+/// Links the bridge world and exactly the WASI interfaces on the audit's allow-list
+/// ([`audit::ALLOWED_WASI`]); anything else a component imports stays unlinked.
+fn link(
+    engine: &Engine,
+    component: &Component,
+) -> Result<bindings::BridgePre<SessionHost>, RuntimeError> {
+    let mut linker = Linker::<SessionHost>::new(engine);
+    link_allowed_wasi(&mut linker).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+    bindings::Bridge::add_to_linker::<SessionHost, HasSelf<SessionHost>>(&mut linker, |s| s)
+        .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+    let pre = linker
+        .instantiate_pre(component)
+        .map_err(|e| RuntimeError::WorldMismatch(format!("{e:#}")))?;
+    bindings::BridgePre::new(pre).map_err(|e| RuntimeError::WorldMismatch(format!("{e:#}")))
+}
+
+/// The stdio streams' resource table, as the wasi-io bindings want it.
+struct HasIo;
+
+impl HasData for HasIo {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// One line per allowed interface: this list *is* the WASI part of the boundary, and the
+/// audit test checks it against [`audit::ALLOWED_WASI`].
+fn link_allowed_wasi(linker: &mut Linker<SessionHost>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::p2::bindings::cli;
+    use wasmtime_wasi_io::bindings::wasi::io;
+    let l = linker;
+    io::error::add_to_linker::<SessionHost, HasIo>(l, |t| t.ctx().table)?;
+    io::poll::add_to_linker::<SessionHost, HasIo>(l, |t| t.ctx().table)?;
+    io::streams::add_to_linker::<SessionHost, HasIo>(l, |t| t.ctx().table)?;
+    cli::exit::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::environment::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::stdin::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::stdout::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::stderr::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::terminal_input::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::terminal_output::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::terminal_stdin::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::terminal_stdout::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    cli::terminal_stderr::add_to_linker::<SessionHost, WasiCli>(l, SessionHost::cli)?;
+    Ok(())
+}
+
+/// The cache file for `component` compiled by `engine`: named after the component's
+/// SHA-256 and the engine's compatibility hash (wasmtime version and every setting that
+/// changes the machine code), so a new build or a new wasmtime never loads a stale file.
+fn cache_file(dir: &Path, engine: &Engine, component: &[u8]) -> PathBuf {
+    use sha2::Digest as _;
+    use std::hash::{Hash as _, Hasher as _};
+    let digest = sha2::Sha256::digest(component);
+    let mut compat = std::hash::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut compat);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    dir.join(format!("bridge-{hex}-{:016x}.cwasm", compat.finish()))
+}
+
+/// The cached compilation at `path`, if it is there and safe to load. Loading compiled
+/// code runs it, so the file must be the user's own and nobody else's to write: a
+/// planted file would be arbitrary native code.
+fn load_cached(engine: &Engine, path: &Path) -> Option<Component> {
+    if !owned_privately(path) || !path.parent().is_some_and(owned_privately) {
+        return None;
+    }
+    // SAFETY: the file is named after this component's hash and this engine's
+    // compatibility hash, it was written by `save_cached` from `Component::serialize`,
+    // and only this user can write it or its directory (checked above). wasmtime checks
+    // the header and refuses a file from another version or configuration.
+    unsafe { Component::deserialize_file(engine, path) }.ok()
+}
+
+/// Whether `path` belongs to this user and no one else may write it.
+fn owned_privately(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    !meta.file_type().is_symlink() && meta.uid() == me && meta.mode() & 0o022 == 0
+}
+
+/// Saves `component` at `path` (directory 0700, file 0600, written atomically). A
+/// failure is silent by design: the next start compiles again, which is only slower.
+fn save_cached(component: &Component, path: &Path) {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let Some(dir) = path.parent() else { return };
+    if std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .is_err()
+        || !owned_privately(dir)
+    {
+        return;
+    }
+    let Ok(bytes) = component.serialize() else {
+        return;
+    };
+    let temp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut file| file.write_all(&bytes).and_then(|()| file.sync_all()));
+    if written.is_err() || std::fs::rename(&temp, path).is_err() {
+        let _ = std::fs::remove_file(&temp);
     }
 }

@@ -2,28 +2,28 @@
 //!
 //! The task owns the store and delivers envelopes, agent signals, local commands and
 //! ticks to the guest one at a time (calls never overlap). A trap is reported locally,
-//! the poisoned instance is dropped, and a fresh one is configured from the saved state;
-//! other sessions never notice (C2).
+//! the session's host state is taken back out of the poisoned store, and a fresh instance
+//! is configured from the saved state; other sessions never notice (C2).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use transports::Transport;
+use transport_core::{Inbound, Transport};
 
 use crate::agent::{Agent, AgentSignal};
+use crate::bindings::session::{
+    AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
+    ToolCall, ToolDecision, TransportRequest,
+};
+use crate::bindings::types::Level;
 use crate::clock::Clock;
 use crate::convert;
-use crate::imports::{SessionContext, SessionHost};
-use crate::lock::LockDir;
+use crate::imports::{ParkedCall, SessionContext, SessionHost};
+use crate::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::logging::{LogLine, LogSink};
-use crate::runtime::bindings::exports::pi::bot_connect::session::{
-    AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, ToolCall, ToolDecision,
-    TransportRequest,
-};
-use crate::runtime::bindings::pi::bot_connect::types::Level;
 use crate::runtime::{Instance, Runtime};
 use crate::state_file::StateFile;
 use crate::ui::Ui;
@@ -32,10 +32,20 @@ use crate::ui::Ui;
 /// every fresh instance (say, in `configure`) would otherwise loop forever.
 const MAX_RESTARTS: u32 = 3;
 
-/// Builds the transports a configuration asks for; returns them and the notes about
-/// the ones it could not build (missing credential, unknown kind).
-pub type TransportFactory =
-    Box<dyn FnOnce(&[TransportRequest]) -> (Vec<Arc<dyn Transport>>, Vec<String>) + Send>;
+/// The local command's name when the bridge says none (`/connect …`).
+const DEFAULT_LOCAL_COMMAND: &str = "connect";
+
+/// What a factory built from the validated configuration.
+#[derive(Default)]
+pub struct Built {
+    /// The transports, in start order.
+    pub transports: Vec<Arc<dyn Transport>>,
+    /// Notes about the requests it could not honour (missing credential, unavailable).
+    pub notes: Vec<(Level, String)>,
+}
+
+/// Builds the transports a configuration asks for.
+pub type TransportFactory = Box<dyn FnOnce(&[TransportRequest]) -> Built + Send>;
 
 /// Everything needed to start a session.
 pub struct SessionSpec {
@@ -43,6 +53,8 @@ pub struct SessionSpec {
     pub key: String,
     /// Configuration files, lowest precedence first.
     pub config_sources: Vec<ConfigSource>,
+    /// The transports this host offers, as their crates declare them.
+    pub platforms: Vec<Platform>,
     /// Builds the transports from the validated configuration.
     pub transports: TransportFactory,
     /// The agent.
@@ -57,6 +69,9 @@ pub struct SessionSpec {
     pub clock: Arc<dyn Clock>,
     /// Log sink.
     pub log: Arc<dyn LogSink>,
+    /// Take the session lock (a live host). `doctor` and `explain` look without taking
+    /// it, so they work while the session runs elsewhere.
+    pub exclusive: bool,
 }
 
 /// How a session has fared, for tests and `doctor`.
@@ -72,6 +87,7 @@ pub struct Health {
 
 enum Command {
     Local(String, oneshot::Sender<Note>),
+    Preview(transport_core::Envelope, oneshot::Sender<Option<String>>),
     Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
@@ -82,6 +98,36 @@ enum Command {
 pub struct Session {
     commands: mpsc::Sender<Command>,
     task: JoinHandle<()>,
+    local_command: String,
+}
+
+/// The lock file that keeps a second host off this session: named after a hash of the
+/// key (keys hold paths and colons, lock names may not).
+pub fn session_lock_name(key: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("session-{hex}")
+}
+
+/// Takes the session lock, or says who holds it and what to do. Two hosts on one
+/// session would each save their own copy of its state over the other's, losing a
+/// pairing the other had just made. A live holder is never reclaimed for its age (a
+/// session runs for days); a dead one on this machine is.
+fn acquire_session_lock(locks: &LockDir, key: &str, now_ms: u64) -> anyhow::Result<LockGuard> {
+    locks
+        .acquire(
+            &session_lock_name(key),
+            u64::MAX,
+            &Claimant::this_process(now_ms),
+        )
+        .map_err(|error| match error {
+            LockError::Held { holder_description } => anyhow::anyhow!(
+                "another host-shim already runs session {key:?} ({holder_description}). Stop \
+                 that one first, or start this one with --session <another key>."
+            ),
+            other => anyhow::anyhow!("cannot take the lock of session {key:?}: {other}"),
+        })
 }
 
 /// The error when the session task is gone.
@@ -93,39 +139,57 @@ impl Session {
     /// Instantiates the bridge for `spec`, configures it, builds and starts transports.
     /// Configuration problems are notified locally and never stop the session (I16).
     pub async fn spawn(runtime: Arc<Runtime>, spec: SessionSpec) -> anyhow::Result<Session> {
-        let (inbound_tx, inbound_rx) = mpsc::channel(256);
+        let mut held_locks = HashMap::new();
+        if spec.exclusive {
+            let lock = acquire_session_lock(&spec.locks, &spec.key, spec.clock.now_ms())?;
+            held_locks.insert(session_lock_name(&spec.key), lock);
+        }
+        let (inbound_tx, inbound_rx) = transport_core::inbound::channel(256);
         let (signals_tx, signals_rx) = mpsc::channel(64);
         spec.agent.attach(signals_tx);
-        let ctx = Arc::new(SessionContext {
+        let ctx = SessionContext {
             key: spec.key,
-            transports: RwLock::new(BTreeMap::new()),
+            transports: BTreeMap::new(),
             inbound: inbound_tx,
             agent: spec.agent,
             ui: spec.ui,
             state: spec.state,
             locks: spec.locks,
-            lock_stale_ms: RwLock::default(),
-            lock_owners: Mutex::default(),
             clock: spec.clock,
             log: spec.log,
-            held_locks: Mutex::default(),
-            listening: Mutex::default(),
-            tick_at: Mutex::default(),
-        });
-        let instance = runtime.instantiate(SessionHost::new(ctx.clone())).await?;
+            held_locks,
+            listening: Vec::new(),
+            tick_at: None,
+            parked: HashMap::new(),
+        };
+        let instance = runtime.instantiate(SessionHost::new(ctx)).await?;
+        let (answers_tx, answers_rx) = mpsc::channel(16);
         let mut actor = Actor {
+            answers: answers_tx,
             runtime,
-            ctx,
-            instance: Some(instance),
+            slot: Slot::Live(Box::new(instance)),
             sources: spec.config_sources,
+            platforms: spec.platforms,
             transport_ids: Vec::new(),
             health: Health::default(),
             consecutive_restarts: 0,
+            local_command: DEFAULT_LOCAL_COMMAND.to_owned(),
         };
         actor.boot(Some(spec.transports)).await;
+        let local_command = actor.local_command.clone();
         let (commands, commands_rx) = mpsc::channel(32);
-        let task = tokio::spawn(actor.run(commands_rx, inbound_rx, signals_rx));
-        Ok(Session { commands, task })
+        let task = tokio::spawn(actor.run(commands_rx, inbound_rx, signals_rx, answers_rx));
+        Ok(Session {
+            commands,
+            task,
+            local_command,
+        })
+    }
+
+    /// `bridge.localCommand` as the bridge read it (`connect` when the bridge could not be
+    /// configured): a terminal takes `/<it> …` as a local command.
+    pub fn local_command_name(&self) -> &str {
+        &self.local_command
     }
 
     async fn ask<R>(&self, make: impl FnOnce(oneshot::Sender<R>) -> Command) -> anyhow::Result<R> {
@@ -137,6 +201,15 @@ impl Session {
     /// Runs a local `/connect …` command; returns the text for the terminal.
     pub async fn local_command(&self, args: &str) -> anyhow::Result<Note> {
         self.ask(|tx| Command::Local(args.to_string(), tx)).await
+    }
+
+    /// What the bridge would do with `envelope`, without doing it; `None` when the
+    /// session gave up after traps.
+    pub async fn preview(
+        &self,
+        envelope: transport_core::Envelope,
+    ) -> anyhow::Result<Option<String>> {
+        self.ask(|tx| Command::Preview(envelope, tx)).await
     }
 
     /// The bridge's diagnostics; `None` when the session gave up after traps.
@@ -162,25 +235,41 @@ impl Session {
     }
 }
 
+/// Where the session's host state lives: inside the live instance's store, or parked
+/// here while there is no instance (after the session gave up on repeated traps).
+enum Slot {
+    Live(Box<Instance>),
+    // Boxed like `Live`: the slot is moved on every restart, and the context is large.
+    Parked(Box<SessionContext>),
+    /// Only for the moment the context moves from a dead store to the next one.
+    Moving,
+}
+
 struct Actor {
+    /// Where local answers to pending approvals come back from their question tasks.
+    answers: mpsc::Sender<(String, bool)>,
     runtime: Arc<Runtime>,
-    ctx: Arc<SessionContext>,
-    instance: Option<Instance>,
+    slot: Slot,
     sources: Vec<ConfigSource>,
+    platforms: Vec<Platform>,
     transport_ids: Vec<String>,
     health: Health,
     consecutive_restarts: u32,
+    /// `bridge.localCommand`, from the last `configure`.
+    local_command: String,
 }
 
-/// Calls one export on the live instance, containing a trap: `$call` is
-/// `|bridge, store| future`. Evaluates to `Option<result>`: `None` after a trap (already
-/// reported and recovered from) or when the session has given up.
+/// Calls one export on the live instance with a fresh fuel budget, containing a trap:
+/// `$call` is `|bridge, store| future`. Evaluates to `Option<result>`: `None` after a trap
+/// (already reported and recovered from) or when the session has given up.
 macro_rules! guest {
     ($actor:expr, $what:expr, |$bridge:ident, $store:ident| $call:expr) => {{
-        match $actor.instance.as_mut() {
-            None => None,
-            Some(instance) => {
-                instance.store.data_mut().begin_call();
+        match &mut $actor.slot {
+            Slot::Live(instance) => {
+                let fuel = instance.store.data().call_fuel;
+                // A store whose fuel cannot be set is broken; the call below then traps
+                // and the instance is replaced like after any other failure.
+                let _ = instance.store.set_fuel(fuel);
                 let $bridge = instance.bridge.pi_bot_connect_session();
                 let $store = &mut instance.store;
                 match $call.await {
@@ -194,47 +283,45 @@ macro_rules! guest {
                     }
                 }
             }
+            Slot::Parked(_) | Slot::Moving => None,
         }
     }};
 }
 
-/// `lockStaleMs` from a transport's validated settings (the bridge checked its range).
-fn lock_stale_ms(settings_json: &str) -> Option<u64> {
-    serde_json::from_str::<serde_json::Value>(settings_json)
-        .ok()?
-        .get("lockStaleMs")?
-        .as_u64()
-}
-
 impl Actor {
+    /// The session's host state, wherever it lives now.
+    fn ctx(&mut self) -> &mut SessionContext {
+        match &mut self.slot {
+            Slot::Live(instance) => &mut instance.store.data_mut().ctx,
+            Slot::Parked(ctx) => ctx,
+            Slot::Moving => unreachable!("the context is moved only inside `trapped`"),
+        }
+    }
+
     /// Configures a fresh instance; on the first boot also builds the transports.
     async fn boot(&mut self, factory: Option<TransportFactory>) {
         let sources = self.sources.clone();
-        let configuration: Option<Configuration> =
-            guest!(self, "configure", |b, s| b.call_configure(s, &sources));
+        let platforms = self.platforms.clone();
+        let configuration: Option<Configuration> = guest!(self, "configure", |b, s| b
+            .call_configure(s, &sources, &platforms));
         let Some(configuration) = configuration else {
             return;
         };
+        if !configuration.local_command.is_empty() {
+            self.local_command = configuration.local_command.clone();
+        }
         let mut notes: Vec<(Level, String)> = configuration
             .notes
             .into_iter()
             .map(|n| (n.level, n.text))
             .collect();
-        if let Ok(mut stale) = self.ctx.lock_stale_ms.write() {
-            for request in &configuration.transports {
-                if let Some(ms) = lock_stale_ms(&request.settings_json) {
-                    stale.insert(request.id.clone(), ms);
-                }
-            }
-        }
         if let Some(factory) = factory {
-            let (built, problems) = factory(&configuration.transports);
-            notes.extend(problems.into_iter().map(|p| (Level::Error, p)));
-            if let Ok(mut transports) = self.ctx.transports.write() {
-                for transport in built {
-                    self.transport_ids.push(transport.id().to_string());
-                    transports.insert(transport.id().to_string(), transport);
-                }
+            let built = factory(&configuration.transports);
+            notes.extend(built.notes);
+            for transport in built.transports {
+                let id = transport.id().to_string();
+                self.transport_ids.push(id.clone());
+                self.ctx().transports.insert(id, transport);
             }
         }
         let ids = self.transport_ids.clone();
@@ -248,22 +335,29 @@ impl Actor {
         if !notes.is_empty() {
             let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
             let text: Vec<String> = notes.into_iter().map(|(_, t)| t).collect();
-            self.ctx
-                .ui
-                .notify(level.unwrap_or(Level::Warning), &text.join("\n"))
+            let ui = self.ctx().ui.clone();
+            ui.notify(level.unwrap_or(Level::Warning), &text.join("\n"))
                 .await;
         }
     }
 
-    /// Reports a trap, drops the poisoned instance and boots a fresh one from the saved
-    /// state (the store import reloads it).
+    /// Reports a trap, takes the session's state out of the poisoned store and boots a
+    /// fresh instance with it (the store import reloads the saved document).
     async fn trapped(&mut self, what: &str, error: wasmtime::Error) {
-        let stderr = self
-            .instance
-            .take()
-            .map(|i| i.store.data().stderr_text())
-            .unwrap_or_default();
+        let Slot::Live(dead) = std::mem::replace(&mut self.slot, Slot::Moving) else {
+            return;
+        };
+        let host = dead.store.into_data();
+        let stderr = host.stderr_text();
+        let mut ctx = host.into_context();
+        // The next instance knows nothing of the approvals this one left pending.
+        ctx.block_parked(
+            "the messenger bridge failed while this call waited for approval; run the tool locally",
+        );
         let cause = match error.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::OutOfFuel) => {
+                "the call ran over its CPU budget and was stopped".to_string()
+            }
             Some(trap) => trap.to_string(),
             None => error.root_cause().to_string(),
         };
@@ -275,8 +369,8 @@ impl Actor {
             None => cause,
         };
         self.health.last_trap = Some(format!("{what}: {report}"));
-        self.ctx.log.write(
-            &self.ctx.key,
+        ctx.log.write(
+            &ctx.key,
             LogLine {
                 level: Level::Error,
                 event: "guest trap".into(),
@@ -286,47 +380,44 @@ impl Actor {
                 ],
             },
         );
+        let ui = ctx.ui.clone();
         if self.consecutive_restarts >= MAX_RESTARTS {
             self.health.stopped = true;
-            self.ctx.ui.notify(
+            self.slot = Slot::Parked(Box::new(ctx));
+            ui.notify(
                 Level::Error,
                 &format!(
                     "The bridge failed again in {what} ({report}) after {MAX_RESTARTS} restarts; \
                      this session stops bridging. Run `host-shim doctor` and report the error."
                 ),
-            ).await;
-            return;
-        }
-        self.ctx
-            .ui
-            .notify(
-                Level::Error,
-                &format!(
-                    "The bridge failed while handling {what} ({report}). That input was dropped; \
-                 restarting the bridge from the saved state."
-                ),
             )
             .await;
+            return;
+        }
+        ui.notify(
+            Level::Error,
+            &format!(
+                "The bridge failed while handling {what} ({report}). That input was dropped; \
+                 restarting the bridge from the saved state."
+            ),
+        )
+        .await;
         self.consecutive_restarts += 1;
         self.health.restarts += 1;
-        match self
-            .runtime
-            .instantiate(SessionHost::new(self.ctx.clone()))
-            .await
-        {
+        match self.runtime.instantiate(SessionHost::new(ctx)).await {
             Ok(instance) => {
-                self.instance = Some(instance);
+                self.slot = Slot::Live(Box::new(instance));
                 Box::pin(self.boot(None)).await;
             }
             Err(e) => {
+                // The context went into the failed store; nothing is left to run with,
+                // and the transports are stopped by their own drop.
                 self.health.stopped = true;
-                self.ctx
-                    .ui
-                    .notify(
-                        Level::Error,
-                        &format!("Could not restart the bridge: {e:#}"),
-                    )
-                    .await;
+                ui.notify(
+                    Level::Error,
+                    &format!("Could not restart the bridge: {e:#}"),
+                )
+                .await;
             }
         }
     }
@@ -334,20 +425,33 @@ impl Actor {
     async fn run(
         mut self,
         mut commands: mpsc::Receiver<Command>,
-        mut inbound: mpsc::Receiver<transports::Envelope>,
+        mut inbound: transport_core::InboundStream,
         mut signals: mpsc::Receiver<AgentSignal>,
+        mut answers: mpsc::Receiver<(String, bool)>,
     ) {
         loop {
             let tick_delay = self.tick_delay();
             tokio::select! {
                 // Inbound first: a command sent after a message was delivered sees its effects.
                 biased;
-                Some(envelope) = inbound.recv() => {
-                    let envelope = convert::envelope_to_wit(envelope);
-                    let _: Option<()> =
-                        guest!(self, "an inbound message", |b, s| b.call_on_envelope(s, &envelope));
-                }
+                Some(inbound) = inbound.recv() => match inbound {
+                    Inbound::Message { envelope, handled } => {
+                        let envelope = convert::envelope_to_wit(envelope);
+                        let _: Option<()> = guest!(self, "an inbound message", |b, s| b
+                            .call_on_envelope(s, &envelope));
+                        // Only now may a redelivering platform consider it confirmed.
+                        drop(handled);
+                    }
+                    Inbound::Alert { transport, text } => {
+                        let ui = self.ctx().ui.clone();
+                        ui.notify(Level::Error, &format!("{transport}: {text}")).await;
+                    }
+                },
                 Some(signal) = signals.recv() => self.on_signal(signal).await,
+                Some((id, approved)) = answers.recv() => {
+                    let _: Option<()> = guest!(self, "a local approval", |b, s| b
+                        .call_on_local_answer(s, &id, approved));
+                }
                 command = commands.recv() => match command {
                     Some(Command::Shutdown(done)) => {
                         self.shutdown().await;
@@ -365,17 +469,14 @@ impl Actor {
         }
     }
 
-    fn tick_delay(&self) -> Option<Duration> {
-        let at = (*self.ctx.tick_at.lock().ok()?)?;
-        Some(Duration::from_millis(
-            at.saturating_sub(self.ctx.clock.now_ms()),
-        ))
+    fn tick_delay(&mut self) -> Option<Duration> {
+        let ctx = self.ctx();
+        let at = ctx.tick_at?;
+        Some(Duration::from_millis(at.saturating_sub(ctx.clock.now_ms())))
     }
 
     async fn tick(&mut self) {
-        if let Ok(mut at) = self.ctx.tick_at.lock() {
-            *at = None;
-        }
+        self.ctx().tick_at = None;
         let _: Option<()> = guest!(self, "a timer", |b, s| b.call_tick(s));
     }
 
@@ -388,14 +489,51 @@ impl Actor {
             }
             AgentSignal::ToolCall { name, reply } => {
                 let call = ToolCall { name };
-                let decision: Option<ToolDecision> =
+                let answer: Option<ToolAnswer> =
                     guest!(self, "a tool call", |b, s| b.call_on_tool_call(s, &call));
-                // No verdict (the bridge failed) blocks the tool: fail closed.
-                let decision = decision.unwrap_or_else(|| {
-                    ToolDecision::Block("the messenger bridge failed; run the tool locally".into())
-                });
-                let _ = reply.send(decision);
+                match answer {
+                    Some(ToolAnswer::Decided(decision)) => {
+                        let _ = reply.send(decision);
+                    }
+                    // Parked: the agent keeps waiting while envelopes (an `/approve`),
+                    // local answers and ticks go on into the instance.
+                    Some(ToolAnswer::Pending(request)) => self.park(request, reply),
+                    // No verdict (the bridge failed) blocks the tool: fail closed.
+                    None => {
+                        let _ = reply.send(ToolDecision::Block(
+                            "the messenger bridge failed; run the tool locally".into(),
+                        ));
+                    }
+                }
             }
+        }
+    }
+
+    /// Parks a tool call under its approval id and asks the terminal, without waiting:
+    /// the answer comes back through `answers` as a later, separate call.
+    fn park(
+        &mut self,
+        request: crate::bindings::session::ApprovalRequest,
+        reply: oneshot::Sender<ToolDecision>,
+    ) {
+        let ui = self.ctx().ui.clone();
+        let answers = self.answers.clone();
+        let id = request.id.clone();
+        let question = tokio::spawn(async move {
+            if let Some(approved) = ui.ask_approval(&request.title, &request.message).await {
+                // A session that stopped has nobody left to tell.
+                let _ = answers.send((request.id, approved)).await;
+            }
+        });
+        let call = ParkedCall {
+            reply,
+            question: Some(question),
+        };
+        if let Some(old) = self.ctx().parked.insert(id, call) {
+            // The guest reused a pending id: that call cannot be told apart any more.
+            old.resolve(ToolDecision::Block(
+                "the messenger bridge lost track of this call; run the tool locally".into(),
+            ));
         }
     }
 
@@ -412,6 +550,12 @@ impl Actor {
                                 .into(),
                     }
                 }));
+            }
+            Command::Preview(envelope, reply) => {
+                let envelope = convert::envelope_to_wit(envelope);
+                let text: Option<String> = guest!(self, "a preview", |b, s| b
+                    .call_preview_envelope(s, &envelope));
+                let _ = reply.send(text);
             }
             Command::Diagnostics(reply) => {
                 let diagnostics: Option<DiagnosticsReport> =
@@ -434,21 +578,25 @@ impl Actor {
 
     async fn shutdown(&mut self) {
         let _: Option<()> = guest!(self, "shutdown", |b, s| b.call_shutdown(s));
-        let transports: Vec<Arc<dyn Transport>> = self
-            .ctx
-            .transports
-            .read()
-            .map(|t| t.values().cloned().collect())
-            .unwrap_or_default();
+        if matches!(self.slot, Slot::Moving) {
+            return;
+        }
+        let transports: Vec<Arc<dyn Transport>> = self.ctx().transports.values().cloned().collect();
         for transport in transports {
             transport.stop().await;
         }
         // Whatever the guest did not release (it may have trapped) is released here, so a
         // stopped session never leaves a lock behind (I15).
-        if let Ok(mut held) = self.ctx.held_locks.lock() {
-            held.clear();
-        }
-        self.instance = None;
+        self.ctx().held_locks.clear();
+        // Calls still waiting for approval will get no answer now: fail closed.
+        self.ctx()
+            .block_parked("the messenger bridge stopped while this call waited for approval");
+        let ctx = match std::mem::replace(&mut self.slot, Slot::Moving) {
+            Slot::Live(instance) => instance.store.into_data().into_context(),
+            Slot::Parked(ctx) => *ctx,
+            Slot::Moving => return,
+        };
+        self.slot = Slot::Parked(Box::new(ctx));
     }
 }
 
@@ -464,20 +612,5 @@ async fn sleep_or_forever(delay: Option<Duration>) {
     match delay {
         Some(delay) => tokio::time::sleep(delay).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lock_stale_ms;
-
-    #[test]
-    fn lock_stale_ms_is_read_from_a_transports_settings() {
-        assert_eq!(
-            lock_stale_ms(r#"{"lockStaleMs":5000,"port":1}"#),
-            Some(5000)
-        );
-        assert_eq!(lock_stale_ms(r#"{"port":1}"#), None);
-        assert_eq!(lock_stale_ms("not json"), None);
     }
 }

@@ -5,13 +5,19 @@
 //! `updatedAt` (for pruning), so trust, pause and targets of one session can never be mixed
 //! into another's by the host (I17).
 //!
-//! Single writer: one process holds one `StateFile` (behind a `Mutex` when sessions run on
-//! several threads) and writes the whole file from memory without re-reading it. Two
-//! processes sharing one state file overwrite each other's sessions, as in the original; the
-//! per-credential locks keep two processes from serving the same bot, not from sharing this file.
+//! Several processes share the file (every `host-shim run` in every directory uses the
+//! same default path), so a save never writes from a stale copy: under an exclusive
+//! `flock` on the file's directory it re-reads the file, replaces only its own session's
+//! document, and writes the result. Each session's document carries a revision (kept
+//! beside it, in `revisions`); a save whose session was saved by someone else since this
+//! process loaded it is refused with [`StateFileError::Conflict`], so a stale host can
+//! never overwrite a pairing another host just made. (The session lock in `session.rs`
+//! keeps two hosts off one session in the first place; this is the second line.)
 
+use std::collections::HashMap;
 use std::fs::{self, DirBuilder, OpenOptions, Permissions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -58,6 +64,18 @@ pub enum StateFileError {
         /// What was wrong with the document.
         detail: String,
     },
+    /// Another process saved this session since this one loaded it; nothing was written.
+    #[error(
+        "another host-shim saved session {session_key:?} in {path} since this one loaded it, so \
+         this one did not overwrite it. Only one host may run a session: stop one of them, or \
+         start this one with --session <another key>"
+    )]
+    Conflict {
+        /// The session whose save was refused.
+        session_key: String,
+        /// The state file.
+        path: PathBuf,
+    },
     /// Writing the file failed; the previous file is left as it was.
     #[error(
         "cannot write the state file {path}: {source}; check that its directory is writable and the disk is not full"
@@ -70,18 +88,37 @@ pub enum StateFileError {
     },
 }
 
-/// The state file's contents in memory, and where they are written.
+/// The state file: where it is, what was last read of it, and which revision of each
+/// session this process last loaded or saved.
 #[derive(Debug)]
 pub struct StateFile {
     path: PathBuf,
-    sessions: Map<String, Value>,
+    contents: Contents,
+    /// Session key → the revision this process last loaded or wrote.
+    known: HashMap<String, u64>,
+    /// Opened by `doctor` or `explain`: never written, never moved aside.
+    read_only: bool,
     temp_counter: u64,
+}
+
+/// What the file holds.
+#[derive(Debug, Default)]
+struct Contents {
+    sessions: Map<String, Value>,
+    revisions: Map<String, Value>,
+}
+
+impl Contents {
+    fn revision(&self, key: &str) -> u64 {
+        self.revisions.get(key).and_then(Value::as_u64).unwrap_or(0)
+    }
 }
 
 /// The on-disk envelope; a struct (not a `Value`) so `version` is written first.
 #[derive(Serialize)]
 struct Envelope<'a> {
     version: u32,
+    revisions: &'a Map<String, Value>,
     sessions: &'a Map<String, Value>,
 }
 
@@ -90,44 +127,68 @@ impl StateFile {
     /// version, wrong shape) yields a warning and an empty state, after being moved aside to
     /// `<path>.corrupt-<now_ms>` so the next save cannot destroy what the user had.
     pub fn open(path: &Path, now_ms: u64) -> Result<(StateFile, Vec<String>), StateFileError> {
-        let empty = || StateFile {
+        Self::open_with(path, Some(now_ms))
+    }
+
+    /// Loads `path` for reading only (`doctor`, `explain`): an unusable file is reported
+    /// and left exactly where it is, and [`StateFile::save`] writes nothing.
+    pub fn open_read_only(path: &Path) -> Result<(StateFile, Vec<String>), StateFileError> {
+        Self::open_with(path, None)
+    }
+
+    /// `set_aside_at`: when to name a moved-aside unusable file; `None` = read only.
+    fn open_with(
+        path: &Path,
+        set_aside_at: Option<u64>,
+    ) -> Result<(StateFile, Vec<String>), StateFileError> {
+        let mut state = StateFile {
             path: path.to_path_buf(),
-            sessions: Map::new(),
+            contents: Contents::default(),
+            known: HashMap::new(),
+            read_only: set_aside_at.is_none(),
             temp_counter: 0,
         };
-        let bytes = match fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((empty(), Vec::new())),
-            Err(source) => {
-                return Err(StateFileError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                });
+        let warnings = match read_contents(path)? {
+            Ok(contents) => {
+                state.contents = contents;
+                Vec::new()
             }
+            Err(problem) => match set_aside_at {
+                Some(now_ms) => {
+                    let aside = set_aside(path, now_ms)?;
+                    vec![format!(
+                        "{problem} (the old file was kept as {})",
+                        aside.display()
+                    )]
+                }
+                None => vec![format!(
+                    "{problem} (left as it is: this command never writes it)"
+                )],
+            },
         };
-        match parse_envelope(&bytes) {
-            Ok(sessions) => Ok((
-                StateFile {
-                    sessions,
-                    ..empty()
-                },
-                Vec::new(),
-            )),
-            Err(problem) => {
-                let aside = set_aside(path, now_ms)?;
-                let warning = format!("{problem} (the old file was kept as {})", aside.display());
-                Ok((empty(), vec![warning]))
-            }
+        Ok((state, warnings))
+    }
+
+    /// The document saved last for `session_key`, as JSON text, read fresh from the file
+    /// (another process may have saved other sessions since). Remembers its revision, so a
+    /// later save can tell whether someone else saved this session in between.
+    pub fn load(&mut self, session_key: &str) -> Option<String> {
+        // A file that became unreadable keeps the last good copy; the next save reports it.
+        if let Ok(Ok(contents)) = read_contents(&self.path) {
+            self.contents = contents;
         }
+        self.known
+            .insert(session_key.to_owned(), self.contents.revision(session_key));
+        self.contents
+            .sessions
+            .get(session_key)
+            .map(Value::to_string)
     }
 
-    /// The document saved last for `session_key`, as JSON text.
-    pub fn load(&self, session_key: &str) -> Option<String> {
-        self.sessions.get(session_key).map(Value::to_string)
-    }
-
-    /// Stores `document` for `session_key` and writes the file. The saving session is never
-    /// pruned. On a write error the new document stays in memory, so the next save retries it.
+    /// Stores `document` for `session_key`: under an exclusive lock, re-reads the file,
+    /// refuses with [`StateFileError::Conflict`] when another process saved this session
+    /// since this one loaded it, and otherwise writes the file with only this session's
+    /// document replaced. The saving session is never pruned. Read-only: writes nothing.
     pub fn save(&mut self, session_key: &str, document: &str) -> Result<(), StateFileError> {
         let not_an_object = |detail: String| StateFileError::NotAnObject {
             session_key: session_key.to_owned(),
@@ -139,9 +200,40 @@ impl StateFile {
             Ok(other) => return Err(not_an_object(format!("got {}", kind(&other)))),
             Err(err) => return Err(not_an_object(err.to_string())),
         };
-        self.sessions.insert(session_key.to_owned(), value);
-        prune(&mut self.sessions, session_key);
-        self.write()
+        if self.read_only {
+            return Ok(());
+        }
+        let _lock = DirLock::exclusive(&self.path).map_err(|source| StateFileError::Write {
+            path: self.path.clone(),
+            source,
+        })?;
+        let mut contents = match read_contents(&self.path)? {
+            Ok(contents) => contents,
+            // It became unusable since it was opened: keep it aside, never overwrite it.
+            Err(_) => {
+                set_aside(&self.path, now_ms())?;
+                Contents::default()
+            }
+        };
+        let on_disk = contents.revision(session_key);
+        let expected = self.known.get(session_key).copied().unwrap_or(0);
+        if on_disk != expected {
+            self.contents = contents;
+            return Err(StateFileError::Conflict {
+                session_key: session_key.to_owned(),
+                path: self.path.clone(),
+            });
+        }
+        let revision = on_disk + 1;
+        contents.sessions.insert(session_key.to_owned(), value);
+        contents
+            .revisions
+            .insert(session_key.to_owned(), Value::from(revision));
+        prune(&mut contents, session_key);
+        self.contents = contents;
+        self.write()?;
+        self.known.insert(session_key.to_owned(), revision);
+        Ok(())
     }
 
     fn write(&mut self) -> Result<(), StateFileError> {
@@ -156,7 +248,8 @@ impl StateFile {
         );
         Envelope {
             version: 1,
-            sessions: &self.sessions,
+            revisions: &self.contents.revisions,
+            sessions: &self.contents.sessions,
         }
         .serialize(&mut serializer)
         .map_err(|err| write_error(io::Error::other(err)))?;
@@ -198,8 +291,55 @@ fn replace_with(mut file: fs::File, temp: &Path, target: &Path, text: &[u8]) -> 
     fs::rename(temp, target)
 }
 
-/// The sessions map, or the file-level warning saying why the file cannot be used.
-fn parse_envelope(bytes: &[u8]) -> Result<Map<String, Value>, String> {
+/// An exclusive `flock` on the state file's directory, held while a save re-reads and
+/// rewrites the file; released when dropped. The directory is created if need be (0700).
+struct DirLock(fs::File);
+
+impl DirLock {
+    fn exclusive(path: &Path) -> io::Result<DirLock> {
+        let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(dir) => dir.to_path_buf(),
+            None => PathBuf::from("."),
+        };
+        DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        let handle = fs::File::open(&dir)?;
+        // SAFETY: flock on a file descriptor this value owns; no memory is involved.
+        if unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(DirLock(handle))
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // SAFETY: as above; closing the descriptor would release it too.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Milliseconds since the epoch, for naming a file set aside during a save.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The file's contents: `Ok(Ok)` when usable (a missing file is empty), `Ok(Err)` with the
+/// warning when unusable, `Err` when it cannot be read at all.
+fn read_contents(path: &Path) -> Result<Result<Contents, String>, StateFileError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(parse_envelope(&bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Ok(Contents::default())),
+        Err(source) => Err(StateFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// The contents, or the file-level warning saying why the file cannot be used.
+fn parse_envelope(bytes: &[u8]) -> Result<Contents, String> {
     let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
         return Err("store file is not valid JSON, starting empty".to_owned());
     };
@@ -215,8 +355,16 @@ fn parse_envelope(bytes: &[u8]) -> Result<Map<String, Value>, String> {
         }
         None => return Err("store file: unsupported version (missing), starting empty".to_owned()),
     }
+    // Files written before revisions existed have none: every session is at revision 0.
+    let revisions = match top.remove("revisions") {
+        Some(Value::Object(revisions)) => revisions,
+        _ => Map::new(),
+    };
     match top.remove("sessions") {
-        Some(Value::Object(sessions)) => Ok(sessions),
+        Some(Value::Object(sessions)) => Ok(Contents {
+            sessions,
+            revisions,
+        }),
         _ => Err("store file: 'sessions' must be an object, starting empty".to_owned()),
     }
 }
@@ -250,7 +398,12 @@ fn set_aside(path: &Path, now_ms: u64) -> Result<PathBuf, StateFileError> {
 
 /// Keeps the newest `MAX_SESSIONS` sessions by `updatedAt`, always including `keep`.
 /// Sessions without a numeric `updatedAt` count as oldest.
-fn prune(sessions: &mut Map<String, Value>, keep: &str) {
+fn prune(contents: &mut Contents, keep: &str) {
+    let Contents {
+        sessions,
+        revisions,
+    } = contents;
+    revisions.retain(|key, _| sessions.contains_key(key));
     if sessions.len() <= MAX_SESSIONS {
         return;
     }
@@ -266,6 +419,7 @@ fn prune(sessions: &mut Map<String, Value>, keep: &str) {
     others.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     for (_, key) in others.into_iter().skip(MAX_SESSIONS - 1) {
         sessions.remove(&key);
+        revisions.remove(&key);
     }
 }
 
@@ -310,6 +464,141 @@ mod tests {
     }
 
     #[test]
+    fn two_handles_on_one_file_keep_each_others_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let (mut a, _) = StateFile::open(&path, NOW).unwrap();
+        let (mut b, _) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(a.load("x"), None);
+        assert_eq!(b.load("y"), None);
+        a.save("x", "{\"paired\":\"ada\"}").unwrap();
+        // B never saw x: writing from its stale copy would have dropped it.
+        b.save("y", "{\"paired\":\"bob\"}").unwrap();
+        let (mut fresh, _) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(fresh.load("x").as_deref(), Some("{\"paired\":\"ada\"}"));
+        assert_eq!(fresh.load("y").as_deref(), Some("{\"paired\":\"bob\"}"));
+    }
+
+    #[test]
+    fn a_stale_handle_cannot_overwrite_a_newer_save_of_the_same_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let (mut a, _) = StateFile::open(&path, NOW).unwrap();
+        let (mut b, _) = StateFile::open(&path, NOW).unwrap();
+        a.load("k");
+        b.load("k");
+        a.save("k", "{\"trusted\":[\"ada\"]}").unwrap();
+        let refused = b.save("k", "{\"paused\":true}").unwrap_err();
+        assert!(
+            matches!(refused, StateFileError::Conflict { .. }),
+            "{refused}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains("Only one host may run a session")
+        );
+        let (mut fresh, _) = StateFile::open(&path, NOW).unwrap();
+        assert_eq!(fresh.load("k").as_deref(), Some("{\"trusted\":[\"ada\"]}"));
+        // Once B loads the newer document, it may save again.
+        assert_eq!(b.load("k").as_deref(), Some("{\"trusted\":[\"ada\"]}"));
+        b.save("k", "{\"trusted\":[\"ada\"],\"paused\":true}")
+            .unwrap();
+    }
+
+    /// One step of two hosts sharing a state file and a session key (issue 10 §1).
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// The host (re)reads the session's document.
+        Load(usize),
+        /// The host pairs (or pauses) something in its copy and saves it.
+        Remember(usize),
+        /// The host quits and starts again: a fresh handle that has read nothing yet.
+        Restart(usize),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..2usize).prop_map(Step::Load),
+            (0..2usize).prop_map(Step::Remember),
+            (0..2usize).prop_map(Step::Restart),
+        ]
+    }
+
+    fn facts(document: Option<String>) -> Vec<String> {
+        document
+            .map(|doc| {
+                let value: serde_json::Value = serde_json::from_str(&doc).unwrap();
+                serde_json::from_value(value["facts"].clone()).unwrap()
+            })
+            .unwrap_or_default()
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of load, pair, save and quit of two hosts on one session,
+        /// every fact a save acknowledged is still in the file at the end: a stale copy is
+        /// refused instead of written over a newer one.
+        #[test]
+        fn two_hosts_in_any_order_never_lose_an_acknowledged_save(
+            steps in proptest::collection::vec(step(), 1..40)
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s.json");
+            let open = || StateFile::open(&path, NOW).unwrap().0;
+            let mut hosts = [open(), open()];
+            // What each host believes the document holds (`{"facts": [...]}`).
+            let mut copies: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+            let mut acknowledged: Vec<String> = Vec::new();
+            for (n, step) in steps.into_iter().enumerate() {
+                match step {
+                    Step::Load(h) => {
+                        copies[h] = facts(hosts[h].load("k"));
+                    }
+                    Step::Remember(h) => {
+                        let mut next = copies[h].clone();
+                        next.push(format!("fact-{n}"));
+                        let doc = serde_json::json!({ "facts": next }).to_string();
+                        match hosts[h].save("k", &doc) {
+                            Ok(()) => {
+                                copies[h] = next;
+                                acknowledged.push(format!("fact-{n}"));
+                            }
+                            Err(StateFileError::Conflict { .. }) => {}
+                            Err(other) => panic!("unexpected save error: {other}"),
+                        }
+                    }
+                    Step::Restart(h) => {
+                        hosts[h] = open();
+                        copies[h] = Vec::new();
+                    }
+                }
+            }
+            let last = facts(open().load("k"));
+            for fact in &acknowledged {
+                proptest::prop_assert!(last.contains(fact), "{fact} lost; file holds {last:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn read_only_never_writes_and_never_moves_a_corrupt_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        fs::write(&path, "not json").unwrap();
+        let (mut state, warnings) = StateFile::open_read_only(&path).unwrap();
+        assert_eq!(
+            warnings,
+            [
+                "store file is not valid JSON, starting empty (left as it is: this command never writes it)"
+            ]
+        );
+        state.save("k", "{}").unwrap();
+        assert_eq!(files_in(dir.path()), ["s.json"]);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "not json");
+    }
+
+    #[test]
     fn can_be_shared_between_session_threads() {
         fn shareable<T: Send + Sync>() {}
         shareable::<std::sync::Mutex<StateFile>>();
@@ -318,7 +607,7 @@ mod tests {
     #[test]
     fn missing_file_is_empty_without_warnings() {
         let dir = tempfile::tempdir().unwrap();
-        let (state, warnings) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        let (mut state, warnings) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
         assert!(warnings.is_empty());
         assert_eq!(state.load("a"), None);
         assert!(files_in(dir.path()).is_empty());
@@ -338,7 +627,7 @@ mod tests {
             Some("{\"paused\":[\"x\"],\"updatedAt\":5}")
         );
 
-        let (reopened, warnings) = StateFile::open(&path, NOW).unwrap();
+        let (mut reopened, warnings) = StateFile::open(&path, NOW).unwrap();
         assert!(warnings.is_empty());
         assert_eq!(reopened.load("a"), state.load("a"));
         assert_eq!(reopened.load("b").as_deref(), Some("{\"updatedAt\":6}"));
@@ -353,7 +642,7 @@ mod tests {
         state.save("k", "{\"updatedAt\":1}").unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
-            "{\n\t\"version\": 1,\n\t\"sessions\": {\n\t\t\"k\": {\n\t\t\t\"updatedAt\": 1\n\t\t}\n\t}\n}\n"
+            "{\n\t\"version\": 1,\n\t\"revisions\": {\n\t\t\"k\": 1\n\t},\n\t\"sessions\": {\n\t\t\"k\": {\n\t\t\t\"updatedAt\": 1\n\t\t}\n\t}\n}\n"
         );
     }
 
@@ -412,15 +701,18 @@ mod tests {
         // A non-empty directory at the target makes the rename fail after the temp is written.
         fs::create_dir(&path).unwrap();
         fs::write(path.join("inside"), "x").unwrap();
+        // A save reads the file first and stops there, writing nothing.
         let err = state.save("k", "{}").unwrap_err();
+        assert!(matches!(err, StateFileError::Read { .. }), "{err}");
+        assert_eq!(files_in(dir.path()), ["s.json"]);
+        // The write itself, when the rename fails, leaves no temp file behind.
+        let err = state.write().unwrap_err();
         assert!(matches!(err, StateFileError::Write { .. }));
         assert!(
             err.to_string()
                 .starts_with(&format!("cannot write the state file {}: ", path.display()))
         );
         assert_eq!(files_in(dir.path()), ["s.json"]);
-        // The document is kept in memory for the next save.
-        assert_eq!(state.load("k").as_deref(), Some("{}"));
     }
 
     #[test]
@@ -459,7 +751,7 @@ mod tests {
             state.save(&format!("s{i:02}"), &doc(1000 + i)).unwrap();
         }
         let (reopened, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
-        let kept: Vec<&String> = reopened.sessions.keys().collect();
+        let kept: Vec<&String> = reopened.contents.sessions.keys().collect();
         let expected: Vec<String> = (5..25).map(|i| format!("s{i:02}")).collect();
         assert_eq!(kept, expected.iter().collect::<Vec<_>>());
     }
@@ -472,7 +764,7 @@ mod tests {
             state.save(&format!("s{i:02}"), &doc(1000 + i)).unwrap();
         }
         state.save("old", &doc(1)).unwrap();
-        assert_eq!(state.sessions.len(), 20);
+        assert_eq!(state.contents.sessions.len(), 20);
         assert!(state.load("old").is_some());
         assert_eq!(state.load("s00"), None);
         assert!(state.load("s01").is_some());
@@ -487,7 +779,7 @@ mod tests {
             state.save(&format!("s{i:02}"), &doc(i)).unwrap();
         }
         assert_eq!(state.load("undated"), None);
-        assert_eq!(state.sessions.len(), 20);
+        assert_eq!(state.contents.sessions.len(), 20);
     }
 
     #[test]
@@ -533,7 +825,7 @@ mod tests {
             );
             assert_eq!(fs::read_to_string(&aside).unwrap(), content);
             assert!(!path.exists());
-            assert!(state.sessions.is_empty());
+            assert!(state.contents.sessions.is_empty());
         }
     }
 
@@ -542,7 +834,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.json");
         fs::write(&path, "{\"version\":1.0,\"sessions\":{\"k\":{}}}").unwrap();
-        let (state, warnings) = StateFile::open(&path, NOW).unwrap();
+        let (mut state, warnings) = StateFile::open(&path, NOW).unwrap();
         assert!(warnings.is_empty());
         assert_eq!(state.load("k").as_deref(), Some("{}"));
     }
@@ -624,7 +916,7 @@ mod tests {
         assert!(warnings.is_empty());
         assert_eq!(state.load("k").as_deref(), Some("[1,2]"));
         state.save("j", "{\"x\":2}").unwrap();
-        let (reopened, _) = StateFile::open(&path, NOW).unwrap();
+        let (mut reopened, _) = StateFile::open(&path, NOW).unwrap();
         assert_eq!(reopened.load("k").as_deref(), Some("[1,2]"));
     }
 }

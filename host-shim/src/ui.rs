@@ -4,11 +4,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::terminal::TerminalTransport;
 use async_trait::async_trait;
-use transports::terminal::TerminalTransport;
 
+use crate::bindings::types::Level;
 use crate::logging::level_name;
-use crate::runtime::bindings::pi::bot_connect::types::Level;
 
 /// The person at the terminal.
 #[async_trait]
@@ -17,6 +17,14 @@ pub trait Ui: Send + Sync {
     async fn notify(&self, level: Level, text: &str);
     /// Asks a yes/no question; false on no, on timeout and when nobody can answer.
     async fn confirm(&self, title: &str, message: &str) -> bool;
+
+    /// Asks the local question of an approval the chats may also answer (remote
+    /// approval): no deadline of its own (the bridge holds the deadline), and the caller
+    /// drops the future once the approval is decided elsewhere. `None` when nobody can
+    /// answer here: the decision is then left to the chats and the deadline.
+    async fn ask_approval(&self, title: &str, message: &str) -> Option<bool> {
+        Some(self.confirm(title, message).await)
+    }
 }
 
 /// How long a local approval question waits before failing closed.
@@ -37,6 +45,10 @@ impl Ui for TerminalUi {
             .ask(&format!("{title}: {message}"), CONFIRM_TIMEOUT)
             .await
     }
+
+    async fn ask_approval(&self, title: &str, message: &str) -> Option<bool> {
+        self.0.ask_open(&format!("{title}: {message}")).await
+    }
 }
 
 /// Notifications on stderr, for sessions without a terminal (e.g. `doctor`). Questions
@@ -52,6 +64,10 @@ impl Ui for StderrUi {
 
     async fn confirm(&self, _title: &str, _message: &str) -> bool {
         false
+    }
+
+    async fn ask_approval(&self, _title: &str, _message: &str) -> Option<bool> {
+        None
     }
 }
 
@@ -88,6 +104,19 @@ impl Ui for RecordingUi {
         match self.answers.lock() {
             Ok(mut answers) if !answers.is_empty() => answers.remove(0),
             _ => false,
+        }
+    }
+
+    /// A queued answer answers at once; with none queued the person never answers, so a
+    /// test can let the chat or the deadline decide.
+    async fn ask_approval(&self, _title: &str, _message: &str) -> Option<bool> {
+        let queued = match self.answers.lock() {
+            Ok(mut answers) if !answers.is_empty() => Some(answers.remove(0)),
+            _ => None,
+        };
+        match queued {
+            Some(answer) => Some(answer),
+            None => std::future::pending().await,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! C1: the component reaches nothing beyond the bridge world and the few WASI
-//! interfaces std needs, and the host grants it no environment or arguments.
+//! interfaces std needs (no randomness of any kind: std's HashMap seed comes through the
+//! bridge's `rng` import), and the host grants it no environment or arguments.
 
 mod common;
 
@@ -24,7 +25,7 @@ fn component_imports_only_the_audited_interfaces() {
         "wasi:sockets",
         "wasi:http",
         "wasi:clocks",
-        "wasi:random/random",
+        "wasi:random",
     ] {
         assert!(
             !imports.iter().any(|i| i.name.starts_with(forbidden)),
@@ -43,6 +44,49 @@ fn component_imports_only_the_audited_interfaces() {
     for (name, why) in ALLOWED_WASI {
         assert!(!why.is_empty(), "{name} needs a reason");
     }
+}
+
+/// The allow-list is exactly what the component needs: an entry it no longer imports is
+/// a capability the host would still link for any `--component`, so it must go.
+#[test]
+fn the_wasi_allow_list_is_exactly_what_the_component_imports() {
+    let runtime = common::runtime();
+    let mut imported: Vec<&str> = Vec::new();
+    let imports = audit::imports(&runtime.component_type(), runtime.engine());
+    for import in &imports {
+        if matches!(import.verdict, Verdict::Wasi(_)) {
+            imported.push(import.name.split('@').next().unwrap_or(&import.name));
+        }
+    }
+    imported.sort_unstable();
+    let mut allowed: Vec<&str> = ALLOWED_WASI.iter().map(|(name, _)| *name).collect();
+    allowed.sort_unstable();
+    assert_eq!(imported, allowed);
+}
+
+/// std seeds every HashMap from `wasi:random/insecure-seed`; the build links the guest
+/// with an adapter that takes the seed from the bridge's `rng` import instead. Without
+/// it, the host (which links no `wasi:random`) would refuse the component.
+#[test]
+fn std_hashmap_seed_is_not_a_wasi_import() {
+    assert!(
+        !ALLOWED_WASI
+            .iter()
+            .any(|(name, _)| name.starts_with("wasi:random")),
+        "no wasi:random interface is on the allow-list"
+    );
+    assert_eq!(
+        audit::classify("wasi:random/insecure-seed@0.2.6"),
+        Verdict::Unexpected
+    );
+    let runtime = common::runtime();
+    let imports = audit::imports(&runtime.component_type(), runtime.engine());
+    let rng: Vec<&str> = imports
+        .iter()
+        .filter(|i| i.name.starts_with("pi:bot-connect/rng@"))
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(rng.len(), 1, "one rng interface serves both: {rng:?}");
 }
 
 #[test]

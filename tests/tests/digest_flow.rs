@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Dirs, Setup, info};
 use host_shim::agent::DemoAgent;
-use host_shim::runtime::bindings::pi::bot_connect::types::Level;
+use host_shim::bindings::types::Level;
 
 /// Runs `git` in `dir` for the fixture (CI machines have git: they clone).
 fn git(dir: &Path, args: &[&str]) {
@@ -49,6 +49,8 @@ async fn the_digest_card_reaches_the_paired_chat_with_what_the_work_looks_like()
     let mut session = info("digest");
     session.cwd = repo.path().display().to_string();
     setup.agent = Arc::new(DemoAgent::new(Duration::ZERO, session));
+    // The digest reports the demo's shell run, so it has to happen.
+    setup.config = vec![common::demo_runs_tools()];
     let h = setup.start().await;
     h.pair("user-1").await;
     h.say("user-1", "tidy the notes", "You asked").await;

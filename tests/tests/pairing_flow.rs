@@ -6,12 +6,13 @@ mod common;
 use std::sync::Arc;
 
 use common::{Dirs, GatedAgent, Setup, WAIT};
-use host_shim::runtime::bindings::exports::pi::bot_connect::session::ConfigSource;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_then_prompt_then_reply() {
     let dirs = Dirs::new();
-    let h = Setup::new(&dirs, "session-a").start().await;
+    let mut setup = Setup::new(&dirs, "session-a");
+    setup.config = vec![common::demo_runs_tools()];
+    let h = setup.start().await;
 
     h.say(
         "user-1",
@@ -120,11 +121,9 @@ async fn commands_answer_while_the_agent_is_busy() {
     let agent = Arc::new(GatedAgent::default());
     let mut setup = Setup::new(&dirs, "session-busy");
     setup.agent = agent.clone();
-    setup.config = vec![ConfigSource {
-        scope: "project".into(),
-        path: "/work/.pi/bot-connect.json".into(),
-        text: r#"{"bridge": {"allowUsers": ["fake:user-1"]}}"#.into(),
-    }];
+    setup.config = vec![common::project_config(
+        r#"{"bridge": {"allowUsers": ["fake:user-1"]}}"#,
+    )];
     let h = setup.start().await;
 
     h.say("user-1", "first task", "thinking…").await;
@@ -155,12 +154,15 @@ async fn commands_answer_while_the_agent_is_busy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_survives_a_restart_and_stays_in_its_session() {
     let dirs = Dirs::new();
-    let h = Setup::new(&dirs, "session-a").start().await;
+    let mut setup = Setup::new(&dirs, "session-a");
+    setup.config = vec![common::demo_runs_tools()];
+    let h = setup.start().await;
     h.pair("user-1").await;
     h.session.shutdown().await.unwrap();
 
     // A new process: the state file is opened again from disk.
     let mut setup = Setup::new(&dirs, "session-a");
+    setup.config = vec![common::demo_runs_tools()];
     setup.state = Dirs::open_state(&dirs.dir);
     let state = setup.state.clone();
     let h = setup.start().await;
@@ -183,11 +185,9 @@ async fn pairing_survives_a_restart_and_stays_in_its_session() {
 async fn bad_config_is_reported_and_the_session_still_starts() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "session-bad-config");
-    setup.config = vec![ConfigSource {
-        scope: "project".into(),
-        path: "/work/.pi/bot-connect.json".into(),
-        text: "{ \"bridge\": { \"pairingDigits\": 6, }".into(),
-    }];
+    setup.config = vec![common::project_config(
+        "{ \"bridge\": { \"pairingDigits\": 6, }",
+    )];
     let h = setup.start().await;
     let notes = h.ui.notes();
     assert!(

@@ -16,7 +16,9 @@ async fn a_host_token_never_reaches_the_guest_or_its_output() {
         std::env::set_var("PI_DISCORD_TOKEN", TOKEN);
     }
     let dirs = Dirs::new();
-    let h = Setup::new(&dirs, "secrets").start().await;
+    let mut setup = Setup::new(&dirs, "secrets");
+    setup.config = vec![common::demo_runs_tools()];
+    let h = setup.start().await;
     h.pair("user-1").await;
     h.say("user-1", "status of the build", "You asked").await;
     let diagnostics = h

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use common::{Dirs, ScriptAgent, Setup, project_config};
-use host_shim::runtime::bindings::exports::pi::bot_connect::session::{
-    AgentEvent, ToolDecision, TurnOrigin,
-};
+use host_shim::bindings::session::{AgentEvent, ToolDecision, TurnOrigin};
 
 fn allowed(user: &str, bridge: &str) -> String {
     format!(r#"{{"bridge": {{"allowUsers": ["fake:{user}"]{bridge}}}}}"#)
@@ -59,7 +57,7 @@ async fn approval_asks_locally_for_remote_turns_and_fails_closed() {
     setup.agent = agent.clone();
     setup.config = vec![project_config(&allowed(
         "user-1",
-        r#", "remoteToolApproval": "each""#,
+        r#", "remoteToolPolicy": "unrestricted", "remoteToolApproval": "each""#,
     ))];
     let h = setup.start().await;
 

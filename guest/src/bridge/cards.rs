@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use super::Bridge;
 use super::delivery::Delivery;
 use crate::core::progress;
-use crate::core::state::ConversationTarget;
+use crate::core::state::{CardRecord, ConversationTarget};
 use crate::host::Host;
+use crate::keys::ConversationKey;
 use crate::model::{AgentEvent, OutboundKind, SendError, TurnOrigin};
 
 /// Lines a card keeps: enough to see the recent steps, short enough for a phone.
@@ -39,16 +40,95 @@ pub(super) struct Turn {
     pub(super) origin: TurnOrigin,
     lines: Vec<String>,
     last_assistant: Option<String>,
-    cards: BTreeMap<String, (ConversationTarget, Card)>,
+    cards: BTreeMap<ConversationKey, (ConversationTarget, Card)>,
+    /// Tools blocked by `on_tool_call` whose start and end events, if the host still sends
+    /// them, must not turn `⊘ tool (blocked)` into "ran". Matched by name, oldest first:
+    /// the contract carries no call id, so two parallel calls of one tool, one blocked and
+    /// one allowed, can still be told apart only in order.
+    blocked: Vec<String>,
+    /// Blocked calls whose start event came; their end event is swallowed too.
+    blocked_running: Vec<String>,
 }
 
 impl Turn {
-    fn new(origin: TurnOrigin) -> Self {
+    pub(super) fn new(origin: TurnOrigin) -> Self {
         Turn {
             origin,
             lines: Vec::new(),
             last_assistant: None,
             cards: BTreeMap::new(),
+            blocked: Vec::new(),
+            blocked_running: Vec::new(),
+        }
+    }
+
+    /// A turn known only from the state document (after a restart): its cards and their
+    /// edit handles, nothing shown yet.
+    pub(super) fn adopt(origin: TurnOrigin, cards: &[CardRecord]) -> Self {
+        let mut turn = Turn::new(origin);
+        for card in cards {
+            turn.cards.insert(
+                card.target.key(),
+                (
+                    card.target.clone(),
+                    Card {
+                        edit_key: card.edit_key.clone(),
+                        ..Card::default()
+                    },
+                ),
+            );
+        }
+        turn
+    }
+
+    /// Each card's conversation and edit handle.
+    pub(super) fn card_handles(&self) -> impl Iterator<Item = (&ConversationTarget, Option<&str>)> {
+        self.cards
+            .values()
+            .map(|(target, card)| (target, card.edit_key.as_deref()))
+    }
+
+    /// Lets the next update of every card through at once (a platform's own wait still
+    /// holds): the turn-start card does not count against the throttle.
+    fn reopen_throttle(&mut self) {
+        for (_, card) in self.cards.values_mut() {
+            card.sent_at = None;
+        }
+    }
+
+    /// Forgets the cards (the turn is over for them).
+    pub(super) fn clear_cards(&mut self) {
+        self.cards.clear();
+    }
+
+    /// The card's last text: what it shows, with `line` under it (alone when nothing but
+    /// "thinking…" was shown).
+    pub(super) fn final_text(&self, line: &str) -> String {
+        if self.lines.is_empty() {
+            return line.to_string();
+        }
+        format!("{}\n{line}", self.text())
+    }
+
+    /// Shows `name` as blocked; its start and end events, if any, are not shown as a run.
+    pub(super) fn block_tool(&mut self, name: &str) {
+        self.lines.push(progress::tool_blocked_label(name));
+        self.blocked.push(name.to_string());
+    }
+
+    /// `name` was allowed: a blocked call of the same tool that never reported is over.
+    pub(super) fn allow_tool(&mut self, name: &str) {
+        self.blocked.retain(|b| b != name);
+    }
+
+    /// Takes the oldest blocked call of `name` out of `list`; true when there was one.
+    fn take(list: &mut Vec<String>, name: &str) -> bool {
+        match list.iter().position(|b| b == name) {
+            Some(i) => {
+                list.remove(i);
+                true
+            }
+            None => false,
         }
     }
 
@@ -78,6 +158,13 @@ impl Bridge {
         if let AgentEvent::TurnStarted(origin) = event {
             self.turn = Some(Turn::new(origin));
             self.refresh_cards(host, true);
+            // The "thinking…" card re-opens the throttle (reference §3.19): the first
+            // tool of the turn shows at once instead of an interval later (a minute with
+            // `progressMinIntervalMs: 60000`). Later updates are throttled as before.
+            if let Some(turn) = self.turn.as_mut() {
+                turn.reopen_throttle();
+            }
+            self.record_turn_start(host, origin);
             return;
         }
         // An event with no turn open means the bridge was restarted mid-turn: adopt the
@@ -88,10 +175,17 @@ impl Bridge {
         match event {
             AgentEvent::TurnStarted(_) => {}
             AgentEvent::ToolStarted(name) => {
+                if Turn::take(&mut turn.blocked, &name) {
+                    turn.blocked_running.push(name);
+                    return;
+                }
                 turn.lines.push(progress::tool_start_label(&name));
                 self.refresh_cards(host, false);
             }
             AgentEvent::ToolFinished { name, ok } => {
+                if Turn::take(&mut turn.blocked_running, &name) {
+                    return;
+                }
                 turn.finish_tool(&name, ok);
                 self.refresh_cards(host, false);
             }
@@ -108,6 +202,7 @@ impl Bridge {
                 {
                     self.publish(host, OutboundKind::Reply, &reply);
                 }
+                self.record_turn_end(host);
             }
         }
     }
@@ -117,13 +212,17 @@ impl Bridge {
         // Cards first: a card wait that died with its turn is cleared before the outbox
         // asks for the next tick.
         self.refresh_cards(host, false);
+        // Approvals nobody answered in time are blocked now (fail closed).
+        self.expire_approvals(host);
+        let now = host.now_ms();
+        self.flush_stranger_notices(host, now);
         self.flush_outbox(host);
     }
 
     /// Brings every broadcast target's card up to date. `force` ignores the throttle
     /// (turn start, turn end); otherwise a card updated less than the interval ago waits,
     /// and a tick is requested for when it may be sent.
-    fn refresh_cards(&mut self, host: &mut dyn Host, force: bool) {
+    pub(super) fn refresh_cards(&mut self, host: &mut dyn Host, force: bool) {
         if !self.config.broadcast.progress || self.turn.is_none() {
             // No turn, no card to bring up to date: a wait left by the last one is void.
             self.card_tick = None;

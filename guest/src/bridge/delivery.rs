@@ -5,7 +5,7 @@ use super::Bridge;
 use crate::core::outbound;
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
-use crate::model::{Level, Outbound, OutboundKind, Receipt, SendError};
+use crate::model::{Button, Level, Outbound, OutboundKind, Receipt, SendError};
 
 /// What became of one send.
 #[derive(Debug)]
@@ -33,6 +33,20 @@ impl Bridge {
         text: &str,
         edit_key: Option<String>,
     ) -> Result<Delivery, SendError> {
+        self.deliver_with_buttons(host, target, kind, text, edit_key, &[])
+    }
+
+    /// [`Self::deliver`] with `buttons` under the last message: a text split in pieces
+    /// ends with them, where the reader finishes reading what they answer.
+    pub(super) fn deliver_with_buttons(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        kind: OutboundKind,
+        text: &str,
+        edit_key: Option<String>,
+        buttons: &[Button],
+    ) -> Result<Delivery, SendError> {
         let Some(capabilities) = self.capabilities(&target.transport) else {
             host.log(
                 Level::Warning,
@@ -58,7 +72,7 @@ impl Bridge {
             );
         }
         let mut edit_key = edit_key;
-        let mut messages = prepared
+        let mut messages: Vec<Outbound> = prepared
             .messages
             .into_iter()
             .chain(prepared.truncation_notice)
@@ -69,11 +83,14 @@ impl Bridge {
                 kind,
                 text,
                 edit_key: edit_key.take(),
+                buttons: Vec::new(),
             })
-            .peekable();
-        if messages.peek().is_none() {
+            .collect();
+        let Some(last) = messages.last_mut() else {
             return Ok(Delivery::Empty);
-        }
+        };
+        last.buttons = buttons.to_vec();
+        let mut messages = messages.into_iter();
         let queueable = kind != OutboundKind::Progress;
         if queueable && self.outbox.is_waiting(&target.key()) {
             self.outbox.hold(target, messages, 0);
@@ -129,9 +146,20 @@ impl Bridge {
 
     /// Sends `text` to every broadcast target; returns how many received it.
     pub(super) fn publish(&mut self, host: &mut dyn Host, kind: OutboundKind, text: &str) -> usize {
+        self.publish_with_buttons(host, kind, text, &[])
+    }
+
+    /// [`Self::publish`] with `buttons` under the message.
+    pub(super) fn publish_with_buttons(
+        &mut self,
+        host: &mut dyn Host,
+        kind: OutboundKind,
+        text: &str,
+        buttons: &[Button],
+    ) -> usize {
         let mut delivered = 0;
         for target in self.broadcast_targets() {
-            match self.deliver(host, &target, kind, text, None) {
+            match self.deliver_with_buttons(host, &target, kind, text, None, buttons) {
                 // Waiting in the outbox counts: it goes out once the platform allows.
                 Ok(Delivery::Sent(_) | Delivery::Queued) => delivered += 1,
                 Ok(Delivery::Empty) => {}

@@ -5,7 +5,7 @@
 use super::Bridge;
 use crate::core::digest::{DigestInput, DigestOptions, build_work_digest};
 use crate::core::render::render;
-use crate::core::todo::{Todo, extract_markdown_todos};
+use crate::core::todo::{Todo, extract_markdown_todos, strip_markdown_todos};
 use crate::core::work::{parse_git_branch, parse_git_numstat, summarize_test_run};
 use crate::host::Host;
 use crate::model::{AgentEvent, Level, Markup, Note, OutboundKind};
@@ -74,12 +74,13 @@ impl Bridge {
                 .and_then(|run| summarize_test_run(&run.command, run.failed, &run.output)),
             last_user_prompt: facts.last_prompt,
             // The card quotes the answer on one line: as plain text, a heading's `##` or a
-            // fence's backticks would read as noise once the line breaks are gone.
+            // fence's backticks would read as noise once the line breaks are gone. The
+            // checklist is left out: the Pending section above already shows it.
             last_assistant_summary: self
                 .work
                 .last_assistant
                 .as_deref()
-                .map(|text| render(text, Markup::Plain).into_owned()),
+                .map(|text| render(&strip_markdown_todos(text), Markup::Plain).into_owned()),
         };
         let options = DigestOptions {
             max_length: usize::try_from(self.config.digest_max_length).unwrap_or(usize::MAX),

@@ -1,14 +1,14 @@
 //! Inbound: route one envelope and carry out the decision (reference-behaviour §3.19).
 
 use super::Bridge;
-use crate::core::commands::{self, CommandEffect, ParsedCommand, StatusView};
+use crate::core::commands::{self, CommandEffect, ParsedCommand, RemoteCommand, StatusView};
 use crate::core::explain::{Decision, Outcome};
 use crate::core::notices;
-use crate::core::pairing::{self, PairingDecision, PairingOptions};
 use crate::core::rate_limit::{InputKind, RateVerdict};
-use crate::core::router::{self, IgnoreReason, Route, RouteInput, UnsupportedFeature};
+use crate::core::router::{self, IgnoreReason, Route, RouteInput};
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
+use crate::keys::Identity;
 use crate::model::{Attachment, DeliverAs, Envelope, Level, PromptImage};
 
 impl Bridge {
@@ -67,8 +67,12 @@ impl Bridge {
             }
             Route::Unsupported(feature) => {
                 self.remember(host, &target);
-                self.reply(host, &target, unsupported_notice(feature));
+                self.reply(host, &target, feature.notice());
                 Outcome::Unsupported(feature)
+            }
+            Route::TooLong { chars, limit } => {
+                self.remember(host, &target);
+                self.too_long(host, &envelope, &target, chars, limit, now)
             }
             Route::Prompt {
                 text,
@@ -90,56 +94,6 @@ impl Bridge {
     fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
         if self.state.remember_conversation(target.clone()) {
             self.save(host);
-        }
-    }
-
-    fn pair(
-        &mut self,
-        host: &mut dyn Host,
-        envelope: &Envelope,
-        target: &ConversationTarget,
-        pending: Option<crate::core::state::PendingChallenge>,
-        now: u64,
-    ) -> Outcome {
-        let identity = envelope.identity();
-        let conversation = envelope.conversation_key();
-        let options = PairingOptions::from_config(&self.config);
-        let mut random = || random_u32(host);
-        let decision =
-            pairing::decide_pairing(pending.as_ref(), &envelope.text, now, &options, &mut random);
-        match decision {
-            PairingDecision::Trust => {
-                self.state.trust(&identity, now);
-                self.state.set_pending(&conversation, None);
-                self.state.remember_conversation(target.clone());
-                self.save(host);
-                host.log(
-                    Level::Info,
-                    "paired remote identity",
-                    &[
-                        ("transport", envelope.transport.clone()),
-                        ("identity", identity.clone()),
-                    ],
-                );
-                host.notify(Level::Info, &format!("Paired {identity}"));
-                self.reply(host, target, &pairing::pairing_success_text(&identity));
-                Outcome::Paired
-            }
-            PairingDecision::Ask { pending, reason } => {
-                // The code goes to the local terminal only, and only when it is new (I1).
-                if reason.is_fresh() {
-                    host.notify(
-                        Level::Info,
-                        &pairing::terminal_code_notice(&pending, self.config.pairing_ttl_ms),
-                    );
-                }
-                let text =
-                    pairing::chat_prompt(reason, &pending, &options, &self.config.local_command);
-                self.state.set_pending(&conversation, Some(pending));
-                self.save(host);
-                self.reply(host, target, &text);
-                Outcome::NotPaired(reason)
-            }
         }
     }
 
@@ -170,6 +124,21 @@ impl Bridge {
                 .paired_at(&identity)
                 .map(|at| now.saturating_sub(at)),
         };
+        if matches!(parsed.command, RemoteCommand::Approve | RemoteCommand::Deny) {
+            let text =
+                self.answer_from_chat(host, parsed.command, &parsed.args, &identity, &conversation);
+            host.log(
+                Level::Info,
+                "remote command",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("identity", identity.to_string()),
+                    ("command", parsed.command.name().into()),
+                ],
+            );
+            self.reply(host, target, &text);
+            return Outcome::Command(parsed.command.name());
+        }
         let (text, effect) = commands::run_remote_command(parsed.command, &view);
         match effect {
             CommandEffect::None => {}
@@ -184,13 +153,15 @@ impl Bridge {
             CommandEffect::Abort => host.abort(),
             CommandEffect::Disconnect => {
                 self.state.disconnect(&identity, &conversation);
+                self.live_codes.remove(&conversation);
+                self.reissued.remove(&conversation);
                 self.save(host);
                 host.log(
                     Level::Info,
                     "revoked remote pairing",
                     &[
                         ("transport", envelope.transport.clone()),
-                        ("identity", identity.clone()),
+                        ("identity", identity.to_string()),
                     ],
                 );
             }
@@ -201,12 +172,44 @@ impl Bridge {
             "remote command",
             &[
                 ("transport", envelope.transport.clone()),
-                ("identity", identity),
+                ("identity", identity.to_string()),
                 ("command", parsed.command.name().into()),
             ],
         );
         self.reply(host, target, &text);
         Outcome::Command(parsed.command.name())
+    }
+
+    /// A message over `maxInboundChars`: never forwarded (issue 10 §6). It is held to the
+    /// same pause and prompt budget as a prompt, so a paused chat hears why nothing
+    /// happens and a stream of huge messages cannot earn a stream of replies.
+    fn too_long(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        chars: usize,
+        limit: u32,
+        now: u64,
+    ) -> Outcome {
+        if self.state.is_paused(&envelope.conversation_key()) {
+            self.reply(host, target, notices::PAUSED_NOTICE);
+            return Outcome::Paused;
+        }
+        if !self.admit(host, InputKind::Prompt, &envelope.identity(), target, now) {
+            return Outcome::RateLimited;
+        }
+        host.log(
+            Level::Info,
+            "inbound message too long",
+            &[
+                ("transport", envelope.transport.clone()),
+                ("chars", chars.to_string()),
+                ("limit", limit.to_string()),
+            ],
+        );
+        self.reply(host, target, &notices::too_long_notice(chars, limit));
+        Outcome::TooLong { limit }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -251,6 +254,11 @@ impl Bridge {
             &target.conversation_id,
             target.thread_id.as_deref(),
         );
+        match deliver_as {
+            DeliverAs::FollowUp => self.queued(host, target),
+            DeliverAs::Steer => self.reply(host, target, notices::STEERED_NOTICE),
+            DeliverAs::Immediate => {}
+        }
         // The prompt text is never logged (I2).
         host.log(
             Level::Info,
@@ -272,7 +280,7 @@ impl Bridge {
         &mut self,
         host: &mut dyn Host,
         kind: InputKind,
-        identity: &str,
+        identity: &Identity,
         target: &ConversationTarget,
         now: u64,
     ) -> bool {
@@ -327,28 +335,10 @@ impl Bridge {
     }
 }
 
-/// A uniformly random u32 from the host's secure source.
-fn random_u32(host: &mut dyn Host) -> u32 {
-    let bytes = host.random_bytes(4);
-    let mut word = [0u8; 4];
-    for (slot, byte) in word.iter_mut().zip(bytes) {
-        *slot = byte;
-    }
-    u32::from_le_bytes(word)
-}
-
 fn ignore_reason(reason: IgnoreReason) -> &'static str {
     match reason {
         IgnoreReason::Empty => "empty",
         IgnoreReason::Unaddressed => "unaddressed",
-    }
-}
-
-fn unsupported_notice(feature: UnsupportedFeature) -> &'static str {
-    match feature {
-        UnsupportedFeature::Attachments => notices::ATTACHMENTS_UNSUPPORTED_NOTICE,
-        UnsupportedFeature::AttachmentNotImage => notices::ATTACHMENT_NOT_AN_IMAGE_NOTICE,
-        UnsupportedFeature::AttachmentTooLarge => notices::ATTACHMENT_TOO_LARGE_NOTICE,
-        UnsupportedFeature::AttachmentTooMany => notices::ATTACHMENT_TOO_MANY_NOTICE,
+        IgnoreReason::StaleUnpaired => "unpaired and older than the pairing window",
     }
 }

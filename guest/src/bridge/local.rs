@@ -1,8 +1,9 @@
 //! Local `/connect …` commands typed at the terminal (reference-behaviour §3.20).
 
 use super::{Bridge, TransportState};
+use crate::core::config;
 use crate::core::explain;
-use crate::core::local::{self, LocalCommand, LocalStatusView};
+use crate::core::local::{self, LiveCode, LocalCommand, LocalStatusView};
 use crate::host::Host;
 use crate::model::{Level, Note};
 
@@ -15,26 +16,23 @@ impl Bridge {
         let now = host.now_ms();
         match local::parse_local_command(args) {
             LocalCommand::Status => {
-                Note::new(Level::Info, local::status_text(&self.status_view(now)))
+                Note::new(Level::Info, local::status_text(&self.status_view(now), now))
+            }
+            LocalCommand::Help => {
+                Note::new(Level::Info, local::help_text(&self.config.local_command))
             }
             LocalCommand::Doctor => self.doctor_note(host),
             LocalCommand::Version => Note::new(
                 Level::Info,
                 format!("bot-connect {VERSION}\n- bridge: wasm32-wasip2 component"),
             ),
-            LocalCommand::Pair => {
-                let pending: Vec<_> = self
-                    .state
-                    .pending
-                    .iter()
-                    .filter(|(_, p)| p.expires_at > now)
-                    .map(|(k, p)| (k.clone(), p.clone()))
-                    .collect();
-                Note::new(Level::Info, local::pair_text(&pending, now))
-            }
+            LocalCommand::Pair => Note::new(
+                Level::Info,
+                local::pair_text(&self.live_codes_view(now), now),
+            ),
             LocalCommand::Pause | LocalCommand::Resume => {
                 let pause = matches!(local::parse_local_command(args), LocalCommand::Pause);
-                let keys: Vec<String> = self.state.conversations.iter().map(|t| t.key()).collect();
+                let keys: Vec<_> = self.state.conversations.iter().map(|t| t.key()).collect();
                 let mut changed = 0;
                 for key in &keys {
                     self.state.set_paused(key, pause);
@@ -52,6 +50,8 @@ impl Bridge {
                 // Local and remote disconnect clear the same state (decision 7), here for
                 // every identity and every conversation.
                 let revoked = self.state.disconnect_all();
+                self.live_codes.clear();
+                self.reissued.clear();
                 self.save(host);
                 host.log(
                     Level::Info,
@@ -60,10 +60,18 @@ impl Bridge {
                 );
                 Note::new(Level::Info, local::revoked_text(revoked))
             }
-            LocalCommand::Config => Note::new(
-                Level::Info,
-                local::config_text(&self.config.to_pretty_json()),
-            ),
+            LocalCommand::Config => {
+                let warnings = config::fail_closed_lines(&self.fail_closed);
+                let level = if warnings.is_empty() {
+                    Level::Info
+                } else {
+                    Level::Error
+                };
+                Note::new(
+                    level,
+                    local::config_text(&self.config.to_pretty_json(), &warnings),
+                )
+            }
             LocalCommand::Digest => self.digest_note(host),
             LocalCommand::Explain => Note::new(
                 Level::Info,
@@ -83,17 +91,23 @@ impl Bridge {
             transports: self.transports.keys().cloned().collect(),
             paired: self.state.trusted.len(),
             conversations: self.state.conversations.len(),
-            paused: self.state.paused.iter().cloned().collect(),
+            paused: self.state.paused.iter().map(ToString::to_string).collect(),
             // Live codes only, as `pair` and `doctor` count them: an expired code cannot
             // be typed, and "1 pending" next to "No pending pairing" confuses the reader.
-            pending: self
-                .state
-                .pending
-                .values()
-                .filter(|p| p.expires_at > now)
-                .count(),
+            codes: self.live_codes_view(now),
             local_command: self.config.local_command.clone(),
         }
+    }
+
+    fn live_codes_view(&self, now: u64) -> Vec<LiveCode> {
+        self.live_code_list(now)
+            .into_iter()
+            .map(|(key, code, expires_at)| LiveCode {
+                key,
+                code,
+                expires_at,
+            })
+            .collect()
     }
 
     /// The bridge's part of `doctor`: transports and state counts, never a token.
@@ -107,9 +121,12 @@ impl Bridge {
             lines.push("- transports: none registered".into());
         }
         for t in &diagnostics.transports {
-            match &t.detail {
-                Some(detail) => lines.push(format!("- {}: {} — {detail}", t.id, t.status)),
-                None => lines.push(format!("- {}: {}", t.id, t.status)),
+            let state = t.state.label();
+            // A transport whose own diagnosis is just its state ("running") would print
+            // it twice: `terminal: running — running`.
+            match t.detail.as_deref().filter(|detail| *detail != state) {
+                Some(detail) => lines.push(format!("- {}: {state} — {detail}", t.id)),
+                None => lines.push(format!("- {}: {state}", t.id)),
             }
         }
         lines.push(format!("- session key: {}", self.session.id));
@@ -119,6 +136,10 @@ impl Bridge {
             diagnostics.conversations
         ));
         lines.push(format!("- pending codes: {}", diagnostics.pending));
+        let fail_closed = config::fail_closed_lines(&self.fail_closed);
+        for line in &fail_closed {
+            lines.push(format!("- config: {line}"));
+        }
         lines.push(String::new());
         lines.push("If a transport is not working, check in this order:".into());
         lines.push("1. credential present in the environment (never in the config file)".into());
@@ -136,9 +157,15 @@ impl Bridge {
             .transports
             .values()
             .any(|t| matches!(t, TransportState::Failed(_)));
-        Note::new(
-            if failing { Level::Warning } else { Level::Info },
-            lines.join("\n"),
-        )
+        // A guard failing closed is an error: the config does not say what the person
+        // meant, and remote turns run with less than they may expect.
+        let level = if !fail_closed.is_empty() {
+            Level::Error
+        } else if failing {
+            Level::Warning
+        } else {
+            Level::Info
+        };
+        Note::new(level, lines.join("\n"))
     }
 }

@@ -3,25 +3,36 @@
 //! The bridge holds the session's configuration and state and applies the pure rules
 //! of `core`; every effect (send, notify, save, prompt) goes through [`Host`].
 
+mod approvals;
 mod cards;
 mod delivery;
 mod digest;
 mod inbound;
+mod interrupted;
 mod local;
 mod outbox;
+mod pairing;
+mod preview;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::core::config::{self, BridgeConfig};
+use crate::core::approvals::Approvals;
+use crate::core::config::{self, BridgeConfig, FailedClosed, RemoteToolApproval};
 use crate::core::explain::DecisionLog;
 use crate::core::rate_limit::RateLimiter;
 use crate::core::state::{self, SessionState};
+use crate::core::strangers::{StrangerGate, StrangerNotices};
 use crate::core::tool_policy;
 use crate::host::Host;
+use crate::keys::ConversationKey;
 use crate::model::{
-    Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, SessionInfo, ToolDecision,
-    TransportStatus, TurnOrigin,
+    self, Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, Platform,
+    SessionInfo, ToolAnswer, ToolDecision, TransportStatus, TurnOrigin,
 };
+
+/// How old another process's lock on a bot must be before it is reclaimed, when the
+/// transport's settings do not say (the original's 15 minutes).
+const DEFAULT_LOCK_STALE_MS: u64 = 15 * 60 * 1000;
 
 use cards::Turn;
 
@@ -44,12 +55,26 @@ enum TransportState {
 #[derive(Debug)]
 pub struct Bridge {
     config: BridgeConfig,
+    /// Guards held at their strictest value because a config file or value was broken:
+    /// said at start, and again by `/connect config` and `doctor` until fixed.
+    fail_closed: Vec<FailedClosed>,
+    /// `transports.<id>.lockStaleMs`, by transport id.
+    lock_stale_ms: BTreeMap<String, u64>,
     state: SessionState,
     /// The agent session, read once in `configure`: it does not change while the session
     /// lives, and asking per envelope would cost a host call on the hot path.
     session: SessionInfo,
     transports: BTreeMap<String, TransportState>,
     rate: RateLimiter,
+    /// Budgets for messages from unpaired senders (issue 10 §3).
+    stranger_gate: StrangerGate,
+    /// What the terminal still has to hear about unpaired senders this minute.
+    stranger_notices: StrangerNotices,
+    /// The plain pairing codes this instance made and that may still be live, by
+    /// conversation. Memory only: the state document keeps salted hashes (issue 10 §5).
+    live_codes: BTreeMap<ConversationKey, String>,
+    /// Chats whose code was replaced at start; their next message is told so.
+    reissued: BTreeSet<ConversationKey>,
     turn: Option<Turn>,
     /// What the work digest remembers from agent events.
     work: digest::WorkMemory,
@@ -59,11 +84,17 @@ pub struct Bridge {
     decisions: DecisionLog,
     /// When the next throttled card update is due.
     card_tick: Option<u64>,
+    /// Tool calls waiting for approval from the terminal or the phone.
+    approvals: Approvals,
+    /// Ids handed out when the host's randomness kept repeating pending ones.
+    approval_fallback: u64,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
     /// The state document as last loaded or saved: shutdown writes only when the state
     /// changed since, so `doctor` on a fresh machine leaves no state file behind.
     persisted: Option<String>,
+    /// The loaded document had pieces dropped: rewrite it at start (see `start`).
+    rewrite_on_start: bool,
     shut_down: bool,
 }
 
@@ -78,6 +109,8 @@ impl Bridge {
     pub fn new() -> Self {
         Bridge {
             config: BridgeConfig::default(),
+            fail_closed: Vec::new(),
+            lock_stale_ms: BTreeMap::new(),
             state: SessionState::default(),
             session: SessionInfo {
                 id: String::new(),
@@ -87,33 +120,59 @@ impl Bridge {
             },
             transports: BTreeMap::new(),
             rate: RateLimiter::default(),
+            stranger_gate: StrangerGate::default(),
+            stranger_notices: StrangerNotices::default(),
+            live_codes: BTreeMap::new(),
+            reissued: BTreeSet::new(),
             turn: None,
             work: digest::WorkMemory::default(),
             outbox: outbox::Outbox::default(),
             decisions: DecisionLog::default(),
             card_tick: None,
+            approvals: Approvals::default(),
+            approval_fallback: 0,
             save_failure_reported: false,
             persisted: None,
+            rewrite_on_start: false,
             shut_down: false,
         }
     }
 
     /// Validates the configuration files and loads this session's saved state. Never
     /// fails: problems become notes and the bad field keeps its default (I16).
-    pub fn configure(&mut self, host: &mut dyn Host, sources: &[ConfigSource]) -> Configuration {
-        let loaded = config::load_config(sources);
+    pub fn configure(
+        &mut self,
+        host: &mut dyn Host,
+        sources: &[ConfigSource],
+        platforms: &[Platform],
+    ) -> Configuration {
+        let loaded = config::load_config(sources, platforms);
         self.config = loaded.bridge;
+        self.fail_closed = loaded.fail_closed;
+        self.lock_stale_ms = loaded
+            .transports
+            .iter()
+            .filter_map(|request| {
+                let settings: serde_json::Value =
+                    serde_json::from_str(&request.settings_json).ok()?;
+                Some((request.id.clone(), settings.get("lockStaleMs")?.as_u64()?))
+            })
+            .collect();
         let mut notes = loaded.notes;
         self.session = host.session_info();
+        let mut cleaned = false;
         if let Some(document) = host.load_state() {
             let (state, warnings) = state::parse_session_state(&document, &self.session.id);
             self.state = state;
+            cleaned = !warnings.is_empty();
             notes.extend(warnings.into_iter().map(|w| Note::new(Level::Warning, w)));
         }
         self.persisted = Some(state::serialize_session_state(&self.state));
+        self.rewrite_on_start = cleaned;
         Configuration {
             notes,
             transports: loaded.transports,
+            local_command: self.config.local_command.clone(),
         }
     }
 
@@ -122,7 +181,12 @@ impl Bridge {
     pub fn start(&mut self, host: &mut dyn Host, transports: &[String]) -> Vec<Note> {
         let mut notes = Vec::new();
         for id in transports {
-            let state = match Self::start_one(host, id) {
+            let stale_after_ms = self
+                .lock_stale_ms
+                .get(id)
+                .copied()
+                .unwrap_or(DEFAULT_LOCK_STALE_MS);
+            let state = match Self::start_one(host, id, stale_after_ms) {
                 Ok(running) => {
                     if let TransportState::Running { bot, .. } = &running {
                         host.log(
@@ -148,13 +212,32 @@ impl Bridge {
             };
             self.transports.insert(id.clone(), state);
         }
+        self.reissue_live_codes(host);
+        self.tell_what_was_lost(host);
+        // A document that loaded with pieces dropped (say, a plain-text code from an older
+        // version) is rewritten once a transport runs, so what was dropped leaves the disk.
+        // A session that starts none (`doctor`) writes nothing.
+        if self.rewrite_on_start
+            && self
+                .transports
+                .values()
+                .any(|t| matches!(t, TransportState::Running { .. }))
+        {
+            self.rewrite_on_start = false;
+            self.persisted = None;
+            self.save(host);
+        }
         notes
     }
 
-    fn start_one(host: &mut dyn Host, id: &str) -> Result<TransportState, String> {
+    fn start_one(
+        host: &mut dyn Host,
+        id: &str,
+        stale_after_ms: u64,
+    ) -> Result<TransportState, String> {
         let identity = host.identify(id)?;
         if let Some(lock) = &identity.lock_name {
-            host.acquire_lock(lock)?;
+            host.acquire_lock(lock, stale_after_ms)?;
         }
         if let Err(reason) = host.listen(id) {
             // A failed start must not leave the credential locked (I15).
@@ -171,14 +254,23 @@ impl Bridge {
     }
 
     /// Decides whether a tool call may run: the remote tool policy and approval apply
-    /// only to turns that came from a messenger (I34, I39).
-    pub fn on_tool_call(&mut self, host: &mut dyn Host, tool: &str) -> ToolDecision {
+    /// only to turns that came from a messenger (I34, I39). With `bridge.remoteApproval`
+    /// on, a call that needs approval is left pending and settled later (see
+    /// `wit/session.wit`, `tool-answer`), so the chats can answer while the terminal asks.
+    pub fn on_tool_call(&mut self, host: &mut dyn Host, tool: &str) -> ToolAnswer {
         // A tool call outside any known turn (say, right after the bridge was restarted)
         // counts as remote: the policy fails closed.
         let remote = self
             .turn
             .as_ref()
             .is_none_or(|t| t.origin == TurnOrigin::Remote);
+        if remote
+            && self.config.remote_approval.enabled
+            && self.config.remote_tool_approval == RemoteToolApproval::Each
+            && tool_policy::decide_remote_tool_access(self.config.remote_tool_policy, tool).is_ok()
+        {
+            return self.ask_for_approval(host, tool);
+        }
         let decision = tool_policy::decide_tool_call(
             remote,
             self.config.remote_tool_policy,
@@ -186,14 +278,27 @@ impl Bridge {
             tool,
             &mut |title, message| host.confirm(title, message),
         );
-        if let ToolDecision::Block(_) = &decision {
-            host.log(
-                Level::Info,
-                "remote tool call blocked",
-                &[("tool", tool.to_string())],
-            );
+        self.show_verdict(host, tool, &decision);
+        ToolAnswer::Decided(decision)
+    }
+
+    /// The card says what happened: a blocked call is shown blocked, never as run.
+    fn show_verdict(&mut self, host: &mut dyn Host, tool: &str, decision: &ToolDecision) {
+        let turn = self
+            .turn
+            .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));
+        match decision {
+            ToolDecision::Block(_) => {
+                turn.block_tool(tool);
+                host.log(
+                    Level::Info,
+                    "remote tool call blocked",
+                    &[("tool", tool.to_string())],
+                );
+                self.refresh_cards(host, false);
+            }
+            ToolDecision::Allow => turn.allow_tool(tool),
         }
-        decision
     }
 
     /// Health of transports and state, for `doctor`. Never contains a token.
@@ -204,17 +309,17 @@ impl Bridge {
             .map(|(id, state)| match state {
                 TransportState::Running { .. } => TransportStatus {
                     id: id.clone(),
-                    status: "running".into(),
+                    state: model::TransportState::Running,
                     detail: Some(host.diagnose(id)),
                 },
                 TransportState::Failed(reason) => TransportStatus {
                     id: id.clone(),
-                    status: "error".into(),
+                    state: model::TransportState::Failed,
                     detail: Some(reason.clone()),
                 },
                 TransportState::Stopped => TransportStatus {
                     id: id.clone(),
-                    status: "stopped".into(),
+                    state: model::TransportState::Stopped,
                     detail: None,
                 },
             })
@@ -224,14 +329,9 @@ impl Bridge {
             transports,
             paired: count(self.state.trusted.len()),
             conversations: count(self.state.conversations.len()),
-            pending: count(
-                self.state
-                    .pending
-                    .values()
-                    .filter(|p| p.expires_at > now)
-                    .count(),
-            ),
-            paused: self.state.paused.iter().cloned().collect(),
+            // Codes that can still be typed: not expired and not locked.
+            pending: count(self.live_code_list(now).len()),
+            paused: self.state.paused.iter().map(ToString::to_string).collect(),
             sandbox: Default::default(),
         }
     }
@@ -242,6 +342,8 @@ impl Bridge {
             return;
         }
         self.shut_down = true;
+        // Before the transports stop: the chats still hear what will not be done.
+        self.tell_what_was_not_done(host);
         for state in self.transports.values_mut() {
             if let TransportState::Running {
                 lock_name: Some(lock),
@@ -264,13 +366,17 @@ impl Bridge {
                 ),
             );
         }
-        if self.persisted.as_deref() != Some(&state::serialize_session_state(&self.state)) {
-            self.save(host);
-        }
+        self.save(host);
     }
 
     /// Persists the state document; a failure is told to the person once.
     fn save(&mut self, host: &mut dyn Host) {
+        // Only `save` moves `updated_at`, so an unchanged state serializes exactly as it was
+        // last loaded or saved: nothing to write (issue 10 §3 — every stranger's message used
+        // to rewrite the whole document).
+        if self.persisted.as_deref() == Some(&state::serialize_session_state(&self.state)) {
+            return;
+        }
         self.state.updated_at = host.now_ms();
         let document = state::serialize_session_state(&self.state);
         match host.save_state(&document) {

@@ -10,6 +10,7 @@ use super::Bridge;
 use super::delivery::log_send_failure;
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
+use crate::keys::ConversationKey;
 use crate::model::{Level, Outbound, OutboundKind, SendError};
 
 /// Rate limits in a row one conversation may meet before its waiting messages are given up:
@@ -19,7 +20,7 @@ const MAX_WAITS: u32 = 5;
 /// Messages waiting per conversation key (`transport:conversationId`).
 #[derive(Debug, Default)]
 pub(super) struct Outbox {
-    queues: BTreeMap<String, Queue>,
+    queues: BTreeMap<ConversationKey, Queue>,
 }
 
 #[derive(Debug)]
@@ -35,7 +36,7 @@ struct Queue {
 impl Outbox {
     /// Whether messages wait for the conversation `key`: a new send must queue behind them,
     /// or it would overtake them.
-    pub(super) fn is_waiting(&self, key: &str) -> bool {
+    pub(super) fn is_waiting(&self, key: &ConversationKey) -> bool {
         self.queues.contains_key(key)
     }
 
@@ -59,7 +60,7 @@ impl Outbox {
 
     /// Empties the outbox; returns, per conversation key, how many replies were still
     /// waiting (conversations with none are left out).
-    pub(super) fn drain_replies(&mut self) -> Vec<(String, usize)> {
+    pub(super) fn drain_replies(&mut self) -> Vec<(ConversationKey, usize)> {
         std::mem::take(&mut self.queues)
             .into_iter()
             .map(|(key, q)| {
@@ -84,7 +85,7 @@ impl Bridge {
     /// Sends every waiting message whose wait is over, in order per conversation.
     pub(super) fn flush_outbox(&mut self, host: &mut dyn Host) {
         let now = host.now_ms();
-        let due: Vec<String> = self
+        let due: Vec<ConversationKey> = self
             .outbox
             .queues
             .iter()
@@ -97,7 +98,7 @@ impl Bridge {
         self.request_ticks(host);
     }
 
-    fn flush_queue(&mut self, host: &mut dyn Host, key: &str, now: u64) {
+    fn flush_queue(&mut self, host: &mut dyn Host, key: &ConversationKey, now: u64) {
         let mut owed_reply_failed = None;
         loop {
             let Some(queue) = self.outbox.queues.get_mut(key) else {
@@ -148,10 +149,15 @@ impl Bridge {
     /// Asks for one tick at the earliest moment anything waits: a throttled card or a queue.
     /// The host keeps only the latest request, so every need is folded into one.
     pub(super) fn request_ticks(&mut self, host: &mut dyn Host) {
-        if let Some(at) = [self.card_tick, self.outbox.next_due()]
-            .into_iter()
-            .flatten()
-            .min()
+        if let Some(at) = [
+            self.card_tick,
+            self.outbox.next_due(),
+            self.stranger_notices.due(),
+            self.approvals.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
         {
             host.request_tick(at);
         }

@@ -10,16 +10,12 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag};
+use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag};
 
-use crate::core::chunk::{Meter, measure, next_cut};
+use crate::core::dialect::options;
+use crate::core::measure::{Meter, measure, next_cut};
 use crate::core::render::{Renderer, render_measured};
 use crate::model::Markup;
-
-/// The markdown dialect the split and the renderer agree on.
-pub fn options() -> Options {
-    Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH
-}
 
 /// What a top-level block is, as far as splitting cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +71,9 @@ pub struct Piece<'a> {
 /// (the parse dominates), and storing no events keeps memory and cache use flat on 1 MiB.
 pub fn parse(text: &str, markup: Markup) -> Parsed {
     let mut renderer = (markup != Markup::Markdown).then(|| Renderer::new(markup, text));
-    // A top-level block starts a line, so the line count bounds the block count:
-    // sized once, the lists never grow (growing them copied megabytes on bare-heading replies).
-    let lines = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 2;
-    let mut blocks: Vec<Block> = Vec::with_capacity(lines);
-    // Where the output stood before each block's separator: the previous block ends there.
-    let mut separator_at: Vec<usize> = Vec::with_capacity(lines);
+    // Reserved for a block per 128 bytes, not per line: 48 bytes a line came to four times
+    // the text on bare headings and a fresh mapping, page-faulted in, on every call.
+    let mut blocks: Vec<Block> = Vec::with_capacity(text.len() / 128 + 4);
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
         let top = depth == 0;
@@ -115,13 +108,14 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
                     let before = r.output().len();
                     (before, r.begin_block(range.start), r.hidden())
                 });
-                // `end` and the ends of `rendered` and `hidden` are set once the next block starts.
-                separator_at.push(before);
+                // `end`, `hidden` and the end of `rendered` are set once the next block starts;
+                // until then `rendered.end` holds where the output stood before this block's
+                // separator, which is where the previous block's rendering ends.
                 blocks.push(Block {
                     start,
                     end: 0,
                     kind,
-                    rendered: at..0,
+                    rendered: at..before,
                     hidden,
                 });
             }
@@ -141,13 +135,13 @@ pub fn parse(text: &str, markup: Markup) -> Parsed {
             hidden: 0,
         };
         blocks.insert(0, first);
-        separator_at.insert(0, 0);
     }
     // Each block holds the counts at its start; it ends where the next one's separator
     // starts (separators are line breaks, which every platform counts).
     let mut next = (text.len(), rendered.len(), total);
-    for (block, sep) in blocks.iter_mut().zip(separator_at).rev() {
+    for block in blocks.iter_mut().rev() {
         let hidden_at = block.hidden;
+        let sep = block.rendered.end;
         block.end = next.0;
         block.rendered.end = next.1.max(block.rendered.start);
         block.hidden = next.2.saturating_sub(hidden_at);
@@ -179,14 +173,24 @@ pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Pie
         }];
     }
     let Parsed { blocks, rendered } = parse(text, markup);
-    let costs: Vec<usize> = blocks
-        .iter()
-        .map(|b| meter.cost(text.get(b.start..b.end).unwrap_or_default()))
-        .collect();
+    // Running totals and bareness in one pass: a run's cost is then one subtraction, and no
+    // block is measured or trimmed twice (on a megabyte of bare headings, re-reading the
+    // blocks was what grew faster than the text).
+    let mut costs = Vec::with_capacity(blocks.len() + 1);
+    let mut bare = Vec::with_capacity(blocks.len());
+    let mut total = 0;
+    costs.push(0);
+    for b in &blocks {
+        let source = text.get(b.start..b.end).unwrap_or_default();
+        total += meter.cost(source);
+        costs.push(total);
+        bare.push(b.kind == BlockKind::Heading || source.trim().is_empty());
+    }
     let mut splitter = Splitter {
         text,
         blocks: &blocks,
         costs: &costs,
+        bare: &bare,
         budget,
         meter,
         markup,
@@ -200,7 +204,10 @@ pub fn split(text: &str, budget: usize, meter: Meter, markup: Markup) -> Vec<Pie
 struct Splitter<'a, 'b> {
     text: &'a str,
     blocks: &'b [Block],
+    /// `costs[k]`: the cost of blocks `0..k`.
     costs: &'b [usize],
+    /// Whether each block is a heading or blank: it owns no body of its own.
+    bare: &'b [bool],
     budget: usize,
     meter: Meter,
     markup: Markup,
@@ -211,13 +218,7 @@ struct Splitter<'a, 'b> {
 
 impl<'a> Splitter<'a, '_> {
     fn is_bare(&self, i: usize) -> bool {
-        self.blocks.get(i).is_some_and(|b| {
-            b.kind == BlockKind::Heading
-                || self
-                    .text
-                    .get(b.start..b.end)
-                    .is_some_and(|s| s.trim().is_empty())
-        })
+        self.bare.get(i).copied().unwrap_or(false)
     }
 
     fn slice(&self, from: usize, to: usize) -> &'a str {
@@ -230,7 +231,8 @@ impl<'a> Splitter<'a, '_> {
     }
 
     fn cost(&self, from: usize, to: usize) -> usize {
-        self.costs.get(from..to).map_or(0, |c| c.iter().sum())
+        let at = |k: usize| self.costs.get(k).copied().unwrap_or(0);
+        at(to).saturating_sub(at(from))
     }
 
     /// Groups: a heading starts a section; sections of only headings and blank lines are glued
@@ -306,7 +308,7 @@ impl<'a> Splitter<'a, '_> {
         let mut run_start = from;
         let mut run_cost = 0;
         for i in from..to {
-            let c = self.costs.get(i).copied().unwrap_or(0);
+            let c = self.cost(i, i + 1);
             if run_cost + c <= self.budget {
                 run_cost += c;
                 continue;

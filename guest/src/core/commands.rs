@@ -7,6 +7,7 @@
 //! command cannot be listed in help but unparseable, or the other way round.
 
 use crate::core::text::{format_duration, strip_leading_mention, strip_prefix_ci};
+use crate::keys::Identity;
 
 /// A remote command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,10 @@ pub enum RemoteCommand {
     Whoami,
     /// Revoke this identity's pairing.
     Disconnect,
+    /// Approve a pending tool call (`/approve <id>`).
+    Approve,
+    /// Deny a pending tool call (`/deny <id>`).
+    Deny,
 }
 
 impl RemoteCommand {
@@ -103,6 +108,20 @@ pub const COMMANDS: &[CommandSpec] = &[
         usage: "",
         summary: "Revoke this chat's pairing for the current session",
     },
+    CommandSpec {
+        command: RemoteCommand::Approve,
+        name: "approve",
+        aliases: &[],
+        usage: "<id>",
+        summary: "Let a tool call waiting for approval run",
+    },
+    CommandSpec {
+        command: RemoteCommand::Deny,
+        name: "deny",
+        aliases: &[],
+        usage: "<id>",
+        summary: "Block a tool call waiting for approval",
+    },
 ];
 
 /// A recognised command and the words after it.
@@ -135,7 +154,7 @@ pub struct StatusView {
     /// Transport id.
     pub transport: String,
     /// The asking identity (`transport:userId`).
-    pub identity: String,
+    pub identity: Identity,
     /// Session name, if it has one.
     pub session_name: Option<String>,
     /// Working directory (empty: unknown).
@@ -181,15 +200,58 @@ pub fn parse_remote_command(
         return None;
     }
     if let Some(body) = bot_username.and_then(|bot| strip_leading_mention(trimmed, bot)) {
-        if body.is_empty() {
-            return Some(help());
-        }
-        if let Some(rest) = strip_first_prefix(&body, prefixes) {
-            return parse_body(rest);
-        }
-        return parse_body(&body).filter(|parsed| parsed.args.is_empty());
+        return parse_addressed_body(&body, prefixes);
     }
     parse_body(strip_first_prefix(trimmed, prefixes)?)
+}
+
+/// Parses the terminal habit typed in a chat: `/<localCommand> <command>` (`/connect help`)
+/// runs the remote `<command>`, where it used to reach the agent as a prompt. A prefix is
+/// required (after an optional leading `@bot`), then the local command's name as a whole
+/// word (any case). Nothing after it shows the status, as bare `/connect` does locally; a
+/// word that is no remote command (`/connect pair`: local only) gets the help, which lists
+/// what the chat can run — the person clearly meant a command, not a prompt.
+pub fn parse_local_habit(
+    text: &str,
+    prefixes: &[String],
+    bot_username: Option<&str>,
+    local_command: &str,
+) -> Option<ParsedCommand> {
+    if local_command.is_empty() {
+        return None;
+    }
+    let trimmed = text.trim();
+    let body = bot_username
+        .and_then(|bot| strip_leading_mention(trimmed, bot))
+        .unwrap_or_else(|| trimmed.to_string());
+    let rest = strip_first_prefix(body.trim(), prefixes)?;
+    let rest = strip_prefix_ci(rest.trim_start(), local_command)?;
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim();
+    if rest.is_empty() {
+        return Some(ParsedCommand {
+            command: RemoteCommand::Status,
+            args: String::new(),
+        });
+    }
+    Some(parse_body(rest).unwrap_or_else(help))
+}
+
+/// Parses what follows the bot's name: after a leading `@bot` in the text, or the whole text
+/// of a group message the transport already found addressed to the bot and stripped of its
+/// mention (decision 1). Empty asks for help; a prefixed command is a command; a bare command
+/// word is one only when it stands alone (`status`, not `stop using tabs`).
+pub fn parse_addressed_body(body: &str, prefixes: &[String]) -> Option<ParsedCommand> {
+    let body = body.trim();
+    if body.is_empty() {
+        return Some(help());
+    }
+    if let Some(rest) = strip_first_prefix(body, prefixes) {
+        return parse_body(rest);
+    }
+    parse_body(body).filter(|parsed| parsed.args.is_empty())
 }
 
 fn strip_first_prefix<'a>(text: &'a str, prefixes: &[String]) -> Option<&'a str> {
@@ -284,6 +346,11 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
             "This chat is no longer paired.".to_string(),
             CommandEffect::Disconnect,
         ),
+        // The bridge answers these itself (it holds the pending approvals); this text is
+        // only what a caller without them would say.
+        RemoteCommand::Approve | RemoteCommand::Deny => {
+            ("No approval is waiting.".to_string(), CommandEffect::None)
+        }
     }
 }
 
@@ -299,13 +366,44 @@ mod tests {
     fn view() -> StatusView {
         StatusView {
             transport: "fake".into(),
-            identity: "fake:user-1".into(),
+            identity: Identity::new("fake", "user-1"),
             session_name: Some("refactor".into()),
             cwd: "/home/me/proj".into(),
             busy: true,
             paused: false,
             paired_for_ms: Some(90_000),
         }
+    }
+
+    #[test]
+    fn the_local_habit_runs_the_remote_command() {
+        let prefixes = default_prefixes();
+        let rows: [(&str, Option<RemoteCommand>); 9] = [
+            ("/connect help", Some(Help)),
+            ("/CONNECT   status", Some(Status)),
+            ("/connect", Some(Status)),
+            ("/connect abort now", Some(Abort)),
+            ("/connect pair", Some(Help)),
+            ("@pi_bot /connect whoami", Some(Whoami)),
+            ("/connectivity", None),
+            ("connect help", None),
+            ("/help", None),
+        ];
+        for (text, expected) in rows {
+            assert_eq!(
+                parse_local_habit(text, &prefixes, Some("pi_bot"), "connect").map(|p| p.command),
+                expected,
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            parse_local_habit("/bc status", &prefixes, None, "bc").map(|p| p.command),
+            Some(Status)
+        );
+        assert_eq!(
+            parse_local_habit("/connect help", &prefixes, None, "bc"),
+            None
+        );
     }
 
     #[test]
@@ -424,6 +522,8 @@ mod tests {
              \x20 /abort — Abort the current agent turn\n\
              \x20 /whoami — Show the paired identity for this chat\n\
              \x20 /disconnect — Revoke this chat's pairing for the current session\n\
+             \x20 /approve <id> — Let a tool call waiting for approval run\n\
+             \x20 /deny <id> — Block a tool call waiting for approval\n\
              \n\
              Anything that is not a command is sent to pi as a prompt."
         );

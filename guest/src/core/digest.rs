@@ -6,7 +6,7 @@
 //! least important up and the card says which, because a half-cut section reads as complete.
 
 use crate::core::redact::redact;
-use crate::core::text::collapse_whitespace;
+use crate::core::text::{collapse_whitespace, one_line};
 use crate::core::todo::Todo;
 use crate::core::work::FileChange;
 
@@ -105,22 +105,6 @@ pub fn build_work_digest(input: &DigestInput, options: &DigestOptions) -> String
     parts.join("\n\n")
 }
 
-/// `value` on one line of at most `max` characters (code points): whitespace collapsed, and
-/// when longer, the first `max - 1` characters and `…`, so the result is exactly `max` long.
-/// A `max` of 0 gives an empty text: there is no room even for `…`, and the limit is a promise
-/// to the caller (a chat line, a card) that it must keep.
-pub(crate) fn one_line(value: &str, max: usize) -> String {
-    let collapsed = collapse_whitespace(value);
-    if collapsed.chars().count() <= max {
-        return collapsed;
-    }
-    let mut cut: String = collapsed.chars().take(max.saturating_sub(1)).collect();
-    if max > 0 {
-        cut.push('…');
-    }
-    cut
-}
-
 fn header(input: &DigestInput) -> String {
     let name =
         present(&input.session_name).map_or_else(|| "pi session".into(), collapse_whitespace);
@@ -214,26 +198,4 @@ fn todos_block(todos: &[Todo]) -> Option<String> {
 /// The value when it has something besides whitespace.
 fn present(value: &Option<String>) -> Option<&str> {
     value.as_deref().filter(|value| !value.trim().is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_line_table() {
-        let rows = [
-            ("  a \n b  ", 10, "a b"),
-            ("abcdef", 6, "abcdef"),
-            ("abcdefg", 6, "abcde…"),
-            ("ééééé", 3, "éé…"),
-            ("ab", 1, "…"),
-            ("abc", 1, "…"),
-            ("abc", 0, ""),
-            ("", 0, ""),
-        ];
-        for (value, max, expected) in rows {
-            assert_eq!(one_line(value, max), expected, "{value:?} {max}");
-        }
-    }
 }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use crate::core::pairing::PairingReason;
 use crate::core::router::{IgnoreReason, UnsupportedFeature};
 use crate::core::text::format_duration;
+use crate::keys::{ConversationKey, Identity};
 
 /// How many decisions are remembered; older ones are forgotten first.
 pub const REMEMBERED: usize = 20;
@@ -20,12 +21,21 @@ pub enum Outcome {
     NotPaired(PairingReason),
     /// The pairing code matched.
     Paired,
+    /// An unpaired sender over the strangers' rate limit: dropped without a reply.
+    StrangerFlood,
+    /// A new unpaired chat while the pairing codes were full: told to try later.
+    PairingFull,
     /// A remote command was answered (its canonical name).
     Command(&'static str),
     /// The identity sent more than its rate limit allows.
     RateLimited,
     /// The conversation is paused: the prompt was not forwarded.
     Paused,
+    /// The text was over `bridge.maxInboundChars`: refused, the sender told the limit.
+    TooLong {
+        /// The limit.
+        limit: u32,
+    },
     /// Attachments the bridge does not take were refused.
     Unsupported(UnsupportedFeature),
     /// An attachment could not be fetched or was not what it claimed.
@@ -45,9 +55,9 @@ pub struct Decision {
     /// When the message arrived.
     pub at_ms: u64,
     /// `transport:conversationId`.
-    pub conversation: String,
+    pub conversation: ConversationKey,
     /// `transport:userId`.
-    pub identity: String,
+    pub identity: Identity,
     /// What was done.
     pub outcome: Outcome,
 }
@@ -81,6 +91,10 @@ pub fn outcome_text(outcome: &Outcome, local_command: &str) -> String {
             (bridge.requireAddressing)."
             .into(),
         Outcome::Ignored(IgnoreReason::Empty) => "ignored: it had no text.".into(),
+        Outcome::Ignored(IgnoreReason::StaleUnpaired) => "ignored: an unpaired sender's \
+            message older than the pairing window (bridge.pairingTtlMs), delivered late (the \
+            backlog after a restart). A new message from them gets a code."
+            .into(),
         Outcome::NotPaired(reason) => {
             let why = match reason {
                 PairingReason::New => "a new pairing code was shown on this terminal",
@@ -92,10 +106,19 @@ pub fn outcome_text(outcome: &Outcome, local_command: &str) -> String {
                 }
                 PairingReason::Awaiting => "a code is waiting to be typed in that chat",
                 PairingReason::Mismatch => "the code typed was wrong",
+                PairingReason::Reissued => {
+                    "the session restarted, so its code was replaced by the one shown here at start"
+                }
             };
             format!("not paired: {why}. See it with /{local_command} pair.")
         }
         Outcome::Paired => "paired with the code from this terminal.".into(),
+        Outcome::StrangerFlood => "ignored: too many messages from unpaired senders at once \
+            (a flood is limited per transport and overall); no reply was sent."
+            .into(),
+        Outcome::PairingFull => "not paired: too many pairing codes were already waiting, so \
+            no code was made; the chat was told to try later."
+            .into(),
         Outcome::Command(name) => format!("answered the command /{name}."),
         Outcome::RateLimited => "rate limited: more messages a minute than \
             bridge.rateLimit allows from this sender. Wait a minute, or raise the limit."
@@ -118,6 +141,10 @@ pub fn outcome_text(outcome: &Outcome, local_command: &str) -> String {
             };
             format!("refused: {what}; the chat was told.")
         }
+        Outcome::TooLong { limit } => format!(
+            "refused: longer than bridge.maxInboundChars ({limit} characters); the chat was \
+             told the limit and nothing was forwarded."
+        ),
         Outcome::AttachmentRefused => {
             "refused: an attachment could not be fetched or was not what it claimed; the chat \
              was told."
@@ -171,8 +198,8 @@ mod tests {
     fn decision(at_ms: u64, outcome: Outcome) -> Decision {
         Decision {
             at_ms,
-            conversation: "telegram:-100".into(),
-            identity: "telegram:42".into(),
+            conversation: ConversationKey::new("telegram", "-100"),
+            identity: Identity::new("telegram", "42"),
             outcome,
         }
     }

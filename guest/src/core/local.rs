@@ -1,11 +1,11 @@
 //! The local `/connect …` commands typed at the terminal: parsing and the texts they print
 //! (reference-behaviour §3.20). `doctor` and `digest` are composed elsewhere.
 //!
-//! These texts go to the terminal only, so `pair` may show codes here (I1).
+//! These texts go to the terminal only, so `status` and `pair` may show codes here (I1).
 
 use crate::core::pairing::format_challenge_code;
-use crate::core::state::PendingChallenge;
 use crate::core::text::format_duration;
+use crate::keys::ConversationKey;
 
 /// Reply to a subcommand that needs a session when none is running.
 pub const NO_ACTIVE_SESSION_TEXT: &str = "bot-connect: no active session.";
@@ -13,8 +13,10 @@ pub const NO_ACTIVE_SESSION_TEXT: &str = "bot-connect: no active session.";
 /// A local subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LocalCommand {
-    /// Overview (also bare, `help`).
+    /// Overview (also bare).
     Status,
+    /// The list of local commands.
+    Help,
     /// Transport health and troubleshooting.
     Doctor,
     /// Version report.
@@ -41,7 +43,9 @@ pub enum LocalCommand {
 pub fn parse_local_command(args: &str) -> LocalCommand {
     let word = args.split_whitespace().next().unwrap_or("");
     match word.to_lowercase().as_str() {
-        "" | "help" | "status" => LocalCommand::Status,
+        // `help` printed the status in the original; it now lists the commands (issue 10 §14).
+        "" | "status" => LocalCommand::Status,
+        "help" | "--help" | "-h" | "?" => LocalCommand::Help,
         "doctor" => LocalCommand::Doctor,
         "version" | "--version" | "-v" => LocalCommand::Version,
         "pair" => LocalCommand::Pair,
@@ -68,15 +72,28 @@ pub struct LocalStatusView {
     pub conversations: usize,
     /// Paused conversation keys.
     pub paused: Vec<String>,
-    /// Live pairing challenges.
-    pub pending: usize,
+    /// Live pairing codes, shown in full (issue 10 §10: the chat says "run /connect to see
+    /// the code", so `/connect` must show it, not only a count).
+    pub codes: Vec<LiveCode>,
     /// Local command namespace (`connect`).
     pub local_command: String,
 }
 
+/// A live pairing code as the terminal lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveCode {
+    /// The conversation it pairs.
+    pub key: ConversationKey,
+    /// The digits, when this session made the code; `None` for one made before a restart
+    /// whose transport is not running (only its hash is stored).
+    pub code: Option<String>,
+    /// When it stops working (ms).
+    pub expires_at: u64,
+}
+
 /// The `/connect status` text. With no transport it names the ones that exist and where to
 /// configure them, because "(none configured)" alone leaves a new user stuck.
-pub fn status_text(view: &LocalStatusView) -> String {
+pub fn status_text(view: &LocalStatusView, now: u64) -> String {
     let version = view
         .version
         .as_deref()
@@ -98,8 +115,9 @@ pub fn status_text(view: &LocalStatusView) -> String {
         format!("- paired chats: {}", view.paired),
         format!("- conversations: {}", view.conversations),
         format!("- paused: {paused}"),
-        format!("- pending codes: {}", view.pending),
+        format!("- pending codes: {}", view.codes.len()),
     ];
+    lines.extend(code_lines(&view.codes, now, "  - "));
     if view.transports.is_empty() {
         lines.push(String::new());
         // Slack is listed because this product ships it (the original had no Slack transport).
@@ -110,8 +128,9 @@ pub fn status_text(view: &LocalStatusView) -> String {
     }
     lines.push(String::new());
     // `explain` is this product's addition (architecture §6): listed so it can be found.
+    // `help` too, now that it lists the commands instead of repeating this status.
     lines.push(format!(
-        "Local commands: /{} status|doctor|version|pair|digest|explain|pause|resume|disconnect|config",
+        "Local commands: /{} status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
         view.local_command
     ));
     lines.join("\n")
@@ -119,24 +138,69 @@ pub fn status_text(view: &LocalStatusView) -> String {
 
 /// The `/connect pair` text: the live codes with their conversation and time left. Expired
 /// codes are left out: they no longer work, and typing one would only earn a new code.
-pub fn pair_text(pending: &[(String, PendingChallenge)], now: u64) -> String {
-    let live: Vec<String> = pending
-        .iter()
-        .filter(|(_, challenge)| now < challenge.expires_at)
-        .map(|(key, challenge)| {
-            let left = i64::try_from(challenge.expires_at.saturating_sub(now)).unwrap_or(i64::MAX);
-            format!(
-                "- {key}: {} (expires in {})",
-                format_challenge_code(&challenge.code),
-                format_duration(left)
-            )
-        })
-        .collect();
+pub fn pair_text(codes: &[LiveCode], now: u64) -> String {
+    let live = code_lines(codes, now, "- ");
     if live.is_empty() {
         return "No pending pairing. Have the remote user send any message; the code appears here."
             .to_string();
     }
     format!("Pending pairing codes:\n{}", live.join("\n"))
+}
+
+/// One line per live code: `<bullet><key>: 123 456 (expires in 4m)`.
+fn code_lines(codes: &[LiveCode], now: u64, bullet: &str) -> Vec<String> {
+    codes
+        .iter()
+        .filter(|live| now < live.expires_at)
+        .map(|live| {
+            let left = i64::try_from(live.expires_at.saturating_sub(now)).unwrap_or(i64::MAX);
+            let code = live.code.as_deref().map_or_else(
+                || "made before the last restart and not kept; a new code comes when that chat writes again".to_string(),
+                format_challenge_code,
+            );
+            format!(
+                "{bullet}{}: {code} (expires in {})",
+                live.key,
+                format_duration(left)
+            )
+        })
+        .collect()
+}
+
+/// The `/connect help` text: every local command with what it is for.
+pub fn help_text(local_command: &str) -> String {
+    let rows = [
+        (
+            "status",
+            "what is connected, paired and waiting, with the live pairing codes (also bare /{cmd})",
+        ),
+        ("pair", "the live pairing codes and the chats they are for"),
+        (
+            "doctor",
+            "transport health, and what to check when a chat gets no answer",
+        ),
+        (
+            "explain",
+            "what was done with the last messages, and why (also: why)",
+        ),
+        ("digest", "send the work digest card to every paired chat"),
+        ("pause", "stop forwarding prompts from every chat"),
+        ("resume", "forward prompts again"),
+        ("disconnect", "revoke every pairing"),
+        ("config", "the configuration in force"),
+        ("version", "the bridge's version"),
+        ("help", "this list"),
+    ];
+    let mut lines = vec![format!(
+        "bot-connect local commands (/{local_command} <command>):"
+    )];
+    for (name, what) in rows {
+        lines.push(format!(
+            "  {name:<10}  {}",
+            what.replace("{cmd}", local_command)
+        ));
+    }
+    lines.join("\n")
 }
 
 /// After `/connect pause`.
@@ -159,9 +223,16 @@ pub fn unknown_subcommand_text(sub: &str, local_command: &str) -> String {
     format!("Unknown subcommand '{sub}'. Try /{local_command} help.")
 }
 
-/// The `/connect config` text around the resolved config JSON (which never holds secrets, I10).
-pub fn config_text(json: &str) -> String {
-    format!("bot-connect config:\n{json}")
+/// The `/connect config` text around the resolved config JSON (which never holds secrets, I10),
+/// then the fail-closed `warnings`, if any: the JSON shows the strictest values in force, and
+/// the person must learn that they are not what the file says.
+pub fn config_text(json: &str, warnings: &[String]) -> String {
+    let mut text = format!("bot-connect config:\n{json}");
+    for warning in warnings {
+        text.push_str("\n\n");
+        text.push_str(warning);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -173,7 +244,9 @@ mod tests {
         let rows = [
             ("", LocalCommand::Status),
             ("   ", LocalCommand::Status),
-            ("help", LocalCommand::Status),
+            ("help", LocalCommand::Help),
+            ("--help", LocalCommand::Help),
+            ("?", LocalCommand::Help),
             ("status", LocalCommand::Status),
             ("STATUS now", LocalCommand::Status),
             ("doctor", LocalCommand::Doctor),
@@ -203,7 +276,18 @@ mod tests {
             paired: 2,
             conversations: 3,
             paused: vec!["telegram:1".into(), "discord:9".into()],
-            pending: 1,
+            codes: vec![
+                LiveCode {
+                    key: ConversationKey::new("telegram", "5"),
+                    code: Some("482913".into()),
+                    expires_at: 1_000 + 240_000,
+                },
+                LiveCode {
+                    key: ConversationKey::new("discord", "7"),
+                    code: None,
+                    expires_at: 1_000 + 5_000,
+                },
+            ],
             local_command: "connect".into(),
         };
         let empty = LocalStatusView {
@@ -212,52 +296,83 @@ mod tests {
             paired: 0,
             conversations: 0,
             paused: vec![],
-            pending: 0,
+            codes: vec![],
             local_command: "bc".into(),
         };
         let rows = [
             (
                 running,
-                "bot-connect status\n- extension: bot-connect 0.1.0\n- transports: telegram, discord\n- paired chats: 2\n- conversations: 3\n- paused: telegram:1, discord:9\n- pending codes: 1\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config",
+                "bot-connect status\n- extension: bot-connect 0.1.0\n- transports: telegram, discord\n- paired chats: 2\n- conversations: 3\n- paused: telegram:1, discord:9\n- pending codes: 2\n  - telegram:5: 482 913 (expires in 4m)\n  - discord:7: made before the last restart and not kept; a new code comes when that chat writes again (expires in 5s)\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
             ),
             (
                 empty,
-                "bot-connect status\n- extension: version unknown\n- transports: (none configured)\n- paired chats: 0\n- conversations: 0\n- paused: none\n- pending codes: 0\n\nAvailable transports: discord, telegram, slack, robo_claw. Configure one under \"transports\" in the config file.\n\nLocal commands: /bc status|doctor|version|pair|digest|explain|pause|resume|disconnect|config",
+                "bot-connect status\n- extension: version unknown\n- transports: (none configured)\n- paired chats: 0\n- conversations: 0\n- paused: none\n- pending codes: 0\n\nAvailable transports: discord, telegram, slack, robo_claw. Configure one under \"transports\" in the config file.\n\nLocal commands: /bc status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
             ),
         ];
         for (view, expected) in rows {
-            assert_eq!(status_text(&view), expected);
+            assert_eq!(status_text(&view, 1_000), expected);
         }
     }
 
     #[test]
     fn pair_table() {
-        let code = |c: &str, expires_at| PendingChallenge {
-            code: c.into(),
+        let code = |key: &str, code: Option<&str>, expires_at| LiveCode {
+            key: ConversationKey::from_stored(key),
+            code: code.map(String::from),
             expires_at,
-            attempts: 0,
         };
-        let rows: Vec<(Vec<(String, PendingChallenge)>, &str)> = vec![
+        let rows: Vec<(Vec<LiveCode>, &str)> = vec![
             (
                 vec![],
                 "No pending pairing. Have the remote user send any message; the code appears here.",
             ),
             (
-                vec![("telegram:1".into(), code("123456", 1_000))],
+                vec![code("telegram:1", Some("123456"), 1_000)],
                 "No pending pairing. Have the remote user send any message; the code appears here.",
             ),
             (
                 vec![
-                    ("telegram:1".into(), code("123456", 1_000 + 240_000)),
-                    ("discord:2".into(), code("9876", 1_000 + 5_000)),
-                    ("slack:3".into(), code("000000", 500)),
+                    code("telegram:1", Some("123456"), 1_000 + 240_000),
+                    code("discord:2", Some("9876"), 1_000 + 5_000),
+                    code("slack:3", Some("000000"), 500),
                 ],
                 "Pending pairing codes:\n- telegram:1: 123 456 (expires in 4m)\n- discord:2: 9876 (expires in 5s)",
             ),
         ];
-        for (pending, expected) in rows {
-            assert_eq!(pair_text(&pending, 1_000), expected);
+        for (codes, expected) in rows {
+            assert_eq!(pair_text(&codes, 1_000), expected);
         }
+    }
+
+    #[test]
+    fn help_lists_every_command() {
+        let help = help_text("connect");
+        assert!(help.starts_with("bot-connect local commands (/connect <command>):\n"));
+        assert!(help.contains("\n  status      what is connected, paired and waiting, with the live pairing codes (also bare /connect)"));
+        for word in [
+            "status",
+            "pair",
+            "doctor",
+            "explain",
+            "digest",
+            "pause",
+            "resume",
+            "disconnect",
+            "config",
+            "version",
+            "help",
+        ] {
+            assert!(
+                help.lines().any(|l| l.trim_start().starts_with(word)),
+                "{word} missing from help"
+            );
+            assert_ne!(
+                parse_local_command(word),
+                LocalCommand::Unknown(word.into()),
+                "help lists {word}, which does not parse"
+            );
+        }
+        assert!(!help.contains("- paired chats"), "help printed the status");
     }
 
     #[test]
@@ -271,8 +386,15 @@ mod tests {
                 "Unknown subcommand 'deploy'. Try /connect help.",
             ),
             (
-                config_text("{\n  \"bridge\": {}\n}"),
+                config_text("{\n  \"bridge\": {}\n}", &[]),
                 "bot-connect config:\n{\n  \"bridge\": {}\n}",
+            ),
+            (
+                config_text(
+                    "{}",
+                    &["failing closed: a".into(), "failing closed: b".into()],
+                ),
+                "bot-connect config:\n{}\n\nfailing closed: a\n\nfailing closed: b",
             ),
             (
                 NO_ACTIVE_SESSION_TEXT.to_string(),

@@ -1,12 +1,18 @@
 //! Pure rules: every function here is deterministic over its arguments.
 
+pub mod approvals;
 pub mod blocks;
 pub mod chunk;
+pub mod code_hash;
 pub mod commands;
 pub mod config;
+pub mod controls;
+pub mod dialect;
 pub mod digest;
 pub mod explain;
+pub mod html;
 pub mod local;
+pub mod measure;
 pub mod notices;
 pub mod outbound;
 pub mod pairing;
@@ -16,7 +22,9 @@ pub mod redact;
 pub mod render;
 pub mod router;
 pub mod scan;
+pub mod secrets;
 pub mod state;
+pub mod strangers;
 pub mod text;
 pub mod todo;
 pub mod tool_policy;

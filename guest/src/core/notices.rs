@@ -35,6 +35,52 @@ pub const PAUSED_NOTICE: &str = "Delivery is paused. Send /resume to continue.";
 pub const RATE_LIMITED_NOTICE: &str =
     "Too many messages. Please wait a moment before sending more.";
 
+/// Reply to a new unpaired chat while the pairing codes are full (issue 10 §3): no code is
+/// made, and the person learns that trying later may work.
+pub const PAIRING_FULL_NOTICE: &str =
+    "This pi session has too many pairing requests waiting. Try again in a few minutes.";
+
+/// Reply to a message over `bridge.maxInboundChars` (issue 10 §6): nothing was forwarded,
+/// and the sender learns the limit so they can shorten or split it.
+pub fn too_long_notice(chars: usize, limit: u32) -> String {
+    format!(
+        "That message is too long to forward: {chars} characters, and this session takes at most {limit}. Nothing was sent to pi; please shorten it or send it in parts."
+    )
+}
+
+/// Reply to a prompt forwarded as a follow-up while the agent is busy (issue 10 §9): a
+/// visible queue, so the sender knows it was taken and roughly when it runs. `ahead` counts
+/// the running turn and the follow-ups queued before this one.
+pub fn queued_notice(ahead: usize) -> String {
+    format!("Queued, {ahead} ahead. The agent is busy; this runs when its turn comes.")
+}
+
+/// Reply to a prompt forwarded as a steer while the agent is busy: it joins the running
+/// turn rather than waiting for its own.
+pub const STEERED_NOTICE: &str =
+    "The agent is busy; it reads this in its current turn, after the step it is on.";
+
+/// The last line of a card whose turn the session stopped before it finished, so the card
+/// does not stay at "thinking…".
+pub const TURN_STOPPED_LINE: &str = "⊘ stopped: the pi session ended before this turn finished";
+
+/// The last line of a card whose turn was lost to a restart.
+pub const TURN_LOST_LINE: &str = "⊘ interrupted: the pi session restarted before this turn finished; send the request again if it is still needed";
+
+/// What a chat is told about its queued prompts that will not run: at shutdown, or at the
+/// start after a restart (`restarted`).
+pub fn queued_not_run_notice(count: usize, restarted: bool) -> String {
+    if restarted {
+        format!(
+            "The pi session restarted; {count} queued message(s) from this chat were not run. Send them again if they are still needed."
+        )
+    } else {
+        format!(
+            "The pi session stopped before it ran {count} queued message(s) from this chat. Send them again when it is back."
+        )
+    }
+}
+
 /// Reply naming a command the bridge does not know.
 pub fn unknown_command_notice(name: &str) -> String {
     format!("Unknown command '{name}'.")
@@ -82,6 +128,26 @@ mod tests {
         assert_eq!(
             unknown_command_notice("deploy"),
             "Unknown command 'deploy'."
+        );
+        assert_eq!(
+            too_long_notice(20_001, 16_000),
+            "That message is too long to forward: 20001 characters, and this session takes at most 16000. Nothing was sent to pi; please shorten it or send it in parts."
+        );
+        assert_eq!(
+            queued_notice(2),
+            "Queued, 2 ahead. The agent is busy; this runs when its turn comes."
+        );
+        assert_eq!(
+            queued_not_run_notice(1, false),
+            "The pi session stopped before it ran 1 queued message(s) from this chat. Send them again when it is back."
+        );
+        assert_eq!(
+            queued_not_run_notice(3, true),
+            "The pi session restarted; 3 queued message(s) from this chat were not run. Send them again if they are still needed."
+        );
+        assert_eq!(
+            PAIRING_FULL_NOTICE,
+            "This pi session has too many pairing requests waiting. Try again in a few minutes."
         );
     }
 }

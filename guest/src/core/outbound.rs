@@ -1,8 +1,14 @@
 //! The outbound pipeline every send goes through (reference-behaviour §3.19, I3, I22,
 //! decision 3): redact → split at structure → render per piece → chunk → cap.
+//!
+//! Each stage is entered once, in that order: the splitter renders while it parses
+//! (`blocks.rs` calls `render.rs`), and every stage measures with `measure.rs`, so no stage
+//! calls back into an earlier or later one (`pipeline_seams.rs` holds the import graph).
 
 use crate::core::blocks::split;
-use crate::core::chunk::{Meter, chunk_rendered};
+use crate::core::chunk::chunk_rendered;
+use crate::core::controls::replace_rejected_controls;
+use crate::core::measure::Meter;
 use crate::core::redact::redact;
 use crate::model::{Capabilities, Markup};
 
@@ -24,13 +30,15 @@ pub struct Prepared {
 /// `max_message_length` of 0 are read as 1 so a misconfiguration still sends something.
 pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let redacted = redact(text);
+    // Controls go before the split, so every stage measures the text that is sent.
+    let clean = replace_rejected_controls(&redacted.text);
     let limit = usize::try_from(caps.max_message_length)
         .unwrap_or(usize::MAX)
         .max(1);
     let unit = caps.length_unit;
     let meter = Meter::for_source(unit, caps.markup);
     let mut messages = Vec::new();
-    for piece in split(&redacted.text, limit, meter, caps.markup) {
+    for piece in split(&clean, limit, meter, caps.markup) {
         if caps.markup == Markup::Markdown {
             if !piece.rendered.trim().is_empty() {
                 messages.push(piece.rendered.into_owned());

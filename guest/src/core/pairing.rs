@@ -4,8 +4,10 @@
 //! The code is rendered only by [`terminal_code_notice`], which goes to the local terminal;
 //! every text meant for a chat is built without it (I1).
 
+use crate::core::code_hash::{CodeHash, SALT_LEN};
 use crate::core::config::BridgeConfig;
 use crate::core::state::PendingChallenge;
+use crate::keys::{ConversationKey, Identity};
 
 /// Largest multiple of 10 that fits below 2^32. Values at or above it are discarded, otherwise
 /// the digits 0–5 would come up slightly more often than 6–9.
@@ -51,6 +53,9 @@ pub enum PairingReason {
     Awaiting,
     /// A live code exists and the attempt was wrong.
     Mismatch,
+    /// The session restarted and made a new code for this chat (the old one is not kept,
+    /// issue 10 §10); the message was neither the new code nor counted as an attempt.
+    Reissued,
 }
 
 impl PairingReason {
@@ -69,16 +74,35 @@ impl PairingReason {
 pub enum PairingDecision {
     /// The code matched: trust the identity and drop the challenge.
     Trust,
-    /// Store `pending` for the conversation and tell the chat why it is not paired yet.
-    Ask {
-        /// The challenge to store (new, or the old one with its attempt count).
+    /// Keep `pending` (with its attempt count brought up to date) and tell the chat why it
+    /// is not paired yet ([`PairingReason::Awaiting`] or [`PairingReason::Mismatch`]).
+    Keep {
+        /// The challenge to store.
         pending: PendingChallenge,
+        /// Why.
+        reason: PairingReason,
+    },
+    /// Make a new code with [`create_challenge`] ([`PairingReason::New`], `Expired` or
+    /// `Locked`). Deciding and drawing are apart so the decision stays a pure function of
+    /// its inputs and a flood can be refused before any randomness or hashing is spent.
+    Issue {
         /// Why.
         reason: PairingReason,
     },
 }
 
-/// A new challenge of `digits` uniformly random digits, valid for `ttl_ms` from `now`.
+/// A challenge just made: the code for the local terminal (and the guest's memory only),
+/// and the record the state document keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewChallenge {
+    /// The digits to type. Never stored, never sent to a chat (I1).
+    pub code: String,
+    /// What is stored: the salted hash, length, expiry and attempts.
+    pub pending: PendingChallenge,
+}
+
+/// A new challenge of `digits` uniformly random digits, valid for `ttl_ms` from `now`, its
+/// hash salted with `salt`.
 ///
 /// Each digit comes from one `random_u32()` value by rejection sampling, so every digit is
 /// equally likely (a plain `% 10` would favour 0–5 slightly).
@@ -87,12 +111,17 @@ pub fn create_challenge(
     ttl_ms: u64,
     digits: u32,
     random_u32: &mut dyn FnMut() -> u32,
-) -> PendingChallenge {
-    let code = (0..digits).map(|_| uniform_digit(random_u32)).collect();
-    PendingChallenge {
+    salt: [u8; SALT_LEN],
+) -> NewChallenge {
+    let code: String = (0..digits).map(|_| uniform_digit(random_u32)).collect();
+    NewChallenge {
+        pending: PendingChallenge {
+            hash: CodeHash::new(&code, salt),
+            digits,
+            expires_at: now.saturating_add(ttl_ms),
+            attempts: 0,
+        },
         code,
-        expires_at: now.saturating_add(ttl_ms),
-        attempts: 0,
     }
 }
 
@@ -120,45 +149,47 @@ pub fn format_challenge_code(code: &str) -> String {
     }
 }
 
+/// Whether `pending` can still be typed at `now`: not expired and not locked.
+pub fn is_live(pending: &PendingChallenge, now: u64, opts: &PairingOptions) -> bool {
+    now < pending.expires_at && pending.attempts < opts.max_attempts
+}
+
 /// Decides what one message from an unauthenticated identity does to the conversation's challenge.
 ///
 /// Only a digit string of exactly the code's length is an attempt (I33): chatter such as
 /// "meeting at 3pm" or "42" never burns one, so a busy channel cannot lock a person out.
+/// The guess is compared against the stored hash in constant time ([`CodeHash::matches`]).
 pub fn decide_pairing(
     pending: Option<&PendingChallenge>,
     text: &str,
     now: u64,
     opts: &PairingOptions,
-    random_u32: &mut dyn FnMut() -> u32,
 ) -> PairingDecision {
-    let fresh = |reason, random_u32: &mut dyn FnMut() -> u32| PairingDecision::Ask {
-        pending: create_challenge(now, opts.ttl_ms, opts.digits, random_u32),
-        reason,
-    };
-    let Some(live) = pending.filter(|p| now < p.expires_at && p.attempts < opts.max_attempts)
-    else {
+    let Some(live) = pending.filter(|p| is_live(p, now, opts)) else {
         let reason = match pending {
             None => PairingReason::New,
             Some(p) if now >= p.expires_at => PairingReason::Expired,
             Some(_) => PairingReason::Locked,
         };
-        return fresh(reason, random_u32);
+        return PairingDecision::Issue { reason };
     };
     let provided = normalize_challenge_input(text);
-    if provided.is_empty() || provided.len() != live.code.len() {
-        return PairingDecision::Ask {
+    if provided.is_empty() || provided.len() != live.digits as usize {
+        return PairingDecision::Keep {
             pending: live.clone(),
             reason: PairingReason::Awaiting,
         };
     }
-    if constant_time_eq(provided.as_bytes(), live.code.as_bytes()) {
+    if live.hash.matches(&provided) {
         return PairingDecision::Trust;
     }
     let attempts = live.attempts.saturating_add(1);
     if attempts >= opts.max_attempts {
-        return fresh(PairingReason::Locked, random_u32);
+        return PairingDecision::Issue {
+            reason: PairingReason::Locked,
+        };
     }
-    PairingDecision::Ask {
+    PairingDecision::Keep {
         pending: PendingChallenge {
             attempts,
             ..live.clone()
@@ -167,31 +198,26 @@ pub fn decide_pairing(
     }
 }
 
-/// Compares equal-length byte strings without stopping at the first difference, so response
-/// timing does not reveal how many leading digits of a guess were right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// What the chat is told while it is not paired. Never contains the code (I1): it points the
-/// person at the local terminal, which is the proof of being the operator.
+/// person at the local terminal, which is the proof of being the operator. `attempts` is the
+/// wrong attempts against the code so far (for [`PairingReason::Mismatch`]).
 pub fn chat_prompt(
     reason: PairingReason,
-    pending: &PendingChallenge,
     opts: &PairingOptions,
+    attempts: u32,
     local_command: &str,
 ) -> String {
     match reason {
         PairingReason::New => format!(
             "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /{local_command} to see the {}-digit code, then send it here.",
-            pending.code.len()
+            opts.digits
         ),
         PairingReason::Awaiting => {
             "Waiting for the pairing code. Check the local pi terminal.".to_string()
         }
         PairingReason::Mismatch => format!(
             "That code did not match. {} attempt(s) left. Check the local pi terminal.",
-            opts.max_attempts.saturating_sub(pending.attempts)
+            opts.max_attempts.saturating_sub(attempts)
         ),
         PairingReason::Expired => {
             "The pairing code expired. A new code is shown in the local pi terminal.".to_string()
@@ -199,21 +225,39 @@ pub fn chat_prompt(
         PairingReason::Locked => format!(
             "Too many wrong attempts. A new code is shown in the local pi terminal, or run /{local_command} there again."
         ),
+        PairingReason::Reissued => {
+            "The pi session restarted, so the pairing code changed. The new code is shown in the local pi terminal.".to_string()
+        }
     }
 }
 
 /// The terminal notification that shows the code: the only place a code is ever rendered (I1).
-pub fn terminal_code_notice(pending: &PendingChallenge, ttl_ms: u64) -> String {
-    // Rounded to the nearest minute, at least 1, so a 30 s TTL does not read "valid 0 min".
-    let minutes = (ttl_ms.saturating_add(30_000) / 60_000).max(1);
+pub fn terminal_code_notice(code: &str, ttl_ms: u64) -> String {
     format!(
-        "Messenger pairing code: {} (valid {minutes} min). Type it in the chat to pair.",
-        format_challenge_code(&pending.code)
+        "Messenger pairing code: {} (valid {} min). Type it in the chat to pair.",
+        format_challenge_code(code),
+        minutes(ttl_ms)
     )
 }
 
+/// The terminal notification for a code made anew at start for a chat whose code was still
+/// live: the old code is stored only as a hash, so it cannot be shown again (issue 10 §10).
+pub fn terminal_reissued_notice(key: &ConversationKey, code: &str, ttl_ms: u64) -> String {
+    format!(
+        "Messenger pairing code for {key}: {} (valid {} min). The session restarted, so the code shown before no longer works.",
+        format_challenge_code(code),
+        minutes(ttl_ms)
+    )
+}
+
+/// A TTL in whole minutes, rounded to the nearest, at least 1, so a 30 s TTL does not read
+/// "valid 0 min".
+fn minutes(ttl_ms: u64) -> u64 {
+    (ttl_ms.saturating_add(30_000) / 60_000).max(1)
+}
+
 /// The terminal notification after a chat identity paired.
-pub fn terminal_paired_notice(identity: &str) -> String {
+pub fn terminal_paired_notice(identity: &Identity) -> String {
     format!("Paired {identity}")
 }
 
@@ -223,7 +267,7 @@ pub fn terminal_paired_notice(identity: &str) -> String {
 /// matches first and `connect` is an unknown word, so the person's first try became a prompt
 /// to the agent (reference-behaviour §7 quirk 1, architecture decision 1). `/help` is what
 /// actually lists the commands with the default prefixes.
-pub fn pairing_success_text(identity: &str) -> String {
+pub fn pairing_success_text(identity: &Identity) -> String {
     format!(
         "Paired as {identity}.\nSend a message to steer this pi session, or send /help for commands."
     )
@@ -250,9 +294,12 @@ mod tests {
         }
     }
 
+    const SALT: [u8; SALT_LEN] = [9; SALT_LEN];
+
     fn challenge(code: &str, expires_at: u64, attempts: u32) -> PendingChallenge {
         PendingChallenge {
-            code: code.to_string(),
+            hash: CodeHash::new(code, SALT),
+            digits: code.len() as u32,
             expires_at,
             attempts,
         }
@@ -275,13 +322,16 @@ mod tests {
             (&[u32::MAX], 4, "5555"),
         ];
         for (values, digits, expected) in rows {
-            let c = create_challenge(1_000, 300_000, digits, &mut source(values));
+            let c = create_challenge(1_000, 300_000, digits, &mut source(values), SALT);
             assert_eq!(c.code, expected, "values {values:?}");
-            assert_eq!(c.expires_at, 301_000);
-            assert_eq!(c.attempts, 0);
+            assert_eq!(c.pending.expires_at, 301_000);
+            assert_eq!(c.pending.attempts, 0);
+            assert_eq!(c.pending.digits, digits);
+            // Only the hash is stored, and it is the code's.
+            assert!(c.pending.hash.matches(expected));
         }
-        let c = create_challenge(u64::MAX - 1, 300_000, 6, &mut source(&[0]));
-        assert_eq!(c.expires_at, u64::MAX);
+        let c = create_challenge(u64::MAX - 1, 300_000, 6, &mut source(&[0]), SALT);
+        assert_eq!(c.pending.expires_at, u64::MAX);
     }
 
     #[test]
@@ -309,6 +359,7 @@ mod tests {
             (PairingReason::Locked, true),
             (PairingReason::Awaiting, false),
             (PairingReason::Mismatch, false),
+            (PairingReason::Reissued, false),
         ];
         for (reason, fresh) in rows {
             assert_eq!(reason.is_fresh(), fresh, "{reason:?}");
@@ -318,44 +369,39 @@ mod tests {
     #[test]
     fn decide_pairing_table() {
         let live = challenge("123456", 10_000, 0);
-        let new_code = challenge("777777", 5_000 + 300_000, 0);
-        let ask = |pending: PendingChallenge, reason| PairingDecision::Ask { pending, reason };
+        let keep = |pending: PendingChallenge, reason| PairingDecision::Keep { pending, reason };
+        let issue = |reason| PairingDecision::Issue { reason };
         let rows: Vec<(&str, Option<PendingChallenge>, &str, PairingDecision)> = vec![
-            (
-                "new",
-                None,
-                "hello",
-                ask(new_code.clone(), PairingReason::New),
-            ),
+            ("new", None, "hello", issue(PairingReason::New)),
             (
                 "new even with digits",
                 None,
                 "123456",
-                ask(new_code.clone(), PairingReason::New),
+                issue(PairingReason::New),
             ),
             (
                 "awaiting",
                 Some(live.clone()),
                 "hello",
-                ask(live.clone(), PairingReason::Awaiting),
+                keep(live.clone(), PairingReason::Awaiting),
             ),
             (
                 "chatter with a time",
                 Some(live.clone()),
                 "meeting at 3pm",
-                ask(live.clone(), PairingReason::Awaiting),
+                keep(live.clone(), PairingReason::Awaiting),
             ),
             (
                 "short number",
                 Some(live.clone()),
                 "42",
-                ask(live.clone(), PairingReason::Awaiting),
+                keep(live.clone(), PairingReason::Awaiting),
             ),
             (
                 "too long",
                 Some(live.clone()),
                 "1234567",
-                ask(live.clone(), PairingReason::Awaiting),
+                keep(live.clone(), PairingReason::Awaiting),
             ),
             (
                 "match",
@@ -379,91 +425,93 @@ mod tests {
                 "mismatch",
                 Some(live.clone()),
                 "654321",
-                ask(challenge("123456", 10_000, 1), PairingReason::Mismatch),
+                keep(challenge("123456", 10_000, 1), PairingReason::Mismatch),
             ),
             (
                 "second mismatch",
                 Some(challenge("123456", 10_000, 1)),
                 "000000",
-                ask(challenge("123456", 10_000, 2), PairingReason::Mismatch),
+                keep(challenge("123456", 10_000, 2), PairingReason::Mismatch),
             ),
             (
                 "last mismatch locks",
                 Some(challenge("123456", 10_000, 2)),
                 "000000",
-                ask(new_code.clone(), PairingReason::Locked),
+                issue(PairingReason::Locked),
             ),
             (
                 "locked code is replaced",
                 Some(challenge("123456", 10_000, 3)),
                 "123456",
-                ask(new_code.clone(), PairingReason::Locked),
+                issue(PairingReason::Locked),
             ),
             (
                 "expired",
                 Some(challenge("123456", 5_000, 0)),
                 "123456",
-                ask(new_code.clone(), PairingReason::Expired),
+                issue(PairingReason::Expired),
             ),
             (
                 "expired beats locked",
                 Some(challenge("123456", 4_000, 3)),
                 "hi",
-                ask(new_code.clone(), PairingReason::Expired),
+                issue(PairingReason::Expired),
             ),
         ];
         for (name, pending, text, expected) in rows {
-            let decision = decide_pairing(pending.as_ref(), text, 5_000, &OPTS, &mut source(&[7]));
+            let decision = decide_pairing(pending.as_ref(), text, 5_000, &OPTS);
             assert_eq!(decision, expected, "{name}");
         }
     }
 
     #[test]
     fn chat_prompt_table() {
-        let fresh = challenge("123456", 10_000, 0);
-        let once = challenge("123456", 10_000, 1);
+        // (reason, wrong attempts so far, text)
         let rows = [
             (
                 PairingReason::New,
-                &fresh,
+                0,
                 "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /connect to see the 6-digit code, then send it here.",
             ),
             (
                 PairingReason::Awaiting,
-                &fresh,
+                0,
                 "Waiting for the pairing code. Check the local pi terminal.",
             ),
             (
                 PairingReason::Mismatch,
-                &once,
+                1,
                 "That code did not match. 2 attempt(s) left. Check the local pi terminal.",
             ),
             (
+                PairingReason::Mismatch,
+                9,
+                "That code did not match. 0 attempt(s) left. Check the local pi terminal.",
+            ),
+            (
                 PairingReason::Expired,
-                &fresh,
+                0,
                 "The pairing code expired. A new code is shown in the local pi terminal.",
             ),
             (
                 PairingReason::Locked,
-                &fresh,
+                0,
                 "Too many wrong attempts. A new code is shown in the local pi terminal, or run /connect there again.",
             ),
+            (
+                PairingReason::Reissued,
+                0,
+                "The pi session restarted, so the pairing code changed. The new code is shown in the local pi terminal.",
+            ),
         ];
-        for (reason, pending, expected) in rows {
-            let text = chat_prompt(reason, pending, &OPTS, "connect");
+        for (reason, attempts, expected) in rows {
+            let text = chat_prompt(reason, &OPTS, attempts, "connect");
             assert_eq!(text, expected, "{reason:?}");
-            assert!(!text.contains("123456") && !text.contains("123 456"));
         }
-        let over = challenge("123456", 10_000, 9);
-        assert_eq!(
-            chat_prompt(PairingReason::Mismatch, &over, &OPTS, "connect"),
-            "That code did not match. 0 attempt(s) left. Check the local pi terminal."
-        );
     }
 
     #[test]
     fn terminal_texts() {
-        let c = challenge("123456", 0, 0);
         let rows = [
             (
                 300_000,
@@ -483,11 +531,18 @@ mod tests {
             ),
         ];
         for (ttl, expected) in rows {
-            assert_eq!(terminal_code_notice(&c, ttl), expected, "{ttl}");
+            assert_eq!(terminal_code_notice("123456", ttl), expected, "{ttl}");
         }
-        assert_eq!(terminal_paired_notice("telegram:42"), "Paired telegram:42");
         assert_eq!(
-            pairing_success_text("telegram:42"),
+            terminal_reissued_notice(&ConversationKey::new("telegram", "9"), "0042", 300_000),
+            "Messenger pairing code for telegram:9: 0042 (valid 5 min). The session restarted, so the code shown before no longer works."
+        );
+        assert_eq!(
+            terminal_paired_notice(&Identity::new("telegram", "42")),
+            "Paired telegram:42"
+        );
+        assert_eq!(
+            pairing_success_text(&Identity::new("telegram", "42")),
             "Paired as telegram:42.\nSend a message to steer this pi session, or send /help for commands."
         );
     }

@@ -20,6 +20,12 @@ pub fn tool_end_label(name: &str, ok: bool) -> String {
     format!("{mark} {}", collapse_whitespace(name))
 }
 
+/// The card for a tool call the bridge blocked (remote tool policy or a local "no"): it did
+/// not run, and the card must not say it did (issue 10 §11).
+pub fn tool_blocked_label(name: &str) -> String {
+    format!("⊘ {} (blocked)", collapse_whitespace(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,6 +39,8 @@ mod tests {
             (tool_end_label("bash", true), "✓ bash"),
             (tool_end_label("bash", false), "✕ bash"),
             (tool_end_label(" a\tb ", false), "✕ a b"),
+            (tool_blocked_label("bash"), "⊘ bash (blocked)"),
+            (tool_blocked_label(" mcp\n x "), "⊘ mcp x (blocked)"),
         ];
         for (actual, expected) in rows {
             assert_eq!(actual, expected);

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::core::config::RateLimitSettings;
+use crate::keys::Identity;
 
 /// Units in one token: one minute in milliseconds.
 const UNITS_PER_TOKEN: u64 = 60_000;
@@ -100,8 +101,8 @@ pub enum RateVerdict {
 /// check constant on average even when many identities write in.
 #[derive(Debug, Clone, Default)]
 pub struct RateLimiter {
-    buckets: BTreeMap<(InputKind, String), Bucket>,
-    last_notice: BTreeMap<String, u64>,
+    buckets: BTreeMap<(InputKind, Identity), Bucket>,
+    last_notice: BTreeMap<Identity, u64>,
     next_sweep_at: usize,
 }
 
@@ -111,7 +112,7 @@ impl RateLimiter {
     pub fn check(
         &mut self,
         kind: InputKind,
-        identity: &str,
+        identity: &Identity,
         now: u64,
         settings: &RateLimitSettings,
     ) -> RateVerdict {
@@ -119,7 +120,7 @@ impl RateLimiter {
         if per_minute == 0 {
             return RateVerdict::Allowed;
         }
-        let key = (kind, identity.to_string());
+        let key = (kind, identity.clone());
         let (bucket, allowed) = take_token(self.buckets.get(&key).copied(), now, per_minute);
         self.buckets.insert(key, bucket);
         let verdict = if allowed {
@@ -132,7 +133,7 @@ impl RateLimiter {
                 .get(identity)
                 .is_none_or(|&last| now.saturating_sub(last) >= NOTICE_INTERVAL_MS);
             if notify {
-                self.last_notice.insert(identity.to_string(), now);
+                self.last_notice.insert(identity.clone(), now);
             }
             RateVerdict::Denied { notify }
         };
@@ -173,6 +174,11 @@ fn per_minute(kind: InputKind, settings: &RateLimitSettings) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(text: &str) -> Identity {
+        let (transport, user) = text.split_once(':').unwrap_or((text, ""));
+        Identity::new(transport, user)
+    }
 
     const SETTINGS: RateLimitSettings = RateLimitSettings {
         prompts_per_minute: 2,
@@ -281,7 +287,8 @@ mod tests {
     #[test]
     fn burst_then_one_notice_a_minute() {
         let mut limiter = RateLimiter::default();
-        let check = |l: &mut RateLimiter, now| l.check(InputKind::Prompt, "tg:1", now, &SETTINGS);
+        let check =
+            |l: &mut RateLimiter, now| l.check(InputKind::Prompt, &id("tg:1"), now, &SETTINGS);
         let denied = |notify| RateVerdict::Denied { notify };
         // (time, expected): a burst of 2 passes, the first denial notifies, later ones in the
         // same minute are silent, and a denial 60 s after the last notice notifies again.
@@ -308,27 +315,27 @@ mod tests {
         let mut limiter = RateLimiter::default();
         for _ in 0..2 {
             assert_eq!(
-                limiter.check(InputKind::Prompt, "tg:1", 0, &SETTINGS),
+                limiter.check(InputKind::Prompt, &id("tg:1"), 0, &SETTINGS),
                 RateVerdict::Allowed
             );
         }
         assert_eq!(
-            limiter.check(InputKind::Prompt, "tg:1", 0, &SETTINGS),
+            limiter.check(InputKind::Prompt, &id("tg:1"), 0, &SETTINGS),
             RateVerdict::Denied { notify: true }
         );
         for _ in 0..3 {
             assert_eq!(
-                limiter.check(InputKind::Command, "tg:1", 0, &SETTINGS),
+                limiter.check(InputKind::Command, &id("tg:1"), 0, &SETTINGS),
                 RateVerdict::Allowed
             );
         }
         assert_eq!(
-            limiter.check(InputKind::Command, "tg:1", 0, &SETTINGS),
+            limiter.check(InputKind::Command, &id("tg:1"), 0, &SETTINGS),
             RateVerdict::Denied { notify: false },
             "the prompt denial already sent this identity its notice"
         );
         assert_eq!(
-            limiter.check(InputKind::Prompt, "tg:2", 0, &SETTINGS),
+            limiter.check(InputKind::Prompt, &id("tg:2"), 0, &SETTINGS),
             RateVerdict::Allowed,
             "another identity has its own budget"
         );
@@ -343,17 +350,17 @@ mod tests {
         let mut limiter = RateLimiter::default();
         for _ in 0..1_000 {
             assert_eq!(
-                limiter.check(InputKind::Prompt, "tg:1", 0, &settings),
+                limiter.check(InputKind::Prompt, &id("tg:1"), 0, &settings),
                 RateVerdict::Allowed
             );
         }
         assert!(limiter.is_empty());
         assert_eq!(
-            limiter.check(InputKind::Command, "tg:1", 0, &settings),
+            limiter.check(InputKind::Command, &id("tg:1"), 0, &settings),
             RateVerdict::Allowed
         );
         assert_eq!(
-            limiter.check(InputKind::Command, "tg:1", 0, &settings),
+            limiter.check(InputKind::Command, &id("tg:1"), 0, &settings),
             RateVerdict::Denied { notify: true }
         );
     }
@@ -364,7 +371,12 @@ mod tests {
         // One message each from 10 000 identities, one every 10 ms: each bucket is full again
         // 30 s later (2 per minute), so only the last few thousand can still be remembered.
         for i in 0..10_000u64 {
-            limiter.check(InputKind::Prompt, &format!("tg:{i}"), i * 10, &SETTINGS);
+            limiter.check(
+                InputKind::Prompt,
+                &id(&format!("tg:{i}")),
+                i * 10,
+                &SETTINGS,
+            );
         }
         assert!(
             limiter.len() <= 2 * 3_000 + SWEEP_FLOOR,
@@ -377,25 +389,25 @@ mod tests {
     fn sweeping_keeps_buckets_that_still_matter() {
         let mut limiter = RateLimiter::default();
         for _ in 0..2 {
-            limiter.check(InputKind::Prompt, "tg:drained", 0, &SETTINGS);
+            limiter.check(InputKind::Prompt, &id("tg:drained"), 0, &SETTINGS);
         }
-        limiter.check(InputKind::Prompt, "tg:noticed", 0, &SETTINGS);
-        limiter.check(InputKind::Prompt, "tg:noticed", 0, &SETTINGS);
+        limiter.check(InputKind::Prompt, &id("tg:noticed"), 0, &SETTINGS);
+        limiter.check(InputKind::Prompt, &id("tg:noticed"), 0, &SETTINGS);
         assert_eq!(
-            limiter.check(InputKind::Prompt, "tg:noticed", 0, &SETTINGS),
+            limiter.check(InputKind::Prompt, &id("tg:noticed"), 0, &SETTINGS),
             RateVerdict::Denied { notify: true }
         );
         // Enough other identities to force several sweeps.
         for i in 0..500u64 {
-            limiter.check(InputKind::Prompt, &format!("tg:{i}"), 1_000, &SETTINGS);
+            limiter.check(InputKind::Prompt, &id(&format!("tg:{i}")), 1_000, &SETTINGS);
         }
         assert_eq!(
-            limiter.check(InputKind::Prompt, "tg:drained", 1_000, &SETTINGS),
+            limiter.check(InputKind::Prompt, &id("tg:drained"), 1_000, &SETTINGS),
             RateVerdict::Denied { notify: true },
             "a drained bucket survives the sweeps"
         );
         assert_eq!(
-            limiter.check(InputKind::Prompt, "tg:noticed", 1_000, &SETTINGS),
+            limiter.check(InputKind::Prompt, &id("tg:noticed"), 1_000, &SETTINGS),
             RateVerdict::Denied { notify: false },
             "a recent notice survives the sweeps"
         );

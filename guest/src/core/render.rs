@@ -9,12 +9,14 @@ use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
-use crate::core::blocks::options;
-use crate::core::chunk::measure;
+use crate::core::controls::replace_rejected_controls;
+use crate::core::dialect::options;
+use crate::core::measure::measure;
 use crate::core::scan::find_byte_of;
 use crate::model::{LengthUnit, Markup};
 
-/// `text` rendered for `markup`: markdown unchanged; `html` in Telegram's tag subset with
+/// `text` rendered for `markup`, controls the platforms reject replaced with U+FFFD in every
+/// markup (see `controls.rs`): markdown otherwise unchanged; `html` in Telegram's tag subset with
 /// exactly `&lt; &gt; &amp; &quot;` escaped; `mrkdwn` with `& < >` escaped; `plain` bare text.
 pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
     render_measured(text, markup, LengthUnit::Bytes).0
@@ -24,11 +26,15 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
 /// `measure_rendered` returns). The markup is counted while writing, so the text is only
 /// counted at bulk speed, not tokenised again.
 pub fn render_measured(text: &str, markup: Markup, unit: LengthUnit) -> (Cow<'_, str>, usize) {
+    // NUL and the other controls the platforms reject never reach a message, in any markup
+    // (§3.8): a NUL used to pass through raw while the terminal already replaced it.
+    let text = replace_rejected_controls(text);
     if markup == Markup::Markdown {
-        return (Cow::Borrowed(text), measure(text, unit));
+        let visible = measure(&text, unit);
+        return (text, visible);
     }
-    let mut r = Renderer::new(markup, text);
-    for (event, range) in Parser::new_ext(text, options()).into_offset_iter() {
+    let mut r = Renderer::new(markup, &text);
+    for (event, range) in Parser::new_ext(&text, options()).into_offset_iter() {
         r.event(&event, range);
     }
     let hidden = r.hidden();

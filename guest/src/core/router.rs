@@ -7,16 +7,21 @@
 //! | U1 | unauthenticated, no live challenge, addressing required, not addressed | `Ignore(Unaddressed)` (I7) |
 //! | U2 | unauthenticated otherwise | `Pair` (I6: never a prompt) |
 //! | A1 | a remote command | `Command` (even while busy, I8) |
+//! | A1b | a group message the transport marked addressed (mention stripped), whose body parses as after `@bot`: a prefixed command, a lone command word, or nothing | `Command` (empty: help; decision 1) |
 //! | A2 | empty text, no attachments | `Ignore(Empty)` |
 //! | A3 | addressing required, not addressed | `Ignore(Unaddressed)` |
+//! | A3b | text longer than `maxInboundChars` | `TooLong` (never a prompt; the sender is told the limit) |
 //! | A4 | an attachment problem | `Unsupported` (I13) |
 //! | A5 | otherwise | `Prompt` |
 
-use crate::core::commands::{ParsedCommand, parse_remote_command};
+use crate::core::commands::{
+    ParsedCommand, parse_addressed_body, parse_local_habit, parse_remote_command,
+};
 use crate::core::config::{AttachmentSettings, BridgeConfig};
 use crate::core::notices;
 use crate::core::state::PendingChallenge;
 use crate::core::text::{starts_with_any_ci, strip_leading_mention};
+use crate::keys::Identity;
 use crate::model::{Attachment, DeliverAs, Envelope};
 
 /// The prompt sent with attachments that came without any text, so the model knows what to do.
@@ -48,6 +53,21 @@ pub enum IgnoreReason {
     Empty,
     /// Channel chatter not meant for the bot.
     Unaddressed,
+    /// An unpaired sender's message older than the pairing window, delivered late (the
+    /// backlog a platform hands over after a restart): decision 10.
+    StaleUnpaired,
+}
+
+/// Timestamps below this (September 2001 in ms) are not milliseconds since the epoch: a
+/// client that sends seconds, or none, must not have every message taken for a stale one.
+const PLAUSIBLE_EPOCH_MS: u64 = 1_000_000_000_000;
+
+/// Decision 10: the backlog after a restart is answered, but not for an unpaired sender
+/// whose message is older than the pairing window. A code made for it now would answer a
+/// stranger's message from long ago, which they may no longer be waiting on, and every
+/// such message would mint a code at once.
+fn is_stale_for_pairing(timestamp_ms: u64, now_ms: u64, pairing_ttl_ms: u64) -> bool {
+    timestamp_ms >= PLAUSIBLE_EPOCH_MS && now_ms.saturating_sub(timestamp_ms) > pairing_ttl_ms
 }
 
 /// Why attachments are refused.
@@ -86,6 +106,14 @@ pub enum Route {
     Command(ParsedCommand),
     /// Refuse the attachments with [`UnsupportedFeature::notice`].
     Unsupported(UnsupportedFeature),
+    /// The text is over `bridge.maxInboundChars`: refuse it with
+    /// [`notices::too_long_notice`], forward nothing.
+    TooLong {
+        /// Its length in characters.
+        chars: usize,
+        /// The limit.
+        limit: u32,
+    },
     /// Forward to the agent.
     Prompt {
         /// The prompt text, mention stripped.
@@ -99,8 +127,8 @@ pub enum Route {
 
 /// Trust check (I12): the identity is listed in `allowUsers`, pairing is switched off, or the
 /// session's store trusts it (`trusted`).
-pub fn is_authenticated(identity: &str, config: &BridgeConfig, trusted: bool) -> bool {
-    trusted || !config.require_pairing || config.allow_users.iter().any(|u| u == identity)
+pub fn is_authenticated(identity: &Identity, config: &BridgeConfig, trusted: bool) -> bool {
+    trusted || !config.require_pairing || config.allow_users.contains(identity)
 }
 
 /// The first reason the attachments cannot be forwarded, checked in this order: not accepted at
@@ -144,16 +172,38 @@ pub fn route(input: &RouteInput) -> Route {
         || envelope.addressed
         || stripped.is_some()
         || starts_with_any_ci(trimmed, &config.remote_prefixes);
+    let mentioned = stripped.is_some();
     let text = stripped.unwrap_or_else(|| trimmed.to_string());
 
     if !input.authenticated {
+        if is_stale_for_pairing(envelope.timestamp_ms, input.now, config.pairing_ttl_ms) {
+            return Route::Ignore(IgnoreReason::StaleUnpaired);
+        }
         let challenge_live = input.pending.is_some_and(|p| input.now < p.expires_at);
         if !challenge_live && config.require_addressing && !addressed {
             return Route::Ignore(IgnoreReason::Unaddressed);
         }
         return Route::Pair;
     }
+    // `/connect help` typed in a chat, the terminal habit, is the remote `help`.
+    if let Some(command) =
+        parse_local_habit(trimmed, &config.remote_prefixes, bot, &config.local_command)
+    {
+        return Route::Command(command);
+    }
     if let Some(command) = parse_remote_command(trimmed, &config.remote_prefixes, bot) {
+        return Route::Command(command);
+    }
+    // Decision 1: transports strip the bot's mention and set `addressed`, so `@bot status`
+    // arrives as an addressed `status`. In a group that is the same as the body after a
+    // leading `@bot`; an empty one asks for help instead of vanishing. A DM is always
+    // addressed, so there a bare word stays a prompt, as before.
+    if envelope.addressed
+        && !envelope.is_direct
+        && !mentioned
+        && (envelope.attachments.is_empty() || !trimmed.is_empty())
+        && let Some(command) = parse_addressed_body(trimmed, &config.remote_prefixes)
+    {
         return Route::Command(command);
     }
     if text.is_empty() && envelope.attachments.is_empty() {
@@ -161,6 +211,15 @@ pub fn route(input: &RouteInput) -> Route {
     }
     if config.require_addressing && !addressed {
         return Route::Ignore(IgnoreReason::Unaddressed);
+    }
+    // Counted in characters, as the person typing sees them, so the limit they are told
+    // matches what they can count.
+    let chars = text.chars().count();
+    if chars > config.max_inbound_chars as usize {
+        return Route::TooLong {
+            chars,
+            limit: config.max_inbound_chars,
+        };
     }
     if !envelope.attachments.is_empty()
         && let Some(feature) = find_attachment_problem(
@@ -245,7 +304,8 @@ mod tests {
 
     fn live() -> Option<PendingChallenge> {
         Some(PendingChallenge {
-            code: "123456".into(),
+            hash: crate::core::code_hash::CodeHash::new("123456", [0; 16]),
+            digits: 6,
             expires_at: 2_000,
             attempts: 0,
         })
@@ -253,7 +313,8 @@ mod tests {
 
     fn expired() -> Option<PendingChallenge> {
         Some(PendingChallenge {
-            code: "123456".into(),
+            hash: crate::core::code_hash::CodeHash::new("123456", [0; 16]),
+            digits: 6,
             expires_at: 1_000,
             attempts: 0,
         })
@@ -267,6 +328,10 @@ mod tests {
         };
         let direct = |r: Row| Row {
             is_direct: true,
+            ..r
+        };
+        let addressed = |r: Row| Row {
+            addressed: true,
             ..r
         };
         let rows = vec![
@@ -330,6 +395,77 @@ mod tests {
                 "@piBot",
                 command(RemoteCommand::Help),
             ),
+            // A1b, decision 1: the transport stripped the mention and said "addressed".
+            addressed(row(
+                "A1b addressed bare word (from `@bot status`)",
+                "status",
+                command(RemoteCommand::Status),
+            )),
+            addressed(row(
+                "A1b addressed alias",
+                "who",
+                command(RemoteCommand::Whoami),
+            )),
+            addressed(row(
+                "A1b addressed prefixed",
+                "/status",
+                command(RemoteCommand::Status),
+            )),
+            addressed(row(
+                "A1b addressed prefixed with args",
+                "/status verbose",
+                Route::Command(ParsedCommand {
+                    command: RemoteCommand::Status,
+                    args: "verbose".into(),
+                }),
+            )),
+            addressed(row(
+                "A1b addressed empty asks for help",
+                "  ",
+                command(RemoteCommand::Help),
+            )),
+            addressed(row(
+                "A1b a command word with more text is a prompt",
+                "stop using tabs",
+                prompt("stop using tabs", None, vec![]),
+            )),
+            addressed(row(
+                "A1b prose is a prompt",
+                "fix the tests",
+                prompt("fix the tests", None, vec![]),
+            )),
+            Row {
+                attachments: vec![image("image/png", Some(10))],
+                ..addressed(row(
+                    "A1b addressed picture without text is a prompt, not help",
+                    "",
+                    prompt(
+                        ATTACHMENT_FALLBACK_PROMPT,
+                        None,
+                        vec![image("image/png", Some(10))],
+                    ),
+                ))
+            },
+            direct(addressed(row(
+                "DM: a bare command word stays a prompt",
+                "status",
+                prompt("status", None, vec![]),
+            ))),
+            direct(addressed(row(
+                "DM: empty stays ignored",
+                " ",
+                Route::Ignore(IgnoreReason::Empty),
+            ))),
+            row(
+                "unaddressed group word is not a command",
+                "status",
+                Route::Ignore(IgnoreReason::Unaddressed),
+            ),
+            unpaired(addressed(row(
+                "unpaired addressed word still pairs",
+                "status",
+                Route::Pair,
+            ))),
             // A2: nothing to forward.
             direct(row("A2 empty", "   ", Route::Ignore(IgnoreReason::Empty))),
             row(
@@ -448,6 +584,99 @@ mod tests {
     }
 
     #[test]
+    fn texts_over_the_inbound_cap_are_refused_after_the_addressing_check() {
+        let config = BridgeConfig {
+            max_inbound_chars: 5,
+            ..BridgeConfig::default()
+        };
+        // (text, direct, expected)
+        let rows = [
+            ("héllo", true, prompt("héllo", None, vec![])),
+            ("héllo!", true, Route::TooLong { chars: 6, limit: 5 }),
+            // Surrounding whitespace is not counted: it is not forwarded either.
+            ("  abcde  ", true, prompt("abcde", None, vec![])),
+            // Unaddressed chatter stays ignored, however long: no reply to a channel.
+            (
+                "lunch today?",
+                false,
+                Route::Ignore(IgnoreReason::Unaddressed),
+            ),
+            // A command is answered whatever its length.
+            (
+                "/status now",
+                true,
+                command_with(RemoteCommand::Status, "now"),
+            ),
+        ];
+        for (text, is_direct, expected) in rows {
+            let envelope = Envelope {
+                text: text.into(),
+                is_direct,
+                ..Envelope::default()
+            };
+            let input = RouteInput {
+                envelope: &envelope,
+                config: &config,
+                authenticated: true,
+                pending: None,
+                busy: false,
+                attachments_accepted: true,
+                now: 0,
+            };
+            assert_eq!(route(&input), expected, "{text:?}");
+        }
+    }
+
+    fn command_with(command: RemoteCommand, args: &str) -> Route {
+        Route::Command(ParsedCommand {
+            command,
+            args: args.to_string(),
+        })
+    }
+
+    #[test]
+    fn an_unpaired_senders_backlog_older_than_the_pairing_window_is_not_answered() {
+        let config = BridgeConfig::default();
+        let now = 1_700_000_000_000;
+        let ttl = config.pairing_ttl_ms;
+        // (timestamp, authenticated, expected)
+        let rows = [
+            (
+                now - ttl - 1,
+                false,
+                Route::Ignore(IgnoreReason::StaleUnpaired),
+            ),
+            (now - ttl, false, Route::Pair),
+            (now - 1_000, false, Route::Pair),
+            // From the future (a fast clock elsewhere): not stale.
+            (now + 60_000, false, Route::Pair),
+            // Paired senders get their backlog answered, however old.
+            (now - 10 * ttl, true, prompt("hello", None, vec![])),
+            // Not milliseconds (seconds, or unknown): never taken for stale.
+            (1_700_000_000, false, Route::Pair),
+            (0, false, Route::Pair),
+        ];
+        for (timestamp, authenticated, expected) in rows {
+            let envelope = Envelope {
+                text: "hello".into(),
+                is_direct: true,
+                timestamp_ms: timestamp,
+                ..Envelope::default()
+            };
+            let input = RouteInput {
+                envelope: &envelope,
+                config: &config,
+                authenticated,
+                pending: None,
+                busy: false,
+                attachments_accepted: true,
+                now,
+            };
+            assert_eq!(route(&input), expected, "{timestamp} {authenticated}");
+        }
+    }
+
+    #[test]
     fn addressing_not_required_lets_chatter_through() {
         let config = BridgeConfig {
             require_addressing: false,
@@ -478,7 +707,7 @@ mod tests {
     #[test]
     fn authentication_table() {
         let allow = BridgeConfig {
-            allow_users: vec!["telegram:42".into()],
+            allow_users: vec![Identity::new("telegram", "42")],
             ..BridgeConfig::default()
         };
         let open = BridgeConfig {
@@ -486,17 +715,18 @@ mod tests {
             ..BridgeConfig::default()
         };
         let rows = [
-            ("telegram:42", &allow, false, true),
-            ("discord:42", &allow, false, false),
-            ("42", &allow, false, false),
-            ("discord:7", &open, false, true),
-            ("discord:7", &allow, true, true),
+            ("telegram", "42", &allow, false, true),
+            ("discord", "42", &allow, false, false),
+            // A bare user id has no transport, so it never matches a listed identity.
+            ("", "42", &allow, false, false),
+            ("discord", "7", &open, false, true),
+            ("discord", "7", &allow, true, true),
         ];
-        for (identity, config, trusted, expected) in rows {
+        for (transport, user, config, trusted, expected) in rows {
             assert_eq!(
-                is_authenticated(identity, config, trusted),
+                is_authenticated(&Identity::new(transport, user), config, trusted),
                 expected,
-                "{identity}"
+                "{transport}:{user}"
             );
         }
     }

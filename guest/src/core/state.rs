@@ -6,11 +6,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-/// A live pairing challenge for one conversation.
+use crate::core::code_hash::CodeHash;
+use crate::keys::{ConversationKey, Identity};
+
+/// A live pairing challenge for one conversation. The code itself is not here: only its
+/// salted hash is kept (issue 10 §5), so the document cannot be read to pair a chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingChallenge {
-    /// The digits to type.
-    pub code: String,
+    /// The code's salted hash.
+    pub hash: CodeHash,
+    /// How many digits the code has: only a digit string of this length is an attempt (I33).
+    pub digits: u32,
     /// When the code stops working (ms since epoch).
     pub expires_at: u64,
     /// Wrong attempts against this code so far.
@@ -30,8 +36,8 @@ pub struct ConversationTarget {
 
 impl ConversationTarget {
     /// `transport:conversationId`, the key for pause state and pending codes.
-    pub fn key(&self) -> String {
-        format!("{}:{}", self.transport, self.conversation_id)
+    pub fn key(&self) -> ConversationKey {
+        ConversationKey::new(&self.transport, &self.conversation_id)
     }
 }
 
@@ -41,43 +47,58 @@ pub struct SessionState {
     /// Last change (ms since epoch); the host prunes the oldest sessions by it.
     pub updated_at: u64,
     /// Trusted identity → paired-at (ms).
-    pub trusted: BTreeMap<String, u64>,
+    pub trusted: BTreeMap<Identity, u64>,
     /// Conversation key → live challenge.
-    pub pending: BTreeMap<String, PendingChallenge>,
+    pub pending: BTreeMap<ConversationKey, PendingChallenge>,
     /// Paused conversation keys.
-    pub paused: BTreeSet<String>,
+    pub paused: BTreeSet<ConversationKey>,
     /// Broadcast targets, deduplicated by transport, conversation and thread.
     pub conversations: Vec<ConversationTarget>,
+    /// The turn that was running when the document was saved, if any: after a restart the
+    /// chats that saw its card are told it was lost (issue 10 §9).
+    pub turn: Option<RunningTurn>,
+    /// Prompts forwarded as follow-ups and not yet started, oldest first, by the chat they
+    /// came from: after a restart those chats are told they were not run.
+    pub queued: Vec<ConversationTarget>,
+}
+
+/// What the chats saw of a running turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunningTurn {
+    /// When it started (ms).
+    pub started_at: u64,
+    /// It came from a messenger.
+    pub remote: bool,
+    /// One card per conversation, with the handle to edit it.
+    pub cards: Vec<CardRecord>,
+}
+
+/// A progress card posted in a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardRecord {
+    /// Where it was posted.
+    pub target: ConversationTarget,
+    /// The handle to edit it, when the transport can.
+    pub edit_key: Option<String>,
 }
 
 /// Most entries kept per map or list when loading, so a hostile or corrupted state file
 /// cannot make a session allocate without bound.
 pub const MAX_ENTRIES: usize = 10_000;
 
-/// `transport:userId`: a transport without `:` or whitespace, then a user id without
-/// whitespace. A bare user id is never an identity (I12).
-pub(crate) fn is_identity(text: &str) -> bool {
-    text.split_once(':').is_some_and(|(transport, user)| {
-        !transport.is_empty()
-            && !user.is_empty()
-            && !transport.chars().any(char::is_whitespace)
-            && !user.chars().any(char::is_whitespace)
-    })
-}
-
 impl SessionState {
     /// Whether `identity` may prompt.
-    pub fn is_trusted(&self, identity: &str) -> bool {
+    pub fn is_trusted(&self, identity: &Identity) -> bool {
         self.trusted.contains_key(identity)
     }
 
     /// Trusts `identity` from `at` (ms); pairing again refreshes the time.
-    pub fn trust(&mut self, identity: &str, at: u64) {
-        self.trusted.insert(identity.to_string(), at);
+    pub fn trust(&mut self, identity: &Identity, at: u64) {
+        self.trusted.insert(identity.clone(), at);
     }
 
     /// Withdraws trust; true when `identity` was trusted.
-    pub fn revoke(&mut self, identity: &str) -> bool {
+    pub fn revoke(&mut self, identity: &Identity) -> bool {
         self.trusted.remove(identity).is_some()
     }
 
@@ -89,20 +110,20 @@ impl SessionState {
     }
 
     /// When `identity` paired, if it is trusted.
-    pub fn paired_at(&self, identity: &str) -> Option<u64> {
+    pub fn paired_at(&self, identity: &Identity) -> Option<u64> {
         self.trusted.get(identity).copied()
     }
 
     /// The live challenge for a conversation key.
-    pub fn pending(&self, key: &str) -> Option<&PendingChallenge> {
+    pub fn pending(&self, key: &ConversationKey) -> Option<&PendingChallenge> {
         self.pending.get(key)
     }
 
     /// Sets or (with `None`) clears the challenge for a conversation key.
-    pub fn set_pending(&mut self, key: &str, challenge: Option<PendingChallenge>) {
+    pub fn set_pending(&mut self, key: &ConversationKey, challenge: Option<PendingChallenge>) {
         match challenge {
             Some(challenge) => {
-                self.pending.insert(key.to_string(), challenge);
+                self.pending.insert(key.clone(), challenge);
             }
             None => {
                 self.pending.remove(key);
@@ -111,14 +132,14 @@ impl SessionState {
     }
 
     /// Whether a conversation key is paused.
-    pub fn is_paused(&self, key: &str) -> bool {
+    pub fn is_paused(&self, key: &ConversationKey) -> bool {
         self.paused.contains(key)
     }
 
     /// Pauses or resumes a conversation key; true when that changed anything.
-    pub fn set_paused(&mut self, key: &str, paused: bool) -> bool {
+    pub fn set_paused(&mut self, key: &ConversationKey, paused: bool) -> bool {
         if paused {
-            self.paused.insert(key.to_string())
+            self.paused.insert(key.clone())
         } else {
             self.paused.remove(key)
         }
@@ -139,12 +160,12 @@ impl SessionState {
     /// broadcasting to that conversation, so neither path leaves a stale pause or code
     /// behind and a chat that was just unpaired stops receiving the session's cards and
     /// replies. True when anything changed.
-    pub fn disconnect(&mut self, identity: &str, conversation_key: &str) -> bool {
+    pub fn disconnect(&mut self, identity: &Identity, conversation_key: &ConversationKey) -> bool {
         let revoked = self.revoke(identity);
         let unpaused = self.set_paused(conversation_key, false);
         let cleared = self.pending.remove(conversation_key).is_some();
         let targets = self.conversations.len();
-        self.conversations.retain(|t| t.key() != conversation_key);
+        self.conversations.retain(|t| t.key() != *conversation_key);
         let forgotten = self.conversations.len() != targets;
         revoked || unpaused || cleared || forgotten
     }
@@ -187,14 +208,14 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
     }
     if let Some(trusted) = object_field(fields, "trusted", &base, &mut warn) {
         for (identity, at) in capped(trusted, &format!("{base}.trusted"), &mut warn) {
-            match timestamp(at) {
-                Some(at) if is_identity(identity) => {
-                    state.trusted.insert(identity.clone(), at);
+            match (timestamp(at), Identity::parse(identity)) {
+                (Some(at), Some(identity)) => {
+                    state.trusted.insert(identity, at);
                 }
-                Some(_) => warn(format!(
+                (Some(_), None) => warn(format!(
                     "{base}.trusted.{identity}: expected a \"transport:userId\" identity, ignored"
                 )),
-                None => warn(format!(
+                (None, _) => warn(format!(
                     "{base}.trusted.{identity}: expected a timestamp, ignored"
                 )),
             }
@@ -204,8 +225,18 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
         for (key, challenge) in capped(pending, &format!("{base}.pending"), &mut warn) {
             match parse_challenge(challenge) {
                 Some(challenge) => {
-                    state.pending.insert(key.clone(), challenge);
+                    state
+                        .pending
+                        .insert(ConversationKey::from_stored(key), challenge);
                 }
+                // Written by a version that stored codes in plain text: not migrated, since
+                // hashing needs a salt this pure parser has no way to draw, and keeping the
+                // plain code in memory would undo the point. That chat gets a new code when
+                // it writes again.
+                None if challenge.get("code").is_some() => warn(format!(
+                    "{base}.pending.{key}: a pairing code stored in plain text by an older \
+                     version was dropped; that chat gets a new code when it writes again"
+                )),
                 None => warn(format!(
                     "{base}.pending.{key}: malformed challenge, ignored"
                 )),
@@ -219,7 +250,10 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
         {
             Some(keys) => {
                 let keys = capped(keys, &format!("{base}.paused"), &mut warn);
-                state.paused = keys.filter_map(Value::as_str).map(String::from).collect();
+                state.paused = keys
+                    .filter_map(Value::as_str)
+                    .map(ConversationKey::from_stored)
+                    .collect();
             }
             None => warn(format!(
                 "{base}.paused: expected an array of strings, ignored"
@@ -244,27 +278,83 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
             None => warn(format!("{base}.conversations: expected an array, ignored")),
         }
     }
+    if let Some(turn) = fields.get("turn") {
+        match parse_turn(turn) {
+            Some(turn) => state.turn = Some(turn),
+            None => warn(format!("{base}.turn: malformed turn, ignored")),
+        }
+    }
+    if let Some(queued) = fields.get("queued") {
+        match queued.as_array() {
+            Some(targets) => {
+                let targets = capped(targets, &format!("{base}.queued"), &mut warn);
+                for (i, target) in targets.enumerate() {
+                    match parse_target(target) {
+                        Some(target) => state.queued.push(target),
+                        None => warn(format!("{base}.queued[{i}]: malformed target, ignored")),
+                    }
+                }
+            }
+            None => warn(format!("{base}.queued: expected an array, ignored")),
+        }
+    }
     (state, warnings)
+}
+
+/// `{"startedAt": ms, "remote": bool, "cards": [{target..., "editKey"?}]}`; at most
+/// [`MAX_ENTRIES`] cards are kept, and a malformed card spoils the whole turn (its notice
+/// would go to the wrong place otherwise).
+fn parse_turn(value: &Value) -> Option<RunningTurn> {
+    let started_at = timestamp(value.get("startedAt")?)?;
+    let remote = value.get("remote")?.as_bool()?;
+    let cards = value
+        .get("cards")?
+        .as_array()?
+        .iter()
+        .take(MAX_ENTRIES)
+        .map(|card| {
+            let edit_key = match card.get("editKey") {
+                None | Some(Value::Null) => None,
+                Some(key) => Some(key.as_str()?.to_string()),
+            };
+            Some(CardRecord {
+                target: parse_target(card)?,
+                edit_key,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(RunningTurn {
+        started_at,
+        remote,
+        cards,
+    })
 }
 
 /// Writes the document [`parse_session_state`] reads, compact.
 pub fn serialize_session_state(state: &SessionState) -> String {
     let document = StateJson {
         updated_at: state.updated_at,
-        trusted: &state.trusted,
+        trusted: state
+            .trusted
+            .iter()
+            .map(|(identity, at)| (identity.as_str(), *at))
+            .collect(),
         pending: state
             .pending
             .iter()
             .map(|(key, challenge)| {
+                let (salt, sha256) = challenge.hash.to_hex();
                 let json = ChallengeJson {
-                    code: &challenge.code,
+                    salt,
+                    sha256,
+                    digits: challenge.digits,
                     expires_at: challenge.expires_at,
                     attempts: challenge.attempts,
                 };
                 (key.as_str(), json)
             })
             .collect(),
-        paused: &state.paused,
+        paused: state.paused.iter().map(ConversationKey::as_str).collect(),
         conversations: state
             .conversations
             .iter()
@@ -274,6 +364,19 @@ pub fn serialize_session_state(state: &SessionState) -> String {
                 thread_id: target.thread_id.as_deref(),
             })
             .collect(),
+        turn: state.turn.as_ref().map(|turn| TurnJson {
+            started_at: turn.started_at,
+            remote: turn.remote,
+            cards: turn
+                .cards
+                .iter()
+                .map(|card| CardJson {
+                    target: target_json(&card.target),
+                    edit_key: card.edit_key.as_deref(),
+                })
+                .collect(),
+        }),
+        queued: state.queued.iter().map(target_json).collect(),
     };
     // String keys, strings and integers always serialize; the fallback only keeps this total.
     serde_json::to_string(&document).unwrap_or_else(|_| String::from("{}"))
@@ -284,17 +387,51 @@ pub fn serialize_session_state(state: &SessionState) -> String {
 #[serde(rename_all = "camelCase")]
 struct StateJson<'a> {
     updated_at: u64,
-    trusted: &'a BTreeMap<String, u64>,
-    pending: BTreeMap<&'a str, ChallengeJson<'a>>,
-    paused: &'a BTreeSet<String>,
+    trusted: BTreeMap<&'a str, u64>,
+    pending: BTreeMap<&'a str, ChallengeJson>,
+    paused: Vec<&'a str>,
     conversations: Vec<TargetJson<'a>>,
+    // Left out when there is none, so an idle session's document keeps its old shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<TurnJson<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    queued: Vec<TargetJson<'a>>,
+}
+
+/// The stored shape of a running turn.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TurnJson<'a> {
+    started_at: u64,
+    remote: bool,
+    cards: Vec<CardJson<'a>>,
+}
+
+/// The stored shape of a card: its target, flattened, and its edit handle.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CardJson<'a> {
+    #[serde(flatten)]
+    target: TargetJson<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    edit_key: Option<&'a str>,
+}
+
+fn target_json(target: &ConversationTarget) -> TargetJson<'_> {
+    TargetJson {
+        transport: &target.transport,
+        conversation_id: &target.conversation_id,
+        thread_id: target.thread_id.as_deref(),
+    }
 }
 
 /// The stored shape of a challenge.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ChallengeJson<'a> {
-    code: &'a str,
+struct ChallengeJson {
+    salt: String,
+    sha256: String,
+    digits: u32,
     expires_at: u64,
     attempts: u32,
 }
@@ -352,16 +489,21 @@ fn timestamp(value: &Value) -> Option<u64> {
     })
 }
 
-/// `{"code": digits, "expiresAt": ms, "attempts": n}`.
+/// `{"salt": hex, "sha256": hex, "digits": n, "expiresAt": ms, "attempts": n}`; a plain
+/// `"code"` next to them makes the entry malformed, so no code is ever read back.
 fn parse_challenge(value: &Value) -> Option<PendingChallenge> {
-    let code = value.get("code")?.as_str()?;
-    if code.is_empty() || !code.bytes().all(|b| b.is_ascii_digit()) {
+    if value.get("code").is_some() {
         return None;
     }
+    let hash = CodeHash::from_hex(value.get("salt")?.as_str()?, value.get("sha256")?.as_str()?)?;
+    let digits = u32::try_from(timestamp(value.get("digits")?)?)
+        .ok()
+        .filter(|d| (1..=64).contains(d))?;
     let expires_at = timestamp(value.get("expiresAt")?)?;
     let attempts = u32::try_from(timestamp(value.get("attempts")?)?).ok()?;
     Some(PendingChallenge {
-        code: code.to_string(),
+        hash,
+        digits,
         expires_at,
         attempts,
     })
@@ -391,6 +533,15 @@ fn parse_target(value: &Value) -> Option<ConversationTarget> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(text: &str) -> Identity {
+        let (transport, user) = text.split_once(':').unwrap_or((text, ""));
+        Identity::new(transport, user)
+    }
+
+    fn key(text: &str) -> ConversationKey {
+        ConversationKey::from_stored(text)
+    }
 
     fn target(transport: &str, conversation: &str, thread: Option<&str>) -> ConversationTarget {
         ConversationTarget {
@@ -431,20 +582,40 @@ mod tests {
                 "sessions.s1.pending: expected an object, ignored",
             ),
             (
-                r#"{"pending":{"t:c":{"code":"12a","expiresAt":1,"attempts":0}}}"#,
+                r#"{"pending":{"t:c":{"salt":"0707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":1,"attempts":0}}}"#,
                 "sessions.s1.pending.t:c: malformed challenge, ignored",
             ),
             (
-                r#"{"pending":{"t:c":{"code":"","expiresAt":1,"attempts":0}}}"#,
+                r#"{"pending":{"t:c":{"salt":"07070707070707070707070707070707","sha256":"zz01c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":1,"attempts":0}}}"#,
                 "sessions.s1.pending.t:c: malformed challenge, ignored",
             ),
             (
-                r#"{"pending":{"t:c":{"code":"123456","expiresAt":1}}}"#,
+                r#"{"pending":{"t:c":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":0,"expiresAt":1,"attempts":0}}}"#,
                 "sessions.s1.pending.t:c: malformed challenge, ignored",
             ),
             (
-                r#"{"pending":{"t:c":{"code":"123456","expiresAt":1,"attempts":4294967296}}}"#,
+                r#"{"pending":{"t:c":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","expiresAt":1,"attempts":0}}}"#,
                 "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"attempts":0}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":1,"attempts":4294967296}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":1,"attempts":0}}}"#,
+                "sessions.s1.pending.t:c: malformed challenge, ignored",
+            ),
+            (
+                r#"{"pending":{"t:c":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":1,"attempts":0,"code":"123456"}}}"#,
+                "sessions.s1.pending.t:c: a pairing code stored in plain text by an older version was dropped; that chat gets a new code when it writes again",
+            ),
+            (
+                r#"{"pending":{"t:c":{"code":"123456","expiresAt":1,"attempts":0}}}"#,
+                "sessions.s1.pending.t:c: a pairing code stored in plain text by an older version was dropped; that chat gets a new code when it writes again",
             ),
             (
                 r#"{"paused":"t:c"}"#,
@@ -481,7 +652,7 @@ mod tests {
     fn good_pieces_survive_next_to_bad_ones() {
         let document = r#"{"updatedAt":1700000000000,
             "trusted":{"telegram:1":1700000000000,"bare":1,"discord:2":1.7e12},
-            "pending":{"telegram:c1":{"code":"123456","expiresAt":99,"attempts":2},"x:y":{"code":"abc"}},
+            "pending":{"telegram:c1":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":99,"attempts":2},"x:y":{"code":"abc"}},
             "paused":["telegram:c1"],
             "conversations":[{"transport":"telegram","conversationId":"c1"},
                 {"transport":"telegram","conversationId":"c1","threadId":null},
@@ -489,19 +660,20 @@ mod tests {
         let (state, warnings) = parse_session_state(document, "s1");
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert_eq!(state.updated_at, 1_700_000_000_000);
-        assert_eq!(state.paired_at("telegram:1"), Some(1_700_000_000_000));
-        assert_eq!(state.paired_at("discord:2"), Some(1_700_000_000_000));
-        assert!(!state.is_trusted("bare"));
+        assert_eq!(state.paired_at(&id("telegram:1")), Some(1_700_000_000_000));
+        assert_eq!(state.paired_at(&id("discord:2")), Some(1_700_000_000_000));
+        assert!(!state.is_trusted(&id("bare")));
         assert_eq!(
-            state.pending("telegram:c1"),
+            state.pending(&key("telegram:c1")),
             Some(&PendingChallenge {
-                code: "123456".into(),
+                hash: CodeHash::new("123456", [7; 16]),
+                digits: 6,
                 expires_at: 99,
                 attempts: 2
             })
         );
-        assert!(state.pending("x:y").is_none());
-        assert!(state.is_paused("telegram:c1"));
+        assert!(state.pending(&key("x:y")).is_none());
+        assert!(state.is_paused(&key("telegram:c1")));
         assert_eq!(
             state.conversations,
             vec![
@@ -543,23 +715,26 @@ mod tests {
             updated_at: 5,
             ..SessionState::default()
         };
-        state.trust("telegram:1", 3);
+        state.trust(&id("telegram:1"), 3);
         state.set_pending(
-            "telegram:c1",
+            &key("telegram:c1"),
             Some(PendingChallenge {
-                code: "0042".into(),
+                hash: CodeHash::new("123456", [7; 16]),
+                digits: 6,
                 expires_at: 9,
                 attempts: 1,
             }),
         );
-        state.set_paused("telegram:c1", true);
+        state.set_paused(&key("telegram:c1"), true);
         state.remember_conversation(target("telegram", "c1", None));
         state.remember_conversation(target("discord", "c2", Some("t")));
         assert_eq!(
             serialize_session_state(&state),
             concat!(
                 r#"{"updatedAt":5,"trusted":{"telegram:1":3},"#,
-                r#""pending":{"telegram:c1":{"code":"0042","expiresAt":9,"attempts":1}},"#,
+                r#""pending":{"telegram:c1":{"salt":"07070707070707070707070707070707","#,
+                r#""sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","#,
+                r#""digits":6,"expiresAt":9,"attempts":1}},"#,
                 r#""paused":["telegram:c1"],"#,
                 r#""conversations":[{"transport":"telegram","conversationId":"c1"},"#,
                 r#"{"transport":"discord","conversationId":"c2","threadId":"t"}]}"#
@@ -572,16 +747,77 @@ mod tests {
     }
 
     #[test]
+    fn a_running_turn_and_the_queue_round_trip_in_the_stored_shape() {
+        let state = SessionState {
+            turn: Some(RunningTurn {
+                started_at: 7,
+                remote: true,
+                cards: vec![
+                    CardRecord {
+                        target: target("tg", "c1", None),
+                        edit_key: Some("m5".into()),
+                    },
+                    CardRecord {
+                        target: target("dc", "c2", Some("t")),
+                        edit_key: None,
+                    },
+                ],
+            }),
+            queued: vec![target("tg", "c1", None), target("dc", "c2", Some("t"))],
+            ..SessionState::default()
+        };
+        let document = serialize_session_state(&state);
+        assert_eq!(
+            document,
+            concat!(
+                r#"{"updatedAt":0,"trusted":{},"pending":{},"paused":[],"conversations":[],"#,
+                r#""turn":{"startedAt":7,"remote":true,"cards":["#,
+                r#"{"transport":"tg","conversationId":"c1","editKey":"m5"},"#,
+                r#"{"transport":"dc","conversationId":"c2","threadId":"t"}]},"#,
+                r#""queued":[{"transport":"tg","conversationId":"c1"},"#,
+                r#"{"transport":"dc","conversationId":"c2","threadId":"t"}]}"#
+            )
+        );
+        assert_eq!(parse_session_state(&document, "s1"), (state, vec![]));
+        let rows = [
+            (
+                r#"{"turn":{"startedAt":1,"remote":"yes","cards":[]}}"#,
+                "sessions.s1.turn: malformed turn, ignored",
+            ),
+            (
+                r#"{"turn":{"startedAt":1,"remote":true,"cards":[{"transport":"t"}]}}"#,
+                "sessions.s1.turn: malformed turn, ignored",
+            ),
+            (
+                r#"{"turn":{"startedAt":1,"remote":true,"cards":[{"transport":"t","conversationId":"c","editKey":5}]}}"#,
+                "sessions.s1.turn: malformed turn, ignored",
+            ),
+            (
+                r#"{"queued":{}}"#,
+                "sessions.s1.queued: expected an array, ignored",
+            ),
+            (
+                r#"{"queued":[{"transport":"t","conversationId":"c"},7]}"#,
+                "sessions.s1.queued[1]: malformed target, ignored",
+            ),
+        ];
+        for (document, warning) in rows {
+            let (_, warnings) = parse_session_state(document, "s1");
+            assert_eq!(warnings, vec![warning.to_string()], "{document}");
+        }
+    }
+
+    #[test]
     fn trust_operations() {
         let mut state = SessionState::default();
-        assert!(!state.is_trusted("telegram:1"));
-        state.trust("telegram:1", 10);
-        state.trust("telegram:2", 20);
-        state.trust("telegram:1", 30);
-        assert_eq!(state.paired_at("telegram:1"), Some(30));
-        assert!(state.revoke("telegram:1"));
-        assert!(!state.revoke("telegram:1"));
-        assert!(!state.is_trusted("telegram:1"));
+        assert!(!state.is_trusted(&id("telegram:1")));
+        state.trust(&id("telegram:1"), 10);
+        state.trust(&id("telegram:2"), 20);
+        state.trust(&id("telegram:1"), 30);
+        assert_eq!(state.paired_at(&id("telegram:1")), Some(30));
+        assert!(state.revoke(&id("telegram:1")));
+        assert!(!state.revoke(&id("telegram:1")));
+        assert!(!state.is_trusted(&id("telegram:1")));
         assert_eq!(state.revoke_all(), 1);
         assert_eq!(state.revoke_all(), 0);
     }
@@ -589,20 +825,21 @@ mod tests {
     #[test]
     fn pause_and_pending_report_changes() {
         let mut state = SessionState::default();
-        assert!(state.set_paused("t:c", true));
-        assert!(!state.set_paused("t:c", true));
-        assert!(state.is_paused("t:c"));
-        assert!(state.set_paused("t:c", false));
-        assert!(!state.set_paused("t:c", false));
+        assert!(state.set_paused(&key("t:c"), true));
+        assert!(!state.set_paused(&key("t:c"), true));
+        assert!(state.is_paused(&key("t:c")));
+        assert!(state.set_paused(&key("t:c"), false));
+        assert!(!state.set_paused(&key("t:c"), false));
         let challenge = PendingChallenge {
-            code: "1".into(),
+            hash: CodeHash::new("1", [0; 16]),
+            digits: 1,
             expires_at: 1,
             attempts: 0,
         };
-        state.set_pending("t:c", Some(challenge.clone()));
-        assert_eq!(state.pending("t:c"), Some(&challenge));
-        state.set_pending("t:c", None);
-        assert_eq!(state.pending("t:c"), None);
+        state.set_pending(&key("t:c"), Some(challenge.clone()));
+        assert_eq!(state.pending(&key("t:c")), Some(&challenge));
+        state.set_pending(&key("t:c"), None);
+        assert_eq!(state.pending(&key("t:c")), None);
     }
 
     #[test]
@@ -618,25 +855,26 @@ mod tests {
     #[test]
     fn disconnect_revokes_unpauses_and_clears_the_code() {
         let mut state = SessionState::default();
-        state.trust("telegram:1", 1);
-        state.trust("telegram:2", 1);
-        state.set_paused("telegram:c", true);
-        state.set_paused("telegram:other", true);
+        state.trust(&id("telegram:1"), 1);
+        state.trust(&id("telegram:2"), 1);
+        state.set_paused(&key("telegram:c"), true);
+        state.set_paused(&key("telegram:other"), true);
         state.set_pending(
-            "telegram:c",
+            &key("telegram:c"),
             Some(PendingChallenge {
-                code: "1".into(),
+                hash: CodeHash::new("1", [0; 16]),
+                digits: 1,
                 expires_at: 1,
                 attempts: 0,
             }),
         );
-        assert!(state.disconnect("telegram:1", "telegram:c"));
-        assert!(!state.is_trusted("telegram:1"));
-        assert!(state.is_trusted("telegram:2"));
-        assert!(!state.is_paused("telegram:c"));
-        assert!(state.is_paused("telegram:other"));
-        assert!(state.pending("telegram:c").is_none());
-        assert!(!state.disconnect("telegram:1", "telegram:c"));
+        assert!(state.disconnect(&id("telegram:1"), &key("telegram:c")));
+        assert!(!state.is_trusted(&id("telegram:1")));
+        assert!(state.is_trusted(&id("telegram:2")));
+        assert!(!state.is_paused(&key("telegram:c")));
+        assert!(state.is_paused(&key("telegram:other")));
+        assert!(state.pending(&key("telegram:c")).is_none());
+        assert!(!state.disconnect(&id("telegram:1"), &key("telegram:c")));
     }
 
     #[test]
@@ -647,17 +885,17 @@ mod tests {
             thread_id: thread.map(String::from),
         };
         let mut state = SessionState::default();
-        state.trust("telegram:1", 1);
+        state.trust(&id("telegram:1"), 1);
         state.remember_conversation(target("c", None));
         state.remember_conversation(target("c", Some("t1")));
         state.remember_conversation(target("other", None));
-        assert!(state.disconnect("telegram:1", "telegram:c"));
+        assert!(state.disconnect(&id("telegram:1"), &key("telegram:c")));
         assert_eq!(state.conversations, vec![target("other", None)]);
         // Nothing left to change for that chat: a second disconnect reports no change.
-        assert!(!state.disconnect("telegram:1", "telegram:c"));
+        assert!(!state.disconnect(&id("telegram:1"), &key("telegram:c")));
 
-        state.trust("telegram:2", 1);
-        state.set_paused("telegram:other", true);
+        state.trust(&id("telegram:2"), 1);
+        state.set_paused(&key("telegram:other"), true);
         assert_eq!(state.disconnect_all(), 1);
         assert!(state.conversations.is_empty() && state.paused.is_empty());
         assert!(state.trusted.is_empty() && state.pending.is_empty());

@@ -57,6 +57,22 @@ pub fn collapse_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `value` on one line of at most `max` characters (code points): whitespace collapsed, and
+/// when longer, the first `max - 1` characters and `…`, so the result is exactly `max` long.
+/// A `max` of 0 gives an empty text: there is no room even for `…`, and the limit is a promise
+/// to the caller (a chat line, a card) that it must keep.
+pub fn one_line(value: &str, max: usize) -> String {
+    let collapsed = collapse_whitespace(value);
+    if collapsed.chars().count() <= max {
+        return collapsed;
+    }
+    let mut cut: String = collapsed.chars().take(max.saturating_sub(1)).collect();
+    if max > 0 {
+        cut.push('…');
+    }
+    cut
+}
+
 /// A coarse age for people: whole seconds, minutes, hours or days (`5s`, `1m`, `3h`, `2d`).
 /// Negative durations (a clock that went backwards) show as `0s` rather than a minus sign.
 pub fn format_duration(ms: i64) -> String {
@@ -137,6 +153,23 @@ mod tests {
         assert_eq!(collapse_whitespace("  mcp\n weird  "), "mcp weird");
         assert_eq!(collapse_whitespace("a\t\tb\r\nc"), "a b c");
         assert_eq!(collapse_whitespace("   "), "");
+    }
+
+    #[test]
+    fn one_line_table() {
+        let rows = [
+            ("  a \n b  ", 10, "a b"),
+            ("abcdef", 6, "abcdef"),
+            ("abcdefg", 6, "abcde…"),
+            ("ééééé", 3, "éé…"),
+            ("ab", 1, "…"),
+            ("abc", 1, "…"),
+            ("abc", 0, ""),
+            ("", 0, ""),
+        ];
+        for (value, max, expected) in rows {
+            assert_eq!(one_line(value, max), expected, "{value:?} {max}");
+        }
     }
 
     #[test]

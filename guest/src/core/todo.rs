@@ -3,7 +3,7 @@
 //! The agent routinely ends a turn with a markdown task list; that list is the one deterministic
 //! source of "what is left" the bridge already has, so it is parsed here instead of guessed.
 
-use crate::core::digest::one_line;
+use crate::core::text::one_line;
 
 /// One checklist item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,9 +20,9 @@ pub struct Todo {
 /// `max_length - 1` characters plus `…` (a `max_length` of 0 leaves no room even for `…`, so
 /// the text is empty).
 ///
-/// Lines inside ``` or ~~~ fences are ignored, because a checklist in a code sample is not the
-/// agent's plan. A fence closes only with the character that opened it, so a ~~~ line inside a
-/// ``` block does not flip the rest of the message into "code". Headings, prose and plain
+/// Lines inside `` ``` `` or `~~~` fences are ignored, because a checklist in a code sample is
+/// not the agent's plan. A fence closes only with the character that opened it, so a `~~~` line
+/// inside a `` ``` `` block does not flip the rest of the message into "code". Headings, prose and plain
 /// bullets are ignored. CRLF line ends are fine (the `\r` is trailing whitespace).
 pub fn extract_markdown_todos(text: &str, max: usize, max_length: usize) -> Vec<Todo> {
     let mut todos = Vec::new();
@@ -50,6 +50,27 @@ pub fn extract_markdown_todos(text: &str, max: usize, max_length: usize) -> Vec<
         }
     }
     todos
+}
+
+/// `text` without the task-list lines [`extract_markdown_todos`] reads (fenced code kept as
+/// it is). The digest shows the checklist in its own section; its summary of the same message
+/// would otherwise repeat every item right below it (issue 10 §14).
+pub fn strip_markdown_todos(text: &str) -> String {
+    let mut kept = Vec::new();
+    let mut fence: Option<char> = None;
+    for line in text.split('\n') {
+        if let Some(marker) = fence_marker(line) {
+            fence = match fence {
+                None => Some(marker),
+                Some(open) if open == marker => None,
+                Some(open) => Some(open),
+            };
+        } else if fence.is_none() && task_item(line).is_some() {
+            continue;
+        }
+        kept.push(line);
+    }
+    kept.join("\n")
 }
 
 /// The fence character when `line` opens or closes a fenced block.

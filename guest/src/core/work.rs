@@ -9,8 +9,7 @@ use std::sync::OnceLock;
 
 use regex_lite::{Captures, Regex};
 
-use crate::core::digest::one_line;
-use crate::core::text::collapse_whitespace;
+use crate::core::text::{collapse_whitespace, one_line};
 
 /// Paths and branch names longer than this are not real ones: a line that long is garbage that
 /// would flood the card.

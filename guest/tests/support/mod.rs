@@ -9,10 +9,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use guest::bridge::Bridge;
 use guest::host::Host;
 use guest::model::{
-    Attachment, AttachmentKind, Capabilities, ConfigSource, Configuration, DeliverAs, Envelope,
-    FetchedAttachment, Identity, LengthUnit, Level, Markup, Note, Outbound, PromptImage, Receipt,
-    SendError, SessionInfo, WorkFacts,
+    Attachment, AttachmentKind, BotIdentity, Capabilities, ConfigContent, ConfigScope,
+    ConfigSource, Configuration, DeliverAs, Envelope, FetchedAttachment, LengthUnit, Level, Markup,
+    Note, Outbound, PromptImage, Receipt, SendError, SessionInfo, ToolAnswer, ToolDecision,
+    WorkFacts,
 };
+use guest::model::{Platform, Setting, SettingKind, SettingValue};
 
 /// One `log.write` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +46,7 @@ pub struct FakeHost {
     pub idle: bool,
     pub session: SessionInfo,
     /// Per transport: what `identify` answers.
-    pub identities: BTreeMap<String, Result<Identity, String>>,
+    pub identities: BTreeMap<String, Result<BotIdentity, String>>,
     /// Per transport: `listen` fails with this message.
     pub listen_errors: BTreeMap<String, String>,
     /// Successful sends, in order.
@@ -75,6 +77,8 @@ pub struct FakeHost {
     /// `send_prompt` fails with this message.
     pub prompt_error: Option<String>,
     pub aborts: usize,
+    /// `resolve_tool_call` verdicts, in order.
+    pub resolved: Vec<(String, ToolDecision)>,
     /// How often the bridge asked for the session's facts.
     pub session_info_calls: usize,
     /// Answers `confirm` gives, in order; an empty script answers `false` (fail closed).
@@ -85,8 +89,14 @@ pub struct FakeHost {
     pub ticks: Vec<u64>,
     /// Values `random_bytes(4)` yields as little-endian words; empty → zeros.
     pub random_words: VecDeque<u32>,
+    /// How many other-length draws (salts) were made.
+    pub salts_drawn: u64,
     pub lock_events: Vec<LockEvent>,
     pub locks_held: BTreeSet<String>,
+    /// What `diagnose` says per transport (default: `<id> connected`).
+    pub diagnoses: BTreeMap<String, String>,
+    /// The stale-after time each lock was last asked for with.
+    pub lock_stale_after: BTreeMap<String, u64>,
     /// Lock names `acquire_lock` refuses, with the holder text.
     pub refused_locks: BTreeMap<String, String>,
     /// Per reference: what `fetch_attachment` serves.
@@ -109,8 +119,8 @@ pub fn caps(edit: bool, markup: Markup, unit: LengthUnit, limit: u32) -> Capabil
 }
 
 /// A bot identity with `capabilities` and no lock.
-pub fn identity(capabilities: Capabilities) -> Identity {
-    Identity {
+pub fn identity(capabilities: Capabilities) -> BotIdentity {
+    BotIdentity {
         bot_id: "bot-1".into(),
         bot_name: "pibot".into(),
         capabilities,
@@ -169,14 +179,18 @@ impl FakeHost {
             prompts: Vec::new(),
             prompt_error: None,
             aborts: 0,
+            resolved: Vec::new(),
             session_info_calls: 0,
             confirm_answers: VecDeque::new(),
             confirms: Vec::new(),
             work: WorkFacts::default(),
             ticks: Vec::new(),
             random_words: VecDeque::new(),
+            salts_drawn: 0,
             lock_events: Vec::new(),
             locks_held: BTreeSet::new(),
+            diagnoses: BTreeMap::new(),
+            lock_stale_after: BTreeMap::new(),
             refused_locks: BTreeMap::new(),
             attachments: BTreeMap::new(),
             fetches: Vec::new(),
@@ -271,7 +285,7 @@ impl FakeHost {
 }
 
 impl Host for FakeHost {
-    fn identify(&mut self, transport: &str) -> Result<Identity, String> {
+    fn identify(&mut self, transport: &str) -> Result<BotIdentity, String> {
         self.identities
             .get(transport)
             .cloned()
@@ -335,7 +349,10 @@ impl Host for FakeHost {
     }
 
     fn diagnose(&mut self, transport: &str) -> String {
-        format!("{transport} connected")
+        self.diagnoses
+            .get(transport)
+            .cloned()
+            .unwrap_or_else(|| format!("{transport} connected"))
     }
 
     fn send_prompt(
@@ -353,6 +370,10 @@ impl Host for FakeHost {
             images: images.to_vec(),
         });
         Ok(())
+    }
+
+    fn resolve_tool_call(&mut self, id: &str, decision: &ToolDecision) {
+        self.resolved.push((id.to_string(), decision.clone()));
     }
 
     fn abort(&mut self) {
@@ -403,6 +424,14 @@ impl Host for FakeHost {
     }
 
     fn random_bytes(&mut self, len: u32) -> Vec<u8> {
+        // Salts (16 bytes) come from their own stream, so scripted codes stay as scripted
+        // whatever order the bridge draws in; each salt differs from the last.
+        if len != 4 {
+            self.salts_drawn += 1;
+            return (0..len)
+                .map(|i| (self.salts_drawn as u8) ^ (i as u8))
+                .collect();
+        }
         let word = self.random_words.pop_front().unwrap_or(0);
         word.to_le_bytes()
             .into_iter()
@@ -411,7 +440,9 @@ impl Host for FakeHost {
             .collect()
     }
 
-    fn acquire_lock(&mut self, name: &str) -> Result<(), String> {
+    fn acquire_lock(&mut self, name: &str, stale_after_ms: u64) -> Result<(), String> {
+        self.lock_stale_after
+            .insert(name.to_string(), stale_after_ms);
         if let Some(holder) = self.refused_locks.get(name) {
             return Err(holder.clone());
         }
@@ -437,12 +468,16 @@ impl Host for FakeHost {
     }
 }
 
+#[path = "platforms.rs"]
+mod platforms;
+pub use platforms::platforms;
+
 /// A config source holding `json`.
 pub fn source(json: &str) -> ConfigSource {
     ConfigSource {
-        scope: "global".into(),
+        scope: ConfigScope::Global,
         path: "/home/me/.pi/bot-connect.json".into(),
-        text: json.into(),
+        content: ConfigContent::Text(json.into()),
     }
 }
 
@@ -453,7 +488,7 @@ pub fn started(
     transports: &[&str],
 ) -> (Bridge, Configuration, Vec<Note>) {
     let mut bridge = Bridge::new();
-    let configuration = bridge.configure(host, &[source(config_json)]);
+    let configuration = bridge.configure(host, &[source(config_json)], &platforms());
     let ids: Vec<String> = transports.iter().map(|t| t.to_string()).collect();
     let notes = bridge.start(host, &ids);
     host.clear_records();
@@ -514,4 +549,12 @@ pub fn pair(
         host.notes
     );
     host.clear_records();
+}
+
+/// The verdict of an answer that must be decided at once (remote approval off).
+pub fn verdict(answer: ToolAnswer) -> ToolDecision {
+    match answer {
+        ToolAnswer::Decided(decision) => decision,
+        ToolAnswer::Pending(request) => panic!("expected a verdict now, got pending {request:?}"),
+    }
 }

@@ -2,25 +2,28 @@
 //! a fake messenger, a recording terminal and a temporary state directory.
 #![allow(dead_code)] // each test file uses a different part of this module
 
+pub mod fake_model;
+pub mod pi;
+
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
+use host_shim::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::bindings::session::{
+    AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin,
+};
 use host_shim::clock::ManualClock;
 use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
-use host_shim::runtime::bindings::exports::pi::bot_connect::session::{
-    AgentEvent, ConfigSource, TurnOrigin,
-};
-use host_shim::runtime::bindings::pi::bot_connect::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
-use host_shim::session::{Session, SessionSpec};
+use host_shim::session::{Built, Session, SessionSpec};
 use host_shim::state_file::StateFile;
 use host_shim::ui::RecordingUi;
 use tokio::sync::{Notify, mpsc};
-use transports::fake::{FakeConfig, FakeTransport};
-use transports::{Envelope, Transport};
+use transport_core::{Envelope, Transport};
+use transport_testing::fake::{FakeConfig, FakeTransport};
 
 /// How long any wait in these tests may take before it counts as a failure.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -125,13 +128,18 @@ impl Setup {
         let spec = SessionSpec {
             key: self.key,
             config_sources: self.config,
-            transports: Box::new(move |_requests| (vec![transport], Vec::new())),
+            platforms: host_shim::factory::declarations(),
+            transports: Box::new(move |_requests| Built {
+                transports: vec![transport],
+                notes: Vec::new(),
+            }),
             agent: self.agent,
             ui: ui.clone(),
             state: self.state,
             locks: self.locks,
             clock: clock.clone(),
             log: log.clone(),
+            exclusive: true,
         };
         let session = Session::spawn(self.runtime, spec)
             .await
@@ -291,6 +299,10 @@ pub struct ScriptAgent {
     signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
     pub busy: std::sync::atomic::AtomicBool,
     pub prompts: Mutex<Vec<String>>,
+    /// The images that came with each prompt: media type and byte count.
+    pub images: Mutex<Vec<(String, usize)>>,
+    /// Signalled on every prompt, so a test waits for one without polling.
+    prompted: Notify,
     pub aborts: std::sync::atomic::AtomicUsize,
     /// What the agent reports for the work digest; the test sets it.
     pub facts: Mutex<RecentWork>,
@@ -313,11 +325,23 @@ impl ScriptAgent {
             .expect("session alive");
     }
 
+    /// Waits until the agent has received `count` prompts; panics after [`WAIT`].
+    pub async fn wait_for_prompts(&self, count: usize) {
+        let wait = async {
+            while self.prompts.lock().unwrap().len() < count {
+                self.prompted.notified().await;
+            }
+        };
+        if tokio::time::timeout(WAIT, wait).await.is_err() {
+            panic!(
+                "the agent never got {count} prompt(s): {:?}",
+                self.prompts.lock().unwrap()
+            );
+        }
+    }
+
     /// Asks the session whether a tool may run, as the agent does before each call.
-    pub async fn tool_call(
-        &self,
-        name: &str,
-    ) -> host_shim::runtime::bindings::exports::pi::bot_connect::session::ToolDecision {
+    pub async fn tool_call(&self, name: &str) -> host_shim::bindings::session::ToolDecision {
         let (reply, verdict) = tokio::sync::oneshot::channel();
         self.sender()
             .send(AgentSignal::ToolCall {
@@ -343,9 +367,15 @@ impl Agent for ScriptAgent {
         &self,
         text: String,
         _deliver_as: DeliverAs,
-        _images: Vec<PromptImage>,
+        images: Vec<PromptImage>,
     ) -> Result<(), String> {
+        self.images.lock().unwrap().extend(
+            images
+                .into_iter()
+                .map(|image| (image.media_type, image.data.len())),
+        );
         self.prompts.lock().unwrap().push(text);
+        self.prompted.notify_one();
         Ok(())
     }
 
@@ -367,11 +397,18 @@ impl Agent for ScriptAgent {
     }
 }
 
+/// A config under which the demo agent's scripted turn really runs its shell step. Remote
+/// turns are read-only by default, and the demo then answers "Not done" without echoing the
+/// request, which the tests that follow a reply's text need.
+pub fn demo_runs_tools() -> ConfigSource {
+    project_config(r#"{"bridge": {"remoteToolPolicy": "unrestricted"}}"#)
+}
+
 /// A project config source with this JSON text.
 pub fn project_config(json: &str) -> ConfigSource {
     ConfigSource {
-        scope: "project".into(),
+        scope: ConfigScope::Project,
         path: "/work/.pi/bot-connect.json".into(),
-        text: json.into(),
+        content: ConfigContent::Text(json.into()),
     }
 }

@@ -1,0 +1,127 @@
+//! The config parser and validator (`guest::core::config::load_config`).
+//!
+//! Property: no panic, and nothing it says (notes, fail-closed lines, the validated
+//! transport settings, the `Debug` of the whole result) holds a secret: neither one that
+//! was in the input (I10: config refuses secret values and names the key, never the value)
+//! nor any other text of a secret shape.
+
+use std::sync::OnceLock;
+
+use guest::core::config::{fail_closed_lines, load_config};
+use guest::core::secrets::contains_secret;
+use guest::model::{
+    ConfigContent, ConfigScope, ConfigSource, Platform, Setting, SettingKind, SettingValue,
+};
+use transport_core::platform::{self as core, Settings};
+
+use crate::secrets::secrets_in_document;
+
+/// The terminal's declaration, as host-shim hands it to the bridge.
+const TERMINAL: Settings = Settings {
+    id: "terminal",
+    display_name: "the terminal chat",
+    keys: &[core::ENABLED],
+};
+
+/// The platforms a host offers, from each crate's own declaration (as host-shim's
+/// `factory::declarations` converts them), then the terminal.
+pub fn platforms() -> Vec<Platform> {
+    [
+        &transport_telegram::PLATFORM.settings,
+        &transport_discord::PLATFORM.settings,
+        &transport_slack::PLATFORM.settings,
+        &transport_robo_claw::PLATFORM.settings,
+        &TERMINAL,
+    ]
+    .into_iter()
+    .map(|settings| Platform {
+        id: settings.id.into(),
+        display_name: settings.display_name.into(),
+        settings: settings.keys.iter().map(setting).collect(),
+    })
+    .collect()
+}
+
+fn setting(setting: &core::Setting) -> Setting {
+    Setting {
+        name: setting.name.into(),
+        kind: match setting.kind {
+            core::SettingKind::Boolean => SettingKind::Boolean,
+            core::SettingKind::EnvName | core::SettingKind::OptionalEnvName => SettingKind::EnvName,
+            core::SettingKind::Url(schemes) => {
+                SettingKind::Url(schemes.iter().map(|s| (*s).to_owned()).collect())
+            }
+            core::SettingKind::Integer { min, max } => SettingKind::Integer { min, max },
+            core::SettingKind::Text => SettingKind::Text,
+        },
+        default: match setting.default {
+            core::SettingDefault::Absent => None,
+            core::SettingDefault::Boolean(b) => Some(SettingValue::Boolean(b)),
+            core::SettingDefault::Integer(n) => Some(SettingValue::Integer(n)),
+            core::SettingDefault::Text(text) => Some(SettingValue::Text(text.into())),
+        },
+        summary: setting.summary.into(),
+    }
+}
+
+/// What the config says with every transport enabled and nothing else set: default
+/// variable names and URLs. A "secret" of the input that is part of these
+/// (`PITOKEN_=PP_TOKEN` and the default `PI_SLACK_APP_TOKEN`) is a coincidence of the
+/// fuzzer's, not an echo.
+fn baseline() -> &'static [String] {
+    static BASELINE: OnceLock<Vec<String>> = OnceLock::new();
+    BASELINE.get_or_init(|| {
+        let all = r#"{"transports":{"telegram":{"enabled":true},"discord":{"enabled":true},"slack":{"enabled":true},"robo_claw":{"enabled":true},"terminal":{"enabled":true}}}"#;
+        said(&[ConfigSource {
+            scope: ConfigScope::Project,
+            path: "/home/dev/.pi/project.json".into(),
+            content: ConfigContent::Text(all.into()),
+        }])
+    })
+}
+
+/// Everything `load_config` says about `sources`.
+fn said(sources: &[ConfigSource]) -> Vec<String> {
+    let loaded = load_config(sources, &platforms());
+    let mut said: Vec<String> = loaded.notes.iter().map(|n| n.text.clone()).collect();
+    said.extend(fail_closed_lines(&loaded.fail_closed));
+    said.extend(loaded.transports.iter().map(|t| t.settings_json.clone()));
+    said.push(loaded.bridge.to_pretty_json());
+    said.push(format!("{loaded:?}"));
+    said
+}
+
+/// `data` is one config file, or two (global, then project) separated by a NUL byte.
+pub fn config(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let files: Vec<&str> = text.splitn(2, '\0').collect();
+    let scopes = [ConfigScope::Global, ConfigScope::Project];
+    let sources: Vec<ConfigSource> = files
+        .iter()
+        .zip(scopes)
+        .map(|(file, scope)| ConfigSource {
+            scope,
+            path: format!("/home/dev/.pi/{}.json", scope.label()),
+            content: ConfigContent::Text((*file).to_owned()),
+        })
+        .collect();
+    let said = said(&sources);
+
+    let secrets: Vec<String> = files
+        .iter()
+        .flat_map(|f| secrets_in_document(f))
+        .filter(|secret| !baseline().iter().any(|text| text.contains(secret.as_str())))
+        .collect();
+    for output in &said {
+        for secret in &secrets {
+            assert!(
+                !output.contains(secret.as_str()),
+                "config echoed a secret of its input: {output:?}"
+            );
+        }
+        assert!(
+            !contains_secret(output),
+            "config said something of a secret shape: {output:?}"
+        );
+    }
+}

@@ -1,0 +1,214 @@
+//! The outbound pipeline (`guest::core::outbound::prepare`): any text, any limit, any
+//! markup, any message cap (I3, I4, I22).
+//!
+//! Properties: every message is within the limit as the pipeline measures it for that
+//! markup and unit; Telegram HTML is well formed (allowed tags only, balanced and nested,
+//! every `&` an entity Telegram knows); nothing of a secret shape survives, in a message
+//! or in the truncation notice; at most `max_chunks` messages.
+
+use arbitrary::Unstructured;
+use guest::core::measure::measure_rendered;
+use guest::core::outbound::prepare;
+use guest::core::secrets::{SHAPES, candidates};
+
+use crate::secrets::secrets_in;
+use guest::model::{Capabilities, LengthUnit, Markup};
+
+/// Every markup, in the order the input's first byte picks them.
+pub const MARKUPS: [Markup; 4] = [
+    Markup::Markdown,
+    Markup::Html,
+    Markup::Mrkdwn,
+    Markup::Plain,
+];
+
+/// Every length unit, in the order the input's second byte picks them.
+pub const UNITS: [LengthUnit; 3] = [LengthUnit::Chars, LengthUnit::Utf16, LengthUnit::Bytes];
+
+/// Largest limit generated: above every platform's (Telegram's 4096 is the largest).
+pub const MAX_LIMIT: u32 = 10_000;
+
+/// One pipeline call, read from the fuzzer's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineInput {
+    /// Markup of the transport.
+    pub markup: Markup,
+    /// Unit of its limit.
+    pub unit: LengthUnit,
+    /// Its limit, 0 included (read as 1 by the pipeline).
+    pub limit: u32,
+    /// The message cap, 0 included (read as 1).
+    pub max_chunks: u32,
+    /// The agent's text.
+    pub text: String,
+}
+
+impl PipelineInput {
+    /// Reads the input: a markup byte, a unit byte, the limit (2 bytes, big-endian, modulo
+    /// `MAX_LIMIT + 1`), the cap (1 byte), then the text (invalid UTF-8 replaced).
+    pub fn read(data: &[u8]) -> arbitrary::Result<PipelineInput> {
+        let mut u = Unstructured::new(data);
+        let markup = *u.choose(&MARKUPS)?;
+        let unit = *u.choose(&UNITS)?;
+        let limit = u.int_in_range(0..=MAX_LIMIT)?;
+        let max_chunks = u.int_in_range(0..=u8::MAX)?.into();
+        let text = String::from_utf8_lossy(u.take_rest()).into_owned();
+        Ok(PipelineInput {
+            markup,
+            unit,
+            limit,
+            max_chunks,
+            text,
+        })
+    }
+
+    /// The bytes [`PipelineInput::read`] reads back as this input, for seed files; `None`
+    /// when a field is out of the generated range.
+    pub fn to_bytes(&self) -> Option<Vec<u8>> {
+        let markup = MARKUPS.iter().position(|m| *m == self.markup)?;
+        let unit = UNITS.iter().position(|u| *u == self.unit)?;
+        let limit = u16::try_from(self.limit)
+            .ok()
+            .filter(|_| self.limit <= MAX_LIMIT)?;
+        let max_chunks = u8::try_from(self.max_chunks).ok()?;
+        let mut bytes = vec![u8::try_from(markup).ok()?, u8::try_from(unit).ok()?];
+        bytes.extend(limit.to_be_bytes());
+        bytes.push(max_chunks);
+        bytes.extend(self.text.as_bytes());
+        Some(bytes)
+    }
+}
+
+/// Checks one pipeline call.
+pub fn outbound(data: &[u8]) {
+    let Ok(input) = PipelineInput::read(data) else {
+        return;
+    };
+    check(&input);
+}
+
+/// The properties for one input.
+pub fn check(input: &PipelineInput) {
+    let caps = Capabilities {
+        threads: false,
+        edit: false,
+        attachments: false,
+        typing: false,
+        max_message_length: input.limit,
+        length_unit: input.unit,
+        markup: input.markup,
+    };
+    let prepared = prepare(&input.text, &caps, input.max_chunks);
+    let planted = secrets_in(&input.text);
+    let limit = usize::try_from(input.limit.max(1)).unwrap_or(usize::MAX);
+    assert!(
+        prepared.messages.len() <= usize::try_from(input.max_chunks.max(1)).unwrap_or(usize::MAX)
+    );
+    for message in &prepared.messages {
+        let length = measure_rendered(message, input.unit, input.markup);
+        // A limit below one character's length (4 UTF-8 bytes, 2 UTF-16 units) cannot be
+        // met: the pipeline then sends that character alone rather than drop it.
+        let one_character = message.chars().count() == 1;
+        assert!(
+            length <= limit || (limit < 4 && one_character),
+            "{length} > {limit} ({:?}, {:?}): {message:?}",
+            input.markup,
+            input.unit
+        );
+        assert_redacted(message, &planted);
+        if input.markup == Markup::Html
+            && let Err(why) = telegram_well_formed(message)
+        {
+            panic!("Telegram would refuse {message:?}: {why}");
+        }
+    }
+    if let Some(notice) = &prepared.truncation_notice {
+        assert_redacted(notice, &planted);
+        if input.markup == Markup::Html {
+            assert_eq!(telegram_well_formed(notice), Ok(()), "{notice:?}");
+        }
+    }
+}
+
+/// How every redaction begins.
+const MARKER: &str = "[redacted";
+
+/// Nothing of a secret shape is in `message`, and no secret of the input (`planted`).
+///
+/// A shape match whose secret part starts with redaction's own marker is redaction's
+/// output followed by markup (`TOKEN=[redacted]</pre>`: the assignment's value runs to the
+/// next space), not a secret; nor is a piece of the marker (`TOKEN=[r` where a small limit
+/// cut the marker) or an empty one (`Authorization: ` ending a message, its redacted value
+/// starting the next).
+pub fn assert_redacted(message: &str, planted: &[String]) {
+    for secret in planted {
+        assert!(
+            !message.contains(secret.as_str()),
+            "a secret of the input survived: {message:?}"
+        );
+    }
+    for candidate in candidates(message) {
+        let shape = &SHAPES[candidate.shape];
+        let Some(found) = shape.find(message, candidate.at, 0) else {
+            continue;
+        };
+        if shape.replace(message, &found).is_none() {
+            continue;
+        }
+        let secret = message
+            .get(found.keep..found.end)
+            .unwrap_or_default()
+            .trim_start_matches(['=', ':', ' ', '\t']);
+        assert!(
+            MARKER.starts_with(secret) || secret.starts_with(MARKER),
+            "text of the {} shape survived: {secret:?} in {message:?}",
+            shape.name
+        );
+    }
+}
+
+/// The tags Telegram's HTML parse mode accepts that the renderer writes.
+pub const ALLOWED_TAGS: [&str; 8] = ["b", "i", "s", "u", "a", "code", "pre", "blockquote"];
+
+/// Telegram accepts the message: only allowed tags, balanced and nested; every `<` and `&`
+/// begins a tag or one of the four named entities. (The same check as the guest's
+/// `pipeline_props` test, which keeps it private to that test.)
+pub fn telegram_well_formed(message: &str) -> Result<(), String> {
+    let mut stack: Vec<&str> = Vec::new();
+    let mut rest = message;
+    while let Some(i) = rest.find(['<', '&']) {
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix('&') {
+            let known = ["lt;", "gt;", "amp;", "quot;"]
+                .iter()
+                .any(|entity| after.starts_with(entity));
+            if !known {
+                return Err(format!(
+                    "bare & before {:?}",
+                    after.chars().take(20).collect::<String>()
+                ));
+            }
+            rest = after;
+            continue;
+        }
+        let end = tail.find('>').ok_or("unterminated tag")?;
+        let inner = &tail[1..end];
+        if let Some(name) = inner.strip_prefix('/') {
+            if stack.pop() != Some(name) {
+                return Err(format!("unbalanced </{name}>"));
+            }
+        } else {
+            let name = inner.split(' ').next().unwrap_or_default();
+            if !ALLOWED_TAGS.contains(&name) {
+                return Err(format!("tag {name:?} not allowed"));
+            }
+            stack.push(name);
+        }
+        rest = &tail[end + 1..];
+    }
+    if stack.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unclosed {stack:?}"))
+    }
+}

@@ -1,0 +1,104 @@
+//! Finding the secrets an input holds, with the guest's one list of secret shapes
+//! (`guest::core::secrets`), so "never echoes a secret" means the shapes redaction knows.
+
+use guest::core::secrets::{SHAPES, candidates};
+use serde_json::Value;
+
+/// Shortest secret part checked for by substring. An assignment's value can be one
+/// character (`TOKEN=x`), which ordinary output contains by chance.
+pub const MIN_SECRET_BYTES: usize = 8;
+
+/// The secret part (what redaction hides) of every shape match in `text` that occurs
+/// nowhere in `text` except as a shape match (see [`secrets_in_document`]).
+pub fn secrets_in(text: &str) -> Vec<String> {
+    unambiguous(&[text])
+}
+
+/// Each secret part with how many places in `text` hold it as a shape match (two shapes
+/// matching the same place, `TOKEN=ghp_…`, count once).
+fn hits_in(text: &str) -> Vec<(String, usize)> {
+    let mut found: Vec<(String, Vec<usize>)> = Vec::new();
+    for candidate in candidates(text) {
+        let Some(shape) = SHAPES.get(candidate.shape) else {
+            continue;
+        };
+        let Some(hit) = shape.find(text, candidate.at, 0) else {
+            continue;
+        };
+        if shape.replace(text, &hit).is_none() {
+            continue;
+        }
+        let Some(part) = text.get(hit.keep..hit.end) else {
+            continue;
+        };
+        // The kept name's separator (`=`, `: `) is not part of the secret.
+        let unkept = part.trim_start_matches(['=', ':', ' ', '\t']);
+        let at = hit.keep + (part.len() - unkept.len());
+        let secret = unkept.trim_end();
+        if secret.len() >= MIN_SECRET_BYTES {
+            match found.iter_mut().find(|(known, _)| known == secret) {
+                Some((_, places)) if !places.contains(&at) => places.push(at),
+                Some(_) => {}
+                None => found.push((secret.to_owned(), vec![at])),
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|(secret, places)| (secret, places.len()))
+        .collect()
+}
+
+/// The secrets in `text` and, when it is JSON, in each of its strings (keys and values)
+/// as decoded: `"\u0073k-ant-..."` is a secret only once the escape is read.
+///
+/// Only secrets that occur nowhere in the input except as a shape match: the same
+/// characters inside a word (`traAKIA…` is no AWS key id: no word boundary) may be quoted,
+/// and an output quoting them cannot be told from one quoting the secret. Those outputs
+/// are still checked for any text of a secret shape.
+pub fn secrets_in_document(text: &str) -> Vec<String> {
+    let mut texts = vec![text];
+    let parsed = serde_json::from_str::<Value>(text).ok();
+    if let Some(value) = &parsed {
+        collect_strings(value, &mut texts);
+    }
+    unambiguous(&texts)
+}
+
+/// The secrets in `texts` whose every occurrence there is a shape match.
+fn unambiguous(texts: &[&str]) -> Vec<String> {
+    let mut tally: Vec<(String, usize)> = Vec::new();
+    for text in texts {
+        for (secret, hits) in hits_in(text) {
+            match tally.iter_mut().find(|(known, _)| *known == secret) {
+                Some((_, total)) => *total += hits,
+                None => tally.push((secret, hits)),
+            }
+        }
+    }
+    tally
+        .into_iter()
+        .filter(|(secret, hits)| {
+            let occurrences: usize = texts
+                .iter()
+                .map(|text| text.matches(secret.as_str()).count())
+                .sum();
+            *hits >= occurrences
+        })
+        .map(|(secret, _)| secret)
+        .collect()
+}
+
+fn collect_strings<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    match value {
+        Value::String(text) => out.push(text),
+        Value::Array(items) => items.iter().for_each(|item| collect_strings(item, out)),
+        Value::Object(fields) => {
+            for (key, item) in fields {
+                out.push(key);
+                collect_strings(item, out);
+            }
+        }
+        _ => {}
+    }
+}

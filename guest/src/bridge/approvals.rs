@@ -1,0 +1,174 @@
+//! Approval from the phone (architecture §6, issue 15 §1): a remote turn's tool call that
+//! needs approval is left pending, the paired chats are asked with a short id, and the
+//! first answer — the local confirm, a trusted `/approve` or `/deny`, or the deadline —
+//! settles it through `Host::resolve_tool_call`. Every side hears who decided.
+
+use super::Bridge;
+use crate::core::approvals::{self, AnswerOutcome, Decider, ID_LEN, Settled};
+use crate::core::commands::RemoteCommand;
+use crate::core::tool_policy;
+use crate::host::Host;
+use crate::keys::{ConversationKey, Identity};
+use crate::model::{ApprovalRequest, Level, OutboundKind, ToolAnswer, ToolDecision};
+
+/// Random bytes drawn per id attempt round: several candidates, so a collision with a
+/// pending id costs no second host call.
+const ID_CANDIDATES: usize = 4;
+
+impl Bridge {
+    /// Opens a pending approval for `tool`: the chats are asked, the host parks the call
+    /// and asks locally. Returns what `on_tool_call` answers.
+    pub(super) fn ask_for_approval(&mut self, host: &mut dyn Host, tool: &str) -> ToolAnswer {
+        let now = host.now_ms();
+        // Settle what is overdue first, so its id is free and its chats hear of it.
+        self.expire_approvals(host);
+        let id = self.fresh_approval_id(host);
+        let timeout_ms = self.config.remote_approval.timeout_ms;
+        self.approvals
+            .open(&id, tool, now.saturating_add(timeout_ms));
+        host.log(
+            Level::Info,
+            "remote approval requested",
+            &[("tool", tool.to_string()), ("id", id.clone())],
+        );
+        let request = approvals::request_text(&id, tool, timeout_ms);
+        // Buttons where the platform has them (Telegram); their presses arrive as the
+        // same `/approve` / `/deny` commands, so everything below treats them alike.
+        let buttons = approvals::request_buttons(&id);
+        self.publish_with_buttons(host, OutboundKind::Notice, &request, &buttons);
+        self.request_ticks(host);
+        ToolAnswer::Pending(ApprovalRequest {
+            id: id.clone(),
+            title: tool_policy::approval_title(tool),
+            message: format!(
+                "{} (approval {id}; a paired chat may answer with /approve {id})",
+                tool_policy::approval_message(tool)
+            ),
+        })
+    }
+
+    fn fresh_approval_id(&mut self, host: &mut dyn Host) -> String {
+        for _ in 0..4 {
+            let bytes = host.random_bytes(u32::try_from(ID_LEN * ID_CANDIDATES).unwrap_or(16));
+            if let Some(id) = self.approvals.new_id(&bytes) {
+                return id;
+            }
+        }
+        // Only a host whose randomness repeats gets here; a counter keeps ids unique.
+        self.approval_fallback += 1;
+        format!("x{}", self.approval_fallback)
+    }
+
+    /// The person at the terminal answered approval `id`.
+    pub fn on_local_answer(&mut self, host: &mut dyn Host, id: &str, approved: bool) {
+        let now = host.now_ms();
+        self.expire_approvals(host);
+        match self.approvals.answer(id, approved, Decider::Local, now) {
+            AnswerOutcome::Decided(settled) => self.settle(host, &settled, None),
+            AnswerOutcome::AlreadyDecided(settled) => {
+                host.notify(Level::Info, &approvals::already_decided_text(&settled));
+            }
+            AnswerOutcome::Unknown => host.notify(Level::Warning, &approvals::unknown_id_text(id)),
+        }
+    }
+
+    /// `/approve <id>` or `/deny <id>` from `identity` in `conversation`; returns the
+    /// reply for that chat. Only an identity this session trusts decides: trust by
+    /// pairing or `allowUsers`, never merely `requirePairing: false` (an approval lets a
+    /// tool run that the policy held back, so "anyone may prompt" is not enough).
+    pub(super) fn answer_from_chat(
+        &mut self,
+        host: &mut dyn Host,
+        command: RemoteCommand,
+        args: &str,
+        identity: &Identity,
+        conversation: &ConversationKey,
+    ) -> String {
+        let name = command.name();
+        let Some(id) = args.split_whitespace().next() else {
+            return format!("Usage: /{name} <id> (the id is in the approval request).");
+        };
+        if !self.state.is_trusted(identity) && !self.config.allow_users.contains(identity) {
+            host.log(
+                Level::Warning,
+                "approval answer from an untrusted identity refused",
+                &[("identity", identity.to_string())],
+            );
+            return "Only a paired identity can answer approvals. Pair this chat first.".into();
+        }
+        let now = host.now_ms();
+        self.expire_approvals(host);
+        let approved = command == RemoteCommand::Approve;
+        match self
+            .approvals
+            .answer(id, approved, Decider::Remote(identity.clone()), now)
+        {
+            AnswerOutcome::Decided(settled) => {
+                self.settle(host, &settled, Some(conversation));
+                approvals::settled_text(&settled)
+            }
+            AnswerOutcome::AlreadyDecided(settled) => approvals::already_decided_text(&settled),
+            AnswerOutcome::Unknown => approvals::unknown_id_text(id),
+        }
+    }
+
+    /// Settles every overdue approval as blocked and says so everywhere.
+    pub(super) fn expire_approvals(&mut self, host: &mut dyn Host) {
+        let now = host.now_ms();
+        for settled in self.approvals.expire(now) {
+            self.settle(host, &settled, None);
+        }
+    }
+
+    /// Gives the verdict to the host (exactly once per id: `Approvals` hands each id out
+    /// settled once), shows it on the cards, and tells the terminal and the chats — all
+    /// but `answered_in`, whose command reply says it.
+    fn settle(
+        &mut self,
+        host: &mut dyn Host,
+        settled: &Settled,
+        answered_in: Option<&ConversationKey>,
+    ) {
+        let decision = match (&settled.by, settled.approved) {
+            (_, true) => ToolDecision::Allow,
+            (Decider::Timeout, false) => {
+                ToolDecision::Block(approvals::timeout_reason(&settled.tool))
+            }
+            (_, false) => ToolDecision::Block(tool_policy::declined_reason(&settled.tool)),
+        };
+        host.resolve_tool_call(&settled.id, &decision);
+        let by = match &settled.by {
+            Decider::Local => "local".to_string(),
+            Decider::Remote(identity) => identity.to_string(),
+            Decider::Timeout => "timeout".to_string(),
+        };
+        host.log(
+            Level::Info,
+            "remote approval settled",
+            &[
+                ("id", settled.id.clone()),
+                ("tool", settled.tool.clone()),
+                ("approved", settled.approved.to_string()),
+                ("by", by),
+            ],
+        );
+        self.show_verdict(host, &settled.tool, &decision);
+        let text = approvals::settled_text(settled);
+        if settled.by != Decider::Local {
+            host.notify(
+                if settled.approved {
+                    Level::Info
+                } else {
+                    Level::Warning
+                },
+                &text,
+            );
+        }
+        for target in self.broadcast_targets() {
+            if Some(&target.key()) != answered_in {
+                self.reply(host, &target, &text);
+            }
+        }
+        self.request_ticks(host);
+    }
+}

@@ -1,0 +1,186 @@
+//! Work cut short (issue 10 §9): queued prompts are acknowledged, and when the session stops
+//! or restarts in the middle of a turn or with prompts waiting, each chat concerned is told
+//! what was not done, instead of a card stuck at "thinking…" and follow-ups that vanish.
+//!
+//! What the chats saw is kept in the state document (`turn` with its cards and their edit
+//! handles, `queued` by chat) from the moment a turn starts or a prompt queues until the turn
+//! settles, so a crash loses nothing a restart cannot report. Only chats that still receive
+//! broadcasts (remembered, not paused, on a running transport) are told, and a session that
+//! starts no transport (`doctor`) neither tells nor saves.
+
+use std::collections::BTreeMap;
+
+use super::Bridge;
+use super::cards::Turn;
+use super::delivery::Delivery;
+use crate::core::notices;
+use crate::core::state::{CardRecord, ConversationTarget, RunningTurn};
+use crate::host::Host;
+use crate::keys::ConversationKey;
+use crate::model::{OutboundKind, TurnOrigin};
+
+impl Bridge {
+    /// A prompt was forwarded while the agent was busy: as a follow-up it waits its turn,
+    /// and the chat learns how many are ahead of it.
+    pub(super) fn queued(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
+        // The running turn is ahead too: "1 ahead" for the first follow-up.
+        let ahead = self.state.queued.len() + 1;
+        self.state.queued.push(target.clone());
+        self.save(host);
+        self.reply(host, target, &notices::queued_notice(ahead));
+    }
+
+    /// A turn started: a remote one takes the oldest queued prompt, and the turn and its
+    /// cards are recorded so a restart can tell their chats.
+    pub(super) fn record_turn_start(&mut self, host: &mut dyn Host, origin: TurnOrigin) {
+        if origin == TurnOrigin::Remote && !self.state.queued.is_empty() {
+            self.state.queued.remove(0);
+        }
+        self.state.turn = self.turn.as_ref().map(|turn| RunningTurn {
+            started_at: host.now_ms(),
+            remote: origin == TurnOrigin::Remote,
+            cards: turn
+                .card_handles()
+                .map(|(target, edit_key)| CardRecord {
+                    target: target.clone(),
+                    edit_key: edit_key.map(String::from),
+                })
+                .collect(),
+        });
+        self.save(host);
+    }
+
+    /// The turn settled: nothing to report for it any more; an idle agent has no follow-up
+    /// left either.
+    pub(super) fn record_turn_end(&mut self, host: &mut dyn Host) {
+        self.state.turn = None;
+        if host.is_idle() {
+            self.state.queued.clear();
+        }
+        self.save(host);
+    }
+
+    /// At shutdown: the running turn's cards end on "stopped", and each chat with queued
+    /// prompts hears how many were not run.
+    pub(super) fn tell_what_was_not_done(&mut self, host: &mut dyn Host) {
+        if let Some(turn) = self.turn.take() {
+            self.close_cards(host, turn, notices::TURN_STOPPED_LINE);
+            self.state.turn = None;
+        }
+        // Chats that cannot be reached now keep their record for the next start to report.
+        let reachable = self.broadcast_targets();
+        let mut told = Vec::new();
+        for (target, count) in self.queued_by_chat() {
+            if reachable.contains(&target) {
+                self.reply(host, &target, &notices::queued_not_run_notice(count, false));
+                told.push(target.key());
+            }
+        }
+        self.state
+            .queued
+            .retain(|target| !told.contains(&target.key()));
+    }
+
+    /// At start: a turn or queue recorded by the session before is reported as lost,
+    /// unless the agent is still busy (only this instance was replaced, the turn goes on):
+    /// then its cards are adopted and keep being edited.
+    pub(super) fn tell_what_was_lost(&mut self, host: &mut dyn Host) {
+        if self.state.turn.is_none() && self.state.queued.is_empty() {
+            return;
+        }
+        let reachable = |bridge: &Bridge, target: &ConversationTarget| {
+            bridge.broadcast_targets().contains(target)
+        };
+        let any_reachable = self
+            .state
+            .turn
+            .iter()
+            .flat_map(|t| t.cards.iter().map(|c| &c.target))
+            .chain(&self.state.queued)
+            .any(|target| reachable(self, target));
+        if !any_reachable {
+            // Nothing to tell on the transports that run now; keep the record for a start
+            // that can (and write nothing: `doctor` starts none).
+            return;
+        }
+        if !host.is_idle() {
+            if let Some(record) = self.state.turn.clone() {
+                let origin = if record.remote {
+                    TurnOrigin::Remote
+                } else {
+                    TurnOrigin::Local
+                };
+                self.turn = Some(Turn::adopt(origin, &record.cards));
+            }
+            return;
+        }
+        if let Some(record) = self.state.turn.take() {
+            let origin = if record.remote {
+                TurnOrigin::Remote
+            } else {
+                TurnOrigin::Local
+            };
+            let cards: Vec<CardRecord> = record
+                .cards
+                .into_iter()
+                .filter(|card| reachable(self, &card.target))
+                .collect();
+            self.close_cards(host, Turn::adopt(origin, &cards), notices::TURN_LOST_LINE);
+        }
+        for (target, count) in self.queued_by_chat() {
+            if reachable(self, &target) {
+                self.reply(host, &target, &notices::queued_not_run_notice(count, true));
+            }
+        }
+        self.state.queued.clear();
+        self.save(host);
+    }
+
+    /// Queued prompts per chat, in the order the chats first queued.
+    fn queued_by_chat(&self) -> Vec<(ConversationTarget, usize)> {
+        let mut counts: BTreeMap<ConversationKey, (usize, ConversationTarget, usize)> =
+            BTreeMap::new();
+        for (i, target) in self.state.queued.iter().enumerate() {
+            counts
+                .entry(target.key())
+                .or_insert_with(|| (i, target.clone(), 0))
+                .2 += 1;
+        }
+        let mut chats: Vec<_> = counts.into_values().collect();
+        chats.sort_by_key(|(first, _, _)| *first);
+        chats
+            .into_iter()
+            .map(|(_, target, count)| (target, count))
+            .collect()
+    }
+
+    /// Brings each card of `turn` to its final text with `line` under it, editing where
+    /// the card can be edited and posting otherwise, so no card ends on "thinking…".
+    fn close_cards(&mut self, host: &mut dyn Host, mut turn: Turn, line: &str) {
+        let text = turn.final_text(line);
+        let can_edit = |bridge: &Bridge, target: &ConversationTarget| {
+            bridge
+                .capabilities(&target.transport)
+                .is_some_and(|c| c.edit)
+        };
+        let cards: Vec<(ConversationTarget, Option<String>)> = turn
+            .card_handles()
+            .map(|(t, k)| (t.clone(), k.map(String::from)))
+            .collect();
+        turn.clear_cards();
+        for (target, edit_key) in cards {
+            let edit_key = edit_key.filter(|_| can_edit(self, &target));
+            let sent = self.deliver(
+                host,
+                &target,
+                OutboundKind::Progress,
+                &text,
+                edit_key.clone(),
+            );
+            // A refused edit posts the final state as a new message (I21).
+            if edit_key.is_some() && !matches!(sent, Ok(Delivery::Sent(_))) {
+                let _ = self.deliver(host, &target, OutboundKind::Progress, &text, None);
+            }
+        }
+    }
+}

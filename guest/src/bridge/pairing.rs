@@ -1,0 +1,228 @@
+//! Pairing in the bridge: one message from an unpaired sender, the codes made for it, and
+//! the limits that keep a flood of strangers cheap (issue 10 §3, §5, §10).
+//!
+//! Where the plain code lives: only in [`Bridge::live_codes`], in memory, for as long as it
+//! can be typed, and on the local terminal (I1). The state document keeps a salted hash.
+//! That is why `/connect` can show a live code again, and why a restart cannot: at start,
+//! each chat whose code was still live on a running transport gets a fresh code, shown
+//! locally. The chat is not messaged then (it may be a stranger, and a flood must not turn
+//! into a burst of sends at every start); when that person next writes, they are told the
+//! code changed, and that message does not count as a wrong attempt.
+
+use super::Bridge;
+use crate::core::code_hash::SALT_LEN;
+use crate::core::explain::Outcome;
+use crate::core::notices;
+use crate::core::pairing::{
+    self, NewChallenge, PairingDecision, PairingOptions, PairingReason, is_live,
+};
+use crate::core::state::{ConversationTarget, PendingChallenge};
+use crate::core::strangers::{self, Room};
+use crate::host::Host;
+use crate::keys::ConversationKey;
+use crate::model::{Envelope, Level};
+
+impl Bridge {
+    /// Carries out the pairing decision for one message from an unpaired sender.
+    pub(super) fn pair(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        pending: Option<PendingChallenge>,
+        now: u64,
+    ) -> Outcome {
+        self.flush_stranger_notices(host, now);
+        if !self.stranger_gate.admit(&envelope.transport, now) {
+            // No reply, no code, no save: the flood is counted for one line a minute.
+            self.stranger_notices.dropped(now);
+            self.request_ticks(host);
+            return Outcome::StrangerFlood;
+        }
+        let identity = envelope.identity();
+        let conversation = envelope.conversation_key();
+        let options = PairingOptions::from_config(&self.config);
+        let reissued = self.reissued.remove(&conversation);
+        match pairing::decide_pairing(pending.as_ref(), &envelope.text, now, &options) {
+            PairingDecision::Trust => {
+                self.state.trust(&identity, now);
+                self.state.set_pending(&conversation, None);
+                self.live_codes.remove(&conversation);
+                self.state.remember_conversation(target.clone());
+                self.save(host);
+                host.log(
+                    Level::Info,
+                    "paired remote identity",
+                    &[
+                        ("transport", envelope.transport.clone()),
+                        ("identity", identity.to_string()),
+                    ],
+                );
+                host.notify(Level::Info, &pairing::terminal_paired_notice(&identity));
+                self.reply(host, target, &pairing::pairing_success_text(&identity));
+                Outcome::Paired
+            }
+            PairingDecision::Keep { .. } if reissued => {
+                // The person may have typed the code from before the restart: not their
+                // mistake, so no attempt is counted; they learn the code changed.
+                let text = pairing::chat_prompt(
+                    PairingReason::Reissued,
+                    &options,
+                    0,
+                    &self.config.local_command,
+                );
+                self.reply(host, target, &text);
+                Outcome::NotPaired(PairingReason::Reissued)
+            }
+            PairingDecision::Keep {
+                pending: kept,
+                reason,
+            } => {
+                let text = pairing::chat_prompt(
+                    reason,
+                    &options,
+                    kept.attempts,
+                    &self.config.local_command,
+                );
+                // "Awaiting" changes nothing: saving it anyway rewrote the whole document
+                // for every message of a chatty stranger.
+                if pending.as_ref() != Some(&kept) {
+                    self.state.set_pending(&conversation, Some(kept));
+                    self.save(host);
+                }
+                self.reply(host, target, &text);
+                Outcome::NotPaired(reason)
+            }
+            PairingDecision::Issue { reason } => {
+                if pending.is_none() {
+                    let room = strangers::make_room(
+                        &mut self.state.pending,
+                        &envelope.transport,
+                        now,
+                        &options,
+                    );
+                    self.live_codes
+                        .retain(|key, _| self.state.pending.contains_key(key));
+                    if room != Room::Free {
+                        self.stranger_notices.refused(now);
+                        self.request_ticks(host);
+                        self.reply(host, target, notices::PAIRING_FULL_NOTICE);
+                        return Outcome::PairingFull;
+                    }
+                }
+                let created = self.new_challenge(host, now, &options);
+                let text = pairing::chat_prompt(reason, &options, 0, &self.config.local_command);
+                // The code goes to the local terminal only (I1); past the first few of a
+                // minute it is counted instead, and `/connect` lists it.
+                if self.stranger_notices.code_issued(now) {
+                    host.notify(
+                        Level::Info,
+                        &pairing::terminal_code_notice(&created.code, self.config.pairing_ttl_ms),
+                    );
+                } else {
+                    self.request_ticks(host);
+                }
+                self.live_codes.insert(conversation.clone(), created.code);
+                self.state.set_pending(&conversation, Some(created.pending));
+                self.save(host);
+                self.reply(host, target, &text);
+                Outcome::NotPaired(reason)
+            }
+        }
+    }
+
+    /// At start: every chat whose code was still live, on a transport that now runs, gets a
+    /// new code shown locally (the old one is only a hash). Transports that did not start
+    /// are left alone, so a session that starts none (`doctor`) changes nothing.
+    pub(super) fn reissue_live_codes(&mut self, host: &mut dyn Host) {
+        let now = host.now_ms();
+        let options = PairingOptions::from_config(&self.config);
+        let due: Vec<ConversationKey> = self
+            .state
+            .pending
+            .iter()
+            .filter(|(key, p)| {
+                is_live(p, now, &options)
+                    && !self.live_codes.contains_key(*key)
+                    && self.capabilities(key.transport()).is_some()
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        for key in due {
+            let created = self.new_challenge(host, now, &options);
+            if self.stranger_notices.code_issued(now) {
+                host.notify(
+                    Level::Info,
+                    &pairing::terminal_reissued_notice(
+                        &key,
+                        &created.code,
+                        self.config.pairing_ttl_ms,
+                    ),
+                );
+            }
+            self.live_codes.insert(key.clone(), created.code);
+            self.state.set_pending(&key, Some(created.pending));
+            self.reissued.insert(key);
+        }
+        self.save(host);
+        self.request_ticks(host);
+    }
+
+    /// Prints the strangers' summary line once its window is over.
+    pub(super) fn flush_stranger_notices(&mut self, host: &mut dyn Host, now: u64) {
+        if let Some(line) = self.stranger_notices.flush(now, &self.config.local_command) {
+            host.notify(Level::Warning, &line);
+            host.log(Level::Warning, "unpaired senders limited", &[]);
+        }
+    }
+
+    /// The live codes for `/connect` and `/connect pair`: conversation, the code when this
+    /// session made it, and when it expires.
+    pub(super) fn live_code_list(&self, now: u64) -> Vec<(ConversationKey, Option<String>, u64)> {
+        let options = PairingOptions::from_config(&self.config);
+        self.state
+            .pending
+            .iter()
+            .filter(|(_, p)| is_live(p, now, &options))
+            .map(|(key, p)| (key.clone(), self.live_codes.get(key).cloned(), p.expires_at))
+            .collect()
+    }
+
+    fn new_challenge(
+        &self,
+        host: &mut dyn Host,
+        now: u64,
+        options: &PairingOptions,
+    ) -> NewChallenge {
+        let salt = salt(host);
+        pairing::create_challenge(
+            now,
+            options.ttl_ms,
+            options.digits,
+            &mut || random_u32(host),
+            salt,
+        )
+    }
+}
+
+/// A uniformly random u32 from the host's secure source.
+pub(super) fn random_u32(host: &mut dyn Host) -> u32 {
+    let bytes = host.random_bytes(4);
+    let mut word = [0u8; 4];
+    for (slot, byte) in word.iter_mut().zip(bytes) {
+        *slot = byte;
+    }
+    u32::from_le_bytes(word)
+}
+
+/// A fresh salt from the host's secure source (one `rng` call).
+fn salt(host: &mut dyn Host) -> [u8; SALT_LEN] {
+    let mut salt = [0u8; SALT_LEN];
+    for (slot, byte) in salt.iter_mut().zip(host.random_bytes(SALT_LEN as u32)) {
+        *slot = byte;
+    }
+    salt
+}

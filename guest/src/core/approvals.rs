@@ -1,0 +1,323 @@
+//! Approval from the phone (architecture §6): the pending approvals of one session and
+//! who may settle them. Pure: time comes in as `now`, ids are made from given bytes.
+//!
+//! Each pending approval is settled exactly once — by the local answer, by a trusted
+//! chat's `/approve` or `/deny`, or by its deadline — and the first to come wins. Later
+//! answers learn who decided. What was decided is remembered for a while, so a late or
+//! mistyped answer is told "already decided" or "no such approval" rather than nothing.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::keys::Identity;
+use crate::model::Button;
+
+/// Letters of an approval id: lower-case, without the ones read alike on a phone
+/// (`0/o`, `1/l/i`), so an id read off a screen is typed right.
+const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+/// Characters in an id: 31^4 ≈ 920,000 ids, plenty for the few pending at once.
+pub const ID_LEN: usize = 4;
+/// Decided approvals remembered for "already decided" answers.
+const REMEMBERED: usize = 32;
+
+/// Who settled an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decider {
+    /// The person at the terminal.
+    Local,
+    /// A trusted identity in a chat.
+    Remote(Identity),
+    /// Nobody answered in time: blocked (fail closed).
+    Timeout,
+}
+
+impl Decider {
+    /// How the decider is named in messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Decider::Local => "at the terminal".into(),
+            Decider::Remote(identity) => format!("by {identity} from the chat"),
+            Decider::Timeout => "because nobody answered in time".into(),
+        }
+    }
+}
+
+/// A settled approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The approval id.
+    pub id: String,
+    /// The tool it was for.
+    pub tool: String,
+    /// The call may run.
+    pub approved: bool,
+    /// Who decided.
+    pub by: Decider,
+}
+
+/// What an answer did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerOutcome {
+    /// This answer decided the approval.
+    Decided(Settled),
+    /// The approval had already been decided, by someone else or by its deadline.
+    AlreadyDecided(Settled),
+    /// No approval with that id, now or recently: a typo, or one from before a restart.
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+struct Pending {
+    tool: String,
+    expires_at: u64,
+}
+
+/// The pending approvals of one session, in memory only: after a restart the host has
+/// already blocked every parked call, so nothing is left to answer.
+#[derive(Debug, Default)]
+pub struct Approvals {
+    pending: BTreeMap<String, Pending>,
+    decided: VecDeque<Settled>,
+}
+
+impl Approvals {
+    /// An id for a new approval from `random` bytes; `None` only if every candidate the
+    /// bytes give is already pending (the caller draws more bytes).
+    pub fn new_id(&self, random: &[u8]) -> Option<String> {
+        random.chunks_exact(ID_LEN).find_map(|chunk| {
+            let id: String = chunk
+                .iter()
+                .map(|b| char::from(ID_ALPHABET[usize::from(*b) % ID_ALPHABET.len()]))
+                .collect();
+            (!self.pending.contains_key(&id) && !self.decided.iter().any(|d| d.id == id))
+                .then_some(id)
+        })
+    }
+
+    /// Opens an approval for `tool` under `id`, due to be blocked at `expires_at`.
+    pub fn open(&mut self, id: &str, tool: &str, expires_at: u64) {
+        self.pending.insert(
+            id.to_string(),
+            Pending {
+                tool: tool.to_string(),
+                expires_at,
+            },
+        );
+    }
+
+    /// Answers approval `id` (any case, surrounding spaces ignored). Expired approvals
+    /// are settled by their deadline first, so an answer after the deadline never wins
+    /// even when the tick that would have expired it has not come yet.
+    pub fn answer(&mut self, id: &str, approved: bool, by: Decider, now: u64) -> AnswerOutcome {
+        let id = normalize_id(id);
+        let expired = self.expire(now);
+        if let Some(settled) = expired.into_iter().find(|s| s.id == id) {
+            return AnswerOutcome::AlreadyDecided(settled);
+        }
+        match self.pending.remove(&id) {
+            Some(pending) => AnswerOutcome::Decided(self.remember(Settled {
+                id,
+                tool: pending.tool,
+                approved,
+                by,
+            })),
+            None => self
+                .decided
+                .iter()
+                .find(|d| d.id == id)
+                .cloned()
+                .map_or(AnswerOutcome::Unknown, AnswerOutcome::AlreadyDecided),
+        }
+    }
+
+    /// Settles every approval whose deadline has come as blocked by timeout.
+    pub fn expire(&mut self, now: u64) -> Vec<Settled> {
+        let due: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now >= p.expires_at)
+            .map(|(id, _)| id.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|id| {
+                let pending = self.pending.remove(&id)?;
+                Some(self.remember(Settled {
+                    id,
+                    tool: pending.tool,
+                    approved: false,
+                    by: Decider::Timeout,
+                }))
+            })
+            .collect()
+    }
+
+    /// The earliest deadline of a pending approval.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.pending.values().map(|p| p.expires_at).min()
+    }
+
+    /// Ids still waiting for an answer.
+    pub fn pending_ids(&self) -> Vec<String> {
+        self.pending.keys().cloned().collect()
+    }
+
+    fn remember(&mut self, settled: Settled) -> Settled {
+        if self.decided.len() == REMEMBERED {
+            self.decided.pop_front();
+        }
+        self.decided.push_back(settled.clone());
+        settled
+    }
+}
+
+/// An id as typed: trimmed, lower-case, a leading `#` dropped.
+pub fn normalize_id(id: &str) -> String {
+    id.trim().trim_start_matches('#').to_lowercase()
+}
+
+/// The request a chat receives: the tool's name and the id, never its arguments (I11).
+pub fn request_text(id: &str, tool: &str, timeout_ms: u64) -> String {
+    format!(
+        "Approval needed ({id}): a messenger-started turn wants to run '{tool}'. Reply /approve {id} or /deny {id} within {}. The terminal can answer too; the first answer counts.",
+        crate::core::text::format_duration(i64::try_from(timeout_ms).unwrap_or(i64::MAX))
+    )
+}
+
+/// The request's Approve / Deny buttons: each stands for the command the request text
+/// names, so a press and a typed answer are one and the same (and a transport without
+/// buttons loses nothing). `/deny qd4k` is far below Telegram's 64-byte `callback_data`.
+pub fn request_buttons(id: &str) -> Vec<Button> {
+    vec![
+        Button {
+            label: "Approve".into(),
+            command: format!("/approve {id}"),
+        },
+        Button {
+            label: "Deny".into(),
+            command: format!("/deny {id}"),
+        },
+    ]
+}
+
+/// What every side hears once an approval is settled.
+pub fn settled_text(settled: &Settled) -> String {
+    match (&settled.by, settled.approved) {
+        (Decider::Timeout, _) => format!(
+            "Approval {} ('{}'): no answer in time, so the call was blocked.",
+            settled.id, settled.tool
+        ),
+        (by, true) => format!(
+            "Approval {} ('{}'): approved {}.",
+            settled.id,
+            settled.tool,
+            by.describe()
+        ),
+        (by, false) => format!(
+            "Approval {} ('{}'): denied {}.",
+            settled.id,
+            settled.tool,
+            by.describe()
+        ),
+    }
+}
+
+/// The answer to a late or repeated answer.
+pub fn already_decided_text(settled: &Settled) -> String {
+    format!(
+        "Approval {} was already decided; your answer changed nothing. {}",
+        settled.id,
+        settled_text(settled)
+    )
+}
+
+/// The answer to an id that names no approval.
+pub fn unknown_id_text(id: &str) -> String {
+    let id = normalize_id(id);
+    format!(
+        "No approval '{id}' is waiting: the id is wrong, or it is from before the bridge restarted (then the call was already blocked)."
+    )
+}
+
+/// The reason the agent gets when nobody answered in time.
+pub fn timeout_reason(tool: &str) -> String {
+    format!(
+        "Nobody approved '{tool}' in time, so it was blocked (fail closed). Ask the operator to run it locally."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phone() -> Decider {
+        Decider::Remote(Identity::new("tg", "u1"))
+    }
+
+    #[test]
+    fn the_first_answer_wins_and_later_ones_learn_who_decided() {
+        let mut approvals = Approvals::default();
+        approvals.open("ab3k", "bash", 1_000);
+        let first = approvals.answer(" AB3K ", true, phone(), 10);
+        let AnswerOutcome::Decided(settled) = first else {
+            panic!("{first:?}");
+        };
+        assert_eq!(settled.tool, "bash");
+        assert_eq!(
+            settled_text(&settled),
+            "Approval ab3k ('bash'): approved by tg:u1 from the chat."
+        );
+        assert_eq!(
+            approvals.answer("ab3k", false, Decider::Local, 20),
+            AnswerOutcome::AlreadyDecided(settled)
+        );
+        assert_eq!(
+            approvals.answer("zzzz", true, Decider::Local, 20),
+            AnswerOutcome::Unknown
+        );
+    }
+
+    #[test]
+    fn an_answer_after_the_deadline_never_wins() {
+        let mut approvals = Approvals::default();
+        approvals.open("ab3k", "bash", 1_000);
+        let late = approvals.answer("ab3k", true, phone(), 1_000);
+        let AnswerOutcome::AlreadyDecided(settled) = late else {
+            panic!("{late:?}");
+        };
+        assert_eq!(settled.by, Decider::Timeout);
+        assert!(!settled.approved);
+        assert!(approvals.expire(5_000).is_empty());
+    }
+
+    #[test]
+    fn the_buttons_stand_for_the_commands_the_request_names() {
+        let text = request_text("qd4k", "bash", 60_000);
+        let buttons = request_buttons("qd4k");
+        let labels: Vec<&str> = buttons.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(labels, ["Approve", "Deny"]);
+        for button in &buttons {
+            assert!(
+                text.contains(&button.command),
+                "{text} / {}",
+                button.command
+            );
+            assert!(button.command.len() <= 64, "fits Telegram's callback_data");
+        }
+    }
+
+    #[test]
+    fn ids_avoid_look_alikes_and_pending_ones() {
+        let mut approvals = Approvals::default();
+        let id = approvals.new_id(&[0, 1, 2, 3]).expect("an id");
+        assert_eq!(id, "abcd");
+        approvals.open(&id, "bash", 10);
+        assert_eq!(
+            approvals.new_id(&[0, 1, 2, 3, 30, 30, 30, 30]),
+            Some("9999".into())
+        );
+        assert_eq!(approvals.new_id(&[0, 1, 2, 3]), None);
+        for byte in 0..=255u8 {
+            let id = Approvals::default().new_id(&[byte; 4]).expect("an id");
+            assert!(!id.contains(['0', 'o', '1', 'l', 'i']), "{id}");
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The `bridge` section: each key read, validated and applied over lower sources and the
+//! defaults (reference-behaviour §4.2).
+
+use serde_json::Value;
+
+use super::Sink;
+use super::fail_closed::{Guard, Guards};
+use super::readers::{boolean, holds_secret, int_in, nested, quoted_or_type, string, strings};
+use super::schema::{
+    AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
+    RemoteToolApproval, RemoteToolPolicy,
+};
+use crate::keys::Identity;
+use crate::model::DeliverAs;
+
+/// Applies the valid keys of one source's `bridge` section over what lower sources and
+/// the defaults set; each invalid key is reported and skipped, except that an invalid
+/// guard ([`Guard`]) goes to its strictest value. `file` names the source in causes.
+pub(super) fn apply_bridge(
+    config: &mut BridgeConfig,
+    value: &Value,
+    sink: &mut Sink,
+    guards: &mut Guards,
+    file: &str,
+) {
+    let Some(section) = value.as_object() else {
+        sink.error("bridge: expected an object".into());
+        guards.source_broken(
+            config,
+            format!("{file} has a `bridge` that is not an object"),
+        );
+        return;
+    };
+    for (key, value) in section {
+        let path = format!("bridge.{key}");
+        let outcome = match key.as_str() {
+            // Before any reader: an enum reader quotes what it received, and a list or name
+            // would be stored and shown by `/connect config`. Found by fuzzing (issue 17).
+            _ if holds_secret(value) => Err(
+                "this looks like a secret. Config files must not hold tokens; the value was not applied"
+                    .to_string(),
+            ),
+            "localCommand" => string(value).and_then(|text| {
+                let lower = text.to_ascii_lowercase();
+                let mut chars = lower.chars();
+                let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                    && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+                if !valid {
+                    return Err(
+                        "must start with a letter and contain only letters, digits or '-'".into(),
+                    );
+                }
+                config.local_command = lower;
+                Ok(())
+            }),
+            "remotePrefixes" => strings(value).and_then(|prefixes| {
+                if prefixes.iter().any(String::is_empty) {
+                    return Err("entries must not be empty".into());
+                }
+                config.remote_prefixes = prefixes;
+                Ok(())
+            }),
+            "botUsername" => string(value).map(|name| {
+                let name = name.strip_prefix('@').unwrap_or(name);
+                // An empty name would make every bare "@" look like a mention.
+                config.bot_username = (!name.is_empty()).then(|| name.to_string());
+            }),
+            "busyDelivery" => match value.as_str() {
+                Some("steer") => Ok(DeliverAs::Steer),
+                Some("followUp") => Ok(DeliverAs::FollowUp),
+                _ => Err(format!(
+                    "expected \"steer\" or \"followUp\", received {}",
+                    quoted_or_type(value)
+                )),
+            }
+            .map(|mode| config.busy_delivery = mode),
+            "pairingTtlMs" => match value.as_f64() {
+                None => Err("expected a finite number".into()),
+                Some(ms) if (10_000.0..=86_400_000.0).contains(&ms) => Ok(ms as u64),
+                Some(_) => Err("expected between 10000 and 86400000 ms".into()),
+            }
+            .map(|ms| config.pairing_ttl_ms = ms),
+            "pairingDigits" => int_in(value, 4, 10).map(|n| config.pairing_digits = n as u32),
+            "pairingMaxAttempts" => {
+                int_in(value, 1, 10).map(|n| config.pairing_max_attempts = n as u32)
+            }
+            "allowUsers" => strings(value).and_then(|users| {
+                let invalid: Vec<&str> = users
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|u| Identity::parse(u).is_none())
+                    .collect();
+                if !invalid.is_empty() {
+                    return Err(format!(
+                        "entries must look like \"transport:userId\" (invalid: {})",
+                        invalid.join(", ")
+                    ));
+                }
+                config.allow_users = users.iter().filter_map(|u| Identity::parse(u)).collect();
+                Ok(())
+            }),
+            "requirePairing" => boolean(value).map(|b| config.require_pairing = b),
+            "requireAddressing" => boolean(value).map(|b| config.require_addressing = b),
+            "digest" => {
+                apply_digest(config, value, &path, sink);
+                Ok(())
+            }
+            "attachments" => {
+                apply_attachments(&mut config.attachments, value, &path, sink);
+                Ok(())
+            }
+            "broadcast" => {
+                apply_broadcast(&mut config.broadcast, value, &path, sink);
+                Ok(())
+            }
+            "rateLimit" => {
+                apply_rate_limit(&mut config.rate_limit, value, &path, sink);
+                Ok(())
+            }
+            "progressMinIntervalMs" => {
+                int_in(value, 0, 60_000).map(|n| config.progress_min_interval_ms = n as u64)
+            }
+            "remoteToolPolicy" => match value.as_str() {
+                Some("unrestricted") => Ok(RemoteToolPolicy::Unrestricted),
+                Some("read-only") => Ok(RemoteToolPolicy::ReadOnly),
+                Some("no-tools") => Ok(RemoteToolPolicy::NoTools),
+                _ => Err(format!(
+                    "expected \"unrestricted\", \"read-only\" or \"no-tools\", received {}",
+                    quoted_or_type(value)
+                )),
+            }
+            .map(|policy| config.remote_tool_policy = policy),
+            "remoteToolApproval" => match value.as_str() {
+                Some("off") => Ok(RemoteToolApproval::Off),
+                Some("each") => Ok(RemoteToolApproval::Each),
+                _ => Err(format!(
+                    "expected \"off\" or \"each\", received {}",
+                    quoted_or_type(value)
+                )),
+            }
+            .map(|approval| config.remote_tool_approval = approval),
+            "remoteApproval" => {
+                apply_remote_approval(&mut config.remote_approval, value, &path, sink)
+            }
+            "maxChunks" => int_in(value, 1, 50).map(|n| config.max_chunks = n as u32),
+            "maxInboundChars" => {
+                int_in(value, 100, 1_000_000).map(|n| config.max_inbound_chars = n as u32)
+            }
+            _ => {
+                sink.warn(format!("{path}: unknown key, ignored"));
+                if let Some(guard) = Guard::misspelt(key)
+                    && !section.contains_key(guard.key())
+                {
+                    guards.value_broken(
+                        config,
+                        guard,
+                        format!(
+                            "{file} has {path}, which looks like a misspelt bridge.{}",
+                            guard.key()
+                        ),
+                    );
+                }
+                Ok(())
+            }
+        };
+        match (outcome, Guard::for_key(key)) {
+            (Ok(()), Some(guard)) => guards.value_set(guard),
+            (Ok(()), None) => {}
+            (Err(text), guard) => {
+                sink.error(format!("{path}: {text}"));
+                if let Some(guard) = guard {
+                    guards.value_broken(config, guard, format!("{file} has an invalid {path}"));
+                }
+            }
+        }
+    }
+}
+
+/// `bridge.remoteApproval`: `"off"`, `"on"`, or `{ "enabled": bool, "timeoutMs": n }`
+/// field-wise. A bad field is reported and not applied; off, the default, is the strictest.
+fn apply_remote_approval(
+    target: &mut RemoteApprovalSettings,
+    value: &Value,
+    path: &str,
+    sink: &mut Sink,
+) -> Result<(), String> {
+    match value.as_str() {
+        Some("off") => {
+            target.enabled = false;
+            return Ok(());
+        }
+        Some("on") => {
+            target.enabled = true;
+            return Ok(());
+        }
+        Some(_) => {
+            return Err(format!(
+                "expected \"off\", \"on\" or an object, received {}",
+                quoted_or_type(value)
+            ));
+        }
+        None => {}
+    }
+    for (key, value) in nested(value, path, sink).into_iter().flatten() {
+        let outcome = match key.as_str() {
+            "enabled" => boolean(value).map(|b| target.enabled = b),
+            "timeoutMs" => int_in(value, 10_000, 3_600_000).map(|n| target.timeout_ms = n as u64),
+            _ => {
+                sink.warn(format!("{path}.{key}: unknown key, ignored"));
+                Ok(())
+            }
+        };
+        if let Err(text) = outcome {
+            sink.error(format!("{path}.{key}: {text}"));
+        }
+    }
+    Ok(())
+}
+
+/// `bridge.digest`, field-wise.
+fn apply_digest(config: &mut BridgeConfig, value: &Value, path: &str, sink: &mut Sink) {
+    for (key, value) in nested(value, path, sink).into_iter().flatten() {
+        match key.as_str() {
+            "maxLength" => match int_in(value, 100, 10_000) {
+                Ok(n) => config.digest_max_length = n as u32,
+                Err(text) => sink.error(format!("{path}.{key}: {text}")),
+            },
+            _ => sink.warn(format!("{path}.{key}: unknown key, ignored")),
+        }
+    }
+}
+
+/// `bridge.attachments`, field-wise; a blank media type discards the whole section, as
+/// the original does, so a half-edited list never widens what is accepted.
+fn apply_attachments(target: &mut AttachmentSettings, value: &Value, path: &str, sink: &mut Sink) {
+    let Some(section) = nested(value, path, sink) else {
+        return;
+    };
+    let mut next = target.clone();
+    let mut blank_entry = false;
+    for (key, value) in section {
+        let outcome = match key.as_str() {
+            "allowedMediaTypes" => match strings(value) {
+                Ok(types) if types.iter().any(|t| t.trim().is_empty()) => {
+                    blank_entry = true;
+                    Err("entries must not be empty".to_string())
+                }
+                Ok(types) if types.is_empty() => {
+                    Err("expected a non-empty array of strings".to_string())
+                }
+                Ok(types) => {
+                    next.allowed_media_types = types;
+                    Ok(())
+                }
+                Err(text) => Err(text),
+            },
+            "maxCount" => int_in(value, 1, 10).map(|n| next.max_count = n as u32),
+            "maxBytes" => int_in(value, 1024, 52_428_800).map(|n| next.max_bytes = n as u64),
+            _ => {
+                sink.warn(format!("{path}.{key}: unknown key, ignored"));
+                Ok(())
+            }
+        };
+        if let Err(text) = outcome {
+            sink.error(format!("{path}.{key}: {text}"));
+        }
+    }
+    if !blank_entry {
+        *target = next;
+    }
+}
+
+/// `bridge.broadcast`, field-wise.
+fn apply_broadcast(target: &mut BroadcastSettings, value: &Value, path: &str, sink: &mut Sink) {
+    for (key, value) in nested(value, path, sink).into_iter().flatten() {
+        let slot = match key.as_str() {
+            "progress" => &mut target.progress,
+            "replies" => &mut target.replies,
+            _ => {
+                sink.warn(format!("{path}.{key}: unknown key, ignored"));
+                continue;
+            }
+        };
+        match boolean(value) {
+            Ok(b) => *slot = b,
+            Err(text) => sink.error(format!("{path}.{key}: {text}")),
+        }
+    }
+}
+
+/// `bridge.rateLimit`, field-wise (0 disables a limit).
+fn apply_rate_limit(target: &mut RateLimitSettings, value: &Value, path: &str, sink: &mut Sink) {
+    for (key, value) in nested(value, path, sink).into_iter().flatten() {
+        let slot = match key.as_str() {
+            "promptsPerMinute" => &mut target.prompts_per_minute,
+            "commandsPerMinute" => &mut target.commands_per_minute,
+            _ => {
+                sink.warn(format!("{path}.{key}: unknown key, ignored"));
+                continue;
+            }
+        };
+        match int_in(value, 0, 600) {
+            Ok(n) => *slot = n as u32,
+            Err(text) => sink.error(format!("{path}.{key}: {text}")),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Configuration: schema, defaults, validation and merge (reference-behaviour §4.1–4.3).
+//!
+//! The host finds the files and hands over their raw text; everything else happens here,
+//! so every message a person sees about their config is tested in one place. By concern:
+//! [`schema`] holds the types and defaults, `readers` the generic value readers,
+//! `bridge_section` the `bridge` keys and `transports` the transport settings (secret
+//! detection itself lives in [`crate::core::secrets`]).
+
+mod bridge_section;
+pub mod fail_closed;
+mod readers;
+pub mod schema;
+mod transports;
+
+use serde_json::{Map, Value};
+
+use bridge_section::apply_bridge;
+use transports::{apply_transports, transport_request};
+
+pub use schema::{
+    AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
+    RemoteToolApproval, RemoteToolPolicy,
+};
+
+pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};
+
+use crate::core::redact::redact;
+use crate::model::{ConfigContent, ConfigSource, Level, Note, Platform, TransportRequest};
+use fail_closed::{Guards, fail_closed_notes};
+
+/// Everything the config files say, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedConfig {
+    /// The `bridge` section over the defaults.
+    pub bridge: BridgeConfig,
+    /// Transports to create, in the order telegram, discord, slack, robo_claw, terminal.
+    pub transports: Vec<TransportRequest>,
+    /// Messages for the person at the terminal, shown once.
+    pub notes: Vec<Note>,
+    /// Guards held at their strictest value because a file or value was broken; also in
+    /// `notes`, and shown again by `/connect config` and `doctor`.
+    pub fail_closed: Vec<FailedClosed>,
+}
+
+/// Reads the config files, `sources` in precedence order (lowest first: global, then
+/// project; or a single `override`), validating `transports.*` against the `platforms`
+/// the host offers (each declared once, by its own crate).
+///
+/// Never fails: a bad file or field becomes a note and is simply not applied, so the
+/// lower source's or the default value stays in force and the session still starts. The
+/// exception are the settings that guard remote turns ([`Guard`]): a broken file or value
+/// puts them at their strictest value, with an error note (`fail_closed`).
+pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedConfig {
+    let mut bridge = BridgeConfig::default();
+    let mut layers: Vec<Option<Map<String, Value>>> = vec![None; platforms.len()];
+    let mut notes = Vec::new();
+    let mut guards = Guards::default();
+    for source in sources {
+        let scope = source.scope.label();
+        let mut sink = Sink {
+            scope,
+            notes: &mut notes,
+        };
+        let file = format!("the {scope} config {}", source.path);
+        let text = match &source.content {
+            ConfigContent::Text(text) => text,
+            ConfigContent::Unreadable(reason) => {
+                sink.error(format!("cannot read {}: {reason}", source.path));
+                guards.source_broken(&mut bridge, format!("{file} cannot be read"));
+                continue;
+            }
+        };
+        let document: Value = match serde_json::from_str(text) {
+            Ok(document) => document,
+            Err(error) => {
+                // serde_json's messages name a position, never the text, so nothing leaks here.
+                // An error, not the original's warning: none of the file was applied, which
+                // may include the limits on remote turns.
+                sink.error(format!("invalid JSON in {}: {error}", source.path));
+                guards.source_broken(&mut bridge, format!("{file} is not valid JSON"));
+                continue;
+            }
+        };
+        let Some(top) = document.as_object() else {
+            sink.error("expected a JSON object at the top level".into());
+            guards.source_broken(&mut bridge, format!("{file} is not a JSON object"));
+            continue;
+        };
+        for (key, value) in top {
+            match key.as_str() {
+                "bridge" => apply_bridge(&mut bridge, value, &mut sink, &mut guards, &file),
+                "transports" => apply_transports(platforms, &mut layers, value, &mut sink),
+                _ => {
+                    sink.warn(format!("{key}: unknown top-level key, ignored"));
+                    // `"brigde"` would leave every guard at its default: fail closed.
+                    if fail_closed::looks_misspelt(key, "bridge") && !top.contains_key("bridge") {
+                        guards.source_broken(
+                            &mut bridge,
+                            format!("{file} has `{key}`, which looks like a misspelt `bridge`"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let mut transports = Vec::new();
+    let mut disabled = Vec::new();
+    for (platform, layer) in platforms.iter().zip(&layers) {
+        let Some(fields) = layer else { continue };
+        match transport_request(platform, fields) {
+            Some(request) => transports.push(request),
+            None => disabled.push(platform.id.as_str()),
+        }
+    }
+    if !disabled.is_empty() {
+        notes.push(Note::new(
+            Level::Info,
+            format!("disabled transports: {}", disabled.join(", ")),
+        ));
+    }
+    let fail_closed = guards.finish();
+    notes.extend(fail_closed_notes(&fail_closed));
+    LoadedConfig {
+        bridge,
+        transports,
+        notes,
+        fail_closed,
+    }
+}
+
+/// Collects one source's notes, each prefixed `<scope> config: ` so the person knows
+/// which file to open.
+pub(super) struct Sink<'a> {
+    scope: &'a str,
+    notes: &'a mut Vec<Note>,
+}
+
+impl Sink<'_> {
+    /// An invalid value that was not applied.
+    pub(super) fn error(&mut self, text: String) {
+        self.push(Level::Error, text);
+    }
+
+    /// Something ignored that is probably a typo.
+    pub(super) fn warn(&mut self, text: String) {
+        self.push(Level::Warning, text);
+    }
+
+    fn push(&mut self, level: Level, text: String) {
+        // Notes quote keys (`<key>: unknown key, ignored`), and a key can be a pasted
+        // token: every note is redacted on its way out (found by fuzzing, issue 17).
+        let text = redact(&text).text;
+        self.notes
+            .push(Note::new(level, format!("{} config: {text}", self.scope)));
+    }
+}
+
+#[cfg(test)]
+use crate::model::{Setting, SettingKind, SettingValue};
+
+/// The platform declarations the integration tests use too.
+#[cfg(test)]
+#[path = "../../../tests/support/platforms.rs"]
+mod test_platforms;
+
+#[cfg(test)]
+mod tests;

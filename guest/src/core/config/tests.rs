@@ -1,0 +1,944 @@
+//! `load_config` end to end: every message text, merge order and transport requests.
+
+use super::*;
+use crate::keys::Identity;
+use crate::model::{ConfigScope, DeliverAs};
+
+use super::schema::{RemoteToolApproval, RemoteToolPolicy};
+
+fn platforms() -> Vec<Platform> {
+    super::test_platforms::platforms()
+}
+
+fn load_config(sources: &[ConfigSource]) -> LoadedConfig {
+    super::load_config(sources, &platforms())
+}
+
+fn source(scope: &str, text: &str) -> ConfigSource {
+    let scope = match scope {
+        "global" => ConfigScope::Global,
+        "project" => ConfigScope::Project,
+        _ => ConfigScope::Override,
+    };
+    ConfigSource {
+        scope,
+        path: format!("/{}/bot-connect.json", scope.label()),
+        content: ConfigContent::Text(text.into()),
+    }
+}
+
+/// The credential variable a request names.
+fn token_env(request: &TransportRequest) -> Option<String> {
+    let settings: Value = serde_json::from_str(&request.settings_json).ok()?;
+    Some(settings.get("tokenEnv")?.as_str()?.to_string())
+}
+
+fn project(text: &str) -> LoadedConfig {
+    load_config(&[source("project", text)])
+}
+
+const TELEGRAM_TOKEN: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
+
+/// The secret error as the spec words it, for `path` and its example variable.
+fn secret_note(path: &str, example: &str) -> String {
+    format!(
+        "project config: {path}: this looks like a secret. Config files must not hold tokens: \
+         export it in the environment and name the variable with \"tokenEnv\" (for example \
+         \"tokenEnv\": \"{example}\")."
+    )
+}
+
+#[test]
+fn every_message_text_is_exact() {
+    use Level::{Error, Info, Warning};
+    let rows: &[(&str, Level, &str)] = &[
+        (
+            "[]",
+            Error,
+            "project config: expected a JSON object at the top level",
+        ),
+        (
+            r#"{"x":1}"#,
+            Warning,
+            "project config: x: unknown top-level key, ignored",
+        ),
+        (
+            r#"{"bridge":5}"#,
+            Error,
+            "project config: bridge: expected an object",
+        ),
+        (
+            r#"{"bridge":{"foo":1}}"#,
+            Warning,
+            "project config: bridge.foo: unknown key, ignored",
+        ),
+        (
+            r#"{"bridge":{"localCommand":"9x"}}"#,
+            Error,
+            "project config: bridge.localCommand: must start with a letter and contain only letters, digits or '-'",
+        ),
+        (
+            r#"{"bridge":{"localCommand":5}}"#,
+            Error,
+            "project config: bridge.localCommand: expected a string, received number",
+        ),
+        (
+            r#"{"bridge":{"remotePrefixes":"/"}}"#,
+            Error,
+            "project config: bridge.remotePrefixes: expected an array of strings",
+        ),
+        (
+            r#"{"bridge":{"remotePrefixes":["/",""]}}"#,
+            Error,
+            "project config: bridge.remotePrefixes: entries must not be empty",
+        ),
+        (
+            r#"{"bridge":{"botUsername":null}}"#,
+            Error,
+            "project config: bridge.botUsername: expected a string, received object",
+        ),
+        (
+            r#"{"bridge":{"busyDelivery":"now"}}"#,
+            Error,
+            r#"project config: bridge.busyDelivery: expected "steer" or "followUp", received "now""#,
+        ),
+        (
+            r#"{"bridge":{"pairingTtlMs":5}}"#,
+            Error,
+            "project config: bridge.pairingTtlMs: expected between 10000 and 86400000 ms",
+        ),
+        (
+            r#"{"bridge":{"pairingTtlMs":"5"}}"#,
+            Error,
+            "project config: bridge.pairingTtlMs: expected a finite number",
+        ),
+        (
+            r#"{"bridge":{"pairingDigits":3}}"#,
+            Error,
+            "project config: bridge.pairingDigits: expected an integer between 4 and 10, received 3",
+        ),
+        (
+            r#"{"bridge":{"pairingDigits":4.5}}"#,
+            Error,
+            "project config: bridge.pairingDigits: expected an integer between 4 and 10, received 4.5",
+        ),
+        (
+            r#"{"bridge":{"pairingDigits":"6"}}"#,
+            Error,
+            "project config: bridge.pairingDigits: expected an integer between 4 and 10, received string",
+        ),
+        (
+            r#"{"bridge":{"pairingMaxAttempts":11}}"#,
+            Error,
+            "project config: bridge.pairingMaxAttempts: expected an integer between 1 and 10, received 11",
+        ),
+        (
+            r#"{"bridge":{"allowUsers":["a","telegram:1","b c:d",":x"]}}"#,
+            Error,
+            r#"project config: bridge.allowUsers: entries must look like "transport:userId" (invalid: a, b c:d, :x)"#,
+        ),
+        (
+            r#"{"bridge":{"allowUsers":[1]}}"#,
+            Error,
+            "project config: bridge.allowUsers: expected an array of strings",
+        ),
+        (
+            r#"{"bridge":{"requirePairing":"yes"}}"#,
+            Error,
+            "project config: bridge.requirePairing: expected a boolean, received string",
+        ),
+        (
+            r#"{"bridge":{"requireAddressing":[]}}"#,
+            Error,
+            "project config: bridge.requireAddressing: expected a boolean, received object",
+        ),
+        (
+            r#"{"bridge":{"digest":1}}"#,
+            Error,
+            "project config: bridge.digest: expected an object",
+        ),
+        (
+            r#"{"bridge":{"digest":{"maxLength":50}}}"#,
+            Error,
+            "project config: bridge.digest.maxLength: expected an integer between 100 and 10000, received 50",
+        ),
+        (
+            r#"{"bridge":{"digest":{"x":1}}}"#,
+            Warning,
+            "project config: bridge.digest.x: unknown key, ignored",
+        ),
+        (
+            r#"{"bridge":{"attachments":"x"}}"#,
+            Error,
+            "project config: bridge.attachments: expected an object",
+        ),
+        (
+            r#"{"bridge":{"attachments":{"allowedMediaTypes":["image/png"," "]}}}"#,
+            Error,
+            "project config: bridge.attachments.allowedMediaTypes: entries must not be empty",
+        ),
+        (
+            r#"{"bridge":{"attachments":{"allowedMediaTypes":[]}}}"#,
+            Error,
+            "project config: bridge.attachments.allowedMediaTypes: expected a non-empty array of strings",
+        ),
+        (
+            r#"{"bridge":{"attachments":{"allowedMediaTypes":"image/png"}}}"#,
+            Error,
+            "project config: bridge.attachments.allowedMediaTypes: expected an array of strings",
+        ),
+        (
+            r#"{"bridge":{"attachments":{"maxCount":0}}}"#,
+            Error,
+            "project config: bridge.attachments.maxCount: expected an integer between 1 and 10, received 0",
+        ),
+        (
+            r#"{"bridge":{"attachments":{"maxBytes":100}}}"#,
+            Error,
+            "project config: bridge.attachments.maxBytes: expected an integer between 1024 and 52428800, received 100",
+        ),
+        (
+            r#"{"bridge":{"attachments":{"y":1}}}"#,
+            Warning,
+            "project config: bridge.attachments.y: unknown key, ignored",
+        ),
+        (
+            r#"{"bridge":{"broadcast":1}}"#,
+            Error,
+            "project config: bridge.broadcast: expected an object",
+        ),
+        (
+            r#"{"bridge":{"broadcast":{"replies":"no"}}}"#,
+            Error,
+            "project config: bridge.broadcast.replies: expected a boolean, received string",
+        ),
+        (
+            r#"{"bridge":{"broadcast":{"z":true}}}"#,
+            Warning,
+            "project config: bridge.broadcast.z: unknown key, ignored",
+        ),
+        (
+            r#"{"bridge":{"rateLimit":"x"}}"#,
+            Error,
+            "project config: bridge.rateLimit: expected an object",
+        ),
+        (
+            r#"{"bridge":{"rateLimit":{"promptsPerMinute":-1}}}"#,
+            Error,
+            "project config: bridge.rateLimit.promptsPerMinute: expected an integer between 0 and 600, received -1",
+        ),
+        (
+            r#"{"bridge":{"rateLimit":{"commandsPerMinute":601}}}"#,
+            Error,
+            "project config: bridge.rateLimit.commandsPerMinute: expected an integer between 0 and 600, received 601",
+        ),
+        (
+            r#"{"bridge":{"rateLimit":{"q":1}}}"#,
+            Warning,
+            "project config: bridge.rateLimit.q: unknown key, ignored",
+        ),
+        (
+            r#"{"bridge":{"progressMinIntervalMs":60001}}"#,
+            Error,
+            "project config: bridge.progressMinIntervalMs: expected an integer between 0 and 60000, received 60001",
+        ),
+        (
+            r#"{"bridge":{"remoteToolPolicy":"all"}}"#,
+            Error,
+            r#"project config: bridge.remoteToolPolicy: expected "unrestricted", "read-only" or "no-tools", received "all""#,
+        ),
+        (
+            r#"{"bridge":{"remoteToolApproval":true}}"#,
+            Error,
+            r#"project config: bridge.remoteToolApproval: expected "off" or "each", received boolean"#,
+        ),
+        (
+            r#"{"bridge":{"remoteApproval":"sometimes"}}"#,
+            Error,
+            r#"project config: bridge.remoteApproval: expected "off", "on" or an object, received "sometimes""#,
+        ),
+        (
+            r#"{"bridge":{"remoteApproval":{"timeoutMs":5}}}"#,
+            Error,
+            "project config: bridge.remoteApproval.timeoutMs: expected an integer between 10000 and 3600000, received 5",
+        ),
+        (
+            r#"{"bridge":{"remoteApproval":{"enabled":"yes"}}}"#,
+            Error,
+            "project config: bridge.remoteApproval.enabled: expected a boolean, received string",
+        ),
+        (
+            r#"{"bridge":{"remoteApproval":{"buttons":true}}}"#,
+            Warning,
+            "project config: bridge.remoteApproval.buttons: unknown key, ignored",
+        ),
+        (
+            r#"{"bridge":{"maxChunks":0}}"#,
+            Error,
+            "project config: bridge.maxChunks: expected an integer between 1 and 50, received 0",
+        ),
+        (
+            r#"{"bridge":{"maxInboundChars":99}}"#,
+            Error,
+            "project config: bridge.maxInboundChars: expected an integer between 100 and 1000000, received 99",
+        ),
+        (
+            r#"{"transports":[]}"#,
+            Error,
+            "project config: transports: expected an object",
+        ),
+        (
+            r#"{"transports":{"matrix":{}}}"#,
+            Warning,
+            "project config: transports.matrix: this host has no such transport, so it is ignored (available: telegram, discord, slack, robo_claw, terminal)",
+        ),
+        (
+            r#"{"transports":{"telegram":1}}"#,
+            Error,
+            "project config: transports.telegram: expected an object",
+        ),
+        (
+            r#"{"transports":{"telegram":{"foo":1}}}"#,
+            Warning,
+            "project config: transports.telegram.foo: unknown key, ignored",
+        ),
+        (
+            r#"{"transports":{"terminal":{"tokenEnv":"X"}}}"#,
+            Warning,
+            "project config: transports.terminal.tokenEnv: unknown key, ignored",
+        ),
+        (
+            r#"{"transports":{"telegram":{"enabled":"yes"}}}"#,
+            Error,
+            "project config: transports.telegram.enabled: expected a boolean, received string",
+        ),
+        (
+            r#"{"transports":{"telegram":{"tokenEnv":"1BAD"}}}"#,
+            Error,
+            r#"project config: transports.telegram.tokenEnv: expected an environment variable name like "PI_TELEGRAM_TOKEN""#,
+        ),
+        (
+            r#"{"transports":{"discord":{"tokenEnv":5}}}"#,
+            Error,
+            r#"project config: transports.discord.tokenEnv: expected an environment variable name like "PI_DISCORD_TOKEN""#,
+        ),
+        (
+            r#"{"transports":{"slack":{"appTokenEnv":"A B"}}}"#,
+            Error,
+            r#"project config: transports.slack.appTokenEnv: expected an environment variable name like "PI_SLACK_APP_TOKEN""#,
+        ),
+        (
+            r#"{"transports":{"telegram":{"baseUrl":"ftp://example.com"}}}"#,
+            Error,
+            "project config: transports.telegram.baseUrl: expected a URL starting with http:// or https://",
+        ),
+        (
+            r#"{"transports":{"discord":{"gatewayUrl":"https://gateway.discord.gg"}}}"#,
+            Error,
+            "project config: transports.discord.gatewayUrl: expected a URL starting with ws:// or wss://",
+        ),
+        (
+            r#"{"transports":{"telegram":{"lockStaleMs":10}}}"#,
+            Error,
+            "project config: transports.telegram.lockStaleMs: expected an integer between 1000 and 86400000, received 10",
+        ),
+        (
+            r#"{"transports":{"robo_claw":{"port":0}}}"#,
+            Error,
+            "project config: transports.robo_claw.port: expected an integer between 1 and 65535, received 0",
+        ),
+        (
+            r#"{"transports":{"robo_claw":{"host":5}}}"#,
+            Error,
+            "project config: transports.robo_claw.host: expected a string, received number",
+        ),
+        (
+            r#"{"transports":{"robo_claw":{"selfSenderId":""}}}"#,
+            Error,
+            "project config: transports.robo_claw.selfSenderId: must not be empty",
+        ),
+        (
+            r#"{"transports":{"telegram":{"enabled":false}}}"#,
+            Info,
+            "disabled transports: telegram",
+        ),
+    ];
+    for (text, level, message) in rows {
+        // The fail-closed notes a broken guard adds are checked exactly by their own test.
+        let notes: Vec<Note> = project(text)
+            .notes
+            .into_iter()
+            .filter(|n| !n.text.starts_with("failing closed:"))
+            .collect();
+        assert_eq!(notes, vec![Note::new(*level, *message)], "config {text}");
+    }
+}
+
+#[test]
+fn secret_messages_name_the_path_and_the_transports_variable() {
+    let rows: &[(String, String)] = &[
+        (
+            r#"{"transports":{"telegram":{"token":"hunter2"}}}"#.into(),
+            secret_note("transports.telegram.token", "PI_TELEGRAM_TOKEN"),
+        ),
+        (
+            format!(r#"{{"transports":{{"discord":{{"tokenEnv":"{TELEGRAM_TOKEN}"}}}}}}"#),
+            secret_note("transports.discord.tokenEnv", "PI_DISCORD_TOKEN"),
+        ),
+        (
+            format!(
+                r#"{{"transports":{{"slack":{{"extra":{{"deep":["ok","{TELEGRAM_TOKEN}"]}}}}}}}}"#
+            ),
+            secret_note("transports.slack.extra.deep[1]", "PI_SLACK_BOT_TOKEN"),
+        ),
+        (
+            format!(r#"{{"transports":{{"robo_claw":"{TELEGRAM_TOKEN}"}}}}"#),
+            secret_note("transports.robo_claw", "PI_ROBO_CLAW_TOKEN"),
+        ),
+        (
+            format!(r#"{{"transports":{{"telegram":{{"{TELEGRAM_TOKEN}":true}}}}}}"#),
+            secret_note("transports.telegram.(hidden key)", "PI_TELEGRAM_TOKEN"),
+        ),
+        (
+            format!(r#"{{"transports":{{"{TELEGRAM_TOKEN}":{{}}}}}}"#),
+            secret_note("transports.(hidden key)", "PI_TELEGRAM_TOKEN"),
+        ),
+        (
+            format!(r#"{{"transports":"{TELEGRAM_TOKEN}"}}"#),
+            secret_note("transports", "PI_TELEGRAM_TOKEN"),
+        ),
+    ];
+    for (text, message) in rows {
+        let loaded = project(text);
+        assert!(
+            loaded
+                .notes
+                .contains(&Note::new(Level::Error, message.as_str())),
+            "config {text}: {:?}",
+            loaded.notes
+        );
+        assert!(
+            loaded
+                .notes
+                .iter()
+                .all(|note| !note.text.contains("AAHdqTcv"))
+        );
+        assert!(
+            !loaded
+                .notes
+                .iter()
+                .any(|note| note.text.contains("environment variable name"))
+        );
+    }
+}
+
+#[test]
+fn a_credential_name_covers_nested_values() {
+    let loaded = project(r#"{"transports":{"slack":{"password":{"value":["hunter2"]}}}}"#);
+    assert_eq!(
+        loaded.notes,
+        vec![Note::new(
+            Level::Error,
+            secret_note("transports.slack.password.value[0]", "PI_SLACK_BOT_TOKEN")
+        )]
+    );
+}
+
+#[test]
+fn secrets_under_unknown_transports_are_still_refused() {
+    let loaded = project(&format!(
+        r#"{{"transports":{{"matrix":{{"key":"{TELEGRAM_TOKEN}"}}}}}}"#
+    ));
+    assert!(loaded.notes.contains(&Note::new(
+        Level::Error,
+        secret_note("transports.matrix.key", "PI_TELEGRAM_TOKEN")
+    )));
+    assert!(loaded.transports.is_empty());
+}
+
+/// Found by fuzzing (issue 17): the bridge section applied and quoted secret-shaped
+/// values, and notes quoted secret-shaped keys.
+#[test]
+fn bridge_values_and_any_key_holding_a_secret_are_neither_applied_nor_echoed() {
+    let text = format!(
+        r#"{{"bridge":{{"remotePrefixes":["{TELEGRAM_TOKEN}"],"busyDelivery":"{TELEGRAM_TOKEN}","remoteToolPolicy":"{TELEGRAM_TOKEN}","{TELEGRAM_TOKEN}":1}},"{TELEGRAM_TOKEN}":{{}}}}"#
+    );
+    let loaded = project(&text);
+    let secret = "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
+    for note in &loaded.notes {
+        assert!(!note.text.contains(secret), "{note:?}");
+    }
+    assert!(!format!("{loaded:?}").contains(secret));
+    assert!(!loaded.bridge.to_pretty_json().contains(secret));
+    assert_eq!(
+        loaded.bridge.remote_prefixes,
+        BridgeConfig::default().remote_prefixes
+    );
+    assert!(loaded.notes.contains(&Note::new(
+        Level::Error,
+        "project config: bridge.remotePrefixes: this looks like a secret. Config files must not \
+         hold tokens; the value was not applied"
+            .to_string()
+    )));
+    // A guard holding a secret is an invalid guard: it fails closed.
+    assert!(
+        loaded
+            .fail_closed
+            .iter()
+            .any(|failed| failed.guard == Guard::RemoteToolPolicy),
+        "{:?}",
+        loaded.fail_closed
+    );
+}
+
+#[test]
+fn a_secret_token_env_is_not_applied() {
+    let loaded = project(&format!(
+        r#"{{"transports":{{"telegram":{{"tokenEnv":"{TELEGRAM_TOKEN}"}}}}}}"#
+    ));
+    assert_eq!(loaded.transports.len(), 1);
+    assert_eq!(
+        token_env(&loaded.transports[0]).as_deref(),
+        Some("PI_TELEGRAM_TOKEN")
+    );
+}
+
+#[test]
+fn invalid_json_is_an_error_naming_the_file_and_contributes_nothing() {
+    let loaded = load_config(&[
+        source("global", r#"{"bridge":{"maxChunks":10}}"#),
+        source("project", r#"{"bridge":{"maxChunks":20"#),
+    ]);
+    let serde_error = serde_json::from_str::<Value>(r#"{"bridge":{"maxChunks":20"#)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(!serde_error.is_empty());
+    // An error, no longer the original's warning: the file was not applied at all.
+    assert_eq!(
+        loaded.notes[0],
+        Note::new(
+            Level::Error,
+            format!("project config: invalid JSON in /project/bot-connect.json: {serde_error}")
+        )
+    );
+    assert_eq!(loaded.bridge.max_chunks, 10);
+}
+
+/// A strict config, as `examples/strict.json` writes it.
+const STRICT: &str = r#"{"bridge":{"remoteToolPolicy":"no-tools","remoteToolApproval":"each"}}"#;
+
+fn unreadable(scope: ConfigScope) -> ConfigSource {
+    ConfigSource {
+        scope,
+        path: format!("/{}/bot-connect.json", scope.label()),
+        content: ConfigContent::Unreadable("permission denied".into()),
+    }
+}
+
+/// The fail-closed note for `cause` and the listed guards, as the person reads it.
+fn fail_closed_text(cause: &str, values: &str) -> String {
+    format!(
+        "failing closed: {cause}, so the strictest value is in force for {values}. These \
+         settings guard what messenger turns may do; fix the config to use your own."
+    )
+}
+
+const ALL_STRICTEST: &str = "remoteToolPolicy \"no-tools\", remoteToolApproval \"each\", \
+    requirePairing true, allowUsers [], requireAddressing true";
+
+#[test]
+fn a_broken_file_or_guard_value_fails_closed_and_says_so() {
+    let permissive = r#"{"bridge":{"remoteToolPolicy":"unrestricted","requirePairing":false,
+        "allowUsers":["telegram:1"],"requireAddressing":false}}"#;
+    // (case, sources, expected policy, approval, the fail-closed notes)
+    type Row = (
+        &'static str,
+        Vec<ConfigSource>,
+        RemoteToolPolicy,
+        RemoteToolApproval,
+        Vec<String>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "issue 10: a strict config with one trailing comma",
+            vec![source(
+                "project",
+                r#"{"bridge":{"remoteToolPolicy":"no-tools","remoteToolApproval":"each",}}"#,
+            )],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Each,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json is not valid JSON",
+                ALL_STRICTEST,
+            )],
+        ),
+        (
+            "issue 10: an invalid policy value",
+            vec![source(
+                "project",
+                r#"{"bridge":{"remoteToolPolicy":"yolo"}}"#,
+            )],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Off,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json has an invalid bridge.remoteToolPolicy",
+                "remoteToolPolicy \"no-tools\"",
+            )],
+        ),
+        (
+            "an unreadable project file may have held the limits",
+            vec![
+                source("global", permissive),
+                unreadable(ConfigScope::Project),
+            ],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Each,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json cannot be read",
+                ALL_STRICTEST,
+            )],
+        ),
+        (
+            "not an object at the top level",
+            vec![source("project", "[]")],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Each,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json is not a JSON object",
+                ALL_STRICTEST,
+            )],
+        ),
+        (
+            "a bridge section that is not an object",
+            vec![source("project", r#"{"bridge":"strict"}"#)],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Each,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json has a `bridge` that is not an object",
+                ALL_STRICTEST,
+            )],
+        ),
+        (
+            "a broken global under a project that sets the policy: the project wins there",
+            vec![
+                source("global", "{,}"),
+                source("project", r#"{"bridge":{"remoteToolPolicy":"read-only"}}"#),
+            ],
+            RemoteToolPolicy::ReadOnly,
+            RemoteToolApproval::Each,
+            vec![fail_closed_text(
+                "the global config /global/bot-connect.json is not valid JSON",
+                "remoteToolApproval \"each\", requirePairing true, allowUsers [], \
+                 requireAddressing true",
+            )],
+        ),
+        (
+            "an invalid global value under a valid project value",
+            vec![
+                source("global", r#"{"bridge":{"remoteToolApproval":"sometimes"}}"#),
+                source("project", r#"{"bridge":{"remoteToolApproval":"off"}}"#),
+            ],
+            RemoteToolPolicy::ReadOnly,
+            RemoteToolApproval::Off,
+            vec![],
+        ),
+        (
+            "every other guard's invalid value",
+            vec![source(
+                "global",
+                r#"{"bridge":{"requirePairing":"no","allowUsers":["bare"],"requireAddressing":0}}"#,
+            )],
+            RemoteToolPolicy::ReadOnly,
+            RemoteToolApproval::Off,
+            vec![
+                fail_closed_text(
+                    "the global config /global/bot-connect.json has an invalid bridge.requirePairing",
+                    "requirePairing true",
+                ),
+                fail_closed_text(
+                    "the global config /global/bot-connect.json has an invalid bridge.allowUsers",
+                    "allowUsers []",
+                ),
+                fail_closed_text(
+                    "the global config /global/bot-connect.json has an invalid bridge.requireAddressing",
+                    "requireAddressing true",
+                ),
+            ],
+        ),
+        (
+            "a misspelt guard key",
+            vec![source(
+                "project",
+                r#"{"bridge":{"remoteToolPolcy":"unrestricted"}}"#,
+            )],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Off,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json has bridge.remoteToolPolcy, which \
+                 looks like a misspelt bridge.remoteToolPolicy",
+                "remoteToolPolicy \"no-tools\"",
+            )],
+        ),
+        (
+            "a misspelt bridge section",
+            vec![source(
+                "project",
+                r#"{"brigde":{"remoteToolPolicy":"no-tools"}}"#,
+            )],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Each,
+            vec![fail_closed_text(
+                "the project config /project/bot-connect.json has `brigde`, which looks like a \
+                 misspelt `bridge`",
+                ALL_STRICTEST,
+            )],
+        ),
+        (
+            "a strict config as written",
+            vec![source("project", STRICT)],
+            RemoteToolPolicy::NoTools,
+            RemoteToolApproval::Each,
+            vec![],
+        ),
+        (
+            "no config at all",
+            vec![],
+            RemoteToolPolicy::ReadOnly,
+            RemoteToolApproval::Off,
+            vec![],
+        ),
+    ];
+    for (case, sources, policy, approval, expected) in rows {
+        let loaded = load_config(&sources);
+        assert_eq!(loaded.bridge.remote_tool_policy, policy, "{case}");
+        assert_eq!(loaded.bridge.remote_tool_approval, approval, "{case}");
+        let notes: Vec<&Note> = loaded
+            .notes
+            .iter()
+            .filter(|n| n.text.starts_with("failing closed:"))
+            .collect();
+        let texts: Vec<String> = notes.iter().map(|n| n.text.clone()).collect();
+        assert_eq!(texts, expected, "{case}");
+        assert!(notes.iter().all(|n| n.level == Level::Error), "{case}");
+        assert_eq!(loaded.fail_closed.is_empty(), expected.is_empty(), "{case}");
+        if expected.len() == 1 && expected[0].contains("requireAddressing true") {
+            assert!(loaded.bridge.require_pairing && loaded.bridge.require_addressing);
+            assert!(loaded.bridge.allow_users.is_empty(), "{case}");
+        }
+    }
+}
+
+#[test]
+fn the_default_lets_remote_turns_look_but_not_change() {
+    assert_eq!(
+        BridgeConfig::default().remote_tool_policy,
+        RemoteToolPolicy::ReadOnly
+    );
+}
+
+#[test]
+fn no_sources_give_defaults_and_no_transports() {
+    let loaded = load_config(&[]);
+    assert_eq!(loaded.bridge, BridgeConfig::default());
+    assert!(loaded.transports.is_empty());
+    assert!(loaded.notes.is_empty());
+}
+
+#[test]
+fn project_beats_global_per_key() {
+    let loaded = load_config(&[
+        source("global", r#"{"bridge":{"maxChunks":10,"pairingDigits":8}}"#),
+        source("project", r#"{"bridge":{"maxChunks":20}}"#),
+    ]);
+    assert_eq!(loaded.bridge.max_chunks, 20);
+    assert_eq!(loaded.bridge.pairing_digits, 8);
+    assert_eq!(loaded.bridge.pairing_max_attempts, 3);
+}
+
+#[test]
+fn nested_objects_merge_field_wise_across_sources_and_over_defaults() {
+    let loaded = load_config(&[
+        source(
+            "global",
+            r#"{"bridge":{"attachments":{"maxCount":2},"rateLimit":{"promptsPerMinute":5}}}"#,
+        ),
+        source(
+            "project",
+            r#"{"bridge":{"attachments":{"maxBytes":2048},"broadcast":{"replies":false}}}"#,
+        ),
+    ]);
+    let bridge = loaded.bridge;
+    assert_eq!(bridge.attachments.max_count, 2);
+    assert_eq!(bridge.attachments.max_bytes, 2048);
+    assert_eq!(bridge.attachments.allowed_media_types.len(), 4);
+    assert_eq!(
+        bridge.rate_limit,
+        RateLimitSettings {
+            prompts_per_minute: 5,
+            commands_per_minute: 60
+        }
+    );
+    assert_eq!(
+        bridge.broadcast,
+        BroadcastSettings {
+            progress: true,
+            replies: false
+        }
+    );
+}
+
+#[test]
+fn an_invalid_project_value_keeps_the_global_one() {
+    let loaded = load_config(&[
+        source("global", r#"{"bridge":{"maxChunks":10}}"#),
+        source("project", r#"{"bridge":{"maxChunks":0,"pairingDigits":7}}"#),
+    ]);
+    assert_eq!(loaded.bridge.max_chunks, 10);
+    assert_eq!(loaded.bridge.pairing_digits, 7);
+    assert_eq!(loaded.notes.len(), 1);
+}
+
+#[test]
+fn a_blank_media_type_discards_the_whole_attachments_section() {
+    let loaded = project(
+        r#"{"bridge":{"attachments":{"maxCount":2,"allowedMediaTypes":["image/png",""]}}}"#,
+    );
+    assert_eq!(
+        loaded.bridge.attachments,
+        BridgeConfig::default().attachments
+    );
+}
+
+#[test]
+fn values_are_normalized() {
+    let loaded = project(
+        r#"{"bridge":{"botUsername":"@MyBot","localCommand":"Bot-Connect","busyDelivery":"steer",
+            "remoteToolPolicy":"read-only","remoteToolApproval":"each","allowUsers":["telegram:42"],
+            "pairingTtlMs":60000,"digest":{"maxLength":200}}}"#,
+    );
+    let bridge = loaded.bridge;
+    assert_eq!(bridge.bot_username.as_deref(), Some("MyBot"));
+    assert_eq!(bridge.local_command, "bot-connect");
+    assert_eq!(bridge.busy_delivery, DeliverAs::Steer);
+    assert_eq!(bridge.remote_tool_policy, RemoteToolPolicy::ReadOnly);
+    assert_eq!(bridge.remote_tool_approval, RemoteToolApproval::Each);
+    assert_eq!(bridge.allow_users, vec![Identity::new("telegram", "42")]);
+    assert_eq!(bridge.pairing_ttl_ms, 60_000);
+    assert_eq!(bridge.digest_max_length, 200);
+    assert!(loaded.notes.is_empty());
+}
+
+#[test]
+fn transports_merge_per_id_and_field_wise() {
+    let loaded = load_config(&[
+        source(
+            "global",
+            r#"{"transports":{"telegram":{"tokenEnv":"MY_TG","lockStaleMs":5000}}}"#,
+        ),
+        source(
+            "project",
+            r#"{"transports":{"telegram":{"enabled":true},"discord":{}}}"#,
+        ),
+    ]);
+    assert_eq!(
+        loaded.transports,
+        vec![
+            TransportRequest {
+                id: "telegram".into(),
+                required: true,
+                settings_json: r#"{"lockStaleMs":5000,"tokenEnv":"MY_TG"}"#.into(),
+            },
+            TransportRequest {
+                id: "discord".into(),
+                required: false,
+                settings_json: r#"{"lockStaleMs":900000,"tokenEnv":"PI_DISCORD_TOKEN"}"#.into(),
+            },
+        ]
+    );
+}
+
+#[test]
+fn project_can_disable_a_globally_enabled_transport() {
+    let loaded = load_config(&[
+        source(
+            "global",
+            r#"{"transports":{"telegram":{"enabled":true},"slack":{"enabled":false}}}"#,
+        ),
+        source(
+            "project",
+            r#"{"transports":{"telegram":{"enabled":false}}}"#,
+        ),
+    ]);
+    assert!(loaded.transports.is_empty());
+    assert_eq!(
+        loaded.notes,
+        vec![Note::new(
+            Level::Info,
+            "disabled transports: telegram, slack"
+        )]
+    );
+}
+
+#[test]
+fn transports_come_out_in_fixed_order_with_defaults_applied() {
+    let loaded = project(
+        r#"{"transports":{"terminal":{},"robo_claw":{"port":6000},"slack":{},
+            "discord":{"gatewayUrl":"wss://gateway.discord.gg/?v=10&encoding=json"},
+            "telegram":{"baseUrl":"https://api.telegram.org"}}}"#,
+    );
+    assert!(loaded.notes.is_empty(), "{:?}", loaded.notes);
+    let rows: Vec<(&str, Option<String>, &str)> = loaded
+        .transports
+        .iter()
+        .map(|t| (t.id.as_str(), token_env(t), t.settings_json.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "telegram",
+                Some("PI_TELEGRAM_TOKEN".into()),
+                r#"{"baseUrl":"https://api.telegram.org","lockStaleMs":900000,"tokenEnv":"PI_TELEGRAM_TOKEN"}"#
+            ),
+            (
+                "discord",
+                Some("PI_DISCORD_TOKEN".into()),
+                r#"{"gatewayUrl":"wss://gateway.discord.gg/?v=10&encoding=json","lockStaleMs":900000,"tokenEnv":"PI_DISCORD_TOKEN"}"#
+            ),
+            (
+                "slack",
+                Some("PI_SLACK_BOT_TOKEN".into()),
+                r#"{"appTokenEnv":"PI_SLACK_APP_TOKEN","lockStaleMs":900000,"tokenEnv":"PI_SLACK_BOT_TOKEN"}"#
+            ),
+            (
+                "robo_claw",
+                Some("PI_ROBO_CLAW_TOKEN".into()),
+                r#"{"host":"0.0.0.0","lockStaleMs":900000,"port":6000,"selfSenderId":"robot","tokenEnv":"PI_ROBO_CLAW_TOKEN"}"#
+            ),
+            ("terminal", None, "{}"),
+        ]
+    );
+}
+
+#[test]
+fn the_override_scope_prefixes_its_notes() {
+    let loaded = load_config(&[source("override", r#"{"bridge":{"maxChunks":0}}"#)]);
+    assert_eq!(
+        loaded.notes[0].text,
+        "override config: bridge.maxChunks: expected an integer between 1 and 50, received 0"
+    );
+}
+
+#[test]
+fn remote_approval_reads_a_word_or_an_object() {
+    let on = project(r#"{"bridge":{"remoteApproval":"on"}}"#).bridge;
+    assert!(on.remote_approval.enabled);
+    assert_eq!(on.remote_approval.timeout_ms, 60_000);
+    let tuned =
+        project(r#"{"bridge":{"remoteApproval":{"enabled":true,"timeoutMs":30000}}}"#).bridge;
+    assert!(tuned.remote_approval.enabled);
+    assert_eq!(tuned.remote_approval.timeout_ms, 30_000);
+    let off = project(r#"{"bridge":{"remoteApproval":"off"}}"#).bridge;
+    assert!(!off.remote_approval.enabled);
+}

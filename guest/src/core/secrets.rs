@@ -1,0 +1,824 @@
+//! The one list of secret shapes (reference-behaviour §3.9, I3, I10, I36; issue 10 point 4).
+//!
+//! Redaction (`redact.rs`) replaces these shapes in every outbound text and config
+//! (`config.rs`) refuses values that hold one. Two lists drifted apart once: a Discord token
+//! of a current 19-digit bot id was refused in a config file but sent in a reply. One list
+//! means a shape either place knows, both know.
+//!
+//! Each shape follows its platform's documented token format:
+//! - Discord bot token: base64(bot id) `.` base64(timestamp) `.` HMAC. Ids are 17–20 decimal
+//!   digits with no leading zero; base64 of an ASCII digit string starts with `M` (first digit
+//!   1–3), `N` (4–7) or `O` (8–9) and, without padding, is 23, 24, 26 or 27 characters long
+//!   (25 cannot occur). The timestamp is 6 characters, the HMAC 27 or more.
+//! - Telegram bot token: `<bot id>:<secret>`; the documented example has a 6-digit id and a
+//!   34-character secret, real tokens 8–10 digits and 35 characters.
+//! - Slack: `xoxb-` (bot), `xoxp-` (user), `xoxa-`/`xoxr-`/`xoxs-` (legacy, refresh),
+//!   `xoxe-` (rotating refresh), `xoxc-`/`xoxd-` (browser session) and `xapp-` (app-level).
+//! - GitHub: `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_` + 36 base62 characters, and fine-grained
+//!   `github_pat_` + 82 characters of `[A-Za-z0-9_]`.
+//! - OpenAI: `sk-` with `proj-`, `svcacct-`, `admin-`, `None-` or nothing, then base64url
+//!   characters; Anthropic: `sk-ant-` (`api03-`, `admin01-`, `oat01-`, …).
+//! - AWS access key ids `AKIA`/`ASIA` + 16; Google API keys `AIza` + 35; npm `npm_` + 36;
+//!   JWTs (`eyJ` header, three dot-separated base64url parts); PEM and PGP private keys.
+//! - Context shapes: credential headers, `Bearer` values, `NAME=value` assignments whose
+//!   upper-case name says it holds a secret, and `user:password@` in URLs.
+//!
+//! Every shape is written twice. [`Shape::pattern`] is the specification as a regex; a
+//! reference engine in the tests applies the patterns one after another with regex-lite, as
+//! redaction once did. The matchers below are what runs: a regex pass per shape cost 3–6 ms per
+//! 64 KiB, while these check a shape only where its trigger byte is. A differential test holds
+//! the two equal on generated text.
+
+/// How redaction replaces a match of a shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replacement {
+    /// Always this text.
+    Fixed(&'static str),
+    /// `<header name>: [redacted]`, the name as written; a value starting with `Bearer` is
+    /// kept whole, so the bearer shape can redact it and keep the scheme visible.
+    Header,
+    /// `<NAME>=[redacted]`.
+    Assignment,
+    /// `<scheme>://[redacted]@`.
+    UrlCredentials,
+}
+
+/// One secret shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// The rule name redaction reports (I36: the name, never the secret).
+    pub name: &'static str,
+    /// The shape as a regex-lite pattern: the specification the matcher is tested against.
+    /// Group 1 is the part [`Replacement::Header`], [`Replacement::Assignment`] and
+    /// [`Replacement::UrlCredentials`] keep, group 2 a header's value. The private key's
+    /// pattern covers a key with its END line; one without takes the base64 lines under its
+    /// BEGIN line, which regex-lite (no lookahead) cannot say.
+    pub pattern: &'static str,
+    /// How a match is replaced.
+    pub replacement: Replacement,
+    find: Finder,
+}
+
+/// The match of a shape whose trigger is at `trigger`, starting at or after `from`.
+type Finder = fn(text: &[u8], trigger: usize, from: usize) -> Option<Found>;
+
+/// Where a shape matched, in bytes; every offset is a char boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Start of the match.
+    pub start: usize,
+    /// End of the match.
+    pub end: usize,
+    /// End of the part the replacement keeps (the header or variable name, the scheme with
+    /// `://`); `start` for fixed replacements.
+    pub keep: usize,
+    /// The match stays as it is (a header whose value is a `Bearer` credential).
+    pub keep_whole: bool,
+}
+
+/// Index of the private-key shape in [`SHAPES`]: redaction handles it before the others,
+/// because a key block spans lines.
+pub const PRIVATE_KEY: usize = 0;
+
+/// Every secret shape, in the order redaction applies them (the original's order, §3.9): a
+/// later shape sees the text the earlier ones left, so order decides what a text becomes.
+pub const SHAPES: [Shape; 17] = [
+    Shape {
+        name: "private-key",
+        pattern: r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+        replacement: Replacement::Fixed("[redacted:private-key]"),
+        find: private_key_header,
+    },
+    Shape {
+        name: "anthropic-key",
+        pattern: r"\bsk-ant-[A-Za-z0-9_-]{16,}",
+        replacement: Replacement::Fixed("[redacted:anthropic-key]"),
+        find: anthropic,
+    },
+    Shape {
+        // `sk-` then base64url: legacy keys are 48 alphanumerics, project and service keys
+        // (`sk-proj-`, `sk-svcacct-`, `sk-admin-`, `sk-None-`) carry `-` and `_`, which an
+        // alphanumeric class stopped at, leaving the rest of the key visible.
+        name: "openai-key",
+        pattern: r"\bsk-[A-Za-z0-9_-]{16,}",
+        replacement: Replacement::Fixed("[redacted:openai-key]"),
+        find: openai,
+    },
+    Shape {
+        name: "github-token",
+        pattern: r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{22,})",
+        replacement: Replacement::Fixed("[redacted:github-token]"),
+        find: github,
+    },
+    Shape {
+        name: "slack-bot-token",
+        pattern: r"\bxox[abcdeprs]-[A-Za-z0-9-]{10,}",
+        replacement: Replacement::Fixed("[redacted:slack-token]"),
+        find: slack_bot,
+    },
+    Shape {
+        name: "slack-app-token",
+        pattern: r"\bxapp-[A-Za-z0-9-]{10,}",
+        replacement: Replacement::Fixed("[redacted:slack-token]"),
+        find: slack_app,
+    },
+    Shape {
+        name: "npm-token",
+        pattern: r"\bnpm_[A-Za-z0-9]{36}\b",
+        replacement: Replacement::Fixed("[redacted:npm-token]"),
+        find: npm,
+    },
+    Shape {
+        name: "discord-token",
+        pattern: r"\b[MNO](?:[A-Za-z0-9]{22}|[A-Za-z0-9]{23}|[A-Za-z0-9]{25}|[A-Za-z0-9]{26})\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}",
+        replacement: Replacement::Fixed("[redacted:discord-token]"),
+        find: discord,
+    },
+    Shape {
+        name: "jwt",
+        pattern: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        replacement: Replacement::Fixed("[redacted:jwt]"),
+        find: jwt,
+    },
+    Shape {
+        name: "aws-access-key",
+        pattern: r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
+        replacement: Replacement::Fixed("[redacted:aws-key]"),
+        find: aws,
+    },
+    Shape {
+        name: "google-api-key",
+        pattern: r"\bAIza[A-Za-z0-9_-]{35}",
+        replacement: Replacement::Fixed("[redacted:google-key]"),
+        find: google,
+    },
+    Shape {
+        name: "telegram-bot-token",
+        pattern: r"[0-9]{6,12}:[A-Za-z0-9_-]{30,}",
+        replacement: Replacement::Fixed("[redacted:telegram-token]"),
+        find: telegram,
+    },
+    Shape {
+        // `/bot<id>:<secret>/` has no word boundary before the id, so the shape above misses it.
+        name: "telegram-bot-url",
+        pattern: r"/bot[0-9]{6,12}:[A-Za-z0-9_-]{20,}",
+        replacement: Replacement::Fixed("/bot[redacted:telegram-token]"),
+        find: telegram_url,
+    },
+    Shape {
+        name: "auth-header",
+        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]+)",
+        replacement: Replacement::Header,
+        find: auth_header,
+    },
+    Shape {
+        name: "bearer-header",
+        pattern: r"(?i)\bBearer\s+[A-Za-z0-9._~+/-]{20,}=*",
+        replacement: Replacement::Fixed("Bearer [redacted]"),
+        find: bearer,
+    },
+    Shape {
+        // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
+        // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
+        name: "env-secret-assignment",
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']+)"#,
+        replacement: Replacement::Assignment,
+        find: assignment,
+    },
+    Shape {
+        name: "url-credentials",
+        pattern: r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@",
+        replacement: Replacement::UrlCredentials,
+        find: url_credentials,
+    },
+];
+
+impl Shape {
+    /// The match whose trigger (a position [`candidates`] reported for this shape) is at
+    /// `trigger`, if it starts at or after `from`; `text` is the whole text, so word
+    /// boundaries look at what precedes `from`.
+    pub fn find(&self, text: &str, trigger: usize, from: usize) -> Option<Found> {
+        (self.find)(text.as_bytes(), trigger, from)
+    }
+
+    /// What `found` becomes, as the kept part of the match and the text after it; `None`
+    /// when the match stays as it is (a bearer header, or text already redacted).
+    pub fn replace<'t>(&self, text: &'t str, found: &Found) -> Option<(&'t str, &'static str)> {
+        if found.keep_whole {
+            return None;
+        }
+        let kept = text.get(found.start..found.keep)?;
+        let tail = match self.replacement {
+            Replacement::Fixed(fixed) => fixed,
+            Replacement::Header => ": [redacted]",
+            Replacement::Assignment => "=[redacted]",
+            Replacement::UrlCredentials => "[redacted]@",
+        };
+        (text.get(found.keep..found.end) != Some(tail)).then_some((kept, tail))
+    }
+}
+
+/// A position where a shape may match, found by [`candidates`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Candidate {
+    /// The trigger's byte offset, as [`Shape::find`] takes it.
+    pub at: usize,
+    /// Index into [`SHAPES`].
+    pub shape: usize,
+}
+
+/// Whether `text` holds a secret of any shape: what config refuses (I10). A header that
+/// only carries a `Bearer` value and text already redacted are not secrets by themselves.
+pub fn contains_secret(text: &str) -> bool {
+    candidates(text).iter().any(|c| {
+        SHAPES.get(c.shape).is_some_and(|shape| {
+            shape
+                .find(text, c.at, 0)
+                .is_some_and(|found| shape.replace(text, &found).is_some())
+        })
+    })
+}
+
+/// Bytes where a trigger is recognised (1) or not (0): each is in its shapes' literal and
+/// rarer in prose than lower-case letters, so most bytes cost one table look-up.
+const TRIGGER_BYTES: [u8; 256] = {
+    let mut t = [0; 256];
+    let keys = b"-_:=@JAbBMNO";
+    let mut i = 0;
+    while i < keys.len() {
+        t[keys[i] as usize] = 1;
+        i += 1;
+    }
+    t
+};
+
+/// Every position where a shape may match, sorted by position, in one pass over `text`.
+///
+/// A superset: every match of a shape has its trigger reported (the differential test
+/// checks it against the regexes), while each check is a few byte compares, so prose full
+/// of trigger words costs no more than any other prose. Positions come from local bytes
+/// only, so the same text always gives the same candidates wherever it is cut from.
+pub fn candidates(text: &str) -> Vec<Candidate> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut chunks = bytes.chunks_exact(8);
+    let mut base = 0;
+    for chunk in chunks.by_ref() {
+        // Eight look-ups folded, one branch: most windows hold no trigger byte. A branch
+        // per byte was half as fast again; aho-corasick on the literal prefixes six times
+        // slower (their first bytes are common letters, so its prefilter cannot skip).
+        if chunk
+            .iter()
+            .fold(0, |any, b| any | TRIGGER_BYTES[usize::from(*b)])
+            != 0
+        {
+            check_window(bytes, base, chunk, &mut out);
+        }
+        base += 8;
+    }
+    check_window(bytes, base, chunks.remainder(), &mut out);
+    // Look-backs report a start before the trigger (`github_` six bytes back), so a later
+    // trigger can report an earlier position; the list is nearly sorted, which sorts fast.
+    out.sort();
+    out
+}
+
+/// Checks the trigger bytes of `window`, which starts at `base` in `bytes`.
+fn check_window(bytes: &[u8], base: usize, window: &[u8], out: &mut Vec<Candidate>) {
+    for (k, b) in window.iter().enumerate() {
+        if TRIGGER_BYTES[usize::from(*b)] != 0 {
+            check(bytes, base + k, out);
+        }
+    }
+}
+
+/// Reports the shapes whose trigger is the byte at `i`.
+fn check(bytes: &[u8], i: usize, out: &mut Vec<Candidate>) {
+    let mut push = |at: usize, shape: usize| out.push(Candidate { at, shape });
+    let before = |n: usize| i.checked_sub(n).and_then(|s| bytes.get(s..i));
+    let after = |lit: &[u8]| bytes.get(i + 1..i + 1 + lit.len()) == Some(lit);
+    match bytes.get(i).copied().unwrap_or_default() {
+        b'-' => {
+            // `\bsk-`: "ask-me" cannot match.
+            if before(2) == Some(b"sk") && !before(3).is_some_and(|b| is_word(b[0])) {
+                if after(b"ant-") {
+                    push(i - 2, ANTHROPIC);
+                }
+                push(i - 2, OPENAI);
+            }
+            match before(4) {
+                Some([b'x', b'o', b'x', _]) => push(i - 4, SLACK_BOT),
+                Some(b"xapp") => push(i - 4, SLACK_APP),
+                _ => {}
+            }
+            if after(b"----BEGIN ") {
+                push(i, PRIVATE_KEY);
+            }
+        }
+        b'_' => match before(3) {
+            Some([b'g', b'h', b'p' | b'o' | b'u' | b's' | b'r']) => push(i - 3, GITHUB),
+            Some(b"npm") => push(i - 3, NPM),
+            _ if before(6) == Some(b"github") => push(i - 6, GITHUB),
+            _ => {}
+        },
+        // A Discord token's first segment: `M`, `N` or `O` at a word start, its dot 23, 24,
+        // 26 or 27 bytes on. Anchored on the letter: dots are ten times more common.
+        b'M' | b'N' | b'O' => {
+            if boundary_before(bytes, i)
+                && let Some(dot) = [23, 24, 26, 27]
+                    .iter()
+                    .map(|n| i + n)
+                    .find(|d| bytes.get(*d) == Some(&b'.'))
+            {
+                push(dot, DISCORD);
+            }
+        }
+        b':' => {
+            if before(1).is_some_and(|b| b[0].is_ascii_digit()) {
+                push(i, TELEGRAM);
+            }
+            // Every header name ends in one of these (`authorizatION`, `x-api-KEY`,
+            // `x-auth-toKEN`); most colons in prose and code follow something else.
+            let name_end = i - count_back(bytes, i, |b| b == b' ' || b == b'\t');
+            let tail = name_end.checked_sub(3).and_then(|k| bytes.get(k..name_end));
+            if tail.is_some_and(|t| {
+                [b"ion", b"key", b"ken"]
+                    .iter()
+                    .any(|w| t.eq_ignore_ascii_case(*w))
+            }) {
+                push(i, AUTH_HEADER);
+            }
+        }
+        // `scheme://user:password@`, anchored on its `@` (far rarer than `://`): the run
+        // back to the `//` holds no blank, `/` or `@`.
+        b'@' => {
+            let run = count_back(bytes, i, |b| !is_space(b) && b != b'/' && b != b'@');
+            if let Some(colon) = (i - run).checked_sub(3)
+                && starts_with(bytes, colon, b"://")
+            {
+                push(colon, URL_CREDENTIALS);
+            }
+        }
+        b'=' if before(1).is_some_and(|b| is_name_byte(b[0])) => push(i, ASSIGNMENT),
+        b'J' if before(2) == Some(b"ey") => push(i - 2, JWT),
+        b'A' => {
+            if after(b"KIA") || after(b"SIA") {
+                push(i, AWS);
+            } else if after(b"Iza") {
+                push(i, GOOGLE);
+            }
+        }
+        b'b' | b'B' => {
+            if bytes
+                .get(i + 1..i + 6)
+                .is_some_and(|s| s.eq_ignore_ascii_case(b"earer"))
+            {
+                push(i, BEARER);
+            }
+            // `/bot`, anchored on its `b`: slashes are common in paths and URLs.
+            if before(1) == Some(b"/") && after(b"ot") {
+                push(i - 1, TELEGRAM_URL);
+            }
+        }
+        _ => {}
+    }
+}
+
+const ANTHROPIC: usize = 1;
+const OPENAI: usize = 2;
+const GITHUB: usize = 3;
+const SLACK_BOT: usize = 4;
+const SLACK_APP: usize = 5;
+const NPM: usize = 6;
+const DISCORD: usize = 7;
+const JWT: usize = 8;
+const AWS: usize = 9;
+const GOOGLE: usize = 10;
+const TELEGRAM: usize = 11;
+const TELEGRAM_URL: usize = 12;
+/// Index of the credential-header shape: its value runs to the end of the line.
+pub const AUTH_HEADER: usize = 13;
+/// Index of the bearer shape: `Bearer` and its value may be on different lines.
+pub const BEARER: usize = 14;
+/// Index of the assignment shape: a quoted value may run over several lines.
+pub const ASSIGNMENT: usize = 15;
+const URL_CREDENTIALS: usize = 16;
+
+// Byte classes, as the patterns spell them. regex-lite's `\b`, `\s` and `\w` are ASCII only:
+// a non-ASCII character is not a word character and not whitespace.
+
+/// `\w`.
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// `[A-Za-z0-9_-]`: base64url.
+fn is_b64url(b: u8) -> bool {
+    is_word(b) || b == b'-'
+}
+
+/// `[A-Z0-9_]`: a character of an upper-case variable name.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'
+}
+
+/// `\s`: `[\t\n\v\f\r ]`, which includes the vertical tab that `u8::is_ascii_whitespace` does not.
+pub fn is_space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+}
+
+/// `\b` before a match whose first character is a word character.
+fn boundary_before(text: &[u8], at: usize) -> bool {
+    at == 0 || text.get(at - 1).is_none_or(|b| !is_word(*b))
+}
+
+/// Length of the run of bytes in `class` starting at `from`.
+fn run(text: &[u8], from: usize, class: impl Fn(u8) -> bool) -> usize {
+    text.get(from..)
+        .map_or(0, |rest| rest.iter().take_while(|b| class(**b)).count())
+}
+
+/// Length of the run of bytes in `class` ending right before `end`.
+fn count_back(text: &[u8], end: usize, class: impl Fn(u8) -> bool) -> usize {
+    text.get(..end).map_or(0, |head| {
+        head.iter().rev().take_while(|b| class(**b)).count()
+    })
+}
+
+/// Length of the run of bytes in `class` ending right before `end`, counting at most `max`.
+fn count_back_max(text: &[u8], end: usize, max: usize, class: impl Fn(u8) -> bool) -> usize {
+    text.get(end.saturating_sub(max)..end).map_or(0, |head| {
+        head.iter().rev().take_while(|b| class(**b)).count()
+    })
+}
+
+fn starts_with(text: &[u8], at: usize, lit: &[u8]) -> bool {
+    text.get(at..at + lit.len()) == Some(lit)
+}
+
+/// A fixed-replacement match `start..end`.
+fn fixed(start: usize, end: usize) -> Option<Found> {
+    Some(Found {
+        start,
+        end,
+        keep: start,
+        keep_whole: false,
+    })
+}
+
+/// `\b<prefix>` then at least `min` bytes of `class`, greedily: most token shapes.
+fn prefixed(
+    text: &[u8],
+    start: usize,
+    from: usize,
+    prefix: &[u8],
+    min: usize,
+    class: impl Fn(u8) -> bool,
+) -> Option<Found> {
+    if start < from || !boundary_before(text, start) || !starts_with(text, start, prefix) {
+        return None;
+    }
+    let body = start + prefix.len();
+    let len = run(text, body, class);
+    (len >= min).then(|| fixed(start, body + len))?
+}
+
+fn anthropic(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    prefixed(text, at, from, b"sk-ant-", 16, is_b64url)
+}
+
+fn openai(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    prefixed(text, at, from, b"sk-", 16, is_b64url)
+}
+
+fn github(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    let classic = match text.get(at..at + 4) {
+        Some([b'g', b'h', b'p' | b'o' | b'u' | b's' | b'r', b'_']) => text.get(at..at + 4),
+        _ => None,
+    };
+    match classic {
+        Some(prefix) => prefixed(text, at, from, prefix, 16, |b| b.is_ascii_alphanumeric()),
+        None => prefixed(text, at, from, b"github_pat_", 22, is_word),
+    }
+}
+
+fn slack_bot(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    let prefix = match text.get(at..at + 5) {
+        Some(p @ [b'x', b'o', b'x', b'a'..=b'e' | b'p' | b'r' | b's', b'-']) => p,
+        _ => return None,
+    };
+    prefixed(text, at, from, prefix, 10, |b| {
+        b.is_ascii_alphanumeric() || b == b'-'
+    })
+}
+
+fn slack_app(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    prefixed(text, at, from, b"xapp-", 10, |b| {
+        b.is_ascii_alphanumeric() || b == b'-'
+    })
+}
+
+fn npm(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    let found = prefixed(text, at, from, b"npm_", 36, |b| b.is_ascii_alphanumeric())?;
+    // Exactly 36, then a word boundary: a longer run or a `_` after it is something else.
+    let end = at + 40;
+    (found.end == end && text.get(end) != Some(&b'_')).then(|| fixed(at, end))?
+}
+
+fn discord(text: &[u8], dot: usize, from: usize) -> Option<Found> {
+    let id_len = count_back_max(text, dot, 28, |b| b.is_ascii_alphanumeric());
+    let start = dot.checked_sub(id_len)?;
+    if !matches!(id_len, 23 | 24 | 26 | 27)
+        || !matches!(text.get(start), Some(b'M' | b'N' | b'O'))
+        || start < from
+        || !boundary_before(text, start)
+    {
+        return None;
+    }
+    let stamp = text.get(dot + 1..dot + 7)?;
+    if !stamp.iter().all(|b| is_b64url(*b)) || text.get(dot + 7) != Some(&b'.') {
+        return None;
+    }
+    let mac = run(text, dot + 8, is_b64url);
+    (mac >= 27).then(|| fixed(start, dot + 8 + mac))?
+}
+
+fn jwt(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    if at < from || !boundary_before(text, at) || !starts_with(text, at, b"eyJ") {
+        return None;
+    }
+    let mut end = at + 3;
+    for part in 0..3 {
+        let len = run(text, end, is_b64url);
+        if len < 8 {
+            return None;
+        }
+        end += len;
+        if part < 2 {
+            if text.get(end) != Some(&b'.') {
+                return None;
+            }
+            end += 1;
+        }
+    }
+    fixed(at, end)
+}
+
+fn aws(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    if !(starts_with(text, at, b"AKIA") || starts_with(text, at, b"ASIA")) {
+        return None;
+    }
+    let found = prefixed(text, at, from, b"A", 19, |b| {
+        b.is_ascii_uppercase() || b.is_ascii_digit()
+    })?;
+    let end = at + 20;
+    // Exactly 16 after the prefix, then a word boundary.
+    (found.end == end && text.get(end).is_none_or(|b| !is_word(*b))).then(|| fixed(at, end))?
+}
+
+fn google(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    let found = prefixed(text, at, from, b"AIza", 35, is_b64url)?;
+    // Exactly 35: whatever follows is not part of the key.
+    fixed(found.start, at + 39)
+}
+
+fn telegram(text: &[u8], colon: usize, from: usize) -> Option<Found> {
+    // No word boundary before the id: a token glued to letters (`…bot123456:AA…`, how Bot
+    // API URLs print) went unredacted, and a message split inside its digits then sent a
+    // whole token at the start of the next message (found by fuzzing the pipeline).
+    let digits = count_back_max(text, colon, 12, |b| b.is_ascii_digit());
+    let start = colon.checked_sub(digits)?.max(from);
+    if colon - start < 6 {
+        return None;
+    }
+    let secret = run(text, colon + 1, is_b64url);
+    (secret >= 30).then(|| fixed(start, colon + 1 + secret))?
+}
+
+fn telegram_url(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    if at < from || !starts_with(text, at, b"/bot") {
+        return None;
+    }
+    let digits = run(text, at + 4, |b| b.is_ascii_digit());
+    let colon = at + 4 + digits;
+    if !(6..=12).contains(&digits) || text.get(colon) != Some(&b':') {
+        return None;
+    }
+    let secret = run(text, colon + 1, is_b64url);
+    (secret >= 20).then(|| fixed(at, colon + 1 + secret))?
+}
+
+/// Credential header names, matched without case.
+const HEADER_NAMES: [&[u8]; 4] = [
+    b"authorization",
+    b"x-api-key",
+    b"x-auth-token",
+    b"x-access-token",
+];
+
+fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
+    if text.get(colon) != Some(&b':') {
+        return None;
+    }
+    let name_end = colon - count_back(text, colon, |b| b == b' ' || b == b'\t');
+    let start = HEADER_NAMES.iter().find_map(|name| {
+        let start = name_end.checked_sub(name.len())?;
+        text.get(start..name_end)
+            .is_some_and(|s| s.eq_ignore_ascii_case(name))
+            .then_some(start)
+    })?;
+    if start < from || !boundary_before(text, start) {
+        return None;
+    }
+    let blank = run(text, colon + 1, |b| b == b' ' || b == b'\t');
+    let value = colon + 1 + blank;
+    let len = run(text, value, |b| b != b'\r' && b != b'\n');
+    // The value needs one character: with none left on the line, the last blank is it.
+    let (value, end) = match (len, blank) {
+        (0, 0) => return None,
+        (0, _) => (value - 1, value),
+        _ => (value, value + len),
+    };
+    let bearer = text
+        .get(value..value + 6)
+        .is_some_and(|v| v.eq_ignore_ascii_case(b"bearer"));
+    Some(Found {
+        start,
+        end,
+        keep: name_end,
+        keep_whole: bearer,
+    })
+}
+
+fn bearer(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    let word = text.get(at..at + 6)?;
+    if at < from || !word.eq_ignore_ascii_case(b"bearer") || !boundary_before(text, at) {
+        return None;
+    }
+    let blank = run(text, at + 6, is_space);
+    let value = at + 6 + blank;
+    let len = run(text, value, |b| {
+        b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'+' | b'/' | b'-')
+    });
+    if blank == 0 || len < 20 {
+        return None;
+    }
+    let padding = run(text, value + len, |b| b == b'=');
+    fixed(at, value + len + padding)
+}
+
+/// Words that make an upper-case variable name a credential's.
+const SECRET_WORDS: [&[u8]; 8] = [
+    b"TOKEN",
+    b"SECRET",
+    b"PASSWORD",
+    b"PASSWD",
+    b"API_KEY",
+    b"APIKEY",
+    b"PRIVATE_KEY",
+    b"ACCESS_KEY",
+];
+
+fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
+    if text.get(eq) != Some(&b'=') {
+        return None;
+    }
+    let start = eq - count_back(text, eq, is_name_byte);
+    let name = text.get(start..eq)?;
+    if start < from
+        || !matches!(name.first(), Some(b'A'..=b'Z' | b'_'))
+        || !boundary_before(text, start)
+        || !SECRET_WORDS
+            .iter()
+            .any(|w| name.windows(w.len()).any(|x| x == *w))
+    {
+        return None;
+    }
+    let value = eq + 1;
+    let end = match text.get(value) {
+        Some(quote @ (b'"' | b'\'')) => value + 2 + memchr::memchr(*quote, text.get(value + 1..)?)?,
+        _ => {
+            let len = run(text, value, |b| !is_space(b) && b != b'"' && b != b'\'');
+            if len == 0 {
+                return None;
+            }
+            value + len
+        }
+    };
+    Some(Found {
+        start,
+        end,
+        keep: eq,
+        keep_whole: false,
+    })
+}
+
+fn url_credentials(text: &[u8], colon: usize, from: usize) -> Option<Found> {
+    if !starts_with(text, colon, b"://") {
+        return None;
+    }
+    let scheme = count_back(text, colon, |b| {
+        b.is_ascii_alphanumeric() || matches!(b, b'+' | b'.' | b'-')
+    });
+    // The leftmost place a scheme can start: a letter after a non-word byte.
+    let start = (colon - scheme..colon).find(|&p| {
+        p >= from && text.get(p).is_some_and(u8::is_ascii_alphabetic) && boundary_before(text, p)
+    })?;
+    let user_at = colon + 3;
+    let user = run(text, user_at, |b| {
+        !is_space(b) && !matches!(b, b'/' | b'@' | b':')
+    });
+    let colon2 = user_at + user;
+    if user == 0 || text.get(colon2) != Some(&b':') {
+        return None;
+    }
+    let password = run(text, colon2 + 1, |b| {
+        !is_space(b) && !matches!(b, b'/' | b'@')
+    });
+    let at_sign = colon2 + 1 + password;
+    if password == 0 || text.get(at_sign) != Some(&b'@') {
+        return None;
+    }
+    Some(Found {
+        start,
+        end: at_sign + 1,
+        keep: colon + 3,
+        keep_whole: false,
+    })
+}
+
+const PEM_BEGIN: &[u8] = b"-----BEGIN ";
+
+/// Length of a `<head><LABEL>PRIVATE KEY[ BLOCK]-----` line opening `text` at `at`, `head`
+/// being `-----BEGIN ` or `-----END `; the label is upper case, digits and spaces.
+pub fn pem_line(text: &[u8], at: usize, head: &[u8]) -> Option<usize> {
+    if !starts_with(text, at, head) {
+        return None;
+    }
+    let from = at + head.len();
+    let label = run(text, from, |b| {
+        b.is_ascii_uppercase() || b.is_ascii_digit() || b == b' '
+    });
+    let name = text.get(from..from + label)?;
+    let ok = (name.ends_with(b"PRIVATE KEY") || name.ends_with(b"PRIVATE KEY BLOCK"))
+        && starts_with(text, from + label, b"-----");
+    ok.then_some(head.len() + label + 5)
+}
+
+/// A private key's BEGIN line at `at`: enough to know a text holds a key. Redaction takes
+/// the whole block (`redact.rs`).
+fn private_key_header(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    let len = pem_line(text, at, PEM_BEGIN)?;
+    (at >= from).then(|| fixed(at, at + len))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index constants are how the scanner tags candidates: one naming the wrong shape
+    /// would send a trigger to a matcher that can never match it.
+    #[test]
+    fn shape_indexes_name_their_shapes() {
+        let named = [
+            (PRIVATE_KEY, "private-key"),
+            (ANTHROPIC, "anthropic-key"),
+            (OPENAI, "openai-key"),
+            (GITHUB, "github-token"),
+            (SLACK_BOT, "slack-bot-token"),
+            (SLACK_APP, "slack-app-token"),
+            (NPM, "npm-token"),
+            (DISCORD, "discord-token"),
+            (JWT, "jwt"),
+            (AWS, "aws-access-key"),
+            (GOOGLE, "google-api-key"),
+            (TELEGRAM, "telegram-bot-token"),
+            (TELEGRAM_URL, "telegram-bot-url"),
+            (AUTH_HEADER, "auth-header"),
+            (BEARER, "bearer-header"),
+            (ASSIGNMENT, "env-secret-assignment"),
+            (URL_CREDENTIALS, "url-credentials"),
+        ];
+        for (index, name) in named {
+            assert_eq!(SHAPES[index].name, name);
+        }
+    }
+
+    /// Ordinary words holding a trigger's letters must not reach a matcher.
+    #[test]
+    fn ordinary_prose_has_no_candidates() {
+        let prose = "We went through the right path, ask-me, a_b, e.g. 3.14 and x-y, \
+                     x = 1, abc/def, AI, Zebra, bee. Then: done";
+        assert_eq!(candidates(prose), []);
+    }
+
+    #[test]
+    fn a_header_with_a_bearer_value_is_kept_for_the_bearer_shape() {
+        let text = "Authorization: Bearer abcdefghijklmnopqrstuvwxyz";
+        let header = &SHAPES[AUTH_HEADER];
+        let found = header.find(text, 13, 0);
+        assert!(found.is_some_and(|f| f.keep_whole && f.end == text.len()));
+        assert!(contains_secret(text));
+        assert!(!contains_secret("Authorization: Bearer $TOKEN"));
+    }
+}

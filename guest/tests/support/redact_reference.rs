@@ -1,0 +1,129 @@
+//! The reference redaction engine: the shared list's patterns applied one after another with
+//! regex-lite, each replacing all its matches in the text the previous ones left, as
+//! redaction ran before the one-pass engine. Slow (a regex pass per shape) and plain on
+//! purpose: the differential tests hold the engine equal to it.
+
+use guest::core::redact::Redacted;
+use guest::core::secrets::{PRIVATE_KEY, Replacement, SHAPES};
+use regex_lite::{Captures, Regex};
+
+/// `text` redacted by running every shape's pattern in list order.
+pub fn reference_redact(text: &str) -> Redacted {
+    let mut rules = Vec::new();
+    let mut current = match private_keys(text) {
+        Some(replaced) => {
+            rules.push(SHAPES[PRIVATE_KEY].name);
+            replaced
+        }
+        None => text.to_owned(),
+    };
+    for (i, shape) in SHAPES.iter().enumerate() {
+        if i == PRIVATE_KEY {
+            continue;
+        }
+        let regex = Regex::new(shape.pattern).expect("the shared patterns compile");
+        let mut fired = false;
+        let replaced = regex.replace_all(&current, |caps: &Captures<'_>| {
+            let whole = group(caps, 0);
+            let new = match shape.replacement {
+                Replacement::Fixed(text) => Some(text.to_owned()),
+                Replacement::Header => {
+                    let is_bearer = group(caps, 2)
+                        .get(..6)
+                        .is_some_and(|p| p.eq_ignore_ascii_case("bearer"));
+                    (!is_bearer).then(|| format!("{}: [redacted]", group(caps, 1)))
+                }
+                Replacement::Assignment => Some(format!("{}=[redacted]", group(caps, 1))),
+                Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(caps, 1))),
+            };
+            match new {
+                Some(new) if new != whole => {
+                    fired = true;
+                    new
+                }
+                _ => whole.to_owned(),
+            }
+        });
+        if fired {
+            current = replaced.into_owned();
+            rules.push(shape.name);
+        }
+    }
+    Redacted {
+        text: current,
+        rules,
+    }
+}
+
+fn group<'h>(caps: &Captures<'h>, i: usize) -> &'h str {
+    caps.get(i).map_or("", |m| m.as_str())
+}
+
+/// Length of a `<head><LABEL>PRIVATE KEY[ BLOCK]-----` line at the start of `s`.
+fn pem_line(s: &str, head: &str) -> Option<usize> {
+    let rest = s.strip_prefix(head)?;
+    let label = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b' ')
+        .count();
+    let name = rest.get(..label)?;
+    let ok = (name.ends_with("PRIVATE KEY") || name.ends_with("PRIVATE KEY BLOCK"))
+        && rest.get(label..)?.starts_with("-----");
+    ok.then_some(head.len() + label + 5)
+}
+
+/// Each BEGIN line to the first END line after it, or without one, the whole base64 lines
+/// right under it; `None` when there is none.
+fn private_keys(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut pos = 0;
+    let mut any = false;
+    while let Some(i) = text.get(pos..).and_then(|t| t.find("-----BEGIN ")) {
+        let begin = pos + i;
+        let Some(header) = text.get(begin..).and_then(|t| pem_line(t, "-----BEGIN ")) else {
+            pos = begin + 1;
+            continue;
+        };
+        let body = begin + header;
+        let mut end = None;
+        let mut search = body;
+        while let Some(j) = text.get(search..).and_then(|t| t.find("-----END ")) {
+            let at = search + j;
+            if let Some(len) = text.get(at..).and_then(|t| pem_line(t, "-----END ")) {
+                end = Some(at + len);
+                break;
+            }
+            search = at + 1;
+        }
+        let stop = end.unwrap_or_else(|| base64_lines_end(text, body));
+        out.push_str(&text[copied..begin]);
+        out.push_str("[redacted:private-key]");
+        copied = stop;
+        pos = stop;
+        any = true;
+    }
+    any.then(|| out + &text[copied..])
+}
+
+fn base64_lines_end(text: &str, mut from: usize) -> usize {
+    loop {
+        let rest = &text[from..];
+        let brk = if rest.starts_with("\r\n") {
+            2
+        } else if rest.starts_with('\n') {
+            1
+        } else {
+            return from;
+        };
+        let line = &rest[brk..];
+        let len = line
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            .count();
+        if len == 0 || !matches!(line.as_bytes().get(len), None | Some(b'\r' | b'\n')) {
+            return from;
+        }
+        from += brk + len;
+    }
+}

@@ -1,0 +1,611 @@
+//! The agent link: the JSON-lines protocol between the pi extension
+//! (`examples/pi-extension/`) and `host-shim attach`, over a Unix socket. Pure: messages
+//! and their encoding, no I/O. `examples/pi-extension/PROTOCOL.md` is the prose version;
+//! the tests here pin the wire shapes it documents.
+//!
+//! Versioning: both sides name their protocol version in the hello. The major version
+//! must match; a host that cannot serve the extension's version says so in
+//! `hello_rejected` with both versions, so the person knows which side to update.
+//! Unknown message types are reported and skipped, never fatal.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bindings::agent::{DeliverAs, PromptImage};
+use crate::bindings::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
+use crate::bindings::types::Level;
+
+/// The protocol version this host speaks.
+pub const PROTOCOL: u32 = 1;
+
+/// The pi session, as the extension describes it in its hello.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LinkSession {
+    /// pi's session id: the bridge's session key.
+    pub key: String,
+    /// The session's display name, if it has one.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// pi's working directory (the digest's).
+    pub cwd: String,
+}
+
+/// Where a turn came from, on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Typed in pi.
+    Local,
+    /// Injected by this bridge.
+    Remote,
+}
+
+/// A message from the extension.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum FromExtension {
+    /// The first message: who is calling.
+    Hello {
+        /// The extension's protocol version.
+        protocol: u32,
+        /// The extension's own version.
+        #[serde(default)]
+        extension: Option<String>,
+        /// pi's version.
+        #[serde(default)]
+        pi: Option<String>,
+        /// The session.
+        session: LinkSession,
+    },
+    /// A run started.
+    TurnStarted {
+        /// Who started it.
+        origin: Origin,
+    },
+    /// A tool started.
+    ToolStarted {
+        /// Tool name.
+        name: String,
+    },
+    /// A tool finished.
+    ToolFinished {
+        /// Tool name.
+        name: String,
+        /// It succeeded.
+        ok: bool,
+    },
+    /// The visible text of an assistant message.
+    AssistantMessage {
+        /// The text.
+        text: String,
+    },
+    /// The run is over.
+    TurnSettled,
+    /// The prompt being worked on (digest).
+    LastPrompt {
+        /// Its text.
+        text: String,
+    },
+    /// A shell command finished (digest).
+    ShellRun {
+        /// The command line.
+        command: String,
+        /// It failed.
+        failed: bool,
+        /// The end of its output.
+        output: String,
+    },
+    /// A tool call of a remote turn waits for a verdict.
+    ToolCall {
+        /// Answer with this id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// `/connect <args>` was typed in pi.
+    Command {
+        /// Answer with this id.
+        id: String,
+        /// Everything after the command name.
+        args: String,
+    },
+    /// Whether a prompt was injected.
+    PromptResult {
+        /// The prompt's id.
+        id: String,
+        /// pi took it.
+        ok: bool,
+        /// Why not.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// The person's answer to a confirm.
+    ConfirmResult {
+        /// The confirm's id.
+        id: String,
+        /// Yes.
+        yes: bool,
+    },
+    /// The session ends on purpose (pi exits, `/new`, `/reload`).
+    Bye,
+}
+
+/// An image as the extension hands it to pi (`ImageContent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkImage {
+    /// Media type.
+    pub mime_type: String,
+    /// Base64 of the bytes.
+    pub data: String,
+}
+
+/// A message to the extension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum ToExtension {
+    /// The hello was accepted.
+    Hello {
+        /// The host's protocol version.
+        protocol: u32,
+        /// host-shim's version.
+        host: String,
+    },
+    /// The hello was refused; the link closes after this.
+    HelloRejected {
+        /// The host's protocol version.
+        protocol: u32,
+        /// Why, for a person.
+        reason: String,
+    },
+    /// Inject a remote prompt.
+    Prompt {
+        /// Answer with `prompt_result` and this id.
+        id: String,
+        /// The text.
+        text: String,
+        /// `immediate`, `steer` or `followUp`.
+        deliver_as: &'static str,
+        /// Images.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        images: Vec<LinkImage>,
+    },
+    /// Abort the running work.
+    Abort,
+    /// Show a notification.
+    Notify {
+        /// `info`, `warning` or `error`.
+        level: &'static str,
+        /// The text.
+        text: String,
+    },
+    /// Ask the person yes or no.
+    Confirm {
+        /// Answer with `confirm_result` and this id.
+        id: String,
+        /// Title.
+        title: String,
+        /// Question.
+        message: String,
+        /// After this the dialog closes as a no.
+        timeout_ms: u64,
+    },
+    /// The verdict on a tool call.
+    ToolVerdict {
+        /// The tool call's id.
+        id: String,
+        /// `allow` or `block`.
+        verdict: &'static str,
+        /// Why it is blocked.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The answer to a `/connect` command.
+    CommandResult {
+        /// The command's id.
+        id: String,
+        /// Severity.
+        level: &'static str,
+        /// Text for the terminal.
+        text: String,
+    },
+}
+
+/// Reads one line from the extension. Total: `Err` says why a line is unusable.
+pub fn parse(line: &str) -> Result<FromExtension, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("not JSON ({e})"))?;
+    let kind = value
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        .map(shown_kind);
+    serde_json::from_value(value).map_err(|e| match kind {
+        Some(kind) => format!(
+            "a {kind:?} message host-shim cannot use ({})",
+            without_values(&e.to_string())
+        ),
+        None => "a message without a \"type\"".to_string(),
+    })
+}
+
+/// A message type as a reason may quote it: every type of the protocol is a short
+/// snake_case word, anything else is not repeated (it could be a pasted token).
+fn shown_kind(kind: &str) -> String {
+    let plain = !kind.is_empty()
+        && kind.len() <= 32
+        && kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if plain {
+        kind.to_string()
+    } else {
+        "(unrecognised type)".to_string()
+    }
+}
+
+/// serde's reason with the values it quotes from the line replaced by `…`: the reason is
+/// printed on the terminal and sent back to the extension, and a value in the wrong place
+/// can be anything the agent saw, a token included (`unknown variant \`sk-…\``, found by
+/// fuzzing, issue 17). What follows `expected` comes from our own types and stays, as do
+/// the field names in `missing field` and `duplicate field`.
+fn without_values(reason: &str) -> String {
+    if reason.starts_with("missing field") || reason.starts_with("duplicate field") {
+        return reason.to_string();
+    }
+    // The last `, expected`: the value may hold the words too.
+    let (received, expected) = match reason.rfind(", expected") {
+        Some(at) => reason.split_at(at),
+        None => (reason, ""),
+    };
+    // From the first quote to the last of the same kind: the value may hold quotes too.
+    let mut out = match received.find(['`', '"']) {
+        Some(open) => {
+            let quote = &received[open..=open];
+            let close = received.rfind(quote).filter(|close| *close > open);
+            let mut out = received[..=open].to_string();
+            out.push('…');
+            if let Some(close) = close {
+                out.push_str(&received[close..]);
+            }
+            out
+        }
+        None => received.to_string(),
+    };
+    out.push_str(expected);
+    out
+}
+
+/// One line for the extension, newline included.
+pub fn encode(message: &ToExtension) -> String {
+    // Serialising these plain structs cannot fail; the fallback keeps the function total.
+    let mut line = serde_json::to_string(message).unwrap_or_else(|_| "{}".into());
+    line.push('\n');
+    line
+}
+
+/// Whether this host serves an extension that speaks `protocol` for `session`, when the
+/// host was started for `expected_key` (none: whichever session calls first).
+pub fn check_hello(
+    protocol: u32,
+    session: &LinkSession,
+    expected_key: Option<&str>,
+) -> Result<(), String> {
+    if protocol != PROTOCOL {
+        return Err(format!(
+            "the pi extension speaks agent-link protocol {protocol}, this host-shim speaks {PROTOCOL}; \
+             install matching versions of host-shim and the extension"
+        ));
+    }
+    if session.key.trim().is_empty() {
+        return Err("the hello names no session".into());
+    }
+    if let Some(expected) = expected_key
+        && expected != session.key
+    {
+        return Err(format!(
+            "this host-shim serves session {expected}, not {}",
+            session.key
+        ));
+    }
+    Ok(())
+}
+
+/// The bridge event a link message carries, if it is one.
+pub fn agent_event(message: &FromExtension) -> Option<AgentEvent> {
+    Some(match message {
+        FromExtension::TurnStarted { origin } => AgentEvent::TurnStarted(match origin {
+            Origin::Local => TurnOrigin::Local,
+            Origin::Remote => TurnOrigin::Remote,
+        }),
+        FromExtension::ToolStarted { name } => AgentEvent::ToolStarted(name.clone()),
+        FromExtension::ToolFinished { name, ok } => AgentEvent::ToolFinished(ToolResult {
+            name: name.clone(),
+            ok: *ok,
+        }),
+        FromExtension::AssistantMessage { text } => AgentEvent::AssistantMessage(text.clone()),
+        FromExtension::TurnSettled => AgentEvent::TurnSettled,
+        _ => return None,
+    })
+}
+
+/// The prompt message for a remote prompt.
+pub fn prompt(
+    id: String,
+    text: String,
+    deliver_as: DeliverAs,
+    images: &[PromptImage],
+) -> ToExtension {
+    use base64::Engine as _;
+    ToExtension::Prompt {
+        id,
+        text,
+        deliver_as: match deliver_as {
+            DeliverAs::Immediate => "immediate",
+            DeliverAs::Steer => "steer",
+            DeliverAs::FollowUp => "followUp",
+        },
+        images: images
+            .iter()
+            .map(|i| LinkImage {
+                mime_type: i.media_type.clone(),
+                data: base64::engine::general_purpose::STANDARD.encode(&i.data),
+            })
+            .collect(),
+    }
+}
+
+/// The verdict message for a decision.
+pub fn verdict(id: String, decision: ToolDecision) -> ToExtension {
+    match decision {
+        ToolDecision::Allow => ToExtension::ToolVerdict {
+            id,
+            verdict: "allow",
+            reason: None,
+        },
+        ToolDecision::Block(reason) => ToExtension::ToolVerdict {
+            id,
+            verdict: "block",
+            reason: Some(reason),
+        },
+    }
+}
+
+/// A level's wire name.
+pub fn level_name(level: Level) -> &'static str {
+    crate::logging::level_name(level)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn json(line: &str) -> serde_json::Value {
+        assert!(
+            line.ends_with('\n') && line.matches('\n').count() == 1,
+            "{line:?}"
+        );
+        serde_json::from_str(line.trim_end()).expect("JSON")
+    }
+
+    fn session(key: &str) -> LinkSession {
+        LinkSession {
+            key: key.into(),
+            name: None,
+            cwd: "/w".into(),
+        }
+    }
+
+    #[test]
+    fn the_hello_names_protocol_versions_and_session() {
+        let hello = parse(
+            r#"{"type":"hello","protocol":1,"extension":"0.1.0","pi":"0.73.1","session":{"key":"abc","name":"work","cwd":"/w"}}"#,
+        );
+        assert_eq!(
+            hello,
+            Ok(FromExtension::Hello {
+                protocol: 1,
+                extension: Some("0.1.0".into()),
+                pi: Some("0.73.1".into()),
+                session: LinkSession {
+                    key: "abc".into(),
+                    name: Some("work".into()),
+                    cwd: "/w".into()
+                }
+            })
+        );
+        assert_eq!(
+            json(&encode(&ToExtension::Hello {
+                protocol: PROTOCOL,
+                host: "0.1.0".into()
+            })),
+            serde_json::json!({"type":"hello","protocol":1,"host":"0.1.0"})
+        );
+    }
+
+    #[test]
+    fn a_hello_of_another_version_or_session_is_refused_with_both_named() {
+        assert_eq!(check_hello(1, &session("a"), None), Ok(()));
+        assert_eq!(check_hello(1, &session("a"), Some("a")), Ok(()));
+        let version = check_hello(2, &session("a"), None).unwrap_err();
+        assert!(
+            version.contains("protocol 2") && version.contains("speaks 1"),
+            "{version}"
+        );
+        let other = check_hello(1, &session("b"), Some("a")).unwrap_err();
+        assert!(other.contains("serves session a, not b"), "{other}");
+        assert!(check_hello(1, &session(" "), None).is_err());
+    }
+
+    #[test]
+    fn events_map_to_the_bridge_events() {
+        let cases = [
+            (
+                r#"{"type":"turn_started","origin":"remote"}"#,
+                Some(AgentEvent::TurnStarted(TurnOrigin::Remote)),
+            ),
+            (
+                r#"{"type":"turn_started","origin":"local"}"#,
+                Some(AgentEvent::TurnStarted(TurnOrigin::Local)),
+            ),
+            (
+                r#"{"type":"tool_started","name":"bash"}"#,
+                Some(AgentEvent::ToolStarted("bash".into())),
+            ),
+            (
+                r#"{"type":"tool_finished","name":"bash","ok":false}"#,
+                Some(AgentEvent::ToolFinished(ToolResult {
+                    name: "bash".into(),
+                    ok: false,
+                })),
+            ),
+            (
+                r#"{"type":"assistant_message","text":"hi"}"#,
+                Some(AgentEvent::AssistantMessage("hi".into())),
+            ),
+            (r#"{"type":"turn_settled"}"#, Some(AgentEvent::TurnSettled)),
+            (r#"{"type":"last_prompt","text":"x"}"#, None),
+        ];
+        for (line, expected) in cases {
+            let message = parse(line).expect(line);
+            assert_eq!(agent_event(&message), expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn requests_and_answers_carry_their_ids() {
+        assert_eq!(
+            parse(r#"{"type":"tool_call","id":"t1","name":"bash"}"#),
+            Ok(FromExtension::ToolCall {
+                id: "t1".into(),
+                name: "bash".into()
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"command","id":"c1","args":"status"}"#),
+            Ok(FromExtension::Command {
+                id: "c1".into(),
+                args: "status".into()
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"prompt_result","id":"p1","ok":false,"error":"busy"}"#),
+            Ok(FromExtension::PromptResult {
+                id: "p1".into(),
+                ok: false,
+                error: Some("busy".into())
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"shell_run","command":"ls","failed":true,"output":"x"}"#),
+            Ok(FromExtension::ShellRun {
+                command: "ls".into(),
+                failed: true,
+                output: "x".into()
+            })
+        );
+        assert_eq!(
+            json(&encode(&verdict(
+                "t1".into(),
+                ToolDecision::Block("no".into())
+            ))),
+            serde_json::json!({"type":"tool_verdict","id":"t1","verdict":"block","reason":"no"})
+        );
+        assert_eq!(
+            json(&encode(&verdict("t2".into(), ToolDecision::Allow))),
+            serde_json::json!({"type":"tool_verdict","id":"t2","verdict":"allow"})
+        );
+        assert_eq!(
+            json(&encode(&ToExtension::Confirm {
+                id: "k".into(),
+                title: "t".into(),
+                message: "m".into(),
+                timeout_ms: 60_000
+            })),
+            serde_json::json!({"type":"confirm","id":"k","title":"t","message":"m","timeoutMs":60000})
+        );
+        assert_eq!(
+            json(&encode(&ToExtension::Abort)),
+            serde_json::json!({"type":"abort"})
+        );
+    }
+
+    #[test]
+    fn a_prompt_names_its_delivery_and_base64_images() {
+        let image = PromptImage {
+            media_type: "image/png".into(),
+            data: b"\x89PNG".to_vec(),
+        };
+        assert_eq!(
+            json(&encode(&prompt(
+                "p1".into(),
+                "look\nhere".into(),
+                DeliverAs::FollowUp,
+                &[image]
+            ))),
+            serde_json::json!({"type":"prompt","id":"p1","text":"look\nhere","deliverAs":"followUp",
+                "images":[{"mimeType":"image/png","data":"iVBORw=="}]})
+        );
+        assert_eq!(
+            json(&encode(&prompt(
+                "p2".into(),
+                "x".into(),
+                DeliverAs::Immediate,
+                &[]
+            ))),
+            serde_json::json!({"type":"prompt","id":"p2","text":"x","deliverAs":"immediate"})
+        );
+    }
+
+    #[test]
+    fn unusable_lines_say_why() {
+        assert!(parse("nope").unwrap_err().contains("not JSON"));
+        assert!(parse("{}").unwrap_err().contains("without a \"type\""));
+        assert!(
+            parse(r#"{"type":"teleport"}"#)
+                .unwrap_err()
+                .contains("\"teleport\"")
+        );
+        assert!(
+            parse(r#"{"type":"tool_call","id":"t"}"#)
+                .unwrap_err()
+                .contains("\"tool_call\"")
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_line_parses_without_panicking(line in "\\PC*") {
+            let _ = parse(&line);
+        }
+    }
+
+    /// Found by fuzzing (issue 17): serde quoted the offending value in the reason.
+    #[test]
+    fn a_refused_line_does_not_repeat_its_values() {
+        let secret = "sk-ant-api03-Zk3vQ9xLp2mN8rT4wY6uB1";
+        for line in [
+            format!(r#"{{"type":"turn_started","origin":"{secret}"}}"#),
+            format!(r#"{{"type":"hello","protocol":"{secret}"}}"#),
+            format!(r#"{{"type":"tool_finished","name":"bash","ok":"{secret}"}}"#),
+            format!(r#"{{"type":"{secret}"}}"#),
+            format!(r#"{{"type":"turn_started","origin":"`x` {secret}`, expected"}}"#),
+        ] {
+            let why = parse(&line).expect_err("a wrong value");
+            assert!(!why.contains(secret), "{why}");
+            assert!(why.starts_with("a \""), "{why}");
+        }
+        let why = parse(r#"{"type":"turn_started","origin":"elsewhere"}"#).expect_err("bad");
+        assert_eq!(
+            why,
+            "a \"turn_started\" message host-shim cannot use (unknown variant `…`, expected `local` or `remote`)"
+        );
+        let why = parse(r#"{"type":"tool_call","id":"t"}"#).expect_err("missing");
+        assert!(why.contains("missing field `name`"), "{why}");
+    }
+}

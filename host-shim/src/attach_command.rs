@@ -1,0 +1,146 @@
+//! The `host-shim attach` command: from the process environment to a serving link.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use tokio::sync::oneshot;
+
+use crate::agent_link::LinkSession;
+use crate::attach::{self, Bound, Link};
+use crate::bindings::session::ConfigSource;
+use crate::bindings::types::Level;
+use crate::clock::{Clock, SystemClock};
+use crate::config_files;
+use crate::factory;
+use crate::lock::LockDir;
+use crate::logging::StderrLog;
+use crate::offline;
+use crate::paths::Paths;
+use crate::runtime::{Limits, Runtime};
+use crate::session::{Session, SessionSpec};
+use crate::state_file::StateFile;
+
+/// What `host-shim attach` was asked to serve.
+#[derive(Debug, Clone)]
+pub struct AttachArgs {
+    /// pi's session id (the session key).
+    pub session: String,
+    /// Log level: info lines too.
+    pub debug: bool,
+}
+
+/// The config files for a pi working directory, as the bridge reads them.
+fn config_sources(cwd: &Path) -> anyhow::Result<Vec<ConfigSource>> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), cwd)?;
+    Ok(offline::config_sources(&config_files::discover(
+        &paths.config,
+    )))
+}
+
+/// Resolves when stdin reaches its end: the pi that started this process has exited,
+/// however it exited. A plain thread, not tokio's stdin: a blocking read there would keep
+/// the runtime from shutting down.
+fn stdin_closed() -> oneshot::Receiver<()> {
+    let (tx, rx) = oneshot::channel();
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 256];
+        let mut stdin = std::io::stdin();
+        while matches!(std::io::Read::read(&mut stdin, &mut sink), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    rx
+}
+
+async fn stop_signal() {
+    let stdin = stdin_closed();
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = stdin => {}
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+/// Runs `host-shim attach`: listens for the pi extension of one session, prints the
+/// `ready` line, serves until stdin closes or a stop signal arrives.
+pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), &cwd)?;
+    let state_dir = paths
+        .state_file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cwd.clone());
+    let socket = attach::socket_path(&state_dir, &args.session);
+    let listener = match attach::bind(&socket).await? {
+        Bound::Listening(listener) => listener,
+        Bound::AlreadyServed => {
+            print!("{}", attach::ready_line(&socket, false));
+            std::io::stdout().flush().ok();
+            return Ok(());
+        }
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (state, warnings) = StateFile::open(&paths.state_file, clock.now_ms())
+        .with_context(|| format!("cannot open the state file {}", paths.state_file.display()))?;
+    // Compiled code is cached beside the state file, as `run` does: pi waits for this
+    // process at every session start.
+    let cache = state_dir.join("cache");
+    let runtime = Arc::new(Runtime::load(component, Limits::default(), Some(&cache))?);
+    let link = Link::new();
+    let ui = link.ui();
+    for warning in warnings {
+        ui.notify(Level::Warning, &warning).await;
+    }
+    let locks = LockDir::new(&paths.lock_dir);
+    let state = Arc::new(Mutex::new(state));
+    let debug = args.debug;
+    let agent = link.agent();
+    let starter: attach::SessionStarter = Box::new(move |described: LinkSession| {
+        Box::pin(async move {
+            // The project config is the one of pi's working directory.
+            let config_sources = config_sources(Path::new(&described.cwd))?;
+            let transport_state = Some(state_dir);
+            let spec = SessionSpec {
+                key: described.key,
+                config_sources,
+                platforms: factory::declarations(),
+                transports: Box::new(move |requests| {
+                    let var = |name: &str| std::env::var(name).ok();
+                    factory::build(
+                        requests,
+                        None,
+                        &factory::Environment {
+                            var: &var,
+                            state_dir: transport_state,
+                        },
+                    )
+                }),
+                agent,
+                ui,
+                state,
+                locks,
+                clock,
+                log: Arc::new(StderrLog::new(debug)),
+                exclusive: true,
+            };
+            Session::spawn(runtime, spec).await
+        })
+    });
+    print!("{}", attach::ready_line(&socket, true));
+    std::io::stdout().flush().ok();
+    attach::serve(listener, link, Some(args.session), starter, stop_signal()).await;
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! The `host-shim` binary as a person runs it: a real process, a real stdin that stays
+//! open, a temporary home. Every wait is bounded, so a hang fails instead of stalling.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Longest any step may take (a cold debug build compiles the component first).
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A temporary home with a state path and a working directory.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.path().join("agent").join("bot-connect-state.json")
+    }
+
+    /// Writes the project config of the working directory.
+    fn project_config(&self, json: &str) {
+        let dir = self.path().join(".pi");
+        std::fs::create_dir_all(&dir).expect("config dir");
+        std::fs::write(dir.join("bot-connect.json"), json).expect("config");
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
+        command
+            .args(args)
+            .current_dir(self.path())
+            .env_clear()
+            .env("HOME", self.path())
+            .env("PI_BOT_CONNECT_STATE", self.state_file())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        command
+    }
+}
+
+/// A running `host-shim` whose output is collected as it comes.
+struct Running {
+    child: Child,
+    output: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Running {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("host-shim starts");
+        let output = Arc::new(Mutex::new(String::new()));
+        for mut stream in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let output = output.clone();
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buffer) {
+                    if n == 0 {
+                        break;
+                    }
+                    output
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buffer[..n]));
+                }
+            });
+        }
+        Running { child, output }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").expect("host-shim reads its input");
+    }
+
+    fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) until the output contains `needle`.
+    fn wait_for(&self, needle: &str) {
+        let start = Instant::now();
+        while !self.output().contains(needle) {
+            assert!(
+                start.elapsed() < LIMIT,
+                "no {needle:?} in the output:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded) for the process to end, with stdin still open.
+    fn wait_exit(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("process status") {
+                return status;
+            }
+            if start.elapsed() > LIMIT {
+                let _ = self.child.kill();
+                panic!("host-shim did not exit; output:\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Runs a command to its end (stdin closed) and returns its status and output.
+fn finish(command: Command) -> (ExitStatus, String) {
+    let mut running = Running::start(command);
+    // End of input: a command that reads stdin sees Ctrl-D.
+    drop(running.child.stdin.take());
+    let status = running.wait_exit();
+    // The reader threads end with the process; give them the last bytes.
+    std::thread::sleep(Duration::from_millis(50));
+    (status, running.output())
+}
+
+#[test]
+fn quit_exits_at_once_while_stdin_stays_open() {
+    let home = Home::new();
+    let mut run = Running::start(home.command(&["run", "--pace", "0"]));
+    run.wait_for("Leave with /quit");
+    run.type_line("/quit");
+    let status = run.wait_exit();
+    assert!(status.success(), "{}", run.output());
+    assert!(run.output().contains("bye"));
+}
+
+#[test]
+fn a_transport_that_cannot_start_leaves_the_terminal_working() {
+    let home = Home::new();
+    home.project_config(r#"{"transports":{"telegram":{"enabled":true}}}"#);
+    let mut run = Running::start(home.command(&["run", "--pace", "0"]));
+    run.wait_for("PI_TELEGRAM_TOKEN is not set");
+    run.type_line("hello");
+    run.wait_for("This terminal is not a chat in this run");
+    run.type_line("/connect status");
+    run.wait_for("bot-connect");
+    run.type_line("/quit");
+    assert!(run.wait_exit().success(), "{}", run.output());
+}
+
+#[test]
+fn the_terminal_follows_bridge_local_command() {
+    let home = Home::new();
+    home.project_config(r#"{"bridge":{"localCommand":"bc"}}"#);
+    let mut run = Running::start(home.command(&["run", "--pace", "0"]));
+    run.wait_for("Local commands start with /bc");
+    // It used to take only `/connect …`, whatever the config said.
+    run.type_line("/bc status");
+    run.wait_for("bot-connect status");
+    run.type_line("/quit");
+    assert!(run.wait_exit().success(), "{}", run.output());
+}
+
+/// The id in the newest `Approval needed (<id>)` line of `output`.
+fn newest_approval_id(output: &str) -> String {
+    let at = output
+        .rfind("Approval needed (")
+        .expect("an approval request was shown");
+    output[at + "Approval needed (".len()..]
+        .split(')')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn the_demo_walkthrough_approves_from_the_chat_and_from_the_terminal() {
+    let home = Home::new();
+    home.project_config(
+        r#"{"bridge":{"allowUsers":["terminal:you"],"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":"on"}}"#,
+    );
+    let mut run = Running::start(home.command(&["run", "--pace", "0"]));
+    // A local command is answered once the session runs; the chat is live from then on.
+    run.type_line("/connect status");
+    run.wait_for("bot-connect status");
+    run.type_line("run the tests");
+    // The chat gets the request for `read`, the terminal asks the same question.
+    run.wait_for("wants to run 'read'");
+    run.wait_for("[y/N]");
+    let read = newest_approval_id(&run.output());
+    // Typed as the chat: not taken as the terminal's answer, it answers from the chat.
+    run.type_line(&format!("/approve {read}"));
+    run.wait_for(&format!(
+        "Approval {read} ('read'): approved by terminal:you from the chat."
+    ));
+    run.wait_for("wants to run 'bash'");
+    let bash = newest_approval_id(&run.output());
+    assert_ne!(bash, read);
+    // Now the terminal answers first.
+    run.wait_for(&format!("(approval {bash};"));
+    run.type_line("y");
+    run.wait_for(&format!(
+        "Approval {bash} ('bash'): approved at the terminal."
+    ));
+    run.wait_for("ran the tests");
+    run.type_line("/quit");
+    assert!(run.wait_exit().success(), "{}", run.output());
+}
+
+#[test]
+fn a_second_host_on_the_same_session_is_refused_and_says_who_holds_it() {
+    let home = Home::new();
+    let mut first = Running::start(home.command(&["run", "--pace", "0"]));
+    // Answered only once the session (and its lock) is up.
+    first.type_line("/connect status");
+    first.wait_for("bot-connect status");
+    let (status, output) = finish(home.command(&["run", "--pace", "0"]));
+    assert!(!status.success());
+    assert!(
+        output.contains("another host-shim already runs session")
+            && output.contains(&format!("pid {}", first.child.id())),
+        "{output}"
+    );
+    first.type_line("/quit");
+    assert!(first.wait_exit().success());
+    // Once the first has left, the session is free again.
+    let mut again = Running::start(home.command(&["run", "--pace", "0"]));
+    again.wait_for("Leave with /quit");
+    again.type_line("/quit");
+    assert!(again.wait_exit().success(), "{}", again.output());
+}
+
+#[test]
+fn doctor_writes_nothing_reports_once_and_fails_on_errors() {
+    let home = Home::new();
+    std::fs::create_dir_all(home.state_file().parent().unwrap()).unwrap();
+    std::fs::write(home.state_file(), "{ not json").unwrap();
+    home.project_config(r#"{"bridge":{"remoteToolPolicy":"yolo"},"transports":{"telegram":{}}}"#);
+    let before: Vec<_> = std::fs::read_dir(home.state_file().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let (status, output) = finish(home.command(&["doctor"]));
+    assert!(!status.success(), "errors give a failing status:\n{output}");
+    assert!(output.contains("store file is not valid JSON"), "{output}");
+    assert!(output.contains("bridge.remoteToolPolicy"), "{output}");
+    assert!(output.contains("$PI_TELEGRAM_TOKEN is NOT SET"), "{output}");
+    let after: Vec<_> = std::fs::read_dir(home.state_file().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before, after, "doctor created, moved or removed a file");
+    assert_eq!(
+        std::fs::read_to_string(home.state_file()).unwrap(),
+        "{ not json"
+    );
+}
+
+#[test]
+fn a_component_that_is_not_one_is_refused_in_a_sentence() {
+    let home = Home::new();
+    let garbage = home.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"not a component").unwrap();
+    let (status, output) =
+        finish(home.command(&["--component", garbage.to_str().unwrap(), "inspect"]));
+    assert!(!status.success());
+    assert!(
+        output.contains("the component could not be compiled"),
+        "{output}"
+    );
+    assert!(!output.contains("Error {"), "a Debug dump: {output}");
+}
+
+#[test]
+fn explain_says_what_would_happen_to_a_telegram_group_mention() {
+    let home = Home::new();
+    let payload = home.path().join("update.json");
+    std::fs::write(
+        &payload,
+        r#"{"update_id":7,"message":{"message_id":3,"date":1700000000,
+            "from":{"id":42,"is_bot":false,"first_name":"Ada"},
+            "chat":{"id":-100123,"type":"supergroup","title":"Team"},
+            "text":"@piBot /status","entities":[{"type":"mention","offset":0,"length":6}]}}"#,
+    )
+    .unwrap();
+    let (status, output) = finish(home.command(&[
+        "explain",
+        "telegram",
+        payload.to_str().unwrap(),
+        "--bot-name",
+        "piBot",
+        "--bot-id",
+        "999",
+    ]));
+    assert!(status.success(), "{output}");
+    assert!(
+        output.contains("conversation: telegram:-100123"),
+        "{output}"
+    );
+    assert!(
+        output.contains("sender: telegram:42 (not paired)"),
+        "{output}"
+    );
+    assert!(
+        output.contains("pairing: the sender is not paired"),
+        "{output}"
+    );
+    assert!(
+        !home.state_file().exists(),
+        "explain must not write the state file"
+    );
+}
+
+#[test]
+fn explain_reads_a_telegram_button_press_as_the_command_it_stands_for() {
+    let home = Home::new();
+    let payload = home.path().join("press.json");
+    std::fs::write(
+        &payload,
+        r#"{"update_id":8,"callback_query":{"id":"4382bfdwdsb323b2d9","chat_instance":"-820530038",
+            "from":{"id":42,"is_bot":false,"first_name":"Ada"},
+            "message":{"message_id":77,"date":1700000000,"from":{"id":999,"is_bot":true,"first_name":"Pi"},
+                "chat":{"id":42,"type":"private","first_name":"Ada"},"text":"Approval needed (qd4k)"},
+            "data":"/approve qd4k"}}"#,
+    )
+    .unwrap();
+    let (status, output) = finish(home.command(&[
+        "explain",
+        "telegram",
+        payload.to_str().unwrap(),
+        "--bot-name",
+        "piBot",
+        "--bot-id",
+        "999",
+    ]));
+    assert!(status.success(), "{output}");
+    assert!(
+        output.contains("starts like a command: /approve"),
+        "{output}"
+    );
+    assert!(output.contains("conversation: telegram:42"), "{output}");
+    assert!(output.contains("sender: telegram:42"), "{output}");
+    assert!(output.contains("addresses the bot"), "{output}");
+
+    // Data that is not one of the bridge's commands says why it is ignored.
+    std::fs::write(
+        &payload,
+        r#"{"update_id":9,"callback_query":{"id":"x","chat_instance":"c",
+            "from":{"id":42,"is_bot":false,"first_name":"Ada"},
+            "message":{"message_id":77,"date":0,"chat":{"id":42,"type":"private"}},
+            "data":"run rm -rf /"}}"#,
+    )
+    .unwrap();
+    let (status, output) =
+        finish(home.command(&["explain", "telegram", payload.to_str().unwrap()]));
+    assert!(status.success(), "{output}");
+    assert!(output.contains("not a bridge command"), "{output}");
+}
+
+#[test]
+fn explain_reads_discord_payloads_of_every_kind() {
+    let home = Home::new();
+    let payloads =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../transports/discord/tests/payloads");
+    let cases: [(&str, &[&str]); 6] = [
+        (
+            "dm",
+            &[
+                "conversation: discord:1200000000000000001",
+                "sender: discord:134127815531560960 (not paired)",
+                "direct message, addresses the bot",
+            ],
+        ),
+        (
+            "guild_mention",
+            &[
+                "text after normalizing: 6 character(s)",
+                "conversation: discord:1100000000000000100",
+                "group or channel message, addresses the bot",
+            ],
+        ),
+        // A reply that pings the bot without `<@id>` in its text.
+        (
+            "reply_ping",
+            &[
+                "text after normalizing: 6 character(s)",
+                "group or channel message, addresses the bot",
+            ],
+        ),
+        // A thread is a conversation of its own.
+        (
+            "thread",
+            &[
+                "conversation: discord:1235120000000000077",
+                "group or channel message, addresses the bot",
+            ],
+        ),
+        (
+            "webhook",
+            &["ignored by the discord transport: a webhook message"],
+        ),
+        (
+            "other_bot",
+            &["ignored by the discord transport: a message from another bot"],
+        ),
+    ];
+    for (name, expected) in cases {
+        let payload = payloads.join(format!("{name}.json"));
+        let (status, output) = finish(home.command(&[
+            "explain",
+            "discord",
+            payload.to_str().unwrap(),
+            "--bot-name",
+            "pi-bot",
+            "--bot-id",
+            "987654321098765432",
+        ]));
+        assert!(status.success(), "{name}: {output}");
+        for line in expected {
+            assert!(
+                output.contains(line),
+                "{name}: expected {line:?} in\n{output}"
+            );
+        }
+    }
+    assert!(
+        !home.state_file().exists(),
+        "explain must not write the state file"
+    );
+}

@@ -1,0 +1,228 @@
+//! `host-shim run --agent pi` against the real pi, offline: the bridge drives
+//! `pi --mode rpc` (with the embedded extension as its tool gate) and a fake messenger
+//! pairs, prompts, aborts. Skipped, with the reason printed, when node or the pi package
+//! is unavailable.
+
+mod common;
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use common::fake_model::FakeModel;
+use common::pi::{PI_WAIT, PiHome, require_pi};
+use common::{Dirs, Harness, Setup, WAIT, project_config};
+use host_shim::pi_rpc_agent::{PiLaunch, PiRpcAgent, write_extension};
+use host_shim::ui::RecordingUi;
+
+struct Headless {
+    harness: Harness,
+    model: FakeModel,
+    pi: PiRpcAgent,
+    _home: PiHome,
+    _dirs: Dirs,
+}
+
+async fn start(test: &str, policy: &str, extension: Option<&str>) -> Option<Headless> {
+    let bin = require_pi(test).await?;
+    let model = FakeModel::start().await;
+    let home = PiHome::new(Some(&model.base_url));
+    let extension_dir = home.dir.path().join("bot-connect");
+    let extension = match extension {
+        // What `run --agent pi` loads: the embedded copy.
+        None => write_extension(&extension_dir).expect("extension written"),
+        Some(source) => {
+            std::fs::create_dir_all(&extension_dir).unwrap();
+            let path = extension_dir.join("index.ts");
+            std::fs::write(&path, source).unwrap();
+            path
+        }
+    };
+    let launch = PiLaunch {
+        program: bin.into_os_string(),
+        args: home.args().into_iter().map(OsString::from).collect(),
+        cwd: home.work(),
+        extension,
+        key: "pi-headless".into(),
+        ready_timeout: PI_WAIT,
+        env: home
+            .env()
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+    };
+    let pi = PiRpcAgent::start(launch, Arc::new(RecordingUi::default()))
+        .await
+        .expect("pi starts in rpc mode");
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, "pi-headless");
+    setup.agent = Arc::new(pi.clone());
+    // Set explicitly: the default policy may change, these tests rely on this one.
+    setup.config = vec![project_config(&format!(
+        r#"{{"bridge":{{"remoteToolPolicy":"{policy}"}}}}"#
+    ))];
+    let harness = setup.start().await;
+    Some(Headless {
+        harness,
+        model,
+        pi,
+        _home: home,
+        _dirs: dirs,
+    })
+}
+
+impl Headless {
+    async fn stop(self) {
+        self.harness
+            .session
+            .shutdown()
+            .await
+            .expect("session stops");
+        self.pi.stop().await;
+    }
+
+    fn card_shows(&self, label: &str) -> bool {
+        let sent = self.harness.fake.sent().into_iter().map(|m| m.message.text);
+        let edited = self.harness.fake.edits().into_iter().map(|m| m.text);
+        sent.chain(edited).any(|t| t.contains(label))
+    }
+}
+
+#[tokio::test]
+async fn a_remote_prompt_runs_a_pi_turn_with_its_tool_card_and_reply() {
+    let Some(t) = start("a_remote_prompt_runs_a_pi_turn", "unrestricted", None).await else {
+        return;
+    };
+    t.harness.pair("alice").await;
+    t.harness.say("alice", "please TOOL", "tool said: hi").await;
+    assert!(
+        t.card_shows("✓ bash"),
+        "the card follows pi's tool events: {:#?}",
+        t.harness.texts()
+    );
+    let seen = t.model.seen();
+    assert_eq!(seen[0].last_text, "please TOOL");
+    assert_eq!(seen[1].last_role, "tool");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_prompt_while_pi_works_is_delivered_as_a_follow_up() {
+    let Some(t) = start(
+        "a_prompt_while_pi_works_is_a_follow_up",
+        "unrestricted",
+        None,
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("bob").await;
+    t.harness
+        .fake
+        .inject(t.harness.dm("bob", "HOLD first"))
+        .await
+        .expect("fake listening");
+    t.model
+        .wait("the first request", WAIT, |m| {
+            m.seen().iter().any(|s| s.last_text == "HOLD first")
+        })
+        .await;
+    t.harness
+        .fake
+        .inject(t.harness.dm("bob", "second"))
+        .await
+        .expect("fake listening");
+    t.model.release();
+    let found = t
+        .harness
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("You said: second"))
+        })
+        .await;
+    assert!(
+        found,
+        "the follow-up was answered: {:#?}",
+        t.harness.texts()
+    );
+    let texts: Vec<String> = t.model.seen().into_iter().map(|s| s.last_text).collect();
+    assert_eq!(
+        texts,
+        ["HOLD first", "second"],
+        "delivered after the first, not rejected"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn abort_from_the_chat_stops_the_pi_turn() {
+    let Some(t) = start(
+        "abort_from_the_chat_stops_the_pi_turn",
+        "unrestricted",
+        None,
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("carol").await;
+    t.harness
+        .fake
+        .inject(t.harness.dm("carol", "HOLD forever"))
+        .await
+        .expect("fake listening");
+    t.model
+        .wait("the held request", WAIT, |m| !m.seen().is_empty())
+        .await;
+    t.harness.say("carol", "/abort", "Abort requested.").await;
+    // pi closes the model stream when it aborts.
+    t.model
+        .wait("the stream closed by pi", WAIT, |m| m.cancelled() == 1)
+        .await;
+    // pi is usable again: the next prompt is a fresh turn.
+    t.harness.say("carol", "again", "You said: again").await;
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn read_only_policy_blocks_a_remote_tool_call_in_the_real_hook() {
+    let Some(t) = start("read_only_blocks_a_remote_tool_call", "read-only", None).await else {
+        return;
+    };
+    t.harness.pair("dave").await;
+    t.harness.say("dave", "please TOOL", "tool said:").await;
+    let seen = t.model.seen();
+    let result = &seen
+        .last()
+        .expect("the model saw the tool result")
+        .last_text;
+    assert!(
+        result.contains("read-only mode"),
+        "the tool result is the bridge's block reason: {result:?}"
+    );
+    assert!(t.card_shows("✕ bash"), "{:#?}", t.harness.texts());
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_tool_gate_remote_prompts_are_refused() {
+    // An extension that loads but never says it gates tool calls: the policy cannot be
+    // enforced, so no remote prompt may reach pi.
+    let inert = "export default function () {}\n";
+    let Some(t) = start(
+        "without_the_tool_gate_prompts_are_refused",
+        "read-only",
+        Some(inert),
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("erin").await;
+    t.harness
+        .say("erin", "please TOOL", "did not accept that message")
+        .await;
+    assert!(t.model.seen().is_empty(), "nothing reached the model");
+    t.stop().await;
+}

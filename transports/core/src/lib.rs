@@ -1,0 +1,100 @@
+//! The transport seam: the one [`Transport`] trait every messenger implements, the plain
+//! data it exchanges with the host, and the retry policy every platform shares.
+//!
+//! A transport moves bytes. Redaction, rendering, chunking, trust, pairing, command
+//! parsing and pause handling all happen in the bridge (the guest component). Each
+//! platform lives in its own crate next to this one (`transports/<platform>`, with the
+//! same modules every time: wire types, a pure `normalize`, the HTTP client, the
+//! listener, settings) and passes the conformance kit in `transport-testing`.
+
+pub mod capped;
+pub mod inbound;
+pub mod model;
+pub mod platform;
+pub mod retry;
+
+pub use inbound::{Inbound, InboundSink, InboundStream, SessionGone};
+
+pub use model::{
+    Attachment, AttachmentKind, BotIdentity, Button, Capabilities, Envelope, FetchedAttachment,
+    LengthUnit, Markup, OutboundKind, OutboundMessage, SendReceipt,
+};
+
+use async_trait::async_trait;
+
+/// Why a transport operation failed. Messages are written for the person reading
+/// `doctor` output and never contain a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// `send`, `typing` or `fetch_attachment` before `start` (or after `stop`).
+    #[error("{0} transport is not started")]
+    NotStarted(String),
+    /// `start` on a transport that is already running.
+    #[error("{0} transport is already started")]
+    AlreadyStarted(String),
+    /// The platform refused to edit the message (the caller may post a new one).
+    #[error("{0}")]
+    EditRejected(String),
+    /// The platform asked to wait before sending again.
+    #[error("rate limited; retry after {retry_after_ms} ms")]
+    RateLimited {
+        /// How long the platform asked to wait.
+        retry_after_ms: u64,
+    },
+    /// The transport cannot do this (e.g. fetch attachments).
+    #[error("{0}")]
+    Unsupported(String),
+    /// Anything else, described for a person.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// One messenger connection.
+#[async_trait]
+pub trait Transport: Send + Sync {
+    /// Transport id (`telegram`, `discord`, `terminal`, ...), unique per session.
+    fn id(&self) -> &str;
+
+    /// What the transport can do. Available before `start`.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Asks the platform who the bot is. Checks the credential before anything else
+    /// (no lock, no socket) so a bad token fails fast with a clear message.
+    async fn identify(&self) -> Result<BotIdentity, TransportError>;
+
+    /// Begins receiving; envelopes go to `sink` in the order the platform delivered them.
+    /// Fails with [`TransportError::AlreadyStarted`] when already running.
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError>;
+
+    /// Stops receiving and releases connections. Idempotent.
+    async fn stop(&self);
+
+    /// Posts a message, or edits one when `message.edit_key` is set and the transport
+    /// can edit. Fails with [`TransportError::NotStarted`] before `start`.
+    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError>;
+
+    /// Shows a typing indicator, best effort and self-throttled.
+    async fn typing(
+        &self,
+        _conversation_id: &str,
+        _thread_id: Option<&str>,
+    ) -> Result<(), TransportError> {
+        Ok(())
+    }
+
+    /// Downloads an attachment's bytes, refusing more than `max_bytes` (checked on the
+    /// bytes actually received, I19).
+    async fn fetch_attachment(
+        &self,
+        _reference: &str,
+        _max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "{} cannot download attachments",
+            self.id()
+        )))
+    }
+
+    /// One line for `doctor`: connection state and counters. Never a token or a body.
+    fn diagnose(&self) -> String;
+}

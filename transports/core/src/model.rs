@@ -1,0 +1,179 @@
+//! The plain data a transport exchanges with the host.
+
+use serde::{Deserialize, Serialize};
+
+/// What an inbound attachment is, as declared by the platform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachmentKind {
+    /// A picture.
+    Image,
+    /// Any other file.
+    File,
+}
+
+/// An attachment announced by the platform; bytes are fetched only on demand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    /// Declared kind.
+    pub kind: AttachmentKind,
+    /// Declared media type.
+    pub media_type: String,
+    /// Opaque reference (file id or URL) for [`crate::Transport::fetch_attachment`].
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Original file name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Declared size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+}
+
+/// One normalized inbound message. Platform payloads stay inside the transport.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    /// Transport id.
+    pub transport: String,
+    /// Conversation id inside the transport.
+    pub conversation_id: String,
+    /// Sender id inside the transport.
+    pub user_id: String,
+    /// Thread or topic anchor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Platform timestamp in ms since the epoch, 0 when unknown.
+    #[serde(default)]
+    pub timestamp: u64,
+    /// Message text with transport mention syntax stripped.
+    pub text: String,
+    /// Direct message.
+    pub is_direct: bool,
+    /// The bot was explicitly addressed.
+    #[serde(default)]
+    pub addressed: bool,
+    /// Attachments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+/// How a platform counts message length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LengthUnit {
+    /// Unicode scalar values.
+    Chars,
+    /// UTF-16 code units.
+    Utf16,
+    /// UTF-8 bytes.
+    Bytes,
+}
+
+/// The markup a platform renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Markup {
+    /// No markup.
+    Plain,
+    /// Markdown.
+    Markdown,
+    /// Telegram HTML.
+    Html,
+    /// Slack mrkdwn.
+    Mrkdwn,
+}
+
+/// What a transport can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// Threads exist.
+    pub threads: bool,
+    /// Sent messages can be edited.
+    pub edit: bool,
+    /// Attachments can be fetched.
+    pub attachments: bool,
+    /// A typing indicator exists.
+    pub typing: bool,
+    /// Limit for one message, in `length_unit`.
+    pub max_message_length: u32,
+    /// Unit of the limit.
+    pub length_unit: LengthUnit,
+    /// Rendered markup.
+    pub markup: Markup,
+}
+
+/// Who the bot is on the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotIdentity {
+    /// The bot's own user id.
+    pub bot_id: String,
+    /// The bot's name.
+    pub bot_name: String,
+    /// Lock name for one-process-per-credential (derived from the bot id, never the
+    /// token); `None` when the transport needs no lock.
+    pub lock_name: Option<String>,
+}
+
+/// What kind of message is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutboundKind {
+    /// Agent reply.
+    Reply,
+    /// Progress card.
+    Progress,
+    /// Work digest.
+    Digest,
+    /// Bridge notice.
+    Notice,
+}
+
+/// A button under a message. A press arrives as an ordinary envelope whose text is
+/// `command`, from the person who pressed it, as if they had typed it; a transport that
+/// cannot show buttons ignores them (the message text says what to type).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Button {
+    /// What the button shows (`Approve`).
+    pub label: String,
+    /// The text a press stands for (`/approve qd4k`), at most 64 bytes.
+    pub command: String,
+}
+
+/// One message to post, already within the platform's limit and markup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundMessage {
+    /// Target conversation.
+    pub conversation_id: String,
+    /// Target thread.
+    pub thread_id: Option<String>,
+    /// What the message is.
+    pub kind: OutboundKind,
+    /// Text.
+    pub text: String,
+    /// Edit the message with this key instead of posting.
+    pub edit_key: Option<String>,
+    /// Buttons under the message, one row; usually empty. Ignored by transports without
+    /// buttons.
+    pub buttons: Vec<Button>,
+}
+
+/// Proof that a message was posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendReceipt {
+    /// Platform message id (never empty).
+    pub message_id: String,
+    /// Key to edit this message later; `None` when the transport cannot edit.
+    pub edit_key: Option<String>,
+}
+
+/// An attachment's bytes as served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedAttachment {
+    /// Media type from the response (before `;`, trimmed, lower-cased).
+    pub media_type: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+}

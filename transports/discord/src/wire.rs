@@ -1,0 +1,362 @@
+//! Discord Gateway v10 and REST v10 types: the fields this transport reads and writes,
+//! nothing more (protocols.md §2).
+//!
+//! Every id is a string: Discord sends snowflakes as strings because they do not fit a
+//! JavaScript number. Every field Discord may omit is optional or defaulted and unknown
+//! fields are ignored, so a payload with extra keys (`_trace`, newer fields) still parses
+//! instead of stalling the gateway on one event.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Gateway opcodes (protocols §2.1).
+pub mod op {
+    /// An event (`t`, `s`, `d`).
+    pub const DISPATCH: u8 = 0;
+    /// Heartbeat, both ways: received means "send one now".
+    pub const HEARTBEAT: u8 = 1;
+    /// Start a new session.
+    pub const IDENTIFY: u8 = 2;
+    /// Resume a dropped session.
+    pub const RESUME: u8 = 6;
+    /// Discord asks the client to reconnect and resume.
+    pub const RECONNECT: u8 = 7;
+    /// The session is invalid; `d` says whether it may be resumed.
+    pub const INVALID_SESSION: u8 = 9;
+    /// First frame on a connection: `d.heartbeat_interval`.
+    pub const HELLO: u8 = 10;
+    /// Acknowledges a heartbeat.
+    pub const HEARTBEAT_ACK: u8 = 11;
+}
+
+/// Gateway intents (protocols §2.3).
+pub mod intents {
+    /// MESSAGE_CREATE in servers.
+    pub const GUILD_MESSAGES: u64 = 1 << 9;
+    /// MESSAGE_CREATE in direct messages.
+    pub const DIRECT_MESSAGES: u64 = 1 << 12;
+    /// Privileged: without it, server messages that do not mention the bot arrive empty.
+    pub const MESSAGE_CONTENT: u64 = 1 << 15;
+    /// Exactly what the bridge needs, nothing more: 37376.
+    pub const BRIDGE: u64 = GUILD_MESSAGES | DIRECT_MESSAGES | MESSAGE_CONTENT;
+}
+
+/// One gateway frame: `{"op": int, "d": any, "s": ?int, "t": ?string}`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Frame {
+    /// Opcode.
+    pub op: u8,
+    /// Payload.
+    #[serde(default)]
+    pub d: Value,
+    /// Sequence number, only on dispatches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<u64>,
+    /// Event name, only on dispatches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t: Option<String>,
+}
+
+/// `d` of HELLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Hello {
+    /// Milliseconds between heartbeats.
+    pub heartbeat_interval: u64,
+}
+
+/// `d` of READY: what a session needs to resume and to recognise itself.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Ready {
+    /// The bot user.
+    pub user: User,
+    /// Session id, for RESUME.
+    pub session_id: String,
+    /// Where to resume this session.
+    #[serde(default)]
+    pub resume_gateway_url: Option<String>,
+}
+
+/// `d` of IDENTIFY.
+#[derive(Debug, Clone, Serialize)]
+pub struct Identify<'a> {
+    /// The bot token (never logged).
+    pub token: &'a str,
+    /// Intents bitmask.
+    pub intents: u64,
+    /// Client properties.
+    pub properties: IdentifyProperties,
+}
+
+/// `properties` of IDENTIFY.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentifyProperties {
+    /// Operating system.
+    pub os: &'static str,
+    /// Library name.
+    pub browser: &'static str,
+    /// Library name.
+    pub device: &'static str,
+}
+
+/// `d` of RESUME.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resume<'a> {
+    /// The bot token (never logged).
+    pub token: &'a str,
+    /// The session to resume.
+    pub session_id: &'a str,
+    /// The last sequence number received.
+    pub seq: Option<u64>,
+}
+
+/// `GET /gateway/bot`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct GatewayBot {
+    /// `wss://gateway.discord.gg`.
+    pub url: String,
+    /// How many new sessions (IDENTIFY) the bot may still start.
+    #[serde(default)]
+    pub session_start_limit: Option<SessionStartLimit>,
+}
+
+/// `session_start_limit` of `GET /gateway/bot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct SessionStartLimit {
+    /// Sessions per day.
+    #[serde(default)]
+    pub total: u64,
+    /// Sessions left until the reset.
+    pub remaining: u64,
+    /// Milliseconds until `remaining` is reset to `total`.
+    #[serde(default)]
+    pub reset_after: u64,
+    /// IDENTIFYs allowed per 5 seconds.
+    #[serde(default = "one")]
+    pub max_concurrency: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// A user (person, bot or webhook author).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct User {
+    /// Snowflake.
+    pub id: String,
+    /// User name (unique, lower case, since 2023).
+    #[serde(default)]
+    pub username: String,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_name: Option<String>,
+    /// "Whether the user belongs to an OAuth2 application" (bots, webhooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot: Option<bool>,
+    /// Discord's own system user (Discord's official announcements).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<bool>,
+}
+
+/// An attachment of a message (protocols §2.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Attachment {
+    /// Snowflake.
+    #[serde(default)]
+    pub id: String,
+    /// File name.
+    #[serde(default)]
+    pub filename: String,
+    /// Media type, optional.
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// Size in bytes.
+    #[serde(default)]
+    pub size: Option<u64>,
+    /// Signed, expiring CDN URL.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The media proxy's URL for the same file.
+    #[serde(default)]
+    pub proxy_url: Option<String>,
+}
+
+/// `message_reference`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct MessageReference {
+    /// The referenced message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Its channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    /// Its server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guild_id: Option<String>,
+    /// Create Message: fail when the referenced message is gone (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_if_not_exists: Option<bool>,
+}
+
+/// The message a reply refers to: only who wrote it matters here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ReferencedMessage {
+    /// Snowflake.
+    #[serde(default)]
+    pub id: String,
+    /// Its author.
+    #[serde(default)]
+    pub author: Option<User>,
+}
+
+/// A Message object plus the MESSAGE_CREATE extra fields (protocols §2.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Message {
+    /// Snowflake.
+    pub id: String,
+    /// The channel, or the thread (a thread is a channel).
+    pub channel_id: String,
+    /// Present in servers, absent in DMs.
+    #[serde(default)]
+    pub guild_id: Option<String>,
+    /// Sender.
+    pub author: User,
+    /// Text (empty without the Message Content intent, except DMs and mentions).
+    #[serde(default)]
+    pub content: String,
+    /// ISO 8601 send time.
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// Users mentioned, the authority on mentions (a reply ping is here, not in content).
+    #[serde(default)]
+    pub mentions: Vec<User>,
+    /// `@everyone` / `@here` was used.
+    #[serde(default)]
+    pub mention_everyone: bool,
+    /// Files.
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+    /// Set when a webhook posted the message.
+    #[serde(default)]
+    pub webhook_id: Option<String>,
+    /// Message type: 0 DEFAULT, 19 REPLY, others are system messages.
+    #[serde(rename = "type", default)]
+    pub kind: u8,
+    /// What a reply refers to.
+    #[serde(default)]
+    pub message_reference: Option<MessageReference>,
+    /// The replied-to message (types 19, 21, 23); `null` when it was deleted.
+    #[serde(default)]
+    pub referenced_message: Option<ReferencedMessage>,
+    /// 1 DM, 3 group DM, 10/11/12 threads, 0 text channel.
+    #[serde(default)]
+    pub channel_type: Option<u8>,
+}
+
+/// `allowed_mentions` on everything the bot posts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AllowedMentions {
+    /// Which mention kinds in the content notify: none of `everyone`, `roles`, `users`.
+    pub parse: [&'static str; 0],
+    /// Whether a reply pings the author of the replied-to message.
+    pub replied_user: bool,
+}
+
+/// Agent text is quoted, pasted and generated: none of it may ping `@everyone`, a role or
+/// a person (protocols §2.5: `{"parse": []}`).
+pub const NO_PINGS: AllowedMentions = AllowedMentions {
+    parse: [],
+    replied_user: false,
+};
+
+/// `POST /channels/{id}/messages` body.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreateMessage<'a> {
+    /// Text, up to 2000 code points.
+    pub content: &'a str,
+    /// Never ping anyone.
+    pub allowed_mentions: AllowedMentions,
+}
+
+/// `PATCH /channels/{id}/messages/{id}` body.
+#[derive(Debug, Clone, Serialize)]
+pub struct EditMessage<'a> {
+    /// New text.
+    pub content: &'a str,
+    /// Never ping anyone (an edit can add mentions too).
+    pub allowed_mentions: AllowedMentions,
+}
+
+/// What Create/Edit Message return: only the id is needed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SentMessage {
+    /// Snowflake.
+    pub id: String,
+}
+
+/// An error body: `{"code": 50035, "message": "Invalid Form Body", "errors": {...}}`, and
+/// on 429 `{"message": ..., "retry_after": 64.57, "global": false}`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ErrorBody {
+    /// Discord's JSON error code (protocols §2.6), 0 when absent.
+    #[serde(default)]
+    pub code: i64,
+    /// What went wrong.
+    #[serde(default)]
+    pub message: String,
+    /// Float seconds to wait, on 429.
+    #[serde(default)]
+    pub retry_after: Option<f64>,
+    /// Whether the 429 is the global limit.
+    #[serde(default)]
+    pub global: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bridge_asks_for_exactly_three_intents() {
+        assert_eq!(intents::BRIDGE, 37_376);
+    }
+
+    #[test]
+    fn frames_with_extra_keys_and_nulls_parse() {
+        let frame: Frame = serde_json::from_str(
+            r#"{"t":null,"s":null,"op":10,"d":{"heartbeat_interval":41250,"_trace":["gateway-prd"]}}"#,
+        )
+        .expect("hello");
+        assert_eq!(frame.op, op::HELLO);
+        let hello: Hello = serde_json::from_value(frame.d).expect("interval");
+        assert_eq!(hello.heartbeat_interval, 41_250);
+        let ack: Frame = serde_json::from_str(r#"{"op":11}"#).expect("ack");
+        assert_eq!(
+            (ack.op, ack.s, ack.d),
+            (op::HEARTBEAT_ACK, None, Value::Null)
+        );
+    }
+
+    #[test]
+    fn allowed_mentions_serialize_as_an_empty_parse_list() {
+        let body = serde_json::to_value(CreateMessage {
+            content: "hi @everyone",
+            allowed_mentions: NO_PINGS,
+        })
+        .expect("json");
+        assert_eq!(
+            body,
+            serde_json::json!({"content": "hi @everyone", "allowed_mentions": {"parse": [], "replied_user": false}})
+        );
+    }
+
+    #[test]
+    fn a_deleted_referenced_message_is_null_and_still_parses() {
+        let message: Message = serde_json::from_value(serde_json::json!({
+            "id": "1", "channel_id": "2", "author": {"id": "3", "username": "a"},
+            "type": 19, "referenced_message": null
+        }))
+        .expect("message");
+        assert_eq!(message.referenced_message, None);
+    }
+}

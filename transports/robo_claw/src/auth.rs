@@ -1,0 +1,127 @@
+//! The optional peer token: where a client presents it and how it is checked.
+//!
+//! A client presents the token in the call metadata (`x-robo-claw-peer-token`, any gRPC
+//! client can set it) or, on `ChatStream` and `SendCommand`, as `metadata.auth_token` of
+//! its first message (for clients that cannot set call metadata). The comparison runs in
+//! constant time, so the token cannot be guessed byte by byte from response times.
+
+use subtle::ConstantTimeEq;
+use tonic::metadata::MetadataMap;
+
+/// Call metadata carrying the peer token.
+pub const PEER_TOKEN_HEADER: &str = "x-robo-claw-peer-token";
+
+/// `ChatMessage.metadata` key carrying the peer token on a first message.
+pub const AUTH_TOKEN_KEY: &str = "auth_token";
+
+/// The configured peer token. `Debug` never shows it.
+#[derive(Clone)]
+pub struct PeerToken(String);
+
+impl std::fmt::Debug for PeerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerToken(<hidden>)")
+    }
+}
+
+impl PeerToken {
+    /// The token, trimmed; `None` when it is empty (an exported but blank variable means
+    /// "no token", as in the original).
+    pub fn new(raw: &str) -> Option<PeerToken> {
+        let token = raw.trim();
+        (!token.is_empty()).then(|| PeerToken(token.to_owned()))
+    }
+
+    /// True when `offered` (trimmed) is the token, compared in constant time.
+    pub fn matches(&self, offered: &str) -> bool {
+        bool::from(self.0.as_bytes().ct_eq(offered.trim().as_bytes()))
+    }
+
+    /// The token's bytes, for scrubbing text that must never show it.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What the call metadata says about a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// No token is configured: every client is accepted.
+    Open,
+    /// The header carries the right token.
+    Accepted,
+    /// The header carries a wrong token (or one that is not text).
+    Refused,
+    /// No header: the first message may still carry `metadata.auth_token`.
+    Absent,
+}
+
+/// Checks the call metadata against `token`.
+pub fn check_header(token: Option<&PeerToken>, metadata: &MetadataMap) -> HeaderCheck {
+    let Some(token) = token else {
+        return HeaderCheck::Open;
+    };
+    match metadata.get(PEER_TOKEN_HEADER) {
+        None => HeaderCheck::Absent,
+        Some(value) => match value.to_str() {
+            Ok(offered) if token.matches(offered) => HeaderCheck::Accepted,
+            _ => HeaderCheck::Refused,
+        },
+    }
+}
+
+/// The error every refused client gets. It says what to send, never what was expected.
+pub fn refused() -> tonic::Status {
+    tonic::Status::unauthenticated(format!(
+        "invalid peer token: send the token in the `{PEER_TOKEN_HEADER}` call metadata (or as metadata.{AUTH_TOKEN_KEY} of the first message)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(token: Option<&str>) -> MetadataMap {
+        let mut map = MetadataMap::new();
+        if let Some(token) = token {
+            map.insert(PEER_TOKEN_HEADER, token.parse().expect("ascii"));
+        }
+        map
+    }
+
+    #[test]
+    fn a_blank_token_means_no_token() {
+        assert!(PeerToken::new("  ").is_none());
+        assert!(PeerToken::new(" s3cret ").expect("set").matches("s3cret"));
+    }
+
+    #[test]
+    fn the_header_is_accepted_refused_or_absent() {
+        let token = PeerToken::new("s3cret");
+        assert_eq!(check_header(None, &metadata(Some("x"))), HeaderCheck::Open);
+        assert_eq!(
+            check_header(token.as_ref(), &metadata(Some("s3cret"))),
+            HeaderCheck::Accepted
+        );
+        assert_eq!(
+            check_header(token.as_ref(), &metadata(Some("s3cre"))),
+            HeaderCheck::Refused
+        );
+        assert_eq!(
+            check_header(token.as_ref(), &metadata(Some("s3cretX"))),
+            HeaderCheck::Refused
+        );
+        assert_eq!(
+            check_header(token.as_ref(), &metadata(None)),
+            HeaderCheck::Absent
+        );
+    }
+
+    #[test]
+    fn neither_debug_nor_the_refusal_shows_the_token() {
+        let token = PeerToken::new("s3cret").expect("set");
+        assert!(!format!("{token:?}").contains("s3cret"));
+        assert!(!refused().message().contains("s3cret"));
+        assert_eq!(refused().code(), tonic::Code::Unauthenticated);
+    }
+}

@@ -1,0 +1,396 @@
+//! The four RPCs of `RoboMessenger`, as the server the RoboClaw Talk app talks to.
+//!
+//! **ChatStream.** After the peer token is checked (call metadata, else the first
+//! message's `metadata.auth_token`; a wrong or missing token ends the stream with
+//! `UNAUTHENTICATED` and nothing is delivered), a stream belongs to one room: the one in
+//! the `x-robo-claw-room-id` call metadata, else the first message's `metadata.room_id`
+//! (`"default"` when absent). Joining the room writes its buffered replies first. A
+//! message naming another room ends the stream with `FAILED_PRECONDITION` (open one
+//! stream per room) instead of being delivered where its replies would never be seen.
+//! Messages are normalized and handed to the session in the order the stream carried
+//! them. A client may stop sending and keep reading; the stream leaves its room when the
+//! client goes away.
+//!
+//! **SendCommand.** The transport cannot run a command; the bridge does. So the message
+//! is delivered as an addressed, direct envelope (content with a leading `/` added when
+//! missing) and every reply the bridge sends to that room while it handles this envelope
+//! is taken for the command instead of the room's streams. The transport knows when the
+//! handling ends because the session drops the envelope's receipt only then
+//! ([`transport_core::InboundSink::deliver_and_wait`]). The answer is
+//! `CommandResponse { success: true, message: <the replies, blank-line separated>,
+//! result_json: {"room_id", "replies": [{"kind", "text"}]} }`.
+//! Limits: one command at a time; a reply the bridge sends to that room for a message it
+//! received *before* the command, while the command waits its turn, is taken too; when
+//! the bridge has not finished within `commandTimeoutMs` the response says so
+//! (`success: false`) and later replies go to the room's streams as usual. Commands use
+//! the bridge's default `/` prefix: a bridge configured without it does not see one.
+//!
+//! **UploadFile.** Chunks are collected up to `maxUploadBytes` (larger → `RESOURCE_EXHAUSTED`,
+//! nothing kept), stored in memory under a new random id, and answered with that id. A
+//! `ChatStream` message carrying it in `metadata.file_id` becomes a prompt with that
+//! attachment; the bridge fetches the bytes through `fetch_attachment`.
+//!
+//! **DownloadFile.** Any stored file (an upload, or one offered with
+//! [`crate::RoboClawTransport::offer_file`]) by id, in 64 KiB chunks; unknown → `NOT_FOUND`.
+//! `UploadFile` and `DownloadFile` carry no message metadata, so they need the token in
+//! the call metadata.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+use transport_core::platform::Normalized;
+use transport_core::{Envelope, InboundSink};
+
+use crate::auth::{self, AUTH_TOKEN_KEY, HeaderCheck};
+use crate::files::{self, Upload, UploadError};
+use crate::normalize::{self, check_room, normalize_message, room_of};
+use crate::proto::robo_messenger_server::RoboMessenger;
+use crate::proto::{ChatMessage, CommandResponse, DownloadRequest, FileChunk, UploadResponse};
+use crate::rooms::Outlet;
+use crate::shared::{LiveStream, Shared};
+
+/// Call metadata naming the room a `ChatStream` listens to before it sends anything.
+pub const ROOM_HEADER: &str = "x-robo-claw-room-id";
+
+/// The gRPC service; one per running server.
+pub(crate) struct Messenger {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) cancel: CancellationToken,
+}
+
+fn not_running() -> Status {
+    Status::unavailable("the bridge is stopping; connect again when it runs")
+}
+
+impl Messenger {
+    fn sink(&self) -> Result<InboundSink, Status> {
+        self.shared.sink().ok_or_else(not_running)
+    }
+
+    /// Refuses a call whose metadata carries a wrong token, or none when one is needed
+    /// and `fallback` (the message's `auth_token`) is not it either.
+    fn authenticate<T>(&self, request: &Request<T>, fallback: Option<&str>) -> Result<(), Status> {
+        let token = self.shared.options.token.as_ref();
+        let accepted = match auth::check_header(token, request.metadata()) {
+            HeaderCheck::Open | HeaderCheck::Accepted => true,
+            HeaderCheck::Refused => false,
+            HeaderCheck::Absent => {
+                fallback.is_some_and(|offered| token.is_some_and(|t| t.matches(offered)))
+            }
+        };
+        if accepted {
+            Ok(())
+        } else {
+            self.shared.update(|stats| stats.refused += 1);
+            Err(auth::refused())
+        }
+    }
+
+    /// Hands an envelope to the session unless the server is stopping.
+    async fn deliver(&self, sink: &InboundSink, envelope: Envelope) -> bool {
+        tokio::select! {
+            () = self.cancel.cancelled() => false,
+            delivered = sink.deliver(envelope) => delivered.is_ok(),
+        }
+    }
+}
+
+/// One `ChatStream` after its headers were accepted.
+struct ChatSession {
+    messenger: Messenger,
+    sink: InboundSink,
+    stream: u64,
+    outlet: Outlet,
+    authenticated: bool,
+    /// The room this stream listens to, once joined.
+    room: Option<String>,
+    /// The room named in the call metadata, joined once the first message proves the
+    /// token (a stream that has not authenticated hears nothing).
+    named_room: Option<String>,
+    _live: LiveStream,
+}
+
+impl ChatSession {
+    async fn run(mut self, mut inbound: Streaming<ChatMessage>) {
+        let cancel = self.messenger.cancel.clone();
+        let outlet = self.outlet.clone();
+        let mut reading = true;
+        loop {
+            let next = tokio::select! {
+                () = cancel.cancelled() => break,
+                () = outlet.closed() => break,
+                next = inbound.message(), if reading => next,
+            };
+            match next {
+                Ok(Some(message)) => {
+                    if let Err(status) = self.take(message).await {
+                        // The status ends the client's stream; the queue has room for it
+                        // (an unauthenticated stream was never written to).
+                        let _ = self.outlet.try_send(Err(status));
+                        break;
+                    }
+                }
+                // The client is done sending; it may still be reading replies. Without a
+                // room it never gets any, so there is nothing to keep it for.
+                Ok(None) if self.room.is_some() => reading = false,
+                Ok(None) | Err(_) => break,
+            }
+        }
+        self.messenger.shared.leave(self.stream);
+    }
+
+    /// One message: authenticate, bind the room, normalize, deliver.
+    async fn take(&mut self, message: ChatMessage) -> Result<(), Status> {
+        let shared = self.messenger.shared.clone();
+        if !self.authenticated {
+            let offered = message.metadata.get(AUTH_TOKEN_KEY).map(String::as_str);
+            let token = shared.options.token.as_ref();
+            if !offered.is_some_and(|offered| token.is_some_and(|t| t.matches(offered))) {
+                shared.update(|stats| stats.refused += 1);
+                return Err(auth::refused());
+            }
+            self.authenticated = true;
+        }
+        let room = room_of(&message.metadata).map_err(Status::invalid_argument)?;
+        if self.room.is_none()
+            && let Some(named) = self.named_room.take()
+        {
+            shared.join(&named, self.stream, self.outlet.clone());
+            self.room = Some(named);
+        }
+        match &self.room {
+            None => {
+                shared.join(&room, self.stream, self.outlet.clone());
+                self.room = Some(room);
+            }
+            Some(bound) if *bound != room => {
+                return Err(Status::failed_precondition(format!(
+                    "this stream belongs to room {bound:?} and cannot carry a message for room {room:?}; open one ChatStream per room"
+                )));
+            }
+            Some(_) => {}
+        }
+        match normalize_message(&message, &shared.options.self_sender_id) {
+            Normalized::Message(mut envelope) => {
+                {
+                    let files = shared.files();
+                    for attachment in &mut envelope.attachments {
+                        files.describe(attachment);
+                    }
+                }
+                shared.update(|stats| stats.received += 1);
+                if !self.messenger.deliver(&self.sink, envelope).await {
+                    return Err(not_running());
+                }
+            }
+            Normalized::Ignored(reason) => shared.update(|stats| {
+                stats.ignored += 1;
+                stats.last_skip = Some(reason);
+            }),
+        }
+        Ok(())
+    }
+}
+
+/// The room named in the call metadata, if any.
+fn header_room<T>(request: &Request<T>) -> Result<Option<String>, Status> {
+    let Some(value) = request.metadata().get(ROOM_HEADER) else {
+        return Ok(None);
+    };
+    let room = value
+        .to_str()
+        .map_err(|_| Status::invalid_argument(format!("{ROOM_HEADER} must be ASCII text")))?
+        .trim();
+    if room.is_empty() {
+        return Ok(None);
+    }
+    check_room(room)
+        .map(|room| Some(room.to_owned()))
+        .map_err(Status::invalid_argument)
+}
+
+fn upload_status(error: UploadError) -> Status {
+    match error {
+        UploadError::TooLarge { .. } => Status::resource_exhausted(error.to_string()),
+        UploadError::Empty => Status::invalid_argument(error.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl RoboMessenger for Messenger {
+    type ChatStreamStream = ReceiverStream<Result<ChatMessage, Status>>;
+
+    async fn chat_stream(
+        &self,
+        request: Request<Streaming<ChatMessage>>,
+    ) -> Result<Response<Self::ChatStreamStream>, Status> {
+        let sink = self.sink()?;
+        let shared = self.shared.clone();
+        let authenticated =
+            match auth::check_header(shared.options.token.as_ref(), request.metadata()) {
+                HeaderCheck::Open | HeaderCheck::Accepted => true,
+                HeaderCheck::Absent => false,
+                HeaderCheck::Refused => {
+                    shared.update(|stats| stats.refused += 1);
+                    return Err(auth::refused());
+                }
+            };
+        let room = header_room(&request)?;
+        let live = shared.open_stream().ok_or_else(|| {
+            Status::resource_exhausted(format!(
+                "this bridge already serves {} streams; close one first",
+                shared.options.max_streams
+            ))
+        })?;
+        let (outlet, replies) =
+            tokio::sync::mpsc::channel(shared.peek_rooms(|rooms| rooms.queue_capacity()));
+        let stream = shared.next_id();
+        // A client that named its room hears the room's replies before it sends anything;
+        // an unauthenticated one hears nothing until its first message proves the token.
+        let (room, named_room) = if authenticated {
+            (room, None)
+        } else {
+            (None, room)
+        };
+        if let Some(room) = &room {
+            shared.join(room, stream, outlet.clone());
+        }
+        let session = ChatSession {
+            messenger: Messenger {
+                shared,
+                cancel: self.cancel.clone(),
+            },
+            sink,
+            stream,
+            outlet,
+            authenticated,
+            room,
+            named_room,
+            _live: live,
+        };
+        tokio::spawn(session.run(request.into_inner()));
+        Ok(Response::new(ReceiverStream::new(replies)))
+    }
+
+    async fn send_command(
+        &self,
+        request: Request<ChatMessage>,
+    ) -> Result<Response<CommandResponse>, Status> {
+        let sink = self.sink()?;
+        let offered = request.get_ref().metadata.get(AUTH_TOKEN_KEY).cloned();
+        self.authenticate(&request, offered.as_deref())?;
+        let message = request.into_inner();
+        let room = room_of(&message.metadata).map_err(Status::invalid_argument)?;
+        let mut envelope = match normalize_message(&message, &self.shared.options.self_sender_id) {
+            Normalized::Message(envelope) => envelope,
+            Normalized::Ignored(reason) => {
+                return Err(Status::invalid_argument(format!("not a command: {reason}")));
+            }
+        };
+        envelope.text = normalize::command_text(&envelope.text);
+        let timeout = self.shared.options.command_timeout;
+        let deadline = Instant::now() + timeout;
+        let seconds = timeout.as_secs_f64();
+        let Ok(_turn) = tokio::time::timeout_at(deadline, self.shared.commands.lock()).await else {
+            return Ok(Response::new(CommandResponse {
+                success: false,
+                message: format!(
+                    "another command was still waiting for the bridge after {seconds} s; try again"
+                ),
+                result_json: serde_json::json!({ "room_id": room, "replies": [] }).to_string(),
+            }));
+        };
+        self.shared.update(|stats| stats.commands += 1);
+        self.shared.rooms(|rooms| rooms.start_capture(&room));
+        let handled = tokio::select! {
+            () = self.cancel.cancelled() => None,
+            handled = tokio::time::timeout_at(deadline, sink.deliver_and_wait(envelope)) => Some(handled),
+        };
+        let replies = self.shared.rooms(|rooms| rooms.end_capture(&room));
+        let result_json = serde_json::json!({
+            "room_id": room,
+            "replies": replies
+                .iter()
+                .map(|reply| serde_json::json!({ "kind": reply.kind, "text": reply.text }))
+                .collect::<Vec<_>>(),
+        })
+        .to_string();
+        let texts: Vec<&str> = replies.iter().map(|reply| reply.text.as_str()).collect();
+        match handled {
+            Some(Ok(Ok(()))) => Ok(Response::new(CommandResponse {
+                success: true,
+                message: texts.join("\n\n"),
+                result_json,
+            })),
+            Some(Err(_elapsed)) => Ok(Response::new(CommandResponse {
+                success: false,
+                message: format!(
+                    "the bridge did not finish the command within {seconds} s (it may be busy); anything it answers later goes to the room's streams"
+                ),
+                result_json,
+            })),
+            None | Some(Ok(Err(_))) => Err(not_running()),
+        }
+    }
+
+    async fn upload_file(
+        &self,
+        request: Request<Streaming<FileChunk>>,
+    ) -> Result<Response<UploadResponse>, Status> {
+        self.authenticate(&request, None)?;
+        let mut chunks = request.into_inner();
+        let mut upload = Upload::new(self.shared.options.max_upload_bytes);
+        while !upload.is_finished() {
+            let next = tokio::select! {
+                () = self.cancel.cancelled() => return Err(not_running()),
+                next = chunks.message() => next?,
+            };
+            match next {
+                Some(chunk) => upload.push(chunk).map_err(upload_status)?,
+                None => break,
+            }
+        }
+        let file = upload.finish().map_err(upload_status)?;
+        let id = self
+            .shared
+            .random_id("rcf")
+            .map_err(|error| Status::internal(format!("could not make a file id: {error}")))?;
+        let message = format!(
+            "stored {:?} ({} bytes, {}); send it with metadata.file_id = {id:?}",
+            file.name,
+            file.data.len(),
+            file.media_type
+        );
+        self.shared.files().insert(id.clone(), file);
+        self.shared.update(|stats| stats.uploads += 1);
+        Ok(Response::new(UploadResponse {
+            success: true,
+            file_id: id,
+            message,
+        }))
+    }
+
+    type DownloadFileStream = tokio_stream::Iter<std::vec::IntoIter<Result<FileChunk, Status>>>;
+
+    async fn download_file(
+        &self,
+        request: Request<DownloadRequest>,
+    ) -> Result<Response<Self::DownloadFileStream>, Status> {
+        self.authenticate(&request, None)?;
+        let id = request.into_inner().file_id.trim().to_owned();
+        let file = self.shared.files().get(&id).ok_or_else(|| {
+            Status::not_found(format!(
+                "there is no file {id:?}: it was never stored, or it was forgotten to keep only the most recent files"
+            ))
+        })?;
+        self.shared.update(|stats| stats.downloads += 1);
+        let chunks: Vec<_> = files::download_chunks(&id, &file)
+            .into_iter()
+            .map(Ok)
+            .collect();
+        Ok(Response::new(tokio_stream::iter(chunks)))
+    }
+}

@@ -1,0 +1,976 @@
+//! The Slack Web API over HTTP: one function per method, each with its own timeout and
+//! retry rule (I32), errors a person can act on, and two tokens that never show.
+//!
+//! Slack specifics this module owns (protocols §3.3–§3.5):
+//! - every method is `POST <baseUrl>/<method>` with the token in the `Authorization`
+//!   header (never in the URL or the body), so no URL in an error can carry it;
+//! - `ok: false` is an error even with HTTP 200, and its `error` code decides what it means;
+//! - HTTP 429 comes with `Retry-After` in seconds;
+//! - file downloads send the bot token, so they go only to Slack's own hosts, and a
+//!   redirect elsewhere is refused instead of followed with the token.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use transport_core::capped::{CappedBody, OverCap};
+use transport_core::retry::{Decision, Jitter, Outcome, RetryPolicy};
+
+use crate::wire::{ApiAnswer, AuthTest, ConnectionsOpen, PostMessage, Posted, UpdateMessage};
+
+/// How many redirects a download follows (all within Slack).
+pub const MAX_REDIRECTS: usize = 3;
+
+/// A token. It only ever goes into an `Authorization` header; `Debug` hides it and there
+/// is no `Display`, so it cannot end up in a message by accident.
+#[derive(Clone)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a token (trimmed: one exported with a trailing newline is still the token).
+    pub fn new(token: &str) -> Secret {
+        Secret(Arc::from(token.trim()))
+    }
+
+    fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the token starts with `prefix` (`xoxb-`, `xapp-`) and can be sent in a
+    /// header (visible ASCII only). A token that fails this would only produce confusing
+    /// `invalid_auth` answers, or no request at all.
+    pub fn has_shape(&self, prefix: &str) -> bool {
+        self.0.len() > prefix.len()
+            && self.0.starts_with(prefix)
+            && self.0.bytes().all(|b| b.is_ascii_graphic())
+    }
+
+    /// `text` with every occurrence of the token replaced by `<token>`.
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_owned()
+        } else {
+            text.replace(&*self.0, "<token>")
+        }
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<hidden>)")
+    }
+}
+
+/// Which of the two tokens a call uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// The bot token (`xoxb-…`): every Web API method and file downloads.
+    Bot,
+    /// The app-level token (`xapp-…`): only `apps.connections.open`.
+    App,
+}
+
+/// Why a Web API call failed, written for the person who has to fix it. No variant holds
+/// a token (texts from the server are scrubbed before they are stored).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The token was refused (`invalid_auth`, `not_authed`, `token_revoked`, ...).
+    #[error(
+        "Slack refused the {kind} in ${env} ({code}): it was revoked, regenerated or mistyped, or the app was removed from the workspace. Copy the current token from your app at https://api.slack.com/apps ({place}), export it as {env} again and restart"
+    )]
+    Unauthorized {
+        /// `bot token` or `app-level token`.
+        kind: &'static str,
+        /// Name of the environment variable the token came from.
+        env: String,
+        /// Slack's error code.
+        code: String,
+        /// Where in the app's settings the token is.
+        place: &'static str,
+    },
+    /// `not_allowed_token_type`: the two tokens were swapped, or a user token was given.
+    #[error(
+        "Slack {method} does not accept the kind of token in ${env} (not_allowed_token_type): it needs {expected}. Check that the bot token (xoxb-...) and the app-level token (xapp-...) are not swapped"
+    )]
+    WrongTokenType {
+        /// The method called.
+        method: &'static str,
+        /// Name of the environment variable the token came from.
+        env: String,
+        /// What the method takes.
+        expected: &'static str,
+    },
+    /// `missing_scope`: the app was not granted a scope the method needs.
+    #[error(
+        "Slack {method} needs the scope {needed}, which the app does not have: add it under OAuth & Permissions (or in the app manifest), reinstall the app to the workspace, export the new bot token and restart"
+    )]
+    MissingScope {
+        /// The method called.
+        method: &'static str,
+        /// The scope Slack named.
+        needed: String,
+    },
+    /// HTTP 429 (or `ratelimited`): wait as long as `Retry-After` says.
+    #[error("Slack {method} was rate limited; Slack asks to wait {retry_after_ms} ms")]
+    RateLimited {
+        /// The method called.
+        method: &'static str,
+        /// `Retry-After`, in ms.
+        retry_after_ms: u64,
+    },
+    /// Any other `ok: false`: the request itself was refused.
+    #[error("Slack {method} was refused: {code}{hint}")]
+    Refused {
+        /// The method called.
+        method: &'static str,
+        /// Slack's error code (`channel_not_found`, `message_not_found`, ...).
+        code: String,
+        /// What to do about it, when known (starts with `; `), else empty.
+        hint: String,
+    },
+    /// HTTP 5xx: Slack's side failed; retried with backoff.
+    #[error("Slack {method} failed on Slack's side (HTTP {status})")]
+    Server {
+        /// The method called.
+        method: &'static str,
+        /// HTTP status.
+        status: u16,
+    },
+    /// No answer within the request's timeout.
+    #[error("Slack {method} got no answer within {seconds} s")]
+    Timeout {
+        /// The method called.
+        method: &'static str,
+        /// The timeout that passed.
+        seconds: u64,
+    },
+    /// The connection failed or dropped (DNS, refused, reset, TLS).
+    #[error("Slack {method} could not reach the Web API at {host}: {detail}")]
+    Network {
+        /// The method called.
+        method: &'static str,
+        /// The base URL's scheme, host and port, never a path.
+        host: String,
+        /// What the network stack said, without any URL.
+        detail: String,
+    },
+    /// The answer was not a Web API answer (a proxy's error page, a wrong `baseUrl`).
+    #[error(
+        "Slack {method} answered with something that is not a Web API response (HTTP {status}): {detail}; check that baseUrl is https://slack.com/api"
+    )]
+    Malformed {
+        /// The method called.
+        method: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// What was wrong with it.
+        detail: String,
+    },
+}
+
+/// Error codes Slack documents as "try again": its side failed although HTTP said 200.
+const TRANSIENT_CODES: &[&str] = &[
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+];
+
+/// Codes that mean the token is not (or no longer) good.
+const AUTH_CODES: &[&str] = &[
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "no_permission",
+];
+
+impl ApiError {
+    /// How the shared retry policy sees this failure.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ApiError::RateLimited { retry_after_ms, .. } => Outcome::RateLimited {
+                retry_after_ms: *retry_after_ms,
+            },
+            ApiError::Server { .. } | ApiError::Timeout { .. } | ApiError::Network { .. } => {
+                Outcome::Transient
+            }
+            ApiError::Refused { code, .. } if TRANSIENT_CODES.contains(&code.as_str()) => {
+                Outcome::Transient
+            }
+            // A proxy's HTML error page in the middle of an outage is as transient as a 502.
+            ApiError::Malformed { status, .. } if *status >= 500 => Outcome::Transient,
+            _ => Outcome::Fatal,
+        }
+    }
+
+    /// Slack's error code, for the few a caller reacts to (`message_not_found`, ...).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ApiError::Refused { code, .. } | ApiError::Unauthorized { code, .. } => Some(code),
+            ApiError::MissingScope { .. } => Some("missing_scope"),
+            ApiError::WrongTokenType { .. } => Some("not_allowed_token_type"),
+            _ => None,
+        }
+    }
+}
+
+/// What to do about a refusal, for the codes a bridge user meets.
+fn hint(code: &str) -> &'static str {
+    match code {
+        "channel_not_found" => {
+            "; the channel does not exist or the bot cannot see it (for a private channel, invite the bot with /invite)"
+        }
+        "not_in_channel" => "; invite the bot to the channel with /invite @<bot name>",
+        "is_archived" => "; the channel is archived",
+        "message_not_found" => "; the message to edit no longer exists",
+        "cant_update_message" | "edit_window_closed" => "; Slack no longer lets the bot edit it",
+        "msg_too_long" => "; the text is over Slack's limit",
+        "no_text" => "; the text was empty",
+        "restricted_action" => "; a workspace setting prevents the bot from posting here",
+        _ => "",
+    }
+}
+
+/// Why an attachment could not be fetched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DownloadError {
+    /// The reference is not a URL on a Slack host: the bot token is not sent there.
+    #[error(
+        "the attachment's address is not on a Slack file host ({host}); it was not downloaded, so the bot token never left Slack"
+    )]
+    NotSlack {
+        /// The host named (never a path).
+        host: String,
+    },
+    /// A redirect pointed off Slack.
+    #[error(
+        "Slack redirected the attachment download to {host}, which is not a Slack host; the redirect was not followed, so the bot token never left Slack"
+    )]
+    RedirectOffSlack {
+        /// The redirect's host.
+        host: String,
+    },
+    /// More than [`MAX_REDIRECTS`] redirects.
+    #[error("the attachment download was redirected more than {MAX_REDIRECTS} times; stopped")]
+    TooManyRedirects,
+    /// The declared size is over the caller's limit.
+    #[error("the attachment is {size} bytes, over the {limit} byte limit; it was not downloaded")]
+    Declared {
+        /// Size the server declared.
+        size: u64,
+        /// The caller's limit.
+        limit: u64,
+    },
+    /// The server sent more bytes than the limit (whatever it declared).
+    #[error("the attachment is larger than the {limit} byte limit; the download was stopped there")]
+    Received {
+        /// The caller's limit.
+        limit: u64,
+    },
+    /// The file server answered with an error status.
+    #[error(
+        "the Slack file server answered HTTP {status} for this attachment (the file may be deleted, or the app lacks the files:read scope)"
+    )]
+    Status {
+        /// HTTP status.
+        status: u16,
+    },
+    /// The download itself failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl From<OverCap> for DownloadError {
+    fn from(over: OverCap) -> Self {
+        match over {
+            OverCap::Declared { size, limit } => DownloadError::Declared { size, limit },
+            OverCap::Received { limit } => DownloadError::Received { limit },
+        }
+    }
+}
+
+/// Whether one call retries, and what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// One attempt; the caller decides (the socket's reconnect backoff).
+    Never,
+    /// 5xx and network failures are retried; a 429 goes straight to the caller, whose
+    /// outbox waits per conversation and keeps the order of messages.
+    Transient,
+    /// 5xx, network failures and short 429 waits are retried within the call.
+    All,
+}
+
+/// How the client is set up.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// Web API base URL (`https://slack.com/api`).
+    pub base_url: String,
+    /// The bot token.
+    pub bot_token: Secret,
+    /// Its variable's name, for error messages.
+    pub bot_token_env: String,
+    /// The app-level token.
+    pub app_token: Secret,
+    /// Its variable's name, for error messages.
+    pub app_token_env: String,
+    /// Timeout of an ordinary request.
+    pub request_timeout: Duration,
+    /// Timeout of a file download.
+    pub download_timeout: Duration,
+    /// Retries within one call.
+    pub policy: RetryPolicy,
+}
+
+/// A Web API client for one app.
+pub struct WebApi {
+    http: reqwest::Client,
+    settings: ClientSettings,
+    base: reqwest::Url,
+    host: String,
+    jitter: Mutex<Box<dyn Jitter>>,
+    retries: AtomicU64,
+}
+
+impl std::fmt::Debug for WebApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebApi")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// rustls on the ring provider with the operating system's certificate verifier, for the
+/// Web API (`alpn` with h2) and the Socket Mode WebSocket (HTTP/1.1 only: a WebSocket
+/// upgrade over a connection that chose h2 fails).
+pub(crate) fn tls_config(alpn: &[&[u8]]) -> Result<rustls::ClientConfig, String> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| builder.with_platform_verifier())
+        .map_err(|error| format!("could not set up TLS for Slack: {error}"))?
+        .with_no_client_auth();
+    tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(tls)
+}
+
+/// Whether `host` is a loopback name or address (a test server, never behind a proxy).
+pub(crate) fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn http_client(base: &reqwest::Url) -> Result<reqwest::Client, String> {
+    // Without ALPN from a preconfigured config reqwest never chooses HTTP/2.
+    let tls = tls_config(&[b"h2", b"http/1.1"])?;
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        // Downloads follow redirects by hand, checking each host (module docs).
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("bot-connect/", env!("CARGO_PKG_VERSION")));
+    if base.host_str().is_some_and(is_loopback) {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|error| {
+        format!(
+            "could not set up the HTTP client for Slack: {}",
+            error.without_url()
+        )
+    })
+}
+
+/// The URL's scheme, host and port: what error messages may show of it.
+pub(crate) fn host_of(url: &reqwest::Url) -> String {
+    let host = url.host_str().unwrap_or("?");
+    match url.port() {
+        Some(port) => format!("{}://{host}:{port}", url.scheme()),
+        None => format!("{}://{host}", url.scheme()),
+    }
+}
+
+/// What the network stack said, every cause in the chain, with no URL in it.
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut parts: Vec<String> = Vec::new();
+    let mut current: Option<&dyn std::error::Error> = Some(&error);
+    while let Some(cause) = current {
+        let text = cause.to_string();
+        if !parts.iter().any(|part| part.contains(&text)) {
+            parts.push(text);
+        }
+        current = cause.source();
+    }
+    parts.join(": ")
+}
+
+/// `Retry-After` in ms: whole seconds as Slack sends them (a date or garbage gives none).
+fn retry_after_ms(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+    let seconds: u64 = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(seconds.saturating_mul(1_000))
+}
+
+impl WebApi {
+    /// A client for `settings`; `jitter` spreads retries (fixed in tests).
+    pub fn new(settings: ClientSettings, jitter: Box<dyn Jitter>) -> Result<WebApi, String> {
+        let scrub = |text: &str| settings.app_token.scrub(&settings.bot_token.scrub(text));
+        // A trailing slash is added so `join` keeps the `/api` path.
+        let base = reqwest::Url::parse(&format!(
+            "{}/",
+            settings.base_url.trim().trim_end_matches('/')
+        ))
+        .map_err(|error| {
+            format!(
+                "Slack baseUrl {:?} is not a URL: {error}",
+                scrub(&settings.base_url)
+            )
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(format!(
+                "Slack baseUrl must start with https:// (or http:// for a local test server), not {}://",
+                base.scheme()
+            ));
+        }
+        Ok(WebApi {
+            http: http_client(&base)?,
+            host: scrub(&host_of(&base)),
+            base,
+            settings,
+            jitter: Mutex::new(jitter),
+            retries: AtomicU64::new(0),
+        })
+    }
+
+    /// Retries made so far (for `diagnose`).
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// `text` without either token.
+    pub fn scrub(&self, text: &str) -> String {
+        self.settings
+            .app_token
+            .scrub(&self.settings.bot_token.scrub(text))
+    }
+
+    /// Where the API is, as error messages may show it.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    fn draw<T>(&self, use_jitter: impl FnOnce(&mut dyn Jitter) -> T) -> T {
+        let mut jitter = self.jitter.lock().unwrap_or_else(PoisonError::into_inner);
+        use_jitter(jitter.as_mut())
+    }
+
+    /// `auth.test` with the bot token: who the bot is.
+    pub async fn auth_test(&self) -> Result<AuthTest, ApiError> {
+        let auth: AuthTest = self
+            .call(
+                "auth.test",
+                Credential::Bot,
+                &serde_json::json!({}),
+                Retry::All,
+            )
+            .await?;
+        if auth.user_id.is_empty() {
+            return Err(ApiError::Malformed {
+                method: "auth.test",
+                status: 200,
+                detail: "no user_id in the answer: the token is not a bot token".to_owned(),
+            });
+        }
+        Ok(auth)
+    }
+
+    /// `apps.connections.open` with the app-level token: a fresh single-use WebSocket URL.
+    /// One attempt: the socket's reconnect loop owns the backoff.
+    pub async fn connections_open(&self) -> Result<String, ApiError> {
+        let open: ConnectionsOpen = self
+            .call(
+                "apps.connections.open",
+                Credential::App,
+                &serde_json::json!({}),
+                Retry::Never,
+            )
+            .await?;
+        if open.url.is_empty() {
+            return Err(ApiError::Malformed {
+                method: "apps.connections.open",
+                status: 200,
+                detail: "no url in the answer".to_owned(),
+            });
+        }
+        Ok(open.url)
+    }
+
+    /// `chat.postMessage` (into `thread_ts` when given).
+    pub async fn post_message(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<Posted, ApiError> {
+        let params = PostMessage {
+            channel,
+            text,
+            thread_ts,
+            mrkdwn: true,
+            unfurl_links: false,
+            unfurl_media: false,
+        };
+        self.call(
+            "chat.postMessage",
+            Credential::Bot,
+            &params,
+            Retry::Transient,
+        )
+        .await
+    }
+
+    /// `chat.update`.
+    pub async fn update_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+    ) -> Result<Posted, ApiError> {
+        let params = UpdateMessage { channel, ts, text };
+        self.call("chat.update", Credential::Bot, &params, Retry::Transient)
+            .await
+    }
+
+    /// Whether the bot token may be sent to `url`: Slack's own hosts over https, or the
+    /// configured Web API's origin (a local test server).
+    pub fn is_slack_host(&self, url: &reqwest::Url) -> bool {
+        let same_origin = url.scheme() == self.base.scheme()
+            && url.host_str() == self.base.host_str()
+            && url.port_or_known_default() == self.base.port_or_known_default();
+        if same_origin {
+            return true;
+        }
+        let Some(host) = url.host_str() else {
+            return false;
+        };
+        let host = host.to_ascii_lowercase();
+        url.scheme() == "https"
+            && ["slack.com", "slack-gov.com"]
+                .iter()
+                .any(|domain| host == *domain || host.ends_with(&format!(".{domain}")))
+    }
+
+    /// Downloads a file's `url_private_download` with the bot token, refusing more than
+    /// `limit` bytes: the declared `Content-Length` first, then the bytes actually received
+    /// (I19). Redirects are followed only within Slack. Returns the `Content-Type` header
+    /// and the bytes.
+    pub async fn download(
+        &self,
+        reference: &str,
+        limit: u64,
+    ) -> Result<(Option<String>, Vec<u8>), DownloadError> {
+        const METHOD: &str = "file download";
+        let mut url =
+            reqwest::Url::parse(reference.trim()).map_err(|_| DownloadError::NotSlack {
+                host: "not a URL".to_owned(),
+            })?;
+        if !self.is_slack_host(&url) {
+            return Err(DownloadError::NotSlack {
+                host: host_of(&url),
+            });
+        }
+        let timeout = self.settings.download_timeout;
+        let mut hops = 0;
+        let mut response = loop {
+            let response = self
+                .http
+                .get(url.clone())
+                .bearer_auth(self.settings.bot_token.expose())
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|error| self.transport_error(METHOD, timeout, error))?;
+            if !response.status().is_redirection() {
+                break response;
+            }
+            hops += 1;
+            if hops > MAX_REDIRECTS {
+                return Err(DownloadError::TooManyRedirects);
+            }
+            let next = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|location| url.join(location).ok())
+                .ok_or(DownloadError::Status {
+                    status: response.status().as_u16(),
+                })?;
+            if !self.is_slack_host(&next) {
+                return Err(DownloadError::RedirectOffSlack {
+                    host: host_of(&next),
+                });
+            }
+            url = next;
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            return Err(DownloadError::Status { status });
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let mut body = CappedBody::new(response.content_length(), limit)?;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| self.transport_error(METHOD, timeout, error))?
+        {
+            // Returning drops the response, which closes the connection: nothing more is read.
+            body.push(&chunk)?;
+        }
+        Ok((content_type, body.into_bytes()))
+    }
+
+    fn transport_error(
+        &self,
+        method: &'static str,
+        timeout: Duration,
+        error: reqwest::Error,
+    ) -> ApiError {
+        if error.is_timeout() {
+            return ApiError::Timeout {
+                method,
+                seconds: timeout.as_secs().max(1),
+            };
+        }
+        ApiError::Network {
+            method,
+            host: self.host.clone(),
+            detail: self.scrub(&describe(error)),
+        }
+    }
+
+    /// One method call with `retry`'s retries under the shared policy.
+    async fn call<P: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        credential: Credential,
+        params: &P,
+        retry: Retry,
+    ) -> Result<T, ApiError> {
+        let mut attempt: u32 = 1;
+        loop {
+            let error = match self.attempt(method, credential, params).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            let outcome = error.outcome();
+            let retried = !matches!(
+                (retry, outcome),
+                (Retry::Never, _) | (Retry::Transient, Outcome::RateLimited { .. })
+            );
+            if !retried {
+                return Err(error);
+            }
+            match self.draw(|jitter| self.settings.policy.decide(attempt, outcome, jitter)) {
+                Decision::Stop => return Err(error),
+                Decision::RetryAfter(wait) => {
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(wait).await;
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    async fn attempt<P: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        credential: Credential,
+        params: &P,
+    ) -> Result<T, ApiError> {
+        let timeout = self.settings.request_timeout;
+        let url = self.base.join(method).map_err(|_| ApiError::Malformed {
+            method,
+            status: 0,
+            detail: "the method name does not make a URL".to_owned(),
+        })?;
+        let token = match credential {
+            Credential::Bot => &self.settings.bot_token,
+            Credential::App => &self.settings.app_token,
+        };
+        let response = self
+            .http
+            .post(url)
+            .bearer_auth(token.expose())
+            .json(params)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|error| self.transport_error(method, timeout, error))?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after_ms(response.headers());
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| self.transport_error(method, timeout, error))?;
+        self.read_answer(method, credential, status, retry_after, &body)
+    }
+
+    /// Reads a Web API answer: the value when `ok`, otherwise the error it stands for.
+    pub(crate) fn read_answer<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        credential: Credential,
+        status: u16,
+        retry_after_ms: Option<u64>,
+        body: &[u8],
+    ) -> Result<T, ApiError> {
+        if status == 429 {
+            return Err(ApiError::RateLimited {
+                method,
+                retry_after_ms: retry_after_ms.unwrap_or(1_000),
+            });
+        }
+        if status >= 500 {
+            return Err(ApiError::Server { method, status });
+        }
+        let parsed: Result<serde_json::Value, _> = serde_json::from_slice(body);
+        let (value, answer) = match parsed
+            .ok()
+            .and_then(|value| Some((ApiAnswer::deserialize_from(&value)?, value)))
+        {
+            Some((answer, value)) if (200..300).contains(&status) => (value, answer),
+            _ => {
+                return Err(ApiError::Malformed {
+                    method,
+                    status,
+                    detail: if (200..300).contains(&status) {
+                        "the body is not a JSON object with \"ok\"".to_owned()
+                    } else {
+                        "an unexpected HTTP status".to_owned()
+                    },
+                });
+            }
+        };
+        if answer.ok {
+            return serde_json::from_value(value).map_err(|error| ApiError::Malformed {
+                method,
+                status,
+                detail: self.scrub(&format!("the answer has an unexpected shape ({error})")),
+            });
+        }
+        let code = self.scrub(answer.error.as_deref().unwrap_or("unknown_error"));
+        let (kind, env, place, expected) = match credential {
+            Credential::Bot => (
+                "bot token",
+                self.settings.bot_token_env.clone(),
+                "OAuth & Permissions, Bot User OAuth Token",
+                "the bot token (xoxb-...)",
+            ),
+            Credential::App => (
+                "app-level token",
+                self.settings.app_token_env.clone(),
+                "Basic Information, App-Level Tokens, with the connections:write scope",
+                "an app-level token (xapp-...) with the connections:write scope",
+            ),
+        };
+        Err(match code.as_str() {
+            "ratelimited" => ApiError::RateLimited {
+                method,
+                retry_after_ms: retry_after_ms.unwrap_or(1_000),
+            },
+            "missing_scope" => ApiError::MissingScope {
+                method,
+                needed: self.scrub(answer.needed.as_deref().unwrap_or("(not named)")),
+            },
+            "not_allowed_token_type" => ApiError::WrongTokenType {
+                method,
+                env,
+                expected,
+            },
+            auth if AUTH_CODES.contains(&auth) => ApiError::Unauthorized {
+                kind,
+                env,
+                code,
+                place,
+            },
+            _ => ApiError::Refused {
+                method,
+                hint: hint(&code).to_owned(),
+                code,
+            },
+        })
+    }
+}
+
+impl ApiAnswer {
+    /// The answer's `ok`/`error` fields, when `value` is a JSON object with `ok`.
+    fn deserialize_from(value: &serde_json::Value) -> Option<ApiAnswer> {
+        value.get("ok")?.as_bool()?;
+        serde_json::from_value(value.clone()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transport_core::retry::FixedJitter;
+
+    const BOT: &str = "xoxb-1111-2222-SECRETbot";
+    const APP: &str = "xapp-1-A1-3333-SECRETapp";
+
+    fn api(base: &str) -> WebApi {
+        WebApi::new(
+            ClientSettings {
+                base_url: base.to_owned(),
+                bot_token: Secret::new(BOT),
+                bot_token_env: "PI_SLACK_BOT_TOKEN".to_owned(),
+                app_token: Secret::new(APP),
+                app_token_env: "PI_SLACK_APP_TOKEN".to_owned(),
+                request_timeout: Duration::from_secs(1),
+                download_timeout: Duration::from_secs(1),
+                policy: RetryPolicy::REQUEST,
+            },
+            Box::new(FixedJitter(0.0)),
+        )
+        .expect("client")
+    }
+
+    fn error(status: u16, retry_after: Option<u64>, body: &str) -> ApiError {
+        api("http://127.0.0.1:9/api")
+            .read_answer::<serde_json::Value>(
+                "chat.postMessage",
+                Credential::Bot,
+                status,
+                retry_after,
+                body.as_bytes(),
+            )
+            .expect_err("an error")
+    }
+
+    #[test]
+    fn ok_false_is_an_error_even_with_http_200() {
+        let refused = error(200, None, r#"{"ok":false,"error":"channel_not_found"}"#);
+        assert_eq!(refused.code(), Some("channel_not_found"));
+        assert_eq!(refused.outcome(), Outcome::Fatal);
+        assert!(refused.to_string().contains("/invite"), "{refused}");
+        assert_eq!(
+            error(200, None, r#"{"ok":false,"error":"internal_error"}"#).outcome(),
+            Outcome::Transient
+        );
+        assert_eq!(
+            error(
+                200,
+                None,
+                r#"{"ok":false,"error":"missing_scope","needed":"chat:write","provided":"x"}"#
+            ),
+            ApiError::MissingScope {
+                method: "chat.postMessage",
+                needed: "chat:write".to_owned()
+            }
+        );
+        let auth = error(200, None, r#"{"ok":false,"error":"invalid_auth"}"#).to_string();
+        assert!(auth.contains("$PI_SLACK_BOT_TOKEN"), "{auth}");
+        assert!(!auth.contains(BOT), "{auth}");
+    }
+
+    #[test]
+    fn a_429_waits_as_retry_after_says() {
+        assert_eq!(
+            error(429, Some(7_000), r#"{"ok":false,"error":"ratelimited"}"#),
+            ApiError::RateLimited {
+                method: "chat.postMessage",
+                retry_after_ms: 7_000
+            }
+        );
+        assert_eq!(
+            error(429, None, "").outcome(),
+            Outcome::RateLimited {
+                retry_after_ms: 1_000
+            }
+        );
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(reqwest::header::RETRY_AFTER, "30".parse().expect("value"));
+        assert_eq!(retry_after_ms(&headers), Some(30_000));
+        headers.insert(
+            reqwest::header::RETRY_AFTER,
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().expect("value"),
+        );
+        assert_eq!(retry_after_ms(&headers), None);
+    }
+
+    #[test]
+    fn server_failures_and_foreign_answers_are_classified() {
+        assert_eq!(error(502, None, "<html>").outcome(), Outcome::Transient);
+        assert!(matches!(
+            error(200, None, "<html>login</html>"),
+            ApiError::Malformed { .. }
+        ));
+        assert!(matches!(
+            error(404, None, r#"{"ok":false,"error":"unknown_method"}"#),
+            ApiError::Malformed { status: 404, .. }
+        ));
+    }
+
+    #[test]
+    fn an_echoed_token_is_scrubbed_and_debug_hides_tokens() {
+        let text = error(200, None, &format!(r#"{{"ok":false,"error":"odd {BOT}"}}"#)).to_string();
+        assert!(!text.contains(BOT), "{text}");
+        assert_eq!(format!("{:?}", Secret::new(BOT)), "Secret(<hidden>)");
+        assert!(Secret::new(BOT).has_shape("xoxb-"));
+        for bad in ["", "xoxb-", "xapp-1", "xoxb-a b", "xoxb-\u{e9}"] {
+            assert!(!Secret::new(bad).has_shape("xoxb-"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_token_goes_only_to_slack_hosts_or_the_configured_origin() {
+        let api = api("http://127.0.0.1:9/api");
+        let allowed = [
+            "https://files.slack.com/files-pri/T1-F1/download/a.png",
+            "https://slack.com/x",
+            "https://files.slack-gov.com/x",
+            "http://127.0.0.1:9/files/a.png",
+        ];
+        for url in allowed {
+            assert!(api.is_slack_host(&url.parse().expect("url")), "{url}");
+        }
+        let refused = [
+            "http://files.slack.com/x",
+            "https://slack.com.evil.example/x",
+            "https://evilslack.com/x",
+            "http://127.0.0.1:10/x",
+            "https://example.com/x",
+        ];
+        for url in refused {
+            assert!(!api.is_slack_host(&url.parse().expect("url")), "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_described_without_a_token() {
+        let error = api("http://127.0.0.1:9/api")
+            .auth_test()
+            .await
+            .expect_err("nothing listens on port 9");
+        let text = error.to_string();
+        assert!(matches!(error, ApiError::Network { .. }), "{text}");
+        assert!(!text.contains(BOT) && !text.contains(APP), "{text}");
+    }
+}

@@ -1,0 +1,678 @@
+//! The Slack transport: Socket Mode in (a WebSocket the app opens, so no public URL is
+//! needed), the Web API out (`chat.postMessage`, `chat.update`), attachment downloads, on
+//! reqwest and tokio-tungstenite (rustls on ring) and tokio.
+//!
+//! Modules, the same as in every platform crate: [`wire`] (Slack's shapes), [`normalize`]
+//! (pure: payload → envelope, with [`mrkdwn`] for the text), [`client`] (the Web API:
+//! timeouts, retries, errors), [`listen`] (keeping Socket Mode connected, and the
+//! dispatcher) with [`socket`] (one connection) and [`dedupe`], [`settings`] (the
+//! [`PLATFORM`] declaration).
+//!
+//! Two credentials, both read by the host from environment variables the config names:
+//! the bot token (`xoxb-…`, `tokenEnv`) for the Web API and downloads, and the app-level
+//! token (`xapp-…`, `appTokenEnv`) for `apps.connections.open` only. They only ever go
+//! into `Authorization` headers; no error, `diagnose` line or alert contains them (I18).
+//!
+//! Typing: Slack's Web API has no typing indicator for bots (the old RTM `typing` event
+//! is gone with RTM), so [`CAPABILITIES`] says `typing: false` and `typing` does nothing,
+//! rather than faking one with a placeholder message.
+
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod dedupe;
+pub mod listen;
+pub mod mrkdwn;
+pub mod normalize;
+pub mod settings;
+pub mod socket;
+pub mod wire;
+
+pub use settings::PLATFORM;
+pub use socket::SocketTimings;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use transport_core::platform::BotSelf;
+use transport_core::retry::{FixedJitter, Jitter, RetryPolicy, SystemJitter};
+use transport_core::{
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundMessage,
+    SendReceipt, Transport, TransportError,
+};
+
+use crate::client::{ApiError, ClientSettings, Secret, WebApi};
+use crate::dedupe::Dedupe;
+use crate::listen::{Dispatcher, Listener, OpenError, RECEIVED_CAPACITY};
+use crate::normalize::{TRANSPORT_ID, is_ts, split_conversation};
+
+/// What Slack can do (architecture §3): 4,000 characters (Slack's own guidance for
+/// `text`; it truncates at 40,000), mrkdwn, threads (`thread_ts`), edits, attachments, and
+/// no typing indicator (see the crate docs).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    threads: true,
+    edit: true,
+    attachments: true,
+    typing: false,
+    max_message_length: 4000,
+    length_unit: LengthUnit::Chars,
+    markup: Markup::Mrkdwn,
+};
+
+/// Error codes of `chat.update` after which the bridge should post a new message (I21).
+const EDIT_REJECTED: &[&str] = &[
+    "message_not_found",
+    "cant_update_message",
+    "edit_window_closed",
+];
+
+/// How a [`SlackTransport`] is set up. [`SlackConfig::new`] gives the defaults the
+/// settings declare; tests shorten the timeouts and retry delays.
+#[derive(Clone)]
+pub struct SlackConfig {
+    /// The bot token (`xoxb-…`). Never shown: `Debug` hides it.
+    pub bot_token: String,
+    /// Name of the variable the bot token came from, for error messages.
+    pub bot_token_env: String,
+    /// The app-level token (`xapp-…`). Never shown.
+    pub app_token: String,
+    /// Name of the variable the app-level token came from.
+    pub app_token_env: String,
+    /// Web API base URL (`https://slack.com/api`).
+    pub base_url: String,
+    /// Timeout of every Web API request.
+    pub request_timeout: Duration,
+    /// Timeout of an attachment download.
+    pub download_timeout: Duration,
+    /// Socket Mode timings.
+    pub socket: SocketTimings,
+    /// Retries within one request (5xx, network, short 429 waits).
+    pub request_policy: RetryPolicy,
+    /// Socket Mode's reconnect backoff.
+    pub reconnect_policy: RetryPolicy,
+    /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
+    pub fixed_jitter: Option<f64>,
+}
+
+impl SlackConfig {
+    /// The defaults for the two tokens against `base_url`.
+    pub fn new(
+        bot_token: impl Into<String>,
+        app_token: impl Into<String>,
+        base_url: impl Into<String>,
+    ) -> SlackConfig {
+        SlackConfig {
+            bot_token: bot_token.into(),
+            bot_token_env: settings::DEFAULT_TOKEN_ENV.to_owned(),
+            app_token: app_token.into(),
+            app_token_env: settings::DEFAULT_APP_TOKEN_ENV.to_owned(),
+            base_url: base_url.into(),
+            request_timeout: Duration::from_secs(15),
+            download_timeout: Duration::from_secs(60),
+            socket: SocketTimings::default(),
+            request_policy: RetryPolicy::REQUEST,
+            reconnect_policy: RetryPolicy::RECONNECT,
+            fixed_jitter: None,
+        }
+    }
+
+    fn jitter(&self) -> Box<dyn Jitter> {
+        match self.fixed_jitter {
+            Some(unit) => Box::new(FixedJitter(unit)),
+            None => Box::new(SystemJitter),
+        }
+    }
+}
+
+impl std::fmt::Debug for SlackConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackConfig")
+            .field("bot_token", &"<hidden>")
+            .field("bot_token_env", &self.bot_token_env)
+            .field("app_token", &"<hidden>")
+            .field("app_token_env", &self.app_token_env)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a transport could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A token does not have its shape (the value is never shown).
+    #[error(
+        "the value of ${env} does not look like a Slack {kind} (it should start with {prefix}){swapped}; export the right token again"
+    )]
+    MalformedToken {
+        /// The variable's name.
+        env: String,
+        /// `bot token` or `app-level token`.
+        kind: &'static str,
+        /// `xoxb-` or `xapp-`.
+        prefix: &'static str,
+        /// A hint when the value has the other token's shape.
+        swapped: &'static str,
+    },
+    /// The base URL or the HTTP client is unusable.
+    #[error("{0}")]
+    Client(String),
+}
+
+/// Where Socket Mode stands, for `diagnose`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum SocketState {
+    #[default]
+    NotStarted,
+    Connecting,
+    Connected,
+    Refreshing,
+    Retrying {
+        failures: u32,
+    },
+    Halted(String),
+    Stopped,
+}
+
+/// Counters and the last problems, for `diagnose`.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    bot: Option<String>,
+    state: SocketState,
+    pub(crate) open_connections: usize,
+    pub(crate) connections_opened: u64,
+    refreshes: u64,
+    pub(crate) last_disconnect: Option<String>,
+    pub(crate) acked: u64,
+    pub(crate) unreadable_frames: u64,
+    pub(crate) received: u64,
+    pub(crate) ignored: u64,
+    pub(crate) duplicates: u64,
+    connect_failures: u64,
+    sent: u64,
+    edited: u64,
+    rate_limited: u64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) last_skip: Option<String>,
+}
+
+impl Stats {
+    pub(crate) fn connecting(&mut self) {
+        if !matches!(
+            self.state,
+            SocketState::Retrying { .. } | SocketState::Refreshing
+        ) {
+            self.state = SocketState::Connecting;
+        }
+    }
+
+    pub(crate) fn connected(&mut self, open: usize) {
+        self.state = SocketState::Connected;
+        self.open_connections = open;
+    }
+
+    pub(crate) fn refreshing(&mut self) {
+        self.state = SocketState::Refreshing;
+        self.refreshes += 1;
+    }
+
+    pub(crate) fn retrying(&mut self, error: &str, failures: u32) {
+        self.state = SocketState::Retrying { failures };
+        self.connect_failures += 1;
+        self.last_error = Some(error.to_owned());
+    }
+
+    pub(crate) fn halted(&mut self, reason: &str) {
+        self.state = SocketState::Halted(reason.to_owned());
+        self.last_error = Some(reason.to_owned());
+    }
+}
+
+/// What the transport, its listener, its connections and its dispatcher share.
+pub(crate) struct Shared {
+    pub(crate) api: WebApi,
+    stats: Mutex<Stats>,
+}
+
+impl Shared {
+    pub(crate) fn stats(&self) -> MutexGuard<'_, Stats> {
+        // A panic elsewhere must not turn diagnose into a second panic.
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
+        change(&mut self.stats());
+    }
+}
+
+/// Who the bot is, from `auth.test`.
+#[derive(Debug, Clone)]
+struct Me {
+    user_id: String,
+    name: String,
+}
+
+struct Running {
+    cancel: CancellationToken,
+    listener: tokio::task::JoinHandle<()>,
+    dispatcher: tokio::task::JoinHandle<()>,
+}
+
+/// The Slack transport.
+pub struct SlackTransport {
+    shared: Arc<Shared>,
+    config: SlackConfig,
+    tls: Arc<rustls::ClientConfig>,
+    me: Mutex<Option<Me>>,
+    /// Held across `start` and `stop`, so two starts cannot both connect.
+    lifecycle: tokio::sync::Mutex<Option<Running>>,
+    /// Between a successful `start` and `stop`: sends are allowed.
+    started: AtomicBool,
+}
+
+impl std::fmt::Debug for SlackTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackTransport")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn check_shape(
+    token: &Secret,
+    env: &str,
+    kind: &'static str,
+    prefix: &'static str,
+    other: &'static str,
+) -> Result<(), ConfigError> {
+    if token.has_shape(prefix) {
+        return Ok(());
+    }
+    Err(ConfigError::MalformedToken {
+        env: env.to_owned(),
+        kind,
+        prefix,
+        swapped: if token.has_shape(other) {
+            " but it holds the other token: the two are swapped"
+        } else {
+            ""
+        },
+    })
+}
+
+/// The media type as served (before `;`, trimmed, lower-cased); when the server gives
+/// none or only `application/octet-stream`, what the bytes' magic numbers say (I25).
+pub fn served_media_type(header: Option<&str>, data: &[u8]) -> String {
+    let declared = header
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase())
+        .filter(|value| !value.is_empty() && value != "application/octet-stream");
+    declared.unwrap_or_else(|| {
+        infer::get(data).map_or_else(
+            || "application/octet-stream".to_owned(),
+            |kind| kind.mime_type().to_owned(),
+        )
+    })
+}
+
+impl SlackTransport {
+    /// A stopped transport; no I/O until `identify` or `start`.
+    pub fn new(config: SlackConfig) -> Result<SlackTransport, ConfigError> {
+        let bot_token = Secret::new(&config.bot_token);
+        let app_token = Secret::new(&config.app_token);
+        check_shape(
+            &bot_token,
+            &config.bot_token_env,
+            "bot token",
+            "xoxb-",
+            "xapp-",
+        )?;
+        check_shape(
+            &app_token,
+            &config.app_token_env,
+            "app-level token",
+            "xapp-",
+            "xoxb-",
+        )?;
+        let api = WebApi::new(
+            ClientSettings {
+                base_url: config.base_url.clone(),
+                bot_token,
+                bot_token_env: config.bot_token_env.clone(),
+                app_token,
+                app_token_env: config.app_token_env.clone(),
+                request_timeout: config.request_timeout,
+                download_timeout: config.download_timeout,
+                policy: config.request_policy,
+            },
+            config.jitter(),
+        )
+        .map_err(ConfigError::Client)?;
+        let tls = client::tls_config(&[b"http/1.1"]).map_err(ConfigError::Client)?;
+        Ok(SlackTransport {
+            shared: Arc::new(Shared {
+                api,
+                stats: Mutex::new(Stats::default()),
+            }),
+            config,
+            tls: Arc::new(tls),
+            me: Mutex::new(None),
+            lifecycle: tokio::sync::Mutex::new(None),
+            started: AtomicBool::new(false),
+        })
+    }
+
+    fn is_started(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// `auth.test`, remembered for the normalizer and the lock name.
+    async fn who_am_i(&self) -> Result<Me, TransportError> {
+        if let Some(me) = lock(&self.me).clone() {
+            return Ok(me);
+        }
+        let auth = self.shared.api.auth_test().await.map_err(|error| {
+            let text = error.to_string();
+            self.shared
+                .update(|stats| stats.last_error = Some(text.clone()));
+            TransportError::Failed(text)
+        })?;
+        let name = auth
+            .user
+            .clone()
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| auth.user_id.clone());
+        let me = Me {
+            user_id: auth.user_id.clone(),
+            name,
+        };
+        let team = auth.team.or(auth.team_id).map_or_else(String::new, |team| {
+            format!(" in {}", self.shared.api.scrub(&team))
+        });
+        self.shared.update(|stats| {
+            stats.bot = Some(format!("@{} ({}){team}", me.name, me.user_id));
+        });
+        *lock(&self.me) = Some(me.clone());
+        Ok(me)
+    }
+
+    async fn post(
+        &self,
+        channel: &str,
+        thread: Option<&str>,
+        text: &str,
+    ) -> Result<SendReceipt, TransportError> {
+        let posted = self
+            .shared
+            .api
+            .post_message(channel, thread, text)
+            .await
+            .map_err(|error| self.send_error(error))?;
+        if posted.ts.is_empty() {
+            return Err(TransportError::Failed(
+                "Slack chat.postMessage answered ok but gave no ts for the message".to_owned(),
+            ));
+        }
+        self.shared.update(|stats| stats.sent += 1);
+        Ok(SendReceipt {
+            message_id: posted.ts.clone(),
+            edit_key: Some(posted.ts),
+        })
+    }
+
+    async fn edit(
+        &self,
+        channel: &str,
+        key: &str,
+        text: &str,
+    ) -> Result<SendReceipt, TransportError> {
+        let key = key.trim();
+        if !is_ts(key) {
+            return Err(TransportError::EditRejected(format!(
+                "{key:?} is not a Slack message ts, so there is nothing to edit"
+            )));
+        }
+        match self.shared.api.update_message(channel, key, text).await {
+            Ok(_) => {}
+            Err(error)
+                if error
+                    .code()
+                    .is_some_and(|code| EDIT_REJECTED.contains(&code)) =>
+            {
+                // The bridge posts a new message instead (I21).
+                return Err(TransportError::EditRejected(error.to_string()));
+            }
+            Err(error) => return Err(self.send_error(error)),
+        }
+        self.shared.update(|stats| stats.edited += 1);
+        Ok(SendReceipt {
+            message_id: key.to_owned(),
+            edit_key: Some(key.to_owned()),
+        })
+    }
+
+    fn send_error(&self, error: ApiError) -> TransportError {
+        match error {
+            ApiError::RateLimited { retry_after_ms, .. } => {
+                self.shared.update(|stats| stats.rate_limited += 1);
+                TransportError::RateLimited { retry_after_ms }
+            }
+            other => TransportError::Failed(other.to_string()),
+        }
+    }
+}
+
+#[async_trait]
+impl Transport for SlackTransport {
+    fn id(&self) -> &str {
+        TRANSPORT_ID
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    /// `auth.test` with the bot token; the lock is named after the bot user, never a token.
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        let me = self.who_am_i().await?;
+        Ok(BotIdentity {
+            lock_name: Some(format!("slack-{}", me.user_id)),
+            bot_id: me.user_id,
+            bot_name: me.name,
+        })
+    }
+
+    /// Checks the bot token (`auth.test`, unless `identify` did), opens the first Socket
+    /// Mode connection and waits for its `hello`. A refused token or disabled Socket Mode
+    /// fails `start` itself, so the host reports it (I16); a network failure does not:
+    /// the listener keeps retrying it.
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+        let mut lifecycle = self.lifecycle.lock().await;
+        if lifecycle.is_some() {
+            return Err(TransportError::AlreadyStarted(TRANSPORT_ID.to_owned()));
+        }
+        let me = self.who_am_i().await?;
+        let cancel = CancellationToken::new();
+        let (received_tx, received_rx) = mpsc::channel(RECEIVED_CAPACITY);
+        let dispatcher = Dispatcher {
+            shared: self.shared.clone(),
+            me: BotSelf {
+                id: me.user_id.clone(),
+                username: me.name.clone(),
+            },
+            sink: sink.clone(),
+            cancel: cancel.clone(),
+            received: received_rx,
+            dedupe: Dedupe::default(),
+        };
+        let mut listener = Listener::new(
+            self.shared.clone(),
+            sink,
+            cancel.clone(),
+            self.config.reconnect_policy,
+            self.config.jitter(),
+            self.config.socket,
+            self.tls.clone(),
+            received_tx,
+        );
+        let dispatcher = tokio::spawn(dispatcher.run());
+        match listener.first_connection().await {
+            Ok(()) | Err(OpenError::Retry { .. }) => {}
+            Err(OpenError::Fatal(reason)) => {
+                cancel.cancel();
+                listener.shutdown().await;
+                let _ = dispatcher.await;
+                self.shared.update(|stats| stats.halted(&reason));
+                return Err(TransportError::Failed(reason));
+            }
+        }
+        let listener = tokio::spawn(listener.run());
+        self.started.store(true, Ordering::SeqCst);
+        *lifecycle = Some(Running {
+            cancel,
+            listener,
+            dispatcher,
+        });
+        Ok(())
+    }
+
+    async fn stop(&self) {
+        let mut lifecycle = self.lifecycle.lock().await;
+        self.started.store(false, Ordering::SeqCst);
+        let Some(running) = lifecycle.take() else {
+            return;
+        };
+        running.cancel.cancel();
+        let _ = running.listener.await;
+        let _ = running.dispatcher.await;
+        self.shared.update(|stats| {
+            stats.open_connections = 0;
+            if !matches!(stats.state, SocketState::Halted(_)) {
+                stats.state = SocketState::Stopped;
+            }
+        });
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        if !self.is_started() {
+            return Err(TransportError::NotStarted(TRANSPORT_ID.to_owned()));
+        }
+        let (channel, conversation_thread) = split_conversation(&message.conversation_id);
+        let sent = match message.edit_key.as_deref() {
+            Some(key) => self.edit(channel, key, &message.text).await,
+            None => {
+                // Only a ts is a thread; anything else (another transport's thread name)
+                // is ignored rather than failing the send.
+                let thread = message
+                    .thread_id
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|thread| is_ts(thread))
+                    .or(conversation_thread);
+                self.post(channel, thread, &message.text).await
+            }
+        };
+        // A rate limit or a refused edit is ordinary flow the bridge handles; a failed
+        // send is what `doctor` should show.
+        if let Err(TransportError::Failed(text)) = &sent {
+            self.shared
+                .update(|stats| stats.last_error = Some(text.clone()));
+        }
+        sent
+    }
+
+    /// Slack's Web API offers bots no typing indicator (crate docs): nothing is sent, and
+    /// nothing can fail (I24).
+    async fn typing(&self, _: &str, _: Option<&str>) -> Result<(), TransportError> {
+        Ok(())
+    }
+
+    async fn fetch_attachment(
+        &self,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        if !self.is_started() {
+            return Err(TransportError::NotStarted(TRANSPORT_ID.to_owned()));
+        }
+        let (content_type, data) = self
+            .shared
+            .api
+            .download(reference, max_bytes)
+            .await
+            .map_err(|error| TransportError::Failed(self.shared.api.scrub(&error.to_string())))?;
+        let media_type = served_media_type(content_type.as_deref(), &data);
+        if media_type == "text/html" {
+            // Slack answers a download it will not authorise with its sign-in page, as 200.
+            return Err(TransportError::Failed(
+                "Slack served a web page instead of the file: the app probably lacks the files:read scope (add it, reinstall the app, export the new bot token and restart)".to_owned(),
+            ));
+        }
+        Ok(FetchedAttachment { media_type, data })
+    }
+
+    fn diagnose(&self) -> String {
+        let retries = self.shared.api.retries();
+        let stats = self.shared.stats();
+        let bot = stats.bot.as_deref().unwrap_or("not identified yet");
+        let state = match &stats.state {
+            SocketState::NotStarted => "socket not started".to_owned(),
+            SocketState::Connecting => "socket connecting".to_owned(),
+            SocketState::Connected => format!(
+                "socket connected ({} open connection{})",
+                stats.open_connections,
+                if stats.open_connections == 1 { "" } else { "s" }
+            ),
+            SocketState::Refreshing => {
+                "socket refreshing (opening a new connection before the old one closes)".to_owned()
+            }
+            SocketState::Retrying { failures } => {
+                format!("socket reconnecting after {failures} failed attempt(s)")
+            }
+            SocketState::Halted(reason) => format!("stopped receiving: {reason}"),
+            SocketState::Stopped => "socket stopped".to_owned(),
+        };
+        let mut line = format!(
+            "bot {bot}; {state}; connections opened {}, refreshes {}, last disconnect {}; envelopes acked {}, received {}, ignored {}, duplicates {}; sent {}, edited {}, rate limited {}, retries {}; typing: none (Slack has no bot typing indicator)",
+            stats.connections_opened,
+            stats.refreshes,
+            stats.last_disconnect.as_deref().unwrap_or("none"),
+            stats.acked,
+            stats.received,
+            stats.ignored,
+            stats.duplicates,
+            stats.sent,
+            stats.edited,
+            stats.rate_limited,
+            retries + stats.connect_failures,
+        );
+        if stats.unreadable_frames > 0 {
+            line.push_str(&format!("; unreadable frames {}", stats.unreadable_frames));
+        }
+        let halted_for = match &stats.state {
+            SocketState::Halted(reason) => Some(reason),
+            _ => None,
+        };
+        if let Some(error) = stats
+            .last_error
+            .as_ref()
+            .filter(|error| Some(*error) != halted_for)
+        {
+            line.push_str("; last error: ");
+            line.push_str(error);
+        }
+        if let Some(skip) = &stats.last_skip {
+            line.push_str("; last ignored: ");
+            line.push_str(skip);
+        }
+        // Every text above is already free of tokens; this is the last line of defence.
+        self.shared.api.scrub(&line)
+    }
+}

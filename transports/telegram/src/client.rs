@@ -1,0 +1,886 @@
+//! The Bot API over HTTP: one method call per function, each with its own timeout and
+//! retry rule (I32), and errors a person can act on that never contain the token.
+//!
+//! Why the care about the token: it is part of every request URL
+//! (`/bot<token>/<method>`, `/file/bot<token>/<path>`), and `reqwest::Error` prints the URL
+//! it failed on. Every reqwest error is stripped of its URL (`without_url`) before it is
+//! described, every text that came from the server is scrubbed of the token as well (an
+//! independent Bot API server might echo the path), and redirects are not followed (a
+//! redirect would carry the token to wherever the `Location` points).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use transport_core::capped::{CappedBody, OverCap};
+use transport_core::retry::{Decision, Jitter, Outcome, RetryPolicy};
+
+use crate::wire::{
+    AnswerCallbackQuery, ApiResponse, ChatId, EditMessageText, File, GetFile, GetUpdates,
+    InlineKeyboardMarkup, SendChatAction, SendMessage, SentMessage, User,
+};
+
+/// The update kinds the transport asks for. Edited messages are asked for only so they
+/// can be ignored knowingly (and counted) instead of vanishing without a trace;
+/// `callback_query` carries the presses on the approval request's buttons.
+pub const ALLOWED_UPDATES: &[&str] = &["message", "edited_message", "callback_query"];
+
+/// A bot token. It is only ever put into request URLs; `Debug` hides it, and there is
+/// no `Display`, so it cannot end up in a message by accident.
+#[derive(Clone)]
+pub struct Token(Arc<str>);
+
+impl Token {
+    /// Wraps a token (trimmed: a token exported with a trailing newline is still the token).
+    pub fn new(token: &str) -> Token {
+        Token(Arc::from(token.trim()))
+    }
+
+    /// The token, for building a request URL.
+    fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the token is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A bot token is `<bot id>:<secret>`; anything with characters that would change the
+    /// request path (`/`, `?`, `#`, spaces) cannot be one and would only produce confusing
+    /// 404s.
+    pub fn looks_valid(&self) -> bool {
+        let Some((id, secret)) = self.0.split_once(':') else {
+            return false;
+        };
+        !id.is_empty()
+            && id.bytes().all(|b| b.is_ascii_digit())
+            && !secret.is_empty()
+            && secret
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+
+    /// `text` with every occurrence of the token replaced by `<token>`.
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            text.to_owned()
+        } else {
+            text.replace(&*self.0, "<token>")
+        }
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<hidden>)")
+    }
+}
+
+/// Why a Bot API call failed, written for the person who has to fix it. No variant holds
+/// the token (texts from the server are scrubbed before they are stored).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// 401: the token was revoked, regenerated or mistyped.
+    #[error(
+        "Telegram refused the bot token in ${env} (HTTP 401 Unauthorized): it was revoked, regenerated in @BotFather or mistyped. Copy the current token from @BotFather (/mybots, then API Token), export it as {env} again and restart"
+    )]
+    Unauthorized {
+        /// Name of the environment variable the token came from.
+        env: String,
+    },
+    /// 404 for a method that exists: Telegram answers this to a malformed token, and any
+    /// server that is not a Bot API server answers it too.
+    #[error(
+        "Telegram {method} answered HTTP 404 Not Found: the token in ${env} is not a bot token (it looks like 123456789:AAE...), or baseUrl {host} is not a Bot API server"
+    )]
+    NotFound {
+        /// The method called.
+        method: &'static str,
+        /// Name of the environment variable the token came from.
+        env: String,
+        /// The base URL's host, never a path.
+        host: String,
+    },
+    /// 409 from `getUpdates`: another program polls updates for the same bot.
+    #[error(
+        "Telegram {method}: another process is polling updates for this bot (HTTP 409 Conflict). Telegram allows one getUpdates consumer per bot token: stop the other bot-connect or bot program that uses this token, then restart this one"
+    )]
+    Conflict {
+        /// The method called.
+        method: &'static str,
+    },
+    /// 409 from `getUpdates` because a webhook is set.
+    #[error(
+        "Telegram {method}: this bot has a webhook set, and Telegram delivers no updates to polling while it is (HTTP 409 Conflict). Remove it by calling the Bot API method deleteWebhook once (open https://api.telegram.org/bot<token>/deleteWebhook with your token in place of <token>), then restart"
+    )]
+    WebhookActive {
+        /// The method called.
+        method: &'static str,
+    },
+    /// 429: flood control.
+    #[error("Telegram {method} was rate limited; Telegram asks to wait {retry_after_ms} ms")]
+    RateLimited {
+        /// The method called.
+        method: &'static str,
+        /// `parameters.retry_after`, in ms.
+        retry_after_ms: u64,
+    },
+    /// Any other 4xx: the request itself was refused; retrying cannot help.
+    #[error("Telegram {method} was refused: {description} (HTTP {status})")]
+    Rejected {
+        /// The method called.
+        method: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// Telegram's description, scrubbed of the token.
+        description: String,
+    },
+    /// 5xx: Telegram's side failed; retried with backoff.
+    #[error("Telegram {method} failed on Telegram's side: {description} (HTTP {status})")]
+    Server {
+        /// The method called.
+        method: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// Telegram's description, scrubbed of the token.
+        description: String,
+    },
+    /// No answer within the request's timeout.
+    #[error("Telegram {method} got no answer within {seconds} s")]
+    Timeout {
+        /// The method called.
+        method: &'static str,
+        /// The timeout that passed.
+        seconds: u64,
+    },
+    /// The connection failed or dropped (DNS, refused, reset, TLS).
+    #[error("Telegram {method} could not reach the Bot API at {host}: {detail}")]
+    Network {
+        /// The method called.
+        method: &'static str,
+        /// The base URL's host, never a path.
+        host: String,
+        /// What the network stack said, without any URL.
+        detail: String,
+    },
+    /// The answer was not a Bot API answer (a proxy's error page, a truncated body).
+    #[error(
+        "Telegram {method} answered with something that is not a Bot API response (HTTP {status}): {detail}"
+    )]
+    Malformed {
+        /// The method called.
+        method: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// What was wrong with it.
+        detail: String,
+    },
+}
+
+impl ApiError {
+    /// How the shared retry policy sees this failure.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ApiError::RateLimited { retry_after_ms, .. } => Outcome::RateLimited {
+                retry_after_ms: *retry_after_ms,
+            },
+            ApiError::Server { .. } | ApiError::Timeout { .. } | ApiError::Network { .. } => {
+                Outcome::Transient
+            }
+            // A proxy's HTML error page in the middle of an outage is as transient as a 502.
+            ApiError::Malformed { status, .. } if *status >= 500 => Outcome::Transient,
+            _ => Outcome::Fatal,
+        }
+    }
+
+    /// The description Telegram gave, for the few errors a caller reacts to by text
+    /// ("can't parse entities", "message is not modified").
+    pub fn description(&self) -> Option<&str> {
+        match self {
+            ApiError::Rejected { description, .. } => Some(description),
+            _ => None,
+        }
+    }
+}
+
+/// Why an attachment could not be fetched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DownloadError {
+    /// The declared or received size is over the caller's limit.
+    #[error("the attachment is {size} bytes, over the {limit} byte limit; it was not downloaded")]
+    Declared {
+        /// Size Telegram declared.
+        size: u64,
+        /// The caller's limit.
+        limit: u64,
+    },
+    /// The file server sent more bytes than the limit (whatever it declared).
+    #[error("the attachment is larger than the {limit} byte limit; the download was stopped there")]
+    Received {
+        /// The caller's limit.
+        limit: u64,
+    },
+    /// Telegram gave no path: bots can only download files up to 20 MB.
+    #[error(
+        "Telegram gave no download path for this file: bots can download files of up to 20 MB only"
+    )]
+    NoPath,
+    /// The file server answered with an error status.
+    #[error(
+        "the Telegram file server answered HTTP {status} for this attachment (download links expire after an hour; sending the file again helps)"
+    )]
+    Status {
+        /// HTTP status.
+        status: u16,
+    },
+    /// `getFile` or the download itself failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl From<OverCap> for DownloadError {
+    fn from(over: OverCap) -> Self {
+        match over {
+            OverCap::Declared { size, limit } => DownloadError::Declared { size, limit },
+            OverCap::Received { limit } => DownloadError::Received { limit },
+        }
+    }
+}
+
+/// Whether one call retries, and what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// One attempt; the caller decides (the listener's own backoff, the typing hint).
+    Never,
+    /// 5xx and network failures are retried; a 429 goes straight to the caller, whose
+    /// outbox waits per conversation and keeps the order of messages.
+    Transient,
+    /// 5xx, network failures and short 429 waits are retried within the call.
+    All,
+}
+
+/// How the client is set up.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// Base URL without a trailing slash (`https://api.telegram.org`).
+    pub base_url: String,
+    /// The token.
+    pub token: Token,
+    /// Name of the environment variable the token came from, for error messages.
+    pub token_env: String,
+    /// Timeout of an ordinary request.
+    pub request_timeout: Duration,
+    /// Timeout of a file download.
+    pub download_timeout: Duration,
+    /// Retries within one call.
+    pub policy: RetryPolicy,
+}
+
+/// A Bot API client for one bot.
+pub struct BotApi {
+    http: reqwest::Client,
+    settings: ClientSettings,
+    host: String,
+    jitter: Mutex<Box<dyn Jitter>>,
+    retries: AtomicU64,
+}
+
+impl std::fmt::Debug for BotApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BotApi")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds the HTTP client: rustls on the ring provider with the operating system's
+/// certificate verifier, handed to reqwest ready-made so nothing depends on a
+/// process-wide default provider being installed by someone else.
+fn http_client(base: &reqwest::Url) -> Result<reqwest::Client, String> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| builder.with_platform_verifier())
+        .map_err(|error| format!("could not set up TLS for Telegram: {error}"))?
+        .with_no_client_auth();
+    // A preconfigured config gets no ALPN from reqwest; without it HTTP/2 is never chosen.
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("bot-connect/", env!("CARGO_PKG_VERSION")));
+    let loopback = base.host_str().is_some_and(|host| {
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    });
+    if loopback {
+        // A loopback Bot API (a local server, the tests') is never reached through a proxy
+        // configured for the outside world.
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|error| {
+        format!(
+            "could not set up the HTTP client for Telegram: {}",
+            error.without_url()
+        )
+    })
+}
+
+/// The base URL's scheme, host and port: what error messages may show of it.
+fn host_of(base: &reqwest::Url) -> String {
+    let host = base.host_str().unwrap_or("?");
+    match base.port() {
+        Some(port) => format!("{}://{host}:{port}", base.scheme()),
+        None => format!("{}://{host}", base.scheme()),
+    }
+}
+
+/// What the network stack said, every cause in the chain, with no URL in it.
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut parts: Vec<String> = Vec::new();
+    let mut current: Option<&dyn std::error::Error> = Some(&error);
+    while let Some(cause) = current {
+        let text = cause.to_string();
+        if !parts.iter().any(|part| part.contains(&text)) {
+            parts.push(text);
+        }
+        current = cause.source();
+    }
+    parts.join(": ")
+}
+
+impl BotApi {
+    /// A client for `settings`; `jitter` spreads retries (fixed in tests).
+    pub fn new(settings: ClientSettings, jitter: Box<dyn Jitter>) -> Result<BotApi, String> {
+        let base = reqwest::Url::parse(&settings.base_url).map_err(|error| {
+            format!(
+                "Telegram baseUrl {:?} is not a URL: {error}",
+                settings.token.scrub(&settings.base_url)
+            )
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(format!(
+                "Telegram baseUrl must start with https:// (or http:// for a local test server), not {}://",
+                base.scheme()
+            ));
+        }
+        Ok(BotApi {
+            http: http_client(&base)?,
+            host: settings.token.scrub(&host_of(&base)),
+            settings: ClientSettings {
+                base_url: settings.base_url.trim_end_matches('/').to_owned(),
+                ..settings
+            },
+            jitter: Mutex::new(jitter),
+            retries: AtomicU64::new(0),
+        })
+    }
+
+    /// Retries made so far (for `diagnose`).
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// The token, for scrubbing texts built elsewhere.
+    pub fn token(&self) -> &Token {
+        &self.settings.token
+    }
+
+    /// Where the API is, as error messages may show it.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    fn draw<T>(&self, use_jitter: impl FnOnce(&mut dyn Jitter) -> T) -> T {
+        let mut jitter = self.jitter.lock().unwrap_or_else(PoisonError::into_inner);
+        use_jitter(jitter.as_mut())
+    }
+
+    /// `getMe`: who the bot is; the first call that proves the token.
+    pub async fn get_me(&self) -> Result<User, ApiError> {
+        self.call(
+            "getMe",
+            &serde_json::json!({}),
+            self.settings.request_timeout,
+            Retry::All,
+        )
+        .await
+    }
+
+    /// `getUpdates`, long polling for up to `timeout`. The request's own timeout is the
+    /// poll's plus 10 s, or a healthy long poll would be cut off (protocols §1.2). Updates
+    /// come back raw, so one the transport cannot parse still has an `update_id` to skip.
+    pub async fn get_updates(
+        &self,
+        offset: Option<i64>,
+        timeout: Duration,
+    ) -> Result<Vec<serde_json::Value>, ApiError> {
+        let params = GetUpdates {
+            offset,
+            timeout: timeout.as_secs(),
+            allowed_updates: ALLOWED_UPDATES,
+        };
+        let updates: serde_json::Value = self
+            .call(
+                "getUpdates",
+                &params,
+                timeout + Duration::from_secs(10),
+                Retry::Never,
+            )
+            .await?;
+        match updates {
+            serde_json::Value::Array(updates) => Ok(updates),
+            // The docs promise an array; anything else is read as "no updates".
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// `sendMessage`; `parse_mode` `Some("HTML")` or `None` for plain text, with an
+    /// inline keyboard when `keyboard` is given.
+    pub async fn send_message(
+        &self,
+        chat_id: &ChatId,
+        thread_id: Option<i64>,
+        text: &str,
+        parse_mode: Option<&'static str>,
+        keyboard: Option<&InlineKeyboardMarkup>,
+    ) -> Result<i64, ApiError> {
+        let params = SendMessage {
+            chat_id,
+            message_thread_id: thread_id,
+            text,
+            parse_mode,
+            reply_markup: keyboard,
+        };
+        let sent: SentMessage = self
+            .call(
+                "sendMessage",
+                &params,
+                self.settings.request_timeout,
+                Retry::Transient,
+            )
+            .await?;
+        Ok(sent.message_id)
+    }
+
+    /// `editMessageText`.
+    pub async fn edit_message_text(
+        &self,
+        chat_id: &ChatId,
+        message_id: i64,
+        text: &str,
+        parse_mode: Option<&'static str>,
+    ) -> Result<(), ApiError> {
+        let params = EditMessageText {
+            chat_id,
+            message_id,
+            text,
+            parse_mode,
+        };
+        // The result is the edited message (or `true` for inline messages): not needed.
+        let _: serde_json::Value = self
+            .call(
+                "editMessageText",
+                &params,
+                self.settings.request_timeout,
+                Retry::Transient,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `sendChatAction` `typing`: one attempt with a short timeout, since the hint is
+    /// worthless late and must never hold anything up (I24).
+    pub async fn send_typing(
+        &self,
+        chat_id: &ChatId,
+        thread_id: Option<i64>,
+    ) -> Result<(), ApiError> {
+        let params = SendChatAction {
+            chat_id,
+            message_thread_id: thread_id,
+            action: "typing",
+        };
+        let timeout = self.settings.request_timeout.min(Duration::from_secs(5));
+        let _: serde_json::Value = self
+            .call("sendChatAction", &params, timeout, Retry::Never)
+            .await?;
+        Ok(())
+    }
+
+    /// `answerCallbackQuery`: stops the spinner on the presser's phone, with `text` as a
+    /// short notification when given. One attempt with a short timeout: Telegram refuses
+    /// an answer after about 15 s anyway, and a late spinner stop is worth nothing.
+    pub async fn answer_callback_query(
+        &self,
+        callback_query_id: &str,
+        text: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let params = AnswerCallbackQuery {
+            callback_query_id,
+            text,
+        };
+        let timeout = self.settings.request_timeout.min(Duration::from_secs(5));
+        let _: serde_json::Value = self
+            .call("answerCallbackQuery", &params, timeout, Retry::Never)
+            .await?;
+        Ok(())
+    }
+
+    /// `getFile`: where to download a file.
+    pub async fn get_file(&self, file_id: &str) -> Result<File, ApiError> {
+        self.call(
+            "getFile",
+            &GetFile { file_id },
+            self.settings.request_timeout,
+            Retry::All,
+        )
+        .await
+    }
+
+    /// Downloads `/file/bot<token>/<file_path>`, refusing more than `limit` bytes: the
+    /// declared `Content-Length` first, then the bytes actually received (I19), so a server
+    /// that lies about the length still cannot make the bridge read more. Returns the
+    /// `Content-Type` header and the bytes.
+    pub async fn download(
+        &self,
+        file_path: &str,
+        limit: u64,
+    ) -> Result<(Option<String>, Vec<u8>), DownloadError> {
+        const METHOD: &str = "file download";
+        let url = format!(
+            "{}/file/bot{}/{}",
+            self.settings.base_url,
+            self.settings.token.expose(),
+            file_path.trim_start_matches('/')
+        );
+        let timeout = self.settings.download_timeout;
+        let mut response = self
+            .http
+            .get(url)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|error| self.transport_error(METHOD, timeout, error))?;
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            return Err(DownloadError::Status { status });
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let mut body = CappedBody::new(response.content_length(), limit)?;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| self.transport_error(METHOD, timeout, error))?
+        {
+            // Returning drops the response, which closes the connection: nothing more is read.
+            body.push(&chunk)?;
+        }
+        Ok((content_type, body.into_bytes()))
+    }
+
+    fn transport_error(
+        &self,
+        method: &'static str,
+        timeout: Duration,
+        error: reqwest::Error,
+    ) -> ApiError {
+        if error.is_timeout() {
+            return ApiError::Timeout {
+                method,
+                seconds: timeout.as_secs().max(1),
+            };
+        }
+        ApiError::Network {
+            method,
+            host: self.host.clone(),
+            detail: self.settings.token.scrub(&describe(error)),
+        }
+    }
+
+    /// One method call with `retry`'s retries under the shared policy.
+    async fn call<P: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: &P,
+        timeout: Duration,
+        retry: Retry,
+    ) -> Result<T, ApiError> {
+        let mut attempt: u32 = 1;
+        loop {
+            let error = match self.attempt(method, params, timeout).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            let outcome = error.outcome();
+            let retried = !matches!(
+                (retry, outcome),
+                (Retry::Never, _) | (Retry::Transient, Outcome::RateLimited { .. })
+            );
+            if !retried {
+                return Err(error);
+            }
+            match self.draw(|jitter| self.settings.policy.decide(attempt, outcome, jitter)) {
+                Decision::Stop => return Err(error),
+                Decision::RetryAfter(wait) => {
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(wait).await;
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    async fn attempt<P: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: &P,
+        timeout: Duration,
+    ) -> Result<T, ApiError> {
+        let url = format!(
+            "{}/bot{}/{method}",
+            self.settings.base_url,
+            self.settings.token.expose()
+        );
+        let response = self
+            .http
+            .post(url)
+            .json(params)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|error| self.transport_error(method, timeout, error))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| self.transport_error(method, timeout, error))?;
+        self.read_answer(method, status, &body)
+    }
+
+    /// Reads a Bot API answer: the result when `ok`, otherwise the error it stands for.
+    fn read_answer<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        status: u16,
+        body: &[u8],
+    ) -> Result<T, ApiError> {
+        let token = &self.settings.token;
+        let answer: ApiResponse<serde_json::Value> = match serde_json::from_slice(body) {
+            Ok(answer) => answer,
+            Err(_) if status >= 500 => {
+                return Err(ApiError::Server {
+                    method,
+                    status,
+                    description: "no Bot API answer in the body".to_owned(),
+                });
+            }
+            Err(error) => {
+                return Err(ApiError::Malformed {
+                    method,
+                    status,
+                    detail: format!("the body is not JSON ({error})"),
+                });
+            }
+        };
+        if answer.ok && (200..300).contains(&status) {
+            let result = answer.result.unwrap_or(serde_json::Value::Null);
+            return serde_json::from_value(result).map_err(|error| ApiError::Malformed {
+                method,
+                status,
+                detail: token.scrub(&format!("the result has an unexpected shape ({error})")),
+            });
+        }
+        // The HTTP status and `error_code` agree on Telegram; an answer with `ok: false`
+        // but status 200 is read by its `error_code`.
+        let code = if (200..300).contains(&status) {
+            answer
+                .error_code
+                .and_then(|code| u16::try_from(code).ok())
+                .unwrap_or(400)
+        } else {
+            status
+        };
+        let description = token.scrub(
+            answer
+                .description
+                .as_deref()
+                .unwrap_or("no description given"),
+        );
+        Err(match code {
+            401 => ApiError::Unauthorized {
+                env: self.settings.token_env.clone(),
+            },
+            404 => ApiError::NotFound {
+                method,
+                env: self.settings.token_env.clone(),
+                host: self.host.clone(),
+            },
+            409 if description.to_ascii_lowercase().contains("webhook") => {
+                ApiError::WebhookActive { method }
+            }
+            409 => ApiError::Conflict { method },
+            429 => ApiError::RateLimited {
+                method,
+                retry_after_ms: answer
+                    .parameters
+                    .and_then(|parameters| parameters.retry_after)
+                    .unwrap_or(1)
+                    .saturating_mul(1_000),
+            },
+            500..=599 => ApiError::Server {
+                method,
+                status: code,
+                description,
+            },
+            _ => ApiError::Rejected {
+                method,
+                status: code,
+                description,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transport_core::retry::FixedJitter;
+
+    const TOKEN: &str = "123456:SECRET-abc_DEF";
+
+    fn api() -> BotApi {
+        BotApi::new(
+            ClientSettings {
+                base_url: "http://127.0.0.1:9/".to_owned(),
+                token: Token::new(TOKEN),
+                token_env: "PI_TELEGRAM_TOKEN".to_owned(),
+                request_timeout: Duration::from_secs(1),
+                download_timeout: Duration::from_secs(1),
+                policy: RetryPolicy::REQUEST,
+            },
+            Box::new(FixedJitter(0.0)),
+        )
+        .expect("client")
+    }
+
+    fn error(status: u16, body: &str) -> ApiError {
+        api()
+            .read_answer::<serde_json::Value>("sendMessage", status, body.as_bytes())
+            .expect_err("an error")
+    }
+
+    #[test]
+    fn answers_are_read_as_the_errors_they_stand_for() {
+        assert_eq!(
+            error(
+                429,
+                r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 7","parameters":{"retry_after":7}}"#
+            ),
+            ApiError::RateLimited {
+                method: "sendMessage",
+                retry_after_ms: 7_000
+            }
+        );
+        assert_eq!(
+            error(
+                401,
+                r#"{"ok":false,"error_code":401,"description":"Unauthorized"}"#
+            ),
+            ApiError::Unauthorized {
+                env: "PI_TELEGRAM_TOKEN".to_owned()
+            }
+        );
+        assert_eq!(
+            error(
+                409,
+                r#"{"ok":false,"error_code":409,"description":"Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}"#
+            ),
+            ApiError::Conflict {
+                method: "sendMessage"
+            }
+        );
+        assert_eq!(
+            error(
+                409,
+                r#"{"ok":false,"error_code":409,"description":"Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}"#
+            ),
+            ApiError::WebhookActive {
+                method: "sendMessage"
+            }
+        );
+        assert_eq!(
+            error(502, "<html>Bad Gateway</html>").outcome(),
+            Outcome::Transient
+        );
+        assert_eq!(
+            error(
+                400,
+                r#"{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#
+            )
+            .outcome(),
+            Outcome::Fatal
+        );
+        assert_eq!(
+            error(
+                200,
+                r#"{"ok":false,"error_code":400,"description":"Bad Request: odd"}"#
+            )
+            .description(),
+            Some("Bad Request: odd")
+        );
+        assert!(matches!(error(200, "not json"), ApiError::Malformed { .. }));
+    }
+
+    #[test]
+    fn a_description_echoing_the_token_is_scrubbed() {
+        let text = error(
+            400,
+            &format!(r#"{{"ok":false,"error_code":400,"description":"bad path /bot{TOKEN}/x"}}"#),
+        )
+        .to_string();
+        assert!(!text.contains(TOKEN), "{text}");
+        assert!(text.contains("/bot<token>/x"), "{text}");
+    }
+
+    #[test]
+    fn the_unauthorized_text_names_the_variable_and_never_the_token() {
+        let text = ApiError::Unauthorized {
+            env: "PI_TELEGRAM_TOKEN".to_owned(),
+        }
+        .to_string();
+        assert!(text.contains("$PI_TELEGRAM_TOKEN"), "{text}");
+        assert!(!text.contains(TOKEN));
+    }
+
+    #[test]
+    fn tokens_are_checked_for_shape_and_hidden_in_debug() {
+        assert!(Token::new(" 123:AAbb-_9\n").looks_valid());
+        for bad in ["", "123", ":abc", "abc:def", "123:ab/c", "123:a b"] {
+            assert!(!Token::new(bad).looks_valid(), "{bad:?}");
+        }
+        assert_eq!(format!("{:?}", Token::new(TOKEN)), "Token(<hidden>)");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_described_without_the_url() {
+        let error = api().get_me().await.expect_err("nothing listens on port 9");
+        let text = error.to_string();
+        assert!(matches!(error, ApiError::Network { .. }), "{text}");
+        assert!(!text.contains(TOKEN) && !text.contains("/bot"), "{text}");
+        assert!(text.contains("http://127.0.0.1:9"), "{text}");
+    }
+}

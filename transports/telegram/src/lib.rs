@@ -1,0 +1,680 @@
+//! The Telegram transport: Bot API long polling in, `sendMessage`/`editMessageText`
+//! out, typing hints and attachment downloads, on reqwest (rustls, ring) and tokio.
+//!
+//! Modules, the same in every platform crate: [`wire`] (Bot API types), [`normalize`]
+//! (pure: update → envelope), [`client`] (HTTP, timeouts, retries, errors), [`listen`]
+//! (the long-poll loop and its offset), [`settings`] (the [`PLATFORM`] declaration).
+//!
+//! The token is only ever in request URLs. No error, `diagnose` line or alert contains it
+//! (I18): errors are built from reqwest errors without their URL, and everything the
+//! server says is scrubbed of the token before it is kept.
+
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod html;
+pub mod keyboard;
+pub mod listen;
+pub mod normalize;
+pub mod settings;
+pub mod wire;
+
+pub use settings::PLATFORM;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use transport_core::platform::BotSelf;
+use transport_core::retry::{FixedJitter, Jitter, RetryPolicy, SystemJitter};
+use transport_core::{
+    BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
+    OutboundMessage, SendReceipt, Transport, TransportError,
+};
+
+use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, Token};
+use crate::listen::{Listener, Offset, OffsetStore};
+use crate::normalize::TRANSPORT_ID;
+use crate::wire::ChatId;
+
+/// What Telegram can do (architecture §3): 4096 UTF-16 units of rendered text (safe
+/// whether Telegram counts code points or UTF-16 units, protocols §1.9), Telegram HTML,
+/// forum topics, edits, attachments, typing.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    threads: true,
+    edit: true,
+    attachments: true,
+    typing: true,
+    max_message_length: 4096,
+    length_unit: LengthUnit::Utf16,
+    markup: Markup::Html,
+};
+
+/// How a [`TelegramTransport`] is set up. [`TelegramConfig::new`] gives the defaults the
+/// settings declare; tests shorten the timeouts and retry delays.
+#[derive(Clone)]
+pub struct TelegramConfig {
+    /// The bot token (trimmed). Never shown: `Debug` hides it.
+    pub token: String,
+    /// Name of the environment variable the token came from, for error messages.
+    pub token_env: String,
+    /// Bot API server (`https://api.telegram.org`).
+    pub base_url: String,
+    /// How long one `getUpdates` waits for news.
+    pub poll_timeout: Duration,
+    /// Timeout of every other request.
+    pub request_timeout: Duration,
+    /// Timeout of an attachment download.
+    pub download_timeout: Duration,
+    /// Where the offset file lives; `None` keeps the offset in memory only.
+    pub state_dir: Option<PathBuf>,
+    /// Retries within one request (5xx, network, short 429 waits).
+    pub request_policy: RetryPolicy,
+    /// The long poll's reconnect backoff.
+    pub reconnect_policy: RetryPolicy,
+    /// Shortest time between two typing hints to the same chat and topic (Telegram shows
+    /// one for up to 5 s).
+    pub typing_interval: Duration,
+    /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
+    pub fixed_jitter: Option<f64>,
+}
+
+impl TelegramConfig {
+    /// The defaults for `token` against `base_url`.
+    pub fn new(token: impl Into<String>, base_url: impl Into<String>) -> TelegramConfig {
+        TelegramConfig {
+            token: token.into(),
+            token_env: settings::DEFAULT_TOKEN_ENV.to_owned(),
+            base_url: base_url.into(),
+            poll_timeout: Duration::from_secs(
+                settings::DEFAULT_POLL_TIMEOUT_SECONDS.unsigned_abs(),
+            ),
+            request_timeout: Duration::from_secs(15),
+            download_timeout: Duration::from_secs(60),
+            state_dir: None,
+            request_policy: RetryPolicy::REQUEST,
+            reconnect_policy: RetryPolicy::RECONNECT,
+            typing_interval: Duration::from_secs(4),
+            fixed_jitter: None,
+        }
+    }
+
+    fn jitter(&self) -> Box<dyn Jitter> {
+        match self.fixed_jitter {
+            Some(unit) => Box::new(FixedJitter(unit)),
+            None => Box::new(SystemJitter),
+        }
+    }
+}
+
+impl std::fmt::Debug for TelegramConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramConfig")
+            .field("token", &"<hidden>")
+            .field("token_env", &self.token_env)
+            .field("base_url", &self.base_url)
+            .field("poll_timeout", &self.poll_timeout)
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a transport could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The token cannot be a bot token (the value is never shown).
+    #[error(
+        "the value of ${env} does not look like a Telegram bot token (it should look like 123456789:AAE..., as @BotFather shows it); export the token again"
+    )]
+    MalformedToken {
+        /// The variable's name.
+        env: String,
+    },
+    /// The base URL or the HTTP client is unusable.
+    #[error("{0}")]
+    Client(String),
+}
+
+/// Where the long poll stands, for `diagnose`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum PollState {
+    #[default]
+    NotStarted,
+    Polling,
+    Retrying {
+        failures: u32,
+    },
+    Halted(String),
+    Stopped,
+}
+
+/// Counters and the last problems, for `diagnose`.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    bot: Option<String>,
+    state: PollState,
+    offset: Option<i64>,
+    pub(crate) received: u64,
+    pub(crate) ignored: u64,
+    sent: u64,
+    edited: u64,
+    plain_resends: u64,
+    poll_failures: u64,
+    typing_failures: u64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) last_skip: Option<String>,
+}
+
+impl Stats {
+    pub(crate) fn polling(&mut self, offset: Option<i64>) {
+        self.state = PollState::Polling;
+        self.offset = offset;
+    }
+
+    pub(crate) fn retrying(&mut self, error: &str, failures: u32) {
+        self.state = PollState::Retrying { failures };
+        self.poll_failures += 1;
+        self.last_error = Some(error.to_owned());
+    }
+
+    pub(crate) fn halted(&mut self, reason: &str) {
+        self.state = PollState::Halted(reason.to_owned());
+        self.last_error = Some(reason.to_owned());
+    }
+}
+
+/// What the transport and its listener share.
+pub(crate) struct Shared {
+    pub(crate) api: BotApi,
+    stats: Mutex<Stats>,
+    /// The listener's offset, kept across a stop and start in the same process.
+    offset: Mutex<Option<Offset>>,
+}
+
+impl Shared {
+    fn stats(&self) -> MutexGuard<'_, Stats> {
+        // A panic elsewhere must not turn diagnose into a second panic.
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
+        change(&mut self.stats());
+    }
+
+    pub(crate) fn remember_offset(&self, offset: Offset) {
+        *self.offset.lock().unwrap_or_else(PoisonError::into_inner) = Some(offset);
+    }
+}
+
+/// Who the bot is, from `getMe`.
+#[derive(Debug, Clone)]
+struct Me {
+    id: i64,
+    name: String,
+}
+
+impl Me {
+    fn bot_self(&self) -> BotSelf {
+        BotSelf {
+            id: self.id.to_string(),
+            username: self.name.clone(),
+        }
+    }
+}
+
+struct Running {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The Telegram transport.
+pub struct TelegramTransport {
+    shared: Arc<Shared>,
+    config: TelegramConfig,
+    me: Mutex<Option<Me>>,
+    /// Held across `start` and `stop`, so two starts cannot both begin polling.
+    lifecycle: tokio::sync::Mutex<Option<Running>>,
+    /// Between a successful `start` and `stop`: sends are allowed.
+    started: AtomicBool,
+    /// When the last typing hint went to each chat and topic.
+    typing: Mutex<HashMap<(String, Option<i64>), Instant>>,
+}
+
+impl std::fmt::Debug for TelegramTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramTransport")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Telegram's answer to a message whose HTML it cannot parse.
+fn html_refused(error: &ApiError) -> bool {
+    error
+        .description()
+        .is_some_and(|text| text.to_ascii_lowercase().contains("can't parse entities"))
+}
+
+fn not_modified(error: &ApiError) -> bool {
+    error.description().is_some_and(|text| {
+        text.to_ascii_lowercase()
+            .contains("message is not modified")
+    })
+}
+
+fn send_error(error: ApiError) -> TransportError {
+    match error {
+        ApiError::RateLimited { retry_after_ms, .. } => {
+            TransportError::RateLimited { retry_after_ms }
+        }
+        other => TransportError::Failed(other.to_string()),
+    }
+}
+
+/// The media type as served (before `;`, trimmed, lower-cased); when the server gives
+/// none or only `application/octet-stream`, what the bytes' magic numbers say (I25).
+pub fn served_media_type(header: Option<&str>, data: &[u8]) -> String {
+    let declared = header
+        .and_then(|value| value.split(';').next())
+        .map(|value| value.trim().to_ascii_lowercase())
+        .filter(|value| !value.is_empty() && value != "application/octet-stream");
+    declared.unwrap_or_else(|| {
+        infer::get(data).map_or_else(
+            || "application/octet-stream".to_owned(),
+            |kind| kind.mime_type().to_owned(),
+        )
+    })
+}
+
+impl TelegramTransport {
+    /// A stopped transport; no I/O until `identify` or `start`.
+    pub fn new(config: TelegramConfig) -> Result<TelegramTransport, ConfigError> {
+        let token = Token::new(&config.token);
+        if !token.looks_valid() {
+            return Err(ConfigError::MalformedToken {
+                env: config.token_env.clone(),
+            });
+        }
+        let api = BotApi::new(
+            ClientSettings {
+                base_url: config.base_url.clone(),
+                token,
+                token_env: config.token_env.clone(),
+                request_timeout: config.request_timeout,
+                download_timeout: config.download_timeout,
+                policy: config.request_policy,
+            },
+            config.jitter(),
+        )
+        .map_err(ConfigError::Client)?;
+        Ok(TelegramTransport {
+            shared: Arc::new(Shared {
+                api,
+                stats: Mutex::new(Stats::default()),
+                offset: Mutex::new(None),
+            }),
+            config,
+            me: Mutex::new(None),
+            lifecycle: tokio::sync::Mutex::new(None),
+            started: AtomicBool::new(false),
+            typing: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn not_started(&self) -> TransportError {
+        TransportError::NotStarted(TRANSPORT_ID.to_owned())
+    }
+
+    fn is_started(&self) -> bool {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// `getMe`, remembered for the normalizer and the offset file.
+    async fn who_am_i(&self) -> Result<Me, TransportError> {
+        if let Some(me) = lock(&self.me).clone() {
+            return Ok(me);
+        }
+        let user = self.shared.api.get_me().await.map_err(|error| {
+            let text = error.to_string();
+            self.shared
+                .update(|stats| stats.last_error = Some(text.clone()));
+            TransportError::Failed(text)
+        })?;
+        let name = user
+            .username
+            .clone()
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| user.id.to_string());
+        let me = Me { id: user.id, name };
+        self.shared
+            .update(|stats| stats.bot = Some(format!("@{} ({})", me.name, me.id)));
+        *lock(&self.me) = Some(me.clone());
+        Ok(me)
+    }
+
+    /// The offset to start from: the one this process last used, else the saved one.
+    fn starting_offset(&self, store: Option<&OffsetStore>) -> Option<Offset> {
+        if let Some(offset) = *self
+            .shared
+            .offset
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Some(offset);
+        }
+        match store.map(OffsetStore::load) {
+            Some(Ok(offset)) => offset,
+            Some(Err(error)) => {
+                self.shared.update(|stats| stats.last_error = Some(error));
+                None
+            }
+            None => None,
+        }
+    }
+
+    async fn post(
+        &self,
+        chat: &ChatId,
+        thread: Option<i64>,
+        text: &str,
+        buttons: &[Button],
+    ) -> Result<SendReceipt, TransportError> {
+        let api = &self.shared.api;
+        let keyboard = keyboard::inline_keyboard(buttons);
+        let keyboard = keyboard.as_ref();
+        let sent = match api
+            .send_message(chat, thread, text, Some("HTML"), keyboard)
+            .await
+        {
+            Err(error) if html_refused(&error) => {
+                // The same piece, as the text Telegram would have shown, without markup.
+                self.shared.update(|stats| stats.plain_resends += 1);
+                api.send_message(chat, thread, &html::html_to_plain(text), None, keyboard)
+                    .await
+            }
+            other => other,
+        };
+        let message_id = sent.map_err(send_error)?.to_string();
+        self.shared.update(|stats| stats.sent += 1);
+        Ok(SendReceipt {
+            edit_key: Some(message_id.clone()),
+            message_id,
+        })
+    }
+
+    async fn edit(
+        &self,
+        chat: &ChatId,
+        key: &str,
+        text: &str,
+    ) -> Result<SendReceipt, TransportError> {
+        let receipt = SendReceipt {
+            message_id: key.to_owned(),
+            edit_key: Some(key.to_owned()),
+        };
+        let Ok(message_id) = key.trim().parse::<i64>() else {
+            return Err(TransportError::EditRejected(format!(
+                "{key:?} is not a Telegram message id, so there is nothing to edit"
+            )));
+        };
+        let api = &self.shared.api;
+        let mut edited = api
+            .edit_message_text(chat, message_id, text, Some("HTML"))
+            .await;
+        if edited.as_ref().is_err_and(html_refused) {
+            self.shared.update(|stats| stats.plain_resends += 1);
+            edited = api
+                .edit_message_text(chat, message_id, &html::html_to_plain(text), None)
+                .await;
+        }
+        match edited {
+            Ok(()) => {}
+            // The card already shows this text: exactly what was asked for.
+            Err(error) if not_modified(&error) => {}
+            Err(ApiError::Rejected {
+                status: 400,
+                description,
+                ..
+            }) => {
+                // "message to edit not found", "message can't be edited" (too old): the
+                // bridge posts a new message instead (I21).
+                return Err(TransportError::EditRejected(format!(
+                    "Telegram refused to edit message {message_id}: {description}"
+                )));
+            }
+            Err(error) => return Err(send_error(error)),
+        }
+        self.shared.update(|stats| stats.edited += 1);
+        Ok(receipt)
+    }
+}
+
+#[async_trait]
+impl Transport for TelegramTransport {
+    fn id(&self) -> &str {
+        TRANSPORT_ID
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        let me = self.who_am_i().await?;
+        Ok(BotIdentity {
+            bot_id: me.id.to_string(),
+            bot_name: me.name.clone(),
+            lock_name: Some(format!("telegram-{}", me.id)),
+        })
+    }
+
+    /// Checks the token (`getMe`, unless `identify` did), then fetches the backlog with one
+    /// immediate `getUpdates` before polling in the background. A refused token or a second
+    /// poller fails `start` itself, so the host reports it (I16); a network failure does
+    /// not: the loop retries it.
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+        let mut lifecycle = self.lifecycle.lock().await;
+        if lifecycle.is_some() {
+            return Err(TransportError::AlreadyStarted(TRANSPORT_ID.to_owned()));
+        }
+        let me = self.who_am_i().await?;
+        let store = self
+            .config
+            .state_dir
+            .as_deref()
+            .map(|dir| OffsetStore::new(dir, &me.id.to_string()));
+        let offset = self.starting_offset(store.as_ref());
+        let first = offset.and_then(|offset| offset.for_request(listen::now_ms()));
+        let backlog = match self.shared.api.get_updates(first, Duration::ZERO).await {
+            Ok(updates) => updates,
+            // What the loop would retry (5xx, network, a rate limit) does not fail the start:
+            // the loop fetches the backlog once Telegram answers again.
+            Err(error) if !listen::halts(&error) => {
+                let text = error.to_string();
+                self.shared.update(|stats| stats.last_error = Some(text));
+                Vec::new()
+            }
+            Err(error) => {
+                let text = error.to_string();
+                self.shared.update(|stats| stats.halted(&text));
+                return Err(TransportError::Failed(text));
+            }
+        };
+        let cancel = CancellationToken::new();
+        let listener = Listener {
+            shared: self.shared.clone(),
+            me: me.bot_self(),
+            sink,
+            offset,
+            store,
+            cancel: cancel.clone(),
+            poll_timeout: self.config.poll_timeout,
+            reconnect: self.config.reconnect_policy,
+            jitter: self.config.jitter(),
+        };
+        self.shared.update(|stats| stats.polling(first));
+        let task = tokio::spawn(listener.run(backlog));
+        self.started.store(true, Ordering::SeqCst);
+        *lifecycle = Some(Running { cancel, task });
+        Ok(())
+    }
+
+    async fn stop(&self) {
+        let mut lifecycle = self.lifecycle.lock().await;
+        self.started.store(false, Ordering::SeqCst);
+        let Some(running) = lifecycle.take() else {
+            return;
+        };
+        running.cancel.cancel();
+        // The loop ends at its next await point: in a poll, a delivery or a backoff wait.
+        let _ = running.task.await;
+        self.shared.update(|stats| {
+            if !matches!(stats.state, PollState::Halted(_)) {
+                stats.state = PollState::Stopped;
+            }
+        });
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        let chat = ChatId::parse(&message.conversation_id);
+        let sent = match message.edit_key.as_deref() {
+            Some(key) => self.edit(&chat, key, &message.text).await,
+            None => {
+                // Only a number is a topic; anything else (another transport's thread
+                // name) is ignored rather than failing the send.
+                let thread = message
+                    .thread_id
+                    .as_deref()
+                    .and_then(|thread| thread.trim().parse::<i64>().ok());
+                self.post(&chat, thread, &message.text, &message.buttons)
+                    .await
+            }
+        };
+        // A rate limit or a refused edit is ordinary flow the bridge handles; a failed
+        // send is what `doctor` should show.
+        if let Err(TransportError::Failed(text)) = &sent {
+            self.shared
+                .update(|stats| stats.last_error = Some(text.clone()));
+        }
+        sent
+    }
+
+    /// Best effort (I24): never fails, at most one hint per chat and topic every
+    /// `typing_interval`, one short attempt without retries.
+    async fn typing(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Result<(), TransportError> {
+        if !self.is_started() {
+            return Ok(());
+        }
+        let thread = thread_id.and_then(|thread| thread.trim().parse::<i64>().ok());
+        let now = Instant::now();
+        {
+            let mut last = lock(&self.typing);
+            let interval = self.config.typing_interval;
+            if last
+                .get(&(conversation_id.to_owned(), thread))
+                .is_some_and(|at| now.duration_since(*at) < interval)
+            {
+                return Ok(());
+            }
+            last.retain(|_, at| now.duration_since(*at) < interval);
+            last.insert((conversation_id.to_owned(), thread), now);
+        }
+        let chat = ChatId::parse(conversation_id);
+        if self.shared.api.send_typing(&chat, thread).await.is_err() {
+            self.shared.update(|stats| stats.typing_failures += 1);
+        }
+        Ok(())
+    }
+
+    async fn fetch_attachment(
+        &self,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        let fetched = async {
+            let file = self.shared.api.get_file(reference).await?;
+            if let Some(size) = file.file_size
+                && size > max_bytes
+            {
+                return Err(DownloadError::Declared {
+                    size,
+                    limit: max_bytes,
+                });
+            }
+            let path = file.file_path.ok_or(DownloadError::NoPath)?;
+            self.shared.api.download(&path, max_bytes).await
+        }
+        .await;
+        let (content_type, data) = fetched.map_err(|error| {
+            TransportError::Failed(self.shared.api.token().scrub(&error.to_string()))
+        })?;
+        Ok(FetchedAttachment {
+            media_type: served_media_type(content_type.as_deref(), &data),
+            data,
+        })
+    }
+
+    fn diagnose(&self) -> String {
+        let retries = self.shared.api.retries();
+        let stats = self.shared.stats();
+        let bot = stats.bot.as_deref().unwrap_or("not identified yet");
+        let state = match &stats.state {
+            PollState::NotStarted => "not started".to_owned(),
+            PollState::Polling => match stats.offset {
+                Some(offset) => format!("polling (offset {offset})"),
+                None => "polling".to_owned(),
+            },
+            PollState::Retrying { failures } => {
+                format!("reconnecting after {failures} failed poll(s)")
+            }
+            PollState::Halted(reason) => format!("stopped receiving: {reason}"),
+            PollState::Stopped => "stopped".to_owned(),
+        };
+        let mut line = format!(
+            "bot {bot}; {state}; received {}, ignored {}, sent {}, edited {}, plain resends {}, retries {}, typing failures {}",
+            stats.received,
+            stats.ignored,
+            stats.sent,
+            stats.edited,
+            stats.plain_resends,
+            retries + stats.poll_failures,
+            stats.typing_failures,
+        );
+        let halted_for = match &stats.state {
+            PollState::Halted(reason) => Some(reason),
+            _ => None,
+        };
+        if let Some(error) = stats
+            .last_error
+            .as_ref()
+            .filter(|error| Some(*error) != halted_for)
+        {
+            line.push_str("; last error: ");
+            line.push_str(error);
+        }
+        if let Some(skip) = &stats.last_skip {
+            line.push_str("; last ignored: ");
+            line.push_str(skip);
+        }
+        // Every text above is already free of the token; this is the last line of defence.
+        self.shared.api.token().scrub(&line)
+    }
+}

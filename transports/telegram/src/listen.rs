@@ -1,0 +1,407 @@
+//! The long-poll loop: `getUpdates` → normalize → hand on → confirm, for as long as the
+//! transport runs.
+//!
+//! Delivery is at least once and in order, and never twice across restarts:
+//! - An update is confirmed to Telegram only by the next `getUpdates` whose `offset` is
+//!   past it, and that offset moves only after the session has *handled* the envelope
+//!   (`deliver_and_wait`), so a crash between fetching and handling loses nothing.
+//! - The offset is also written to a small file (atomically, mode 0600) before the next
+//!   poll, so a restart does not get the last handled batch again.
+//! - Updates the bridge does not want (edits, unknown kinds, other bots) still move the
+//!   offset, or the poll would get them back for ever.
+//!
+//! Failures: 5xx, timeouts and dropped connections back off with jitter
+//! (`transport_core::retry`, reset after a success) and resume. 401, 404, 409 and any other
+//! refusal stop the loop, tell the terminal at once (`InboundSink::alert`) and stay in
+//! `diagnose`: retrying cannot fix a revoked token or a second poller.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use transport_core::InboundSink;
+use transport_core::platform::{BotSelf, Normalized};
+use transport_core::retry::{Backoff, Jitter, RetryPolicy};
+
+use crate::Shared;
+use crate::client::ApiError;
+use crate::normalize::{TRANSPORT_ID, normalize};
+
+/// How long Telegram keeps an update nobody fetched: "they will not be kept longer than
+/// 24 hours" (Bot API, Getting updates). An offset older than that confirms nothing that
+/// is still queued, and after a week without updates Telegram may restart the ids at a
+/// random (possibly lower) number, which an old offset would silently swallow. So an
+/// offset older than this is not sent.
+pub const OFFSET_KEPT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The next update id to ask for, and when it last moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offset {
+    /// Highest handled `update_id` + 1.
+    pub next: i64,
+    /// When `next` was last moved, in ms since the epoch.
+    pub moved_at_ms: u64,
+}
+
+impl Offset {
+    /// The `offset` to send now: `None` once it is older than [`OFFSET_KEPT`].
+    pub fn for_request(self, now_ms: u64) -> Option<i64> {
+        let kept = u64::try_from(OFFSET_KEPT.as_millis()).unwrap_or(u64::MAX);
+        (now_ms.saturating_sub(self.moved_at_ms) < kept).then_some(self.next)
+    }
+}
+
+/// Milliseconds since the epoch (0 for a clock before 1970).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// The offset file's content.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OffsetFile {
+    version: u32,
+    offset: i64,
+    saved_at_ms: u64,
+}
+
+/// Where one bot's offset is kept: `<state dir>/telegram-<botId>.offset.json`, named after
+/// the bot (never the token), so two bots never share one.
+#[derive(Debug, Clone)]
+pub struct OffsetStore {
+    path: PathBuf,
+}
+
+impl OffsetStore {
+    /// The store for `bot_id` in `dir`.
+    pub fn new(dir: &Path, bot_id: &str) -> OffsetStore {
+        OffsetStore {
+            path: dir.join(format!("telegram-{bot_id}.offset.json")),
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The saved offset; `Ok(None)` when there is none yet. A file that cannot be read
+    /// is an error for `diagnose`, and polling starts from Telegram's queue.
+    pub fn load(&self) -> Result<Option<Offset>, String> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => {
+                return Err(format!(
+                    "could not read the saved Telegram offset {}: {error}",
+                    self.path.display()
+                ));
+            }
+        };
+        let file: OffsetFile = serde_json::from_slice(&bytes).map_err(|_| {
+            format!(
+                "the saved Telegram offset {} is not valid; polling starts from Telegram's queue",
+                self.path.display()
+            )
+        })?;
+        if file.version != 1 {
+            return Err(format!(
+                "the saved Telegram offset {} has version {}, which this build does not know; polling starts from Telegram's queue",
+                self.path.display(),
+                file.version
+            ));
+        }
+        Ok(Some(Offset {
+            next: file.offset,
+            moved_at_ms: file.saved_at_ms,
+        }))
+    }
+
+    /// Replaces the file atomically: a temporary file in the same directory (created
+    /// with mode 0600), flushed to disk, renamed over the old one. A crash leaves the old
+    /// offset or the new one, never half a file.
+    pub fn save(&self, offset: Offset) -> Result<(), String> {
+        use std::io::Write as _;
+        let failed = |error: &dyn std::fmt::Display| {
+            format!(
+                "could not save the Telegram offset to {}: {error}; after a restart the last messages may be answered twice",
+                self.path.display()
+            )
+        };
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|error| failed(&error))?;
+        let body = serde_json::to_vec(&OffsetFile {
+            version: 1,
+            offset: offset.next,
+            saved_at_ms: offset.moved_at_ms,
+        })
+        .map_err(|error| failed(&error))?;
+        let mut file = tempfile::Builder::new()
+            .prefix(".telegram-offset-")
+            .tempfile_in(dir)
+            .map_err(|error| failed(&error))?;
+        file.write_all(&body).map_err(|error| failed(&error))?;
+        file.as_file().sync_all().map_err(|error| failed(&error))?;
+        file.persist(&self.path)
+            .map_err(|error| failed(&error.error))?;
+        Ok(())
+    }
+}
+
+/// Everything the loop needs; it owns it until it ends.
+pub(crate) struct Listener {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) me: BotSelf,
+    pub(crate) sink: InboundSink,
+    pub(crate) offset: Option<Offset>,
+    pub(crate) store: Option<OffsetStore>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) poll_timeout: Duration,
+    pub(crate) reconnect: RetryPolicy,
+    pub(crate) jitter: Box<dyn Jitter>,
+}
+
+impl Listener {
+    /// Runs until stopped, the session goes away, or a failure retrying cannot fix.
+    /// `backlog` is what the first poll in `start` already fetched.
+    pub(crate) async fn run(mut self, mut batch: Vec<serde_json::Value>) {
+        let mut backoff = Backoff::new(self.reconnect);
+        loop {
+            for update in std::mem::take(&mut batch) {
+                if !self.handle(update).await {
+                    return;
+                }
+            }
+            let offset = self.offset.and_then(|offset| offset.for_request(now_ms()));
+            self.shared.update(|stats| stats.polling(offset));
+            let polled = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return,
+                polled = self.shared.api.get_updates(offset, self.poll_timeout) => polled,
+            };
+            let error = match polled {
+                Ok(updates) => {
+                    backoff.succeeded();
+                    batch = updates;
+                    continue;
+                }
+                Err(error) => error,
+            };
+            if halts(&error) {
+                let text = error.to_string();
+                self.shared.update(|stats| stats.halted(&text));
+                self.sink
+                    .alert(TRANSPORT_ID, format!("stopped receiving messages: {text}"));
+                return;
+            }
+            let wait = backoff
+                .failed(error.outcome(), self.jitter.as_mut())
+                .unwrap_or(self.reconnect.max);
+            let failures = backoff.failures();
+            self.shared
+                .update(|stats| stats.retrying(&error.to_string(), failures));
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Normalizes and hands on one update, then moves the offset past it. False when the
+    /// loop must end (stopped, or nobody takes messages any more); the offset then stays
+    /// put, so the update comes again next time.
+    async fn handle(&mut self, update: serde_json::Value) -> bool {
+        let update_id = update.get("update_id").and_then(serde_json::Value::as_i64);
+        let normalized = normalize(&update, &self.me);
+        if let Some(query_id) = callback_query_id(&update) {
+            self.answer_press(query_id, &normalized);
+        }
+        match normalized {
+            Normalized::Message(envelope) => {
+                let delivered = tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => return false,
+                    delivered = self.sink.deliver_and_wait(envelope) => delivered,
+                };
+                if delivered.is_err() {
+                    self.shared
+                        .update(|stats| stats.halted("the session no longer takes messages"));
+                    return false;
+                }
+                self.shared.update(|stats| stats.received += 1);
+            }
+            Normalized::Ignored(reason) => {
+                self.shared.update(|stats| {
+                    stats.ignored += 1;
+                    stats.last_skip = Some(reason);
+                });
+            }
+        }
+        if let Some(id) = update_id {
+            let next = id.saturating_add(1);
+            // Ids only grow within a session; a lower one (ids restarted after a quiet
+            // week) must not move the offset back over updates already handled.
+            if self
+                .offset
+                .is_none_or(|offset| next > offset.next || offset.for_request(now_ms()).is_none())
+            {
+                let offset = Offset {
+                    next,
+                    moved_at_ms: now_ms(),
+                };
+                self.offset = Some(offset);
+                self.shared.remember_offset(offset);
+                self.save(offset).await;
+            }
+        }
+        true
+    }
+
+    /// Answers a button press at once, whatever becomes of it, so the presser's spinner
+    /// stops: a refused press says why in the notification, a taken one is answered in
+    /// the chat by the bridge. In its own task, best effort: the delivery must not wait
+    /// for it, and a failed answer only leaves a spinner (counted for `diagnose`).
+    fn answer_press(&self, query_id: String, normalized: &Normalized) {
+        let text = match normalized {
+            Normalized::Message(_) => None,
+            Normalized::Ignored(reason) => Some(press_refused_text(reason)),
+        };
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            if let Err(error) = shared
+                .api
+                .answer_callback_query(&query_id, text.as_deref())
+                .await
+            {
+                let text = error.to_string();
+                shared.update(|stats| stats.last_error = Some(text));
+            }
+        });
+    }
+
+    async fn save(&mut self, offset: Offset) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let saved = tokio::task::spawn_blocking(move || store.save(offset))
+            .await
+            .unwrap_or_else(|_| Err("saving the Telegram offset was interrupted".to_owned()));
+        if let Err(error) = saved {
+            self.shared.update(|stats| stats.last_error = Some(error));
+        }
+    }
+}
+
+/// The `callback_query.id` of a button press, read from the raw update so that even a
+/// press the normalizer cannot read is answered.
+fn callback_query_id(update: &serde_json::Value) -> Option<String> {
+    update
+        .get("callback_query")?
+        .get("id")?
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+/// The notification for a press the bridge does not take: the reason, within the 200
+/// characters `answerCallbackQuery` allows.
+fn press_refused_text(reason: &str) -> String {
+    const MAX_CHARS: usize = 200;
+    let text = format!("Not taken: {reason}");
+    if text.chars().count() <= MAX_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(MAX_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// Failures the loop does not retry: the token, a second poller, a refused request.
+pub(crate) fn halts(error: &ApiError) -> bool {
+    matches!(
+        error,
+        ApiError::Unauthorized { .. }
+            | ApiError::NotFound { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::WebhookActive { .. }
+            | ApiError::Rejected { .. }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_press_is_told_why_within_telegrams_200_characters() {
+        assert_eq!(press_refused_text("a game"), "Not taken: a game");
+        let long = press_refused_text(&"x".repeat(500));
+        assert_eq!(long.chars().count(), 200);
+        assert!(long.ends_with('…'));
+        let id = callback_query_id(&serde_json::json!({"callback_query": {"id": "q1"}}));
+        assert_eq!(id.as_deref(), Some("q1"));
+        assert_eq!(callback_query_id(&serde_json::json!({"message": {}})), None);
+    }
+
+    #[test]
+    fn an_offset_older_than_telegrams_queue_is_not_sent() {
+        let offset = Offset {
+            next: 42,
+            moved_at_ms: 1_000,
+        };
+        assert_eq!(offset.for_request(1_000 + 60_000), Some(42));
+        let day = u64::try_from(OFFSET_KEPT.as_millis()).expect("fits");
+        assert_eq!(offset.for_request(1_000 + day - 1), Some(42));
+        assert_eq!(offset.for_request(1_000 + day), None);
+        // A clock that went backwards keeps the offset.
+        assert_eq!(offset.for_request(0), Some(42));
+    }
+
+    #[test]
+    fn the_offset_file_round_trips_atomically_with_owner_only_access() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = OffsetStore::new(&dir.path().join("state"), "999");
+        assert_eq!(store.load(), Ok(None));
+        let offset = Offset {
+            next: 7,
+            moved_at_ms: 123,
+        };
+        store.save(offset).expect("saved");
+        store
+            .save(Offset { next: 8, ..offset })
+            .expect("saved again");
+        assert_eq!(store.load(), Ok(Some(Offset { next: 8, ..offset })));
+        assert!(store.path().ends_with("telegram-999.offset.json"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(store.path())
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // Only the offset file is left: no temporary files.
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("state"))
+            .expect("list")
+            .map(|entry| entry.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn a_damaged_offset_file_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = OffsetStore::new(dir.path(), "999");
+        std::fs::write(store.path(), b"{not json").expect("write");
+        let error = store.load().expect_err("invalid");
+        assert!(error.contains("not valid"), "{error}");
+    }
+}
