@@ -462,6 +462,46 @@ pub enum AgentEvent {
     TurnSettled,
 }
 
+/// How a tool call uses a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathAccess {
+    /// It reads or lists.
+    Read,
+    /// It creates, changes or deletes.
+    Write,
+}
+
+/// A path a tool call touches, as the host read it from the call's arguments (never the
+/// contents).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPath {
+    /// Absolute, or relative to the session's working directory.
+    pub path: String,
+    /// Read or write.
+    pub access: PathAccess,
+    /// The host knows it as one of bot-connect's own files (config, state, locks).
+    pub bridge_owned: bool,
+}
+
+/// A tool call the agent is about to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// Tool name.
+    pub name: String,
+    /// The paths it touches; empty when the host cannot tell (say, a shell command).
+    pub paths: Vec<ToolPath>,
+}
+
+impl ToolCall {
+    /// A call that touches no path the host could name.
+    pub fn named(name: &str) -> Self {
+        ToolCall {
+            name: name.to_string(),
+            paths: Vec::new(),
+        }
+    }
+}
+
 /// The bridge's verdict on a tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolDecision {

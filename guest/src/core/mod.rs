@@ -22,6 +22,7 @@ pub mod redact;
 pub mod render;
 pub mod router;
 pub mod scan;
+pub mod scope;
 pub mod secrets;
 pub mod state;
 pub mod strangers;

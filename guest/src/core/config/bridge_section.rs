@@ -8,8 +8,9 @@ use super::fail_closed::{Guard, Guards};
 use super::readers::{boolean, holds_secret, int_in, nested, quoted_or_type, string, strings};
 use super::schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
-    RemoteToolApproval, RemoteToolPolicy,
+    RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
 };
+use crate::core::scope::validate_glob;
 use crate::keys::Identity;
 use crate::model::DeliverAs;
 
@@ -142,6 +143,9 @@ pub(super) fn apply_bridge(
             "remoteApproval" => {
                 apply_remote_approval(&mut config.remote_approval, value, &path, sink)
             }
+            "remoteScope" => {
+                remote_scope(value).map(|scope| config.remote_scope = Some(scope))
+            }
             "maxChunks" => int_in(value, 1, 50).map(|n| config.max_chunks = n as u32),
             "maxInboundChars" => {
                 int_in(value, 100, 1_000_000).map(|n| config.max_inbound_chars = n as u32)
@@ -215,6 +219,47 @@ fn apply_remote_approval(
         }
     }
     Ok(())
+}
+
+/// `bridge.remoteScope`, whole or not at all: it is a guard, so a misspelt or invalid
+/// field (say `protectedPath`, which would drop the user's protections) makes the whole
+/// value invalid and the scope fails closed, instead of being applied half.
+fn remote_scope(value: &Value) -> Result<RemoteScopeSettings, String> {
+    let Some(section) = value.as_object() else {
+        return Err(format!(
+            "expected an object with allowTools, askTools, allowedPaths, protectedPaths, received {}",
+            quoted_or_type(value)
+        ));
+    };
+    let mut scope = RemoteScopeSettings::default();
+    for (key, value) in section {
+        let list = strings(value).map_err(|text| format!("{key}: {text}"))?;
+        let tools = |list: Vec<String>| -> Result<Vec<String>, String> {
+            if list.iter().any(|t| t.trim().is_empty()) {
+                return Err(format!("{key}: tool names must not be empty"));
+            }
+            Ok(list)
+        };
+        let globs = |list: Vec<String>| -> Result<Vec<String>, String> {
+            for glob in &list {
+                validate_glob(glob)
+                    .map_err(|e| format!("{key}: glob \"{}\": {}", e.glob, e.reason))?;
+            }
+            Ok(list)
+        };
+        match key.as_str() {
+            "allowTools" => scope.allow_tools = tools(list)?,
+            "askTools" => scope.ask_tools = tools(list)?,
+            "allowedPaths" => scope.allowed_paths = globs(list)?,
+            "protectedPaths" => scope.protected_paths = globs(list)?,
+            _ => {
+                return Err(format!(
+                    "unknown key {key:?} (expected allowTools, askTools, allowedPaths, protectedPaths)"
+                ));
+            }
+        }
+    }
+    Ok(scope)
 }
 
 /// `bridge.digest`, field-wise.

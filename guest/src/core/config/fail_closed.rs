@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::schema::{BridgeConfig, RemoteToolApproval, RemoteToolPolicy};
+use super::schema::{BridgeConfig, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy};
 use crate::model::{Level, Note};
 
 /// A setting that guards what remote turns may do.
@@ -24,6 +24,8 @@ pub enum Guard {
     RemoteToolPolicy,
     /// `bridge.remoteToolApproval`: whether each remote tool call needs a local yes.
     RemoteToolApproval,
+    /// `bridge.remoteScope`: tools and paths a remote turn may use (issue 15 §2).
+    RemoteScope,
     /// `bridge.requirePairing`: `false` lets anyone who can write to the bot prompt.
     RequirePairing,
     /// `bridge.allowUsers`: identities trusted without pairing.
@@ -35,9 +37,10 @@ pub enum Guard {
 
 impl Guard {
     /// Every guard, in the order notes list them.
-    pub const ALL: [Guard; 5] = [
+    pub const ALL: [Guard; 6] = [
         Guard::RemoteToolPolicy,
         Guard::RemoteToolApproval,
+        Guard::RemoteScope,
         Guard::RequirePairing,
         Guard::AllowUsers,
         Guard::RequireAddressing,
@@ -48,6 +51,7 @@ impl Guard {
         match self {
             Guard::RemoteToolPolicy => "remoteToolPolicy",
             Guard::RemoteToolApproval => "remoteToolApproval",
+            Guard::RemoteScope => "remoteScope",
             Guard::RequirePairing => "requirePairing",
             Guard::AllowUsers => "allowUsers",
             Guard::RequireAddressing => "requireAddressing",
@@ -72,6 +76,7 @@ impl Guard {
         match self {
             Guard::RemoteToolPolicy => "\"no-tools\"",
             Guard::RemoteToolApproval => "\"each\"",
+            Guard::RemoteScope => "{\"allowTools\": []}",
             Guard::RequirePairing | Guard::RequireAddressing => "true",
             Guard::AllowUsers => "[]",
         }
@@ -82,6 +87,7 @@ impl Guard {
         match self {
             Guard::RemoteToolPolicy => config.remote_tool_policy = RemoteToolPolicy::NoTools,
             Guard::RemoteToolApproval => config.remote_tool_approval = RemoteToolApproval::Each,
+            Guard::RemoteScope => config.remote_scope = Some(RemoteScopeSettings::default()),
             Guard::RequirePairing => config.require_pairing = true,
             Guard::AllowUsers => config.allow_users.clear(),
             Guard::RequireAddressing => config.require_addressing = true,

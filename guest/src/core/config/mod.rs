@@ -19,7 +19,7 @@ use transports::{apply_transports, transport_request};
 
 pub use schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
-    RemoteToolApproval, RemoteToolPolicy,
+    RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
 };
 
 pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};

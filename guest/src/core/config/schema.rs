@@ -81,6 +81,20 @@ impl Default for RemoteApprovalSettings {
     }
 }
 
+/// `bridge.remoteScope` (issue 15 §2): what a remote turn may do, beyond a policy name.
+/// When set, it replaces `remoteToolPolicy`'s preset; see [`crate::core::scope`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RemoteScopeSettings {
+    /// Tools that run without asking (`*`: every tool), within the path rules.
+    pub allow_tools: Vec<String>,
+    /// Tools that always need approval.
+    pub ask_tools: Vec<String>,
+    /// Globs (relative to the working directory) where write and edit tools may act.
+    pub allowed_paths: Vec<String>,
+    /// Globs that always need approval, added to the built-in protected paths.
+    pub protected_paths: Vec<String>,
+}
+
 /// `bridge.broadcast`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BroadcastSettings {
@@ -138,6 +152,8 @@ pub struct BridgeConfig {
     pub remote_tool_approval: RemoteToolApproval,
     /// Approval from the phone.
     pub remote_approval: RemoteApprovalSettings,
+    /// The explicit remote scope, replacing the policy's preset when set.
+    pub remote_scope: Option<RemoteScopeSettings>,
     /// Most messages one send may produce.
     pub max_chunks: u32,
     /// Longest inbound message forwarded as a prompt, in characters (Unicode scalar
@@ -184,6 +200,7 @@ impl Default for BridgeConfig {
             remote_tool_policy: RemoteToolPolicy::ReadOnly,
             remote_tool_approval: RemoteToolApproval::Off,
             remote_approval: RemoteApprovalSettings::default(),
+            remote_scope: None,
             max_chunks: 8,
             // Not in the original, which forwarded a 1 MB chat message as a prompt. 16,000
             // characters is far more than anyone types on a phone and well inside a model's
@@ -232,6 +249,12 @@ impl BridgeConfig {
                 enabled: self.remote_approval.enabled,
                 timeout_ms: self.remote_approval.timeout_ms,
             },
+            remote_scope: self.remote_scope.as_ref().map(|scope| RemoteScopeJson {
+                allow_tools: &scope.allow_tools,
+                ask_tools: &scope.ask_tools,
+                allowed_paths: &scope.allowed_paths,
+                protected_paths: &scope.protected_paths,
+            }),
             max_chunks: self.max_chunks,
             max_inbound_chars: self.max_inbound_chars,
         };
@@ -264,6 +287,8 @@ struct BridgeJson<'a> {
     remote_tool_policy: &'static str,
     remote_tool_approval: &'static str,
     remote_approval: RemoteApprovalJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote_scope: Option<RemoteScopeJson<'a>>,
     max_chunks: u32,
     max_inbound_chars: u32,
 }
@@ -274,6 +299,16 @@ struct BridgeJson<'a> {
 struct RemoteApprovalJson {
     enabled: bool,
     timeout_ms: u64,
+}
+
+/// `bridge.remoteScope` as shown (the built-in protected paths are added at use).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RemoteScopeJson<'a> {
+    allow_tools: &'a [String],
+    ask_tools: &'a [String],
+    allowed_paths: &'a [String],
+    protected_paths: &'a [String],
 }
 
 /// `bridge.digest` as shown.

@@ -1,0 +1,401 @@
+//! Scoped remote turns (issue 15 §2): what a messenger-originated turn may do, written once,
+//! frozen when the turn starts and enforced here rather than trusted to the agent.
+//!
+//! A tool call lands in one of three tiers: **allowed** (inside the scope), **approval**
+//! (one tap on the phone or the local confirm), or **refused** (outside the scope, with
+//! the reason the agent is told). Stricter wins: a call that is both protected and outside
+//! the allowed paths is refused, not asked about, and nothing protected is ever allowed
+//! silently.
+//!
+//! Paths are judged lexically against the working directory the turn started in: the
+//! bridge has no file system. The host resolves `~` and symlinks and sends a resolved path
+//! beside the written one (see `wit/session.wit`, `tool-path`), so a link pointing out of
+//! the tree is judged where it leads.
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::core::config::{RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy};
+use crate::core::tool_policy::{self, READ_ONLY_TOOLS};
+use crate::model::{PathAccess, ToolCall};
+
+/// Paths a remote turn never touches without asking, whatever the scope says: the
+/// repository's history and hooks, environment files, CI configuration, and pi's and
+/// bot-connect's own project settings (`.pi/`: extensions and `bot-connect.json`), so an
+/// agent can never widen its own rights by editing them. A configured `protectedPaths`
+/// adds to these; it cannot remove them.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "**/.git",
+    "**/.git/**",
+    "**/.gitmodules",
+    "**/.env*",
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".gitlab/**",
+    ".circleci/**",
+    ".buildkite/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    "Jenkinsfile",
+    ".drone.yml",
+    ".woodpecker/**",
+    ".ci/**",
+    ".pi/**",
+];
+
+/// Why a glob in `remoteScope` was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobError {
+    /// The glob as written.
+    pub glob: String,
+    /// What is wrong with it, for the person fixing the config.
+    pub reason: String,
+}
+
+/// Checks one configured glob: relative to the working directory, no `..`, valid syntax.
+pub fn validate_glob(glob: &str) -> Result<(), GlobError> {
+    let error = |reason: &str| GlobError {
+        glob: glob.to_string(),
+        reason: reason.to_string(),
+    };
+    if glob.trim().is_empty() {
+        return Err(error("an empty glob matches nothing"));
+    }
+    if glob.starts_with('/') || glob.starts_with('~') {
+        return Err(error(
+            "globs are relative to the working directory; a remote turn may never change \
+             anything outside it",
+        ));
+    }
+    if glob.split('/').any(|part| part == "..") {
+        return Err(error("`..` would reach outside the working directory"));
+    }
+    build_glob(glob, false)
+        .map(|_| ())
+        .map_err(|e| error(&e.kind().to_string()))
+}
+
+fn build_glob(glob: &str, case_insensitive: bool) -> Result<Glob, globset::Error> {
+    // `*` must not cross `/`: `*.rs` is a file here, not every Rust file in the tree.
+    GlobBuilder::new(glob)
+        .literal_separator(true)
+        .case_insensitive(case_insensitive)
+        .build()
+}
+
+/// Compiled globs with their spelling, so a match can be named.
+#[derive(Debug, Clone)]
+struct Globs {
+    written: Vec<String>,
+    set: GlobSet,
+}
+
+impl Globs {
+    /// Compiles `globs`, skipping any that fail (config validation has already refused
+    /// them, so this only happens to a caller that skipped it, and skipping narrows).
+    fn new(globs: &[String], case_insensitive: bool) -> Self {
+        let mut builder = GlobSetBuilder::new();
+        let mut written = Vec::new();
+        for glob in globs {
+            if let Ok(compiled) = build_glob(glob, case_insensitive) {
+                builder.add(compiled);
+                written.push(glob.clone());
+            }
+        }
+        let set = builder.build().unwrap_or_else(|_| GlobSet::empty());
+        Globs { written, set }
+    }
+
+    /// The first glob matching `path`.
+    fn first_match(&self, path: &str) -> Option<&str> {
+        self.set
+            .matches(path)
+            .first()
+            .and_then(|i| self.written.get(*i))
+            .map(String::as_str)
+    }
+}
+
+/// A set of tool names; `*` stands for every tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tools(Vec<String>);
+
+impl Tools {
+    fn contains(&self, tool: &str) -> bool {
+        self.0.iter().any(|t| t == "*" || t == tool)
+    }
+}
+
+/// Where the scope came from, which decides the wording of a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `remoteToolPolicy` alone (a preset).
+    Policy(RemoteToolPolicy),
+    /// `remoteScope`.
+    Configured,
+}
+
+/// The scope of remote turns: compiled once, shared by the turns that started under it.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    source: Source,
+    approval: RemoteToolApproval,
+    allow_tools: Tools,
+    ask_tools: Tools,
+    allowed: Globs,
+    protected: Globs,
+}
+
+/// Why a call needs approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskReason {
+    /// It touches a protected path (named as normalized).
+    Protected(String),
+    /// It reads outside the working directory.
+    OutsideWorkingDirectory(String),
+    /// The tool is in `askTools`.
+    AskTool,
+    /// `remoteToolApproval: each`.
+    EachCall,
+}
+
+/// The tier of one tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tier {
+    /// Inside the scope: runs.
+    Allowed,
+    /// Runs only after a yes.
+    Approval(AskReason),
+    /// Outside the scope; the reason is what the agent is told.
+    Refused(String),
+}
+
+/// Where a path lies relative to the working directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// Inside, as a relative path with `/` separators (`.` for the directory itself).
+    Inside(String),
+    /// Outside, as given after lexical normalization.
+    Outside(String),
+}
+
+/// Places `path` relative to `cwd` lexically: `.` and empty segments dropped, `..` taken
+/// back (never above the root). A path starting with `~` was not expanded by the host and
+/// counts as outside: where it leads is unknown here, so it is judged the strict way.
+pub fn locate(path: &str, cwd: &str) -> Location {
+    if path.starts_with('~') {
+        return Location::Outside(path.to_string());
+    }
+    let base = normalize_segments(Vec::new(), cwd);
+    let start = if path.starts_with('/') {
+        Vec::new()
+    } else {
+        base.clone()
+    };
+    let segments = normalize_segments(start, path);
+    // A relative cwd (a host that reports none) leaves only relative paths inside.
+    let inside = cwd.starts_with('/') || !path.starts_with('/');
+    if inside && segments.len() >= base.len() && segments[..base.len()] == base[..] {
+        let rest = segments[base.len()..].join("/");
+        Location::Inside(if rest.is_empty() { ".".into() } else { rest })
+    } else {
+        Location::Outside(format!("/{}", segments.join("/")))
+    }
+}
+
+fn normalize_segments<'a>(mut stack: Vec<&'a str>, path: &'a str) -> Vec<&'a str> {
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                stack.pop();
+            }
+            other => stack.push(other),
+        }
+    }
+    stack
+}
+
+impl Scope {
+    /// The scope in force for `policy`, `approval` and an optional `remoteScope`: the
+    /// configured scope when there is one, else the policy's preset. The default protected
+    /// paths always apply.
+    pub fn new(
+        policy: RemoteToolPolicy,
+        approval: RemoteToolApproval,
+        configured: Option<&RemoteScopeSettings>,
+    ) -> Self {
+        let (source, allow, ask, allowed, extra) = match configured {
+            Some(settings) => (
+                Source::Configured,
+                settings.allow_tools.clone(),
+                settings.ask_tools.clone(),
+                settings.allowed_paths.clone(),
+                settings.protected_paths.clone(),
+            ),
+            None => {
+                let (allow, allowed): (Vec<String>, Vec<String>) = match policy {
+                    RemoteToolPolicy::Unrestricted => (vec!["*".into()], vec!["**".into()]),
+                    RemoteToolPolicy::ReadOnly => (
+                        READ_ONLY_TOOLS.iter().map(|t| t.to_string()).collect(),
+                        Vec::new(),
+                    ),
+                    RemoteToolPolicy::NoTools => (Vec::new(), Vec::new()),
+                };
+                (
+                    Source::Policy(policy),
+                    allow,
+                    Vec::new(),
+                    allowed,
+                    Vec::new(),
+                )
+            }
+        };
+        let protected: Vec<String> = DEFAULT_PROTECTED
+            .iter()
+            .map(|g| g.to_string())
+            .chain(extra)
+            .collect();
+        Scope {
+            source,
+            approval,
+            allow_tools: Tools(allow),
+            ask_tools: Tools(ask),
+            // Allowed paths match exactly as written, protected ones in any case: on a
+            // case-insensitive file system `.ENV` is `.env`, and stricter is the safe side.
+            allowed: Globs::new(&allowed, false),
+            protected: Globs::new(&protected, true),
+        }
+    }
+
+    /// The tier of `call` for a turn working in `cwd`.
+    pub fn judge(&self, call: &ToolCall, cwd: &str) -> Tier {
+        let tool = call.name.as_str();
+        let asks = self.ask_tools.contains(tool);
+        if !asks && !self.allow_tools.contains(tool) {
+            return Tier::Refused(self.tool_refusal(tool));
+        }
+        let located: Vec<(Location, &crate::model::ToolPath)> = call
+            .paths
+            .iter()
+            .map(|p| (locate(&p.path, cwd), p))
+            .collect();
+        for (location, path) in &located {
+            if path.access != PathAccess::Write {
+                continue;
+            }
+            match location {
+                Location::Inside(rel) if self.allowed.first_match(rel).is_some() => {}
+                Location::Inside(rel) => return Tier::Refused(self.path_refusal(tool, rel)),
+                Location::Outside(abs) => {
+                    return Tier::Refused(format!(
+                        "Tool '{tool}' may not change '{abs}' in a messenger-originated turn: it is \
+                         outside the working directory. Ask the operator to do it locally."
+                    ));
+                }
+            }
+        }
+        for (location, path) in &located {
+            let reason = match location {
+                _ if path.bridge_owned => Some(AskReason::Protected(path.path.clone())),
+                Location::Inside(rel) => self
+                    .protected
+                    .first_match(rel)
+                    .map(|_| AskReason::Protected(rel.clone())),
+                Location::Outside(abs) => Some(AskReason::OutsideWorkingDirectory(abs.clone())),
+            };
+            if let Some(reason) = reason {
+                return Tier::Approval(reason);
+            }
+        }
+        if asks {
+            return Tier::Approval(AskReason::AskTool);
+        }
+        match self.approval {
+            RemoteToolApproval::Each => Tier::Approval(AskReason::EachCall),
+            RemoteToolApproval::Off => Tier::Allowed,
+        }
+    }
+
+    fn tool_refusal(&self, tool: &str) -> String {
+        match self.source {
+            // The original's texts for its policies, kept word for word.
+            Source::Policy(policy) => match tool_policy::decide_remote_tool_access(policy, tool) {
+                Err(reason) => reason,
+                Ok(()) => format!("Tool '{tool}' is outside this remote turn's scope."),
+            },
+            Source::Configured => format!(
+                "Tool '{tool}' is outside the scope of this messenger-originated turn \
+                 (bridge.remoteScope). Ask the operator to run it locally."
+            ),
+        }
+    }
+
+    fn path_refusal(&self, tool: &str, rel: &str) -> String {
+        let allowed = if self.allowed.written.is_empty() {
+            "none".to_string()
+        } else {
+            self.allowed.written.join(", ")
+        };
+        format!(
+            "Tool '{tool}' may not change '{rel}' in a messenger-originated turn: it is outside \
+             the allowed paths ({allowed}). Ask the operator to do it locally."
+        )
+    }
+
+    /// The scope for `/scope` and `/connect scope`, one rule per line.
+    pub fn describe(&self) -> String {
+        let list = |tools: &Tools| -> String {
+            if tools.0.is_empty() {
+                "nothing".into()
+            } else if tools.0.iter().any(|t| t == "*") {
+                "every tool".into()
+            } else {
+                tools.0.join(", ")
+            }
+        };
+        let source = match self.source {
+            Source::Policy(policy) => format!("remoteToolPolicy: {}", policy.as_str()),
+            Source::Configured => "bridge.remoteScope".to_string(),
+        };
+        let mut lines = vec![
+            format!("From: {source}"),
+            format!("Runs without asking: {}", list(&self.allow_tools)),
+        ];
+        if !self.ask_tools.0.is_empty() {
+            lines.push(format!("Asks first: {}", list(&self.ask_tools)));
+        }
+        lines.push(format!(
+            "May change: {}",
+            if self.allowed.written.is_empty() {
+                "nothing".to_string()
+            } else {
+                self.allowed.written.join(", ")
+            }
+        ));
+        lines.push(format!(
+            "Always asks (protected): {}, anything outside the working directory, and \
+             bot-connect's own files",
+            self.protected.written.join(", ")
+        ));
+        if self.approval == RemoteToolApproval::Each {
+            lines.push("Every call asks first (remoteToolApproval: each).".into());
+        }
+        lines.push("Any other tool is refused.".into());
+        lines.join("\n")
+    }
+}
+
+/// What the approval question says about why it asks, if it is about a path.
+pub fn ask_detail(reason: &AskReason) -> Option<String> {
+    match reason {
+        AskReason::Protected(path) => Some(format!("'{path}' (a protected path)")),
+        AskReason::OutsideWorkingDirectory(path) => {
+            Some(format!("'{path}' (outside the working directory)"))
+        }
+        AskReason::AskTool | AskReason::EachCall => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
