@@ -60,7 +60,7 @@ function installGate(pi: ExtensionAPI) {
 		ctx.ui.setStatus(GATE_STATUS_KEY, `gate v${GATE_VERSION}`);
 	});
 	pi.on("tool_call", async (event, ctx) => {
-		const request = JSON.stringify({ v: GATE_VERSION, tool: event.toolName });
+		const request = JSON.stringify({ v: GATE_VERSION, tool: event.toolName, input: pathArgs(event.input) });
 		let answer: string | undefined;
 		try {
 			answer = await ctx.ui.input(GATE_TITLE, request, { timeout: VERDICT_TIMEOUT_MS });
@@ -86,6 +86,28 @@ function verdictFrom(answer: string): { block: true; reason: string } | undefine
 		return { block: true, reason: String(parsed.reason ?? "blocked by bot-connect") };
 	}
 	return block("bot-connect sent an unknown verdict");
+}
+
+/** Longest string argument passed on: a path is far shorter, file contents are longer. */
+const MAX_ARG_CHARS = 4096;
+
+/**
+ * The tool arguments host-shim needs to judge a remote call's scope: short strings and lists
+ * of short strings, where paths live. Contents (`write`'s `content`, `edit`'s texts) stay here:
+ * host-shim reads only paths, and nothing else should cross the link.
+ */
+function pathArgs(input: unknown): Record<string, string | string[]> {
+	const out: Record<string, string | string[]> = {};
+	if (typeof input !== "object" || input === null) return out;
+	for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
+		if (typeof value === "string" && value.length <= MAX_ARG_CHARS) {
+			out[key] = value;
+		} else if (Array.isArray(value)) {
+			const short = value.filter((v): v is string => typeof v === "string" && v.length <= MAX_ARG_CHARS);
+			if (short.length > 0) out[key] = short;
+		}
+	}
+	return out;
 }
 
 function block(why: string): { block: true; reason: string } {
@@ -545,7 +567,7 @@ function installLink(pi: ExtensionAPI) {
 				resolve(block(`bot-connect gave no verdict within ${VERDICT_TIMEOUT_MS / 1000} s`));
 			}, VERDICT_TIMEOUT_MS);
 			pendingVerdicts.set(id, { resolve, timer });
-			if (!send({ type: "tool_call", id, name: event.toolName })) {
+			if (!send({ type: "tool_call", id, name: event.toolName, input: pathArgs(event.input) })) {
 				clearTimeout(timer);
 				pendingVerdicts.delete(id);
 				resolve(block("the link to bot-connect is down"));

@@ -382,7 +382,22 @@ impl wit_session::Guest for Component {
     }
 
     fn on_tool_call(call: wit_session::ToolCall) -> wit_session::ToolAnswer {
-        match with_bridge(|bridge, host| bridge.on_tool_call(host, &call.name)) {
+        let call = model::ToolCall {
+            name: call.name,
+            paths: call
+                .paths
+                .into_iter()
+                .map(|p| model::ToolPath {
+                    path: p.path,
+                    access: match p.access {
+                        wit_session::PathAccess::Read => model::PathAccess::Read,
+                        wit_session::PathAccess::Write => model::PathAccess::Write,
+                    },
+                    bridge_owned: p.bridge_owned,
+                })
+                .collect(),
+        };
+        match with_bridge(|bridge, host| bridge.on_tool_call(host, &call)) {
             model::ToolAnswer::Decided(decision) => {
                 wit_session::ToolAnswer::Decided(decision_to_wit(decision))
             }

@@ -26,7 +26,7 @@ fn in_remote_turn(host: &mut FakeHost) -> Bridge {
 
 /// Asks for `tool` and returns the approval id.
 fn ask(bridge: &mut Bridge, host: &mut FakeHost, tool: &str) -> String {
-    match bridge.on_tool_call(host, tool) {
+    match bridge.on_tool_call(host, &guest::model::ToolCall::named(tool)) {
         ToolAnswer::Pending(request) => {
             assert_eq!(request.title, format!("Remote tool call: {tool}"));
             assert!(request.message.contains(&request.id), "{request:?}");
@@ -219,13 +219,13 @@ fn local_turns_and_policy_blocks_are_never_asked() {
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     // A call the policy blocks is blocked without asking anyone.
     assert!(matches!(
-        bridge.on_tool_call(&mut host, "bash"),
+        bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash")),
         ToolAnswer::Decided(ToolDecision::Block(_))
     ));
     bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
     assert_eq!(
-        bridge.on_tool_call(&mut host, "bash"),
+        bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash")),
         ToolAnswer::Decided(ToolDecision::Allow)
     );
     assert!(host.confirms.is_empty());

@@ -55,7 +55,9 @@ fn a_strict_config_with_a_trailing_comma_blocks_every_remote_tool_and_says_so_ev
     for tool in ["bash", "read"] {
         assert!(
             matches!(
-                support::verdict(bridge.on_tool_call(&mut host, tool)),
+                support::verdict(
+                    bridge.on_tool_call(&mut host, &guest::model::ToolCall::named(tool))
+                ),
                 ToolDecision::Block(_)
             ),
             "{tool} ran in a remote turn under a broken strict config"
@@ -96,7 +98,7 @@ fn an_unreadable_file_fails_closed_too() {
         "{errors:?}"
     );
     assert!(matches!(
-        support::verdict(bridge.on_tool_call(&mut host, "read")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("read"))),
         ToolDecision::Block(_)
     ));
 }
@@ -107,11 +109,11 @@ fn a_sound_config_has_no_fail_closed_lines_and_a_read_only_default() {
     let (mut bridge, errors) = remote_turn(&mut host, &[]);
     assert!(errors.is_empty());
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "read")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("read"))),
         ToolDecision::Allow
     );
     assert!(matches!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         ToolDecision::Block(_)
     ));
     let config = bridge.on_local_command(&mut host, "config");

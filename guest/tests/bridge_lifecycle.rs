@@ -148,7 +148,7 @@ fn read_only_blocks_bash_on_remote_turns_only() {
 
     remote_turn(&mut bridge, &mut host, TurnOrigin::Remote);
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         ToolDecision::Block(
             "Tool 'bash' is not allowed for messenger-originated turns (read-only mode). Ask the operator to run it locally."
                 .into()
@@ -158,7 +158,7 @@ fn read_only_blocks_bash_on_remote_turns_only() {
     assert!(host.confirms.is_empty());
     host.confirm_answers.push_back(true);
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "read")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("read"))),
         ToolDecision::Allow
     );
     assert_eq!(host.confirms.len(), 1);
@@ -169,7 +169,7 @@ fn read_only_blocks_bash_on_remote_turns_only() {
     remote_turn(&mut bridge, &mut host, TurnOrigin::Local);
     for tool in ["bash", "write", "read"] {
         assert_eq!(
-            support::verdict(bridge.on_tool_call(&mut host, tool)),
+            support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named(tool))),
             ToolDecision::Allow
         );
     }
@@ -190,18 +190,18 @@ fn approval_each_asks_and_a_no_blocks() {
     host.confirm_answers.extend([true, false]);
 
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         ToolDecision::Allow
     );
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "edit")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("edit"))),
         ToolDecision::Block(
             "The operator declined 'edit' for this messenger-originated turn.".into()
         )
     );
     // No scripted answer left: the prompt fails closed.
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "write")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("write"))),
         ToolDecision::Block(
             "The operator declined 'write' for this messenger-originated turn.".into()
         )

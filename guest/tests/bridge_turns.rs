@@ -450,14 +450,16 @@ fn a_tool_call_outside_any_turn_fails_closed() {
     );
     assert!(
         matches!(
-            support::verdict(bridge.on_tool_call(&mut host, "bash")),
+            support::verdict(
+                bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))
+            ),
             guest::model::ToolDecision::Block(_)
         ),
         "no turn known: treated as remote"
     );
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         guest::model::ToolDecision::Allow
     );
 }
@@ -615,14 +617,14 @@ fn a_blocked_tool_is_shown_blocked_not_run() {
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     host.now += 1_000;
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "read")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("read"))),
         guest::model::ToolDecision::Allow
     );
     bridge.on_agent_event(&mut host, tool_started("read"));
     bridge.on_agent_event(&mut host, tool_finished("read"));
     host.now += 1_000;
     assert!(matches!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         guest::model::ToolDecision::Block(_)
     ));
     host.now += 1_000;
@@ -637,7 +639,7 @@ fn a_host_that_still_reports_a_blocked_call_does_not_turn_it_into_a_run() {
     pair(&mut bridge, &mut host, "tg", "c1", "u1");
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     assert!(matches!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         guest::model::ToolDecision::Block(_)
     ));
     bridge.on_agent_event(&mut host, tool_started("bash"));
@@ -663,11 +665,11 @@ fn a_host_that_still_reports_a_blocked_call_does_not_turn_it_into_a_run() {
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     host.confirm_answers.extend([false, true]);
     assert!(matches!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         guest::model::ToolDecision::Block(_)
     ));
     assert_eq!(
-        support::verdict(bridge.on_tool_call(&mut host, "bash")),
+        support::verdict(bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash"))),
         guest::model::ToolDecision::Allow
     );
     bridge.on_agent_event(&mut host, tool_started("bash"));

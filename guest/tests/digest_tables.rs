@@ -538,6 +538,10 @@ fn full() -> DigestInput {
             todo("wire telegram transport", false),
             todo("write AGENTS.md", false),
         ],
+        scope_verdicts: vec![
+            "refused `write` README.md".to_string(),
+            "approved `bash` by telegram:42 from the chat".to_string(),
+        ],
         test_summary: some("npm test — 312 passed"),
         last_user_prompt: some("fix the\n\nflaky test"),
         last_assistant_summary: some("Fixed it."),
@@ -550,6 +554,10 @@ fn digest_sections_in_priority_order_with_exact_texts() {
         `/work/pi-bot-connect` · branch `feat/core`\n\
         \n\
         **Now:** bash: npm test\n\
+        \n\
+        **Scope this turn**\n\
+        - refused `write` README.md\n\
+        - approved `bash` by telegram:42 from the chat\n\
         \n\
         **Changes (2 files, +12/-8)**\n\
         - `src/a.ts` +12/-3\n\
@@ -813,6 +821,7 @@ fn any_input() -> impl Strategy<Value = DigestInput> {
                 running_tool,
                 changes,
                 todos,
+                scope_verdicts: Vec::new(),
                 test_summary,
                 last_user_prompt,
                 last_assistant_summary,
@@ -857,6 +866,7 @@ fn small_input() -> impl Strategy<Value = DigestInput> {
                 running_tool,
                 changes,
                 todos,
+                scope_verdicts: Vec::new(),
                 test_summary,
                 last_user_prompt,
                 last_assistant_summary,

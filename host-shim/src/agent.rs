@@ -25,6 +25,9 @@ pub enum AgentSignal {
     ToolCall {
         /// Tool name.
         name: String,
+        /// The call's arguments as the agent gave them; the session reads the paths out
+        /// of them (`tool_paths`) and nothing else.
+        input: serde_json::Value,
         /// Where the verdict goes.
         reply: oneshot::Sender<ToolDecision>,
     },
@@ -62,11 +65,13 @@ pub struct RecentWork {
 }
 
 /// One step of a scripted turn.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Step {
     Tool {
         name: &'static str,
         ok: bool,
+        /// The path argument, for the tools that take one.
+        path: Option<String>,
     },
     /// The answer, written from what the turn's tools actually did.
     Reply(Answer),
@@ -76,6 +81,8 @@ enum Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
     Short,
+    /// After a pretend `write`.
+    Wrote,
     Long,
     Failed,
 }
@@ -132,12 +139,31 @@ impl DemoAgent {
                 Step::Tool {
                     name: "read",
                     ok: true,
+                    path: Some("README.md".into()),
                 },
                 Step::Tool {
                     name: "bash",
                     ok: true,
+                    path: None,
                 },
                 Step::Reply(Answer::Long),
+            ];
+        }
+        // `write <path>`: a pretend edit, to see a remote turn's scope at work (a path
+        // outside `allowedPaths` is refused, a protected one asks). Nothing is written.
+        if let Some(path) = trimmed
+            .get(..6)
+            .filter(|head| head.eq_ignore_ascii_case("write "))
+            .map(|_| trimmed[6..].trim())
+            .filter(|path| !path.is_empty())
+        {
+            return vec![
+                Step::Tool {
+                    name: "write",
+                    ok: true,
+                    path: Some(path.to_string()),
+                },
+                Step::Reply(Answer::Wrote),
             ];
         }
         if trimmed.eq_ignore_ascii_case("fail") {
@@ -145,6 +171,7 @@ impl DemoAgent {
                 Step::Tool {
                     name: "bash",
                     ok: false,
+                    path: None,
                 },
                 Step::Reply(Answer::Failed),
             ];
@@ -153,10 +180,12 @@ impl DemoAgent {
             Step::Tool {
                 name: "read",
                 ok: true,
+                path: Some("README.md".into()),
             },
             Step::Tool {
                 name: "bash",
                 ok: true,
+                path: None,
             },
             Step::Reply(Answer::Short),
         ]
@@ -213,10 +242,16 @@ impl DemoAgent {
                 break;
             }
             match step {
-                Step::Tool { name, ok } => {
+                Step::Tool { name, ok, path } => {
                     let (reply, verdict) = oneshot::channel();
+                    let input = match &path {
+                        Some(path) => serde_json::json!({ "path": path }),
+                        None if name == "bash" => serde_json::json!({ "command": DEMO_COMMAND }),
+                        None => serde_json::json!({}),
+                    };
                     let call = AgentSignal::ToolCall {
                         name: name.into(),
+                        input,
                         reply,
                     };
                     if signals.send(call).await.is_err() {
@@ -340,7 +375,7 @@ fn reply(answer: Answer, prompt: &str, outcomes: &[Outcome]) -> String {
         return format!(
             "## Not done\n\nI could not do this, because the tools it needs were not allowed \
              for this turn:\n\n{}\n\nRun it at the terminal, or change \
-             `bridge.remoteToolPolicy`.",
+             `bridge.remoteToolPolicy` or `bridge.remoteScope`.",
             blocked.join("\n")
         );
     }
@@ -348,6 +383,10 @@ fn reply(answer: Answer, prompt: &str, outcomes: &[Outcome]) -> String {
         Answer::Long => long_reply(),
         Answer::Failed => "The command failed; see above.".into(),
         Answer::Short => short_reply(prompt, outcomes),
+        Answer::Wrote => format!(
+            "## Done\n\nI wrote `{}` (the demo agent only pretends: nothing on disk changed).",
+            prompt.get(6..).unwrap_or("").trim()
+        ),
     }
 }
 

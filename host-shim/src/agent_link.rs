@@ -104,6 +104,10 @@ pub enum FromExtension {
         id: String,
         /// Tool name.
         name: String,
+        /// The call's path-like arguments (the extension leaves out long strings such as
+        /// file contents); absent from an older extension, then no paths are known.
+        #[serde(default)]
+        input: serde_json::Value,
     },
     /// `/connect <args>` was typed in pi.
     Command {
@@ -483,7 +487,16 @@ mod tests {
             parse(r#"{"type":"tool_call","id":"t1","name":"bash"}"#),
             Ok(FromExtension::ToolCall {
                 id: "t1".into(),
-                name: "bash".into()
+                name: "bash".into(),
+                input: serde_json::Value::Null,
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"tool_call","id":"t2","name":"write","input":{"path":"src/a.rs"}}"#),
+            Ok(FromExtension::ToolCall {
+                id: "t2".into(),
+                name: "write".into(),
+                input: serde_json::json!({"path": "src/a.rs"}),
             })
         );
         assert_eq!(

@@ -288,9 +288,9 @@ impl Link {
                     output,
                 })
             }),
-            FromExtension::ToolCall { id, name } => {
+            FromExtension::ToolCall { id, name, input } => {
                 let (reply, verdict) = oneshot::channel();
-                self.emit(AgentSignal::ToolCall { name, reply });
+                self.emit(AgentSignal::ToolCall { name, input, reply });
                 let link = self.clone();
                 tokio::spawn(async move {
                     // A dropped reply means the session is gone: block (fail closed).

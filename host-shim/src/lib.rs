@@ -26,5 +26,6 @@ pub mod runtime;
 pub mod session;
 pub mod state_file;
 pub mod terminal;
+pub mod tool_paths;
 pub mod ui;
 pub mod work;

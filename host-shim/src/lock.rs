@@ -117,6 +117,11 @@ enum Found {
 }
 
 impl LockDir {
+    /// The directory holding the lock files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Who holds `name` right now, without taking or touching it (`doctor`); `None` when
     /// nobody does. A dead holder on this machine is reported as such.
     pub fn holder(&self, name: &str, now_ms: u64) -> Option<String> {

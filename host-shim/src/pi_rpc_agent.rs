@@ -164,8 +164,9 @@ pub async fn start_headless(
     PiRpcAgent::start(launch, ui).await
 }
 
-/// The gate's request: which tool pi wants to run. `Err` says why it is unreadable.
-pub fn parse_gate_request(body: &str) -> Result<String, String> {
+/// The gate's request: which tool pi wants to run, and its path-like arguments (`input`,
+/// absent from an older gate). `Err` says why it is unreadable.
+pub fn parse_gate_request(body: &str) -> Result<(String, Value), String> {
     let value: Value =
         serde_json::from_str(body).map_err(|_| "the tool-call request is not JSON".to_string())?;
     let version = value.get("v").and_then(Value::as_u64);
@@ -176,7 +177,10 @@ pub fn parse_gate_request(body: &str) -> Result<String, String> {
         ));
     }
     match value.get("tool").and_then(Value::as_str) {
-        Some(tool) if !tool.is_empty() => Ok(tool.to_string()),
+        Some(tool) if !tool.is_empty() => Ok((
+            tool.to_string(),
+            value.get("input").cloned().unwrap_or(Value::Null),
+        )),
         _ => Err("the tool-call request names no tool".into()),
     }
 }
@@ -523,15 +527,15 @@ impl PiRpcAgent {
             confirmed: None,
             cancelled: false,
         };
-        let name = match parse_gate_request(body) {
-            Ok(name) => name,
+        let (name, input) = match parse_gate_request(body) {
+            Ok(request) => request,
             Err(why) => {
                 self.send(&answer(&ToolDecision::Block(why)));
                 return;
             }
         };
         let (reply, verdict) = oneshot::channel();
-        self.emit(AgentSignal::ToolCall { name, reply });
+        self.emit(AgentSignal::ToolCall { name, input, reply });
         let agent = self.clone();
         tokio::spawn(async move {
             // A dropped reply means the session is gone: block (fail closed).
@@ -720,7 +724,11 @@ mod tests {
     fn a_gate_request_names_its_tool_in_the_current_version() {
         assert_eq!(
             parse_gate_request(r#"{"v":1,"tool":"bash"}"#),
-            Ok("bash".into())
+            Ok(("bash".into(), Value::Null))
+        );
+        assert_eq!(
+            parse_gate_request(r#"{"v":1,"tool":"write","input":{"path":"a"}}"#),
+            Ok(("write".into(), serde_json::json!({"path": "a"})))
         );
         let old = parse_gate_request(r#"{"v":0,"tool":"bash"}"#).unwrap_err();
         assert!(

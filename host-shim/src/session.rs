@@ -6,6 +6,7 @@
 //! is configured from the saved state; other sessions never notice (C2).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use crate::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::logging::{LogLine, LogSink};
 use crate::runtime::{Instance, Runtime};
 use crate::state_file::StateFile;
+use crate::tool_paths::{PathContext, tool_paths};
 use crate::ui::Ui;
 
 /// Consecutive restarts after which a session stops trying: a trap that repeats on
@@ -147,6 +149,18 @@ impl Session {
         let (inbound_tx, inbound_rx) = transport_core::inbound::channel(256);
         let (signals_tx, signals_rx) = mpsc::channel(64);
         spec.agent.attach(signals_tx);
+        let paths = PathContext {
+            cwd: PathBuf::from(spec.agent.session_info().cwd),
+            // The process edge: `~` in a tool's path means this user's home.
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            own: spec
+                .config_sources
+                .iter()
+                .map(|source| PathBuf::from(&source.path))
+                .chain(spec.state.lock().ok().map(|s| s.path().to_path_buf()))
+                .chain(std::iter::once(spec.locks.dir().to_path_buf()))
+                .collect(),
+        };
         let ctx = SessionContext {
             key: spec.key,
             transports: BTreeMap::new(),
@@ -174,6 +188,7 @@ impl Session {
             health: Health::default(),
             consecutive_restarts: 0,
             local_command: DEFAULT_LOCAL_COMMAND.to_owned(),
+            paths,
         };
         actor.boot(Some(spec.transports)).await;
         let local_command = actor.local_command.clone();
@@ -257,6 +272,8 @@ struct Actor {
     consecutive_restarts: u32,
     /// `bridge.localCommand`, from the last `configure`.
     local_command: String,
+    /// Where the agent works and which files are bot-connect's own, for tool paths.
+    paths: PathContext,
 }
 
 /// Calls one export on the live instance with a fresh fuel budget, containing a trap:
@@ -487,8 +504,9 @@ impl Actor {
                 let _: Option<()> = guest!(self, "an agent event", |b, s| b
                     .call_on_agent_event(s, &event));
             }
-            AgentSignal::ToolCall { name, reply } => {
-                let call = ToolCall { name };
+            AgentSignal::ToolCall { name, input, reply } => {
+                let paths = tool_paths(&name, &input, &self.paths);
+                let call = ToolCall { name, paths };
                 let answer: Option<ToolAnswer> =
                     guest!(self, "a tool call", |b, s| b.call_on_tool_call(s, &call));
                 match answer {

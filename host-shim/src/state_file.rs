@@ -123,6 +123,11 @@ struct Envelope<'a> {
 }
 
 impl StateFile {
+    /// Where the file lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Loads `path` tolerantly: a missing file is empty; an unusable one (not JSON, wrong
     /// version, wrong shape) yields a warning and an empty state, after being moved aside to
     /// `<path>.corrupt-<now_ms>` so the next save cannot destroy what the user had.

@@ -3,13 +3,13 @@
 //! first answer — the local confirm, a trusted `/approve` or `/deny`, or the deadline —
 //! settles it through `Host::resolve_tool_call`. Every side hears who decided.
 
-use super::Bridge;
+use super::{Bridge, scope};
 use crate::core::approvals::{self, AnswerOutcome, Decider, ID_LEN, Settled};
 use crate::core::commands::RemoteCommand;
 use crate::core::tool_policy;
 use crate::host::Host;
 use crate::keys::{ConversationKey, Identity};
-use crate::model::{ApprovalRequest, Level, OutboundKind, ToolAnswer, ToolDecision};
+use crate::model::{ApprovalRequest, Level, OutboundKind, ToolAnswer, ToolCall, ToolDecision};
 
 /// Random bytes drawn per id attempt round: several candidates, so a collision with a
 /// pending id costs no second host call.
@@ -18,7 +18,13 @@ const ID_CANDIDATES: usize = 4;
 impl Bridge {
     /// Opens a pending approval for `tool`: the chats are asked, the host parks the call
     /// and asks locally. Returns what `on_tool_call` answers.
-    pub(super) fn ask_for_approval(&mut self, host: &mut dyn Host, tool: &str) -> ToolAnswer {
+    pub(super) fn ask_for_approval(
+        &mut self,
+        host: &mut dyn Host,
+        call: &ToolCall,
+        detail: Option<&str>,
+    ) -> ToolAnswer {
+        let tool = call.name.as_str();
         let now = host.now_ms();
         // Settle what is overdue first, so its id is free and its chats hear of it.
         self.expire_approvals(host);
@@ -31,7 +37,9 @@ impl Bridge {
             "remote approval requested",
             &[("tool", tool.to_string()), ("id", id.clone())],
         );
-        let request = approvals::request_text(&id, tool, timeout_ms);
+        self.approval_subjects
+            .insert(id.clone(), scope::subject(call));
+        let request = approvals::request_text(&id, tool, detail, timeout_ms);
         // Buttons where the platform has them (Telegram); their presses arrive as the
         // same `/approve` / `/deny` commands, so everything below treats them alike.
         let buttons = approvals::request_buttons(&id);
@@ -42,7 +50,7 @@ impl Bridge {
             title: tool_policy::approval_title(tool),
             message: format!(
                 "{} (approval {id}; a paired chat may answer with /approve {id})",
-                tool_policy::approval_message(tool)
+                tool_policy::approval_question(tool, detail)
             ),
         })
     }
@@ -137,6 +145,16 @@ impl Bridge {
             (_, false) => ToolDecision::Block(tool_policy::declined_reason(&settled.tool)),
         };
         host.resolve_tool_call(&settled.id, &decision);
+        let subject = self
+            .approval_subjects
+            .remove(&settled.id)
+            .unwrap_or_else(|| format!("`{}`", settled.tool));
+        let verdict = match (&settled.by, settled.approved) {
+            (Decider::Timeout, _) => format!("blocked {subject}: no answer in time"),
+            (by, true) => format!("approved {subject} {}", by.describe()),
+            (by, false) => format!("denied {subject} {}", by.describe()),
+        };
+        self.work.verdicts.push(verdict);
         let by = match &settled.by {
             Decider::Local => "local".to_string(),
             Decider::Remote(identity) => identity.to_string(),

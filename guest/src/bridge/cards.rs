@@ -6,10 +6,12 @@
 //! never ends on `▶ tool` for a tool that already finished.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::Bridge;
 use super::delivery::Delivery;
 use crate::core::progress;
+use crate::core::scope::Scope;
 use crate::core::state::{CardRecord, ConversationTarget};
 use crate::host::Host;
 use crate::keys::ConversationKey;
@@ -48,6 +50,9 @@ pub(super) struct Turn {
     blocked: Vec<String>,
     /// Blocked calls whose start event came; their end event is swallowed too.
     blocked_running: Vec<String>,
+    /// The scope this remote turn started with; config changed mid-turn does not
+    /// reach it (issue 15 §2). `None` for local turns until a call needs one.
+    pub(super) scope: Option<Arc<Scope>>,
 }
 
 impl Turn {
@@ -59,6 +64,7 @@ impl Turn {
             cards: BTreeMap::new(),
             blocked: Vec::new(),
             blocked_running: Vec::new(),
+            scope: None,
         }
     }
 
@@ -156,7 +162,11 @@ impl Bridge {
     pub fn on_agent_event(&mut self, host: &mut dyn Host, event: AgentEvent) {
         self.work.observe(&event);
         if let AgentEvent::TurnStarted(origin) = event {
-            self.turn = Some(Turn::new(origin));
+            let mut turn = Turn::new(origin);
+            if origin == TurnOrigin::Remote {
+                turn.scope = Some(self.current_scope());
+            }
+            self.turn = Some(turn);
             self.refresh_cards(host, true);
             // The "thinking…" card re-opens the throttle (reference §3.19): the first
             // tool of the turn shows at once instead of an interval later (a minute with

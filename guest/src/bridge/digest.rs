@@ -3,6 +3,7 @@
 //! conversation that is not paused.
 
 use super::Bridge;
+use super::scope::Verdicts;
 use crate::core::digest::{DigestInput, DigestOptions, build_work_digest};
 use crate::core::render::render;
 use crate::core::todo::{Todo, extract_markdown_todos, strip_markdown_todos};
@@ -28,13 +29,19 @@ pub(super) struct WorkMemory {
     last_assistant: Option<String>,
     /// The latest non-empty checklist the agent wrote, across turns.
     todos: Vec<Todo>,
+    /// What the scope refused and what was approved or denied in the current (or last)
+    /// turn (issue 15 §2).
+    pub(super) verdicts: Verdicts,
 }
 
 impl WorkMemory {
     /// Follows one agent event.
     pub(super) fn observe(&mut self, event: &AgentEvent) {
         match event {
-            AgentEvent::TurnStarted(_) => self.last_assistant = None,
+            AgentEvent::TurnStarted(_) => {
+                self.last_assistant = None;
+                self.verdicts.clear();
+            }
             AgentEvent::ToolStarted(name) => self.running_tool = Some(name.clone()),
             AgentEvent::ToolFinished { .. } | AgentEvent::TurnSettled => self.running_tool = None,
             AgentEvent::AssistantMessage(text) => {
@@ -69,6 +76,7 @@ impl Bridge {
                 .map(|out| parse_git_numstat(out, Some(MAX_CHANGES)))
                 .unwrap_or_default(),
             todos: self.work.todos.clone(),
+            scope_verdicts: self.work.verdicts.lines(),
             test_summary: facts
                 .last_shell
                 .and_then(|run| summarize_test_run(&run.command, run.failed, &run.output)),

@@ -124,9 +124,15 @@ impl Bridge {
                 .paired_at(&identity)
                 .map(|at| now.saturating_sub(at)),
         };
-        if matches!(parsed.command, RemoteCommand::Approve | RemoteCommand::Deny) {
-            let text =
-                self.answer_from_chat(host, parsed.command, &parsed.args, &identity, &conversation);
+        if matches!(
+            parsed.command,
+            RemoteCommand::Approve | RemoteCommand::Deny | RemoteCommand::Scope
+        ) {
+            let text = if parsed.command == RemoteCommand::Scope {
+                self.scope_text()
+            } else {
+                self.answer_from_chat(host, parsed.command, &parsed.args, &identity, &conversation)
+            };
             host.log(
                 Level::Info,
                 "remote command",

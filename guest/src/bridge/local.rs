@@ -73,6 +73,7 @@ impl Bridge {
                 )
             }
             LocalCommand::Digest => self.digest_note(host),
+            LocalCommand::Scope => Note::new(Level::Info, self.scope_text()),
             LocalCommand::Explain => Note::new(
                 Level::Info,
                 explain::explain_text(&self.decisions, now, &self.config.local_command),

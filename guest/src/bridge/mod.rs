@@ -13,21 +13,23 @@ mod local;
 mod outbox;
 mod pairing;
 mod preview;
+mod scope;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::core::approvals::Approvals;
-use crate::core::config::{self, BridgeConfig, FailedClosed, RemoteToolApproval};
+use crate::core::config::{self, BridgeConfig, FailedClosed};
 use crate::core::explain::DecisionLog;
 use crate::core::rate_limit::RateLimiter;
+use crate::core::scope::Scope;
 use crate::core::state::{self, SessionState};
 use crate::core::strangers::{StrangerGate, StrangerNotices};
-use crate::core::tool_policy;
 use crate::host::Host;
 use crate::keys::ConversationKey;
 use crate::model::{
     self, Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, Platform,
-    SessionInfo, ToolAnswer, ToolDecision, TransportStatus, TurnOrigin,
+    SessionInfo, ToolDecision, TransportStatus, TurnOrigin,
 };
 
 /// How old another process's lock on a bot must be before it is reclaimed, when the
@@ -88,6 +90,11 @@ pub struct Bridge {
     approvals: Approvals,
     /// Ids handed out when the host's randomness kept repeating pending ones.
     approval_fallback: u64,
+    /// What each pending approval is for, as the digest names it.
+    approval_subjects: BTreeMap<String, String>,
+    /// The scope remote turns start with, compiled from the config in force; each turn
+    /// keeps the one it started with (issue 15 §2).
+    scope: Arc<Scope>,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
     /// The state document as last loaded or saved: shutdown writes only when the state
@@ -131,6 +138,12 @@ impl Bridge {
             card_tick: None,
             approvals: Approvals::default(),
             approval_fallback: 0,
+            approval_subjects: BTreeMap::new(),
+            scope: Arc::new(Scope::new(
+                BridgeConfig::default().remote_tool_policy,
+                BridgeConfig::default().remote_tool_approval,
+                None,
+            )),
             save_failure_reported: false,
             persisted: None,
             rewrite_on_start: false,
@@ -148,6 +161,11 @@ impl Bridge {
     ) -> Configuration {
         let loaded = config::load_config(sources, platforms);
         self.config = loaded.bridge;
+        self.scope = Arc::new(Scope::new(
+            self.config.remote_tool_policy,
+            self.config.remote_tool_approval,
+            self.config.remote_scope.as_ref(),
+        ));
         self.fail_closed = loaded.fail_closed;
         self.lock_stale_ms = loaded
             .transports
@@ -253,37 +271,13 @@ impl Bridge {
         })
     }
 
-    /// Decides whether a tool call may run: the remote tool policy and approval apply
-    /// only to turns that came from a messenger (I34, I39). With `bridge.remoteApproval`
-    /// on, a call that needs approval is left pending and settled later (see
-    /// `wit/session.wit`, `tool-answer`), so the chats can answer while the terminal asks.
-    pub fn on_tool_call(&mut self, host: &mut dyn Host, tool: &str) -> ToolAnswer {
-        // A tool call outside any known turn (say, right after the bridge was restarted)
-        // counts as remote: the policy fails closed.
-        let remote = self
-            .turn
-            .as_ref()
-            .is_none_or(|t| t.origin == TurnOrigin::Remote);
-        if remote
-            && self.config.remote_approval.enabled
-            && self.config.remote_tool_approval == RemoteToolApproval::Each
-            && tool_policy::decide_remote_tool_access(self.config.remote_tool_policy, tool).is_ok()
-        {
-            return self.ask_for_approval(host, tool);
-        }
-        let decision = tool_policy::decide_tool_call(
-            remote,
-            self.config.remote_tool_policy,
-            self.config.remote_tool_approval,
-            tool,
-            &mut |title, message| host.confirm(title, message),
-        );
-        self.show_verdict(host, tool, &decision);
-        ToolAnswer::Decided(decision)
-    }
-
     /// The card says what happened: a blocked call is shown blocked, never as run.
-    fn show_verdict(&mut self, host: &mut dyn Host, tool: &str, decision: &ToolDecision) {
+    pub(super) fn show_verdict(
+        &mut self,
+        host: &mut dyn Host,
+        tool: &str,
+        decision: &ToolDecision,
+    ) {
         let turn = self
             .turn
             .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));

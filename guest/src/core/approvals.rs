@@ -175,9 +175,10 @@ pub fn normalize_id(id: &str) -> String {
 }
 
 /// The request a chat receives: the tool's name and the id, never its arguments (I11).
-pub fn request_text(id: &str, tool: &str, timeout_ms: u64) -> String {
+pub fn request_text(id: &str, tool: &str, detail: Option<&str>, timeout_ms: u64) -> String {
+    let on = detail.map(|d| format!(" on {d}")).unwrap_or_default();
     format!(
-        "Approval needed ({id}): a messenger-started turn wants to run '{tool}'. Reply /approve {id} or /deny {id} within {}. The terminal can answer too; the first answer counts.",
+        "Approval needed ({id}): a messenger-started turn wants to run '{tool}'{on}. Reply /approve {id} or /deny {id} within {}. The terminal can answer too; the first answer counts.",
         crate::core::text::format_duration(i64::try_from(timeout_ms).unwrap_or(i64::MAX))
     )
 }
@@ -290,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_buttons_stand_for_the_commands_the_request_names() {
-        let text = request_text("qd4k", "bash", 60_000);
+        let text = request_text("qd4k", "bash", None, 60_000);
         let buttons = request_buttons("qd4k");
         let labels: Vec<&str> = buttons.iter().map(|b| b.label.as_str()).collect();
         assert_eq!(labels, ["Approve", "Deny"]);

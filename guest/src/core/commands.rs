@@ -30,6 +30,8 @@ pub enum RemoteCommand {
     Approve,
     /// Deny a pending tool call (`/deny <id>`).
     Deny,
+    /// Show what a remote turn may do (issue 15 §2).
+    Scope,
 }
 
 impl RemoteCommand {
@@ -121,6 +123,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         aliases: &[],
         usage: "<id>",
         summary: "Block a tool call waiting for approval",
+    },
+    CommandSpec {
+        command: RemoteCommand::Scope,
+        name: "scope",
+        aliases: &["rights"],
+        usage: "",
+        summary: "Show what a turn started from here may do",
     },
 ];
 
@@ -351,6 +360,10 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
         RemoteCommand::Approve | RemoteCommand::Deny => {
             ("No approval is waiting.".to_string(), CommandEffect::None)
         }
+        RemoteCommand::Scope => (
+            "The scope is known only to a running bridge.".to_string(),
+            CommandEffect::None,
+        ),
     }
 }
 
@@ -524,6 +537,7 @@ mod tests {
              \x20 /disconnect — Revoke this chat's pairing for the current session\n\
              \x20 /approve <id> — Let a tool call waiting for approval run\n\
              \x20 /deny <id> — Block a tool call waiting for approval\n\
+             \x20 /scope — Show what a turn started from here may do\n\
              \n\
              Anything that is not a command is sent to pi as a prompt."
         );

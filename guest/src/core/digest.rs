@@ -28,6 +28,8 @@ pub struct DigestInput {
     pub changes: Vec<FileChange>,
     /// The latest checklist the agent wrote.
     pub todos: Vec<Todo>,
+    /// What the remote scope refused, and what was approved or denied, this turn.
+    pub scope_verdicts: Vec<String>,
     /// The last test run's line (as [`crate::core::work::summarize_test_run`] returns it).
     pub test_summary: Option<String>,
     /// The last prompt the agent was given; redacted when the options say so.
@@ -70,7 +72,8 @@ struct Section {
 /// `` · branch `<branch>` `` when there is one. Header values have whitespace collapsed so the
 /// header is always two lines, whatever the host reports.
 ///
-/// Sections, most important first: `now` (`**Now:** <tool ≤80>`), `changes`
+/// Sections, most important first: `now` (`**Now:** <tool ≤80>`), `scope` (`**Scope this
+/// turn**`, one `- <verdict ≤120>` line per refused, approved or denied call), `changes`
 /// (`**Changes (<n> files, +<Σadded>/-<Σremoved>)**`, up to `max_files` lines
 /// `` - `<path>` +a/-r ``, then `- …and <k> more`), `tests` (`**Tests:** <summary ≤120>`),
 /// `todos` (`**Pending (<open>/<total>)**`, `- [x] text` / `- [ ] text` ≤100 each), `request`
@@ -133,6 +136,9 @@ fn sections(input: &DigestInput, options: &DigestOptions) -> Vec<Section> {
     let candidates = [
         present(&input.running_tool)
             .map(|tool| ("now", format!("**Now:** {}", one_line(tool, 80)))),
+        // Right after "now": what a remote turn was kept from doing is what a person
+        // checking from the phone most needs to see (issue 15 §2).
+        scope_block(&input.scope_verdicts, &clean).map(|block| ("scope", block)),
         changes_block(&input.changes, options.max_files).map(|block| ("changes", block)),
         present(&input.test_summary)
             .map(|tests| ("tests", format!("**Tests:** {}", one_line(tests, 120)))),
@@ -178,6 +184,15 @@ fn changes_block(changes: &[FileChange], max_files: usize) -> Option<String> {
     if changes.len() > max_files {
         lines.push(format!("- …and {} more", changes.len() - max_files));
     }
+    Some(lines.join("\n"))
+}
+
+fn scope_block(verdicts: &[String], clean: &dyn Fn(&str, usize) -> String) -> Option<String> {
+    if verdicts.is_empty() {
+        return None;
+    }
+    let mut lines = vec!["**Scope this turn**".to_string()];
+    lines.extend(verdicts.iter().map(|v| format!("- {}", clean(v, 120))));
     Some(lines.join("\n"))
 }
 

@@ -33,6 +33,8 @@ pub enum LocalCommand {
     Disconnect,
     /// Show the resolved configuration.
     Config,
+    /// Show the scope of remote turns (issue 15 §2).
+    Scope,
     /// What was done with the last inbound messages, and why.
     Explain,
     /// Anything else, as typed.
@@ -54,6 +56,7 @@ pub fn parse_local_command(args: &str) -> LocalCommand {
         "resume" => LocalCommand::Resume,
         "disconnect" => LocalCommand::Disconnect,
         "config" => LocalCommand::Config,
+        "scope" => LocalCommand::Scope,
         "explain" | "why" => LocalCommand::Explain,
         _ => LocalCommand::Unknown(word.to_string()),
     }
@@ -188,6 +191,10 @@ pub fn help_text(local_command: &str) -> String {
         ("resume", "forward prompts again"),
         ("disconnect", "revoke every pairing"),
         ("config", "the configuration in force"),
+        (
+            "scope",
+            "what a turn started from a chat may do (frozen while it runs)",
+        ),
         ("version", "the bridge's version"),
         ("help", "this list"),
     ];
@@ -259,6 +266,7 @@ mod tests {
             ("resume", LocalCommand::Resume),
             ("disconnect", LocalCommand::Disconnect),
             (" config ", LocalCommand::Config),
+            ("scope", LocalCommand::Scope),
             ("explain", LocalCommand::Explain),
             ("why", LocalCommand::Explain),
             ("deploy prod", LocalCommand::Unknown("deploy".into())),

@@ -10,6 +10,7 @@ pub mod controls;
 pub mod dialect;
 pub mod digest;
 pub mod explain;
+pub mod globs;
 pub mod html;
 pub mod local;
 pub mod measure;

@@ -12,9 +12,8 @@
 //! beside the written one (see `wit/session.wit`, `tool-path`), so a link pointing out of
 //! the tree is judged where it leads.
 
-use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
-
 use crate::core::config::{RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy};
+use crate::core::globs::Globs;
 use crate::core::tool_policy::{self, READ_ONLY_TOOLS};
 use crate::model::{PathAccess, ToolCall};
 
@@ -42,79 +41,6 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     ".ci/**",
     ".pi/**",
 ];
-
-/// Why a glob in `remoteScope` was not accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GlobError {
-    /// The glob as written.
-    pub glob: String,
-    /// What is wrong with it, for the person fixing the config.
-    pub reason: String,
-}
-
-/// Checks one configured glob: relative to the working directory, no `..`, valid syntax.
-pub fn validate_glob(glob: &str) -> Result<(), GlobError> {
-    let error = |reason: &str| GlobError {
-        glob: glob.to_string(),
-        reason: reason.to_string(),
-    };
-    if glob.trim().is_empty() {
-        return Err(error("an empty glob matches nothing"));
-    }
-    if glob.starts_with('/') || glob.starts_with('~') {
-        return Err(error(
-            "globs are relative to the working directory; a remote turn may never change \
-             anything outside it",
-        ));
-    }
-    if glob.split('/').any(|part| part == "..") {
-        return Err(error("`..` would reach outside the working directory"));
-    }
-    build_glob(glob, false)
-        .map(|_| ())
-        .map_err(|e| error(&e.kind().to_string()))
-}
-
-fn build_glob(glob: &str, case_insensitive: bool) -> Result<Glob, globset::Error> {
-    // `*` must not cross `/`: `*.rs` is a file here, not every Rust file in the tree.
-    GlobBuilder::new(glob)
-        .literal_separator(true)
-        .case_insensitive(case_insensitive)
-        .build()
-}
-
-/// Compiled globs with their spelling, so a match can be named.
-#[derive(Debug, Clone)]
-struct Globs {
-    written: Vec<String>,
-    set: GlobSet,
-}
-
-impl Globs {
-    /// Compiles `globs`, skipping any that fail (config validation has already refused
-    /// them, so this only happens to a caller that skipped it, and skipping narrows).
-    fn new(globs: &[String], case_insensitive: bool) -> Self {
-        let mut builder = GlobSetBuilder::new();
-        let mut written = Vec::new();
-        for glob in globs {
-            if let Ok(compiled) = build_glob(glob, case_insensitive) {
-                builder.add(compiled);
-                written.push(glob.clone());
-            }
-        }
-        let set = builder.build().unwrap_or_else(|_| GlobSet::empty());
-        Globs { written, set }
-    }
-
-    /// The first glob matching `path`.
-    fn first_match(&self, path: &str) -> Option<&str> {
-        self.set
-            .matches(path)
-            .first()
-            .and_then(|i| self.written.get(*i))
-            .map(String::as_str)
-    }
-}
 
 /// A set of tool names; `*` stands for every tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,9 +224,12 @@ impl Scope {
         for (location, path) in &located {
             let reason = match location {
                 _ if path.bridge_owned => Some(AskReason::Protected(path.path.clone())),
+                // The directory of a protected tree counts as protected too: a tool that
+                // lists or removes `.git` touches what `**/.git/**` protects.
                 Location::Inside(rel) => self
                     .protected
                     .first_match(rel)
+                    .or_else(|| self.protected.first_match(&format!("{rel}/\u{1}")))
                     .map(|_| AskReason::Protected(rel.clone())),
                 Location::Outside(abs) => Some(AskReason::OutsideWorkingDirectory(abs.clone())),
             };
@@ -332,10 +261,10 @@ impl Scope {
     }
 
     fn path_refusal(&self, tool: &str, rel: &str) -> String {
-        let allowed = if self.allowed.written.is_empty() {
+        let allowed = if self.allowed.written().is_empty() {
             "none".to_string()
         } else {
-            self.allowed.written.join(", ")
+            self.allowed.written().join(", ")
         };
         format!(
             "Tool '{tool}' may not change '{rel}' in a messenger-originated turn: it is outside \
@@ -367,16 +296,16 @@ impl Scope {
         }
         lines.push(format!(
             "May change: {}",
-            if self.allowed.written.is_empty() {
+            if self.allowed.written().is_empty() {
                 "nothing".to_string()
             } else {
-                self.allowed.written.join(", ")
+                self.allowed.written().join(", ")
             }
         ));
         lines.push(format!(
             "Always asks (protected): {}, anything outside the working directory, and \
              bot-connect's own files",
-            self.protected.written.join(", ")
+            self.protected.written().join(", ")
         ));
         if self.approval == RemoteToolApproval::Each {
             lines.push("Every call asks first (remoteToolApproval: each).".into());

@@ -5,8 +5,7 @@
 //! it could run anything. The policy and the per-call approval limit what such a turn may do;
 //! turns typed at the terminal are never restricted or asked about.
 
-use crate::core::config::{RemoteToolApproval, RemoteToolPolicy};
-use crate::model::ToolDecision;
+use crate::core::config::RemoteToolPolicy;
 
 /// Tools a read-only remote turn may run: they look, they do not change anything.
 pub const READ_ONLY_TOOLS: [&str; 4] = ["read", "grep", "find", "ls"];
@@ -41,38 +40,20 @@ pub fn declined_reason(tool: &str) -> String {
     format!("The operator declined '{tool}' for this messenger-originated turn.")
 }
 
-/// The verdict on one tool call.
-///
-/// Local turns are allowed without asking (I34). Remote turns: a policy block wins without
-/// asking (no point bothering the operator about a call that cannot run); otherwise, with
-/// approval `Each`, the call runs only after `confirm(title, message)` says yes (I39). The
-/// caller's `confirm` must return false when the prompt fails or times out, so it fails closed.
-pub fn decide_tool_call(
-    origin_remote: bool,
-    policy: RemoteToolPolicy,
-    approval: RemoteToolApproval,
-    tool: &str,
-    confirm: &mut dyn FnMut(&str, &str) -> bool,
-) -> ToolDecision {
-    if !origin_remote {
-        return ToolDecision::Allow;
-    }
-    if let Err(reason) = decide_remote_tool_access(policy, tool) {
-        return ToolDecision::Block(reason);
-    }
-    match approval {
-        RemoteToolApproval::Off => ToolDecision::Allow,
-        RemoteToolApproval::Each if confirm(&approval_title(tool), &approval_message(tool)) => {
-            ToolDecision::Allow
+/// The local question, naming the path that made the call need approval when there is
+/// one (`'.env' (a protected path)`), so a yes is given knowing what it is for.
+pub fn approval_question(tool: &str, detail: Option<&str>) -> String {
+    match detail {
+        Some(detail) => {
+            format!("A messenger-originated turn wants to run '{tool}' on {detail}. Allow it?")
         }
-        RemoteToolApproval::Each => ToolDecision::Block(declined_reason(tool)),
+        None => approval_message(tool),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use RemoteToolApproval::{Each, Off};
     use RemoteToolPolicy::{NoTools, ReadOnly, Unrestricted};
 
     const NO_TOOLS_BASH: &str = "Tool 'bash' is blocked because this turn came from a messenger. Ask the operator to run it locally.";
@@ -133,65 +114,11 @@ mod tests {
     }
 
     #[test]
-    fn decide_tool_call_table() {
-        let declined = "The operator declined 'bash' for this messenger-originated turn.";
-        // (remote, policy, approval, operator answer, expected decision, expected questions asked)
-        let rows: Vec<(
-            bool,
-            RemoteToolPolicy,
-            RemoteToolApproval,
-            bool,
-            ToolDecision,
-            usize,
-        )> = vec![
-            (false, NoTools, Each, false, ToolDecision::Allow, 0),
-            (false, ReadOnly, Off, false, ToolDecision::Allow, 0),
-            (true, Unrestricted, Off, false, ToolDecision::Allow, 0),
-            (
-                true,
-                NoTools,
-                Each,
-                true,
-                ToolDecision::Block(NO_TOOLS_BASH.into()),
-                0,
-            ),
-            (
-                true,
-                ReadOnly,
-                Each,
-                true,
-                ToolDecision::Block(READ_ONLY_BASH.into()),
-                0,
-            ),
-            (true, Unrestricted, Each, true, ToolDecision::Allow, 1),
-            (
-                true,
-                Unrestricted,
-                Each,
-                false,
-                ToolDecision::Block(declined.into()),
-                1,
-            ),
-        ];
-        for (remote, policy, approval, answer, expected, asked) in rows {
-            let mut questions = Vec::new();
-            let mut confirm = |title: &str, message: &str| {
-                questions.push((title.to_string(), message.to_string()));
-                answer
-            };
-            let decision = decide_tool_call(remote, policy, approval, "bash", &mut confirm);
-            assert_eq!(
-                decision, expected,
-                "{remote} {policy:?} {approval:?} {answer}"
-            );
-            assert_eq!(questions.len(), asked, "{remote} {policy:?} {approval:?}");
-            for (title, message) in questions {
-                assert_eq!(title, "Remote tool call: bash");
-                assert_eq!(
-                    message,
-                    "A messenger-originated turn wants to run 'bash'. Allow it?"
-                );
-            }
-        }
+    fn question_names_the_path_when_there_is_one() {
+        assert_eq!(
+            approval_question("write", Some("'.env' (a protected path)")),
+            "A messenger-originated turn wants to run 'write' on '.env' (a protected path). Allow it?"
+        );
+        assert_eq!(approval_question("bash", None), approval_message("bash"));
     }
 }

@@ -342,10 +342,20 @@ impl ScriptAgent {
 
     /// Asks the session whether a tool may run, as the agent does before each call.
     pub async fn tool_call(&self, name: &str) -> host_shim::bindings::session::ToolDecision {
+        self.tool_call_with(name, serde_json::json!({})).await
+    }
+
+    /// Like `tool_call`, with the call's arguments (the session reads paths from them).
+    pub async fn tool_call_with(
+        &self,
+        name: &str,
+        input: serde_json::Value,
+    ) -> host_shim::bindings::session::ToolDecision {
         let (reply, verdict) = tokio::sync::oneshot::channel();
         self.sender()
             .send(AgentSignal::ToolCall {
                 name: name.into(),
+                input,
                 reply,
             })
             .await

@@ -10,7 +10,7 @@ use super::schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
     RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
 };
-use crate::core::scope::validate_glob;
+use crate::core::globs::validate_glob;
 use crate::keys::Identity;
 use crate::model::DeliverAs;
 

@@ -545,7 +545,7 @@ fn fail_closed_text(cause: &str, values: &str) -> String {
 }
 
 const ALL_STRICTEST: &str = "remoteToolPolicy \"no-tools\", remoteToolApproval \"each\", \
-    requirePairing true, allowUsers [], requireAddressing true";
+    remoteScope {\"allowTools\": []}, requirePairing true, allowUsers [], requireAddressing true";
 
 #[test]
 fn a_broken_file_or_guard_value_fails_closed_and_says_so() {
@@ -629,7 +629,7 @@ fn a_broken_file_or_guard_value_fails_closed_and_says_so() {
             RemoteToolApproval::Each,
             vec![fail_closed_text(
                 "the global config /global/bot-connect.json is not valid JSON",
-                "remoteToolApproval \"each\", requirePairing true, allowUsers [], \
+                "remoteToolApproval \"each\", remoteScope {\"allowTools\": []}, requirePairing true, allowUsers [], \
                  requireAddressing true",
             )],
         ),

@@ -1,4 +1,5 @@
 use super::*;
+use crate::core::globs::validate_glob;
 use crate::model::{ToolCall, ToolPath};
 use proptest::prelude::*;
 

@@ -1,0 +1,141 @@
+//! Scoped remote turns (issue 15 §2): each tool call of a remote turn is judged against the
+//! scope frozen when the turn started (see `core::scope`), asked about when its tier says
+//! so, and remembered for the digest.
+
+use std::sync::Arc;
+
+use super::Bridge;
+use super::cards::Turn;
+use crate::core::scope::{self, Scope, Tier};
+use crate::core::tool_policy;
+use crate::host::Host;
+use crate::model::{Level, ToolAnswer, ToolCall, ToolDecision, TurnOrigin};
+
+/// Most verdicts the digest remembers from one turn; later ones are counted.
+const MAX_VERDICTS: usize = 20;
+
+/// The verdicts of the current (or last) remote turn, for the digest.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Verdicts {
+    lines: Vec<String>,
+    more: usize,
+}
+
+impl Verdicts {
+    pub(super) fn clear(&mut self) {
+        self.lines.clear();
+        self.more = 0;
+    }
+
+    pub(super) fn push(&mut self, line: String) {
+        if self.lines.len() < MAX_VERDICTS {
+            self.lines.push(line);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Lines for the digest's scope section.
+    pub(super) fn lines(&self) -> Vec<String> {
+        let mut lines = self.lines.clone();
+        if self.more > 0 {
+            lines.push(format!("…and {} more", self.more));
+        }
+        lines
+    }
+}
+
+/// The call as the digest names it: the tool and the first path it touches.
+pub(super) fn subject(call: &ToolCall) -> String {
+    match call.paths.first() {
+        Some(path) if call.paths.len() > 1 => {
+            format!("`{}` {} (+{})", call.name, path.path, call.paths.len() - 1)
+        }
+        Some(path) => format!("`{}` {}", call.name, path.path),
+        None => format!("`{}`", call.name),
+    }
+}
+
+impl Bridge {
+    /// The scope remote turns start with now: compiled from the config in force.
+    pub(super) fn current_scope(&self) -> Arc<Scope> {
+        self.scope.clone()
+    }
+
+    /// The running turn's frozen scope, freezing it now for a call outside any known
+    /// turn (say, right after a restart): such a call counts as remote (fail closed).
+    fn frozen_scope(&mut self) -> Arc<Scope> {
+        let scope = self.scope.clone();
+        let turn = self
+            .turn
+            .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));
+        turn.scope.get_or_insert(scope).clone()
+    }
+
+    /// Decides whether a tool call may run. Turns typed at the terminal are never
+    /// restricted (I34). A remote turn's call is judged by the turn's frozen scope:
+    /// allowed, refused with the reason, or asked about — from the phone and the terminal
+    /// with `bridge.remoteApproval` on (pending, see `wit/session.wit`), else at the
+    /// terminal alone, where no answer blocks (I39).
+    pub fn on_tool_call(&mut self, host: &mut dyn Host, call: &ToolCall) -> ToolAnswer {
+        let remote = self
+            .turn
+            .as_ref()
+            .is_none_or(|t| t.origin == TurnOrigin::Remote);
+        if !remote {
+            self.show_verdict(host, &call.name, &ToolDecision::Allow);
+            return ToolAnswer::Decided(ToolDecision::Allow);
+        }
+        let scope = self.frozen_scope();
+        let tool = call.name.as_str();
+        let decision = match scope.judge(call, &self.session.cwd) {
+            Tier::Allowed => ToolDecision::Allow,
+            Tier::Refused(reason) => {
+                host.log(
+                    Level::Info,
+                    "remote tool call out of scope",
+                    &[("tool", tool.to_string())],
+                );
+                self.work
+                    .verdicts
+                    .push(format!("refused {}", subject(call)));
+                ToolDecision::Block(reason)
+            }
+            Tier::Approval(reason) => {
+                let detail = scope::ask_detail(&reason);
+                if self.config.remote_approval.enabled {
+                    return self.ask_for_approval(host, call, detail.as_deref());
+                }
+                let message = tool_policy::approval_question(tool, detail.as_deref());
+                if host.confirm(&tool_policy::approval_title(tool), &message) {
+                    self.work
+                        .verdicts
+                        .push(format!("approved {} at the terminal", subject(call)));
+                    ToolDecision::Allow
+                } else {
+                    self.work
+                        .verdicts
+                        .push(format!("denied {} at the terminal", subject(call)));
+                    ToolDecision::Block(tool_policy::declined_reason(tool))
+                }
+            }
+        };
+        self.show_verdict(host, tool, &decision);
+        ToolAnswer::Decided(decision)
+    }
+
+    /// `/scope` and `/connect scope`: the running turn's scope, or the one the next
+    /// remote turn starts with.
+    pub(super) fn scope_text(&self) -> String {
+        match self.turn.as_ref().and_then(|t| t.scope.as_ref()) {
+            Some(frozen) => format!(
+                "Scope of the running remote turn (frozen when it started):\n{}",
+                frozen.describe()
+            ),
+            None => format!(
+                "Scope the next remote turn starts with:\n{}",
+                self.scope.describe()
+            ),
+        }
+    }
+}

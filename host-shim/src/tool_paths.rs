@@ -1,0 +1,271 @@
+//! The paths a tool call touches, read from the agent's tool arguments (issue 15 §2), so the
+//! bridge can judge a remote turn's call against its scope. Paths only: contents never
+//! leave this module, and nothing here is logged.
+//!
+//! pi's own tools are read by their schemas (`read`, `write`, `edit`, `ls`, `find`,
+//! `grep`); `bash` has no paths the host can name. Any other tool is read by the argument
+//! names tools commonly use for paths, and counted as writing: a tool the host does not
+//! know is not assumed harmless.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::bindings::session::{PathAccess, ToolPath};
+
+/// Argument names that hold a path in tools the host does not know.
+const PATH_KEYS: [&str; 12] = [
+    "path",
+    "paths",
+    "file",
+    "files",
+    "file_path",
+    "filePath",
+    "filename",
+    "dir",
+    "directory",
+    "target",
+    "source",
+    "destination",
+];
+
+/// Where the agent works and which files are bot-connect's own.
+#[derive(Debug, Clone)]
+pub struct PathContext {
+    /// The session's working directory (relative paths are taken from it).
+    pub cwd: PathBuf,
+    /// The home directory, for `~`.
+    pub home: Option<PathBuf>,
+    /// bot-connect's config files, state file and lock directory.
+    pub own: Vec<PathBuf>,
+}
+
+/// The paths `tool` touches with `input` as its arguments, each as the agent resolves it
+/// and, when it leads elsewhere through a symlink, where it leads.
+pub fn tool_paths(tool: &str, input: &Value, context: &PathContext) -> Vec<ToolPath> {
+    let named = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_string);
+    let (raw, access): (Vec<String>, PathAccess) = match tool {
+        "read" => (named("path").into_iter().collect(), PathAccess::Read),
+        "write" | "edit" => (named("path").into_iter().collect(), PathAccess::Write),
+        // pi lists, finds and greps in the working directory when no path is given.
+        "ls" | "find" | "grep" => (
+            vec![named("path").unwrap_or_else(|| ".".into())],
+            PathAccess::Read,
+        ),
+        "bash" => (Vec::new(), PathAccess::Write),
+        _ => (
+            PATH_KEYS
+                .iter()
+                .filter_map(|key| input.get(*key))
+                .flat_map(|value| match value {
+                    Value::String(text) => vec![text.clone()],
+                    Value::Array(items) => items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .collect(),
+            PathAccess::Write,
+        ),
+    };
+    let mut paths = Vec::new();
+    for written in raw {
+        let expanded = expand(&written, context.home.as_deref());
+        let absolute = lexical(&context.cwd.join(&expanded));
+        let resolved = resolve_links(&absolute);
+        let owned = |path: &Path| {
+            context.own.iter().any(|own| {
+                path.starts_with(own) || (access == PathAccess::Write && own.starts_with(path))
+            })
+        };
+        let bridge_owned = owned(&absolute) || resolved.as_deref().is_some_and(owned);
+        paths.push(ToolPath {
+            path: expanded,
+            access,
+            bridge_owned,
+        });
+        if let Some(resolved) = resolved.filter(|r| *r != absolute) {
+            paths.push(ToolPath {
+                path: resolved.to_string_lossy().into_owned(),
+                access,
+                bridge_owned,
+            });
+        }
+    }
+    paths
+}
+
+/// The path as pi expands it: a leading `@` dropped, Unicode spaces made plain, `~`
+/// replaced by the home directory (left as is without one: the bridge then judges it
+/// the strict way).
+fn expand(path: &str, home: Option<&Path>) -> String {
+    let path = path.strip_prefix('@').unwrap_or(path);
+    let path: String = path
+        .chars()
+        .map(|c| match c {
+            '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => ' ',
+            other => other,
+        })
+        .collect();
+    match home {
+        Some(home) if path == "~" => home.to_string_lossy().into_owned(),
+        Some(home) if path.starts_with("~/") => format!("{}{}", home.to_string_lossy(), &path[1..]),
+        _ => path,
+    }
+}
+
+/// `.` and `..` taken away without touching the file system.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Where `path` really is: its nearest existing ancestor resolved through symlinks, with
+/// the rest appended. `None` when nothing of it can be resolved.
+fn resolve_links(path: &Path) -> Option<PathBuf> {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut resolved = real;
+            for part in rest.iter().rev() {
+                resolved.push(part);
+            }
+            return Some(lexical(&resolved));
+        }
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn context(cwd: &Path) -> PathContext {
+        PathContext {
+            cwd: cwd.to_path_buf(),
+            home: Some(PathBuf::from("/home/me")),
+            own: vec![
+                cwd.join(".pi/bot-connect.json"),
+                PathBuf::from("/state/locks"),
+            ],
+        }
+    }
+
+    fn simple(paths: &[ToolPath]) -> Vec<(String, PathAccess, bool)> {
+        paths
+            .iter()
+            .map(|p| (p.path.clone(), p.access, p.bridge_owned))
+            .collect()
+    }
+
+    #[test]
+    fn pi_tools_by_their_schemas() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cwd = std::fs::canonicalize(dir.path()).expect("canonical");
+        let ctx = context(&cwd);
+        let rows = [
+            (
+                "read",
+                json!({"path": "src/a.rs", "limit": 5}),
+                vec![("src/a.rs", PathAccess::Read)],
+            ),
+            (
+                "write",
+                json!({"path": "@src/b.rs", "content": "SECRET CONTENTS"}),
+                vec![("src/b.rs", PathAccess::Write)],
+            ),
+            (
+                "edit",
+                json!({"path": "~/notes.md", "edits": [{"oldText": "a", "newText": "b"}]}),
+                vec![("/home/me/notes.md", PathAccess::Write)],
+            ),
+            ("ls", json!({}), vec![(".", PathAccess::Read)]),
+            (
+                "grep",
+                json!({"pattern": "x", "path": "docs"}),
+                vec![("docs", PathAccess::Read)],
+            ),
+            ("bash", json!({"command": "rm -rf /"}), vec![]),
+            (
+                "mcp_copy",
+                json!({"source": "a", "destination": "b", "paths": ["c", 3]}),
+                vec![
+                    ("c", PathAccess::Write),
+                    ("a", PathAccess::Write),
+                    ("b", PathAccess::Write),
+                ],
+            ),
+        ];
+        for (tool, input, expected) in rows {
+            let expected: Vec<(String, PathAccess, bool)> = expected
+                .into_iter()
+                .map(|(p, a)| (p.to_string(), a, false))
+                .collect();
+            assert_eq!(simple(&tool_paths(tool, &input, &ctx)), expected, "{tool}");
+        }
+    }
+
+    #[test]
+    fn contents_never_come_out() {
+        let ctx = context(Path::new("/work"));
+        let paths = tool_paths(
+            "write",
+            &json!({"path": "a", "content": "sk-live-1234567890abcdef"}),
+            &ctx,
+        );
+        assert!(paths.iter().all(|p| !p.path.contains("sk-live")));
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_tree_is_sent_where_it_leads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let cwd = root.join("proj");
+        let outside = root.join("elsewhere");
+        std::fs::create_dir_all(&cwd).expect("mkdir");
+        std::fs::create_dir_all(&outside).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, cwd.join("link")).expect("symlink");
+        let paths = tool_paths("write", &json!({"path": "link/new.txt"}), &context(&cwd));
+        assert_eq!(
+            simple(&paths),
+            vec![
+                ("link/new.txt".to_string(), PathAccess::Write, false),
+                (
+                    outside.join("new.txt").to_string_lossy().into_owned(),
+                    PathAccess::Write,
+                    false
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn bot_connects_own_files_are_marked() {
+        let ctx = context(Path::new("/work"));
+        let owned = |tool: &str, path: &str| {
+            tool_paths(tool, &json!({ "path": path }), &ctx)
+                .first()
+                .map(|p| p.bridge_owned)
+        };
+        assert_eq!(owned("write", ".pi/bot-connect.json"), Some(true));
+        assert_eq!(owned("read", "/state/locks/telegram.lock"), Some(true));
+        // Removing a directory that holds them counts; listing it does not.
+        assert_eq!(owned("write", "/state"), Some(true));
+        assert_eq!(owned("ls", "."), Some(false));
+        assert_eq!(owned("write", "src/main.rs"), Some(false));
+    }
+}
