@@ -1,0 +1,148 @@
+//! Scoped remote turns through the real component and host with the demo agent (issue 15
+//! §2): the demo's `write <path>` carries its path to the host, which reads it out of the
+//! tool's arguments; a write outside `allowedPaths` is refused with the reason, a write to
+//! a protected path asks the phone, and an ordinary one inside the scope just runs.
+
+mod common;
+
+use common::{Dirs, Setup, WAIT};
+
+/// The README's example, so what the README promises is what is tested.
+const SCOPE: &str = include_str!("../../examples/scoped.json");
+
+async fn start(key: &str) -> (Dirs, common::Harness) {
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, key);
+    setup.config = vec![common::project_config(SCOPE)];
+    let h = setup.start().await;
+    h.pair("user-1").await;
+    (dirs, h)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_outside_the_allowed_paths_is_refused_with_the_reason() {
+    let (_dirs, h) = start("outside").await;
+    h.say("user-1", "write README.md", "Not done").await;
+    let texts = h.texts().join("\n");
+    assert!(
+        texts.contains(
+            "`write` was blocked: Tool 'write' may not change 'README.md' in a \
+             messenger-originated turn: it is outside the allowed paths (src/**, tests/**, docs/**)."
+        ),
+        "{texts}"
+    );
+    assert!(
+        !texts.contains("Approval needed"),
+        "refused, not asked: {texts}"
+    );
+    // The digest lists what the scope refused this turn.
+    let note = h.session.local_command("digest").await.expect("digest");
+    assert!(note.text.contains("Digest sent"), "{}", note.text);
+    let found = h
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter().any(|m| {
+                m.message.text.contains("Scope this turn")
+                    && m.message.text.contains("refused `write` README.md")
+            })
+        })
+        .await;
+    assert!(found, "{:#?}", h.texts());
+    h.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_inside_the_scope_runs_without_asking() {
+    let (_dirs, h) = start("inside").await;
+    h.say("user-1", "write src/lib.rs", "I wrote `src/lib.rs`")
+        .await;
+    assert!(
+        !h.texts().iter().any(|t| t.starts_with("Approval needed")),
+        "{:#?}",
+        h.texts()
+    );
+    h.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_a_protected_path_asks_the_phone_first() {
+    let (_dirs, h) = start("protected").await;
+    h.fake
+        .inject(h.dm("user-1", "write src/.env"))
+        .await
+        .expect("fake is listening");
+    let asked = h
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.starts_with("Approval needed ("))
+        })
+        .await;
+    assert!(asked, "{:#?}", h.texts());
+    let request = h
+        .texts()
+        .into_iter()
+        .find(|t| t.starts_with("Approval needed ("))
+        .expect("request");
+    assert!(
+        request.contains("wants to run 'write' on 'src/.env' (a protected path)"),
+        "{request}"
+    );
+    let id = request["Approval needed (".len()..]
+        .split(')')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    // While it waits, /scope shows the running turn's frozen scope.
+    h.say(
+        "user-1",
+        "/scope",
+        "Scope of the running remote turn (frozen when it started):\nFrom: bridge.remoteScope\nRuns without asking: read, grep, find, ls, write, edit\nAsks first: bash\nMay change: src/**, tests/**, docs/**",
+    )
+    .await;
+    h.say(
+        "user-1",
+        &format!("/approve {id}"),
+        &format!("Approval {id} ('write'): approved by fake:user-1 from the chat."),
+    )
+    .await;
+    let wrote = h
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("I wrote `src/.env`"))
+        })
+        .await;
+    assert!(wrote, "{:#?}", h.texts());
+    h.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bot_connects_own_config_is_protected_even_where_writes_are_allowed() {
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, "own-files");
+    // Writes allowed everywhere: only protection stands between the agent and its config.
+    setup.config = vec![common::project_config(
+        r#"{"bridge":{"remoteScope":{"allowTools":["write"],"allowedPaths":["**"]},
+            "remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#,
+    )];
+    let h = setup.start().await;
+    h.pair("user-1").await;
+    h.fake
+        .inject(h.dm("user-1", "write .pi/bot-connect.json"))
+        .await
+        .expect("fake is listening");
+    let asked = h
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter().any(|m| {
+                m.message.text.starts_with("Approval needed (")
+                    && m.message
+                        .text
+                        .contains("'.pi/bot-connect.json' (a protected path)")
+            })
+        })
+        .await;
+    assert!(asked, "{:#?}", h.texts());
+    h.session.shutdown().await.expect("clean shutdown");
+}
