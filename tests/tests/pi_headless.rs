@@ -18,11 +18,20 @@ struct Headless {
     harness: Harness,
     model: FakeModel,
     pi: PiRpcAgent,
-    _home: PiHome,
+    home: PiHome,
     _dirs: Dirs,
 }
 
 async fn start(test: &str, policy: &str, extension: Option<&str>) -> Option<Headless> {
+    start_with(
+        test,
+        &format!(r#"{{"bridge":{{"remoteToolPolicy":"{policy}"}}}}"#),
+        extension,
+    )
+    .await
+}
+
+async fn start_with(test: &str, config: &str, extension: Option<&str>) -> Option<Headless> {
     let bin = require_pi(test).await?;
     let model = FakeModel::start().await;
     let home = PiHome::new(Some(&model.base_url));
@@ -57,15 +66,13 @@ async fn start(test: &str, policy: &str, extension: Option<&str>) -> Option<Head
     let mut setup = Setup::new(&dirs, "pi-headless");
     setup.agent = Arc::new(pi.clone());
     // Set explicitly: the default policy may change, these tests rely on this one.
-    setup.config = vec![project_config(&format!(
-        r#"{{"bridge":{{"remoteToolPolicy":"{policy}"}}}}"#
-    ))];
+    setup.config = vec![project_config(config)];
     let harness = setup.start().await;
     Some(Headless {
         harness,
         model,
         pi,
-        _home: home,
+        home,
         _dirs: dirs,
     })
 }
@@ -202,6 +209,38 @@ async fn read_only_policy_blocks_a_remote_tool_call_in_the_real_hook() {
         "the tool result is the bridge's block reason: {result:?}"
     );
     assert!(t.card_shows("✕ bash"), "{:#?}", t.harness.texts());
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_scope_judges_the_paths_pi_writes() {
+    let config = r#"{"bridge":{"remoteScope":{"allowTools":["write"],"allowedPaths":["src/**"]}}}"#;
+    let Some(t) = start_with("the_scope_judges_the_paths_pi_writes", config, None).await else {
+        return;
+    };
+    t.harness.pair("erin").await;
+    // Outside `allowedPaths`: refused, the reason reaches the model, nothing is written.
+    t.harness
+        .say("erin", "please WRITE notes.txt", "tool said:")
+        .await;
+    let seen = t.model.seen();
+    let result = &seen
+        .last()
+        .expect("the model saw the tool result")
+        .last_text;
+    assert!(
+        result.contains("may not change 'notes.txt'")
+            && result.contains("outside the allowed paths (src/**)"),
+        "the tool result is the scope's reason: {result:?}"
+    );
+    assert!(!t.home.work().join("notes.txt").exists());
+    // Inside: pi really writes the file.
+    std::fs::create_dir_all(t.home.work().join("src")).expect("src dir");
+    t.harness
+        .say("erin", "please WRITE src/notes.txt", "tool said:")
+        .await;
+    let written = std::fs::read_to_string(t.home.work().join("src/notes.txt"));
+    assert_eq!(written.ok().as_deref(), Some("written by pi"));
     t.stop().await;
 }
 

@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | a `tool` result | text `tool said: <its text>` |
 //! | user text containing `TOOL` | one `bash` call running `echo hi` |
+//! | user text containing `WRITE <path>` | one `write` call putting `written by pi` in `<path>` |
 //! | user text containing `HOLD` | its first chunk, then nothing until [`FakeModel::release`] |
 //! | anything else | `Hello from fake model. You said: <text>` |
 //!
@@ -219,15 +220,15 @@ fn text_reply(text: &str) -> Vec<Bytes> {
     chunks
 }
 
-fn tool_call_reply() -> Vec<Bytes> {
+fn tool_call_reply(name: &str, arguments: &Value) -> Vec<Bytes> {
     let mut chunks = vec![
         event(
             json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_fake_1", "type": "function",
-                "function": {"name": "bash", "arguments": ""}}]}),
+                "function": {"name": name, "arguments": ""}}]}),
             None,
         ),
         event(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"command\":\"echo hi\"}"}}]}),
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": arguments.to_string()}}]}),
             None,
         ),
     ];
@@ -264,8 +265,18 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Response<Strea
         )
     } else {
         let hold = seen.last_text.contains("HOLD");
-        if seen.last_text.contains("TOOL") {
-            (tool_call_reply(), hold)
+        let write_to = seen
+            .last_text
+            .split_once("WRITE ")
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if let Some(path) = write_to {
+            let arguments = json!({"path": path, "content": "written by pi"});
+            (tool_call_reply("write", &arguments), hold)
+        } else if seen.last_text.contains("TOOL") {
+            (
+                tool_call_reply("bash", &json!({"command": "echo hi"})),
+                hold,
+            )
         } else {
             (
                 text_reply(&format!(
