@@ -215,3 +215,42 @@ fn a_session_that_starts_no_transport_reports_nothing_and_keeps_the_record() {
     doctor.shutdown(&mut host);
     assert!(host.sent.is_empty() && host.saved.is_empty());
 }
+
+#[test]
+fn a_prompt_taken_but_not_yet_started_is_reported_when_the_session_stops() {
+    // Found by the fault soak: the agent took the prompt, the host stopped before the
+    // turn's start arrived, and nothing was said to the chat.
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "fix the build"));
+    host.clear_records();
+    bridge.shutdown(&mut host);
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec![
+            "The pi session stopped before it ran 1 queued message(s) from this chat. Send them again when it is back."
+        ]
+    );
+}
+
+#[test]
+fn once_its_turn_starts_a_prompt_is_no_longer_waiting() {
+    let mut host = FakeHost::new();
+    let mut bridge = default_bridge(&mut host);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "fix the build"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.idle = true;
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    host.clear_records();
+    bridge.shutdown(&mut host);
+    assert!(
+        !host
+            .texts_to("tg", "c1")
+            .iter()
+            .any(|t| t.contains("queued message")),
+        "{:?}",
+        host.texts_to("tg", "c1")
+    );
+}

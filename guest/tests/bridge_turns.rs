@@ -677,3 +677,43 @@ fn a_host_that_still_reports_a_blocked_call_does_not_turn_it_into_a_run() {
     bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
     assert_eq!(last_card(&host, "c1"), "⊘ bash (blocked)\n✓ bash");
 }
+
+#[test]
+fn a_lost_later_part_of_a_split_reply_is_reported_locally() {
+    let mut host = FakeHost::new();
+    host.set_capabilities("tg", caps(false, Markup::Plain, LengthUnit::Chars, 120));
+    let (mut bridge, _, _) = started(&mut host, "{}", &["tg"]);
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    let sections: Vec<String> = (1..=3)
+        .map(|n| format!("## Part {n}\n\n{}", "word ".repeat(15)))
+        .collect();
+    bridge.on_agent_event(
+        &mut host,
+        AgentEvent::AssistantMessage(sections.join("\n\n")),
+    );
+    host.notes.clear();
+    // The card went out already; the reply's first part is the next send, its second
+    // part the one after.
+    let next = host.sent.len() + host.failed.len() + 1;
+    host.fail_attempt
+        .insert(next + 1, SendError::Failed("HTTP 502 Bad Gateway".into()));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    let replies = host
+        .sent
+        .iter()
+        .filter(|m| m.kind == OutboundKind::Reply)
+        .count();
+    assert!(replies >= 2, "the other parts still went: {:#?}", host.sent);
+    assert_eq!(host.failed.len(), 1, "{:#?}", host.failed);
+    let parts = replies + 1;
+    assert_eq!(
+        host.notes,
+        vec![(
+            Level::Warning,
+            format!(
+                "Part 2 of {parts} of the reply could not be delivered to tg:c1: HTTP 502 Bad Gateway"
+            )
+        )]
+    );
+}

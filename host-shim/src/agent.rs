@@ -6,6 +6,7 @@
 //! visible offline.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,6 +78,10 @@ enum Step {
     Reply(Answer),
 }
 
+fn millis(pace: Duration) -> u64 {
+    u64::try_from(pace.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Which answer a turn ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -118,7 +123,8 @@ struct DemoState {
 #[derive(Clone)]
 pub struct DemoAgent {
     state: Arc<Mutex<DemoState>>,
-    pace: Duration,
+    /// Milliseconds between steps, shared by the clones that run turns.
+    pace: Arc<AtomicU64>,
     info: SessionInfo,
 }
 
@@ -127,9 +133,14 @@ impl DemoAgent {
     pub fn new(pace: Duration, info: SessionInfo) -> Self {
         DemoAgent {
             state: Arc::default(),
-            pace,
+            pace: Arc::new(AtomicU64::new(millis(pace))),
             info,
         }
+    }
+
+    /// Waits `pace` between steps from now on: the soak test's slow agent.
+    pub fn set_pace(&self, pace: Duration) {
+        self.pace.store(millis(pace), Ordering::Relaxed);
     }
 
     fn script(prompt: &str) -> Vec<Step> {
@@ -295,8 +306,9 @@ impl DemoAgent {
     }
 
     async fn pause(&self) {
-        if !self.pace.is_zero() {
-            tokio::time::sleep(self.pace).await;
+        let pace = Duration::from_millis(self.pace.load(Ordering::Relaxed));
+        if !pace.is_zero() {
+            tokio::time::sleep(pace).await;
         }
     }
 }

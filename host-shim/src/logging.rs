@@ -74,6 +74,14 @@ impl MemoryLog {
     pub fn lines(&self) -> Vec<(String, LogLine)> {
         self.lines.lock().map(|l| l.clone()).unwrap_or_default()
     }
+
+    /// Every line so far, forgotten here (see `RecordingUi::take_notes`).
+    pub fn take(&self) -> Vec<(String, LogLine)> {
+        self.lines
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
+    }
 }
 
 impl LogSink for MemoryLog {

@@ -90,6 +90,15 @@ impl RecordingUi {
     pub fn notes(&self) -> Vec<(Level, String)> {
         self.notes.lock().map(|n| n.clone()).unwrap_or_default()
     }
+
+    /// Every notification so far, forgotten here: a long soak checks them as it goes
+    /// instead of keeping them all.
+    pub fn take_notes(&self) -> Vec<(Level, String)> {
+        self.notes
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default()
+    }
 }
 
 #[async_trait]

@@ -90,6 +90,7 @@ impl Bridge {
             return Ok(Delivery::Empty);
         };
         last.buttons = buttons.to_vec();
+        let parts = messages.len();
         let mut messages = messages.into_iter();
         let queueable = kind != OutboundKind::Progress;
         if queueable && self.outbox.is_waiting(&target.key()) {
@@ -118,6 +119,19 @@ impl Bridge {
                     // that was refused); later pieces of a reply are reported, not retried.
                     if index == 0 {
                         return Err(error);
+                    }
+                    // The caller hears "sent" (the first part landed), so a later part of
+                    // a reply lost here must be reported now or it is missing without a
+                    // word: the log alone is not seen by the person.
+                    if kind == OutboundKind::Reply {
+                        host.notify(
+                            Level::Warning,
+                            &format!(
+                                "Part {} of {parts} of the reply could not be delivered to {}: {error}",
+                                index + 1,
+                                target.key()
+                            ),
+                        );
                     }
                 }
             }

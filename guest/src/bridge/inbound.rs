@@ -263,7 +263,13 @@ impl Bridge {
         match deliver_as {
             DeliverAs::FollowUp => self.queued(host, target),
             DeliverAs::Steer => self.reply(host, target, notices::STEERED_NOTICE),
-            DeliverAs::Immediate => {}
+            // Recorded until its turn starts (like a follow-up): a restart between the
+            // agent taking the prompt and its turn starting is then reported to the chat,
+            // not lost without a word (found by the fault soak, issue 17 §2).
+            DeliverAs::Immediate => {
+                self.state.queued.push(target.clone());
+                self.save(host);
+            }
         }
         // The prompt text is never logged (I2).
         host.log(

@@ -23,8 +23,10 @@ impl Bridge {
     /// A prompt was forwarded while the agent was busy: as a follow-up it waits its turn,
     /// and the chat learns how many are ahead of it.
     pub(super) fn queued(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
-        // The running turn is ahead too: "1 ahead" for the first follow-up.
-        let ahead = self.state.queued.len() + 1;
+        // What waits to start (prompts taken but not yet begun) is ahead, and so is the
+        // running turn: "1 ahead" for the first follow-up. Busy is why this prompt is a
+        // follow-up, so something is always ahead.
+        let ahead = (self.state.queued.len() + usize::from(self.turn.is_some())).max(1);
         self.state.queued.push(target.clone());
         self.save(host);
         self.reply(host, target, &notices::queued_notice(ahead));

@@ -63,6 +63,9 @@ pub struct FakeHost {
     pub rate_limit_next: Option<u64>,
     /// Sends to this conversation id fail with this error.
     pub fail_conversation: BTreeMap<String, SendError>,
+    /// The send attempt with this number (counted from 1 over `sent` and `failed`) fails
+    /// with this error, once.
+    pub fail_attempt: BTreeMap<usize, SendError>,
     next_message: u64,
     pub notes: Vec<(Level, String)>,
     pub logs: Vec<LogLine>,
@@ -194,6 +197,7 @@ impl FakeHost {
             refused_locks: BTreeMap::new(),
             attachments: BTreeMap::new(),
             fetches: Vec::new(),
+            fail_attempt: BTreeMap::new(),
         }
     }
 
@@ -267,6 +271,10 @@ impl FakeHost {
     fn send_error(&mut self, message: &Outbound) -> Option<SendError> {
         if let Some(ms) = self.rate_limit_next.take() {
             return Some(SendError::RateLimited(ms));
+        }
+        let attempt = self.sent.len() + self.failed.len() + 1;
+        if let Some(error) = self.fail_attempt.remove(&attempt) {
+            return Some(error);
         }
         if let Some(error) = &self.fail_all_sends {
             return Some(error.clone());

@@ -6,7 +6,7 @@
 //! [`FakeTransport::handle`] after handing the transport to the host as
 //! `Arc<dyn Transport>`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -77,6 +77,8 @@ struct State {
     sink: Option<InboundSink>,
     fail_sends: bool,
     fail_edits: bool,
+    /// One-shot faults, see [`FakeTransport::queue_faults`].
+    faults: VecDeque<TransportError>,
     refuse_start: Option<String>,
     fail_identify: Option<String>,
     posted: u64,
@@ -156,6 +158,19 @@ impl FakeTransport {
         self.state().fail_edits = on;
     }
 
+    /// Makes the next sends fail once each, in order, with these errors: a platform's 429
+    /// (`RateLimited`), a 5xx or a dropped connection (`Failed`). An `EditRejected` waits
+    /// for the next edit, letting new posts through meanwhile. The soak test injects its
+    /// faults this way.
+    pub fn queue_faults(&self, faults: impl IntoIterator<Item = TransportError>) {
+        self.state().faults.extend(faults);
+    }
+
+    /// Faults queued and not yet hit.
+    pub fn faults_pending(&self) -> usize {
+        self.state().faults.len()
+    }
+
     /// While `Some`, `start` fails with this message.
     pub fn set_refuse_start(&self, message: Option<String>) {
         self.state().refuse_start = message;
@@ -169,6 +184,17 @@ impl FakeTransport {
     /// Messages posted as new messages, in order.
     pub fn sent(&self) -> Vec<SentMessage> {
         self.state().sent.clone()
+    }
+
+    /// Posts and edits so far, forgotten here: a long soak checks them as it goes instead
+    /// of keeping every message of a thousand sessions.
+    pub fn take_records(&self) -> (Vec<SentMessage>, Vec<OutboundMessage>) {
+        let mut state = self.state();
+        state.typing.clear();
+        (
+            std::mem::take(&mut state.sent),
+            std::mem::take(&mut state.edits),
+        )
     }
 
     /// Messages applied as edits (each carries the edit key it targeted), in order.
@@ -279,6 +305,14 @@ impl Transport for FakeTransport {
         }
         if state.fail_sends {
             return Err(TransportError::Failed(format!("{id} rejected the send")));
+        }
+        let is_edit = editable && message.edit_key.is_some();
+        let due = state
+            .faults
+            .iter()
+            .position(|f| is_edit || !matches!(f, TransportError::EditRejected(_)));
+        if let Some(fault) = due.and_then(|i| state.faults.remove(i)) {
+            return Err(fault);
         }
         let receipt = match message.edit_key.clone().filter(|_| editable) {
             Some(key) => {

@@ -330,3 +330,33 @@ async fn attachments_can_be_switched_off() {
         ))
     );
 }
+
+#[tokio::test]
+async fn queued_faults_hit_the_next_sends_once_each_and_edit_faults_wait_for_an_edit() {
+    let fake = editable();
+    let _inbound = started(&fake).await;
+    fake.queue_faults([
+        TransportError::EditRejected("edit refused".to_owned()),
+        TransportError::RateLimited { retry_after_ms: 50 },
+        TransportError::Failed("HTTP 502".to_owned()),
+    ]);
+    // A new post skips the waiting edit fault and takes the 429, then the 502.
+    assert_eq!(
+        fake.send(message("a", None)).await,
+        Err(TransportError::RateLimited { retry_after_ms: 50 })
+    );
+    assert_eq!(
+        fake.send(message("a", None)).await,
+        Err(TransportError::Failed("HTTP 502".to_owned()))
+    );
+    assert!(fake.send(message("a", None)).await.is_ok());
+    assert_eq!(fake.faults_pending(), 1);
+    assert_eq!(
+        fake.send(message("b", Some("fake-m1"))).await,
+        Err(TransportError::EditRejected("edit refused".to_owned()))
+    );
+    assert!(fake.send(message("b", Some("fake-m1"))).await.is_ok());
+    assert_eq!(fake.faults_pending(), 0);
+    assert_eq!(fake.sent().len(), 1);
+    assert_eq!(fake.edits().len(), 1);
+}
