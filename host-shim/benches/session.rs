@@ -115,6 +115,8 @@ impl Bench {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            transcript: None,
+            script: None,
         }
     }
 }
