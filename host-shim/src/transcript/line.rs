@@ -403,6 +403,14 @@ impl Event {
         }
     }
 
+    /// Whether replay compares this event: every effect but log lines. A log line is
+    /// diagnostics, not something the bridge did to the world, and its text follows from
+    /// redacted inputs: "redacted a token" cannot be logged again from a transcript that
+    /// holds no token.
+    pub fn compared(&self) -> bool {
+        self.dir() == Dir::Out && !matches!(self, Event::Log { .. })
+    }
+
     /// The `kind` the JSON names this event by.
     pub fn kind(&self) -> String {
         serde_json::to_value(self)

@@ -68,37 +68,44 @@ enum Sink {
 impl Recorder {
     fn header(&mut self, at: u64) -> Line {
         self.seq += 1;
-        Line::new(
-            self.seq,
-            at,
-            Event::Session {
-                key: self.scrubber.plain(&self.key),
-                host: env!("CARGO_PKG_VERSION").to_string(),
-            },
-        )
+        Line::new(self.seq, at, self.header_event())
     }
 
-    fn write(&mut self, line: Line) -> std::io::Result<()> {
+    fn header_event(&self) -> Event {
+        Event::Session {
+            key: self.scrubber.plain(&self.key),
+            host: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// Numbers `event` and writes it; a file that would pass its cap is rotated first,
+    /// and the new file starts with a header (so a rotated-out file still says whose it
+    /// is), numbered before the line so the sequence stays in file order.
+    fn write(&mut self, at: u64, event: Event) -> std::io::Result<()> {
+        let line = Line::new(self.seq + 1, at, event);
         match &mut self.sink {
             Sink::Memory(lines) => {
+                self.seq += 1;
                 lines.push(line);
                 Ok(())
             }
             Sink::File(file) => {
-                let text = line.to_json();
+                let mut text = line.to_json();
                 if file.needs_rotation(text.len() as u64 + 1) {
                     file.rotate()?;
-                    // Each file starts with a header, so a rotated-out file still says
-                    // whose it is.
-                    let header = self.header(line.at);
+                    let header = self.header(at);
                     let Sink::File(file) = &mut self.sink else {
                         unreachable!("the sink was a file a moment ago")
                     };
                     file.append(&header.to_json())?;
-                    file.append(&text)
-                } else {
-                    file.append(&text)
+                    text = Line::new(self.seq + 1, at, line.event).to_json();
                 }
+                let Sink::File(file) = &mut self.sink else {
+                    unreachable!("the sink was a file a moment ago")
+                };
+                file.append(&text)?;
+                self.seq += 1;
+                Ok(())
             }
         }
     }
@@ -137,8 +144,8 @@ impl Transcript {
             sink,
             stopped: false,
         };
-        let header = recorder.header(now_ms);
-        recorder.write(header)?;
+        let header = recorder.header_event();
+        recorder.write(now_ms, header)?;
         Ok(Transcript(Arc::new(Mutex::new(recorder))))
     }
 
@@ -152,9 +159,7 @@ impl Transcript {
             return None;
         }
         let event = recorder.scrubber.event(event);
-        recorder.seq += 1;
-        let line = Line::new(recorder.seq, at, event);
-        match recorder.write(line) {
+        match recorder.write(at, event) {
             Ok(()) => None,
             Err(error) => {
                 recorder.stopped = true;

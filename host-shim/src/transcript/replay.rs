@@ -342,14 +342,14 @@ pub async fn replay(runtime: &Runtime, parsed: &Parsed) -> Result<Report, Replay
         let end = inputs.get(n + 1).copied().unwrap_or(lines.len());
         let expected: Vec<&(usize, crate::transcript::line::Line)> = lines[i + 1..end]
             .iter()
-            .filter(|(_, l)| l.dir == Dir::Out)
+            .filter(|(_, l)| l.event.compared())
             .collect();
         clock.set(input.at);
         driver.feed(&input.event).await?;
         let got: Vec<Event> = transcript
             .drain()
             .into_iter()
-            .filter(|l| l.dir == Dir::Out)
+            .filter(|l| l.event.compared())
             .map(|l| l.event)
             .collect();
         report.inputs += 1;
