@@ -10,7 +10,8 @@
 //!   every group of 4 to 10 digits (the range `pairingDigits` allows), even split by
 //!   spaces, dots or dashes; such a group is remembered as a code this session showed;
 //! - in every other free text (chat in and out, prompts, replies, log values), every group
-//!   of the configured code length or of a length a shown code had;
+//!   of the configured code length or of a length a shown code had, and every group whose
+//!   digits hold a shown code (`123 456 7`: the code with a digit too many, no attempt);
 //! - in an inbound message whose digits, counted over the whole text, are as many as a
 //!   code has (that is how the bridge reads an attempt: `code: 12 34 56` is one), every
 //!   digit. The line then says which shown code it was, if any, by position, never by
@@ -137,12 +138,21 @@ impl Scrubber {
         redact(text)
     }
 
-    /// Free text that is not local: groups of a code's length are masked.
+    /// Whether a group of free text could be or hold a code.
+    fn masks_group(&self, lengths: &[usize], chars: &[char], group: &[usize]) -> bool {
+        if lengths.contains(&group.len()) {
+            return true;
+        }
+        let digits: String = group.iter().map(|&p| chars[p]).collect();
+        self.shown.iter().any(|code| digits.contains(code.as_str()))
+    }
+
+    /// Free text that is not local: groups that could be or hold a code are masked.
     pub fn text(&self, text: &str) -> String {
         let lengths = self.code_lengths();
         let mut chars: Vec<char> = redact(text).chars().collect();
         for group in digit_groups(&chars) {
-            if lengths.contains(&group.len()) {
+            if self.masks_group(&lengths, &chars, &group) {
                 mask_positions(&mut chars, &group);
             }
         }
@@ -187,7 +197,7 @@ impl Scrubber {
             masked = digits;
         } else {
             for group in digit_groups(&chars) {
-                if lengths.contains(&group.len()) {
+                if self.masks_group(&lengths, &chars, &group) {
                     masked.extend(group);
                 }
             }
@@ -451,6 +461,17 @@ mod tests {
         replay.local("code 000 000");
         // Not a shown code: digits that are no code this run showed.
         assert_eq!(replay.unmask("••••••", &[0, 1, 2, 3, 4, 5], None), "111111");
+    }
+
+    #[test]
+    fn a_shown_code_inside_a_longer_number_is_masked_too() {
+        let mut s = Scrubber::default();
+        s.local("Messenger pairing code: 123 456 (valid 5 min).");
+        // Seven digits: no attempt for the bridge, but the code is in there.
+        let (text, masked, code) = s.inbound("123 456 7");
+        assert_eq!((text.as_str(), masked.len(), code), ("••• ••• •", 7, None));
+        assert_eq!(s.text("id 91234567"), "id ••••••••");
+        assert_eq!(s.text("id 9123457"), "id 9123457");
     }
 
     #[test]
