@@ -39,7 +39,7 @@ fn transcript_files(dir: &Path) -> Vec<PathBuf> {
             Some((n, p))
         })
         .collect();
-    old.sort_by(|a, b| b.0.cmp(&a.0));
+    old.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     let mut files: Vec<PathBuf> = old.into_iter().map(|(_, p)| p).collect();
     files.push(dir.join(format!("{stem}.jsonl")));
     files
