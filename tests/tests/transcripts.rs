@@ -256,3 +256,69 @@ async fn the_example_transcript_replays_identically() {
     let report = replay(&common::runtime(), &parsed).await.expect("replays");
     assert_eq!(report.differences, Vec::<Difference>::new());
 }
+
+/// The transcript of an in-memory recording, as a file would hold it.
+fn as_file(transcript: &Transcript) -> Vec<u8> {
+    transcript
+        .lines()
+        .iter()
+        .map(|l| l.to_json() + "\n")
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
+    const CONFIG: &str = r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#;
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, KEY);
+    setup.config = vec![common::project_config(CONFIG)];
+    let transcript = Transcript::in_memory(KEY, START_MS);
+    setup.transcript = Some(transcript.clone());
+    let h = setup.start().await;
+    h.pair("user-1").await;
+    // The first call (`read`) is approved from the phone, by the id its request names
+    // (drawn from the rng: replay must get the same id back); the second (`bash`) at
+    // the terminal.
+    h.fake
+        .inject(h.dm("user-1", "run the tests"))
+        .await
+        .expect("fake is listening");
+    let requested = h
+        .fake
+        .wait_for(common::WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.starts_with("Approval needed ("))
+        })
+        .await;
+    assert!(requested, "{:#?}", h.texts());
+    let id = h
+        .texts()
+        .iter()
+        .find_map(|t| t.strip_prefix("Approval needed (").map(str::to_string))
+        .and_then(|t| t.split(')').next().map(str::to_string))
+        .expect("an approval id");
+    h.ui.answer(true);
+    h.say("user-1", &format!("/approve {id}"), "approved by fake:user-1")
+        .await;
+    let done = h
+        .fake
+        .wait_for(common::WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("[x] ran the tests"))
+        })
+        .await;
+    assert!(done, "{:#?}", h.texts());
+    h.session.shutdown().await.expect("shuts down");
+
+    let parsed = read::parse(&as_file(&transcript));
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let events: Vec<&Event> = parsed.lines.iter().map(|(_, l)| &l.event).collect();
+    assert!(events.iter().any(|e| matches!(e, Event::ToolAnswer { .. })));
+    assert!(events.iter().any(|e| matches!(e, Event::LocalAnswer { approved: true, .. })));
+    assert!(events.iter().filter(|e| matches!(e, Event::Verdict { .. })).count() >= 2);
+    let report = replay(&common::runtime(), &parsed)
+        .await
+        .expect("replays");
+    assert_eq!(report.differences, Vec::<Difference>::new());
+}
