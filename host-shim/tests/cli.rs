@@ -509,15 +509,35 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
     let home = Home::new();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/transcript.jsonl");
     let example_text = std::fs::read_to_string(&example).expect("the example transcript");
-    let example = example.to_string_lossy().into_owned();
 
-    // The README's example, as the README shows it.
-    let (status, output) = finish(home.command(&["replay", &example]));
+    // The README's example, word for word as the README shows it.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let shown = readme
+        .split("$ host-shim replay examples/transcript.jsonl\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README shows a replay of the example");
+    let mut command = home.command(&["replay", "examples/transcript.jsonl"]);
+    command.current_dir(&root);
+    let (status, output) = finish(command);
     assert_eq!(status.code(), Some(0), "{output}");
-    assert!(
-        output.contains("replayed 16 inputs of") && output.contains("\nidentical\n"),
-        "{output}"
-    );
+    assert_eq!(output, shown);
+    let shown_lines: Vec<String> = readme
+        .split("```json\n{\"v\":1")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .flat_map(|block| block.lines().map(str::to_string).collect::<Vec<_>>())
+        .enumerate()
+        .map(|(i, l)| if i == 0 { format!("{{\"v\":1{l}") } else { l })
+        .collect();
+    assert_eq!(shown_lines.len(), 2, "the README shows two example lines");
+    for line in shown_lines {
+        assert!(
+            example_text.lines().any(|l| l == line),
+            "the README shows a line the example does not hold: {line}"
+        );
+    }
 
     // One recorded reply changed, one line broken: exit 1, that reply named by its line,
     // and a warning naming the broken line.

@@ -52,7 +52,18 @@ async fn record_flow(dir: &Path, rotation: Rotation) -> String {
     setup.config = vec![common::demo_runs_tools()];
     setup.transcript = Some(Transcript::create(dir, KEY, rotation, START_MS).expect("transcript"));
     let h = setup.start().await;
-    let code = h.pair("user-1").await;
+    h.say("user-1", "hello", "not paired").await;
+    let code = h.code_shown_locally();
+    // A wrong attempt, then the code as people type it: with separators and words.
+    let last = code.as_bytes()[5] - b'0';
+    let wrong = format!("{}-{}{}", &code[..3], &code[3..5], (last + 1) % 10);
+    h.say("user-1", &wrong, "That code did not match").await;
+    h.say(
+        "user-1",
+        &format!("code: {} {}", &code[..3], &code[3..]),
+        "Paired as",
+    )
+    .await;
     h.say(
         "user-1",
         &format!("check the deploy, my token is {TOKEN}"),
@@ -122,7 +133,11 @@ async fn a_real_flow_is_recorded_without_secrets_rotates_and_replays_identically
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     let events: Vec<&Event> = parsed.lines.iter().map(|(_, l)| &l.event).collect();
     assert!(events.iter().any(|e| matches!(e,
-        Event::Envelope { envelope, code: Some(0), masked } if envelope.text == "••••••" && masked.len() == 6)));
+        Event::Envelope { envelope, code: None, masked } if envelope.text == "•••-•••" && masked.len() == 6)),
+        "the wrong attempt is masked and names no code");
+    assert!(events.iter().any(|e| matches!(e,
+        Event::Envelope { envelope, code: Some(0), masked } if envelope.text == "code: ••• •••" && masked.len() == 6)),
+        "the right attempt is masked and names the code shown last");
     assert!(events.iter().any(|e| matches!(e,
         Event::Notify { text, .. } if text.starts_with("Messenger pairing code: ••• •••"))));
     let redacted = |text: &str| text.contains("check the deploy") && !text.contains("ghp_Zx9");
@@ -299,8 +314,12 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
         .and_then(|t| t.split(')').next().map(str::to_string))
         .expect("an approval id");
     h.ui.answer(true);
-    h.say("user-1", &format!("/approve {id}"), "approved by fake:user-1")
-        .await;
+    h.say(
+        "user-1",
+        &format!("/approve {id}"),
+        "approved by fake:user-1",
+    )
+    .await;
     let done = h
         .fake
         .wait_for(common::WAIT, |sent, _| {
@@ -315,10 +334,18 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     let events: Vec<&Event> = parsed.lines.iter().map(|(_, l)| &l.event).collect();
     assert!(events.iter().any(|e| matches!(e, Event::ToolAnswer { .. })));
-    assert!(events.iter().any(|e| matches!(e, Event::LocalAnswer { approved: true, .. })));
-    assert!(events.iter().filter(|e| matches!(e, Event::Verdict { .. })).count() >= 2);
-    let report = replay(&common::runtime(), &parsed)
-        .await
-        .expect("replays");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::LocalAnswer { approved: true, .. }))
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Verdict { .. }))
+            .count()
+            >= 2
+    );
+    let report = replay(&common::runtime(), &parsed).await.expect("replays");
     assert_eq!(report.differences, Vec::<Difference>::new());
 }
