@@ -21,6 +21,8 @@ use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::state_file::StateFile;
+use host_shim::transcript::Transcript;
+use host_shim::transcript::file::Rotation;
 use host_shim::ui::RecordingUi;
 use tokio::sync::mpsc;
 use transport_core::Transport;
@@ -309,6 +311,25 @@ fn bench_sessions(c: &mut Criterion) {
                 let session = instance.bridge.pi_bot_connect_session();
                 session
                     .call_on_envelope(&mut instance.store, &wit_envelope)
+                    .await
+                    .unwrap()
+            })
+        })
+    });
+    // The same envelope with a transcript file on (opt-in): what recording costs.
+    let transcript_dir = tempfile::tempdir().unwrap();
+    let mut recorded = bench.tokio.block_on(bench.started_instance());
+    recorded.store.data_mut().ctx.transcript = Some(
+        Transcript::create(transcript_dir.path(), "bench", Rotation::default(), 0).unwrap(),
+    );
+    group.bench_function("through the component, with a transcript file", |b| {
+        b.iter(|| {
+            bench.tokio.block_on(async {
+                let fuel = recorded.store.data().call_fuel;
+                recorded.store.set_fuel(fuel).unwrap();
+                let session = recorded.bridge.pi_bot_connect_session();
+                session
+                    .call_on_envelope(&mut recorded.store, &wit_envelope)
                     .await
                     .unwrap()
             })
