@@ -316,25 +316,34 @@ fn bench_sessions(c: &mut Criterion) {
             })
         })
     });
-    // The same envelope with a transcript file on (opt-in): what recording costs.
+    // The same envelope into the same session with a transcript file on (opt-in): what
+    // recording costs. (A second started instance would find the fake transport's lock
+    // taken and measure the "transport not running" path instead.)
     let transcript_dir = tempfile::tempdir().unwrap();
-    let mut recorded = bench.tokio.block_on(bench.started_instance());
-    recorded.store.data_mut().ctx.transcript = Some(
-        Transcript::create(transcript_dir.path(), "bench", Rotation::default(), 0).unwrap(),
-    );
+    instance.store.data_mut().ctx.transcript =
+        Some(Transcript::create(transcript_dir.path(), "bench", Rotation::default(), 0).unwrap());
     group.bench_function("through the component, with a transcript file", |b| {
         b.iter(|| {
             bench.tokio.block_on(async {
-                let fuel = recorded.store.data().call_fuel;
-                recorded.store.set_fuel(fuel).unwrap();
-                let session = recorded.bridge.pi_bot_connect_session();
+                let fuel = instance.store.data().call_fuel;
+                instance.store.set_fuel(fuel).unwrap();
+                let session = instance.bridge.pi_bot_connect_session();
                 session
-                    .call_on_envelope(&mut recorded.store, &wit_envelope)
+                    .call_on_envelope(&mut instance.store, &wit_envelope)
                     .await
                     .unwrap()
             })
         })
     });
+    let written = std::fs::read_dir(transcript_dir.path())
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .collect::<String>();
+    let sample: Vec<&str> = written.lines().rev().take(4).collect();
+    println!(
+        "transcript: {} lines; the last: {sample:#?}",
+        written.lines().count()
+    );
     let mut native = Bridge::new();
     let mut host = NativeHost;
     let sources = vec![model::ConfigSource {

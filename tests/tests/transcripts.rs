@@ -349,3 +349,35 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
     let report = replay(&common::runtime(), &parsed).await.expect("replays");
     assert_eq!(report.differences, Vec::<Difference>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eight_digit_code_is_masked_and_its_pairing_replays() {
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, KEY);
+    setup.config = vec![common::project_config(
+        r#"{"bridge":{"pairingDigits":8,"remoteToolPolicy":"unrestricted"}}"#,
+    )];
+    let transcript = Transcript::in_memory(KEY, START_MS);
+    setup.transcript = Some(transcript.clone());
+    let h = setup.start().await;
+    let code = h.pair("user-1").await;
+    assert_eq!(code.len(), 8);
+    // A number of the default code length is chat, not a code, under this config.
+    h.say("user-1", "look at issue 123456", "You asked").await;
+    h.session.shutdown().await.expect("shuts down");
+
+    let bytes = as_file(&transcript);
+    let text = String::from_utf8(bytes.clone()).expect("utf-8");
+    assert!(!text.contains(&code), "the code is in the transcript");
+    assert!(
+        text.contains("\"text\":\"••••••••\""),
+        "the attempt is masked"
+    );
+    assert!(
+        text.contains("look at issue 123456"),
+        "six digits are no code here"
+    );
+    let parsed = read::parse(&bytes);
+    let report = replay(&common::runtime(), &parsed).await.expect("replays");
+    assert_eq!(report.differences, Vec::<Difference>::new());
+}

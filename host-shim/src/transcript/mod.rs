@@ -65,44 +65,36 @@ enum Sink {
     Memory(Vec<Line>),
 }
 
+/// The line that opens each file: whose transcript it is and which host wrote it.
+fn session_event(scrubber: &Scrubber, key: &str) -> Event {
+    Event::Session {
+        key: scrubber.plain(key),
+        host: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
 impl Recorder {
-    fn header(&mut self, at: u64) -> Line {
-        self.seq += 1;
-        Line::new(self.seq, at, self.header_event())
-    }
-
-    fn header_event(&self) -> Event {
-        Event::Session {
-            key: self.scrubber.plain(&self.key),
-            host: env!("CARGO_PKG_VERSION").to_string(),
-        }
-    }
-
     /// Numbers `event` and writes it; a file that would pass its cap is rotated first,
     /// and the new file starts with a header (so a rotated-out file still says whose it
     /// is), numbered before the line so the sequence stays in file order.
     fn write(&mut self, at: u64, event: Event) -> std::io::Result<()> {
-        let line = Line::new(self.seq + 1, at, event);
         match &mut self.sink {
             Sink::Memory(lines) => {
                 self.seq += 1;
-                lines.push(line);
+                lines.push(Line::new(self.seq, at, event));
                 Ok(())
             }
             Sink::File(file) => {
+                let mut line = Line::new(self.seq + 1, at, event);
                 let mut text = line.to_json();
                 if file.needs_rotation(text.len() as u64 + 1) {
                     file.rotate()?;
-                    let header = self.header(at);
-                    let Sink::File(file) = &mut self.sink else {
-                        unreachable!("the sink was a file a moment ago")
-                    };
+                    self.seq += 1;
+                    let header = Line::new(self.seq, at, session_event(&self.scrubber, &self.key));
                     file.append(&header.to_json())?;
-                    text = Line::new(self.seq + 1, at, line.event).to_json();
+                    line.seq = self.seq + 1;
+                    text = line.to_json();
                 }
-                let Sink::File(file) = &mut self.sink else {
-                    unreachable!("the sink was a file a moment ago")
-                };
                 file.append(&text)?;
                 self.seq += 1;
                 Ok(())
@@ -144,7 +136,7 @@ impl Transcript {
             sink,
             stopped: false,
         };
-        let header = recorder.header_event();
+        let header = session_event(&recorder.scrubber, key);
         recorder.write(now_ms, header)?;
         Ok(Transcript(Arc::new(Mutex::new(recorder))))
     }
@@ -198,6 +190,14 @@ impl Transcript {
                 Sink::Memory(_) => None,
             },
             Err(_) => None,
+        }
+    }
+
+    /// Reads the code length from the config files an instance is configured with (replay
+    /// does not record its inputs, so it tells its transcript this way).
+    pub fn configure(&self, sources: &[crate::bindings::session::ConfigSource]) {
+        if let Ok(mut recorder) = self.0.lock() {
+            recorder.scrubber.configure(sources);
         }
     }
 

@@ -46,6 +46,9 @@ pub enum ReplayError {
     /// The component could not be instantiated.
     #[error("{0}")]
     Instantiate(String),
+    /// The empty, read-only state replay gives the bridge could not be set up.
+    #[error("cannot set up the replay's empty state: {0}")]
+    State(String),
 }
 
 /// One place where the new run's effects differ from the recorded ones.
@@ -109,15 +112,14 @@ fn context(
     clock: Arc<ManualClock>,
     transcript: Transcript,
     script: Script,
-) -> SessionContext {
+) -> Result<SessionContext, ReplayError> {
     // Never read or written: `store` answers from the script. A path that does not exist
     // opens as an empty, read-only state.
     let nowhere = std::env::temp_dir().join("host-shim-replay-has-no-state");
-    let state = StateFile::open_read_only(&nowhere.join("state.json"))
-        .map(|(state, _)| state)
-        .unwrap_or_else(|_| unreachable!("a missing file opens empty"));
+    let (state, _) = StateFile::open_read_only(&nowhere.join("state.json"))
+        .map_err(|e| ReplayError::State(e.to_string()))?;
     let (inbound, _) = transport_core::inbound::channel(1);
-    SessionContext {
+    Ok(SessionContext {
         key: key.to_string(),
         transports: BTreeMap::new(),
         inbound,
@@ -133,7 +135,7 @@ fn context(
         parked: HashMap::new(),
         transcript: Some(transcript),
         script: Some(script),
-    }
+    })
 }
 
 /// The instance, or the context while there is none (before the first `configure`,
@@ -181,7 +183,9 @@ impl Driver<'_> {
 
     /// One input into the instance; effects land in the transcript.
     async fn feed(&mut self, event: &Event) -> Result<(), ReplayError> {
-        if let Event::Configure { .. } = event {
+        if let Event::Configure { sources, .. } = event {
+            // The new run masks what its config makes a code, as the recording did.
+            self.transcript.configure(sources);
             self.fresh().await?;
         }
         let Slot::Live(instance) = &mut self.slot else {
@@ -324,7 +328,7 @@ pub async fn replay(runtime: &Runtime, parsed: &Parsed) -> Result<Report, Replay
     let transcript = Transcript::in_memory(&key, first.1.at);
     transcript.drain();
     let script = Script::new(lines.iter().map(|(_, l)| &l.event));
-    let ctx = context(&key, clock.clone(), transcript.clone(), script);
+    let ctx = context(&key, clock.clone(), transcript.clone(), script)?;
     let mut driver = Driver {
         runtime,
         slot: Slot::Idle(Box::new(ctx)),
