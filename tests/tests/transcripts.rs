@@ -381,3 +381,43 @@ async fn an_eight_digit_code_is_masked_and_its_pairing_replays() {
     let report = replay(&common::runtime(), &parsed).await.expect("replays");
     assert_eq!(report.differences, Vec::<Difference>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_and_the_restart_after_it_replay_identically() {
+    use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+    // The memory cap of `trap_containment`: a message larger than it traps the guest.
+    let limits = Limits {
+        memory_bytes: 24 << 20,
+        ..Limits::default()
+    };
+    let runtime =
+        std::sync::Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"));
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, KEY);
+    setup.runtime = runtime.clone();
+    setup.config = vec![common::demo_runs_tools()];
+    let transcript = Transcript::in_memory(KEY, START_MS);
+    setup.transcript = Some(transcript.clone());
+    let h = setup.start().await;
+    h.pair("user-1").await;
+    h.fake
+        .inject(h.dm("user-1", &"x".repeat(26 << 20)))
+        .await
+        .expect("fake is listening");
+    assert_eq!(h.session.health().await.expect("alive").restarts, 1);
+    h.say("user-1", "after the crash", "You asked").await;
+    h.session.shutdown().await.expect("shuts down");
+
+    let parsed = read::parse(&as_file(&transcript));
+    let events: Vec<&Event> = parsed.lines.iter().map(|(_, l)| &l.event).collect();
+    assert!(events.iter().any(|e| matches!(e, Event::Trap { .. })));
+    let configures = events
+        .iter()
+        .filter(|e| matches!(e, Event::Configure { .. }))
+        .count();
+    assert_eq!(configures, 2, "the restart configured a fresh instance");
+    // The same limits trap the same way: the trap, the restart from the saved state and
+    // the prompt after it all come out the same.
+    let report = replay(&runtime, &parsed).await.expect("replays");
+    assert_eq!(report.differences, Vec::<Difference>::new());
+}

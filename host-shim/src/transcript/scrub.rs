@@ -91,6 +91,11 @@ fn digit_groups(chars: &[char]) -> Vec<Vec<usize>> {
     groups
 }
 
+/// Most text holds no digit at all: it then needs no char-by-char pass.
+fn has_digit(text: &str) -> bool {
+    text.bytes().any(|b| b.is_ascii_digit())
+}
+
 fn redact(text: &str) -> String {
     guest::core::redact::redact(text).text
 }
@@ -149,8 +154,12 @@ impl Scrubber {
 
     /// Free text that is not local: groups that could be or hold a code are masked.
     pub fn text(&self, text: &str) -> String {
+        let redacted = redact(text);
+        if !has_digit(&redacted) {
+            return redacted;
+        }
         let lengths = self.code_lengths();
-        let mut chars: Vec<char> = redact(text).chars().collect();
+        let mut chars: Vec<char> = redacted.chars().collect();
         for group in digit_groups(&chars) {
             if self.masks_group(&lengths, &chars, &group) {
                 mask_positions(&mut chars, &group);
@@ -162,7 +171,11 @@ impl Scrubber {
     /// Local text, where the bridge shows codes: every group a code could be is masked
     /// and remembered as shown.
     pub fn local(&mut self, text: &str) -> String {
-        let mut chars: Vec<char> = redact(text).chars().collect();
+        let redacted = redact(text);
+        if !has_digit(&redacted) {
+            return redacted;
+        }
+        let mut chars: Vec<char> = redacted.chars().collect();
         for group in digit_groups(&chars) {
             if CODE_DIGITS_RANGE.contains(&group.len()) {
                 let digits: String = group.iter().map(|&p| chars[p]).collect();
@@ -184,8 +197,12 @@ impl Scrubber {
     /// An inbound message's text: masked text, masked positions, and which shown code
     /// (0 = the latest) an attempt typed, if any.
     pub fn inbound(&self, text: &str) -> (String, Vec<usize>, Option<usize>) {
+        let redacted = redact(text);
+        if !has_digit(&redacted) {
+            return (redacted, Vec::new(), None);
+        }
         let lengths = self.code_lengths();
-        let mut chars: Vec<char> = redact(text).chars().collect();
+        let mut chars: Vec<char> = redacted.chars().collect();
         let digits: Vec<usize> = (0..chars.len())
             .filter(|&p| chars[p].is_ascii_digit())
             .collect();
