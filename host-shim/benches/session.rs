@@ -21,6 +21,8 @@ use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::state_file::StateFile;
+use host_shim::transcript::Transcript;
+use host_shim::transcript::file::Rotation;
 use host_shim::ui::RecordingUi;
 use tokio::sync::mpsc;
 use transport_core::Transport;
@@ -115,6 +117,8 @@ impl Bench {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            transcript: None,
+            script: None,
         }
     }
 }
@@ -312,6 +316,34 @@ fn bench_sessions(c: &mut Criterion) {
             })
         })
     });
+    // The same envelope into the same session with a transcript file on (opt-in): what
+    // recording costs. (A second started instance would find the fake transport's lock
+    // taken and measure the "transport not running" path instead.)
+    let transcript_dir = tempfile::tempdir().unwrap();
+    instance.store.data_mut().ctx.transcript =
+        Some(Transcript::create(transcript_dir.path(), "bench", Rotation::default(), 0).unwrap());
+    group.bench_function("through the component, with a transcript file", |b| {
+        b.iter(|| {
+            bench.tokio.block_on(async {
+                let fuel = instance.store.data().call_fuel;
+                instance.store.set_fuel(fuel).unwrap();
+                let session = instance.bridge.pi_bot_connect_session();
+                session
+                    .call_on_envelope(&mut instance.store, &wit_envelope)
+                    .await
+                    .unwrap()
+            })
+        })
+    });
+    let written = std::fs::read_dir(transcript_dir.path())
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .collect::<String>();
+    let sample: Vec<&str> = written.lines().rev().take(4).collect();
+    println!(
+        "transcript: {} lines; the last: {sample:#?}",
+        written.lines().count()
+    );
     let mut native = Bridge::new();
     let mut host = NativeHost;
     let sources = vec![model::ConfigSource {

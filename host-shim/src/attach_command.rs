@@ -21,6 +21,8 @@ use crate::paths::Paths;
 use crate::runtime::{Limits, Runtime};
 use crate::session::{Session, SessionSpec};
 use crate::state_file::StateFile;
+use crate::transcript::Transcript;
+use crate::transcript::file::Rotation;
 
 /// What `host-shim attach` was asked to serve.
 #[derive(Debug, Clone)]
@@ -112,6 +114,31 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
             // The project config is the one of pi's working directory.
             let config_sources = config_sources(Path::new(&described.cwd))?;
             let transport_state = Some(state_dir);
+            let log: Arc<dyn crate::logging::LogSink> = Arc::new(StderrLog::new(debug));
+            // Opt-in through the environment (pi starts this command); a transcript that
+            // cannot be written is reported and the session runs without it.
+            let transcript = crate::transcript::directory(None, &|name| std::env::var(name).ok())
+                .and_then(|dir| {
+                    match Transcript::create(
+                        &dir,
+                        &described.key,
+                        Rotation::default(),
+                        clock.now_ms(),
+                    ) {
+                        Ok(transcript) => Some(transcript),
+                        Err(error) => {
+                            log.write(
+                                &described.key,
+                                crate::logging::LogLine {
+                                    level: Level::Warning,
+                                    event: "no transcript".into(),
+                                    fields: vec![("error".into(), error.to_string())],
+                                },
+                            );
+                            None
+                        }
+                    }
+                });
             let spec = SessionSpec {
                 key: described.key,
                 config_sources,
@@ -132,8 +159,9 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                 state,
                 locks,
                 clock,
-                log: Arc::new(StderrLog::new(debug)),
+                log,
                 exclusive: true,
+                transcript,
             };
             Session::spawn(runtime, spec).await
         })

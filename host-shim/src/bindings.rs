@@ -22,7 +22,7 @@ wasmtime::component::bindgen!({
     },
     exports: { default: async },
     // Tests and the host compare decisions and events by value.
-    additional_derives: [PartialEq, Eq],
+    additional_derives: [PartialEq, Eq, serde::Serialize, serde::Deserialize],
 });
 
 pub use exports::pi::bot_connect::session;

@@ -37,6 +37,11 @@ impl ManualClock {
     pub fn advance(&self, ms: u64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
     }
+
+    /// Shows `now_ms` (replay sets the time each recorded input was handled at).
+    pub fn set(&self, now_ms: u64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for ManualClock {

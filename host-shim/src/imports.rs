@@ -25,6 +25,10 @@ use crate::convert;
 use crate::lock::{Claimant, LockDir, LockGuard};
 use crate::logging::{LogLine, LogSink};
 use crate::state_file::StateFile;
+use crate::transcript::Transcript;
+use crate::transcript::line::{Event, FetchedMeta, ImageMeta};
+use crate::transcript::script::{Script, hex_encode};
+use crate::transcript::scrub::RNG_KEEP_MIN;
 use crate::ui::Ui;
 
 /// How much guest stderr is kept for trap reports.
@@ -59,6 +63,10 @@ pub struct SessionContext {
     pub tick_at: Option<u64>,
     /// Tool calls whose verdict is pending (remote approval), by approval id.
     pub parked: HashMap<String, ParkedCall>,
+    /// Where inputs, effects and answers are recorded (opt-in).
+    pub transcript: Option<Transcript>,
+    /// Replay: the recorded answers the imports give instead of asking the world.
+    pub script: Option<Script>,
 }
 
 /// A tool call waiting for `agent.resolve-tool-call` (see `tool-answer` in
@@ -82,6 +90,25 @@ impl ParkedCall {
 }
 
 impl SessionContext {
+    /// Records `event` in the transcript, if there is one (`event` is only built then).
+    /// A transcript that cannot be written says so once in the log and stops; the
+    /// session goes on.
+    pub fn record(&self, event: impl FnOnce() -> Event) {
+        let Some(transcript) = &self.transcript else {
+            return;
+        };
+        if let Some(error) = transcript.record(self.clock.now_ms(), event()) {
+            self.log.write(
+                &self.key,
+                LogLine {
+                    level: types::Level::Warning,
+                    event: "transcript stopped".into(),
+                    fields: vec![("error".into(), error)],
+                },
+            );
+        }
+    }
+
     /// Blocks every parked call: the instance that would have resolved them is gone
     /// (a trap, a shutdown), and an unanswered call fails closed.
     pub fn block_parked(&mut self, reason: &str) {
@@ -151,7 +178,106 @@ impl types::Host for SessionHost {}
 
 impl transport::Host for SessionHost {
     async fn identify(&mut self, id: String) -> Result<transport::Identity, String> {
-        let Some(t) = self.transport(&id) else {
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.identified(&id),
+            None => self.identify_live(&id).await,
+        };
+        self.ctx.record(|| Event::Identified {
+            transport: id,
+            result: result.clone(),
+        });
+        result
+    }
+
+    async fn listen(&mut self, id: String) -> Result<(), String> {
+        self.ctx.record(|| Event::Listen {
+            transport: id.clone(),
+        });
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.listened(),
+            None => self.listen_live(id.clone()).await,
+        };
+        self.ctx.record(|| Event::Listened {
+            transport: id,
+            result: result.clone(),
+        });
+        result
+    }
+
+    async fn send(
+        &mut self,
+        message: transport::Outbound,
+    ) -> Result<transport::Receipt, transport::SendError> {
+        self.ctx.record(|| Event::Send {
+            message: message.clone(),
+        });
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.sent(),
+            None => self.send_live(message).await,
+        };
+        self.ctx.record(|| Event::Sent {
+            result: result.clone(),
+        });
+        result
+    }
+
+    fn typing(
+        &mut self,
+        id: String,
+        conversation_id: String,
+        thread_id: Option<String>,
+    ) -> wasmtime::Result<()> {
+        self.ctx.record(|| Event::Typing {
+            transport: id.clone(),
+            conversation_id: conversation_id.clone(),
+            thread_id: thread_id.clone(),
+        });
+        self.typing_live(id, conversation_id, thread_id);
+        Ok(())
+    }
+
+    async fn fetch_attachment(
+        &mut self,
+        id: String,
+        reference: String,
+        max_bytes: u64,
+    ) -> Result<transport::FetchedAttachment, String> {
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.fetched(),
+            None => self.fetch_live(id, reference, max_bytes).await,
+        };
+        self.ctx.record(|| Event::Fetched {
+            result: result
+                .as_ref()
+                .map(|f| FetchedMeta {
+                    media_type: f.media_type.clone(),
+                    bytes: f.data.len(),
+                })
+                .map_err(Clone::clone),
+        });
+        result
+    }
+
+    async fn diagnose(&mut self, id: String) -> String {
+        let text = match self.ctx.script.as_mut() {
+            Some(script) => script.diagnosed(),
+            None => match self.transport(&id) {
+                Some(t) => t.diagnose(),
+                None => "not created".into(),
+            },
+        };
+        self.ctx.record(|| Event::Diagnosed {
+            transport: id,
+            text: text.clone(),
+        });
+        text
+    }
+}
+
+/// The live side of the transport imports: the transports themselves.
+impl SessionHost {
+    async fn identify_live(&mut self, id: &str) -> Result<transport::Identity, String> {
+        let Some(t) = self.transport(id) else {
             return Err(format!("no transport '{id}' was created for this session"));
         };
         let identity = t.identify().await.map_err(|e| e.to_string())?;
@@ -163,7 +289,7 @@ impl transport::Host for SessionHost {
         })
     }
 
-    async fn listen(&mut self, id: String) -> Result<(), String> {
+    async fn listen_live(&mut self, id: String) -> Result<(), String> {
         let Some(t) = self.transport(&id) else {
             return Err(format!("no transport '{id}' was created for this session"));
         };
@@ -178,7 +304,7 @@ impl transport::Host for SessionHost {
         Ok(())
     }
 
-    async fn send(
+    async fn send_live(
         &mut self,
         message: transport::Outbound,
     ) -> Result<transport::Receipt, transport::SendError> {
@@ -216,12 +342,7 @@ impl transport::Host for SessionHost {
             })
     }
 
-    fn typing(
-        &mut self,
-        id: String,
-        conversation_id: String,
-        thread_id: Option<String>,
-    ) -> wasmtime::Result<()> {
+    fn typing_live(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
         if let Some(t) = self.transport(&id) {
             // Best effort by contract (I24): a failed indicator never fails a turn, so the
             // bridge does not wait for it either. A platform round trip (Telegram's
@@ -230,10 +351,9 @@ impl transport::Host for SessionHost {
                 let _ = t.typing(&conversation_id, thread_id.as_deref()).await;
             });
         }
-        Ok(())
     }
 
-    async fn fetch_attachment(
+    async fn fetch_live(
         &mut self,
         id: String,
         reference: String,
@@ -259,13 +379,6 @@ impl transport::Host for SessionHost {
             data: fetched.data,
         })
     }
-
-    async fn diagnose(&mut self, id: String) -> String {
-        match self.transport(&id) {
-            Some(t) => t.diagnose(),
-            None => "not created".into(),
-        }
-    }
 }
 
 impl agent::Host for SessionHost {
@@ -275,7 +388,25 @@ impl agent::Host for SessionHost {
         deliver_as: agent::DeliverAs,
         images: Vec<agent::PromptImage>,
     ) -> Result<(), String> {
-        self.ctx.agent.send_prompt(text, deliver_as, images).await
+        self.ctx.record(|| Event::Prompt {
+            text: text.clone(),
+            deliver_as,
+            images: images
+                .iter()
+                .map(|i| ImageMeta {
+                    media_type: i.media_type.clone(),
+                    bytes: i.data.len(),
+                })
+                .collect(),
+        });
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.prompted(),
+            None => self.ctx.agent.send_prompt(text, deliver_as, images).await,
+        };
+        self.ctx.record(|| Event::Prompted {
+            result: result.clone(),
+        });
+        result
     }
 
     fn resolve_tool_call(
@@ -283,6 +414,10 @@ impl agent::Host for SessionHost {
         id: String,
         decision: types::ToolDecision,
     ) -> wasmtime::Result<()> {
+        self.ctx.record(|| Event::Verdict {
+            id: id.clone(),
+            decision: decision.clone(),
+        });
         // An id the host does not hold was resolved already (or never parked): ignored,
         // so a guest can never give one call two verdicts.
         if let Some(call) = self.ctx.parked.remove(&id) {
@@ -292,19 +427,46 @@ impl agent::Host for SessionHost {
     }
 
     fn abort(&mut self) -> wasmtime::Result<()> {
-        self.ctx.agent.abort();
+        self.ctx.record(|| Event::Abort);
+        if self.ctx.script.is_none() {
+            self.ctx.agent.abort();
+        }
         Ok(())
     }
 
     fn is_idle(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.ctx.agent.is_idle())
+        let idle = match self.ctx.script.as_mut() {
+            Some(script) => script.idle(),
+            None => self.ctx.agent.is_idle(),
+        };
+        self.ctx.record(|| Event::Idle { idle });
+        Ok(idle)
     }
 
     fn info(&mut self) -> wasmtime::Result<agent::SessionInfo> {
-        Ok(self.ctx.agent.session_info())
+        let info = match self.ctx.script.as_mut() {
+            Some(script) => script.info(),
+            None => self.ctx.agent.session_info(),
+        };
+        self.ctx.record(|| Event::Info { info: info.clone() });
+        Ok(info)
     }
 
     async fn work_snapshot(&mut self) -> agent::WorkFacts {
+        let facts = match self.ctx.script.as_mut() {
+            Some(script) => script.work(),
+            None => self.work_live().await,
+        };
+        self.ctx.record(|| Event::Work {
+            facts: facts.clone(),
+        });
+        facts
+    }
+}
+
+impl SessionHost {
+    /// The agent's recent work and the working tree's git facts.
+    async fn work_live(&mut self) -> agent::WorkFacts {
         let cwd = self.ctx.agent.session_info().cwd;
         let (branch, numstat) = crate::work::git_facts(std::path::Path::new(&cwd)).await;
         let facts = self.ctx.agent.recent_work();
@@ -333,30 +495,61 @@ fn output_tail(mut output: String) -> String {
 
 impl ui::Host for SessionHost {
     async fn notify(&mut self, level: types::Level, text: String) {
+        self.ctx.record(|| Event::Notify {
+            level,
+            text: text.clone(),
+        });
         self.ctx.ui.notify(level, &text).await;
     }
 
     async fn confirm(&mut self, title: String, message: String) -> bool {
-        self.ctx.ui.confirm(&title, &message).await
+        self.ctx.record(|| Event::Confirm {
+            title: title.clone(),
+            message: message.clone(),
+        });
+        let yes = match self.ctx.script.as_mut() {
+            Some(script) => script.confirmed(),
+            None => self.ctx.ui.confirm(&title, &message).await,
+        };
+        self.ctx.record(|| Event::Confirmed { yes });
+        yes
     }
 }
 
 impl store::Host for SessionHost {
     async fn load(&mut self) -> Option<String> {
-        self.ctx
-            .state
-            .lock()
-            .ok()
-            .and_then(|mut state| state.load(&self.ctx.key))
+        let document = match self.ctx.script.as_mut() {
+            Some(script) => script.loaded(),
+            None => self
+                .ctx
+                .state
+                .lock()
+                .ok()
+                .and_then(|mut state| state.load(&self.ctx.key)),
+        };
+        self.ctx.record(|| Event::Loaded {
+            document: document.clone(),
+        });
+        document
     }
 
     async fn save(&mut self, document: String) -> Result<(), String> {
-        match self.ctx.state.lock() {
-            Ok(mut state) => state
-                .save(&self.ctx.key, &document)
-                .map_err(|e| e.to_string()),
-            Err(_) => Err("the state file is unavailable after an earlier failure".into()),
-        }
+        self.ctx.record(|| Event::Save {
+            bytes: document.len(),
+        });
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.saved(),
+            None => match self.ctx.state.lock() {
+                Ok(mut state) => state
+                    .save(&self.ctx.key, &document)
+                    .map_err(|e| e.to_string()),
+                Err(_) => Err("the state file is unavailable after an earlier failure".into()),
+            },
+        };
+        self.ctx.record(|| Event::Saved {
+            result: result.clone(),
+        });
+        result
     }
 }
 
@@ -366,6 +559,7 @@ impl clock::Host for SessionHost {
     }
 
     fn request_tick(&mut self, at_ms: u64) -> wasmtime::Result<()> {
+        self.ctx.record(|| Event::RequestTick { at_ms });
         self.ctx.tick_at = Some(at_ms);
         Ok(())
     }
@@ -373,20 +567,58 @@ impl clock::Host for SessionHost {
 
 impl rng::Host for SessionHost {
     fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
-        // Pairing codes need at most a few dozen bytes; a larger request is a guest bug
-        // and must not become a host allocation the guest controls.
-        let mut bytes = vec![0u8; len.min(4096) as usize];
-        // Without an OS random source no code would be safe: trap the call rather than
-        // hand out a predictable code.
-        getrandom::fill(&mut bytes).map_err(|e| {
-            wasmtime::Error::msg(format!("the operating system's random source failed: {e}"))
-        })?;
+        let bytes = match self.ctx.script.as_mut() {
+            Some(script) => script.rng(len.min(4096)),
+            None => random_bytes_live(len)?,
+        };
+        // A code is made from short draws: those bytes never reach a transcript, or the
+        // code could be rebuilt from it.
+        self.ctx.record(|| Event::Rng {
+            len,
+            bytes: (len >= RNG_KEEP_MIN).then(|| hex_encode(&bytes)),
+        });
         Ok(bytes)
     }
 }
 
+/// Bytes from the operating system's secure source.
+fn random_bytes_live(len: u32) -> wasmtime::Result<Vec<u8>> {
+    // Pairing codes need at most a few dozen bytes; a larger request is a guest bug
+    // and must not become a host allocation the guest controls.
+    let mut bytes = vec![0u8; len.min(4096) as usize];
+    // Without an OS random source no code would be safe: trap the call rather than
+    // hand out a predictable code.
+    getrandom::fill(&mut bytes).map_err(|e| {
+        wasmtime::Error::msg(format!("the operating system's random source failed: {e}"))
+    })?;
+    Ok(bytes)
+}
+
 impl lock::Host for SessionHost {
     async fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
+        self.ctx.record(|| Event::Acquire {
+            name: name.clone(),
+            stale_after_ms,
+        });
+        let result = match self.ctx.script.as_mut() {
+            Some(script) => script.acquired(),
+            None => self.acquire_live(name, stale_after_ms).await,
+        };
+        self.ctx.record(|| Event::Acquired {
+            result: result.clone(),
+        });
+        result
+    }
+
+    async fn release(&mut self, name: String) {
+        self.ctx.record(|| Event::Release { name: name.clone() });
+        // Dropping the guard releases the file, token-verified.
+        self.ctx.held_locks.remove(&name);
+    }
+}
+
+impl SessionHost {
+    async fn acquire_live(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
         if self.ctx.held_locks.contains_key(&name) {
             return Ok(());
         }
@@ -399,11 +631,6 @@ impl lock::Host for SessionHost {
         self.ctx.held_locks.insert(name, guard);
         Ok(())
     }
-
-    async fn release(&mut self, name: String) {
-        // Dropping the guard releases the file, token-verified.
-        self.ctx.held_locks.remove(&name);
-    }
 }
 
 impl log::Host for SessionHost {
@@ -413,7 +640,12 @@ impl log::Host for SessionHost {
         event: String,
         fields: Vec<log::Field>,
     ) -> wasmtime::Result<()> {
-        let fields = fields.into_iter().map(|f| (f.key, f.value)).collect();
+        let fields: Vec<(String, String)> = fields.into_iter().map(|f| (f.key, f.value)).collect();
+        self.ctx.record(|| Event::Log {
+            level,
+            event: event.clone(),
+            fields: fields.clone(),
+        });
         self.ctx.log.write(
             &self.ctx.key,
             LogLine {
@@ -574,6 +806,8 @@ mod tests {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            transcript: None,
+            script: None,
         })
     }
 }

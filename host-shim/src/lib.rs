@@ -27,5 +27,6 @@ pub mod session;
 pub mod state_file;
 pub mod terminal;
 pub mod tool_paths;
+pub mod transcript;
 pub mod ui;
 pub mod work;

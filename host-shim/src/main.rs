@@ -21,6 +21,7 @@ use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::session::{Session, SessionSpec};
 use host_shim::state_file::StateFile;
 use host_shim::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::transcript::{self, Transcript, file::Rotation};
 use host_shim::ui::{TerminalUi, Ui};
 use transport_core::Transport;
 use transport_core::platform::{BotSelf, Normalized};
@@ -59,6 +60,11 @@ enum Command {
         /// Arguments for pi (`-- --provider x --model y`).
         #[arg(last = true, value_name = "PI_ARGS")]
         pi_args: Vec<std::ffi::OsString>,
+        /// Record a transcript of the session in this directory (JSON lines, redacted,
+        /// rotated at 8 MiB; for `host-shim replay`). Default: PI_BOT_CONNECT_TRANSCRIPT,
+        /// else none.
+        #[arg(long, value_name = "DIR")]
+        transcript: Option<PathBuf>,
     },
     /// Serve one live pi session for the bot-connect pi extension, which starts this
     /// command itself (examples/pi-extension). Prints one `ready` line naming the socket;
@@ -67,6 +73,16 @@ enum Command {
         /// pi's session id: the key pairing and state are stored under.
         #[arg(long, value_name = "KEY")]
         session: String,
+    },
+    /// Run a transcript's inputs through the component (the embedded one, or
+    /// --component) and print where its effects differ from the recorded ones. Exit
+    /// status: 0 identical, 1 different, 2 transcript unreadable.
+    Replay {
+        /// The transcript file (`<session>.jsonl` in the transcript directory).
+        transcript: PathBuf,
+        /// Show at most this many differences.
+        #[arg(long, default_value_t = 5, value_name = "N")]
+        max_differences: usize,
     },
     /// Print the component's imports and exports: the capability audit.
     Inspect,
@@ -137,18 +153,27 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Run {
             session,
             pace,
-            agent: AgentKind::Demo,
-            ..
-        } => run_demo(&component, session, pace, None).await.map(|()| ok),
-        Command::Run {
-            session,
-            pace,
-            agent: AgentKind::Pi,
+            agent,
             pi_program,
             pi_args,
-        } => run_demo(&component, session, pace, Some((pi_program, pi_args)))
-            .await
-            .map(|()| ok),
+            transcript,
+        } => {
+            let pi = (agent == AgentKind::Pi).then_some((pi_program, pi_args));
+            let transcript = transcript::directory(transcript, &|name| std::env::var(name).ok());
+            run_demo(&component, session, pace, pi, transcript)
+                .await
+                .map(|()| ok)
+        }
+        Command::Replay {
+            transcript,
+            max_differences,
+        } => Ok(replay(
+            &component,
+            cli.component.as_deref(),
+            &transcript,
+            max_differences,
+        )
+        .await),
         Command::Attach { session } => {
             let args = host_shim::attach_command::AttachArgs {
                 session,
@@ -176,6 +201,83 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 .map(|()| ok)
         }
     }
+}
+
+/// `host-shim replay`: the exit status says identical (0), different (1) or unreadable (2).
+async fn replay(
+    component: &[u8],
+    component_path: Option<&Path>,
+    path: &Path,
+    max_differences: usize,
+) -> std::process::ExitCode {
+    let unreadable = std::process::ExitCode::from(2);
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            eprintln!(
+                "host-shim: cannot read the transcript {}: {e}",
+                path.display()
+            );
+            return unreadable;
+        }
+    };
+    let parsed = transcript::read::parse(&bytes);
+    for warning in &parsed.warnings {
+        eprintln!("warning: {}: {warning}", path.display());
+    }
+    let runtime = match Runtime::new(component, Limits::default()) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("host-shim: cannot load the component: {e}");
+            return unreadable;
+        }
+    };
+    let report = match transcript::replay::replay(&runtime, &parsed).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("host-shim: cannot replay {}: {e}", path.display());
+            return unreadable;
+        }
+    };
+    let against = match component_path {
+        Some(p) => p.display().to_string(),
+        None => "the embedded component".into(),
+    };
+    println!(
+        "replayed {} inputs of {} against {against}; {} recorded effects compared",
+        report.inputs,
+        path.display(),
+        report.effects
+    );
+    if report.differences.is_empty() {
+        println!("identical");
+        return std::process::ExitCode::SUCCESS;
+    }
+    for difference in report.differences.iter().take(max_differences) {
+        println!(
+            "line {} (after the input on line {}):",
+            difference.line, difference.input_line
+        );
+        println!(
+            "  expected: {}",
+            difference.expected.as_deref().unwrap_or("(nothing)")
+        );
+        println!(
+            "  got:      {}",
+            difference.got.as_deref().unwrap_or("(nothing)")
+        );
+    }
+    let n = report.differences.len();
+    println!(
+        "{n} input{} with different effects{}",
+        if n == 1 { "" } else { "s" },
+        if n > max_differences {
+            format!(" (the first {max_differences} shown)")
+        } else {
+            String::new()
+        }
+    );
+    std::process::ExitCode::from(1)
 }
 
 fn load_component(path: Option<&Path>) -> anyhow::Result<Vec<u8>> {
@@ -227,6 +329,7 @@ async fn run_demo(
     session: Option<String>,
     pace: f64,
     pi: Option<(std::ffi::OsString, Vec<std::ffi::OsString>)>,
+    transcript_dir: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     if !(0.0..=60.0).contains(&pace) {
         bail!("--pace must be between 0 and 60 seconds, got {pace}");
@@ -252,6 +355,20 @@ async fn run_demo(
         ui.notify(Level::Warning, &warning).await;
     }
     let key = session.unwrap_or_else(|| default_session_key(&setup.cwd));
+    let transcript = match transcript_dir {
+        Some(dir) => {
+            let transcript = Transcript::create(&dir, &key, Rotation::default(), clock.now_ms())?;
+            if let Some(path) = transcript.path() {
+                ui.notify(
+                    Level::Info,
+                    &format!("Recording a transcript in {}.", path.display()),
+                )
+                .await;
+            }
+            Some(transcript)
+        }
+        None => None,
+    };
     let info = SessionInfo {
         id: key.clone(),
         name: Some("demo".into()),
@@ -308,6 +425,7 @@ async fn run_demo(
         clock,
         log: Arc::new(StderrLog::new(debug_enabled())),
         exclusive: true,
+        transcript,
     };
     let session = Session::spawn(runtime, spec).await?;
     // The terminal read `/connect …` until the bridge was configured; from now on it

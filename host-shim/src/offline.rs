@@ -101,6 +101,7 @@ pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
         clock: setup.clock,
         log: Arc::new(MemoryLog::default()),
         exclusive: false,
+        transcript: None,
     };
     let session = Session::spawn(runtime, spec).await?;
     let requested = requested.lock().map(|r| r.clone()).unwrap_or_default();

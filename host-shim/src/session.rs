@@ -28,6 +28,8 @@ use crate::logging::{LogLine, LogSink};
 use crate::runtime::{Instance, Runtime};
 use crate::state_file::StateFile;
 use crate::tool_paths::{PathContext, tool_paths};
+use crate::transcript::Transcript;
+use crate::transcript::line::Event;
 use crate::ui::Ui;
 
 /// Consecutive restarts after which a session stops trying: a trap that repeats on
@@ -74,6 +76,8 @@ pub struct SessionSpec {
     /// Take the session lock (a live host). `doctor` and `explain` look without taking
     /// it, so they work while the session runs elsewhere.
     pub exclusive: bool,
+    /// Where to record the session (opt-in: `--transcript`, `PI_BOT_CONNECT_TRANSCRIPT`).
+    pub transcript: Option<Transcript>,
 }
 
 /// How a session has fared, for tests and `doctor`.
@@ -175,6 +179,8 @@ impl Session {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            transcript: spec.transcript,
+            script: None,
         };
         let instance = runtime.instantiate(SessionHost::new(ctx)).await?;
         let (answers_tx, answers_rx) = mpsc::channel(16);
@@ -306,6 +312,13 @@ macro_rules! guest {
 }
 
 impl Actor {
+    /// Records an input about to go into the live instance (none goes in otherwise).
+    fn record_input(&mut self, event: impl FnOnce() -> Event) {
+        if matches!(self.slot, Slot::Live(_)) {
+            self.ctx().record(event);
+        }
+    }
+
     /// The session's host state, wherever it lives now.
     fn ctx(&mut self) -> &mut SessionContext {
         match &mut self.slot {
@@ -319,11 +332,18 @@ impl Actor {
     async fn boot(&mut self, factory: Option<TransportFactory>) {
         let sources = self.sources.clone();
         let platforms = self.platforms.clone();
-        let configuration: Option<Configuration> = guest!(self, "configure", |b, s| b
+        self.record_input(|| Event::Configure {
+            sources: sources.clone(),
+            platforms: platforms.clone(),
+        });
+        let configuration: Option<Configuration> = guest!(self, calls::CONFIGURE, |b, s| b
             .call_configure(s, &sources, &platforms));
         let Some(configuration) = configuration else {
             return;
         };
+        self.ctx().record(|| Event::Configured {
+            configuration: configuration.clone(),
+        });
         if !configuration.local_command.is_empty() {
             self.local_command = configuration.local_command.clone();
         }
@@ -342,7 +362,15 @@ impl Actor {
             }
         }
         let ids = self.transport_ids.clone();
-        let started: Option<Vec<Note>> = guest!(self, "start", |b, s| b.call_start(s, &ids));
+        self.record_input(|| Event::Start {
+            transports: ids.clone(),
+        });
+        let started: Option<Vec<Note>> = guest!(self, calls::START, |b, s| b.call_start(s, &ids));
+        if let Some(notes) = &started {
+            self.ctx().record(|| Event::Started {
+                notes: notes.clone(),
+            });
+        }
         notes.extend(
             started
                 .unwrap_or_default()
@@ -371,21 +399,12 @@ impl Actor {
         ctx.block_parked(
             "the messenger bridge failed while this call waited for approval; run the tool locally",
         );
-        let cause = match error.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::OutOfFuel) => {
-                "the call ran over its CPU budget and was stopped".to_string()
-            }
-            Some(trap) => trap.to_string(),
-            None => error.root_cause().to_string(),
-        };
-        let panic = stderr
-            .lines()
-            .find(|l| !l.trim().is_empty() && !l.starts_with("note:"));
-        let report = match panic {
-            Some(line) => format!("{cause} ({line})"),
-            None => cause,
-        };
+        let report = describe_trap(&error, &stderr);
         self.health.last_trap = Some(format!("{what}: {report}"));
+        ctx.record(|| Event::Trap {
+            call: what.to_string(),
+            cause: report.clone(),
+        });
         ctx.log.write(
             &ctx.key,
             LogLine {
@@ -454,7 +473,12 @@ impl Actor {
                 Some(inbound) = inbound.recv() => match inbound {
                     Inbound::Message { envelope, handled } => {
                         let envelope = convert::envelope_to_wit(envelope);
-                        let _: Option<()> = guest!(self, "an inbound message", |b, s| b
+                        self.record_input(|| Event::Envelope {
+                            envelope: envelope.clone(),
+                            masked: Vec::new(),
+                            code: None,
+                        });
+                        let _: Option<()> = guest!(self, calls::ENVELOPE, |b, s| b
                             .call_on_envelope(s, &envelope));
                         // Only now may a redelivering platform consider it confirmed.
                         drop(handled);
@@ -466,7 +490,8 @@ impl Actor {
                 },
                 Some(signal) = signals.recv() => self.on_signal(signal).await,
                 Some((id, approved)) = answers.recv() => {
-                    let _: Option<()> = guest!(self, "a local approval", |b, s| b
+                    self.record_input(|| Event::LocalAnswer { id: id.clone(), approved });
+                    let _: Option<()> = guest!(self, calls::LOCAL_ANSWER, |b, s| b
                         .call_on_local_answer(s, &id, approved));
                 }
                 command = commands.recv() => match command {
@@ -494,21 +519,31 @@ impl Actor {
 
     async fn tick(&mut self) {
         self.ctx().tick_at = None;
-        let _: Option<()> = guest!(self, "a timer", |b, s| b.call_tick(s));
+        self.record_input(|| Event::Tick);
+        let _: Option<()> = guest!(self, calls::TICK, |b, s| b.call_tick(s));
     }
 
     async fn on_signal(&mut self, signal: AgentSignal) {
         match signal {
             AgentSignal::Event(event) => {
                 let event: AgentEvent = event;
-                let _: Option<()> = guest!(self, "an agent event", |b, s| b
+                self.record_input(|| Event::AgentEvent {
+                    event: event.clone(),
+                });
+                let _: Option<()> = guest!(self, calls::AGENT_EVENT, |b, s| b
                     .call_on_agent_event(s, &event));
             }
             AgentSignal::ToolCall { name, input, reply } => {
                 let paths = tool_paths(&name, &input, &self.paths);
                 let call = ToolCall { name, paths };
+                self.record_input(|| Event::ToolCall { call: call.clone() });
                 let answer: Option<ToolAnswer> =
-                    guest!(self, "a tool call", |b, s| b.call_on_tool_call(s, &call));
+                    guest!(self, calls::TOOL_CALL, |b, s| b.call_on_tool_call(s, &call));
+                if let Some(answer) = &answer {
+                    self.ctx().record(|| Event::ToolAnswer {
+                        answer: answer.clone(),
+                    });
+                }
                 match answer {
                     Some(ToolAnswer::Decided(decision)) => {
                         let _ = reply.send(decision);
@@ -558,8 +593,12 @@ impl Actor {
     async fn on_command(&mut self, command: Command) {
         match command {
             Command::Local(args, reply) => {
-                let note: Option<Note> = guest!(self, "a local command", |b, s| b
+                self.record_input(|| Event::LocalCommand { args: args.clone() });
+                let note: Option<Note> = guest!(self, calls::LOCAL_COMMAND, |b, s| b
                     .call_on_local_command(s, &args));
+                if let Some(note) = &note {
+                    self.ctx().record(|| Event::Note { note: note.clone() });
+                }
                 let _ = reply.send(note.unwrap_or_else(|| {
                     Note {
                         level: Level::Error,
@@ -571,13 +610,28 @@ impl Actor {
             }
             Command::Preview(envelope, reply) => {
                 let envelope = convert::envelope_to_wit(envelope);
-                let text: Option<String> = guest!(self, "a preview", |b, s| b
+                self.record_input(|| Event::Preview {
+                    envelope: envelope.clone(),
+                    masked: Vec::new(),
+                    code: None,
+                });
+                let text: Option<String> = guest!(self, calls::PREVIEW, |b, s| b
                     .call_preview_envelope(s, &envelope));
+                if let Some(text) = &text {
+                    self.ctx()
+                        .record(|| Event::PreviewText { text: text.clone() });
+                }
                 let _ = reply.send(text);
             }
             Command::Diagnostics(reply) => {
+                self.record_input(|| Event::Diagnostics);
                 let diagnostics: Option<DiagnosticsReport> =
-                    guest!(self, "diagnostics", |b, s| b.call_diagnostics(s));
+                    guest!(self, calls::DIAGNOSTICS, |b, s| b.call_diagnostics(s));
+                if let Some(report) = &diagnostics {
+                    self.ctx().record(|| Event::DiagnosticsReport {
+                        report: report.clone(),
+                    });
+                }
                 let _ = reply.send(diagnostics);
             }
             Command::Health(reply) => {
@@ -595,7 +649,8 @@ impl Actor {
     }
 
     async fn shutdown(&mut self) {
-        let _: Option<()> = guest!(self, "shutdown", |b, s| b.call_shutdown(s));
+        self.record_input(|| Event::Shutdown);
+        let _: Option<()> = guest!(self, calls::SHUTDOWN, |b, s| b.call_shutdown(s));
         if matches!(self.slot, Slot::Moving) {
             return;
         }
@@ -616,6 +671,52 @@ impl Actor {
         };
         self.slot = Slot::Parked(Box::new(ctx));
     }
+}
+
+/// A trap as the terminal, the log and a transcript tell it: the cause and the guest's
+/// panic line, if it wrote one.
+pub fn describe_trap(error: &wasmtime::Error, stderr: &str) -> String {
+    let cause = match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => {
+            "the call ran over its CPU budget and was stopped".to_string()
+        }
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    let panic = stderr
+        .lines()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("note:"));
+    match panic {
+        Some(line) => format!("{cause} ({line})"),
+        None => cause,
+    }
+}
+
+/// What each export call is called in trap reports; replay names its calls the same way,
+/// so a trap it reproduces reads the same.
+pub mod calls {
+    /// `configure`.
+    pub const CONFIGURE: &str = "configure";
+    /// `start`.
+    pub const START: &str = "start";
+    /// `on-envelope`.
+    pub const ENVELOPE: &str = "an inbound message";
+    /// `on-local-answer`.
+    pub const LOCAL_ANSWER: &str = "a local approval";
+    /// `tick`.
+    pub const TICK: &str = "a timer";
+    /// `on-agent-event`.
+    pub const AGENT_EVENT: &str = "an agent event";
+    /// `on-tool-call`.
+    pub const TOOL_CALL: &str = "a tool call";
+    /// `on-local-command`.
+    pub const LOCAL_COMMAND: &str = "a local command";
+    /// `preview-envelope`.
+    pub const PREVIEW: &str = "a preview";
+    /// `diagnostics`.
+    pub const DIAGNOSTICS: &str = "diagnostics";
+    /// `shutdown`.
+    pub const SHUTDOWN: &str = "shutdown";
 }
 
 fn severity(level: Level) -> u8 {

@@ -440,3 +440,152 @@ fn explain_reads_discord_payloads_of_every_kind() {
         "explain must not write the state file"
     );
 }
+
+/// The one transcript file in `dir`.
+fn only_transcript(dir: &Path) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("transcript dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.into_iter().next().expect("one file")
+}
+
+#[test]
+fn a_run_records_a_transcript_when_asked_and_it_replays_identically() {
+    let home = Home::new();
+    home.project_config(r#"{"bridge":{"allowUsers":["terminal:you"]}}"#);
+    // Never on by default.
+    let mut plain = Running::start(home.command(&["run", "--pace", "0"]));
+    plain.wait_for("Leave with /quit");
+    plain.type_line("/quit");
+    assert!(plain.wait_exit().success(), "{}", plain.output());
+    assert!(!plain.output().contains("Recording a transcript"));
+
+    // The environment variable turns it on (pi's extension starts `attach` that way).
+    let dir = home.path().join("transcripts");
+    let mut command = home.command(&["run", "--pace", "0"]);
+    command.env("PI_BOT_CONNECT_TRANSCRIPT", &dir);
+    let mut run = Running::start(command);
+    run.wait_for("Recording a transcript in");
+    run.type_line("/connect status");
+    run.wait_for("bot-connect status");
+    run.type_line("hello there");
+    run.wait_for("Not done");
+    run.type_line("/quit");
+    assert!(run.wait_exit().success(), "{}", run.output());
+    let file = only_transcript(&dir);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&file).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "a transcript is this user's alone");
+    }
+
+    // A real clock and a real agent: replay still reproduces every effect.
+    let file = file.to_string_lossy().into_owned();
+    let (status, output) = finish(home.command(&["replay", &file]));
+    assert_eq!(status.code(), Some(0), "{output}");
+    assert!(output.contains("identical"), "{output}");
+
+    // `--transcript` does the same from the command line.
+    let flag_dir = home.path().join("by-flag");
+    let mut run = Running::start(home.command(&[
+        "run",
+        "--pace",
+        "0",
+        "--transcript",
+        &flag_dir.to_string_lossy(),
+    ]));
+    run.wait_for("Recording a transcript in");
+    run.type_line("/quit");
+    assert!(run.wait_exit().success(), "{}", run.output());
+    let text = std::fs::read_to_string(only_transcript(&flag_dir)).expect("transcript");
+    assert!(text.contains(r#""kind":"shutdown""#), "{text}");
+}
+
+#[test]
+fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
+    let home = Home::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/transcript.jsonl");
+    let example_text = std::fs::read_to_string(&example).expect("the example transcript");
+
+    // The README's example, word for word as the README shows it.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let shown = readme
+        .split("$ host-shim replay examples/transcript.jsonl\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README shows a replay of the example");
+    let mut command = home.command(&["replay", "examples/transcript.jsonl"]);
+    command.current_dir(&root);
+    let (status, output) = finish(command);
+    assert_eq!(status.code(), Some(0), "{output}");
+    assert_eq!(output, shown);
+    let shown_lines: Vec<String> = readme
+        .split("```json\n{\"v\":1")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .flat_map(|block| block.lines().map(str::to_string).collect::<Vec<_>>())
+        .enumerate()
+        .map(|(i, l)| if i == 0 { format!("{{\"v\":1{l}") } else { l })
+        .collect();
+    assert_eq!(shown_lines.len(), 2, "the README shows two example lines");
+    for line in shown_lines {
+        assert!(
+            example_text.lines().any(|l| l == line),
+            "the README shows a line the example does not hold: {line}"
+        );
+    }
+
+    // One recorded reply changed, one line broken: exit 1, that reply named by its line,
+    // and a warning naming the broken line.
+    let mut lines: Vec<String> = example_text.lines().map(str::to_string).collect();
+    let reply = lines
+        .iter()
+        .position(|l| l.contains("Paired as fake:user-1"))
+        .expect("the pairing reply");
+    lines[reply] = lines[reply].replace("Paired as fake:user-1", "Paired as fake:user-2");
+    lines.push("{\"v\":1,\"seq\":".into());
+    let edited = home.path().join("edited.jsonl");
+    std::fs::write(&edited, lines.join("\n")).expect("write");
+    let (status, output) = finish(home.command(&["replay", &edited.to_string_lossy()]));
+    assert_eq!(status.code(), Some(1), "{output}");
+    assert!(
+        output.contains(&format!("line {} (after the input on line", reply + 1)),
+        "{output}"
+    );
+    assert!(output.contains("expected: ") && output.contains("Paired as fake:user-2"));
+    assert!(output.contains("got:      ") && output.contains("Paired as fake:user-1"));
+    assert!(
+        output.contains("1 input with different effects"),
+        "{output}"
+    );
+    assert!(
+        output.contains(&format!("line {}: skipped", lines.len())),
+        "{output}"
+    );
+
+    // Nothing to replay: exit 2, with the reason.
+    let missing = home.path().join("missing.jsonl");
+    let (status, output) = finish(home.command(&["replay", &missing.to_string_lossy()]));
+    assert_eq!(status.code(), Some(2), "{output}");
+    assert!(output.contains("cannot read the transcript"), "{output}");
+    let garbage = home.path().join("garbage.jsonl");
+    std::fs::write(&garbage, "not a transcript\n").expect("write");
+    let (status, output) = finish(home.command(&["replay", &garbage.to_string_lossy()]));
+    assert_eq!(status.code(), Some(2), "{output}");
+    assert!(output.contains("line 1: skipped"), "{output}");
+    assert!(output.contains("holds no input line"), "{output}");
+    // A later part of a rotated transcript starts mid-session.
+    let tail: Vec<&str> = example_text.lines().skip(20).collect();
+    let part = home.path().join("part.jsonl");
+    std::fs::write(&part, tail.join("\n")).expect("write");
+    let (status, output) = finish(home.command(&["replay", &part.to_string_lossy()]));
+    assert_eq!(status.code(), Some(2), "{output}");
+    assert!(
+        output.contains("starts in the middle of a session"),
+        "{output}"
+    );
+}

@@ -63,6 +63,7 @@ async fn start(test: &str, bridge: &str, extra_env: &[(&str, &str)]) -> Option<L
                 clock: Arc::new(SystemClock),
                 log: Arc::new(MemoryLog::default()),
                 exclusive: true,
+                transcript: None,
             };
             Session::spawn(common::runtime(), spec).await
         })

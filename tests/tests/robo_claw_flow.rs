@@ -149,6 +149,7 @@ impl RoboClaw {
             clock: Arc::new(ManualClock::new(1_700_000_000_000)),
             log: Arc::new(MemoryLog::default()),
             exclusive: true,
+            transcript: None,
         };
         let session = Session::spawn(common::runtime(), spec)
             .await

@@ -74,6 +74,7 @@ fn spec(
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         log: Arc::new(MemoryLog::default()),
         exclusive: true,
+        transcript: None,
     }
 }
 

@@ -81,6 +81,7 @@ fn spec_with(
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         log: Arc::new(MemoryLog::default()),
         exclusive: true,
+        transcript: None,
     }
 }
 

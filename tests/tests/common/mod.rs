@@ -20,6 +20,7 @@ use host_shim::logging::MemoryLog;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::session::{Built, Session, SessionSpec};
 use host_shim::state_file::StateFile;
+use host_shim::transcript::Transcript;
 use host_shim::ui::RecordingUi;
 use tokio::sync::{Notify, mpsc};
 use transport_core::{Envelope, Transport};
@@ -69,6 +70,7 @@ pub struct Setup {
     pub state: Arc<Mutex<StateFile>>,
     pub locks: LockDir,
     pub runtime: Arc<Runtime>,
+    pub transcript: Option<Transcript>,
 }
 
 /// A temporary directory with a state file and a lock dir.
@@ -117,6 +119,7 @@ impl Setup {
             state: dirs.state.clone(),
             locks: dirs.locks(),
             runtime: runtime(),
+            transcript: None,
         }
     }
 
@@ -140,6 +143,7 @@ impl Setup {
             clock: clock.clone(),
             log: log.clone(),
             exclusive: true,
+            transcript: self.transcript,
         };
         let session = Session::spawn(self.runtime, spec)
             .await

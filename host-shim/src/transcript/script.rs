@@ -1,0 +1,230 @@
+//! The host's recorded answers, handed back to the bridge during replay: the imports ask
+//! the script instead of a messenger, the agent, the terminal or the state file, so a
+//! replay touches nothing outside the process and runs the same every time.
+
+use std::collections::VecDeque;
+
+use crate::bindings::agent::{SessionInfo, WorkFacts};
+use crate::bindings::transport::{FetchedAttachment, Identity, Receipt, SendError};
+use crate::transcript::line::Event;
+
+/// Recorded answers, one queue per import, in recorded order. A queue that runs dry (the
+/// new build asks more than the old one did) answers like an idle, empty host, and the
+/// effects that follow show the difference.
+#[derive(Debug, Default)]
+pub struct Script {
+    rng: VecDeque<Option<Vec<u8>>>,
+    loaded: VecDeque<Option<String>>,
+    saved: VecDeque<Result<(), String>>,
+    identified: VecDeque<Result<Identity, String>>,
+    listened: VecDeque<Result<(), String>>,
+    sent: VecDeque<Result<Receipt, SendError>>,
+    fetched: VecDeque<Result<(String, usize), String>>,
+    diagnosed: VecDeque<String>,
+    prompted: VecDeque<Result<(), String>>,
+    idle: VecDeque<bool>,
+    info: VecDeque<SessionInfo>,
+    work: VecDeque<WorkFacts>,
+    confirmed: VecDeque<bool>,
+    acquired: VecDeque<Result<(), String>>,
+    /// Replaces withheld random bytes: a fixed sequence, so replay is deterministic.
+    filler: u64,
+    sends: u64,
+}
+
+fn hex_decode(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Script {
+    /// The answers among `events`, in order.
+    pub fn new<'a>(events: impl IntoIterator<Item = &'a Event>) -> Script {
+        let mut script = Script {
+            filler: 0x9e37_79b9_7f4a_7c15,
+            ..Script::default()
+        };
+        for event in events {
+            match event.clone() {
+                Event::Rng { bytes, .. } => {
+                    script.rng.push_back(bytes.and_then(|h| hex_decode(&h)))
+                }
+                Event::Loaded { document } => script.loaded.push_back(document),
+                Event::Saved { result } => script.saved.push_back(result),
+                Event::Identified { result, .. } => script.identified.push_back(result),
+                Event::Listened { result, .. } => script.listened.push_back(result),
+                Event::Sent { result } => script.sent.push_back(result),
+                Event::Fetched { result } => script
+                    .fetched
+                    .push_back(result.map(|m| (m.media_type, m.bytes))),
+                Event::Diagnosed { text, .. } => script.diagnosed.push_back(text),
+                Event::Prompted { result } => script.prompted.push_back(result),
+                Event::Idle { idle } => script.idle.push_back(idle),
+                Event::Info { info } => script.info.push_back(info),
+                Event::Work { facts } => script.work.push_back(facts),
+                Event::Confirmed { yes } => script.confirmed.push_back(yes),
+                Event::Acquired { result } => script.acquired.push_back(result),
+                _ => {}
+            }
+        }
+        script
+    }
+
+    /// `rng.random-bytes`: the recorded bytes, or (withheld, or not recorded) bytes from
+    /// a fixed sequence.
+    pub fn rng(&mut self, len: u32) -> Vec<u8> {
+        if let Some(Some(bytes)) = self.rng.pop_front()
+            && bytes.len() == len as usize
+        {
+            return bytes;
+        }
+        (0..len)
+            .map(|_| {
+                // splitmix64: any fixed sequence would do; this one has no short cycles.
+                self.filler = self.filler.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = self.filler;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                (z ^ (z >> 31)) as u8
+            })
+            .collect()
+    }
+
+    /// `store.load`.
+    pub fn loaded(&mut self) -> Option<String> {
+        self.loaded.pop_front().flatten()
+    }
+
+    /// `store.save`.
+    pub fn saved(&mut self) -> Result<(), String> {
+        self.saved.pop_front().unwrap_or(Ok(()))
+    }
+
+    /// `transport.identify`.
+    pub fn identified(&mut self, id: &str) -> Result<Identity, String> {
+        self.identified
+            .pop_front()
+            .unwrap_or_else(|| Err(format!("the transcript recorded no identity for '{id}'")))
+    }
+
+    /// `transport.listen`.
+    pub fn listened(&mut self) -> Result<(), String> {
+        self.listened.pop_front().unwrap_or(Ok(()))
+    }
+
+    /// `transport.send`.
+    pub fn sent(&mut self) -> Result<Receipt, SendError> {
+        self.sends += 1;
+        let n = self.sends;
+        self.sent.pop_front().unwrap_or_else(|| {
+            Ok(Receipt {
+                message_id: format!("replay-{n}"),
+                edit_key: Some(format!("replay-{n}")),
+            })
+        })
+    }
+
+    /// `transport.fetch-attachment`: zero bytes of the recorded size (the bytes
+    /// themselves are never recorded).
+    pub fn fetched(&mut self) -> Result<FetchedAttachment, String> {
+        match self.fetched.pop_front() {
+            Some(Ok((media_type, bytes))) => Ok(FetchedAttachment {
+                media_type,
+                data: vec![0; bytes],
+            }),
+            Some(Err(e)) => Err(e),
+            None => Err("the transcript recorded no attachment here".into()),
+        }
+    }
+
+    /// `transport.diagnose`.
+    pub fn diagnosed(&mut self) -> String {
+        self.diagnosed.pop_front().unwrap_or_default()
+    }
+
+    /// `agent.send-prompt`.
+    pub fn prompted(&mut self) -> Result<(), String> {
+        self.prompted.pop_front().unwrap_or(Ok(()))
+    }
+
+    /// `agent.is-idle`.
+    pub fn idle(&mut self) -> bool {
+        self.idle.pop_front().unwrap_or(true)
+    }
+
+    /// `agent.info`: the recorded facts, the last ones again when the queue runs dry.
+    pub fn info(&mut self) -> SessionInfo {
+        match self.info.len() {
+            0 => SessionInfo {
+                id: "replay".into(),
+                name: None,
+                cwd: "/".into(),
+                accepts_images: false,
+            },
+            1 => self.info[0].clone(),
+            _ => self
+                .info
+                .pop_front()
+                .unwrap_or_else(|| unreachable!("len checked")),
+        }
+    }
+
+    /// `agent.work-snapshot`.
+    pub fn work(&mut self) -> WorkFacts {
+        self.work.pop_front().unwrap_or(WorkFacts {
+            branch: None,
+            numstat: None,
+            last_shell: None,
+            last_prompt: None,
+        })
+    }
+
+    /// `ui.confirm`.
+    pub fn confirmed(&mut self) -> bool {
+        self.confirmed.pop_front().unwrap_or(false)
+    }
+
+    /// `lock.acquire`.
+    pub fn acquired(&mut self) -> Result<(), String> {
+        self.acquired.pop_front().unwrap_or(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_bytes_come_back_and_withheld_ones_are_a_fixed_sequence() {
+        let events = [
+            Event::Rng {
+                len: 2,
+                bytes: Some("ab01".into()),
+            },
+            Event::Rng {
+                len: 4,
+                bytes: None,
+            },
+        ];
+        let mut a = Script::new(&events);
+        let mut b = Script::new(&events);
+        assert_eq!(a.rng(2), vec![0xab, 0x01]);
+        assert_eq!(b.rng(2), vec![0xab, 0x01]);
+        // Withheld: both replays get the same bytes, so a replay is deterministic.
+        let filler = a.rng(4);
+        assert_eq!(filler.len(), 4);
+        assert_eq!(filler, b.rng(4));
+        // Past the recording, still a fixed sequence, not the OS source.
+        assert_eq!(a.rng(8), b.rng(8));
+    }
+}
