@@ -317,6 +317,7 @@ impl Soaked {
             clock: Arc::new(SystemClock),
             log: self.log.clone(),
             exclusive: true,
+            transcript: None,
         };
         self.session = Some(Session::spawn(runtime.clone(), spec).await?);
         Ok(())
