@@ -472,18 +472,34 @@ enum Fate {
     Lost,
 }
 
-/// Sends one prompt and waits until its reply came or its loss was reported.
-async fn prompt(s: &Soaked, marker: &str) -> Fate {
-    let losses = s.local_losses();
-    let stopped = s.stopped_cards();
+/// What was reported before a prompt was sent, so its settling counts only what came after.
+#[derive(Clone, Copy)]
+struct Before {
+    losses: usize,
+    stopped: usize,
+}
+
+/// Sends the prompt numbered by `marker` (holding the token) without waiting.
+async fn send(s: &Soaked, marker: &str) -> Before {
+    let before = Before {
+        losses: s.local_losses(),
+        stopped: s.stopped_cards(),
+    };
     let _ = s
         .fake
         .inject(s.dm(&format!("check {marker} holding {TOKEN}")))
         .await;
-    settle(s, marker, losses, stopped).await
+    before
 }
 
-async fn settle(s: &Soaked, marker: &str, losses: usize, stopped: usize) -> Fate {
+/// Sends one prompt and waits until its reply came or its loss was reported.
+async fn prompt(s: &Soaked, marker: &str) -> Fate {
+    let before = send(s, marker).await;
+    settle(s, marker, before).await
+}
+
+async fn settle(s: &Soaked, marker: &str, before: Before) -> Fate {
+    let Before { losses, stopped } = before;
     let deadline = Instant::now() + PROMPT_WAIT;
     let reported = || s.local_losses() > losses;
     // `soak-1p1 ` must not match `soak-1p10 `.
@@ -589,13 +605,8 @@ async fn soak_one(
             Some("restart") => {
                 // Stop the host while the agent works on the prompt, start it again.
                 s.agent.inner.set_pace(Duration::from_millis(40));
-                let losses = s.local_losses();
-                let stopped = s.stopped_cards();
                 let seen = s.prompts.lock().map(|p| p.len()).unwrap_or(0);
-                let _ = s
-                    .fake
-                    .inject(s.dm(&format!("check {marker} holding {TOKEN}")))
-                    .await;
+                let before = send(&s, &marker).await;
                 let deadline = Instant::now() + PROMPT_WAIT;
                 while s.prompts.lock().map(|p| p.len()).unwrap_or(0) == seen
                     && Instant::now() < deadline
@@ -610,7 +621,7 @@ async fn soak_one(
                     figures.lost += config.prompts - i;
                     break;
                 }
-                let fate = settle(&s, &marker, losses, stopped).await;
+                let fate = settle(&s, &marker, before).await;
                 s.agent.inner.set_pace(Duration::ZERO);
                 fate
             }
@@ -618,14 +629,9 @@ async fn soak_one(
                 // Two prompts back to back: the second queues as a follow-up and its
                 // reply must come after the first's.
                 let second = format!("{}p{}", s.key, i + 1);
-                let losses = s.local_losses();
-                let stopped = s.stopped_cards();
-                let _ = s
-                    .fake
-                    .inject(s.dm(&format!("check {marker} holding {TOKEN}")))
-                    .await;
+                let before = send(&s, &marker).await;
                 let fate = prompt(&s, &second).await;
-                let first = settle(&s, &marker, losses, stopped).await;
+                let first = settle(&s, &marker, before).await;
                 account(&mut figures, &s, &marker, first);
                 i += 1;
                 figures.prompts += 1;
