@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Dirs, Setup, WAIT};
+use common::{Dirs, Setup};
 
 /// The README's example, so what the README promises is what is tested.
 const SCOPE: &str = include_str!("../../examples/scoped.json");
@@ -38,16 +38,8 @@ async fn a_write_outside_the_allowed_paths_is_refused_with_the_reason() {
     // The digest lists what the scope refused this turn.
     let note = h.session.local_command("digest").await.expect("digest");
     assert!(note.text.contains("Digest sent"), "{}", note.text);
-    let found = h
-        .fake
-        .wait_for(WAIT, |sent, _| {
-            sent.iter().any(|m| {
-                m.message.text.contains("Scope this turn")
-                    && m.message.text.contains("refused `write` README.md")
-            })
-        })
-        .await;
-    assert!(found, "{:#?}", h.texts());
+    let digest = h.posted("Scope this turn").await;
+    assert!(digest.contains("refused `write` README.md"), "{digest}");
     h.session.shutdown().await.expect("clean shutdown");
 }
 
@@ -67,32 +59,13 @@ async fn a_write_inside_the_scope_runs_without_asking() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_to_a_protected_path_asks_the_phone_first() {
     let (_dirs, h) = start("protected").await;
-    h.fake
-        .inject(h.dm("user-1", "write src/.env"))
-        .await
-        .expect("fake is listening");
-    let asked = h
-        .fake
-        .wait_for(WAIT, |sent, _| {
-            sent.iter()
-                .any(|m| m.message.text.starts_with("Approval needed ("))
-        })
-        .await;
-    assert!(asked, "{:#?}", h.texts());
-    let request = h
-        .texts()
-        .into_iter()
-        .find(|t| t.starts_with("Approval needed ("))
-        .expect("request");
+    h.send("user-1", "write src/.env").await;
+    let id = h.approval_id().await;
+    let request = h.posted("Approval needed (").await;
     assert!(
         request.contains("wants to run 'write' on 'src/.env' (a protected path)"),
         "{request}"
     );
-    let id = request["Approval needed (".len()..]
-        .split(')')
-        .next()
-        .unwrap_or_default()
-        .to_string();
     // While it waits, /scope shows the running turn's frozen scope.
     h.say(
         "user-1",
@@ -106,14 +79,7 @@ async fn a_write_to_a_protected_path_asks_the_phone_first() {
         &format!("Approval {id} ('write'): approved by fake:user-1 from the chat."),
     )
     .await;
-    let wrote = h
-        .fake
-        .wait_for(WAIT, |sent, _| {
-            sent.iter()
-                .any(|m| m.message.text.contains("I wrote `src/.env`"))
-        })
-        .await;
-    assert!(wrote, "{:#?}", h.texts());
+    h.posted("I wrote `src/.env`").await;
     h.session.shutdown().await.expect("clean shutdown");
 }
 
@@ -128,21 +94,11 @@ async fn bot_connects_own_config_is_protected_even_where_writes_are_allowed() {
     )];
     let h = setup.start().await;
     h.pair("user-1").await;
-    h.fake
-        .inject(h.dm("user-1", "write .pi/bot-connect.json"))
-        .await
-        .expect("fake is listening");
-    let asked = h
-        .fake
-        .wait_for(WAIT, |sent, _| {
-            sent.iter().any(|m| {
-                m.message.text.starts_with("Approval needed (")
-                    && m.message
-                        .text
-                        .contains("'.pi/bot-connect.json' (a protected path)")
-            })
-        })
-        .await;
-    assert!(asked, "{:#?}", h.texts());
+    h.send("user-1", "write .pi/bot-connect.json").await;
+    let request = h.posted("Approval needed (").await;
+    assert!(
+        request.contains("'.pi/bot-connect.json' (a protected path)"),
+        "{request}"
+    );
     h.session.shutdown().await.expect("clean shutdown");
 }

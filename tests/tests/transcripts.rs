@@ -295,24 +295,8 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
     // The first call (`read`) is approved from the phone, by the id its request names
     // (drawn from the rng: replay must get the same id back); the second (`bash`) at
     // the terminal.
-    h.fake
-        .inject(h.dm("user-1", "run the tests"))
-        .await
-        .expect("fake is listening");
-    let requested = h
-        .fake
-        .wait_for(common::WAIT, |sent, _| {
-            sent.iter()
-                .any(|m| m.message.text.starts_with("Approval needed ("))
-        })
-        .await;
-    assert!(requested, "{:#?}", h.texts());
-    let id = h
-        .texts()
-        .iter()
-        .find_map(|t| t.strip_prefix("Approval needed (").map(str::to_string))
-        .and_then(|t| t.split(')').next().map(str::to_string))
-        .expect("an approval id");
+    h.send("user-1", "run the tests").await;
+    let id = h.approval_id().await;
     h.ui.answer(true);
     h.say(
         "user-1",
@@ -320,14 +304,7 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
         "approved by fake:user-1",
     )
     .await;
-    let done = h
-        .fake
-        .wait_for(common::WAIT, |sent, _| {
-            sent.iter()
-                .any(|m| m.message.text.contains("[x] ran the tests"))
-        })
-        .await;
-    assert!(done, "{:#?}", h.texts());
+    h.posted("[x] ran the tests").await;
     h.session.shutdown().await.expect("shuts down");
 
     let parsed = read::parse(&as_file(&transcript));

@@ -189,6 +189,47 @@ impl Harness {
         );
     }
 
+    /// Sends a DM without waiting for an answer (the answer may wait for something else,
+    /// such as an approval).
+    pub async fn send(&self, user: &str, text: &str) {
+        self.fake
+            .inject(self.dm(user, text))
+            .await
+            .expect("fake is listening");
+    }
+
+    /// Waits until a posted message contains `needle` and returns it; fails the test,
+    /// naming everything posted, when none does in time.
+    pub async fn posted(&self, needle: &str) -> String {
+        let found = self
+            .fake
+            .wait_for(WAIT, |sent, _| {
+                sent.iter().any(|m| m.message.text.contains(needle))
+            })
+            .await;
+        assert!(
+            found,
+            "nothing posted contains {needle:?}: {:#?}",
+            self.texts()
+        );
+        self.texts()
+            .into_iter()
+            .find(|t| t.contains(needle))
+            .unwrap_or_default()
+    }
+
+    /// The id of the first approval request posted (`Approval needed (<id>): …`), once
+    /// one is.
+    pub async fn approval_id(&self) -> String {
+        let request = self.posted("Approval needed (").await;
+        request
+            .trim_start_matches("Approval needed (")
+            .split(')')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Every posted text, in order.
     pub fn texts(&self) -> Vec<String> {
         self.fake
