@@ -320,8 +320,9 @@ fn bench_sessions(c: &mut Criterion) {
     // recording costs. (A second started instance would find the fake transport's lock
     // taken and measure the "transport not running" path instead.)
     let transcript_dir = tempfile::tempdir().unwrap();
-    instance.store.data_mut().ctx.transcript =
-        Some(Transcript::create(transcript_dir.path(), "bench", Rotation::default(), 0).unwrap());
+    instance.store.data_mut().ctx.transcript = Some(
+        Transcript::create(transcript_dir.path(), "bench", "", Rotation::default(), 0).unwrap(),
+    );
     group.bench_function("through the component, with a transcript file", |b| {
         b.iter(|| {
             bench.tokio.block_on(async {

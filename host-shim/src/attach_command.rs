@@ -109,6 +109,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
     let state = Arc::new(Mutex::new(state));
     let debug = args.debug;
     let agent = link.agent();
+    let bridge = crate::runtime::component_digest(component);
     let starter: attach::SessionStarter = Box::new(move |described: LinkSession| {
         Box::pin(async move {
             // The project config is the one of pi's working directory.
@@ -122,6 +123,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                     match Transcript::create(
                         &dir,
                         &described.key,
+                        &bridge,
                         Rotation::default(),
                         clock.now_ms(),
                     ) {

@@ -253,6 +253,14 @@ async fn replay(
         println!("identical");
         return std::process::ExitCode::SUCCESS;
     }
+    // Which builds were compared, when it is known and not the same: "a new build behaves
+    // unlike the old one" needs both names.
+    if !report.recorded_bridge.is_empty() && report.recorded_bridge != report.replayed_bridge {
+        println!(
+            "recorded with bridge {}, replayed with bridge {}",
+            report.recorded_bridge, report.replayed_bridge
+        );
+    }
     for difference in report.differences.iter().take(max_differences) {
         println!(
             "line {} (after the input on line {}):",
@@ -357,7 +365,9 @@ async fn run_demo(
     let key = session.unwrap_or_else(|| default_session_key(&setup.cwd));
     let transcript = match transcript_dir {
         Some(dir) => {
-            let transcript = Transcript::create(&dir, &key, Rotation::default(), clock.now_ms())?;
+            let bridge = host_shim::runtime::component_digest(component);
+            let transcript =
+                Transcript::create(&dir, &key, &bridge, Rotation::default(), clock.now_ms())?;
             if let Some(path) = transcript.path() {
                 ui.notify(
                     Level::Info,

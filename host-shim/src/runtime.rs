@@ -69,6 +69,7 @@ pub struct Runtime {
     pre: bindings::BridgePre<SessionHost>,
     limits: Limits,
     compiled: Compiled,
+    digest: String,
 }
 
 /// A live instance and its store.
@@ -120,6 +121,7 @@ impl Runtime {
         limits: Limits,
         cache_dir: Option<&Path>,
     ) -> Result<Runtime, RuntimeError> {
+        let digest = component_digest(component);
         let engine = engine(limits)?;
         let cache = cache_dir.map(|dir| cache_file(dir, &engine, component));
         let cached = cache.as_deref().and_then(|path| load_cached(&engine, path));
@@ -141,7 +143,13 @@ impl Runtime {
             pre,
             limits,
             compiled,
+            digest,
         })
+    }
+
+    /// Which bridge build this runtime runs ([`component_digest`]).
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// Whether this runtime compiled the component or loaded it from the cache.
@@ -269,6 +277,17 @@ fn cache_file(dir: &Path, engine: &Engine, component: &[u8]) -> PathBuf {
     engine.precompile_compatibility_hash().hash(&mut compat);
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     dir.join(format!("bridge-{hex}-{:016x}.cwasm", compat.finish()))
+}
+
+/// A short name for one build of the bridge: the first 8 bytes of the component's
+/// SHA-256, in hex. Transcripts record it, so a replay that differs says which builds it
+/// compared.
+pub fn component_digest(component: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(component)[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The cached compilation at `path`, if it is there and safe to load. Loading compiled

@@ -482,6 +482,17 @@ fn a_run_records_a_transcript_when_asked_and_it_replays_identically() {
         assert_eq!(mode & 0o077, 0, "a transcript is this user's alone");
     }
 
+    // The header names the bridge build that ran.
+    let embedded = host_shim::runtime::component_digest(host_shim::runtime::EMBEDDED_COMPONENT);
+    let header = std::fs::read_to_string(&file).expect("transcript");
+    assert!(
+        header
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains(&format!(r#""bridge":"{embedded}""#))),
+        "{header}"
+    );
+
     // A real clock and a real agent: replay still reproduces every effect.
     let file = file.to_string_lossy().into_owned();
     let (status, output) = finish(home.command(&["replay", &file]));
@@ -547,6 +558,8 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
         .position(|l| l.contains("Paired as fake:user-1"))
         .expect("the pairing reply");
     lines[reply] = lines[reply].replace("Paired as fake:user-1", "Paired as fake:user-2");
+    // Recorded by another build: the report names both, as a new-build check needs.
+    lines[0] = lines[0].replace(r#""host":"#, r#""bridge":"00000000deadbeef","host":"#);
     lines.push("{\"v\":1,\"seq\":".into());
     let edited = home.path().join("edited.jsonl");
     std::fs::write(&edited, lines.join("\n")).expect("write");
@@ -560,6 +573,13 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
     assert!(output.contains("got:      ") && output.contains("Paired as fake:user-1"));
     assert!(
         output.contains("1 input with different effects"),
+        "{output}"
+    );
+    let embedded = host_shim::runtime::component_digest(host_shim::runtime::EMBEDDED_COMPONENT);
+    assert!(
+        output.contains(&format!(
+            "recorded with bridge 00000000deadbeef, replayed with bridge {embedded}"
+        )),
         "{output}"
     );
     assert!(

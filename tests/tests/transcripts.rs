@@ -50,7 +50,8 @@ async fn record_flow(dir: &Path, rotation: Rotation) -> String {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, KEY);
     setup.config = vec![common::demo_runs_tools()];
-    setup.transcript = Some(Transcript::create(dir, KEY, rotation, START_MS).expect("transcript"));
+    setup.transcript =
+        Some(Transcript::create(dir, KEY, "", rotation, START_MS).expect("transcript"));
     let h = setup.start().await;
     h.say("user-1", "hello", "not paired").await;
     let code = h.code_shown_locally();
@@ -288,7 +289,7 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, KEY);
     setup.config = vec![common::project_config(CONFIG)];
-    let transcript = Transcript::in_memory(KEY, START_MS);
+    let transcript = Transcript::in_memory(KEY, "", START_MS);
     setup.transcript = Some(transcript.clone());
     let h = setup.start().await;
     h.pair("user-1").await;
@@ -334,7 +335,7 @@ async fn an_eight_digit_code_is_masked_and_its_pairing_replays() {
     setup.config = vec![common::project_config(
         r#"{"bridge":{"pairingDigits":8,"remoteToolPolicy":"unrestricted"}}"#,
     )];
-    let transcript = Transcript::in_memory(KEY, START_MS);
+    let transcript = Transcript::in_memory(KEY, "", START_MS);
     setup.transcript = Some(transcript.clone());
     let h = setup.start().await;
     let code = h.pair("user-1").await;
@@ -373,7 +374,7 @@ async fn a_trap_and_the_restart_after_it_replay_identically() {
     let mut setup = Setup::new(&dirs, KEY);
     setup.runtime = runtime.clone();
     setup.config = vec![common::demo_runs_tools()];
-    let transcript = Transcript::in_memory(KEY, START_MS);
+    let transcript = Transcript::in_memory(KEY, "", START_MS);
     setup.transcript = Some(transcript.clone());
     let h = setup.start().await;
     h.pair("user-1").await;

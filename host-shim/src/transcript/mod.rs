@@ -53,6 +53,8 @@ pub struct Transcript(Arc<Mutex<Recorder>>);
 
 struct Recorder {
     key: String,
+    /// The bridge build, for every header ([`crate::runtime::component_digest`]).
+    bridge: String,
     seq: u64,
     scrubber: Scrubber,
     sink: Sink,
@@ -66,10 +68,11 @@ enum Sink {
 }
 
 /// The line that opens each file: whose transcript it is and which host wrote it.
-fn session_event(scrubber: &Scrubber, key: &str) -> Event {
+fn session_event(scrubber: &Scrubber, key: &str, bridge: &str) -> Event {
     Event::Session {
         key: scrubber.plain(key),
         host: env!("CARGO_PKG_VERSION").to_string(),
+        bridge: bridge.to_string(),
     }
 }
 
@@ -90,7 +93,11 @@ impl Recorder {
                 if file.needs_rotation(text.len() as u64 + 1) {
                     file.rotate()?;
                     self.seq += 1;
-                    let header = Line::new(self.seq, at, session_event(&self.scrubber, &self.key));
+                    let header = Line::new(
+                        self.seq,
+                        at,
+                        session_event(&self.scrubber, &self.key, &self.bridge),
+                    );
                     file.append(&header.to_json())?;
                     line.seq = self.seq + 1;
                     text = line.to_json();
@@ -105,10 +112,11 @@ impl Recorder {
 
 impl Transcript {
     /// Appends to `<dir>/<key as a file name>.jsonl`, rotated at `rotation`, starting with
-    /// a header line for this run.
+    /// a header line for this run naming the `bridge` build (empty: unknown).
     pub fn create(
         dir: &Path,
         key: &str,
+        bridge: &str,
         rotation: Rotation,
         now_ms: u64,
     ) -> Result<Transcript, OpenError> {
@@ -117,26 +125,27 @@ impl Transcript {
             source,
         };
         let file = RotatingFile::open(dir, &file::file_stem(key), rotation).map_err(error)?;
-        Transcript::start(key, Sink::File(file), now_ms).map_err(error)
+        Transcript::start(key, bridge, Sink::File(file), now_ms).map_err(error)
     }
 
     /// A transcript kept in memory (replay records the new run's effects in one).
-    pub fn in_memory(key: &str, now_ms: u64) -> Transcript {
-        match Transcript::start(key, Sink::Memory(Vec::new()), now_ms) {
+    pub fn in_memory(key: &str, bridge: &str, now_ms: u64) -> Transcript {
+        match Transcript::start(key, bridge, Sink::Memory(Vec::new()), now_ms) {
             Ok(transcript) => transcript,
             Err(_) => unreachable!("writing to memory cannot fail"),
         }
     }
 
-    fn start(key: &str, sink: Sink, now_ms: u64) -> std::io::Result<Transcript> {
+    fn start(key: &str, bridge: &str, sink: Sink, now_ms: u64) -> std::io::Result<Transcript> {
         let mut recorder = Recorder {
             key: key.to_string(),
+            bridge: bridge.to_string(),
             seq: 0,
             scrubber: Scrubber::default(),
             sink,
             stopped: false,
         };
-        let header = session_event(&recorder.scrubber, key);
+        let header = session_event(&recorder.scrubber, key, bridge);
         recorder.write(now_ms, header)?;
         Ok(Transcript(Arc::new(Mutex::new(recorder))))
     }

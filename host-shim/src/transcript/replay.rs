@@ -73,6 +73,10 @@ pub struct Report {
     pub effects: usize,
     /// The first difference of each input whose effects differ, in order.
     pub differences: Vec<Difference>,
+    /// The bridge build that recorded the transcript (empty: not recorded).
+    pub recorded_bridge: String,
+    /// The bridge build that replayed it.
+    pub replayed_bridge: String,
 }
 
 /// An agent nobody talks to: in replay every agent import answers from the script.
@@ -317,15 +321,15 @@ pub async fn replay(runtime: &Runtime, parsed: &Parsed) -> Result<Report, Replay
             kind: first.1.event.kind(),
         });
     }
-    let key = lines
+    let (key, recorded_bridge) = lines
         .iter()
         .find_map(|(_, l)| match &l.event {
-            Event::Session { key, .. } => Some(key.clone()),
+            Event::Session { key, bridge, .. } => Some((key.clone(), bridge.clone())),
             _ => None,
         })
-        .unwrap_or_else(|| "replay".into());
+        .unwrap_or_else(|| ("replay".into(), String::new()));
     let clock = Arc::new(ManualClock::new(first.1.at));
-    let transcript = Transcript::in_memory(&key, first.1.at);
+    let transcript = Transcript::in_memory(&key, runtime.digest(), first.1.at);
     transcript.drain();
     let script = Script::new(lines.iter().map(|(_, l)| &l.event));
     let ctx = context(&key, clock.clone(), transcript.clone(), script)?;
@@ -335,7 +339,11 @@ pub async fn replay(runtime: &Runtime, parsed: &Parsed) -> Result<Report, Replay
         transcript: transcript.clone(),
     };
 
-    let mut report = Report::default();
+    let mut report = Report {
+        recorded_bridge,
+        replayed_bridge: runtime.digest().to_string(),
+        ..Report::default()
+    };
     let inputs: Vec<usize> = (0..lines.len())
         .filter(|&i| lines[i].1.dir == Dir::In)
         .collect();
