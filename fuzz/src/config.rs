@@ -87,6 +87,7 @@ fn said(sources: &[ConfigSource]) -> Vec<String> {
     said.extend(fail_closed_lines(&loaded.fail_closed));
     said.extend(loaded.transports.iter().map(|t| t.settings_json.clone()));
     said.push(loaded.bridge.to_pretty_json());
+    // Last: `config` checks it with the marker exception (see there).
     said.push(format!("{loaded:?}"));
     said
 }
@@ -112,16 +113,24 @@ pub fn config(data: &[u8]) {
         .flat_map(|f| secrets_in_document(f))
         .filter(|secret| !baseline().iter().any(|text| text.contains(secret.as_str())))
         .collect();
-    for output in &said {
+    let debug = said.len() - 1;
+    for (i, output) in said.iter().enumerate() {
         for secret in &secrets {
             assert!(
                 !output.contains(secret.as_str()),
                 "config echoed a secret of its input: {output:?}"
             );
         }
-        assert!(
-            !contains_secret(output),
-            "config said something of a secret shape: {output:?}"
-        );
+        if i == debug {
+            // `Debug` escapes line breaks, which joins a redacted value with the next
+            // line's text (`KEY=[redacted]\nmore`): a match that starts with redaction's
+            // own marker is its output, not a secret (found by fuzzing, 2026-12-01).
+            crate::outbound::assert_redacted(output, &[]);
+        } else {
+            assert!(
+                !contains_secret(output),
+                "config said something of a secret shape: {output:?}"
+            );
+        }
     }
 }

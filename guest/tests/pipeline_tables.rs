@@ -429,7 +429,7 @@ fn redaction_reports_rules_once_in_rule_order_and_is_idempotent() {
     );
     assert_eq!(
         once.rules,
-        ["openai-key", "github-token", "env-secret-assignment"]
+        ["env-secret-assignment", "openai-key", "github-token"]
     );
     let twice = redact(&once.text);
     assert_eq!(twice.text, once.text);

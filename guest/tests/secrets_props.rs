@@ -56,7 +56,18 @@ proptest! {
         let text = format!("{before}{token}{after}");
         let out = redact(&text);
         prop_assert!(!out.text.contains(&token), "{rule} not redacted: {:?}", out.text);
-        prop_assert!(out.rules.contains(&rule), "{rule} not reported: {:?}", out.rules);
+        // A context shape runs before the tokens (see `SHAPES`): in a header or after
+        // `Bearer` the context's rule takes the token with the rest of the value.
+        let by_context = match before {
+            "Authorization: Bearer " => Some("bearer-header"),
+            "X-Api-Key: " => Some("auth-header"),
+            _ => None,
+        };
+        prop_assert!(
+            out.rules.contains(&rule) || by_context.is_some_and(|r| out.rules.contains(&r)),
+            "{rule} not reported: {:?}",
+            out.rules
+        );
         prop_assert!(out.text.starts_with(before) && out.text.ends_with(after), "{:?}", out.text);
     }
 

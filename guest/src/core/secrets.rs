@@ -80,14 +80,44 @@ pub struct Found {
 /// because a key block spans lines.
 pub const PRIVATE_KEY: usize = 0;
 
-/// Every secret shape, in the order redaction applies them (the original's order, §3.9): a
-/// later shape sees the text the earlier ones left, so order decides what a text becomes.
+/// Every secret shape, in the order redaction applies them: a later shape sees the text the
+/// earlier ones left, so order decides what a text becomes. The original's order (§3.9)
+/// put the tokens first; the shapes that recognise a secret by its context (a header's or
+/// a variable's name, a URL's scheme) now come first, so a token that runs into that
+/// context can no longer take it away before they see it (`eyJ….eyJ….xSTHUB_TOKEN=value`
+/// left the value bare: found by fuzzing). The tokens still see the names these keep.
 pub const SHAPES: [Shape; 17] = [
     Shape {
         name: "private-key",
         pattern: r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
         replacement: Replacement::Fixed("[redacted:private-key]"),
         find: private_key_header,
+    },
+    Shape {
+        name: "auth-header",
+        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]+)",
+        replacement: Replacement::Header,
+        find: auth_header,
+    },
+    Shape {
+        name: "bearer-header",
+        pattern: r"(?i)\bBearer\s+[A-Za-z0-9._~+/-]{20,}=*",
+        replacement: Replacement::Fixed("Bearer [redacted]"),
+        find: bearer,
+    },
+    Shape {
+        // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
+        // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
+        name: "env-secret-assignment",
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']+)"#,
+        replacement: Replacement::Assignment,
+        find: assignment,
+    },
+    Shape {
+        name: "url-credentials",
+        pattern: r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@",
+        replacement: Replacement::UrlCredentials,
+        find: url_credentials,
     },
     Shape {
         name: "anthropic-key",
@@ -164,32 +194,6 @@ pub const SHAPES: [Shape; 17] = [
         pattern: r"/bot[0-9]{6,12}:[A-Za-z0-9_-]{20,}",
         replacement: Replacement::Fixed("/bot[redacted:telegram-token]"),
         find: telegram_url,
-    },
-    Shape {
-        name: "auth-header",
-        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]+)",
-        replacement: Replacement::Header,
-        find: auth_header,
-    },
-    Shape {
-        name: "bearer-header",
-        pattern: r"(?i)\bBearer\s+[A-Za-z0-9._~+/-]{20,}=*",
-        replacement: Replacement::Fixed("Bearer [redacted]"),
-        find: bearer,
-    },
-    Shape {
-        // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
-        // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
-        name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']+)"#,
-        replacement: Replacement::Assignment,
-        find: assignment,
-    },
-    Shape {
-        name: "url-credentials",
-        pattern: r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@",
-        replacement: Replacement::UrlCredentials,
-        find: url_credentials,
     },
 ];
 
@@ -384,25 +388,25 @@ fn check(bytes: &[u8], i: usize, out: &mut Vec<Candidate>) {
     }
 }
 
-const ANTHROPIC: usize = 1;
-const OPENAI: usize = 2;
-const GITHUB: usize = 3;
-const SLACK_BOT: usize = 4;
-const SLACK_APP: usize = 5;
-const NPM: usize = 6;
-const DISCORD: usize = 7;
-const JWT: usize = 8;
-const AWS: usize = 9;
-const GOOGLE: usize = 10;
-const TELEGRAM: usize = 11;
-const TELEGRAM_URL: usize = 12;
+const ANTHROPIC: usize = 5;
+const OPENAI: usize = 6;
+const GITHUB: usize = 7;
+const SLACK_BOT: usize = 8;
+const SLACK_APP: usize = 9;
+const NPM: usize = 10;
+const DISCORD: usize = 11;
+const JWT: usize = 12;
+const AWS: usize = 13;
+const GOOGLE: usize = 14;
+const TELEGRAM: usize = 15;
+const TELEGRAM_URL: usize = 16;
 /// Index of the credential-header shape: its value runs to the end of the line.
-pub const AUTH_HEADER: usize = 13;
+pub const AUTH_HEADER: usize = 1;
 /// Index of the bearer shape: `Bearer` and its value may be on different lines.
-pub const BEARER: usize = 14;
+pub const BEARER: usize = 2;
 /// Index of the assignment shape: a quoted value may run over several lines.
-pub const ASSIGNMENT: usize = 15;
-const URL_CREDENTIALS: usize = 16;
+pub const ASSIGNMENT: usize = 3;
+const URL_CREDENTIALS: usize = 4;
 
 // Byte classes, as the patterns spell them. regex-lite's `\b`, `\s` and `\w` are ASCII only:
 // a non-ASCII character is not a word character and not whitespace.
