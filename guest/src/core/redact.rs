@@ -28,8 +28,40 @@ pub struct Redacted {
     pub rules: Vec<&'static str>,
 }
 
+/// Most passes over one text; see [`redact`].
+const MAX_PASSES: usize = 4;
+
 /// Replaces `text`'s secrets; applying it twice changes nothing more.
+///
+/// One pass applies every shape in list order. A replacement can complete another shape's
+/// context that the pass has already gone by (a token replaced inside a URL's user part
+/// leaves `scheme://user:pass@` whole: found by fuzzing), so passes repeat while they
+/// change the text, which also makes redaction idempotent by construction. Text without
+/// secrets costs one pass; a second pass over redacted text usually changes nothing.
 pub fn redact(text: &str) -> Redacted {
+    let (mut out, mut fired) = redact_once(text);
+    let mut passes = 1;
+    while fired != 0 && passes < MAX_PASSES {
+        let (again, more) = redact_once(&out);
+        passes += 1;
+        if more == 0 || again == out {
+            break;
+        }
+        out = again;
+        fired |= more;
+    }
+    let rules = SHAPES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| fired & (1 << i) != 0)
+        .map(|(_, shape)| shape.name)
+        .collect();
+    Redacted { text: out, rules }
+}
+
+/// One pass of every shape over `text`: the redacted text and the shapes that fired, as
+/// bits by index.
+fn redact_once(text: &str) -> (String, u32) {
     let mut fired = 0u32;
     let mut candidates = secrets::candidates(text);
     let keys_out;
@@ -66,13 +98,7 @@ pub fn redact(text: &str) -> Redacted {
         copied = end;
     }
     out.push_str(text.get(copied..).unwrap_or_default());
-    let rules = SHAPES
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| fired & (1 << i) != 0)
-        .map(|(_, shape)| shape.name)
-        .collect();
-    Redacted { text: out, rules }
+    (out, fired)
 }
 
 /// Applies every shape in list order to `region` (whole lines of the text, whose matches
