@@ -9,6 +9,7 @@ pub mod config;
 pub mod controls;
 pub mod dialect;
 pub mod digest;
+pub mod emphasis;
 pub mod explain;
 pub mod globs;
 pub mod html;

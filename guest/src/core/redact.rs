@@ -15,6 +15,7 @@
 
 use std::borrow::Cow;
 
+use crate::core::emphasis;
 use crate::core::secrets::{
     self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
 };
@@ -38,7 +39,33 @@ const MAX_PASSES: usize = 4;
 /// leaves `scheme://user:pass@` whole: found by fuzzing), so passes repeat while they
 /// change the text, which also makes redaction idempotent by construction. Text without
 /// secrets costs one pass; a second pass over redacted text usually changes nothing.
+///
+/// Then paired markdown emphasis underscores count as boundaries for one more look (see
+/// [`crate::core::emphasis`]): `_token_` renders as an italic token. That look comes after
+/// the text as written is redacted, so a token that holds underscores itself is already
+/// replaced whole before the view could cut it.
 pub fn redact(text: &str) -> Redacted {
+    let written = redact_passes(text);
+    let Some((view, placeholder)) = emphasis::view(&written.text) else {
+        return written;
+    };
+    let seen = redact_passes(&view);
+    if seen.rules.is_empty() {
+        return written;
+    }
+    let rules = SHAPES
+        .iter()
+        .map(|shape| shape.name)
+        .filter(|name| written.rules.contains(name) || seen.rules.contains(name))
+        .collect();
+    Redacted {
+        text: emphasis::restore(&seen.text, placeholder),
+        rules,
+    }
+}
+
+/// Passes over `text` while they change it (see [`redact`]).
+fn redact_passes(text: &str) -> Redacted {
     let (mut out, mut fired) = redact_once(text);
     let mut passes = 1;
     while fired != 0 && passes < MAX_PASSES {
@@ -353,6 +380,18 @@ fn base64_lines_end(text: &str, mut from: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_token_in_markdown_emphasis_is_redacted_and_the_emphasis_kept() {
+        // `_` is a word character: without the emphasis view the boundary fails on both
+        // sides, and rendering would show the whole token in italics (found by fuzzing).
+        let out = redact("see _xapp-1-A05B7C9D1E3-928ciOiJIUzI1tiw_ now");
+        assert_eq!(out.text, "see _[redacted:slack-token]_ now");
+        assert_eq!(out.rules, ["slack-app-token"]);
+        // A lone trailing underscore is not emphasis: the near-miss stays as it is.
+        let near = "npm_abcdefghijklmnopqrstuvwxyz0123456789_";
+        assert_eq!(redact(near).text, near);
+    }
     use super::*;
 
     /// A quoted value can close lines later; a header on the closing line can take the

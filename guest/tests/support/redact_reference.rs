@@ -10,6 +10,28 @@ use regex_lite::{Captures, Regex};
 /// `text` redacted by running every shape's pattern in list order, pass after pass while a
 /// pass changes the text (at most four passes, as the engine).
 pub fn reference_redact(text: &str) -> Redacted {
+    // Then emphasis underscores are boundaries for one more look, as in the engine; the
+    // view is shared, the passes are what this reference checks.
+    let written = reference_passes(text);
+    let Some((view, placeholder)) = guest::core::emphasis::view(&written.text) else {
+        return written;
+    };
+    let seen = reference_passes(&view);
+    if seen.rules.is_empty() {
+        return written;
+    }
+    let rules = SHAPES
+        .iter()
+        .map(|shape| shape.name)
+        .filter(|name| written.rules.contains(name) || seen.rules.contains(name))
+        .collect();
+    Redacted {
+        text: guest::core::emphasis::restore(&seen.text, placeholder),
+        rules,
+    }
+}
+
+fn reference_passes(text: &str) -> Redacted {
     let mut out = reference_once(text);
     let mut passes = 1;
     while !out.rules.is_empty() && passes < 4 {

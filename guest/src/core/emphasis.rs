@@ -1,0 +1,112 @@
+//! Markdown emphasis seen by redaction: `_xapp-1-…_` renders as an italic token, but `_` is
+//! a word character, so a shape's word boundary fails on both sides and the token would be
+//! sent whole (found by fuzzing the pipeline). Redaction therefore looks at a view of the
+//! text where each paired emphasis underscore is a placeholder that is no word character,
+//! and puts the underscores back afterwards.
+//!
+//! Pairing is deliberately simple and leans to more redaction, never less: per line, an
+//! underscore run that opens (no letter or digit before it, one after) pairs with the next
+//! run that closes (a letter or digit before, none after). A lone `token_` is not emphasis
+//! and stays a near-miss.
+
+/// The characters that may stand for an emphasis underscore: private-use, so no shape's
+/// class holds them as a word character; the first one the text does not hold is used.
+const PLACEHOLDERS: [char; 4] = ['\u{E000}', '\u{E001}', '\u{E002}', '\u{E003}'];
+
+/// The text with its paired emphasis underscores replaced by a placeholder, and that
+/// placeholder; `None` when there is nothing to replace (or every placeholder is taken,
+/// which leaves the text as it is).
+pub fn view(text: &str) -> Option<(String, char)> {
+    if !text.contains('_') {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let mut marked = vec![false; bytes.len()];
+    let mut any = false;
+    let mut opener: Option<(usize, usize)> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => {
+                opener = None;
+                i += 1;
+            }
+            b'_' => {
+                let start = i;
+                while i < bytes.len() && bytes[i] == b'_' {
+                    i += 1;
+                }
+                let before = start
+                    .checked_sub(1)
+                    .is_some_and(|p| bytes[p].is_ascii_alphanumeric());
+                let after = bytes.get(i).is_some_and(u8::is_ascii_alphanumeric);
+                match (before, after) {
+                    (false, true) => opener = Some((start, i)),
+                    (true, false) => {
+                        if let Some((open_start, open_end)) = opener.take() {
+                            marked[open_start..open_end].fill(true);
+                            marked[start..i].fill(true);
+                            any = true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    if !any {
+        return None;
+    }
+    let placeholder = PLACEHOLDERS.into_iter().find(|c| !text.contains(*c))?;
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, c) in text.char_indices() {
+        if marked[i] {
+            out.push(placeholder);
+        } else {
+            out.push(c);
+        }
+    }
+    Some((out, placeholder))
+}
+
+/// `text` with `placeholder` turned back into underscores.
+pub fn restore(text: &str, placeholder: char) -> String {
+    text.replace(placeholder, "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(text: &str) -> Option<String> {
+        view(text).map(|(v, p)| v.replace(p, "|"))
+    }
+
+    #[test]
+    fn pairs_table() {
+        let rows: [(&str, Option<&str>); 9] = [
+            ("_xapp-1-A05B_ ith", Some("|xapp-1-A05B| ith")),
+            ("__bold__ and _it_", Some("||bold|| and |it|")),
+            ("npm_abcdef_", None),
+            ("snake_case_name", None),
+            ("_open only", None),
+            ("close_ only", None),
+            ("_a\nb_", None),
+            ("no underscore", None),
+            ("(_x_)", Some("(|x|)")),
+        ];
+        for (text, expected) in rows {
+            assert_eq!(shown(text), expected.map(String::from), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn restore_gives_the_text_back() {
+        for text in ["_xapp-1-A05B_ ith", "__bold__ é _it_ \u{E000}"] {
+            let (v, p) = view(text).expect("paired");
+            assert_ne!(v, text);
+            assert_eq!(restore(&v, p), text);
+        }
+    }
+}
