@@ -159,12 +159,30 @@ pub fn assert_redacted(message: &str, planted: &[String]) {
             .get(found.keep..found.end)
             .unwrap_or_default()
             .trim_start_matches(['=', ':', ' ', '\t']);
+        // The renderer closes what a cut leaves open: `TOKEN=[r</blockquote>` is a marker
+        // cut by a small limit, then a closing tag (found by fuzzing, 2026-12-01).
+        let secret = without_tags(secret);
         assert!(
-            MARKER.starts_with(secret) || secret.starts_with(MARKER),
+            MARKER.starts_with(secret.as_str()) || secret.starts_with(MARKER),
             "text of the {} shape survived: {secret:?} in {message:?}",
             shape.name
         );
     }
+}
+
+/// `text` without `<…>` tags.
+fn without_tags(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_tag = false;
+    for c in text.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The tags Telegram's HTML parse mode accepts that the renderer writes.
