@@ -70,7 +70,10 @@ fn setting(setting: &core::Setting) -> Setting {
 fn baseline() -> &'static [String] {
     static BASELINE: OnceLock<Vec<String>> = OnceLock::new();
     BASELINE.get_or_init(|| {
-        let all = r#"{"transports":{"telegram":{"enabled":true},"discord":{"enabled":true},"slack":{"enabled":true},"robo_claw":{"enabled":true},"terminal":{"enabled":true}}}"#;
+        // With every transport and an (empty) remote scope, so the layout of everything
+        // config can show is known: `": [],\n    "` is the scope's formatting, not a
+        // secret of the input (found by fuzzing, 2026-12-01).
+        let all = r#"{"bridge":{"remoteScope":{}},"transports":{"telegram":{"enabled":true},"discord":{"enabled":true},"slack":{"enabled":true},"robo_claw":{"enabled":true},"terminal":{"enabled":true}}}"#;
         said(&[ConfigSource {
             scope: ConfigScope::Project,
             path: "/home/dev/.pi/project.json".into(),
