@@ -99,7 +99,12 @@ pub fn check(input: &PipelineInput) {
         markup: input.markup,
     };
     let prepared = prepare(&input.text, &caps, input.max_chunks);
-    let planted = secrets_in(&input.text);
+    // Input that already reads as redaction's output (`https://[redacted]@host`) plants no
+    // secret: it passes through as it is (found by fuzzing, 2026-12-01).
+    let planted: Vec<String> = secrets_in(&input.text)
+        .into_iter()
+        .filter(|secret| !secret.contains(MARKER))
+        .collect();
     let limit = usize::try_from(input.limit.max(1)).unwrap_or(usize::MAX);
     assert!(
         prepared.messages.len() <= usize::try_from(input.max_chunks.max(1)).unwrap_or(usize::MAX)
