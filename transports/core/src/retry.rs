@@ -85,6 +85,19 @@ pub enum Decision {
     RetryAfter(Duration),
 }
 
+/// Whether one client call retries, and what. Every platform client takes one per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// One attempt (typing: worthless late).
+    Never,
+    /// 5xx and network failures are retried; a 429 goes to the caller, whose outbox waits
+    /// per conversation and keeps the order of messages. A platform wait known in advance
+    /// (an empty bucket) is waited for only up to the policy's `max_platform_wait`.
+    Transient,
+    /// 5xx, network failures and short 429 waits are retried within the call.
+    All,
+}
+
 /// Exponential backoff with jitter, and how platform waits are honoured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {

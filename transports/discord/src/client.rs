@@ -233,19 +233,7 @@ impl From<OverCap> for DownloadError {
     }
 }
 
-/// Whether one call retries, and what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
-    /// One attempt (typing: worthless late).
-    Never,
-    /// 5xx and network failures are retried; a 429 goes to the caller, whose outbox waits
-    /// per conversation and keeps the order of messages. A bucket that is known to be
-    /// empty is waited for only up to the policy's `max_platform_wait`; a longer wait goes
-    /// to the caller as a rate limit too.
-    Transient,
-    /// 5xx, network failures and short 429 waits are retried within the call.
-    All,
-}
+pub use transport_core::retry::Retry;
 
 /// How the client is set up.
 #[derive(Debug, Clone)]

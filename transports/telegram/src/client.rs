@@ -250,17 +250,7 @@ impl From<OverCap> for DownloadError {
     }
 }
 
-/// Whether one call retries, and what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
-    /// One attempt; the caller decides (the listener's own backoff, the typing hint).
-    Never,
-    /// 5xx and network failures are retried; a 429 goes straight to the caller, whose
-    /// outbox waits per conversation and keeps the order of messages.
-    Transient,
-    /// 5xx, network failures and short 429 waits are retried within the call.
-    All,
-}
+pub use transport_core::retry::Retry;
 
 /// How the client is set up.
 #[derive(Debug, Clone)]
