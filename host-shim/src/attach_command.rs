@@ -84,6 +84,16 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| cwd.clone());
+    // A running broker (`host-shim serve`) serves the session with its shared bots;
+    // this process then only ties the session's life to pi's.
+    if let Some((ready, _connection)) =
+        crate::serve_command::ask_broker(&state_dir, &args.session).await?
+    {
+        print!("{ready}");
+        std::io::stdout().flush().ok();
+        stop_signal().await;
+        return Ok(());
+    }
     let socket = attach::socket_path(&state_dir, &args.session);
     let listener = match attach::bind(&socket).await? {
         Bound::Listening(listener) => listener,

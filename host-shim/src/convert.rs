@@ -63,3 +63,53 @@ pub fn envelope_to_wit(e: Envelope) -> types::Envelope {
             .collect(),
     }
 }
+
+/// The config files read by the bridge's own reader, natively: for host code that must
+/// agree with the bridge on a setting (a transcript's code length, a broker's list of
+/// who is allowed in which session) without asking a running instance.
+pub fn read_config_natively(
+    sources: &[crate::bindings::session::ConfigSource],
+) -> guest::core::config::LoadedConfig {
+    use crate::bindings::session::{ConfigContent, ConfigScope};
+    use guest::model;
+    let sources: Vec<model::ConfigSource> = sources
+        .iter()
+        .map(|s| model::ConfigSource {
+            scope: match s.scope {
+                ConfigScope::Global => model::ConfigScope::Global,
+                ConfigScope::Project => model::ConfigScope::Project,
+                ConfigScope::Override => model::ConfigScope::Override,
+            },
+            path: s.path.clone(),
+            content: match &s.content {
+                ConfigContent::Text(text) => model::ConfigContent::Text(text.clone()),
+                ConfigContent::Unreadable(why) => model::ConfigContent::Unreadable(why.clone()),
+            },
+        })
+        .collect();
+    guest::core::config::load_config(&sources, &[])
+}
+
+/// Capabilities as the bridge's native pipeline reads them (the broker renders its own
+/// few replies with it, so they are escaped and split like the bridge's).
+pub fn capabilities_to_guest(c: Capabilities) -> guest::model::Capabilities {
+    use guest::model;
+    model::Capabilities {
+        threads: c.threads,
+        edit: c.edit,
+        attachments: c.attachments,
+        typing: c.typing,
+        max_message_length: c.max_message_length,
+        length_unit: match c.length_unit {
+            LengthUnit::Chars => model::LengthUnit::Chars,
+            LengthUnit::Utf16 => model::LengthUnit::Utf16,
+            LengthUnit::Bytes => model::LengthUnit::Bytes,
+        },
+        markup: match c.markup {
+            Markup::Plain => model::Markup::Plain,
+            Markup::Markdown => model::Markup::Markdown,
+            Markup::Html => model::Markup::Html,
+            Markup::Mrkdwn => model::Markup::Mrkdwn,
+        },
+    }
+}

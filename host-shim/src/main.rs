@@ -74,6 +74,20 @@ enum Command {
         #[arg(long, value_name = "KEY")]
         session: String,
     },
+    /// Serve many sessions with one set of bots (the broker): pi sessions with the
+    /// bot-connect extension attach to it by themselves, and `--demo <name>` starts demo
+    /// sessions. Chats pick a session with /sessions and /switch. Stop with Ctrl-C.
+    Serve {
+        /// Start a demo session with this name (repeat for several).
+        #[arg(long = "demo", value_name = "NAME")]
+        demo: Vec<String>,
+        /// Seconds the demo agents spend on each step of a turn.
+        #[arg(long, default_value_t = 0.8, value_name = "SECONDS")]
+        pace: f64,
+        /// Sessions the sandbox has room for at once (the pooling allocator's size).
+        #[arg(long, default_value_t = 64, value_name = "N")]
+        max_sessions: u32,
+    },
     /// Run a transcript's inputs through the component (the embedded one, or
     /// --component) and print where its effects differ from the recorded ones. Exit
     /// status: 0 identical, 1 different, 2 transcript unreadable.
@@ -180,6 +194,24 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 debug: debug_enabled(),
             };
             host_shim::attach_command::run(&component, args)
+                .await
+                .map(|()| ok)
+        }
+        Command::Serve {
+            demo,
+            pace,
+            max_sessions,
+        } => {
+            if !(0.0..=60.0).contains(&pace) {
+                bail!("--pace must be between 0 and 60 seconds, got {pace}");
+            }
+            let args = host_shim::serve_command::ServeArgs {
+                demo,
+                pace: Duration::from_secs_f64(pace),
+                max_sessions,
+                debug: debug_enabled(),
+            };
+            host_shim::serve_command::run(&component, args)
                 .await
                 .map(|()| ok)
         }

@@ -176,6 +176,7 @@ pub async fn doctor(
         Some(holder) => lines.push(format!("- session {key:?}: in use by {holder}")),
         None => lines.push(format!("- session {key:?}: no host runs it now")),
     }
+    lines.extend(broker_lines(&locks, &state_file, now));
     for (level, text) in offline.ui.notes() {
         let label = match level {
             Level::Error => {
@@ -264,6 +265,38 @@ fn credential_lines(
 /// Where a session key's transports keep their own state: beside the state file.
 pub fn transport_state_dir(state_file: &Path) -> Option<PathBuf> {
     state_file.parent().map(Path::to_path_buf)
+}
+
+/// The broker's lines for `doctor`: whether one runs for this state directory and which
+/// sessions are attached to it.
+fn broker_lines(locks: &LockDir, state_file: &std::path::Path, now: u64) -> Vec<String> {
+    let Some(holder) = locks.holder(crate::serve_command::BROKER_LOCK, now) else {
+        return vec!["- broker (host-shim serve): not running".into()];
+    };
+    if holder.contains("no longer running") {
+        return vec![format!("- broker (host-shim serve): {holder}")];
+    }
+    let mut lines = vec![format!("- broker (host-shim serve): running ({holder})")];
+    match crate::broker::read_status(&crate::broker::status_path_beside(state_file)) {
+        Ok(status) if status.sessions.is_empty() => {
+            lines.push("  no session is attached".into());
+        }
+        Ok(status) => {
+            for (i, session) in status.sessions.iter().enumerate() {
+                lines.push(format!(
+                    "  {}. {} — {} (session {:?})",
+                    i + 1,
+                    session.name,
+                    session.cwd,
+                    session.key
+                ));
+            }
+        }
+        Err(error) => lines.push(format!(
+            "  warning: its session list is unreadable: {error}"
+        )),
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -71,6 +71,38 @@ impl Ui for StderrUi {
     }
 }
 
+/// Notifications on stderr labelled with a session's name: the terminal of the demo
+/// sessions a broker runs (`host-shim serve --demo <name>`), where several share one
+/// stderr. Nobody answers questions there, so approval fails closed.
+#[derive(Debug)]
+pub struct LabelledStderrUi {
+    label: String,
+}
+
+impl LabelledStderrUi {
+    /// A terminal whose lines start with `[label]`.
+    pub fn new(label: &str) -> Self {
+        LabelledStderrUi {
+            label: label.to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl Ui for LabelledStderrUi {
+    async fn notify(&self, level: Level, text: &str) {
+        eprintln!("[{}] {}: {text}", self.label, level_name(level));
+    }
+
+    async fn confirm(&self, _title: &str, _message: &str) -> bool {
+        false
+    }
+
+    async fn ask_approval(&self, _title: &str, _message: &str) -> Option<bool> {
+        None
+    }
+}
+
 /// Records notifications and answers questions from a script (tests).
 #[derive(Debug, Default)]
 pub struct RecordingUi {

@@ -22,7 +22,7 @@
 //! only redacted: the bridge keys its state on them, a code never travels in them, and a
 //! masked id would make replay talk about another conversation.
 
-use crate::bindings::session::{AgentEvent, ConfigContent, ConfigScope, ConfigSource, ToolAnswer};
+use crate::bindings::session::{AgentEvent, ConfigContent, ConfigSource, ToolAnswer};
 use crate::bindings::types::{Envelope, ToolDecision};
 use crate::transcript::line::Event;
 
@@ -110,24 +110,7 @@ impl Scrubber {
     /// Reads the code length from the config files the bridge is configured with, with
     /// the bridge's own reader: a transcript masks what this config makes a code.
     pub fn configure(&mut self, sources: &[ConfigSource]) {
-        let sources: Vec<guest::model::ConfigSource> = sources
-            .iter()
-            .map(|s| guest::model::ConfigSource {
-                scope: match s.scope {
-                    ConfigScope::Global => guest::model::ConfigScope::Global,
-                    ConfigScope::Project => guest::model::ConfigScope::Project,
-                    ConfigScope::Override => guest::model::ConfigScope::Override,
-                },
-                path: s.path.clone(),
-                content: match &s.content {
-                    ConfigContent::Text(text) => guest::model::ConfigContent::Text(text.clone()),
-                    ConfigContent::Unreadable(why) => {
-                        guest::model::ConfigContent::Unreadable(why.clone())
-                    }
-                },
-            })
-            .collect();
-        let loaded = guest::core::config::load_config(&sources, &[]);
+        let loaded = crate::convert::read_config_natively(sources);
         self.code_digits = loaded.bridge.pairing_digits as usize;
     }
 
@@ -452,6 +435,7 @@ impl Scrubber {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bindings::session::ConfigScope;
 
     #[test]
     fn a_shown_code_is_masked_and_an_attempt_names_it_by_position() {

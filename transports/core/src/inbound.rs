@@ -104,6 +104,14 @@ impl InboundSink {
         wait.await.map_err(|_| SessionGone)
     }
 
+    /// Hands on a message another sink received, receipt and all, once there is room: a
+    /// broker routing one bot's messages to many sessions keeps the platform's receipt
+    /// tied to the session that really handles the message. When this sink's session is
+    /// gone the message comes back, so the caller can still answer it.
+    pub async fn forward(&self, inbound: Inbound) -> Result<(), Inbound> {
+        self.0.send(inbound).await.map_err(|returned| returned.0)
+    }
+
     /// Tells the person at the terminal about a problem now. Never waits: when messages
     /// fill the channel the alert is dropped, and `diagnose` still carries it.
     pub fn alert(&self, transport: &str, text: impl Into<String>) {
@@ -169,6 +177,31 @@ mod tests {
             Err(SessionGone)
         );
         assert!(sink.is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_forwarded_message_keeps_its_receipt_and_comes_back_from_a_gone_session() {
+        let (platform, mut router) = channel(4);
+        let (session, mut session_stream) = channel(4);
+        let waiting =
+            tokio::spawn(async move { platform.deliver_and_wait(Envelope::default()).await });
+        let inbound = router.recv().await.expect("delivered");
+        session.forward(inbound).await.expect("room");
+        let forwarded = session_stream.recv().await.expect("forwarded");
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the session has not handled it yet");
+        drop(forwarded);
+        assert_eq!(waiting.await.expect("task"), Ok(()));
+
+        let (gone, gone_stream) = channel(1);
+        drop(gone_stream);
+        let returned = gone
+            .forward(Inbound::Alert {
+                transport: "telegram".into(),
+                text: "x".into(),
+            })
+            .await;
+        assert!(matches!(returned, Err(Inbound::Alert { .. })));
     }
 
     #[tokio::test]

@@ -1,0 +1,616 @@
+//! One bot, many sessions (issue 16 §1): the broker owns each bot connection and its lock
+//! once, and each attached session (its own component instance, state and trust) talks
+//! through a [`shared::RoutedTransport`] in its place.
+//!
+//! Inbound, the broker routes every message of a shared bot by its conversation's binding
+//! (`routing.rs`) and answers `/sessions` and `/switch` itself. Outbound, a session's send
+//! to a conversation bound to another session is refused, and the bridge reports it
+//! locally like any failed send. Pairing stays per session: the broker never sees a code.
+
+pub mod bindings;
+pub mod routing;
+pub mod shared;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use transport_core::{
+    Inbound, InboundSink, InboundStream, OutboundKind, OutboundMessage, Transport,
+};
+
+use crate::agent::Agent;
+use crate::bindings::session::{ConfigSource, TransportRequest};
+use crate::bindings::types::Level;
+use crate::clock::Clock;
+use crate::factory;
+use crate::lock::LockDir;
+use crate::logging::{LogLine, LogSink};
+use crate::session::{Built, TransportFactory};
+use crate::state_file::StateFile;
+use bindings::{Binding, Bindings};
+use routing::{Decision, SessionView};
+use shared::{RoutedTransport, Shared, lock};
+
+/// The log's session name for the broker's own lines.
+const LOG_NAME: &str = "broker";
+
+/// Why a session could not attach.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BrokerError {
+    /// The key is attached already (a second pi on one session).
+    #[error(
+        "session {0:?} is already attached to this broker; stop the other one first, or use another session key"
+    )]
+    AlreadyAttached(String),
+}
+
+/// Builds the real transport one validated request asks for.
+pub type BuildOne = Arc<dyn Fn(&TransportRequest) -> Built + Send + Sync>;
+
+/// The production [`BuildOne`]: the platform crates, credentials from the environment.
+pub fn build_from_environment(transport_state_dir: Option<PathBuf>) -> BuildOne {
+    Arc::new(move |request| {
+        let var = |name: &str| std::env::var(name).ok();
+        factory::build(
+            std::slice::from_ref(request),
+            None,
+            &factory::Environment {
+                var: &var,
+                state_dir: transport_state_dir.clone(),
+            },
+        )
+    })
+}
+
+/// What the broker needs from its process.
+pub struct BrokerOptions {
+    /// Where the bots' locks go.
+    pub locks: LockDir,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// The broker's log.
+    pub log: Arc<dyn LogSink>,
+    /// Builds the real transport for one request (`factory::build` with the process's
+    /// environment; a fake in tests).
+    pub build: BuildOne,
+    /// The state file, read (never written) for who is paired with which session.
+    pub state_file: Option<PathBuf>,
+    /// Conversation bindings (from the file beside the state file).
+    pub bindings: Bindings,
+    /// Where to keep the list of attached sessions for `doctor` (none in tests).
+    pub status_file: Option<PathBuf>,
+}
+
+/// What `doctor` reads of a running broker.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Status {
+    /// The broker's process id.
+    pub pid: u32,
+    /// Attached sessions, in attach order (`busy` as of the last attach or detach).
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// The status file next to `state_file`.
+pub fn status_path_beside(state_file: &std::path::Path) -> PathBuf {
+    state_file.with_file_name("broker-status.json")
+}
+
+/// Reads a broker's status file; the error says what was wrong, for `doctor`.
+pub fn read_status(path: &std::path::Path) -> Result<Status, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is malformed: {e}", path.display()))
+}
+
+/// One attached session.
+struct Attached {
+    key: String,
+    name: String,
+    cwd: String,
+    agent: Arc<dyn Agent>,
+    /// Identities the session's config trusts without pairing (`allowUsers`).
+    allowed: BTreeSet<String>,
+    /// The session's inbound sink, by shared transport (fingerprint).
+    sinks: HashMap<String, InboundSink>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Attached sessions, in attach order (the order `/sessions` numbers them).
+    sessions: Vec<Attached>,
+    bindings: Bindings,
+    shared: HashMap<String, Arc<Shared>>,
+    /// Shared transports whose real connection is started.
+    running: BTreeSet<String>,
+}
+
+/// An attached session as `doctor` and the status line show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionSummary {
+    /// Session key.
+    pub key: String,
+    /// Its name in `/sessions`.
+    pub name: String,
+    /// Working directory.
+    pub cwd: String,
+    /// A turn is running.
+    pub busy: bool,
+}
+
+/// The broker: shared transports, attached sessions, bindings.
+pub struct Broker {
+    locks: LockDir,
+    clock: Arc<dyn Clock>,
+    log: Arc<dyn LogSink>,
+    build: BuildOne,
+    state_file: Option<PathBuf>,
+    status_file: Option<PathBuf>,
+    inner: Mutex<Inner>,
+    routers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Broker {
+    /// A broker with no session attached yet.
+    pub fn new(options: BrokerOptions) -> Arc<Broker> {
+        Arc::new(Broker {
+            locks: options.locks,
+            clock: options.clock,
+            log: options.log,
+            build: options.build,
+            state_file: options.state_file,
+            status_file: options.status_file,
+            inner: Mutex::new(Inner {
+                bindings: options.bindings,
+                ..Inner::default()
+            }),
+            routers: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn inner<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        f(&mut lock(&self.inner))
+    }
+
+    fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
+        self.log.write(
+            LOG_NAME,
+            LogLine {
+                level,
+                event: event.into(),
+                fields: fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                    .collect(),
+            },
+        );
+    }
+
+    /// Attaches a session before its bridge starts (so its transports find it), and
+    /// returns the name chats reach it by: `name` (its pi session name or its
+    /// directory's), made unique with `-2`, `-3`… when another session has it.
+    pub fn attach(
+        &self,
+        key: &str,
+        name: &str,
+        cwd: &str,
+        config_sources: &[ConfigSource],
+        agent: Arc<dyn Agent>,
+    ) -> Result<String, BrokerError> {
+        let allowed = crate::convert::read_config_natively(config_sources)
+            .bridge
+            .allow_users
+            .iter()
+            .map(|identity| identity.as_str().to_owned())
+            .collect();
+        let name = self.inner(|inner| {
+            if inner.sessions.iter().any(|s| s.key == key) {
+                return Err(BrokerError::AlreadyAttached(key.to_owned()));
+            }
+            let base = if name.trim().is_empty() {
+                "session"
+            } else {
+                name.trim()
+            };
+            let taken = |n: &str| {
+                inner
+                    .sessions
+                    .iter()
+                    .any(|s| s.name.eq_ignore_ascii_case(n))
+            };
+            let mut unique = base.to_owned();
+            let mut n = 2;
+            while taken(&unique) {
+                unique = format!("{base}-{n}");
+                n += 1;
+            }
+            inner.sessions.push(Attached {
+                key: key.to_owned(),
+                name: unique.clone(),
+                cwd: cwd.to_owned(),
+                agent,
+                allowed,
+                sinks: HashMap::new(),
+            });
+            Ok(unique)
+        })?;
+        self.log(
+            Level::Info,
+            "session attached",
+            &[("session", key.to_owned())],
+        );
+        self.write_status();
+        Ok(name)
+    }
+
+    /// Forgets a session after its bridge has shut down (its pending replies were
+    /// reported locally by that shutdown). Its bindings stay: its chats hear that it is
+    /// away until it comes back or they `/switch`.
+    pub fn detach(&self, key: &str) {
+        self.inner(|inner| inner.sessions.retain(|s| s.key != key));
+        self.log(
+            Level::Info,
+            "session detached",
+            &[("session", key.to_owned())],
+        );
+        self.write_status();
+    }
+
+    fn write_status(&self) {
+        let Some(path) = &self.status_file else {
+            return;
+        };
+        let status = Status {
+            pid: std::process::id(),
+            sessions: self.sessions(),
+        };
+        let written = serde_json::to_string_pretty(&status)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                let temporary = path.with_extension("json.tmp");
+                std::fs::write(&temporary, text)
+                    .and_then(|()| std::fs::rename(&temporary, path))
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(error) = written {
+            self.log(
+                Level::Warning,
+                "broker status not written",
+                &[("path", path.display().to_string()), ("error", error)],
+            );
+        }
+    }
+
+    /// The transport factory for session `key`: shared bots in place of its own.
+    pub fn transports(self: &Arc<Self>, key: &str) -> TransportFactory {
+        let broker = Arc::downgrade(self);
+        let session = key.to_owned();
+        Box::new(move |requests| {
+            let Some(broker) = broker.upgrade() else {
+                return Built::default();
+            };
+            broker.build_for(&session, requests)
+        })
+    }
+
+    fn build_for(self: &Arc<Self>, session: &str, requests: &[TransportRequest]) -> Built {
+        let mut built = Built::default();
+        for request in requests {
+            let fingerprint = format!("{request:?}");
+            let existing = self.inner(|inner| inner.shared.get(&fingerprint).cloned());
+            let shared = match existing {
+                Some(shared) => shared,
+                None => {
+                    let mut one = (self.build)(request);
+                    built.notes.append(&mut one.notes);
+                    let Some(real) = one.transports.pop() else {
+                        continue;
+                    };
+                    let shared = Shared::new(fingerprint.clone(), real);
+                    // Two sessions building the same bot at once keep the first.
+                    self.inner(|inner| inner.shared.entry(fingerprint).or_insert(shared).clone())
+                }
+            };
+            built.transports.push(Arc::new(RoutedTransport {
+                shared,
+                session: session.to_owned(),
+                broker: Arc::downgrade(self),
+            }) as Arc<dyn Transport>);
+        }
+        built
+    }
+
+    fn is_running(&self, fingerprint: &str) -> bool {
+        self.inner(|inner| inner.running.contains(fingerprint))
+    }
+
+    fn register_sink(
+        &self,
+        session: &str,
+        fingerprint: &str,
+        sink: InboundSink,
+    ) -> Result<(), transport_core::TransportError> {
+        self.inner(|inner| {
+            let Some(attached) = inner.sessions.iter_mut().find(|s| s.key == session) else {
+                return Err(transport_core::TransportError::Failed(
+                    "this session is not attached to the broker (a host bug)".into(),
+                ));
+            };
+            if attached.sinks.contains_key(fingerprint) {
+                return Err(transport_core::TransportError::AlreadyStarted(
+                    fingerprint.to_owned(),
+                ));
+            }
+            attached.sinks.insert(fingerprint.to_owned(), sink);
+            Ok(())
+        })
+    }
+
+    fn unregister_sink(&self, session: &str, fingerprint: &str) {
+        self.inner(|inner| {
+            if let Some(attached) = inner.sessions.iter_mut().find(|s| s.key == session) {
+                attached.sinks.remove(fingerprint);
+            }
+        });
+    }
+
+    fn sessions_on(&self, fingerprint: &str) -> usize {
+        self.inner(|inner| {
+            inner
+                .sessions
+                .iter()
+                .filter(|s| s.sinks.contains_key(fingerprint))
+                .count()
+        })
+    }
+
+    /// Starts routing the real transport's stream; called once per shared transport.
+    fn run_router(self: &Arc<Self>, shared: Arc<Shared>, mut stream: InboundStream) {
+        self.inner(|inner| inner.running.insert(shared.fingerprint.clone()));
+        let broker: Weak<Broker> = Arc::downgrade(self);
+        let task = tokio::spawn(async move {
+            while let Some(inbound) = stream.recv().await {
+                let Some(broker) = broker.upgrade() else {
+                    break;
+                };
+                broker.route(&shared, inbound).await;
+            }
+        });
+        lock(&self.routers).push(task);
+    }
+
+    /// Routes one inbound message or alert of `shared`'s bot.
+    async fn route(&self, shared: &Shared, inbound: Inbound) {
+        let (envelope, handled) = match inbound {
+            Inbound::Alert { transport, text } => {
+                let sinks = self.sinks_on(&shared.fingerprint);
+                if sinks.is_empty() {
+                    // Nobody's terminal to show it in: the broker's log says it.
+                    self.log(
+                        Level::Error,
+                        "transport alert",
+                        &[("transport", transport.clone()), ("text", text.clone())],
+                    );
+                }
+                for sink in sinks {
+                    sink.alert(&transport, text.clone());
+                }
+                return;
+            }
+            Inbound::Message { envelope, handled } => (envelope, handled),
+        };
+        let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
+        let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+        match self.decide(
+            &shared.fingerprint,
+            &conversation,
+            &identity,
+            &envelope.text,
+        ) {
+            Decision::Deliver { session, bind } => {
+                if bind {
+                    self.bind(&conversation, &session);
+                }
+                let sink = self.inner(|inner| {
+                    inner
+                        .sessions
+                        .iter()
+                        .find(|s| s.key == session)
+                        .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
+                });
+                let message = Inbound::Message { envelope, handled };
+                let returned = match sink {
+                    Some(sink) => sink.forward(message).await.err(),
+                    None => Some(message),
+                };
+                // The session went away between the decision and the hand-over.
+                if let Some(Inbound::Message { envelope, handled }) = returned {
+                    self.reply(
+                        shared,
+                        &envelope,
+                        "The session this chat talks to has just stopped, so this message was \
+                         not delivered. Send /sessions to pick another.",
+                    )
+                    .await;
+                    drop(handled);
+                }
+            }
+            Decision::Switch { session, reply } => {
+                self.bind(&conversation, &session);
+                self.reply(shared, &envelope, &reply).await;
+                drop(handled);
+            }
+            Decision::Reply(text) => {
+                self.reply(shared, &envelope, &text).await;
+                drop(handled);
+            }
+        }
+    }
+
+    fn sinks_on(&self, fingerprint: &str) -> Vec<InboundSink> {
+        self.inner(|inner| {
+            inner
+                .sessions
+                .iter()
+                .filter_map(|s| s.sinks.get(fingerprint).cloned())
+                .collect()
+        })
+    }
+
+    fn decide(
+        &self,
+        fingerprint: &str,
+        conversation: &str,
+        identity: &str,
+        text: &str,
+    ) -> Decision {
+        // The common case (a bound chat writing to its session) needs no view of who is
+        // paired where, so it reads no file.
+        let fast = self.inner(|inner| {
+            let bound = inner.bindings.get(conversation)?;
+            let attached = inner
+                .sessions
+                .iter()
+                .any(|s| s.key == bound.session && s.sinks.contains_key(fingerprint));
+            (attached && !routing::is_broker_command(text)).then(|| Decision::Deliver {
+                session: bound.session.clone(),
+                bind: false,
+            })
+        });
+        if let Some(decision) = fast {
+            return decision;
+        }
+        let views = self.views(fingerprint);
+        let bound = self.inner(|inner| inner.bindings.get(conversation).cloned());
+        routing::decide(
+            text,
+            identity,
+            bound.as_ref().map(|b| b.session.as_str()),
+            bound.as_ref().map(|b| b.name.as_str()),
+            &views,
+        )
+    }
+
+    /// The sessions on one shared bot, with who is paired with each (from the state file,
+    /// read fresh: a session may have paired someone a moment ago) and who its config
+    /// allows.
+    fn views(&self, fingerprint: &str) -> Vec<SessionView> {
+        let mut views: Vec<SessionView> = self.inner(|inner| {
+            inner
+                .sessions
+                .iter()
+                .filter(|s| s.sinks.contains_key(fingerprint))
+                .map(|s| SessionView {
+                    key: s.key.clone(),
+                    name: s.name.clone(),
+                    cwd: s.cwd.clone(),
+                    busy: !s.agent.is_idle(),
+                    paired: s.allowed.clone(),
+                })
+                .collect()
+        });
+        let Some(path) = &self.state_file else {
+            return views;
+        };
+        match StateFile::open_read_only(path) {
+            Ok((mut file, _)) => {
+                for view in &mut views {
+                    if let Some(document) = file.load(&view.key) {
+                        let (state, _) =
+                            guest::core::state::parse_session_state(&document, &view.key);
+                        view.paired
+                            .extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
+                    }
+                }
+            }
+            Err(e) => self.log(
+                Level::Warning,
+                "state file unreadable",
+                &[("error", e.to_string())],
+            ),
+        }
+        views
+    }
+
+    fn bind(&self, conversation: &str, session: &str) {
+        let written = self.inner(|inner| {
+            let name = inner
+                .sessions
+                .iter()
+                .find(|s| s.key == session)
+                .map(|s| s.name.clone())
+                .unwrap_or_default();
+            inner.bindings.bind(
+                conversation,
+                Binding {
+                    session: session.to_owned(),
+                    name,
+                },
+            )
+        });
+        if let Err(error) = written {
+            self.log(Level::Warning, "bindings not saved", &[("error", error)]);
+        }
+    }
+
+    /// Answers `envelope` from the broker itself, rendered by the bridge's own pipeline
+    /// for the platform's markup and limit (a `<name>` must not break Telegram's HTML).
+    async fn reply(&self, shared: &Shared, envelope: &transport_core::Envelope, text: &str) {
+        let caps = crate::convert::capabilities_to_guest(shared.real.capabilities());
+        let prepared = guest::core::outbound::prepare(text, &caps, 4);
+        for text in prepared.messages {
+            let message = OutboundMessage {
+                conversation_id: envelope.conversation_id.clone(),
+                thread_id: envelope.thread_id.clone(),
+                kind: OutboundKind::Notice,
+                text,
+                edit_key: None,
+                buttons: Vec::new(),
+            };
+            if let Err(error) = shared.real.send(message).await {
+                self.log(
+                    Level::Warning,
+                    "broker reply not sent",
+                    &[
+                        ("transport", envelope.transport.clone()),
+                        ("error", error.to_string()),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// The attached sessions, in attach order.
+    pub fn sessions(&self) -> Vec<SessionSummary> {
+        self.inner(|inner| {
+            inner
+                .sessions
+                .iter()
+                .map(|s| SessionSummary {
+                    key: s.key.clone(),
+                    name: s.name.clone(),
+                    cwd: s.cwd.clone(),
+                    busy: !s.agent.is_idle(),
+                })
+                .collect()
+        })
+    }
+
+    /// Stops every real transport and releases the bots' locks. Sessions are shut down
+    /// by their owners first (each reports what it could not send).
+    pub async fn shutdown(&self) {
+        for task in lock(&self.routers).drain(..) {
+            task.abort();
+        }
+        let shared: Vec<Arc<Shared>> =
+            self.inner(|inner| inner.shared.drain().map(|(_, s)| s).collect());
+        for shared in shared {
+            shared.real.stop().await;
+            shared.release().await;
+        }
+        self.inner(|inner| inner.running.clear());
+        if let Some(path) = &self.status_file {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

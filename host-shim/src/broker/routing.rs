@@ -1,0 +1,325 @@
+//! Which session a message is for, and the broker's own two commands (`/sessions`,
+//! `/switch`): pure decisions over plain data, so every rule is a table test.
+//!
+//! Rules (issue 16 §1):
+//! - a message goes to the session its conversation is bound to; unbound, to the only
+//!   attached session (which binds it); otherwise the sender gets the list;
+//! - `/sessions` lists only the sessions the sender's identity is paired with: a
+//!   stranger learns nothing about the others (not their names, not their directories);
+//! - `/switch <n|name>` binds the conversation to one of those. A stranger may name a
+//!   session shown in its terminal: the conversation is bound and the message handed to
+//!   that session, whose pairing challenge (code shown only in its terminal) decides.
+
+use std::collections::BTreeSet;
+
+/// One attached session as routing sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionView {
+    /// Session key.
+    pub key: String,
+    /// The name people use for it (`/switch <name>`).
+    pub name: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// A turn is running.
+    pub busy: bool,
+    /// Identities (`transport:userId`) paired with it.
+    pub paired: BTreeSet<String>,
+}
+
+/// What to do with one inbound message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Hand it to this session; `bind` when the conversation was not bound yet.
+    Deliver {
+        /// Session key.
+        session: String,
+        /// Bind the conversation to it first.
+        bind: bool,
+    },
+    /// Bind the conversation to this session and answer with `reply` (a paired `/switch`).
+    Switch {
+        /// Session key.
+        session: String,
+        /// The confirmation.
+        reply: String,
+    },
+    /// Answer the message here; no session sees it.
+    Reply(String),
+}
+
+/// The broker's command in `text`, if any: `/sessions` or `/switch <arg>`, with a
+/// Telegram-style `@botname` suffix allowed on the command word.
+fn broker_command(text: &str) -> Option<(&'static str, &str)> {
+    let text = text.trim();
+    let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    let word = word.split_once('@').map_or(word, |(w, _)| w);
+    match word.to_ascii_lowercase().as_str() {
+        "/sessions" => Some(("sessions", rest.trim())),
+        "/switch" => Some(("switch", rest.trim())),
+        _ => None,
+    }
+}
+
+/// True when `text` is one of the broker's own commands (it never reaches a session).
+pub fn is_broker_command(text: &str) -> bool {
+    broker_command(text).is_some()
+}
+
+/// The text a stranger gets when several sessions could be meant: how to reach one,
+/// without naming any.
+pub const STRANGER_HELP: &str = "This bot serves several agent sessions. Send /switch <name> \
+     with the name shown in the terminal of the session you want to reach.";
+
+/// The text when no session is attached: the message is answered, not kept.
+pub const NONE_ATTACHED: &str = "No agent session is attached to this bot right now, so this \
+     message was not delivered. Start one (pi with bot-connect, or host-shim serve --demo \
+     <name>) and send it again.";
+
+/// Decides what happens to `text` from `identity` in conversation `conversation`
+/// (`transport:conversationId`), given its binding (`bound`: a session key, attached or
+/// not) and the attached sessions in attach order.
+pub fn decide(
+    text: &str,
+    identity: &str,
+    bound: Option<&str>,
+    bound_name: Option<&str>,
+    sessions: &[SessionView],
+) -> Decision {
+    let visible: Vec<&SessionView> = sessions
+        .iter()
+        .filter(|s| s.paired.contains(identity))
+        .collect();
+    match broker_command(text) {
+        Some(("sessions", _)) => Decision::Reply(list(&visible, bound)),
+        Some((_, "")) => Decision::Reply(list(&visible, bound)),
+        Some((_, wanted)) => switch(wanted, identity, &visible, sessions),
+        None => match bound {
+            Some(key) if sessions.iter().any(|s| s.key == key) => Decision::Deliver {
+                session: key.to_owned(),
+                bind: false,
+            },
+            Some(_) => Decision::Reply(format!(
+                "The session this chat talks to ({}) is not attached right now, so this message \
+                 was not delivered. Send /sessions to pick another, or send it again once it is back.",
+                bound_name.unwrap_or("unnamed")
+            )),
+            None => match sessions {
+                [] => Decision::Reply(NONE_ATTACHED.to_owned()),
+                [only] => Decision::Deliver {
+                    session: only.key.clone(),
+                    bind: true,
+                },
+                _ if visible.is_empty() => Decision::Reply(STRANGER_HELP.to_owned()),
+                _ => Decision::Reply(format!(
+                    "This message was not delivered: this chat is not bound to a session yet.\n{}",
+                    list(&visible, None)
+                )),
+            },
+        },
+    }
+}
+
+fn switch(
+    wanted: &str,
+    identity: &str,
+    visible: &[&SessionView],
+    sessions: &[SessionView],
+) -> Decision {
+    let by_number = wanted
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| visible.get(i).copied());
+    let by_name = |s: &&SessionView| s.name.eq_ignore_ascii_case(wanted) || s.key == wanted;
+    if let Some(target) = by_number.or_else(|| visible.iter().copied().find(by_name)) {
+        return Decision::Switch {
+            session: target.key.clone(),
+            reply: format!("This chat now talks to {} ({}).", target.name, target.cwd),
+        };
+    }
+    match sessions.iter().find(|s| by_name(s)) {
+        // A stranger names a session: the session's own pairing decides, and its code
+        // shows only in its terminal.
+        Some(target) if !target.paired.contains(identity) => Decision::Deliver {
+            session: target.key.clone(),
+            bind: true,
+        },
+        _ => Decision::Reply(format!(
+            "No session called {wanted:?} is attached to this bot for you. Send /sessions to see \
+             yours."
+        )),
+    }
+}
+
+/// The numbered list of `visible` sessions, marking the one `bound` to this chat.
+fn list(visible: &[&SessionView], bound: Option<&str>) -> String {
+    if visible.is_empty() {
+        return STRANGER_HELP.to_owned();
+    }
+    let mut text = String::from("Sessions you are paired with:");
+    for (i, session) in visible.iter().enumerate() {
+        let state = if session.busy { "busy" } else { "idle" };
+        let here = if bound == Some(session.key.as_str()) {
+            " ← this chat"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "\n{}. {} — {} ({state}){here}",
+            i + 1,
+            session.name,
+            session.cwd
+        ));
+    }
+    text.push_str("\nSend /switch <number or name> to talk to another.");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(key: &str, name: &str, paired: &[&str]) -> SessionView {
+        SessionView {
+            key: key.into(),
+            name: name.into(),
+            cwd: format!("/work/{name}"),
+            busy: false,
+            paired: paired.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    fn two() -> Vec<SessionView> {
+        vec![
+            session("k-api", "api", &["telegram:1"]),
+            session("k-web", "web", &["telegram:1", "telegram:2"]),
+        ]
+    }
+
+    #[test]
+    fn a_bound_conversation_goes_to_its_session() {
+        assert_eq!(
+            decide("hello", "telegram:9", Some("k-web"), Some("web"), &two()),
+            Decision::Deliver {
+                session: "k-web".into(),
+                bind: false
+            }
+        );
+    }
+
+    #[test]
+    fn unbound_goes_to_the_only_session_and_binds_it() {
+        let only = vec![session("k-api", "api", &[])];
+        assert_eq!(
+            decide("hello", "telegram:9", None, None, &only),
+            Decision::Deliver {
+                session: "k-api".into(),
+                bind: true
+            }
+        );
+    }
+
+    #[test]
+    fn unbound_with_several_sessions_gets_the_list_of_its_own_sessions_only() {
+        let Decision::Reply(text) = decide("hello", "telegram:2", None, None, &two()) else {
+            panic!("expected a reply");
+        };
+        assert!(text.contains("not delivered"), "{text}");
+        assert!(text.contains("1. web — /work/web (idle)"), "{text}");
+        assert!(
+            !text.contains("api"),
+            "telegram:2 is not paired with api: {text}"
+        );
+    }
+
+    #[test]
+    fn a_stranger_learns_no_session_name_or_directory() {
+        for text in ["hello", "/sessions", "/switch", "/switch 1", "/switch nope"] {
+            let Decision::Reply(reply) = decide(text, "telegram:77", None, None, &two()) else {
+                panic!("{text}: expected a reply");
+            };
+            for secret in ["api", "web", "/work"] {
+                assert!(!reply.contains(secret), "{text} → {reply}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stranger_naming_a_session_is_handed_to_its_pairing() {
+        assert_eq!(
+            decide("/switch API", "telegram:77", None, None, &two()),
+            Decision::Deliver {
+                session: "k-api".into(),
+                bind: true
+            }
+        );
+    }
+
+    #[test]
+    fn switch_by_number_counts_in_the_senders_own_list() {
+        // telegram:2 sees only `web`, so its 1 is web, not api.
+        assert_eq!(
+            decide("/switch 1", "telegram:2", Some("k-api"), None, &two()),
+            Decision::Switch {
+                session: "k-web".into(),
+                reply: "This chat now talks to web (/work/web).".into()
+            }
+        );
+        assert!(matches!(
+            decide("/switch 2", "telegram:2", None, None, &two()),
+            Decision::Reply(text) if text.contains("No session called \"2\"")
+        ));
+    }
+
+    #[test]
+    fn switch_by_name_ignores_case_and_takes_a_bot_suffix() {
+        assert!(matches!(
+            decide("/switch@my_bot Web", "telegram:1", None, None, &two()),
+            Decision::Switch { session, .. } if session == "k-web"
+        ));
+    }
+
+    #[test]
+    fn sessions_marks_this_chat_and_says_busy() {
+        let mut sessions = two();
+        sessions[0].busy = true;
+        let Decision::Reply(text) =
+            decide("/sessions", "telegram:1", Some("k-web"), None, &sessions)
+        else {
+            panic!("expected a reply");
+        };
+        assert!(text.contains("1. api — /work/api (busy)\n"), "{text}");
+        assert!(
+            text.contains("2. web — /work/web (idle) ← this chat"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_session_that_detached_keeps_its_binding_and_the_sender_hears_it() {
+        let Decision::Reply(text) =
+            decide("hello", "telegram:1", Some("k-gone"), Some("old"), &two())
+        else {
+            panic!("expected a reply");
+        };
+        assert!(text.contains("(old) is not attached"), "{text}");
+        assert!(text.contains("not delivered"), "{text}");
+    }
+
+    #[test]
+    fn with_no_session_the_message_is_answered_not_dropped() {
+        assert_eq!(
+            decide("hello", "telegram:1", None, None, &[]),
+            Decision::Reply(NONE_ATTACHED.into())
+        );
+    }
+
+    #[test]
+    fn only_the_command_word_makes_a_broker_command() {
+        assert!(is_broker_command("  /sessions "));
+        assert!(is_broker_command("/SWITCH api"));
+        assert!(!is_broker_command("/sessionsx"));
+        assert!(!is_broker_command("please /switch api"));
+    }
+}

@@ -1,0 +1,216 @@
+//! One real bot connection shared by every session of a broker, and the per-session
+//! [`RoutedTransport`] each session's bridge sees in its place.
+//!
+//! The bridge inside a session does not know it shares the bot: it identifies, starts,
+//! sends and stops as usual. Underneath, the first session to start the transport starts
+//! the real one (with the router as its sink and the broker holding the bot's lock), later
+//! ones only register their own sink, and a session's stop only unregisters it. Sends are
+//! refused for a conversation bound to another session, so one session's cards and
+//! replies never land in a chat that talks to another (issue 16 §1).
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use async_trait::async_trait;
+use transport_core::{
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundMessage, SendReceipt,
+    Transport, TransportError,
+};
+
+use super::Broker;
+use crate::lock::{Claimant, LockError, LockGuard};
+
+/// Messages in flight from one real transport to the router.
+const ROUTER_CAPACITY: usize = 256;
+
+struct Started {
+    identity: BotIdentity,
+    _lock: Option<LockGuard>,
+}
+
+/// One real transport, started at most once for all sessions.
+pub(super) struct Shared {
+    /// The request it was built from (`id` + settings): sessions asking for the same
+    /// bot share it; another credential under the same id is another `Shared`.
+    pub(super) fingerprint: String,
+    pub(super) real: Arc<dyn Transport>,
+    started: tokio::sync::Mutex<Option<Started>>,
+}
+
+impl Shared {
+    pub(super) fn new(fingerprint: String, real: Arc<dyn Transport>) -> Arc<Shared> {
+        Arc::new(Shared {
+            fingerprint,
+            real,
+            started: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Identifies the bot and takes its lock for the broker, once; later calls answer
+    /// from memory. The identity handed to sessions names no lock: the broker holds it
+    /// for all of them, so the sessions never contend for it.
+    async fn identify(&self, broker: &Broker) -> Result<BotIdentity, TransportError> {
+        let mut started = self.started.lock().await;
+        if let Some(started) = started.as_ref() {
+            return Ok(started.identity.clone());
+        }
+        let identity = self.real.identify().await?;
+        let lock = match &identity.lock_name {
+            Some(name) => Some(
+                broker
+                    .locks
+                    .acquire(
+                        name,
+                        u64::MAX,
+                        &Claimant::this_process(broker.clock.now_ms()),
+                    )
+                    .map_err(|error| match error {
+                        LockError::Held { holder_description } => TransportError::Failed(format!(
+                            "another host-shim already uses this {} bot ({holder_description}); \
+                             stop it, or attach that session to this broker instead",
+                            self.real.id()
+                        )),
+                        other => TransportError::Failed(format!(
+                            "cannot take the {} bot's lock: {other}",
+                            self.real.id()
+                        )),
+                    })?,
+            ),
+            None => None,
+        };
+        let identity = BotIdentity {
+            lock_name: None,
+            ..identity
+        };
+        *started = Some(Started {
+            identity: identity.clone(),
+            _lock: lock,
+        });
+        Ok(identity)
+    }
+
+    /// Forgets the identity and releases the bot's lock (the broker stops).
+    pub(super) async fn release(&self) {
+        self.started.lock().await.take();
+    }
+}
+
+/// A session's view of a shared transport.
+pub struct RoutedTransport {
+    pub(super) shared: Arc<Shared>,
+    pub(super) session: String,
+    pub(super) broker: Weak<Broker>,
+}
+
+impl RoutedTransport {
+    fn broker(&self) -> Result<Arc<Broker>, TransportError> {
+        self.broker
+            .upgrade()
+            .ok_or_else(|| TransportError::NotStarted(self.shared.real.id().to_owned()))
+    }
+
+    /// The session `conversation_id` is bound to when that is another one: its name.
+    fn bound_elsewhere(&self, broker: &Broker, conversation_id: &str) -> Option<String> {
+        let key = format!("{}:{conversation_id}", self.shared.real.id());
+        broker.inner(|inner| {
+            inner
+                .bindings
+                .get(&key)
+                .filter(|b| b.session != self.session)
+                .map(|b| b.name.clone())
+        })
+    }
+}
+
+#[async_trait]
+impl Transport for RoutedTransport {
+    fn id(&self) -> &str {
+        self.shared.real.id()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.shared.real.capabilities()
+    }
+
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        let broker = self.broker()?;
+        self.shared.identify(&broker).await
+    }
+
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+        let broker = self.broker()?;
+        {
+            // Held across the real start, so two sessions starting at once start it once.
+            let started = self.shared.started.lock().await;
+            if started.is_none() {
+                return Err(TransportError::Failed(format!(
+                    "{}: start before identify (a host bug)",
+                    self.id()
+                )));
+            }
+            if !broker.is_running(&self.shared.fingerprint) {
+                let (router_sink, stream) = transport_core::inbound::channel(ROUTER_CAPACITY);
+                self.shared.real.start(router_sink).await?;
+                broker.run_router(self.shared.clone(), stream);
+            }
+        }
+        broker.register_sink(&self.session, &self.shared.fingerprint, sink)
+    }
+
+    async fn stop(&self) {
+        if let Some(broker) = self.broker.upgrade() {
+            broker.unregister_sink(&self.session, &self.shared.fingerprint);
+        }
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        let broker = self.broker()?;
+        if let Some(other) = self.bound_elsewhere(&broker, &message.conversation_id) {
+            // The chat moved on with /switch: its messages now come from that session.
+            return Err(TransportError::Failed(format!(
+                "not sent: this chat now talks to another session ({other})"
+            )));
+        }
+        self.shared.real.send(message).await
+    }
+
+    async fn typing(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Result<(), TransportError> {
+        let broker = self.broker()?;
+        if self.bound_elsewhere(&broker, conversation_id).is_some() {
+            return Ok(());
+        }
+        self.shared.real.typing(conversation_id, thread_id).await
+    }
+
+    async fn fetch_attachment(
+        &self,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        self.shared
+            .real
+            .fetch_attachment(reference, max_bytes)
+            .await
+    }
+
+    fn diagnose(&self) -> String {
+        let sessions = self
+            .broker
+            .upgrade()
+            .map_or(0, |b| b.sessions_on(&self.shared.fingerprint));
+        format!(
+            "{} (shared by the broker with {sessions} session{})",
+            self.shared.real.diagnose(),
+            if sessions == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// Locks a std mutex, taking the value back from a poisoned one (a panic elsewhere must
+/// not stop every session's routing).
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

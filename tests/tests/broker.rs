@@ -1,0 +1,363 @@
+//! One bot, many sessions (issue 16 §1): real components behind one broker and one fake
+//! bot. Each chat talks to the session it is bound to, strangers learn nothing, pairing
+//! stays per session, and bindings outlive the broker.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Dirs, ScriptAgent, WAIT, editable_fake, project_config, runtime};
+use host_shim::bindings::session::{AgentEvent, TurnOrigin};
+use host_shim::broker::bindings::{self, Bindings};
+use host_shim::broker::{Broker, BrokerOptions};
+use host_shim::clock::ManualClock;
+use host_shim::logging::MemoryLog;
+use host_shim::session::{Built, Session, SessionSpec};
+use host_shim::ui::RecordingUi;
+use transport_core::{Envelope, Transport};
+use transport_testing::fake::FakeTransport;
+
+/// One attached session.
+struct Attached {
+    session: Session,
+    agent: Arc<ScriptAgent>,
+    ui: Arc<RecordingUi>,
+}
+
+struct World {
+    dirs: Dirs,
+    fake: FakeTransport,
+    broker: Arc<Broker>,
+    clock: Arc<ManualClock>,
+}
+
+impl World {
+    fn new() -> World {
+        let dirs = Dirs::new();
+        let fake = editable_fake();
+        World::with(dirs, fake)
+    }
+
+    /// A broker over `dirs` (a restart reuses them) whose one bot is `fake`.
+    fn with(dirs: Dirs, fake: FakeTransport) -> World {
+        let state_file = dirs.dir.path().join("state.json");
+        let (bindings, warning) = Bindings::load(&bindings::path_beside(&state_file));
+        assert_eq!(warning, None);
+        let bot = fake.handle();
+        let broker = Broker::new(BrokerOptions {
+            locks: dirs.locks(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            log: Arc::new(MemoryLog::default()),
+            build: Arc::new(move |_request| Built {
+                transports: vec![Arc::new(bot.handle()) as Arc<dyn Transport>],
+                notes: Vec::new(),
+            }),
+            state_file: Some(state_file.clone()),
+            bindings,
+            status_file: Some(host_shim::broker::status_path_beside(&state_file)),
+        });
+        World {
+            dirs,
+            fake,
+            broker,
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        }
+    }
+
+    /// Attaches a session named `name` whose config lets `allowed` in without pairing.
+    /// Its one transport request (the terminal's) is answered by the broker's fake bot.
+    async fn attach(&self, name: &str, allowed: &[&str]) -> Attached {
+        let key = format!("key-{name}");
+        let users: Vec<String> = allowed.iter().map(|u| format!("\"fake:{u}\"")).collect();
+        let config = vec![project_config(&format!(
+            r#"{{"bridge": {{"allowUsers": [{}]}}, "transports": {{"terminal": {{"enabled": true}}}}}}"#,
+            users.join(", ")
+        ))];
+        let agent = Arc::new(ScriptAgent::default());
+        let ui = Arc::new(RecordingUi::default());
+        let shown = self
+            .broker
+            .attach(&key, name, &format!("/work/{name}"), &config, agent.clone())
+            .expect("attaches");
+        assert_eq!(shown, name);
+        let spec = SessionSpec {
+            key: key.clone(),
+            config_sources: config,
+            platforms: host_shim::factory::declarations(),
+            transports: self.broker.transports(&key),
+            agent: agent.clone(),
+            ui: ui.clone(),
+            state: self.dirs.state.clone(),
+            locks: self.dirs.locks(),
+            clock: self.clock.clone(),
+            log: Arc::new(MemoryLog::default()),
+            exclusive: true,
+            transcript: None,
+        };
+        let session = Session::spawn(runtime(), spec)
+            .await
+            .expect("session starts");
+        Attached { session, agent, ui }
+    }
+
+    fn message(&self, user: &str, conversation: &str, text: &str) -> Envelope {
+        let mut envelope = self.fake.envelope(text);
+        envelope.user_id = user.into();
+        envelope.conversation_id = conversation.into();
+        envelope
+    }
+
+    async fn send(&self, user: &str, conversation: &str, text: &str) {
+        self.fake
+            .inject(self.message(user, conversation, text))
+            .await
+            .expect("the bot is running");
+    }
+
+    /// Sends and waits for a message in `conversation` containing `expect`; returns it.
+    async fn say(&self, user: &str, conversation: &str, text: &str, expect: &str) -> String {
+        let before = self.fake.sent().len();
+        self.send(user, conversation, text).await;
+        let found = self
+            .fake
+            .wait_for(WAIT, |sent, _| {
+                sent[before.min(sent.len())..].iter().any(|m| {
+                    m.message.conversation_id == conversation && m.message.text.contains(expect)
+                })
+            })
+            .await;
+        let texts: Vec<String> = self
+            .fake
+            .sent()
+            .into_iter()
+            .map(|m| m.message.text)
+            .collect();
+        assert!(
+            found,
+            "no {expect:?} in {conversation} after {text:?}: {texts:#?}"
+        );
+        self.fake.sent()[before..]
+            .iter()
+            .find(|m| m.message.conversation_id == conversation && m.message.text.contains(expect))
+            .map(|m| m.message.text.clone())
+            .unwrap_or_default()
+    }
+}
+
+fn prompts(agent: &ScriptAgent) -> Vec<String> {
+    agent.prompts.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn two_sessions_share_one_bot_and_a_chat_talks_to_the_one_it_picked() {
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &["user-1", "user-2"]).await;
+    assert!(
+        world.fake.is_running(),
+        "the bot was started once, for both"
+    );
+    // The broker holds the bot's lock for both sessions; neither contends for it.
+    let holder = world
+        .dirs
+        .locks()
+        .holder("fake-fake-bot", 1_700_000_000_000);
+    assert!(holder.is_some(), "the broker holds the bot's lock");
+
+    let list = world
+        .say("user-1", "dm-1", "hello", "not bound to a session yet")
+        .await;
+    assert!(list.contains("1. api"), "{list}");
+    assert!(list.contains("2. web"), "{list}");
+    assert!(prompts(&api.agent).is_empty() && prompts(&web.agent).is_empty());
+
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch web",
+            "This chat now talks to web",
+        )
+        .await;
+    world.send("user-1", "dm-1", "build it").await;
+    web.agent.wait_for_prompts(1).await;
+    assert!(prompts(&web.agent)[0].contains("build it"));
+    assert!(prompts(&api.agent).is_empty(), "api never sees web's chat");
+
+    // Another person's chat is bound on its own.
+    let other = world
+        .say(
+            "user-2",
+            "dm-2",
+            "/sessions",
+            "Sessions you are paired with",
+        )
+        .await;
+    assert!(other.contains("1. web"), "{other}");
+    assert!(
+        !other.contains("api"),
+        "user-2 is not paired with api: {other}"
+    );
+
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
+    let world = World::new();
+    let api = world.attach("api", &[]).await;
+    let web = world.attach("web", &[]).await;
+    let help = world
+        .say("stranger", "dm-s", "hello", "This bot serves several")
+        .await;
+    for hidden in ["api", "web", "/work"] {
+        assert!(!help.contains(hidden), "{help}");
+    }
+    // Naming a session hands the chat to that session's own pairing: its code shows in
+    // its terminal only.
+    world.send("stranger", "dm-s", "/switch web").await;
+    let notes = async {
+        loop {
+            if web
+                .ui
+                .notes()
+                .iter()
+                .any(|(_, t)| t.starts_with("Messenger pairing code:"))
+            {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(WAIT, notes)
+        .await
+        .expect("web's terminal shows a pairing code");
+    assert!(
+        !api.ui
+            .notes()
+            .iter()
+            .any(|(_, t)| t.contains("pairing code")),
+        "api's terminal shows nothing"
+    );
+    let code = web
+        .ui
+        .notes()
+        .iter()
+        .rev()
+        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).collect::<String>())
+        .expect("a code");
+    let code = &code[..6.min(code.len())];
+    world.say("stranger", "dm-s", code, "Paired").await;
+    let mine = world
+        .say(
+            "stranger",
+            "dm-s",
+            "/sessions",
+            "Sessions you are paired with",
+        )
+        .await;
+    assert!(mine.contains("web") && !mine.contains("api"), "{mine}");
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn the_only_session_gets_an_unbound_chat_and_keeps_it_but_never_posts_after_a_switch() {
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    world.send("user-1", "dm-1", "first").await;
+    api.agent.wait_for_prompts(1).await;
+    // A second session arrives; the chat stays with the first.
+    let web = world.attach("web", &["user-1"]).await;
+    world.send("user-1", "dm-1", "second").await;
+    api.agent.wait_for_prompts(2).await;
+    assert!(prompts(&web.agent).is_empty());
+
+    // api's turn for that chat is running when the chat switches to web: api's answer
+    // must not land in a chat that now talks to web, and api's terminal hears of it.
+    api.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch web",
+            "This chat now talks to web",
+        )
+        .await;
+    api.agent
+        .emit(AgentEvent::AssistantMessage("the answer from api".into()))
+        .await;
+    api.agent.emit(AgentEvent::TurnSettled).await;
+    let heard = async {
+        loop {
+            if api
+                .ui
+                .notes()
+                .iter()
+                .any(|(_, t)| t.contains("another session (web)"))
+            {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    if tokio::time::timeout(WAIT, heard).await.is_err() {
+        panic!("api's terminal was not told: {:#?}", api.ui.notes());
+    }
+    assert!(
+        !world
+            .fake
+            .sent()
+            .iter()
+            .any(|m| m.message.text.contains("the answer from api")),
+        "api's answer went to web's chat"
+    );
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_detached_session_keeps_its_chats_which_hear_it_is_away_and_bindings_survive_a_restart() {
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &["user-1"]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    api.session.shutdown().await.expect("shutdown");
+    world.broker.detach("key-api");
+    let away = world
+        .say(
+            "user-1",
+            "dm-1",
+            "are you there",
+            "is not attached right now",
+        )
+        .await;
+    assert!(
+        away.contains("(api)") && away.contains("not delivered"),
+        "{away}"
+    );
+    assert!(prompts(&web.agent).is_empty(), "never silently rerouted");
+    web.session.shutdown().await.expect("shutdown");
+    world.broker.shutdown().await;
+
+    // A new broker on the same state directory: the chat still talks to api.
+    let World { dirs, fake, .. } = world;
+    assert!(!fake.is_running(), "the broker stopped the bot");
+    let again = World::with(dirs, fake);
+    let api = again.attach("api", &["user-1"]).await;
+    let _web = again.attach("web", &["user-1"]).await;
+    again.send("user-1", "dm-1", "back again").await;
+    api.agent.wait_for_prompts(1).await;
+    assert!(prompts(&api.agent)[0].contains("back again"));
+}
