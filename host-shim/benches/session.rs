@@ -6,13 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use criterion::{Criterion, criterion_group};
+
+mod support;
 use guest::bridge::Bridge;
 use guest::host::Host;
 use guest::model;
-use host_shim::agent::{Agent, AgentSignal, RecentWork};
-use host_shim::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::bindings::types;
 use host_shim::clock::SystemClock;
@@ -24,7 +23,7 @@ use host_shim::state_file::StateFile;
 use host_shim::transcript::Transcript;
 use host_shim::transcript::file::Rotation;
 use host_shim::ui::RecordingUi;
-use tokio::sync::mpsc;
+use support::{NullAgent, resident_kib};
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
 
@@ -33,37 +32,6 @@ const CONFIG: &str =
     r#"{"bridge": {"allowUsers": ["fake:user-1"], "rateLimit": {"promptsPerMinute": 0}}}"#;
 /// Sessions held at once for the memory figure.
 const IDLE_SESSIONS: usize = 500;
-
-/// An agent that accepts every prompt and never starts a turn.
-struct NullAgent;
-
-#[async_trait]
-impl Agent for NullAgent {
-    fn attach(&self, _signals: mpsc::Sender<AgentSignal>) {}
-    async fn send_prompt(
-        &self,
-        _: String,
-        _: DeliverAs,
-        _: Vec<PromptImage>,
-    ) -> Result<(), String> {
-        Ok(())
-    }
-    fn abort(&self) {}
-    fn is_idle(&self) -> bool {
-        true
-    }
-    fn session_info(&self) -> SessionInfo {
-        SessionInfo {
-            id: "bench".into(),
-            name: None,
-            cwd: "/bench".into(),
-            accepts_images: false,
-        }
-    }
-    fn recent_work(&self) -> RecentWork {
-        RecentWork::default()
-    }
-}
 
 struct Bench {
     runtime: Arc<Runtime>,
@@ -272,16 +240,6 @@ fn native_envelope() -> model::Envelope {
         addressed: true,
         attachments: Vec::new(),
     }
-}
-
-fn resident_kib() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4
 }
 
 fn bench_sessions(c: &mut Criterion) {

@@ -190,6 +190,16 @@ impl StateFile {
             .map(Value::to_string)
     }
 
+    /// The document for `session_key` as this copy read it at `open`, without reading
+    /// the file again or remembering a revision: for a reader that looks at many
+    /// sessions at once (the broker's `/sessions`), one read of the file for all of them.
+    pub fn document(&self, session_key: &str) -> Option<String> {
+        self.contents
+            .sessions
+            .get(session_key)
+            .map(Value::to_string)
+    }
+
     /// Stores `document` for `session_key`: under an exclusive lock, re-reads the file,
     /// refuses with [`StateFileError::Conflict`] when another process saved this session
     /// since this one loaded it, and otherwise writes the file with only this session's
@@ -462,6 +472,26 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn a_document_is_read_from_the_copy_opened_and_leaves_the_writer_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let (mut writer, _) = StateFile::open(&path, NOW).unwrap();
+        writer.load("k");
+        writer.save("k", &doc(1)).unwrap();
+        let (reader, _) = StateFile::open_read_only(&path).unwrap();
+        let read = |file: &StateFile| -> Option<Value> {
+            file.document("k")
+                .map(|d| serde_json::from_str(&d).unwrap())
+        };
+        let expected: Value = serde_json::from_str(&doc(1)).unwrap();
+        assert_eq!(read(&reader), Some(expected.clone()));
+        assert_eq!(reader.document("other"), None);
+        // Reading never takes a revision: the writer's next save is not a conflict.
+        writer.save("k", &doc(2)).unwrap();
+        assert_eq!(read(&reader), Some(expected), "the copy as opened");
     }
 
     fn mode(path: &Path) -> u32 {

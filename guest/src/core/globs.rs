@@ -1,6 +1,8 @@
 //! Path globs for scoped remote turns (issue 15 §2): how a configured glob is checked and
 //! how globs match. `*` never crosses `/`; `**` spans any number of directories.
 
+use std::sync::OnceLock;
+
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 /// Why a glob in `remoteScope` was not accepted.
@@ -43,27 +45,34 @@ fn build_glob(glob: &str, case_insensitive: bool) -> Result<Glob, globset::Error
         .build()
 }
 
-/// Compiled globs with their spelling, so a match can be named.
+/// Globs with their spelling, so a match can be named. The set is compiled at the first
+/// match, not when the scope is built: compiling the default protected globs is most of
+/// a session's start-up otherwise (~0.4 ms natively, more in the sandbox), and many
+/// sessions never see a remote tool call.
 #[derive(Debug, Clone)]
 pub struct Globs {
     written: Vec<String>,
-    set: GlobSet,
+    globs: Vec<Glob>,
+    set: OnceLock<GlobSet>,
 }
 
 impl Globs {
-    /// Compiles `globs`, skipping any that fail (config validation has already refused
+    /// Reads `globs`, skipping any that fail (config validation has already refused
     /// them, so this only happens to a caller that skipped it, and skipping narrows).
     pub fn new(globs: &[String], case_insensitive: bool) -> Self {
-        let mut builder = GlobSetBuilder::new();
         let mut written = Vec::new();
+        let mut parsed = Vec::new();
         for glob in globs {
             if let Ok(compiled) = build_glob(glob, case_insensitive) {
-                builder.add(compiled);
+                parsed.push(compiled);
                 written.push(glob.clone());
             }
         }
-        let set = builder.build().unwrap_or_else(|_| GlobSet::empty());
-        Globs { written, set }
+        Globs {
+            written,
+            globs: parsed,
+            set: OnceLock::new(),
+        }
     }
 
     /// The globs as written.
@@ -74,6 +83,13 @@ impl Globs {
     /// The first glob matching `path`.
     pub fn first_match(&self, path: &str) -> Option<&str> {
         self.set
+            .get_or_init(|| {
+                let mut builder = GlobSetBuilder::new();
+                for glob in &self.globs {
+                    builder.add(glob.clone());
+                }
+                builder.build().unwrap_or_else(|_| GlobSet::empty())
+            })
             .matches(path)
             .first()
             .and_then(|i| self.written.get(*i))

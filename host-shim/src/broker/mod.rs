@@ -513,9 +513,9 @@ impl Broker {
             return views;
         };
         match StateFile::open_read_only(path) {
-            Ok((mut file, _)) => {
+            Ok((file, _)) => {
                 for view in &mut views {
-                    if let Some(document) = file.load(&view.key) {
+                    if let Some(document) = file.document(&view.key) {
                         let (state, _) =
                             guest::core::state::parse_session_state(&document, &view.key);
                         view.paired
