@@ -86,12 +86,20 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| cwd.clone());
     // A running broker (`host-shim serve`) serves the session with its shared bots;
     // this process then only ties the session's life to pi's.
-    if let Some((ready, _connection)) =
+    if let Some((ready, mut connection)) =
         crate::serve_command::ask_broker(&state_dir, &args.session).await?
     {
         print!("{ready}");
         std::io::stdout().flush().ok();
-        stop_signal().await;
+        // The broker never writes again: a read returning means it is gone, and this
+        // process exits so the extension notices and can start a new host on `/connect`.
+        let mut byte = [0u8; 1];
+        tokio::select! {
+            () = stop_signal() => {}
+            _ = tokio::io::AsyncReadExt::read(&mut connection, &mut byte) => {
+                anyhow::bail!("the broker (host-shim serve) serving this session stopped");
+            }
+        }
         return Ok(());
     }
     let socket = attach::socket_path(&state_dir, &args.session);
