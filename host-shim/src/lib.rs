@@ -9,6 +9,7 @@ pub mod attach_command;
 pub mod audit;
 pub mod bindings;
 pub mod clock;
+pub mod cluster;
 pub mod config_files;
 pub mod convert;
 pub mod explain;
