@@ -151,7 +151,7 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
     let (second, in_flight) = next(&mut stream_a).await;
     assert_eq!(second.text, "in flight");
     let died = tokio::time::Instant::now();
-    node_a.stop();
+    node_a.stop().await;
     // The session's half goes with it; its receipt now reaches nobody.
     drop(in_flight);
     drop(stream_a);
@@ -236,4 +236,82 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
         .map(|(_, line)| line.event)
         .collect();
     assert_eq!(warnings, ["nats_bad_envelope"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stored_it() {
+    let mut server = nats_or_skip!();
+    let prefix = cluster_support::prefix("forward");
+    let ingress_node = server.jetstream().await;
+    let publisher = InboundPublisher::open(ingress_node, prefix.clone(), &settings())
+        .await
+        .expect("inbound stream");
+    // The real transport's end: it waits for each receipt before confirming to the platform.
+    let (platform, from_platform) = inbound::channel(8);
+    let log = Arc::new(MemoryLog::default());
+    let forwarding = tokio::spawn(host_shim::cluster::inbound::forward(
+        publisher,
+        from_platform,
+        |envelope: &Envelope| (envelope.conversation_id == "42").then(|| SESSION.to_owned()),
+        log.clone(),
+    ));
+
+    tokio::time::timeout(
+        cluster_support::WAIT,
+        platform.deliver_and_wait(envelope("before", "1")),
+    )
+    .await
+    .expect("confirmed once stored")
+    .expect("the ingress runs");
+
+    // NATS goes down: the next message is not confirmed, so the platform keeps it.
+    server.kill();
+    let during = platform.clone();
+    let mut confirming =
+        tokio::spawn(async move { during.deliver_and_wait(envelope("during", "2")).await });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), &mut confirming)
+            .await
+            .is_err(),
+        "confirmed to the platform while JetStream could not store it"
+    );
+    // NATS is back with its store: the message is stored and only then confirmed.
+    server.restart();
+    tokio::time::timeout(cluster_support::WAIT * 2, confirming)
+        .await
+        .expect("confirmed after NATS came back")
+        .expect("task")
+        .expect("the ingress runs");
+
+    let session_node = server.jetstream().await;
+    let (sink, mut stream) = inbound::channel(8);
+    let _consumer = SessionConsumer::start(
+        session_node.clone(),
+        &prefix,
+        SESSION,
+        sink,
+        &settings(),
+        log.clone(),
+    )
+    .await
+    .expect("consumer");
+    let mut texts = Vec::new();
+    for _ in 0..2 {
+        let (envelope, handled) = next(&mut stream).await;
+        texts.push(envelope.text);
+        drop(handled);
+    }
+    assert_eq!(texts, ["before", "during"]);
+    // Each once, though the ingress may have published "during" more than once.
+    assert_eq!(settled(&session_node, &prefix).await, 2);
+    forwarding.abort();
+    let events: Vec<String> = log
+        .lines()
+        .into_iter()
+        .map(|(_, line)| line.event)
+        .collect();
+    assert!(
+        events.iter().all(|event| event == "nats_publish_failed"),
+        "{events:?}"
+    );
 }

@@ -171,6 +171,61 @@ impl InboundPublisher {
     }
 }
 
+/// The ingress loop for one real transport: every message from `stream` (the transport was
+/// started with its sink) is published to the session `route` names, and its receipt is
+/// dropped only once JetStream stored it, so the platform confirms nothing JetStream does
+/// not hold. While NATS is unreachable it keeps retrying the same message (with a bounded
+/// backoff) and takes no other: the transport feels the back-pressure and the platform
+/// keeps the messages. A message `route` places nowhere, and every alert, is logged.
+pub async fn forward<R>(
+    publisher: InboundPublisher,
+    mut stream: transport_core::InboundStream,
+    route: R,
+    log: Arc<dyn LogSink>,
+) where
+    R: Fn(&Envelope) -> Option<String> + Send,
+{
+    while let Some(inbound) = stream.recv().await {
+        let (envelope, handled) = match inbound {
+            transport_core::Inbound::Message { envelope, handled } => (envelope, handled),
+            transport_core::Inbound::Alert { transport, text } => {
+                warn(
+                    log.as_ref(),
+                    "transport_alert",
+                    &[("transport", transport), ("text", text)],
+                );
+                continue;
+            }
+        };
+        let Some(session_key) = route(&envelope) else {
+            warn(
+                log.as_ref(),
+                "nats_unrouted_message",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("conversation", envelope.conversation_id.clone()),
+                ],
+            );
+            continue;
+        };
+        let mut backoff = Duration::from_millis(100);
+        while let Err(error) = publisher.publish(&session_key, &envelope).await {
+            warn(
+                log.as_ref(),
+                "nats_publish_failed",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("error", error.to_string()),
+                ],
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        // Stored (or already stored): now the platform may be told.
+        drop(handled);
+    }
+}
+
 /// The session side: one durable consumer feeding one session's sink, in a task.
 #[derive(Debug)]
 pub struct SessionConsumer {
@@ -219,10 +274,13 @@ impl SessionConsumer {
         Ok(SessionConsumer { task })
     }
 
-    /// Stops consuming at once, as a node that dies would: a message handed to the session
-    /// but not yet acked is redelivered after `ack_wait`.
-    pub fn stop(self) {
+    /// Stops consuming, as a node that dies would: a message handed to the session but not
+    /// yet acked is redelivered after `ack_wait`. Returns once the task is gone, so a
+    /// receipt the session drops afterwards can no longer be acked (an abort alone lets a
+    /// task that is running on another thread finish its current step).
+    pub async fn stop(mut self) {
         self.task.abort();
+        let _ = (&mut self.task).await;
     }
 
     /// True once the consumer ended by itself (the session went away).

@@ -113,6 +113,43 @@ impl NatsServer {
         );
     }
 
+    /// Kills the server (as a crash would) and starts it again on the same port with the
+    /// same store: clients reconnect, and what JetStream had stored is still there.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port: u16 = self
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("the url ends in the port");
+        let binary = binary().expect("installed before");
+        let log = std::fs::File::create(self.store.path().join("server-restarted.log"))
+            .expect("server log file");
+        self.child = Command::new(&binary)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(self.store.path().join("js"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the restarted server did not accept connections within {READY_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server without starting it again (NATS down).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// A new client (one per simulated node), once JetStream answers.
     pub async fn connect(&self) -> async_nats::Client {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
