@@ -21,6 +21,10 @@ use super::subjects::Prefix;
 /// How long a lock outlives its holder's last renewal, unless configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 
+/// How often a holder renews, unless configured: a third of the TTL, so one renewal can be
+/// lost (a slow NATS answer) without losing the lock.
+pub const DEFAULT_RENEW_EVERY: Duration = Duration::from_secs(5);
+
 /// Why a bot lock could not be taken or kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BotLockError {

@@ -154,12 +154,8 @@ impl NatsServer {
     pub async fn connect(&self) -> async_nats::Client {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
         loop {
-            let attempt = async {
-                let client = async_nats::connect(&self.url).await.ok()?;
-                jetstream::new(client.clone()).query_account().await.ok()?;
-                Some(client)
-            };
-            if let Ok(Some(client)) = tokio::time::timeout(Duration::from_secs(2), attempt).await {
+            // The same connect a node uses: it checks that JetStream answers.
+            if let Ok((client, _)) = host_shim::cluster::connect(&self.url).await {
                 return client;
             }
             assert!(
