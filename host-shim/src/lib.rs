@@ -10,6 +10,7 @@ pub mod audit;
 pub mod bindings;
 pub mod broker;
 pub mod clock;
+pub mod cluster;
 pub mod config_files;
 pub mod convert;
 pub mod explain;

@@ -88,6 +88,58 @@ pub enum StateFileError {
     },
 }
 
+/// Where sessions' state documents live: the state file on one machine, a JetStream KV
+/// bucket in a cluster (`cluster::state_store`). The seam `store::load` / `store::save`
+/// need: each call names only the session, and the store remembers the revision it last
+/// loaded or saved, so a save over someone else's newer document is refused.
+#[async_trait::async_trait]
+pub trait StateStore: Send + Sync {
+    /// The document saved last for `session_key`, if any; remembers its revision.
+    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError>;
+
+    /// Stores `document` for `session_key`, refusing when another writer saved the session
+    /// since this store last loaded or saved it.
+    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError>;
+
+    /// The file holding the state, if it is a file (kept out of an agent's reach).
+    fn path(&self) -> Option<PathBuf>;
+}
+
+/// Why a [`StateStore`] could not load or save.
+#[derive(Debug, thiserror::Error)]
+pub enum StateStoreError {
+    /// The state file refused.
+    #[error(transparent)]
+    File(#[from] StateFileError),
+    /// The cluster's KV bucket refused.
+    #[error(transparent)]
+    Kv(#[from] crate::cluster::state_store::KvStateError),
+    /// An earlier panic while the state file was in use left it unusable in this process.
+    #[error(
+        "the state file is unavailable after an earlier failure in this process; restart host-shim"
+    )]
+    Unavailable,
+}
+
+/// The state file as a [`StateStore`]: the file's own locking (a `flock` per save) makes
+/// the calls safe across processes, the mutex across this process's sessions.
+#[async_trait::async_trait]
+impl StateStore for std::sync::Mutex<StateFile> {
+    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+        let mut state = self.lock().map_err(|_| StateStoreError::Unavailable)?;
+        Ok(state.load(session_key))
+    }
+
+    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+        let mut state = self.lock().map_err(|_| StateStoreError::Unavailable)?;
+        Ok(state.save(session_key, document)?)
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        self.lock().ok().map(|state| state.path.clone())
+    }
+}
+
 /// The state file: where it is, what was last read of it, and which revision of each
 /// session this process last loaded or saved.
 #[derive(Debug)]
@@ -496,6 +548,34 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[tokio::test]
+    async fn the_state_file_behind_the_store_seam_refuses_a_stale_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let first: Box<dyn StateStore> = Box::new(std::sync::Mutex::new(
+            StateFile::open(&path, NOW).unwrap().0,
+        ));
+        let second: Box<dyn StateStore> = Box::new(std::sync::Mutex::new(
+            StateFile::open(&path, NOW).unwrap().0,
+        ));
+        assert_eq!(first.path(), Some(path.clone()));
+        assert_eq!(first.load("k").await.unwrap(), None);
+        assert_eq!(second.load("k").await.unwrap(), None);
+        second.save("k", "{\"by\":2}").await.unwrap();
+        let stale = first.save("k", "{\"by\":1}").await.unwrap_err();
+        assert!(
+            matches!(
+                stale,
+                StateStoreError::File(StateFileError::Conflict { .. })
+            ),
+            "{stale}"
+        );
+        assert_eq!(
+            first.load("k").await.unwrap().as_deref(),
+            Some("{\"by\":2}")
+        );
     }
 
     #[test]

@@ -449,6 +449,8 @@ fn chat_envelope(text: String) -> Envelope {
         is_direct: true,
         addressed: true,
         attachments: Vec::new(),
+        // A typed line is never redelivered, so it needs no id.
+        message_id: None,
     }
 }
 

@@ -36,6 +36,7 @@ fn chat(text: &str) -> Envelope {
         is_direct: true,
         addressed: true,
         attachments: vec![],
+        message_id: None,
     }
 }
 

@@ -57,6 +57,13 @@ pub struct Envelope {
     /// Attachments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// The platform's id for this message, unique per transport (Telegram: `<chat>:<message>`,
+    /// Slack: `<channel>:<ts>`, ...); `None` where the platform gives none (the terminal).
+    /// Why: a platform that redelivers (a retry, a poller restarted before it confirmed)
+    /// sends the same id again, so a queue in between can drop the copy (NATS JetStream's
+    /// `Nats-Msg-Id`, docs/scaling.md). The bridge itself does not read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// How a platform counts message length.

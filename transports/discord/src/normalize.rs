@@ -163,6 +163,8 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         is_direct,
         addressed,
         attachments,
+        // Snowflakes are unique across Discord.
+        message_id: Some(message.id.clone()).filter(|id| !id.is_empty()),
     })
 }
 

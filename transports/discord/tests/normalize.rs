@@ -252,3 +252,9 @@ fn anything_else_is_ignored_never_a_panic() {
     assert!(!envelope.addressed);
     assert_eq!(envelope.text, "<@987654321098765432> status");
 }
+
+#[test]
+fn the_message_id_is_the_snowflake_so_a_redelivery_can_be_dropped_downstream() {
+    let envelope = message(&fixture("dm"));
+    assert_eq!(envelope.message_id.as_deref(), Some("1235131680000000001"));
+}

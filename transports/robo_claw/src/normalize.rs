@@ -11,7 +11,9 @@
 //! - conversation = the room: trimmed `metadata.room_id`, `"default"` when absent;
 //! - timestamp as sent (the proto says "Unix epoch"; clients send milliseconds, as the
 //!   server's own replies do), 0 when negative;
-//! - every message is direct and addressed: a RoboClaw room is a conversation with the bot.
+//! - every message is direct and addressed: a RoboClaw room is a conversation with the bot;
+//! - message id = trimmed `metadata.message_id` when a client sends one (at most
+//!   [`MAX_ID_BYTES`]), else none: the proto's `ChatMessage` has no id field of its own.
 
 use std::collections::HashMap;
 
@@ -42,6 +44,10 @@ pub const FILE_ID_KEY: &str = "file_id";
 
 /// Longest room id or sender id accepted, in bytes: both become keys the bridge stores.
 pub const MAX_ID_BYTES: usize = 256;
+
+/// `metadata` key carrying the client's own id for a message, so a copy sent again
+/// (a client retrying after a dropped stream) can be recognised downstream.
+pub const MESSAGE_ID_KEY: &str = "message_id";
 
 /// The room a message belongs to: trimmed `metadata.room_id`, [`DEFAULT_ROOM`] when it is
 /// absent or blank. A room id longer than [`MAX_ID_BYTES`] is refused with the reason.
@@ -101,7 +107,15 @@ pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normali
         is_direct: true,
         addressed: true,
         attachments: attachment.into_iter().collect(),
+        message_id: message_id(&message.metadata),
     })
+}
+
+/// The client's id for the message, if it sent a usable one: a blank or oversized id is
+/// no id (the message is still handled; only deduplication downstream is lost).
+fn message_id(metadata: &HashMap<String, String>) -> Option<String> {
+    let id = metadata.get(MESSAGE_ID_KEY)?.trim();
+    (!id.is_empty() && id.len() <= MAX_ID_BYTES).then(|| id.to_owned())
 }
 
 fn attachment(metadata: &HashMap<String, String>) -> Option<Attachment> {

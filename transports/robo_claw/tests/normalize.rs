@@ -54,6 +54,7 @@ fn a_message_becomes_a_direct_addressed_envelope_in_its_room() {
             is_direct: true,
             addressed: true,
             attachments: vec![],
+            message_id: None,
         }
     );
 }
@@ -213,4 +214,21 @@ fn bad_json_is_ignored_with_a_reason_and_a_pasted_token_is_dropped() {
     }))
     .expect("parsed");
     assert!(!parsed.metadata.contains_key("auth_token"));
+}
+
+#[test]
+fn a_client_message_id_in_metadata_is_the_message_id_when_usable() {
+    let id_of = |metadata: &[(&str, &str)]| {
+        envelope(normalize_message(
+            &message("alice", "hi", metadata),
+            "robot",
+        ))
+        .message_id
+    };
+    assert_eq!(id_of(&[("message_id", " m-1 ")]).as_deref(), Some("m-1"));
+    // No id, a blank one or an oversized one: the message is still handled, without an id.
+    assert_eq!(id_of(&[]), None);
+    assert_eq!(id_of(&[("message_id", "  ")]), None);
+    let long = "x".repeat(257);
+    assert_eq!(id_of(&[("message_id", long.as_str())]), None);
 }

@@ -196,6 +196,9 @@ pub fn normalize_message(message: &MessageEvent, me: &BotSelf) -> Normalized {
         is_direct,
         addressed: is_direct || message.kind == "app_mention" || resolved.mentions_me,
         attachments,
+        // A ts is unique within its channel; Slack's retries and the `message` /
+        // `app_mention` pair of one post both carry the same one.
+        message_id: Some(format!("{channel}:{ts}")),
     })
 }
 

@@ -88,6 +88,7 @@ fn an_im_is_direct_addressed_top_level_and_keyed_on_the_im() {
             is_direct: true,
             addressed: true,
             attachments: Vec::new(),
+            message_id: Some("D111:1610261659.001400".to_owned()),
         }
     );
     // The same message as a bare event, and inside a Socket Mode envelope.
@@ -372,4 +373,24 @@ fn what_is_not_a_message_is_ignored_with_a_reason() {
         let why = reason(normalize(&payload, &me()));
         assert!(why.contains(expected), "{payload}: {why}");
     }
+}
+
+#[test]
+fn one_post_has_one_message_id_as_app_mention_and_as_message() {
+    let mention = json!({"type": "app_mention", "text": format!("<@{BOT}> status"), "user": "U9", "ts": "1.000001", "channel": "C111"});
+    let as_message = json!({"type": "message", "text": format!("<@{BOT}> status"), "user": "U9", "ts": "1.000001", "channel": "C111", "channel_type": "channel"});
+    let ids = [mention, as_message].map(|event| message(normalize(&event, &me())).message_id);
+    assert_eq!(
+        ids,
+        [
+            Some("C111:1.000001".to_owned()),
+            Some("C111:1.000001".to_owned())
+        ]
+    );
+    // The same ts in another channel is another message.
+    let elsewhere = json!({"type": "app_mention", "text": format!("<@{BOT}> status"), "user": "U9", "ts": "1.000001", "channel": "C222"});
+    assert_eq!(
+        message(normalize(&elsewhere, &me())).message_id.as_deref(),
+        Some("C222:1.000001")
+    );
 }

@@ -170,6 +170,9 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
         is_direct: message.chat.kind == "private",
         addressed: true,
         attachments: Vec::new(),
+        // A press is its own event (two presses on one message are two answers), so its
+        // id is the query's, not the message's.
+        message_id: (!query.id.is_empty()).then(|| format!("callback:{}", query.id)),
     })
 }
 
@@ -277,6 +280,8 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         is_direct,
         addressed,
         attachments,
+        // Telegram's message ids count per chat, so the chat makes them unique.
+        message_id: Some(format!("{}:{}", message.chat.id, message.message_id)),
     })
 }
 

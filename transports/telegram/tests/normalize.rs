@@ -94,6 +94,7 @@ fn a_private_message_is_direct_and_addressed_with_its_real_time() {
             is_direct: true,
             addressed: true,
             attachments: vec![],
+            message_id: Some("5000000001:10".to_owned()),
         }
     );
 }
@@ -559,6 +560,7 @@ fn a_button_press_is_the_command_it_stands_for_from_the_presser() {
                 is_direct,
                 addressed: true,
                 attachments: Vec::new(),
+                message_id: Some("callback:4382bfdwdsb323b2d9".to_owned()),
             },
             "{data}"
         );
@@ -614,4 +616,31 @@ fn presses_that_are_not_our_commands_are_ignored_with_the_reason() {
         &me(),
     ));
     assert!(by_bot.contains("from a bot"), "{by_bot}");
+}
+
+#[test]
+fn message_ids_are_per_chat_and_a_button_press_is_its_own_message() {
+    let private = message(normalize(
+        &update(text_in(private_chat(), "hi", json!([]))),
+        &me(),
+    ));
+    let group = message(normalize(
+        &update(text_in(
+            group_chat(),
+            "/status",
+            json!([{"type": "bot_command", "offset": 0, "length": 7}]),
+        )),
+        &me(),
+    ));
+    // Telegram counts message ids per chat: the same 10 in two chats is two messages.
+    assert_eq!(private.message_id.as_deref(), Some("5000000001:10"));
+    assert_eq!(group.message_id, Some(format!("{GROUP}:10")));
+    let pressed = message(normalize(
+        &press(person(), private_chat(), Some("/deny qd4k")),
+        &me(),
+    ));
+    assert_eq!(
+        pressed.message_id.as_deref(),
+        Some("callback:4382bfdwdsb323b2d9")
+    );
 }

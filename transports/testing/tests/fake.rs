@@ -244,6 +244,7 @@ async fn inject_delivers_and_diagnose_counts() {
             is_direct: true,
             addressed: false,
             attachments: vec![],
+            message_id: None,
         })
     );
     assert_eq!(fake.diagnose(), "running, sent 2, received 1");

@@ -1,0 +1,405 @@
+//! Inbound over JetStream: ingress nodes publish each session's envelopes to its subject;
+//! the node running the session consumes them with a durable consumer and acks each one
+//! only after the session has handled it.
+//!
+//! Why this shape:
+//! - `Nats-Msg-Id` = `<transport>:<platform message id>`: a platform that redelivers (a
+//!   restarted poller, a Slack retry) makes the ingress publish the same message again, and
+//!   the stream's duplicate window drops the copy.
+//! - Ack after effect: [`InboundSink::deliver_and_wait`] returns once the bridge is done
+//!   with the message (the receipt design of `transport_core::inbound`). Only then is it
+//!   acked; a node that dies first never acks, and JetStream hands the message to the next
+//!   consumer after `ack_wait`. While the session works on it the consumer says "in
+//!   progress", so a slow live node is not redelivered to.
+//! - `max_ack_pending` 1: one message of a session in flight at a time, so its messages stay
+//!   in order even when two nodes bind the same consumer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer, stream};
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use tokio::task::JoinHandle;
+use transport_core::{Envelope, InboundSink};
+
+use super::subjects::{Prefix, message_dedup_id, session_consumer};
+use super::warn;
+use crate::logging::LogSink;
+
+/// How the inbound stream and the session consumers are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboundSettings {
+    /// A copy with the same message id published within this long is dropped. Platforms
+    /// redeliver within minutes (Slack retries after 1 and 5 minutes).
+    pub duplicate_window: Duration,
+    /// Envelopes nobody consumed for this long are dropped (a session that never came back).
+    pub max_age: Duration,
+    /// How long a consumer may hold a message without acking or saying "in progress"
+    /// before JetStream gives it to another consumer (the node is presumed dead).
+    pub ack_wait: Duration,
+}
+
+impl Default for InboundSettings {
+    fn default() -> Self {
+        InboundSettings {
+            duplicate_window: Duration::from_secs(10 * 60),
+            max_age: Duration::from_secs(24 * 60 * 60),
+            ack_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why an envelope could not be published or consumed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InboundError {
+    /// The stream or the consumer could not be set up.
+    #[error(
+        "NATS could not {action} ({name}): {detail}. Check that nats-server runs with JetStream \
+         (-js), that this node can reach it, and that every node of this prefix uses the same \
+         inbound settings"
+    )]
+    Setup {
+        /// What was being done.
+        action: &'static str,
+        /// The stream or consumer.
+        name: String,
+        /// What the client said.
+        detail: String,
+    },
+    /// JetStream did not confirm a publish: the message is not known to be stored, so the
+    /// platform must not be told it was handled.
+    #[error(
+        "JetStream did not store a {transport} message for session subject {subject}: {detail}. \
+         Do not confirm it to the platform (it will come again); check the NATS connection"
+    )]
+    Publish {
+        /// The envelope's transport.
+        transport: String,
+        /// The session's subject (a hash, never the key).
+        subject: String,
+        /// What the client said.
+        detail: String,
+    },
+}
+
+/// Creates the inbound stream, or updates it to `settings`.
+async fn ensure_stream(
+    jetstream: &jetstream::Context,
+    prefix: &Prefix,
+    settings: &InboundSettings,
+) -> Result<(), InboundError> {
+    let name = prefix.inbound_stream();
+    jetstream
+        .create_or_update_stream(stream::Config {
+            name: name.clone(),
+            description: Some("bot-connect: normalized envelopes, one subject per session".into()),
+            subjects: vec![prefix.inbound_wildcard()],
+            // Acked means handled: nothing needs keeping after that.
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            duplicate_window: settings.duplicate_window,
+            max_age: settings.max_age,
+            ..stream::Config::default()
+        })
+        .await
+        .map(drop)
+        .map_err(|error| InboundError::Setup {
+            action: "create or update the inbound stream",
+            name,
+            detail: error.to_string(),
+        })
+}
+
+/// What JetStream said about a publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published {
+    /// The stream sequence the envelope is stored at (the original's, for a duplicate).
+    pub sequence: u64,
+    /// True when this was a copy of a message already stored, and was dropped.
+    pub duplicate: bool,
+}
+
+/// The ingress side: publishes envelopes to their session's subject.
+#[derive(Debug, Clone)]
+pub struct InboundPublisher {
+    jetstream: jetstream::Context,
+    prefix: Prefix,
+}
+
+impl InboundPublisher {
+    /// Sets up the inbound stream with `settings` and returns a publisher on it.
+    pub async fn open(
+        jetstream: jetstream::Context,
+        prefix: Prefix,
+        settings: &InboundSettings,
+    ) -> Result<InboundPublisher, InboundError> {
+        ensure_stream(&jetstream, &prefix, settings).await?;
+        Ok(InboundPublisher { jetstream, prefix })
+    }
+
+    /// Publishes `envelope` for `session_key` and waits until JetStream has stored it (or
+    /// dropped it as a duplicate). Only after `Ok` may the transport's receipt be dropped,
+    /// which lets the platform confirm the message.
+    pub async fn publish(
+        &self,
+        session_key: &str,
+        envelope: &Envelope,
+    ) -> Result<Published, InboundError> {
+        let subject = self.prefix.inbound_subject(session_key);
+        let failed = |detail: String| InboundError::Publish {
+            transport: envelope.transport.clone(),
+            subject: subject.clone(),
+            detail,
+        };
+        let payload = serde_json::to_vec(envelope).map_err(|error| failed(error.to_string()))?;
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(id) = message_dedup_id(envelope) {
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+        }
+        let ack = self
+            .jetstream
+            .publish_with_headers(subject.clone(), headers, Bytes::from(payload))
+            .await
+            .map_err(|error| failed(error.to_string()))?
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        Ok(Published {
+            sequence: ack.sequence,
+            duplicate: ack.duplicate,
+        })
+    }
+}
+
+/// The ingress loop for one real transport: every message from `stream` (the transport was
+/// started with its sink) is published to the session `route` names, and its receipt is
+/// dropped only once JetStream stored it, so the platform confirms nothing JetStream does
+/// not hold. While NATS is unreachable it keeps retrying the same message (with a bounded
+/// backoff) and takes no other: the transport feels the back-pressure and the platform
+/// keeps the messages. A message `route` places nowhere, and every alert, is logged.
+pub async fn forward<R>(
+    publisher: InboundPublisher,
+    mut stream: transport_core::InboundStream,
+    route: R,
+    log: Arc<dyn LogSink>,
+) where
+    R: Fn(&Envelope) -> Option<String> + Send,
+{
+    while let Some(inbound) = stream.recv().await {
+        let (envelope, handled) = match inbound {
+            transport_core::Inbound::Message { envelope, handled } => (envelope, handled),
+            transport_core::Inbound::Alert { transport, text } => {
+                warn(
+                    log.as_ref(),
+                    "transport_alert",
+                    &[("transport", transport), ("text", text)],
+                );
+                continue;
+            }
+        };
+        let Some(session_key) = route(&envelope) else {
+            warn(
+                log.as_ref(),
+                "nats_unrouted_message",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("conversation", envelope.conversation_id.clone()),
+                ],
+            );
+            continue;
+        };
+        let mut backoff = Duration::from_millis(100);
+        while let Err(error) = publisher.publish(&session_key, &envelope).await {
+            warn(
+                log.as_ref(),
+                "nats_publish_failed",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("error", error.to_string()),
+                ],
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        // Stored (or already stored): now the platform may be told.
+        drop(handled);
+    }
+}
+
+/// The session side: one durable consumer feeding one session's sink, in a task.
+#[derive(Debug)]
+pub struct SessionConsumer {
+    task: JoinHandle<()>,
+}
+
+impl SessionConsumer {
+    /// Binds (creating if need be) the durable consumer of `session_key` and hands every
+    /// message to `sink` in order, acking each once `deliver_and_wait` returns. A payload
+    /// that is not an envelope is logged and terminated (never redelivered, never a panic).
+    pub async fn start(
+        jetstream: jetstream::Context,
+        prefix: &Prefix,
+        session_key: &str,
+        sink: InboundSink,
+        settings: &InboundSettings,
+        log: Arc<dyn LogSink>,
+    ) -> Result<SessionConsumer, InboundError> {
+        ensure_stream(&jetstream, prefix, settings).await?;
+        let name = session_consumer(session_key);
+        let stream_name = prefix.inbound_stream();
+        let setup = |action: &'static str, detail: String| InboundError::Setup {
+            action,
+            name: name.clone(),
+            detail,
+        };
+        let stream = jetstream
+            .get_stream(&stream_name)
+            .await
+            .map_err(|error| setup("find the inbound stream", error.to_string()))?;
+        let consumer: consumer::PullConsumer = stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some(name.clone()),
+                description: Some("bot-connect: one session's inbound envelopes".into()),
+                filter_subject: prefix.inbound_subject(session_key),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: settings.ack_wait,
+                max_ack_pending: 1,
+                ..consumer::pull::Config::default()
+            })
+            .await
+            .map_err(|error| setup("create the session consumer", error.to_string()))?;
+        let progress_every = (settings.ack_wait / 3).max(Duration::from_millis(100));
+        let task = tokio::spawn(consume(consumer, name, sink, progress_every, log));
+        Ok(SessionConsumer { task })
+    }
+
+    /// Stops consuming, as a node that dies would: a message handed to the session but not
+    /// yet acked is redelivered after `ack_wait`. Returns once the task is gone, so a
+    /// receipt the session drops afterwards can no longer be acked (an abort alone lets a
+    /// task that is running on another thread finish its current step).
+    pub async fn stop(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+
+    /// True once the consumer ended by itself (the session went away).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+impl Drop for SessionConsumer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The consumer loop: pull, deliver, ack; reconnects with a bounded backoff.
+async fn consume(
+    consumer: consumer::PullConsumer,
+    name: String,
+    sink: InboundSink,
+    progress_every: Duration,
+    log: Arc<dyn LogSink>,
+) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let mut messages = match consumer.messages().await {
+            Ok(messages) => messages,
+            Err(error) => {
+                warn(
+                    log.as_ref(),
+                    "nats_consumer_unavailable",
+                    &[("consumer", name.clone()), ("error", error.to_string())],
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(200);
+        while let Some(next) = messages.next().await {
+            let message = match next {
+                Ok(message) => message,
+                Err(error) => {
+                    // Missed heartbeats and reconnects show up here; the stream goes on.
+                    warn(
+                        log.as_ref(),
+                        "nats_consumer_error",
+                        &[("consumer", name.clone()), ("error", error.to_string())],
+                    );
+                    continue;
+                }
+            };
+            if !handle(&message, &name, &sink, progress_every, log.as_ref()).await {
+                return;
+            }
+        }
+    }
+}
+
+/// Hands one message to the session and acks it after; false when the session is gone.
+async fn handle(
+    message: &jetstream::Message,
+    name: &str,
+    sink: &InboundSink,
+    progress_every: Duration,
+    log: &dyn LogSink,
+) -> bool {
+    let envelope = match serde_json::from_slice::<Envelope>(&message.payload) {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            // Never deliverable, so never redelivered: terminated, and said so.
+            warn(
+                log,
+                "nats_bad_envelope",
+                &[
+                    ("consumer", name.to_owned()),
+                    ("subject", message.subject.to_string()),
+                    ("error", error.to_string()),
+                ],
+            );
+            if let Err(error) = message.ack_with(AckKind::Term).await {
+                warn(
+                    log,
+                    "nats_ack_failed",
+                    &[("consumer", name.to_owned()), ("error", error.to_string())],
+                );
+            }
+            return true;
+        }
+    };
+    let delivered = sink.deliver_and_wait(envelope);
+    tokio::pin!(delivered);
+    let mut progress = tokio::time::interval(progress_every);
+    progress.tick().await;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut delivered => break outcome,
+            _ = progress.tick() => {
+                // Best effort: a lost "in progress" only risks an early redelivery.
+                let _ = message.ack_with(AckKind::Progress).await;
+            }
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            // Wait for the server to confirm the ack: an ack lost on the way would hand a
+            // handled message to another node.
+            if let Err(error) = message.double_ack().await {
+                warn(
+                    log,
+                    "nats_ack_failed",
+                    &[("consumer", name.to_owned()), ("error", error.to_string())],
+                );
+            }
+            true
+        }
+        Err(_gone) => {
+            // The session ended before handling it: whoever runs the session next gets it now.
+            let _ = message.ack_with(AckKind::Nak(None)).await;
+            false
+        }
+    }
+}

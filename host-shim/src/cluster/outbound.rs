@@ -1,0 +1,645 @@
+//! Outbound over NATS: a session node's transports are [`RemoteTransport`]s with the real
+//! ids, whose `send` and `typing` are requests to `<prefix>.out.<transport>`; the ingress
+//! node holding the bot serves them through the real transport ([`OutboundServer`]).
+//!
+//! Why request/reply and not a stream: the bridge needs the send's receipt (the message
+//! id it edits later) or its error (a rate limit it waits out) back, at once, and a
+//! message nobody can post should fail now rather than sit in a queue. A request that
+//! finds no ingress fails with "nothing was sent"; one that times out may have been posted,
+//! and says so, so it is reported rather than retried blindly.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::{Client, RequestErrorKind};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+use transport_core::{
+    BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, OutboundKind,
+    OutboundMessage, SendReceipt, Transport, TransportError,
+};
+
+use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
+use super::warn;
+use crate::logging::LogSink;
+
+/// How long a session node waits for the ingress's answer, unless configured. Covers the
+/// real transport's own retries of a rate limit or a 5xx.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request from a session node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum WireRequest {
+    /// `Transport::send`.
+    Send {
+        /// The message.
+        message: WireMessage,
+    },
+    /// `Transport::typing`.
+    Typing {
+        /// Target conversation.
+        conversation_id: String,
+        /// Target thread.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread_id: Option<String>,
+    },
+    /// Who the bot is and what the transport can do (for `identify` and `capabilities`).
+    Describe,
+}
+
+/// [`OutboundMessage`] on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireMessage {
+    /// Target conversation.
+    pub conversation_id: String,
+    /// Target thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// What the message is.
+    pub kind: OutboundKind,
+    /// Text.
+    pub text: String,
+    /// Edit the message with this key instead of posting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_key: Option<String>,
+    /// Buttons under the message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buttons: Vec<Button>,
+}
+
+impl From<OutboundMessage> for WireMessage {
+    fn from(m: OutboundMessage) -> Self {
+        WireMessage {
+            conversation_id: m.conversation_id,
+            thread_id: m.thread_id,
+            kind: m.kind,
+            text: m.text,
+            edit_key: m.edit_key,
+            buttons: m.buttons,
+        }
+    }
+}
+
+impl From<WireMessage> for OutboundMessage {
+    fn from(m: WireMessage) -> Self {
+        OutboundMessage {
+            conversation_id: m.conversation_id,
+            thread_id: m.thread_id,
+            kind: m.kind,
+            text: m.text,
+            edit_key: m.edit_key,
+            buttons: m.buttons,
+        }
+    }
+}
+
+/// The ingress's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "camelCase")]
+pub enum WireReply {
+    /// Posted or edited.
+    Sent {
+        /// Platform message id.
+        message_id: String,
+        /// Key to edit it later.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        edit_key: Option<String>,
+    },
+    /// The typing indicator was shown.
+    Typed,
+    /// The answer to [`WireRequest::Describe`].
+    Described {
+        /// The bot's own user id.
+        bot_id: String,
+        /// The bot's name.
+        bot_name: String,
+        /// What the transport can do.
+        capabilities: Capabilities,
+    },
+    /// The real transport refused.
+    Failed {
+        /// Its error.
+        error: WireError,
+    },
+}
+
+/// [`TransportError`] on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum WireError {
+    /// [`TransportError::NotStarted`].
+    NotStarted {
+        /// Transport id.
+        transport: String,
+    },
+    /// [`TransportError::AlreadyStarted`].
+    AlreadyStarted {
+        /// Transport id.
+        transport: String,
+    },
+    /// [`TransportError::EditRejected`].
+    EditRejected {
+        /// For a person.
+        message: String,
+    },
+    /// [`TransportError::RateLimited`].
+    RateLimited {
+        /// How long the platform asked to wait.
+        retry_after_ms: u64,
+    },
+    /// [`TransportError::Unsupported`].
+    Unsupported {
+        /// For a person.
+        message: String,
+    },
+    /// [`TransportError::Failed`].
+    Failed {
+        /// For a person.
+        message: String,
+    },
+}
+
+impl From<TransportError> for WireError {
+    fn from(error: TransportError) -> Self {
+        match error {
+            TransportError::NotStarted(transport) => WireError::NotStarted { transport },
+            TransportError::AlreadyStarted(transport) => WireError::AlreadyStarted { transport },
+            TransportError::EditRejected(message) => WireError::EditRejected { message },
+            TransportError::RateLimited { retry_after_ms } => {
+                WireError::RateLimited { retry_after_ms }
+            }
+            TransportError::Unsupported(message) => WireError::Unsupported { message },
+            TransportError::Failed(message) => WireError::Failed { message },
+        }
+    }
+}
+
+impl From<WireError> for TransportError {
+    fn from(error: WireError) -> Self {
+        match error {
+            WireError::NotStarted { transport } => TransportError::NotStarted(transport),
+            WireError::AlreadyStarted { transport } => TransportError::AlreadyStarted(transport),
+            WireError::EditRejected { message } => TransportError::EditRejected(message),
+            WireError::RateLimited { retry_after_ms } => {
+                TransportError::RateLimited { retry_after_ms }
+            }
+            WireError::Unsupported { message } => TransportError::Unsupported(message),
+            WireError::Failed { message } => TransportError::Failed(message),
+        }
+    }
+}
+
+/// Why the ingress could not start serving a transport.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutboundError {
+    /// The transport id cannot be a subject token.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// Subscribing failed.
+    #[error(
+        "NATS refused the subscription to {subject}: {detail}; check this node's NATS connection"
+    )]
+    Subscribe {
+        /// The outbound subject.
+        subject: String,
+        /// What the client said.
+        detail: String,
+    },
+}
+
+/// The ingress side: serves `<prefix>.out.<transport>` through the real transport.
+#[derive(Debug)]
+pub struct OutboundServer {
+    task: JoinHandle<()>,
+}
+
+impl OutboundServer {
+    /// Subscribes (in the ingress queue group) and answers every request through
+    /// `transport`, each in its own task so one slow send does not hold up the others. A
+    /// request this version cannot read is logged and answered with `Failed`.
+    pub async fn start(
+        client: Client,
+        prefix: &Prefix,
+        transport: Arc<dyn Transport>,
+        log: Arc<dyn LogSink>,
+    ) -> Result<OutboundServer, OutboundError> {
+        let subject = prefix.outbound_subject(transport.id())?;
+        let mut requests = client
+            .queue_subscribe(subject.clone(), INGRESS_QUEUE_GROUP.to_owned())
+            .await
+            .map_err(|error| OutboundError::Subscribe {
+                subject: subject.clone(),
+                detail: error.to_string(),
+            })?;
+        // The subscription must be in place at the server before anyone is told to send.
+        client
+            .flush()
+            .await
+            .map_err(|error| OutboundError::Subscribe {
+                subject: subject.clone(),
+                detail: error.to_string(),
+            })?;
+        let task = tokio::spawn(async move {
+            while let Some(request) = requests.next().await {
+                let client = client.clone();
+                let transport = transport.clone();
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let Some(reply_to) = request.reply.clone() else {
+                        warn(
+                            log.as_ref(),
+                            "nats_outbound_without_reply",
+                            &[("subject", request.subject.to_string())],
+                        );
+                        return;
+                    };
+                    let reply = serve(transport.as_ref(), &request.payload, log.as_ref()).await;
+                    let payload = serde_json::to_vec(&reply).unwrap_or_default();
+                    if let Err(error) = client.publish(reply_to, Bytes::from(payload)).await {
+                        warn(
+                            log.as_ref(),
+                            "nats_outbound_reply_failed",
+                            &[("error", error.to_string())],
+                        );
+                    }
+                });
+            }
+        });
+        Ok(OutboundServer { task })
+    }
+
+    /// Stops serving (new requests find no responder once NATS notices).
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for OutboundServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One request through the real transport.
+async fn serve(transport: &dyn Transport, payload: &[u8], log: &dyn LogSink) -> WireReply {
+    let request = match serde_json::from_slice::<WireRequest>(payload) {
+        Ok(request) => request,
+        Err(error) => {
+            warn(
+                log,
+                "nats_bad_outbound_request",
+                &[
+                    ("transport", transport.id().to_owned()),
+                    ("error", error.to_string()),
+                ],
+            );
+            return WireReply::Failed {
+                error: WireError::Failed {
+                    message: format!(
+                        "the ingress node serving {} could not read the request ({error}); do \
+                         all nodes run the same host-shim version?",
+                        transport.id()
+                    ),
+                },
+            };
+        }
+    };
+    let failed = |error: TransportError| WireReply::Failed {
+        error: error.into(),
+    };
+    match request {
+        WireRequest::Send { message } => match transport.send(message.into()).await {
+            Ok(receipt) => WireReply::Sent {
+                message_id: receipt.message_id,
+                edit_key: receipt.edit_key,
+            },
+            Err(error) => failed(error),
+        },
+        WireRequest::Typing {
+            conversation_id,
+            thread_id,
+        } => match transport
+            .typing(&conversation_id, thread_id.as_deref())
+            .await
+        {
+            Ok(()) => WireReply::Typed,
+            Err(error) => failed(error),
+        },
+        WireRequest::Describe => match transport.identify().await {
+            Ok(identity) => WireReply::Described {
+                bot_id: identity.bot_id,
+                bot_name: identity.bot_name,
+                capabilities: transport.capabilities(),
+            },
+            Err(error) => failed(error),
+        },
+    }
+}
+
+/// The session side of a transport whose platform connection lives on an ingress node.
+#[derive(Debug)]
+pub struct RemoteTransport {
+    client: Client,
+    id: String,
+    subject: String,
+    capabilities: Capabilities,
+    timeout: Duration,
+    started: AtomicBool,
+    sent: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl RemoteTransport {
+    /// A remote `id` with known `capabilities`; requests wait `timeout` for an answer.
+    pub fn new(
+        client: Client,
+        prefix: &Prefix,
+        id: &str,
+        capabilities: Capabilities,
+        timeout: Duration,
+    ) -> Result<RemoteTransport, NameError> {
+        Ok(RemoteTransport {
+            subject: prefix.outbound_subject(id)?,
+            client,
+            id: id.to_owned(),
+            capabilities,
+            timeout,
+            started: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        })
+    }
+
+    /// Asks the ingress serving `id` for the bot and its capabilities, and builds the
+    /// remote transport from the answer.
+    pub async fn discover(
+        client: Client,
+        prefix: &Prefix,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<(RemoteTransport, BotIdentity), TransportError> {
+        let subject = prefix
+            .outbound_subject(id)
+            .map_err(|error| TransportError::Failed(error.to_string()))?;
+        let reply = request(&client, id, &subject, timeout, &WireRequest::Describe).await?;
+        match reply {
+            WireReply::Described {
+                bot_id,
+                bot_name,
+                capabilities,
+            } => {
+                let transport = RemoteTransport::new(client, prefix, id, capabilities, timeout)
+                    .map_err(|error| TransportError::Failed(error.to_string()))?;
+                Ok((
+                    transport,
+                    BotIdentity {
+                        bot_id,
+                        bot_name,
+                        lock_name: None,
+                    },
+                ))
+            }
+            WireReply::Failed { error } => Err(error.into()),
+            other => Err(unexpected(id, &subject, &other)),
+        }
+    }
+
+    async fn call(&self, body: &WireRequest) -> Result<WireReply, TransportError> {
+        if !self.started.load(Ordering::SeqCst) {
+            return Err(TransportError::NotStarted(self.id.clone()));
+        }
+        let result = request(&self.client, &self.id, &self.subject, self.timeout, body).await;
+        let counter = match &result {
+            Ok(WireReply::Failed { .. }) | Err(_) => &self.failed,
+            Ok(_) => &self.sent,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+}
+
+/// One request and its decoded answer; every NATS failure becomes a `Failed` that says
+/// whether anything may have been posted.
+async fn request(
+    client: &Client,
+    id: &str,
+    subject: &str,
+    timeout: Duration,
+    body: &WireRequest,
+) -> Result<WireReply, TransportError> {
+    let payload = serde_json::to_vec(body).map_err(|error| {
+        TransportError::Failed(format!("cannot encode the {id} request: {error}"))
+    })?;
+    let request = async_nats::Request::new()
+        .payload(Bytes::from(payload))
+        .timeout(Some(timeout));
+    let answer = client
+        .send_request(subject.to_owned(), request)
+        .await
+        .map_err(|error| match error.kind() {
+            RequestErrorKind::NoResponders => TransportError::Failed(format!(
+                "no ingress node serves {id} on NATS subject {subject}, so nothing was sent. \
+                 Start one (host-shim serve --nats <url> --role ingress) with this bot's \
+                 credential, or wait for a standby to take the bot lock (up to the lock TTL)"
+            )),
+            RequestErrorKind::TimedOut => TransportError::Failed(format!(
+                "the ingress node serving {id} did not answer within {} ms on NATS subject \
+                 {subject}; the message may or may not have been posted. Check that node and \
+                 the platform's status",
+                timeout.as_millis()
+            )),
+            _ => TransportError::Failed(format!(
+                "the NATS request to {subject} failed ({error}), so nothing is known to have \
+                 been sent; check this node's NATS connection"
+            )),
+        })?;
+    serde_json::from_slice::<WireReply>(&answer.payload).map_err(|error| {
+        TransportError::Failed(format!(
+            "the ingress node serving {id} answered on {subject} with something this version \
+             cannot read ({error}); the message may have been posted. Do all nodes run the \
+             same host-shim version?"
+        ))
+    })
+}
+
+fn unexpected(id: &str, subject: &str, reply: &WireReply) -> TransportError {
+    let kind = match reply {
+        WireReply::Sent { .. } => "sent",
+        WireReply::Typed => "typed",
+        WireReply::Described { .. } => "described",
+        WireReply::Failed { .. } => "failed",
+    };
+    TransportError::Failed(format!(
+        "the ingress node serving {id} on {subject} answered {kind:?} to another request; do all \
+         nodes run the same host-shim version?"
+    ))
+}
+
+#[async_trait]
+impl Transport for RemoteTransport {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        match request(
+            &self.client,
+            &self.id,
+            &self.subject,
+            self.timeout,
+            &WireRequest::Describe,
+        )
+        .await?
+        {
+            WireReply::Described {
+                bot_id, bot_name, ..
+            } => Ok(BotIdentity {
+                bot_id,
+                bot_name,
+                // The bot lock is the ingress's: a session node takes none.
+                lock_name: None,
+            }),
+            WireReply::Failed { error } => Err(error.into()),
+            other => Err(unexpected(&self.id, &self.subject, &other)),
+        }
+    }
+
+    /// Inbound does not come through here: the session's JetStream consumer
+    /// (`cluster::inbound::SessionConsumer`) feeds the session. Starting only allows sends.
+    async fn start(&self, _sink: InboundSink) -> Result<(), TransportError> {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return Err(TransportError::AlreadyStarted(self.id.clone()));
+        }
+        Ok(())
+    }
+
+    async fn stop(&self) {
+        self.started.store(false, Ordering::SeqCst);
+    }
+
+    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        let body = WireRequest::Send {
+            message: message.into(),
+        };
+        match self.call(&body).await? {
+            WireReply::Sent {
+                message_id,
+                edit_key,
+            } => Ok(SendReceipt {
+                message_id,
+                edit_key,
+            }),
+            WireReply::Failed { error } => Err(error.into()),
+            other => Err(unexpected(&self.id, &self.subject, &other)),
+        }
+    }
+
+    async fn typing(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Result<(), TransportError> {
+        let body = WireRequest::Typing {
+            conversation_id: conversation_id.to_owned(),
+            thread_id: thread_id.map(str::to_owned),
+        };
+        match self.call(&body).await? {
+            WireReply::Typed => Ok(()),
+            WireReply::Failed { error } => Err(error.into()),
+            other => Err(unexpected(&self.id, &self.subject, &other)),
+        }
+    }
+
+    async fn fetch_attachment(
+        &self,
+        _reference: &str,
+        _max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "{} runs on another node (NATS cluster mode), and attachments are not fetched across \
+             nodes yet; send the text, or run this session on a single host",
+            self.id
+        )))
+    }
+
+    fn diagnose(&self) -> String {
+        format!(
+            "{} over NATS {}, answered {}, failed {}",
+            if self.started.load(Ordering::SeqCst) {
+                "running"
+            } else {
+                "stopped"
+            },
+            self.subject,
+            self.sent.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_transport_error_survives_the_wire() {
+        let errors = [
+            TransportError::NotStarted("t".into()),
+            TransportError::AlreadyStarted("t".into()),
+            TransportError::EditRejected("old".into()),
+            TransportError::RateLimited {
+                retry_after_ms: 1500,
+            },
+            TransportError::Unsupported("no".into()),
+            TransportError::Failed("down".into()),
+        ];
+        for error in errors {
+            let reply = WireReply::Failed {
+                error: error.clone().into(),
+            };
+            let text = serde_json::to_string(&reply).unwrap();
+            let back: WireReply = serde_json::from_str(&text).unwrap();
+            match back {
+                WireReply::Failed { error: wire } => {
+                    assert_eq!(TransportError::from(wire), error, "{text}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_message_survives_the_wire() {
+        let message = OutboundMessage {
+            conversation_id: "c".into(),
+            thread_id: Some("t".into()),
+            kind: OutboundKind::Progress,
+            text: "**x**".into(),
+            edit_key: Some("e".into()),
+            buttons: vec![Button {
+                label: "Approve".into(),
+                command: "/approve ab12".into(),
+            }],
+        };
+        let text = serde_json::to_string(&WireRequest::Send {
+            message: message.clone().into(),
+        })
+        .unwrap();
+        match serde_json::from_str::<WireRequest>(&text).unwrap() {
+            WireRequest::Send { message: wire } => {
+                assert_eq!(OutboundMessage::from(wire), message)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

