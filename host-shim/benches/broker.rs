@@ -15,6 +15,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use host_shim::agent::IdleAgent;
 use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
@@ -24,7 +25,7 @@ use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::session::{Built, Session, SessionSpec};
 use host_shim::state_file::StateFile;
 use host_shim::ui::RecordingUi;
-use support::{NullAgent, resident_kib};
+use support::resident_kib;
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
 
@@ -100,7 +101,7 @@ impl World {
             content: ConfigContent::Text(CONFIG.into()),
         }];
         let started = Instant::now();
-        let agent = Arc::new(NullAgent);
+        let agent = Arc::new(IdleAgent);
         self.broker
             .attach(&key, &format!("s{i}"), "/bench", &sources, agent.clone())
             .expect("attach");

@@ -12,6 +12,7 @@ mod support;
 use guest::bridge::Bridge;
 use guest::host::Host;
 use guest::model;
+use host_shim::agent::IdleAgent;
 use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::bindings::types;
 use host_shim::clock::SystemClock;
@@ -23,7 +24,7 @@ use host_shim::state_file::StateFile;
 use host_shim::transcript::Transcript;
 use host_shim::transcript::file::Rotation;
 use host_shim::ui::RecordingUi;
-use support::{NullAgent, resident_kib};
+use support::resident_kib;
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
 
@@ -75,7 +76,7 @@ impl Bench {
             key: "bench".into(),
             transports: BTreeMap::from([("fake".to_string(), self.fake.clone())]),
             inbound: self.inbound.clone(),
-            agent: Arc::new(NullAgent),
+            agent: Arc::new(IdleAgent),
             ui: Arc::new(RecordingUi::default()),
             state: self.state.clone(),
             locks: LockDir::new(self.dir.path().join("locks")),

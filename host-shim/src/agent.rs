@@ -435,3 +435,36 @@ fn long_reply() -> String {
     }
     text
 }
+
+/// An agent that takes every prompt and never starts a turn: for a replay, where every
+/// agent import answers from the recorded script, and for benchmarks of the host alone.
+#[derive(Debug, Default)]
+pub struct IdleAgent;
+
+#[async_trait]
+impl Agent for IdleAgent {
+    fn attach(&self, _: mpsc::Sender<AgentSignal>) {}
+    async fn send_prompt(
+        &self,
+        _: String,
+        _: DeliverAs,
+        _: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    fn abort(&self) {}
+    fn is_idle(&self) -> bool {
+        true
+    }
+    fn session_info(&self) -> SessionInfo {
+        SessionInfo {
+            id: "idle".into(),
+            name: None,
+            cwd: "/".into(),
+            accepts_images: false,
+        }
+    }
+    fn recent_work(&self) -> RecentWork {
+        RecentWork::default()
+    }
+}

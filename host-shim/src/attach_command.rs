@@ -34,7 +34,7 @@ pub struct AttachArgs {
 }
 
 /// The config files for a pi working directory, as the bridge reads them.
-fn config_sources(cwd: &Path) -> anyhow::Result<Vec<ConfigSource>> {
+pub fn config_sources(cwd: &Path) -> anyhow::Result<Vec<ConfigSource>> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), cwd)?;
     Ok(offline::config_sources(&config_files::discover(
@@ -58,14 +58,7 @@ fn stdin_closed() -> oneshot::Receiver<()> {
 
 async fn stop_signal() {
     let stdin = stdin_closed();
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
+    let terminate = terminated();
     tokio::select! {
         _ = stdin => {}
         _ = tokio::signal::ctrl_c() => {}
@@ -73,9 +66,10 @@ async fn stop_signal() {
     }
 }
 
-/// Runs `host-shim attach`: listens for the pi extension of one session, prints the
-/// `ready` line, serves until stdin closes or a stop signal arrives.
-pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
+/// The working directory, the paths the environment gives, and the state directory
+/// (sockets, caches and the broker's files live there): what `attach` and `serve` start
+/// from.
+pub fn process_paths() -> anyhow::Result<(PathBuf, Paths, PathBuf)> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), &cwd)?;
@@ -84,6 +78,23 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| cwd.clone());
+    Ok((cwd, paths, state_dir))
+}
+
+/// Resolves on SIGTERM (how a service manager or `kill` stops a process).
+pub async fn terminated() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut signal) => {
+            signal.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Runs `host-shim attach`: listens for the pi extension of one session, prints the
+/// `ready` line, serves until stdin closes or a stop signal arrives.
+pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
+    let (_cwd, paths, state_dir) = process_paths()?;
     // A running broker (`host-shim serve`) serves the session with its shared bots;
     // this process then only ties the session's life to pi's.
     if let Some((ready, mut connection)) =

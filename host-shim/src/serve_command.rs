@@ -24,17 +24,14 @@ use crate::agent::{Agent, DemoAgent};
 use crate::agent_link::LinkSession;
 use crate::attach::{self, Bound, Link};
 use crate::bindings::agent::SessionInfo;
-use crate::bindings::session::ConfigSource;
 use crate::bindings::types::Level;
 use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
 use crate::clock::{Clock, SystemClock};
-use crate::config_files;
 use crate::factory;
 use crate::lock::{Claimant, LockDir, LockError};
 use crate::logging::{LogSink, StderrLog};
 use crate::offline;
-use crate::paths::Paths;
 use crate::runtime::{Limits, Runtime};
 use crate::session::{Session, SessionSpec};
 use crate::state_file::StateFile;
@@ -89,14 +86,6 @@ struct Process {
     stopping: watch::Receiver<bool>,
 }
 
-fn config_sources(cwd: &Path) -> anyhow::Result<Vec<ConfigSource>> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), cwd)?;
-    Ok(offline::config_sources(&config_files::discover(
-        &paths.config,
-    )))
-}
-
 /// The name a session goes by in `/sessions`: pi's session name, else its directory's.
 fn session_name(name: Option<&str>, cwd: &str) -> String {
     name.filter(|n| !n.trim().is_empty())
@@ -119,7 +108,7 @@ impl Process {
         agent: Arc<dyn Agent>,
         ui: Arc<dyn Ui>,
     ) -> anyhow::Result<(Session, String)> {
-        let sources = config_sources(Path::new(&info.cwd))?;
+        let sources = crate::attach_command::config_sources(Path::new(&info.cwd))?;
         let name = self.broker.attach(
             &key,
             &session_name(info.name.as_deref(), &info.cwd),
@@ -298,14 +287,7 @@ pub async fn ask_broker(
 
 /// Runs `host-shim serve` until Ctrl-C or SIGTERM.
 pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), &cwd)?;
-    let state_dir = paths
-        .state_file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| cwd.clone());
+    let (cwd, paths, state_dir) = crate::attach_command::process_paths()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let locks = LockDir::new(&paths.lock_dir);
     let _broker_lock = locks
@@ -395,14 +377,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         control_path.display()
     );
     let mut links = tokio::task::JoinSet::new();
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
+    let terminate = crate::attach_command::terminated();
     tokio::pin!(terminate);
     loop {
         tokio::select! {

@@ -144,6 +144,19 @@ impl World {
     }
 }
 
+/// Waits until the terminal `ui` has shown a note containing `needle`; fails the test,
+/// naming every note, when none does in time.
+async fn shown(ui: &RecordingUi, needle: &str) {
+    let wait = async {
+        while !ui.notes().iter().any(|(_, t)| t.contains(needle)) {
+            tokio::task::yield_now().await;
+        }
+    };
+    if tokio::time::timeout(WAIT, wait).await.is_err() {
+        panic!("no note containing {needle:?}: {:#?}", ui.notes());
+    }
+}
+
 fn prompts(agent: &ScriptAgent) -> Vec<String> {
     agent.prompts.lock().unwrap().clone()
 }
@@ -217,22 +230,7 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
     // Naming a session hands the chat to that session's own pairing: its code shows in
     // its terminal only.
     world.send("stranger", "dm-s", "/switch web").await;
-    let notes = async {
-        loop {
-            if web
-                .ui
-                .notes()
-                .iter()
-                .any(|(_, t)| t.starts_with("Messenger pairing code:"))
-            {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(WAIT, notes)
-        .await
-        .expect("web's terminal shows a pairing code");
+    shown(&web.ui, "Messenger pairing code:").await;
     assert!(
         !api.ui
             .notes()
@@ -292,22 +290,7 @@ async fn the_only_session_gets_an_unbound_chat_and_keeps_it_but_never_posts_afte
         .emit(AgentEvent::AssistantMessage("the answer from api".into()))
         .await;
     api.agent.emit(AgentEvent::TurnSettled).await;
-    let heard = async {
-        loop {
-            if api
-                .ui
-                .notes()
-                .iter()
-                .any(|(_, t)| t.contains("another session (web)"))
-            {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    };
-    if tokio::time::timeout(WAIT, heard).await.is_err() {
-        panic!("api's terminal was not told: {:#?}", api.ui.notes());
-    }
+    shown(&api.ui, "another session (web)").await;
     assert!(
         !world
             .fake

@@ -8,10 +8,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
-
-use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
 use crate::clock::ManualClock;
 use crate::imports::{SessionContext, SessionHost};
 use crate::lock::LockDir;
@@ -79,37 +75,6 @@ pub struct Report {
     pub replayed_bridge: String,
 }
 
-/// An agent nobody talks to: in replay every agent import answers from the script.
-struct ScriptedAgent;
-
-#[async_trait]
-impl Agent for ScriptedAgent {
-    fn attach(&self, _: tokio::sync::mpsc::Sender<AgentSignal>) {}
-    async fn send_prompt(
-        &self,
-        _: String,
-        _: DeliverAs,
-        _: Vec<PromptImage>,
-    ) -> Result<(), String> {
-        Ok(())
-    }
-    fn abort(&self) {}
-    fn is_idle(&self) -> bool {
-        true
-    }
-    fn session_info(&self) -> SessionInfo {
-        SessionInfo {
-            id: "replay".into(),
-            name: None,
-            cwd: "/".into(),
-            accepts_images: false,
-        }
-    }
-    fn recent_work(&self) -> RecentWork {
-        RecentWork::default()
-    }
-}
-
 /// The context of the replayed session: no transport, no file, the script answers.
 fn context(
     key: &str,
@@ -127,7 +92,7 @@ fn context(
         key: key.to_string(),
         transports: BTreeMap::new(),
         inbound,
-        agent: Arc::new(ScriptedAgent),
+        agent: Arc::new(crate::agent::IdleAgent),
         ui: Arc::new(RecordingUi::default()),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(nowhere.join("locks")),
