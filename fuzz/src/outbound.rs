@@ -130,7 +130,7 @@ pub fn check(input: &PipelineInput) {
             input.markup,
             input.unit
         );
-        assert_redacted(message, &planted);
+        assert_redacted(message, &planted, &input.text);
         if input.markup == Markup::Html
             && let Err(why) = telegram_well_formed(message)
         {
@@ -138,7 +138,7 @@ pub fn check(input: &PipelineInput) {
         }
     }
     if let Some(notice) = &prepared.truncation_notice {
-        assert_redacted(notice, &planted);
+        assert_redacted(notice, &planted, &input.text);
         if input.markup == Markup::Html {
             assert_eq!(telegram_well_formed(notice), Ok(()), "{notice:?}");
         }
@@ -154,8 +154,9 @@ const MARKER: &str = "[redacted";
 /// output followed by markup (`TOKEN=[redacted]</pre>`: the assignment's value runs to the
 /// next space), not a secret; nor is a piece of the marker (`TOKEN=[r` where a small limit
 /// cut the marker) or an empty one (`Authorization: ` ending a message, its redacted value
-/// starting the next).
-pub fn assert_redacted(message: &str, planted: &[String]) {
+/// starting the next). `input` is the text the message was cut from, if any (see
+/// [`exposed_by_a_cut`]).
+pub fn assert_redacted(message: &str, planted: &[String], input: &str) {
     for secret in planted {
         assert!(
             !message.contains(secret.as_str()),
@@ -177,12 +178,34 @@ pub fn assert_redacted(message: &str, planted: &[String]) {
         // The renderer closes what a cut leaves open: `TOKEN=[r</blockquote>` is a marker
         // cut by a small limit, then a closing tag (found by fuzzing, 2026-12-01).
         let secret = without_tags(secret);
+        let at_message_start =
+            without_tags(message.get(..found.start).unwrap_or_default()).is_empty();
+        if at_message_start && exposed_by_a_cut(input, &secret) {
+            continue;
+        }
         assert!(
             MARKER.starts_with(secret.as_str()) || secret.starts_with(MARKER),
             "text of the {} shape survived: {secret:?} in {message:?}",
             shape.name
         );
     }
+}
+
+/// A hard cut (no space within the limit) can start a message inside a word: the rest of
+/// a near miss glued to a letter (`?bghp_…`, no token by its left boundary) then reads as
+/// a token at the message's start. It is no secret of the input when every occurrence
+/// there follows a letter or digit, which no markup removes; only the cut parted them
+/// (found by fuzzing, 2026-12-01). A `_` before it does not count: emphasis removes that
+/// one (`_xapp-…_` was a real miss).
+fn exposed_by_a_cut(input: &str, secret: &str) -> bool {
+    let mut occurrences = input.match_indices(secret).peekable();
+    occurrences.peek().is_some()
+        && occurrences.all(|(at, _)| {
+            input[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric())
+        })
 }
 
 /// `text` without `<…>` tags.
