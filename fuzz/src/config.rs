@@ -13,7 +13,7 @@ use guest::model::{
 };
 use transport_core::platform::{self as core, Settings};
 
-use crate::secrets::secrets_in_document;
+use crate::secrets::secrets_in_documents;
 
 /// The terminal's declaration, as host-shim hands it to the bridge.
 const TERMINAL: Settings = Settings {
@@ -109,9 +109,8 @@ pub fn config(data: &[u8]) {
         .collect();
     let said = said(&sources);
 
-    let secrets: Vec<String> = files
-        .iter()
-        .flat_map(|f| secrets_in_document(f))
+    let secrets: Vec<String> = secrets_in_documents(&files)
+        .into_iter()
         .filter(|secret| !baseline().iter().any(|text| text.contains(secret.as_str())))
         .collect();
     for output in &said {

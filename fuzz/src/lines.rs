@@ -13,14 +13,14 @@ use host_shim::agent_link::{self, FromExtension};
 use host_shim::json_lines::{Record, next_record};
 use host_shim::pi_rpc::{self, RpcLine};
 
-use crate::secrets::secrets_in_document;
+use crate::secrets::secrets_in_documents;
 
 /// `refusal` of `line` repeats no secret of the line. A secret counts only when it came
 /// from the line: with every occurrence replaced by as many `Q`s the refusal no longer
 /// holds it (a fuzzer can write `TOKEN==expected value at line 1`, whose "secret" is
 /// part of serde's own wording).
 fn assert_no_secret_of(line: &str, refusal: &str, refuse: impl Fn(&str) -> Option<String>) {
-    for secret in secrets_in_document(line) {
+    for secret in secrets_in_documents(&[line]) {
         if !refusal.contains(&secret) {
             continue;
         }

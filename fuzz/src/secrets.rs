@@ -9,7 +9,7 @@ use serde_json::Value;
 pub const MIN_SECRET_BYTES: usize = 8;
 
 /// The secret part (what redaction hides) of every shape match in `text` that occurs
-/// nowhere in `text` except as a shape match (see [`secrets_in_document`]).
+/// nowhere in `text` except as a shape match (see [`secrets_in_documents`]).
 pub fn secrets_in(text: &str) -> Vec<String> {
     unambiguous(&[text])
 }
@@ -49,17 +49,22 @@ fn hits_in(text: &str) -> Vec<(String, usize)> {
         .collect()
 }
 
-/// The secrets in `text` and, when it is JSON, in each of its strings (keys and values)
-/// as decoded: `"\u0073k-ant-..."` is a secret only once the escape is read.
+/// The secrets in `documents` and, where one is JSON, in each of its strings (keys and
+/// values) as decoded: `"\u0073k-ant-..."` is a secret only once the escape is read.
 ///
 /// Only secrets that occur nowhere in the input except as a shape match: the same
 /// characters inside a word (`traAKIA…` is no AWS key id: no word boundary) may be quoted,
-/// and an output quoting them cannot be told from one quoting the secret. Those outputs
-/// are still checked for any text of a secret shape.
-pub fn secrets_in_document(text: &str) -> Vec<String> {
-    let mut texts = vec![text];
-    let parsed = serde_json::from_str::<Value>(text).ok();
-    if let Some(value) = &parsed {
+/// and an output quoting them cannot be told from one quoting the secret. That holds across
+/// all the documents of one input: a key id planted in the project file is no secret to
+/// look for in a note quoting the global file's `AKIA…AA` (found by fuzzing, 2026-12-01).
+/// Those outputs are still checked for any text of a secret shape.
+pub fn secrets_in_documents(documents: &[&str]) -> Vec<String> {
+    let parsed: Vec<Value> = documents
+        .iter()
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .collect();
+    let mut texts: Vec<&str> = documents.to_vec();
+    for value in &parsed {
         collect_strings(value, &mut texts);
     }
     unambiguous(&texts)
