@@ -150,6 +150,10 @@ impl Session {
             let lock = acquire_session_lock(&spec.locks, &spec.key, spec.clock.now_ms())?;
             held_locks.insert(session_lock_name(&spec.key), lock);
         }
+        // A running session's document is never pruned by another session's save.
+        if let Ok(mut state) = spec.state.lock() {
+            state.hold(&spec.key);
+        }
         let (inbound_tx, inbound_rx) = transport_core::inbound::channel(256);
         let (signals_tx, signals_rx) = mpsc::channel(64);
         spec.agent.attach(signals_tx);
@@ -661,6 +665,10 @@ impl Actor {
         // Whatever the guest did not release (it may have trapped) is released here, so a
         // stopped session never leaves a lock behind (I15).
         self.ctx().held_locks.clear();
+        let key = self.ctx().key.clone();
+        if let Ok(mut state) = self.ctx().state.lock() {
+            state.release(&key);
+        }
         // Calls still waiting for approval will get no answer now: fail closed.
         self.ctx()
             .block_parked("the messenger bridge stopped while this call waited for approval");

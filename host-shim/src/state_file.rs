@@ -14,7 +14,7 @@
 //! never overwrite a pairing another host just made. (The session lock in `session.rs`
 //! keeps two hosts off one session in the first place; this is the second line.)
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, DirBuilder, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -148,6 +148,8 @@ pub struct StateFile {
     contents: Contents,
     /// Session key → the revision this process last loaded or wrote.
     known: HashMap<String, u64>,
+    /// Sessions running in this process now ([`StateFile::hold`]): never pruned.
+    held: BTreeSet<String>,
     /// Opened by `doctor` or `explain`: never written, never moved aside.
     read_only: bool,
     temp_counter: u64,
@@ -202,6 +204,7 @@ impl StateFile {
             path: path.to_path_buf(),
             contents: Contents::default(),
             known: HashMap::new(),
+            held: BTreeSet::new(),
             read_only: set_aside_at.is_none(),
             temp_counter: 0,
         };
@@ -240,6 +243,19 @@ impl StateFile {
             .sessions
             .get(session_key)
             .map(Value::to_string)
+    }
+
+    /// Marks `session_key` as running in this process until [`StateFile::release`]:
+    /// pruning never drops it. A broker runs many sessions that may all outnumber
+    /// [`MAX_SESSIONS`]; one session's save must not prune another's pairings while it
+    /// runs (its next save would then find its document gone).
+    pub fn hold(&mut self, session_key: &str) {
+        self.held.insert(session_key.to_owned());
+    }
+
+    /// The session stopped: it may be pruned again, as the oldest ones are.
+    pub fn release(&mut self, session_key: &str) {
+        self.held.remove(session_key);
     }
 
     /// The document for `session_key` as this copy read it at `open`, without reading
@@ -296,7 +312,7 @@ impl StateFile {
         contents
             .revisions
             .insert(session_key.to_owned(), Value::from(revision));
-        prune(&mut contents, session_key);
+        prune(&mut contents, session_key, &self.held);
         self.contents = contents;
         self.write()?;
         self.known.insert(session_key.to_owned(), revision);
@@ -463,9 +479,10 @@ fn set_aside(path: &Path, now_ms: u64) -> Result<PathBuf, StateFileError> {
     }
 }
 
-/// Keeps the newest `MAX_SESSIONS` sessions by `updatedAt`, always including `keep`.
-/// Sessions without a numeric `updatedAt` count as oldest.
-fn prune(contents: &mut Contents, keep: &str) {
+/// Keeps the newest `MAX_SESSIONS` sessions by `updatedAt`, always including `keep` and
+/// the sessions `held` by this process (which may make more). Sessions without a numeric
+/// `updatedAt` count as oldest.
+fn prune(contents: &mut Contents, keep: &str, held: &BTreeSet<String>) {
     let Contents {
         sessions,
         revisions,
@@ -484,7 +501,11 @@ fn prune(contents: &mut Contents, keep: &str) {
         .collect();
     // Newest first; equal times break by key so the result does not depend on map order.
     others.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    for (_, key) in others.into_iter().skip(MAX_SESSIONS - 1) {
+    let room = MAX_SESSIONS.saturating_sub(1);
+    for (_, key) in others.into_iter().skip(room) {
+        if held.contains(&key) {
+            continue;
+        }
         sessions.remove(&key);
         revisions.remove(&key);
     }
@@ -883,6 +904,33 @@ mod tests {
         assert!(state.load("old").is_some());
         assert_eq!(state.load("s00"), None);
         assert!(state.load("s01").is_some());
+    }
+
+    #[test]
+    fn a_session_held_by_this_process_is_never_pruned_while_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut state, _) = StateFile::open(&dir.path().join("s.json"), NOW).unwrap();
+        state.save("live", &doc(1)).unwrap();
+        state.hold("live");
+        for i in 0..25 {
+            state.save(&format!("s{i:02}"), &doc(1000 + i)).unwrap();
+        }
+        assert!(state.load("live").is_some(), "held: kept although oldest");
+        assert_eq!(
+            state.contents.sessions.len(),
+            21,
+            "20 newest plus the held one"
+        );
+        // Its own next save is no conflict: its document and revision are still there.
+        state.save("live", &doc(2000)).unwrap();
+        state.release("live");
+        state.save("live", &doc(3)).unwrap();
+        state.save("s99", &doc(5000)).unwrap();
+        assert_eq!(
+            state.load("live"),
+            None,
+            "released: the oldest is pruned again"
+        );
     }
 
     #[test]
