@@ -12,6 +12,7 @@ use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::clock::ManualClock;
 use host_shim::logging::MemoryLog;
+use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::session::{Built, Session, SessionSpec};
 use host_shim::ui::RecordingUi;
 use transport_core::{Envelope, Transport};
@@ -29,6 +30,7 @@ struct World {
     fake: FakeTransport,
     broker: Arc<Broker>,
     clock: Arc<ManualClock>,
+    runtime: Arc<Runtime>,
 }
 
 impl World {
@@ -61,6 +63,7 @@ impl World {
             fake,
             broker,
             clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            runtime: runtime(),
         }
     }
 
@@ -94,7 +97,7 @@ impl World {
             exclusive: true,
             transcript: None,
         };
-        let session = Session::spawn(runtime(), spec)
+        let session = Session::spawn(self.runtime.clone(), spec)
             .await
             .expect("session starts");
         Attached { session, agent, ui }
@@ -343,4 +346,52 @@ async fn a_detached_session_keeps_its_chats_which_hear_it_is_away_and_bindings_s
     again.send("user-1", "dm-1", "back again").await;
     api.agent.wait_for_prompts(1).await;
     assert!(prompts(&api.agent)[0].contains("back again"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
+    let mut world = World::new();
+    let limits = Limits {
+        memory_bytes: 24 << 20,
+        ..Limits::default()
+    };
+    world.runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("compiles"));
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &["user-1"]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    world
+        .say(
+            "user-1",
+            "dm-2",
+            "/switch web",
+            "This chat now talks to web",
+        )
+        .await;
+    // Larger than the instance's memory cap: lowering it into api's guest traps.
+    world.send("user-1", "dm-1", &"x".repeat(40 << 20)).await;
+    shown(
+        &api.ui,
+        "The bridge failed while handling an inbound message",
+    )
+    .await;
+    let health = api.session.health().await.expect("health");
+    assert_eq!(
+        health.restarts, 1,
+        "api's instance was replaced: {health:?}"
+    );
+    assert_eq!(web.session.health().await.expect("health").restarts, 0);
+    // Both still answer through the one bot, each in its own chat.
+    world.send("user-1", "dm-2", "for web").await;
+    web.agent.wait_for_prompts(1).await;
+    world.send("user-1", "dm-1", "for api").await;
+    api.agent.wait_for_prompts(1).await;
+    assert_eq!(prompts(&api.agent), ["for api"]);
+    assert_eq!(prompts(&web.agent), ["for web"]);
 }
