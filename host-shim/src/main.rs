@@ -205,6 +205,11 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             if !(0.0..=60.0).contains(&pace) {
                 bail!("--pace must be between 0 and 60 seconds, got {pace}");
             }
+            // Each slot reserves address space for one instance's memory cap (64 MiB);
+            // 100,000 of them is 6 TiB of reservations, the most a 47-bit space sensibly holds.
+            if !(1..=100_000).contains(&max_sessions) {
+                bail!("--max-sessions must be between 1 and 100000, got {max_sessions}");
+            }
             let args = host_shim::serve_command::ServeArgs {
                 demo,
                 pace: Duration::from_secs_f64(pace),

@@ -609,3 +609,30 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
         "{output}"
     );
 }
+
+#[test]
+fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_named() {
+    let home = Home::new();
+    let (status, output) = finish(home.command(&["serve", "--max-sessions", "0"]));
+    assert!(!status.success());
+    assert!(
+        output.contains("--max-sessions must be between 1 and 100000, got 0"),
+        "{output}"
+    );
+    let mut first = Running::start(home.command(&["serve", "--demo", "api", "--pace", "0"]));
+    first.wait_for("host-shim serve: ready. 1 demo session(s)");
+    // The demo session's terminal is the broker's stderr, labelled with its name.
+    first.wait_for("[api] info: This session is served by the shared bot as \"api\"");
+    let (status, output) = finish(home.command(&["serve"]));
+    assert!(!status.success());
+    assert!(
+        output.contains("another host-shim serve already runs")
+            && output.contains(&format!("pid {}", first.child.id())),
+        "{output}"
+    );
+    // SIGTERM (a service manager's stop) shuts it down cleanly.
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(first.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert!(first.wait_exit().success(), "{}", first.output());
+    assert!(first.output().contains("host-shim serve: stopped"));
+}
