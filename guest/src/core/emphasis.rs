@@ -4,10 +4,12 @@
 //! text where each paired emphasis underscore is a placeholder that is no word character,
 //! and puts the underscores back afterwards.
 //!
-//! Pairing is deliberately simple and leans to more redaction, never less: per line, an
-//! underscore run that opens (no letter or digit before it, one after) pairs with the next
-//! run that closes (a letter or digit before, none after). A lone `token_` is not emphasis
-//! and stays a near-miss.
+//! Pairing is deliberately simple and leans to more redaction, never less: per line, every
+//! underscore run that opens (no letter or digit before it, one after) and is still
+//! waiting pairs with the next run that closes (a letter or digit before, none after), so
+//! nested or overlapping emphasis (`__a __b___`, which a renderer may pair either way)
+//! marks every opener (found by fuzzing: a JWT between two openers lost its underscores to
+//! the renderer and was sent). A lone `token_` is not emphasis and stays a near-miss.
 
 /// The characters that may stand for an emphasis underscore: private-use, so no shape's
 /// class holds them as a word character; the first one the text does not hold is used.
@@ -23,12 +25,12 @@ pub fn view(text: &str) -> Option<(String, char)> {
     let bytes = text.as_bytes();
     let mut marked = vec![false; bytes.len()];
     let mut any = false;
-    let mut opener: Option<(usize, usize)> = None;
+    let mut openers: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'\n' => {
-                opener = None;
+                openers.clear();
                 i += 1;
             }
             b'_' => {
@@ -41,13 +43,13 @@ pub fn view(text: &str) -> Option<(String, char)> {
                     .is_some_and(|p| bytes[p].is_ascii_alphanumeric());
                 let after = bytes.get(i).is_some_and(u8::is_ascii_alphanumeric);
                 match (before, after) {
-                    (false, true) => opener = Some((start, i)),
-                    (true, false) => {
-                        if let Some((open_start, open_end)) = opener.take() {
+                    (false, true) => openers.push((start, i)),
+                    (true, false) if !openers.is_empty() => {
+                        for (open_start, open_end) in openers.drain(..) {
                             marked[open_start..open_end].fill(true);
-                            marked[start..i].fill(true);
-                            any = true;
                         }
+                        marked[start..i].fill(true);
+                        any = true;
                     }
                     _ => {}
                 }
@@ -85,7 +87,7 @@ mod tests {
 
     #[test]
     fn pairs_table() {
-        let rows: [(&str, Option<&str>); 9] = [
+        let rows: [(&str, Option<&str>); 11] = [
             ("_xapp-1-A05B_ ith", Some("|xapp-1-A05B| ith")),
             ("__bold__ and _it_", Some("||bold|| and |it|")),
             ("npm_abcdef_", None),
@@ -95,6 +97,9 @@ mod tests {
             ("_a\nb_", None),
             ("no underscore", None),
             ("(_x_)", Some("(|x|)")),
+            // Every waiting opener pairs with the closer.
+            ("__a __b___ c", Some("||a ||b||| c")),
+            ("_a _b c", None),
         ];
         for (text, expected) in rows {
             assert_eq!(shown(text), expected.map(String::from), "{text:?}");
