@@ -74,12 +74,20 @@ fn baseline() -> &'static [String] {
         // config can show is known: `": [],\n    "` is the scope's formatting, not a
         // secret of the input (found by fuzzing, 2026-12-01).
         let all = r#"{"bridge":{"remoteScope":{}},"transports":{"telegram":{"enabled":true},"discord":{"enabled":true},"slack":{"enabled":true},"robo_claw":{"enabled":true},"terminal":{"enabled":true}}}"#;
-        said(&[ConfigSource {
+        let sources = [ConfigSource {
             scope: ConfigScope::Project,
             path: "/home/dev/.pi/project.json".into(),
             content: ConfigContent::Text(all.into()),
-        }])
+        }];
+        let mut known = said(&sources);
+        known.push(everything(&sources));
+        known
     })
+}
+
+/// Everything the loader holds about `sources`, in one text (its `Debug`).
+fn everything(sources: &[ConfigSource]) -> String {
+    format!("{:?}", load_config(sources, &platforms()))
 }
 
 /// Every text `load_config` gives a person to read about `sources`.
@@ -111,7 +119,7 @@ pub fn config(data: &[u8]) {
     // it. Its shapes are not checked: a quote opened in one note and another note's quote
     // read together as one quoted value (`KEY='a: …" }, Note { … '`) that no person ever
     // reads (found by fuzzing, 2026-12-01); each text a person reads is checked above.
-    let everything = format!("{:?}", load_config(&sources, &platforms()));
+    let everything = everything(&sources);
 
     let secrets: Vec<String> = secrets_in_documents(&files)
         .into_iter()

@@ -184,7 +184,10 @@ pub fn assert_redacted(message: &str, planted: &[String], input: &str) {
         let secret = without_tags(secret);
         let at_message_start =
             without_tags(message.get(..found.start).unwrap_or_default()).is_empty();
-        if at_message_start && exposed_by_a_cut(input, &secret) {
+        // The whole match counts: `UB_TOKEN=ghp_…` cut from `…SAsUB_TOKEN=ghp_…` (no
+        // name at a boundary in the input) is as much a cut's artefact as a bare token.
+        let matched = without_tags(message.get(found.start..found.end).unwrap_or_default());
+        if at_message_start && exposed_by_a_cut(input, &matched) {
             continue;
         }
         assert!(
