@@ -7,6 +7,7 @@ pub mod code_hash;
 pub mod commands;
 pub mod config;
 pub mod controls;
+pub mod delimiters;
 pub mod dialect;
 pub mod digest;
 pub mod emphasis;

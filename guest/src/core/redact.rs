@@ -15,10 +15,10 @@
 
 use std::borrow::Cow;
 
-use crate::core::emphasis;
 use crate::core::secrets::{
     self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
 };
+use crate::core::{delimiters, emphasis};
 
 /// The redacted text and the names of the rules that changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,25 +43,45 @@ const MAX_PASSES: usize = 4;
 /// Then paired markdown emphasis underscores count as boundaries for one more look (see
 /// [`crate::core::emphasis`]): `_token_` renders as an italic token. That look comes after
 /// the text as written is redacted, so a token that holds underscores itself is already
-/// replaced whole before the view could cut it.
+/// replaced whole before the view could cut it. Last, a look at the text without the
+/// delimiters a renderer drops (see [`crate::core::delimiters`]): `/~bot…~` renders as a
+/// Bot API URL.
 pub fn redact(text: &str) -> Redacted {
     let written = redact_passes(text);
-    let Some((view, placeholder)) = emphasis::view(&written.text) else {
-        return written;
+    let emphasised = match emphasis::view(&written.text) {
+        Some((view, placeholder)) => {
+            let seen = redact_passes(&view);
+            if seen.rules.is_empty() {
+                written
+            } else {
+                Redacted {
+                    text: emphasis::restore(&seen.text, placeholder),
+                    rules: union(&written.rules, &seen.rules),
+                }
+            }
+        }
+        None => written,
     };
-    let seen = redact_passes(&view);
-    if seen.rules.is_empty() {
-        return written;
+    let Some(joined) = delimiters::view(&emphasised.text) else {
+        return emphasised;
+    };
+    let seen = redact_passes(&joined);
+    if seen.text == joined {
+        return emphasised;
     }
-    let rules = SHAPES
+    Redacted {
+        rules: union(&emphasised.rules, &seen.rules),
+        text: seen.text,
+    }
+}
+
+/// The rule names in either list, in rule order.
+fn union(a: &[&'static str], b: &[&'static str]) -> Vec<&'static str> {
+    SHAPES
         .iter()
         .map(|shape| shape.name)
-        .filter(|name| written.rules.contains(name) || seen.rules.contains(name))
-        .collect();
-    Redacted {
-        text: emphasis::restore(&seen.text, placeholder),
-        rules,
-    }
+        .filter(|name| a.contains(name) || b.contains(name))
+        .collect()
 }
 
 /// Passes over `text` while they change it (see [`redact`]).
@@ -391,6 +411,18 @@ mod tests {
         // A lone trailing underscore is not emphasis: the near-miss stays as it is.
         let near = "npm_abcdefghijklmnopqrstuvwxyz0123456789_";
         assert_eq!(redact(near).text, near);
+    }
+
+    #[test]
+    fn a_secret_joined_by_a_dropped_delimiter_is_redacted_and_plain_text_keeps_its_markup() {
+        // `~` is strikethrough: rendered, `/~bot…~` reads `/bot…`, a Bot API URL (found by
+        // fuzzing). The message then loses its delimiters; one without a secret keeps them.
+        // Too short for a bare token (34+), long enough for the URL shape (20+).
+        let out = redact("call /~bot7123456789:AAHdqTcvCH1vGWJxfSeofSAs~ now *ok*");
+        assert_eq!(out.text, "call /bot[redacted:telegram-token] now ok");
+        assert_eq!(out.rules, ["telegram-bot-url"]);
+        let plain = "keep *this* and `code` and ~that~";
+        assert_eq!(redact(plain).text, plain);
     }
     use super::*;
 

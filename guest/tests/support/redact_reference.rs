@@ -10,25 +10,43 @@ use regex_lite::{Captures, Regex};
 /// `text` redacted by running every shape's pattern in list order, pass after pass while a
 /// pass changes the text (at most four passes, as the engine).
 pub fn reference_redact(text: &str) -> Redacted {
-    // Then emphasis underscores are boundaries for one more look, as in the engine; the
-    // view is shared, the passes are what this reference checks.
+    // Then emphasis underscores are boundaries for one more look, and last the text without
+    // the delimiters a renderer drops, as in the engine; the views are shared, the passes
+    // are what this reference checks.
     let written = reference_passes(text);
-    let Some((view, placeholder)) = guest::core::emphasis::view(&written.text) else {
-        return written;
+    let emphasised = match guest::core::emphasis::view(&written.text) {
+        Some((view, placeholder)) => {
+            let seen = reference_passes(&view);
+            if seen.rules.is_empty() {
+                written
+            } else {
+                Redacted {
+                    text: guest::core::emphasis::restore(&seen.text, placeholder),
+                    rules: union(&written.rules, &seen.rules),
+                }
+            }
+        }
+        None => written,
     };
-    let seen = reference_passes(&view);
-    if seen.rules.is_empty() {
-        return written;
+    let Some(joined) = guest::core::delimiters::view(&emphasised.text) else {
+        return emphasised;
+    };
+    let seen = reference_passes(&joined);
+    if seen.text == joined {
+        return emphasised;
     }
-    let rules = SHAPES
+    Redacted {
+        rules: union(&emphasised.rules, &seen.rules),
+        text: seen.text,
+    }
+}
+
+fn union(a: &[&'static str], b: &[&'static str]) -> Vec<&'static str> {
+    SHAPES
         .iter()
         .map(|shape| shape.name)
-        .filter(|name| written.rules.contains(name) || seen.rules.contains(name))
-        .collect();
-    Redacted {
-        text: guest::core::emphasis::restore(&seen.text, placeholder),
-        rules,
-    }
+        .filter(|name| a.contains(name) || b.contains(name))
+        .collect()
 }
 
 fn reference_passes(text: &str) -> Redacted {
