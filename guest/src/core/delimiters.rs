@@ -9,15 +9,37 @@
 //! is sent: the delimiters of that message are lost, which only a message holding a secret
 //! ever pays, and which leans to more redaction, never less.
 
-/// The characters a markdown renderer may drop from between two pieces of text.
-const DELIMITERS: [char; 4] = ['*', '~', '`', '\\'];
+/// The characters a markdown renderer may drop from between two pieces of text; all
+/// ASCII, so they are removed byte by byte (a char walk cost a quarter of a millisecond
+/// per 64 KiB).
+const DELIMITERS: [u8; 4] = [b'*', b'~', b'`', b'\\'];
+
+/// Delimiter bytes as a table: one load per byte, no compare chain.
+const IS_DELIMITER: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < DELIMITERS.len() {
+        table[DELIMITERS[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// `text` without its delimiter characters; `None` when it holds none.
 pub fn view(text: &str) -> Option<String> {
-    if !text.contains(DELIMITERS) {
-        return None;
+    let bytes = text.as_bytes();
+    let first = bytes.iter().position(|b| IS_DELIMITER[usize::from(*b)])?;
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = &bytes[first..];
+    out.extend_from_slice(&bytes[..first]);
+    // Copy the runs between delimiters whole.
+    while let Some(at) = rest.iter().position(|b| IS_DELIMITER[usize::from(*b)]) {
+        out.extend_from_slice(&rest[..at]);
+        rest = &rest[at + 1..];
     }
-    Some(text.chars().filter(|c| !DELIMITERS.contains(c)).collect())
+    out.extend_from_slice(rest);
+    // Removing ASCII bytes from UTF-8 leaves UTF-8: no multi-byte character holds one.
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
