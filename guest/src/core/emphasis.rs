@@ -23,52 +23,50 @@ pub fn view(text: &str) -> Option<(String, char)> {
         return None;
     }
     let bytes = text.as_bytes();
-    let mut marked = vec![false; bytes.len()];
-    let mut any = false;
+    // Byte ranges of the paired runs, in text order. Ranges and slice copies, not a flag
+    // per byte and a walk over every character: this look runs on every reply that holds
+    // an underscore (most agent text), and the per-character walk was a fifth of the
+    // pipeline's time on 64 KiB.
+    let mut paired: Vec<(usize, usize)> = Vec::new();
     let mut openers: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => {
-                openers.clear();
-                i += 1;
-            }
-            b'_' => {
-                let start = i;
-                while i < bytes.len() && bytes[i] == b'_' {
-                    i += 1;
-                }
-                let before = start
-                    .checked_sub(1)
-                    .is_some_and(|p| bytes[p].is_ascii_alphanumeric());
-                let after = bytes.get(i).is_some_and(u8::is_ascii_alphanumeric);
-                match (before, after) {
-                    (false, true) => openers.push((start, i)),
-                    (true, false) if !openers.is_empty() => {
-                        for (open_start, open_end) in openers.drain(..) {
-                            marked[open_start..open_end].fill(true);
-                        }
-                        marked[start..i].fill(true);
-                        any = true;
-                    }
-                    _ => {}
-                }
-            }
-            _ => i += 1,
+    while let Some(offset) = memchr::memchr2(b'_', b'\n', &bytes[i..]) {
+        let start = i + offset;
+        if bytes[start] == b'\n' {
+            openers.clear();
+            i = start + 1;
+            continue;
         }
+        let mut end = start;
+        while end < bytes.len() && bytes[end] == b'_' {
+            end += 1;
+        }
+        let before = start
+            .checked_sub(1)
+            .is_some_and(|p| bytes[p].is_ascii_alphanumeric());
+        let after = bytes.get(end).is_some_and(u8::is_ascii_alphanumeric);
+        match (before, after) {
+            (false, true) => openers.push((start, end)),
+            (true, false) if !openers.is_empty() => {
+                paired.append(&mut openers);
+                paired.push((start, end));
+            }
+            _ => {}
+        }
+        i = end;
     }
-    if !any {
+    if paired.is_empty() {
         return None;
     }
     let placeholder = PLACEHOLDERS.into_iter().find(|c| !text.contains(*c))?;
-    let mut out = String::with_capacity(text.len() + 8);
-    for (i, c) in text.char_indices() {
-        if marked[i] {
-            out.push(placeholder);
-        } else {
-            out.push(c);
-        }
+    let mut out = String::with_capacity(text.len() + 2 * paired.len());
+    let mut copied = 0;
+    for (start, end) in paired {
+        out.push_str(&text[copied..start]);
+        out.extend(std::iter::repeat_n(placeholder, end - start));
+        copied = end;
     }
+    out.push_str(&text[copied..]);
     Some((out, placeholder))
 }
 
