@@ -10,43 +10,9 @@ use regex_lite::{Captures, Regex};
 /// `text` redacted by running every shape's pattern in list order, pass after pass while a
 /// pass changes the text (at most four passes, as the engine).
 pub fn reference_redact(text: &str) -> Redacted {
-    // Then emphasis underscores are boundaries for one more look, and last the text without
-    // the delimiters a renderer drops, as in the engine; the views are shared, the passes
-    // are what this reference checks.
-    let written = reference_passes(text);
-    let emphasised = match guest::core::emphasis::view(&written.text) {
-        Some((view, placeholder)) => {
-            let seen = reference_passes(&view);
-            if seen.rules.is_empty() {
-                written
-            } else {
-                Redacted {
-                    text: guest::core::emphasis::restore(&seen.text, placeholder),
-                    rules: union(&written.rules, &seen.rules),
-                }
-            }
-        }
-        None => written,
-    };
-    let Some(joined) = guest::core::delimiters::view(&emphasised.text) else {
-        return emphasised;
-    };
-    let seen = reference_passes(&joined);
-    if seen.text == joined {
-        return emphasised;
-    }
-    Redacted {
-        rules: union(&emphasised.rules, &seen.rules),
-        text: seen.text,
-    }
-}
-
-fn union(a: &[&'static str], b: &[&'static str]) -> Vec<&'static str> {
-    SHAPES
-        .iter()
-        .map(|shape| shape.name)
-        .filter(|name| a.contains(name) || b.contains(name))
-        .collect()
+    // The looks (emphasis view, dropped delimiters) are shared; the passes are what this
+    // reference checks.
+    guest::core::redact::redact_with(text, reference_passes)
 }
 
 fn reference_passes(text: &str) -> Redacted {
