@@ -8,7 +8,7 @@
 use crate::core::blocks::split;
 use crate::core::chunk::chunk_rendered;
 use crate::core::controls::replace_rejected_controls;
-use crate::core::measure::Meter;
+use crate::core::measure::{Meter, measure_rendered};
 use crate::core::redact::redact;
 use crate::model::{Capabilities, Markup};
 
@@ -40,7 +40,20 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let mut messages = Vec::new();
     for piece in split(&clean, limit, meter, caps.markup) {
         if caps.markup == Markup::Markdown {
-            if !piece.rendered.trim().is_empty() {
+            // Markdown is sent as written, and the splitter measures some blocks as they
+            // render (a setext heading's underline), so a piece can come out a few units
+            // over: measured as sent, such a piece is cut like plain text (found by a
+            // random property run: 71 bytes at a 68-byte limit).
+            let sent = measure_rendered(&piece.rendered, unit, caps.markup);
+            if sent > limit {
+                messages.extend(chunk_rendered(
+                    piece.rendered.into_owned(),
+                    sent,
+                    limit,
+                    unit,
+                    caps.markup,
+                ));
+            } else if !piece.rendered.trim().is_empty() {
                 messages.push(piece.rendered.into_owned());
             }
         } else {
