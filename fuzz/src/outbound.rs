@@ -105,6 +105,10 @@ pub fn check(input: &PipelineInput) {
         .into_iter()
         .filter(|secret| !secret.contains(MARKER))
         .collect();
+    // The text as the pipeline cuts it: controls already replaced by U+FFFD, so a cut's
+    // artefact (`N8_TOKEN=ghp_…��` from `…bbNm2mN8_TOKEN=ghp_…\x0b\0`) is found in it
+    // (found by fuzzing, 2026-12-01).
+    let sent_text = guest::core::controls::replace_rejected_controls(&input.text).into_owned();
     let limit = usize::try_from(input.limit.max(1)).unwrap_or(usize::MAX);
     assert!(
         prepared.messages.len() <= usize::try_from(input.max_chunks.max(1)).unwrap_or(usize::MAX)
@@ -131,7 +135,7 @@ pub fn check(input: &PipelineInput) {
             input.unit
         );
         for part in readable_parts(message, input.markup) {
-            assert_redacted(&part, &planted, &input.text);
+            assert_redacted(&part, &planted, &sent_text);
         }
         if input.markup == Markup::Html
             && let Err(why) = telegram_well_formed(message)
@@ -141,7 +145,7 @@ pub fn check(input: &PipelineInput) {
     }
     if let Some(notice) = &prepared.truncation_notice {
         for part in readable_parts(notice, input.markup) {
-            assert_redacted(&part, &planted, &input.text);
+            assert_redacted(&part, &planted, &sent_text);
         }
         if input.markup == Markup::Html {
             assert_eq!(telegram_well_formed(notice), Ok(()), "{notice:?}");
