@@ -5,11 +5,32 @@
 //! and puts the underscores back afterwards.
 //!
 //! Pairing is deliberately simple and leans to more redaction, never less: per line, every
-//! underscore run that opens (no letter or digit before it, one after) and is still
-//! waiting pairs with the next run that closes (a letter or digit before, none after), so
+//! underscore run that opens (no letter or digit before it, no space after) and is still
+//! waiting pairs with the next run that closes (no space before, no letter or digit after), so
 //! nested or overlapping emphasis (`__a __b___`, which a renderer may pair either way)
 //! marks every opener (found by fuzzing: a JWT between two openers lost its underscores to
 //! the renderer and was sent). A lone `token_` is not emphasis and stays a near-miss.
+
+/// What is next to an underscore run, as the flanking rules read it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// An ASCII letter or digit: the run is inside a word on that side.
+    Alnum,
+    /// Whitespace, or the line's start or end.
+    Space,
+    /// Anything else: punctuation, symbols, other scripts (read as punctuation, which
+    /// lets more runs pair: more redaction, never less).
+    Other,
+}
+
+fn side(byte: Option<u8>) -> Side {
+    match byte {
+        None => Side::Space,
+        Some(b) if b.is_ascii_alphanumeric() => Side::Alnum,
+        Some(b) if b.is_ascii_whitespace() => Side::Space,
+        Some(_) => Side::Other,
+    }
+}
 
 /// The characters that may stand for an emphasis underscore: private-use, so no shape's
 /// class holds them as a word character; the first one the text does not hold is used.
@@ -41,17 +62,19 @@ pub fn view(text: &str) -> Option<(String, char)> {
         while end < bytes.len() && bytes[end] == b'_' {
             end += 1;
         }
-        let before = start
-            .checked_sub(1)
-            .is_some_and(|p| bytes[p].is_ascii_alphanumeric());
-        let after = bytes.get(end).is_some_and(u8::is_ascii_alphanumeric);
-        match (before, after) {
-            (false, true) => openers.push((start, end)),
-            (true, false) if !openers.is_empty() => {
-                paired.append(&mut openers);
-                paired.push((start, end));
-            }
-            _ => {}
+        let before = side(start.checked_sub(1).map(|p| bytes[p]));
+        let after = side(bytes.get(end).copied());
+        // CommonMark's flanking rules, read wide: a run opens unless a letter is before it
+        // or a space after it, and closes unless a space is before it or a letter after
+        // it. Punctuation and symbols on both sides (`�__ghp_…��__�`) both open and close
+        // in a renderer (found by fuzzing: such a pair rendered a token in bold, unseen).
+        let opens = before != Side::Alnum && after != Side::Space;
+        let closes = before != Side::Space && after != Side::Alnum;
+        if closes && !openers.is_empty() {
+            paired.append(&mut openers);
+            paired.push((start, end));
+        } else if opens {
+            openers.push((start, end));
         }
         i = end;
     }
@@ -85,7 +108,7 @@ mod tests {
 
     #[test]
     fn pairs_table() {
-        let rows: [(&str, Option<&str>); 11] = [
+        let rows: [(&str, Option<&str>); 14] = [
             ("_xapp-1-A05B_ ith", Some("|xapp-1-A05B| ith")),
             ("__bold__ and _it_", Some("||bold|| and |it|")),
             ("npm_abcdef_", None),
@@ -98,6 +121,13 @@ mod tests {
             // Every waiting opener pairs with the closer.
             ("__a __b___ c", Some("||a ||b||| c")),
             ("_a _b c", None),
+            // Symbols on both sides open and close, as in a renderer.
+            (
+                "\u{FFFD}__ghp_x\u{FFFD}__\u{FFFD}",
+                Some("\u{FFFD}||ghp_x\u{FFFD}||\u{FFFD}"),
+            ),
+            ("a _ b _ c", None),
+            ("x = _y_;", Some("x = |y|;")),
         ];
         for (text, expected) in rows {
             assert_eq!(shown(text), expected.map(String::from), "{text:?}");
