@@ -433,6 +433,19 @@ mod tests {
     }
     use super::*;
 
+    #[test]
+    fn credentials_after_a_scheme_the_bearer_shape_took_are_redacted() {
+        // The bearer shape's token runs into `https` and stops at `:`, leaving
+        // `[redacted]://user:password@`, which no scheme starts (found by fuzzing).
+        let out = redact(
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxhttps://deploy:Sup6rS3cret@git.example.com/r",
+        );
+        assert!(!out.text.contains("Sup6rS3cret"), "{}", out.text);
+        let bare = redact("[redacted]://deploy:Sup6rS3cret@git.example.com");
+        assert_eq!(bare.text, "[redacted]://[redacted]@git.example.com");
+        assert_eq!(bare.rules, ["url-credentials"]);
+    }
+
     /// A quoted value can close lines later; a header on the closing line can take the
     /// closing quote away. Both must stay inside one region.
     #[test]

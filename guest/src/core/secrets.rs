@@ -115,7 +115,10 @@ pub const SHAPES: [Shape; 17] = [
     },
     Shape {
         name: "url-credentials",
-        pattern: r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@",
+        // The scheme may be missing or already replaced: `Bearer abc…https://u:p@`
+        // loses `abc…https` to the bearer shape, and `[redacted]://u:p@` must still go
+        // (found by fuzzing the pipeline, 2026-12-01).
+        pattern: r"(\b[A-Za-z][A-Za-z0-9+.-]*://|://)[^\s/@:]+:[^\s/@]+@",
         replacement: Replacement::UrlCredentials,
         find: url_credentials,
     },
@@ -724,10 +727,18 @@ fn url_credentials(text: &[u8], colon: usize, from: usize) -> Option<Found> {
     let scheme = count_back(text, colon, |b| {
         b.is_ascii_alphanumeric() || matches!(b, b'+' | b'.' | b'-')
     });
-    // The leftmost place a scheme can start: a letter after a non-word byte.
-    let start = (colon - scheme..colon).find(|&p| {
-        p >= from && text.get(p).is_some_and(u8::is_ascii_alphabetic) && boundary_before(text, p)
-    })?;
+    // The leftmost place a scheme can start (a letter after a non-word byte), else the
+    // `://` itself: credentials after a missing or replaced scheme are still credentials.
+    let start = (colon - scheme..colon)
+        .find(|&p| {
+            p >= from
+                && text.get(p).is_some_and(u8::is_ascii_alphabetic)
+                && boundary_before(text, p)
+        })
+        .unwrap_or(colon);
+    if start < from {
+        return None;
+    }
     let user_at = colon + 3;
     let user = run(text, user_at, |b| {
         !is_space(b) && !matches!(b, b'/' | b'@' | b':')
