@@ -10,7 +10,7 @@
 //! instance, with its transports, locks and pending tick intact.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use transport_core::{Button, OutboundMessage, Transport, TransportError};
 use wasmtime::StoreLimits;
@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::convert;
 use crate::lock::{Claimant, LockDir, LockGuard};
 use crate::logging::{LogLine, LogSink};
-use crate::state_file::StateFile;
+use crate::state_file::StateStore;
 use crate::transcript::Transcript;
 use crate::transcript::line::{Event, FetchedMeta, ImageMeta};
 use crate::transcript::script::{Script, hex_encode};
@@ -48,7 +48,7 @@ pub struct SessionContext {
     /// The local terminal.
     pub ui: Arc<dyn Ui>,
     /// The state file, shared with every other session of this host.
-    pub state: Arc<Mutex<StateFile>>,
+    pub state: Arc<dyn StateStore>,
     /// Where lock files live.
     pub locks: LockDir,
     /// Time.
@@ -520,12 +520,22 @@ impl store::Host for SessionHost {
     async fn load(&mut self) -> Option<String> {
         let document = match self.ctx.script.as_mut() {
             Some(script) => script.loaded(),
-            None => self
-                .ctx
-                .state
-                .lock()
-                .ok()
-                .and_then(|mut state| state.load(&self.ctx.key)),
+            None => match self.ctx.state.load(&self.ctx.key).await {
+                Ok(document) => document,
+                Err(error) => {
+                    // Starting empty is safe: the store refuses a save over the document
+                    // it could not read (no revision known), so nothing is overwritten.
+                    self.ctx.log.write(
+                        &self.ctx.key,
+                        LogLine {
+                            level: types::Level::Error,
+                            event: "state not loaded".into(),
+                            fields: vec![("error".into(), error.to_string())],
+                        },
+                    );
+                    None
+                }
+            },
         };
         self.ctx.record(|| Event::Loaded {
             document: document.clone(),
@@ -539,12 +549,12 @@ impl store::Host for SessionHost {
         });
         let result = match self.ctx.script.as_mut() {
             Some(script) => script.saved(),
-            None => match self.ctx.state.lock() {
-                Ok(mut state) => state
-                    .save(&self.ctx.key, &document)
-                    .map_err(|e| e.to_string()),
-                Err(_) => Err("the state file is unavailable after an earlier failure".into()),
-            },
+            None => self
+                .ctx
+                .state
+                .save(&self.ctx.key, &document)
+                .await
+                .map_err(|e| e.to_string()),
         };
         self.ctx.record(|| Event::Saved {
             result: result.clone(),
@@ -790,7 +800,7 @@ mod tests {
     }
 
     fn host(dir: &std::path::Path) -> SessionHost {
-        let (state, _) = StateFile::open(&dir.join("state.json"), 0).expect("state file");
+        let (state, _) = crate::state_file::StateFile::open(&dir.join("state.json"), 0).expect("state file");
         let (inbound, _) = transport_core::inbound::channel(1);
         SessionHost::new(SessionContext {
             key: "t".into(),
@@ -798,7 +808,7 @@ mod tests {
             inbound,
             agent: Arc::new(IdleAgent),
             ui: Arc::new(RecordingUi::default()),
-            state: Arc::new(Mutex::new(state)),
+            state: Arc::new(std::sync::Mutex::new(state)),
             locks: LockDir::new(dir.join("locks")),
             clock: Arc::new(ManualClock::new(NOW)),
             log: Arc::new(MemoryLog::default()),

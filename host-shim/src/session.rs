@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -26,7 +26,7 @@ use crate::imports::{ParkedCall, SessionContext, SessionHost};
 use crate::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::logging::{LogLine, LogSink};
 use crate::runtime::{Instance, Runtime};
-use crate::state_file::StateFile;
+use crate::state_file::StateStore;
 use crate::tool_paths::{PathContext, tool_paths};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
@@ -65,8 +65,9 @@ pub struct SessionSpec {
     pub agent: Arc<dyn Agent>,
     /// The local terminal.
     pub ui: Arc<dyn Ui>,
-    /// The shared state file.
-    pub state: Arc<Mutex<StateFile>>,
+    /// Where the session's state document lives: the shared state file, or a cluster's
+    /// KV bucket.
+    pub state: Arc<dyn StateStore>,
     /// Lock directory.
     pub locks: LockDir,
     /// Time.
@@ -151,9 +152,7 @@ impl Session {
             held_locks.insert(session_lock_name(&spec.key), lock);
         }
         // A running session's document is never pruned by another session's save.
-        if let Ok(mut state) = spec.state.lock() {
-            state.hold(&spec.key);
-        }
+        spec.state.hold(&spec.key);
         let (inbound_tx, inbound_rx) = transport_core::inbound::channel(256);
         let (signals_tx, signals_rx) = mpsc::channel(64);
         spec.agent.attach(signals_tx);
@@ -165,7 +164,7 @@ impl Session {
                 .config_sources
                 .iter()
                 .map(|source| PathBuf::from(&source.path))
-                .chain(spec.state.lock().ok().map(|s| s.path().to_path_buf()))
+                .chain(spec.state.path())
                 .chain(std::iter::once(spec.locks.dir().to_path_buf()))
                 .collect(),
         };
@@ -666,9 +665,7 @@ impl Actor {
         // stopped session never leaves a lock behind (I15).
         self.ctx().held_locks.clear();
         let key = self.ctx().key.clone();
-        if let Ok(mut state) = self.ctx().state.lock() {
-            state.release(&key);
-        }
+        self.ctx().state.release(&key);
         // Calls still waiting for approval will get no answer now: fail closed.
         self.ctx()
             .block_parked("the messenger bridge stopped while this call waited for approval");

@@ -103,6 +103,13 @@ pub trait StateStore: Send + Sync {
 
     /// The file holding the state, if it is a file (kept out of an agent's reach).
     fn path(&self) -> Option<PathBuf>;
+
+    /// `session_key` runs in this process now: its document must never be pruned to make
+    /// room (a store that never prunes ignores this).
+    fn hold(&self, _session_key: &str) {}
+
+    /// `session_key` stopped in this process.
+    fn release(&self, _session_key: &str) {}
 }
 
 /// Why a [`StateStore`] could not load or save.
@@ -137,6 +144,18 @@ impl StateStore for std::sync::Mutex<StateFile> {
 
     fn path(&self) -> Option<PathBuf> {
         self.lock().ok().map(|state| state.path.clone())
+    }
+
+    fn hold(&self, session_key: &str) {
+        if let Ok(mut state) = self.lock() {
+            state.hold(session_key);
+        }
+    }
+
+    fn release(&self, session_key: &str) {
+        if let Ok(mut state) = self.lock() {
+            state.release(session_key);
+        }
     }
 }
 
