@@ -206,16 +206,18 @@ pub fn assert_redacted(message: &str, planted: &[String], input: &str) {
 /// a near miss glued to a letter (`?bghp_…`, no token by its left boundary) then reads as
 /// a token at the message's start. It is no secret of the input when every occurrence
 /// there follows a letter or digit, which no markup removes; only the cut parted them
-/// (found by fuzzing, 2026-12-01). A `_` before it does not count: emphasis removes that
-/// one (`_xapp-…_` was a real miss).
+/// (found by fuzzing, 2026-12-01). A `_` before it counts only inside a word
+/// (`wYGITHUB_` + `TOKEN=…`): at a word's edge emphasis may remove it (`_xapp-…_` was a
+/// real miss), inside one it stays.
 fn exposed_by_a_cut(input: &str, secret: &str) -> bool {
     let mut occurrences = input.match_indices(secret).peekable();
     occurrences.peek().is_some()
         && occurrences.all(|(at, _)| {
-            input[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric())
+            let before = input[..at].trim_end_matches('_');
+            let underscores = at - before.len();
+            let glued = |c: char| c.is_ascii_alphanumeric();
+            before.chars().next_back().is_some_and(glued)
+                && (underscores == 0 || secret.chars().next().is_some_and(glued))
         })
 }
 

@@ -800,7 +800,8 @@ mod tests {
     }
 
     fn host(dir: &std::path::Path) -> SessionHost {
-        let (state, _) = crate::state_file::StateFile::open(&dir.join("state.json"), 0).expect("state file");
+        let (state, _) =
+            crate::state_file::StateFile::open(&dir.join("state.json"), 0).expect("state file");
         let (inbound, _) = transport_core::inbound::channel(1);
         SessionHost::new(SessionContext {
             key: "t".into(),
