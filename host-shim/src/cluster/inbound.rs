@@ -13,6 +13,11 @@
 //!   progress", so a slow live node is not redelivered to.
 //! - `max_ack_pending` 1: one message of a session in flight at a time, so its messages stay
 //!   in order even when two nodes bind the same consumer.
+//! - A prompt's effect is its reply, at the end of its turn: a consumer with a
+//!   [`TurnLedger`] (a session node's) holds a prompt's ack until that turn has settled and
+//!   been saved (`settle.rs`), and takes the session's next messages meanwhile (so `/stop`
+//!   reaches a busy session): up to [`HELD_PROMPTS`] unacked, still one handled at a time
+//!   and in order, the session lease keeping a second node off the consumer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,9 +28,14 @@ use futures_util::StreamExt as _;
 use tokio::task::JoinHandle;
 use transport_core::{Envelope, InboundSink};
 
+use super::settle::TurnLedger;
 use super::subjects::{Prefix, message_dedup_id, session_consumer};
 use super::warn;
 use crate::logging::LogSink;
+
+/// Unacked messages a consumer with a [`TurnLedger`] may hold: prompts waiting for their
+/// turn's reply, plus the one being handled.
+pub const HELD_PROMPTS: i64 = 64;
 
 /// How the inbound stream and the session consumers are set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,6 +254,20 @@ impl SessionConsumer {
         settings: &InboundSettings,
         log: Arc<dyn LogSink>,
     ) -> Result<SessionConsumer, InboundError> {
+        SessionConsumer::start_with(jetstream, prefix, session_key, sink, settings, None, log).await
+    }
+
+    /// [`SessionConsumer::start`] for a session whose prompts are acked only once their
+    /// turn's reply is out (`ledger`, see `settle.rs`).
+    pub async fn start_with(
+        jetstream: jetstream::Context,
+        prefix: &Prefix,
+        session_key: &str,
+        sink: InboundSink,
+        settings: &InboundSettings,
+        ledger: Option<Arc<TurnLedger>>,
+        log: Arc<dyn LogSink>,
+    ) -> Result<SessionConsumer, InboundError> {
         ensure_stream(&jetstream, prefix, settings).await?;
         let name = session_consumer(session_key);
         let stream_name = prefix.inbound_stream();
@@ -264,13 +288,13 @@ impl SessionConsumer {
                 deliver_policy: consumer::DeliverPolicy::All,
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: settings.ack_wait,
-                max_ack_pending: 1,
+                max_ack_pending: if ledger.is_some() { HELD_PROMPTS } else { 1 },
                 ..consumer::pull::Config::default()
             })
             .await
             .map_err(|error| setup("create the session consumer", error.to_string()))?;
         let progress_every = (settings.ack_wait / 3).max(Duration::from_millis(100));
-        let task = tokio::spawn(consume(consumer, name, sink, progress_every, log));
+        let task = tokio::spawn(consume(consumer, name, sink, progress_every, ledger, log));
         Ok(SessionConsumer { task })
     }
 
@@ -301,8 +325,11 @@ async fn consume(
     name: String,
     sink: InboundSink,
     progress_every: Duration,
+    ledger: Option<Arc<TurnLedger>>,
     log: Arc<dyn LogSink>,
 ) {
+    // Prompts waiting for their turn's reply; dropped (so never acked) with this task.
+    let mut held = tokio::task::JoinSet::new();
     let mut backoff = Duration::from_millis(200);
     loop {
         let mut messages = match consumer.messages().await {
@@ -332,21 +359,38 @@ async fn consume(
                     continue;
                 }
             };
-            if !handle(&message, &name, &sink, progress_every, log.as_ref()).await {
+            while held.try_join_next().is_some() {}
+            let step = Step {
+                name: &name,
+                sink: &sink,
+                progress_every,
+                ledger: ledger.as_ref(),
+                log: &log,
+            };
+            if !handle(message, step, &mut held).await {
                 return;
             }
         }
     }
 }
 
-/// Hands one message to the session and acks it after; false when the session is gone.
-async fn handle(
-    message: &jetstream::Message,
-    name: &str,
-    sink: &InboundSink,
+/// What handling one message needs from its consumer.
+struct Step<'a> {
+    name: &'a str,
+    sink: &'a InboundSink,
     progress_every: Duration,
-    log: &dyn LogSink,
+    ledger: Option<&'a Arc<TurnLedger>>,
+    log: &'a Arc<dyn LogSink>,
+}
+
+/// Hands one message to the session and acks it after (a prompt once its turn's reply is
+/// out, from a task in `held`); false when the session is gone.
+async fn handle(
+    message: jetstream::Message,
+    step: Step<'_>,
+    held: &mut tokio::task::JoinSet<()>,
 ) -> bool {
+    let (name, log) = (step.name, step.log.as_ref());
     let envelope = match serde_json::from_slice::<Envelope>(&message.payload) {
         Ok(envelope) => envelope,
         Err(error) => {
@@ -370,29 +414,28 @@ async fn handle(
             return true;
         }
     };
-    let delivered = sink.deliver_and_wait(envelope);
-    tokio::pin!(delivered);
-    let mut progress = tokio::time::interval(progress_every);
-    progress.tick().await;
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut delivered => break outcome,
-            _ = progress.tick() => {
-                // Best effort: a lost "in progress" only risks an early redelivery.
-                let _ = message.ack_with(AckKind::Progress).await;
-            }
-        }
-    };
+    let taken_before = step.ledger.map(|ledger| ledger.taken());
+    let delivered = step.sink.deliver_and_wait(envelope);
+    let outcome = in_progress(&message, step.progress_every, delivered).await;
     match outcome {
         Ok(()) => {
-            // Wait for the server to confirm the ack: an ack lost on the way would hand a
-            // handled message to another node.
-            if let Err(error) = message.double_ack().await {
-                warn(
-                    log,
-                    "nats_ack_failed",
-                    &[("consumer", name.to_owned()), ("error", error.to_string())],
-                );
+            // The agent accepted a prompt while the session handled this message.
+            let prompt = step
+                .ledger
+                .zip(taken_before)
+                .map(|(ledger, before)| (ledger.clone(), before, ledger.taken()))
+                .filter(|(_, before, taken)| taken > before)
+                .map(|(ledger, _, taken)| (ledger, taken));
+            match prompt {
+                Some((ledger, prompt)) => {
+                    let (name, log) = (name.to_owned(), step.log.clone());
+                    let every = step.progress_every;
+                    held.spawn(async move {
+                        in_progress(&message, every, ledger.settled(prompt)).await;
+                        acked(&message, &name, log.as_ref()).await;
+                    });
+                }
+                None => acked(&message, name, log).await,
             }
             true
         }
@@ -401,5 +444,38 @@ async fn handle(
             let _ = message.ack_with(AckKind::Nak(None)).await;
             false
         }
+    }
+}
+
+/// Awaits `work`, telling JetStream every `every` that `message` is still in progress, so
+/// a slow but live node is not redelivered to.
+async fn in_progress<T>(
+    message: &jetstream::Message,
+    every: Duration,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
+    let mut progress = tokio::time::interval(every);
+    progress.tick().await;
+    loop {
+        tokio::select! {
+            outcome = &mut work => return outcome,
+            _ = progress.tick() => {
+                // Best effort: a lost "in progress" only risks an early redelivery.
+                let _ = message.ack_with(AckKind::Progress).await;
+            }
+        }
+    }
+}
+
+/// Acks `message` and waits for the server to confirm: an ack lost on the way would hand
+/// a handled message to another node.
+async fn acked(message: &jetstream::Message, name: &str, log: &dyn LogSink) {
+    if let Err(error) = message.double_ack().await {
+        warn(
+            log,
+            "nats_ack_failed",
+            &[("consumer", name.to_owned()), ("error", error.to_string())],
+        );
     }
 }

@@ -11,6 +11,8 @@
 pub mod bot_lock;
 pub mod inbound;
 pub mod outbound;
+pub mod placement;
+pub mod settle;
 pub mod state_store;
 pub mod subjects;
 

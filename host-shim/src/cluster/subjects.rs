@@ -67,7 +67,7 @@ fn is_plain_token(text: &str, max: usize) -> bool {
 
 /// 16 hex digits of SHA-256 over `parts`, each followed by a NUL so `("ab", "c")` and
 /// `("a", "bc")` differ.
-fn short_hash(parts: &[&str]) -> String {
+pub(crate) fn short_hash(parts: &[&str]) -> String {
     let mut hasher = sha2::Sha256::new();
     for part in parts {
         hasher.update(part.as_bytes());
@@ -106,6 +106,26 @@ impl Prefix {
         format!("{}-session-state", self.0)
     }
 
+    /// KV bucket of the session leases: which node runs which session now.
+    pub fn lease_bucket(&self) -> String {
+        format!("{}-session-leases", self.0)
+    }
+
+    /// KV bucket of the live session nodes (one key each, aged out when not renewed).
+    pub fn node_bucket(&self) -> String {
+        format!("{}-nodes", self.0)
+    }
+
+    /// KV bucket of the sessions the cluster runs: name and directory, for `/sessions`.
+    pub fn session_bucket(&self) -> String {
+        format!("{}-sessions", self.0)
+    }
+
+    /// KV bucket of the conversation bindings (`/switch`).
+    pub fn binding_bucket(&self) -> String {
+        format!("{}-bindings", self.0)
+    }
+
     /// The stream holding every session's inbound envelopes.
     pub fn inbound_stream(&self) -> String {
         format!("{}-inbound", self.0)
@@ -137,6 +157,12 @@ impl Prefix {
 /// `s` and 16 hex digits of its hash.
 pub fn session_token(session_key: &str) -> String {
     format!("s{}", short_hash(&["session", session_key]))
+}
+
+/// The KV key of a conversation's binding (`<transport>:<conversation id>`): `c` and 16
+/// hex digits of its hash, so no chat id is a key.
+pub fn binding_key(conversation: &str) -> String {
+    format!("c{}", short_hash(&["conversation", conversation]))
 }
 
 /// The durable consumer of `session_key`'s inbound subject.

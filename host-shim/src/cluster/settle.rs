@@ -1,0 +1,319 @@
+//! Ack after effect for prompts (docs/scaling.md). A prompt's effect is its reply, which
+//! comes at the end of a turn, long after the bridge handed the prompt to the agent. Acked
+//! at hand-over, a prompt whose node died mid-turn would be gone: the new node would only
+//! report the turn as stopped, and the reply the person was owed would never come. So the
+//! session node holds a prompt's ack until the turn it started has settled *and* the
+//! bridge has saved that (the reply is sent by then); a node dying before that leaves the
+//! prompt unacked, and the next node runs it again.
+//!
+//! The ledger learns both halves without reading the bridge's mind:
+//! - [`LedgerAgent`] counts the prompts the agent accepted and the turns it settled;
+//! - [`LedgerStore`] reads every saved state document for a running turn or queued prompts
+//!   (`turn`, `queued`: what the bridge records until a turn's reply is out).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use tokio::sync::{Notify, mpsc};
+
+use crate::agent::{Agent, AgentSignal, RecentWork};
+use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
+use crate::bindings::session::AgentEvent;
+use crate::state_file::{StateStore, StateStoreError};
+
+/// One session's count of prompts taken and turns settled, and what its last saved
+/// document recorded.
+pub struct TurnLedger {
+    agent: Arc<dyn Agent>,
+    taken: AtomicU64,
+    settled: AtomicU64,
+    /// The last saved document had no running turn.
+    no_turn: AtomicBool,
+    /// The last saved document had no queued prompt.
+    no_queue: AtomicBool,
+    changed: Notify,
+}
+
+impl TurnLedger {
+    /// A ledger for the session of `agent` (the agent itself, not a [`LedgerAgent`]).
+    pub fn new(agent: Arc<dyn Agent>) -> Arc<TurnLedger> {
+        Arc::new(TurnLedger {
+            agent,
+            taken: AtomicU64::new(0),
+            settled: AtomicU64::new(0),
+            no_turn: AtomicBool::new(true),
+            no_queue: AtomicBool::new(true),
+            changed: Notify::new(),
+        })
+    }
+
+    /// Prompts the agent has accepted so far.
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::SeqCst)
+    }
+
+    /// True once the reply owed for the `prompt`-th accepted prompt is out: its turn (the
+    /// `prompt`-th) has settled and a document without a running turn was saved after, or
+    /// nothing is owed any more (agent idle, no turn and no queued prompt saved: a `/stop`
+    /// may drop follow-ups that then never get a turn).
+    pub fn is_settled(&self, prompt: u64) -> bool {
+        let no_turn = self.no_turn.load(Ordering::SeqCst);
+        (self.settled.load(Ordering::SeqCst) >= prompt && no_turn)
+            || (no_turn && self.no_queue.load(Ordering::SeqCst) && self.agent.is_idle())
+    }
+
+    /// Returns once [`TurnLedger::is_settled`] holds for `prompt`.
+    pub async fn settled(&self, prompt: u64) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a change between the check and the wait is
+            // not missed.
+            changed.as_mut().enable();
+            if self.is_settled(prompt) {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    fn bump(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    fn saved(&self, document: &str) {
+        let (no_turn, no_queue) = match serde_json::from_str::<serde_json::Value>(document) {
+            Ok(value) => (
+                value.get("turn").is_none_or(serde_json::Value::is_null),
+                value
+                    .get("queued")
+                    .and_then(serde_json::Value::as_array)
+                    .is_none_or(Vec::is_empty),
+            ),
+            // Not JSON: the store refuses it anyway; nothing was recorded.
+            Err(_) => (false, false),
+        };
+        self.no_turn.store(no_turn, Ordering::SeqCst);
+        self.no_queue.store(no_queue, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+}
+
+/// An agent whose accepted prompts and settled turns the ledger counts.
+pub struct LedgerAgent {
+    ledger: Arc<TurnLedger>,
+}
+
+impl LedgerAgent {
+    /// The agent of `ledger`, counted.
+    pub fn new(ledger: Arc<TurnLedger>) -> LedgerAgent {
+        LedgerAgent { ledger }
+    }
+}
+
+#[async_trait]
+impl Agent for LedgerAgent {
+    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+        let (tx, mut rx) = mpsc::channel::<AgentSignal>(64);
+        self.ledger.agent.attach(tx);
+        let ledger = self.ledger.clone();
+        tokio::spawn(async move {
+            while let Some(signal) = rx.recv().await {
+                let settles = matches!(signal, AgentSignal::Event(AgentEvent::TurnSettled));
+                if signals.send(signal).await.is_err() {
+                    return;
+                }
+                // Counted once the session has it: its save is what completes the effect.
+                if settles {
+                    ledger.bump(&ledger.settled);
+                }
+            }
+        });
+    }
+
+    async fn send_prompt(
+        &self,
+        text: String,
+        deliver_as: DeliverAs,
+        images: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        self.ledger
+            .agent
+            .send_prompt(text, deliver_as, images)
+            .await?;
+        self.ledger.bump(&self.ledger.taken);
+        Ok(())
+    }
+
+    fn abort(&self) {
+        self.ledger.agent.abort();
+    }
+
+    fn is_idle(&self) -> bool {
+        self.ledger.agent.is_idle()
+    }
+
+    fn session_info(&self) -> SessionInfo {
+        self.ledger.agent.session_info()
+    }
+
+    fn recent_work(&self) -> RecentWork {
+        self.ledger.agent.recent_work()
+    }
+}
+
+/// A state store whose saved documents the ledger reads.
+pub struct LedgerStore {
+    inner: Arc<dyn StateStore>,
+    ledger: Arc<TurnLedger>,
+}
+
+impl LedgerStore {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn StateStore>, ledger: Arc<TurnLedger>) -> LedgerStore {
+        LedgerStore { inner, ledger }
+    }
+}
+
+#[async_trait]
+impl StateStore for LedgerStore {
+    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+        self.inner.load(session_key).await
+    }
+
+    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+        self.inner.save(session_key, document).await?;
+        self.ledger.saved(document);
+        Ok(())
+    }
+
+    fn path(&self) -> Option<std::path::PathBuf> {
+        self.inner.path()
+    }
+
+    fn hold(&self, session_key: &str) {
+        self.inner.hold(session_key);
+    }
+
+    fn release(&self, session_key: &str) {
+        self.inner.release(session_key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(idle: bool) -> Arc<TurnLedger> {
+        TurnLedger::new(Arc::new(Idle(idle)))
+    }
+
+    struct Idle(bool);
+
+    #[async_trait]
+    impl Agent for Idle {
+        fn attach(&self, _signals: mpsc::Sender<AgentSignal>) {}
+        async fn send_prompt(
+            &self,
+            _text: String,
+            _deliver_as: DeliverAs,
+            _images: Vec<PromptImage>,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+        fn abort(&self) {}
+        fn is_idle(&self) -> bool {
+            self.0
+        }
+        fn session_info(&self) -> SessionInfo {
+            SessionInfo {
+                id: "s".into(),
+                name: None,
+                cwd: "/".into(),
+                accepts_images: false,
+            }
+        }
+        fn recent_work(&self) -> RecentWork {
+            RecentWork::default()
+        }
+    }
+
+    const TURN: &str = r#"{"turn":{"startedAt":1,"remote":true,"cards":[]}}"#;
+    const ONE_QUEUED: &str = r#"{"queued":[{"transport":"t","conversationId":"c"}]}"#;
+
+    #[test]
+    fn a_prompt_is_settled_only_once_its_turn_ended_and_that_was_saved() {
+        let ledger = ledger(false);
+        ledger.bump(&ledger.taken);
+        ledger.saved(TURN);
+        assert!(!ledger.is_settled(1), "turn running");
+        ledger.bump(&ledger.settled);
+        assert!(
+            !ledger.is_settled(1),
+            "settled, but the bridge has not saved the end"
+        );
+        ledger.saved(r#"{"turn":null,"queued":[]}"#);
+        assert!(ledger.is_settled(1));
+    }
+
+    #[test]
+    fn the_first_prompt_settles_while_a_follow_up_still_waits_for_its_turn() {
+        let ledger = ledger(false);
+        ledger.bump(&ledger.taken);
+        ledger.bump(&ledger.taken);
+        ledger.saved(TURN);
+        ledger.bump(&ledger.settled);
+        ledger.saved(ONE_QUEUED);
+        assert!(ledger.is_settled(1), "its reply is out");
+        assert!(!ledger.is_settled(2), "the follow-up's turn has not run");
+        ledger.saved(TURN);
+        assert!(!ledger.is_settled(2));
+        ledger.bump(&ledger.settled);
+        ledger.saved(r#"{"pairings":{}}"#);
+        assert!(ledger.is_settled(2));
+    }
+
+    #[test]
+    fn follow_ups_a_stop_dropped_are_owed_nothing_once_the_agent_is_idle() {
+        let busy = ledger(false);
+        busy.bump(&busy.taken);
+        busy.bump(&busy.taken);
+        busy.saved(r#"{}"#);
+        assert!(!busy.is_settled(2), "agent still busy");
+        let idle = ledger(true);
+        idle.bump(&idle.taken);
+        idle.bump(&idle.taken);
+        idle.saved(ONE_QUEUED);
+        assert!(!idle.is_settled(2), "the queue still holds one");
+        idle.saved(r#"{}"#);
+        assert!(idle.is_settled(2));
+    }
+
+    #[test]
+    fn an_unreadable_document_records_nothing() {
+        let ledger = ledger(true);
+        ledger.saved("not json");
+        assert!(!ledger.is_settled(0));
+    }
+
+    #[tokio::test]
+    async fn the_wait_ends_when_the_settling_save_comes() {
+        let ledger = ledger(false);
+        ledger.bump(&ledger.taken);
+        ledger.saved(TURN);
+        let waiting = tokio::spawn({
+            let ledger = ledger.clone();
+            async move { ledger.settled(1).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        ledger.bump(&ledger.settled);
+        ledger.saved("{}");
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .expect("task");
+    }
+}
