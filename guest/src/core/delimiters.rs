@@ -4,6 +4,11 @@
 //! same holds for any delimiter the renderer drops between two halves of a shape: `*`
 //! (emphasis), `~` (strikethrough), `` ` `` (code spans) and `\` (escapes).
 //!
+//! A renderer may also turn `*` into `_` (Slack's italics, the Markdown dialects'), which
+//! lengthens a token whose class holds `_`: `Bearer abcdefghijklm*bold*t_` shows as the
+//! 20-character `abcdefghijklm_bold_t_`, a bearer value (found by fuzzing the pipeline).
+//! So a text with `*` gets a second look with each `*` as `_` ([`underscored`]).
+//!
 //! Redaction therefore takes one more look at the text with those characters removed. When
 //! that view holds a secret the text as written did not, the view's redacted text is what
 //! is sent: the delimiters of that message are lost, which only a message holding a secret
@@ -27,6 +32,16 @@ const IS_DELIMITER: [bool; 256] = {
 
 /// `text` without its delimiter characters; `None` when it holds none.
 pub fn view(text: &str) -> Option<String> {
+    rewritten(text, None)
+}
+
+/// `text` with each `*` as `_` and the other delimiters removed; `None` without a `*`.
+pub fn underscored(text: &str) -> Option<String> {
+    memchr::memchr(b'*', text.as_bytes())?;
+    rewritten(text, Some(b'_'))
+}
+
+fn rewritten(text: &str, star_as: Option<u8>) -> Option<String> {
     let bytes = text.as_bytes();
     let first = bytes.iter().position(|b| IS_DELIMITER[usize::from(*b)])?;
     let mut out = Vec::with_capacity(bytes.len());
@@ -35,10 +50,16 @@ pub fn view(text: &str) -> Option<String> {
     // Copy the runs between delimiters whole.
     while let Some(at) = rest.iter().position(|b| IS_DELIMITER[usize::from(*b)]) {
         out.extend_from_slice(&rest[..at]);
+        if rest[at] == b'*'
+            && let Some(star) = star_as
+        {
+            out.push(star);
+        }
         rest = &rest[at + 1..];
     }
     out.extend_from_slice(rest);
-    // Removing ASCII bytes from UTF-8 leaves UTF-8: no multi-byte character holds one.
+    // Removing or swapping ASCII bytes in UTF-8 leaves UTF-8: no multi-byte character
+    // holds one.
     String::from_utf8(out).ok()
 }
 
@@ -52,6 +73,11 @@ mod tests {
         assert_eq!(
             view(r"/~bot1~ *a* `b` \_c"),
             Some("/bot1 a b _c".to_string())
+        );
+        assert_eq!(underscored("no star `x`"), None);
+        assert_eq!(
+            underscored(r"m*bold*t_ ~s~ `c`"),
+            Some("m_bold_t_ s c".to_string())
         );
     }
 }
