@@ -70,9 +70,28 @@ pub fn envelope_to_wit(e: Envelope) -> types::Envelope {
 pub fn read_config_natively(
     sources: &[crate::bindings::session::ConfigSource],
 ) -> guest::core::config::LoadedConfig {
+    guest::core::config::load_config(&sources_to_guest(sources), &[])
+}
+
+/// [`read_config_natively`] with `transports.*` validated against every platform this
+/// host offers, so `transports` holds the requests the bridge would make: a cluster's
+/// ingress starts the bots its sessions' config asks for.
+pub fn read_transports_natively(
+    sources: &[crate::bindings::session::ConfigSource],
+) -> guest::core::config::LoadedConfig {
+    let platforms: Vec<guest::model::Platform> = crate::factory::declarations()
+        .into_iter()
+        .map(platform_to_guest)
+        .collect();
+    guest::core::config::load_config(&sources_to_guest(sources), &platforms)
+}
+
+fn sources_to_guest(
+    sources: &[crate::bindings::session::ConfigSource],
+) -> Vec<guest::model::ConfigSource> {
     use crate::bindings::session::{ConfigContent, ConfigScope};
     use guest::model;
-    let sources: Vec<model::ConfigSource> = sources
+    sources
         .iter()
         .map(|s| model::ConfigSource {
             scope: match s.scope {
@@ -86,8 +105,39 @@ pub fn read_config_natively(
                 ConfigContent::Unreadable(why) => model::ConfigContent::Unreadable(why.clone()),
             },
         })
-        .collect();
-    guest::core::config::load_config(&sources, &[])
+        .collect()
+}
+
+fn platform_to_guest(p: crate::bindings::session::Platform) -> guest::model::Platform {
+    use crate::bindings::session::{SettingKind, SettingValue};
+    use guest::model;
+    model::Platform {
+        id: p.id,
+        display_name: p.display_name,
+        settings: p
+            .settings
+            .into_iter()
+            .map(|s| model::Setting {
+                name: s.name,
+                kind: match s.kind {
+                    SettingKind::Boolean => model::SettingKind::Boolean,
+                    SettingKind::EnvName => model::SettingKind::EnvName,
+                    SettingKind::Url(schemes) => model::SettingKind::Url(schemes),
+                    SettingKind::Integer(range) => model::SettingKind::Integer {
+                        min: range.min,
+                        max: range.max,
+                    },
+                    SettingKind::Text => model::SettingKind::Text,
+                },
+                default: s.default.map(|d| match d {
+                    SettingValue::Boolean(b) => model::SettingValue::Boolean(b),
+                    SettingValue::Integer(n) => model::SettingValue::Integer(n),
+                    SettingValue::Text(t) => model::SettingValue::Text(t),
+                }),
+                summary: s.summary,
+            })
+            .collect(),
+    }
 }
 
 /// Capabilities as the bridge's native pipeline reads them (the broker renders its own

@@ -63,6 +63,31 @@ pub fn build_from_environment(transport_state_dir: Option<PathBuf>) -> BuildOne 
     })
 }
 
+/// Answers `envelope` with a notice from the broker (or a cluster's ingress) itself,
+/// rendered by the bridge's own pipeline for the platform's markup and limit (a `<name>`
+/// must not break Telegram's HTML). Stops at the first piece that fails.
+pub async fn send_notice(
+    transport: &dyn Transport,
+    envelope: &transport_core::Envelope,
+    text: &str,
+) -> Result<(), transport_core::TransportError> {
+    let caps = crate::convert::capabilities_to_guest(transport.capabilities());
+    let prepared = guest::core::outbound::prepare(text, &caps, 4);
+    for text in prepared.messages {
+        transport
+            .send(OutboundMessage {
+                conversation_id: envelope.conversation_id.clone(),
+                thread_id: envelope.thread_id.clone(),
+                kind: OutboundKind::Notice,
+                text,
+                edit_key: None,
+                buttons: Vec::new(),
+            })
+            .await?;
+    }
+    Ok(())
+}
+
 /// What the broker needs from its process.
 pub struct BrokerOptions {
     /// Where the bots' locks go.
@@ -553,30 +578,17 @@ impl Broker {
         }
     }
 
-    /// Answers `envelope` from the broker itself, rendered by the bridge's own pipeline
-    /// for the platform's markup and limit (a `<name>` must not break Telegram's HTML).
+    /// Answers `envelope` from the broker itself (see [`send_notice`]).
     async fn reply(&self, shared: &Shared, envelope: &transport_core::Envelope, text: &str) {
-        let caps = crate::convert::capabilities_to_guest(shared.real.capabilities());
-        let prepared = guest::core::outbound::prepare(text, &caps, 4);
-        for text in prepared.messages {
-            let message = OutboundMessage {
-                conversation_id: envelope.conversation_id.clone(),
-                thread_id: envelope.thread_id.clone(),
-                kind: OutboundKind::Notice,
-                text,
-                edit_key: None,
-                buttons: Vec::new(),
-            };
-            if let Err(error) = shared.real.send(message).await {
-                self.log(
-                    Level::Warning,
-                    "broker reply not sent",
-                    &[
-                        ("transport", envelope.transport.clone()),
-                        ("error", error.to_string()),
-                    ],
-                );
-            }
+        if let Err(error) = send_notice(shared.real.as_ref(), envelope, text).await {
+            self.log(
+                Level::Warning,
+                "broker reply not sent",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("error", error.to_string()),
+                ],
+            );
         }
     }
 

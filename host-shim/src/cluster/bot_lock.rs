@@ -109,12 +109,27 @@ impl BotLocks {
         prefix: &Prefix,
         ttl: Duration,
     ) -> Result<BotLocks, BotLockError> {
-        let bucket = prefix.lock_bucket();
+        BotLocks::open_bucket(
+            jetstream,
+            prefix.lock_bucket(),
+            "bot-connect: one key per bot credential, held by one ingress node",
+            ttl,
+        )
+        .await
+    }
+
+    /// Opens (creating if need be) another bucket of leases with the same rules: the
+    /// session leases (one node runs a session) and the node presence keys.
+    pub async fn open_bucket(
+        jetstream: &jetstream::Context,
+        bucket: String,
+        description: &str,
+        ttl: Duration,
+    ) -> Result<BotLocks, BotLockError> {
         let store = jetstream
             .create_or_update_key_value(kv::Config {
                 bucket: bucket.clone(),
-                description: "bot-connect: one key per bot credential, held by one ingress node"
-                    .into(),
+                description: description.into(),
                 history: 1,
                 max_age: ttl,
                 ..kv::Config::default()
@@ -126,6 +141,37 @@ impl BotLocks {
                 detail: error.to_string(),
             })?;
         Ok(BotLocks { store, ttl })
+    }
+
+    /// Every key held now, with its holder. A value that is not a holder (written by
+    /// something else) is skipped.
+    pub async fn holders(&self) -> Result<Vec<(String, Holder)>, BotLockError> {
+        use futures_util::TryStreamExt as _;
+        let failed = |detail: String| BotLockError::Nats {
+            action: "list the lock bucket",
+            key: String::new(),
+            detail,
+        };
+        let keys: Vec<String> = self
+            .store
+            .keys()
+            .await
+            .map_err(|error| failed(error.to_string()))?
+            .try_collect()
+            .await
+            .map_err(|error| failed(error.to_string()))?;
+        let mut held = Vec::with_capacity(keys.len());
+        for key in keys {
+            let value = self
+                .store
+                .get(&key)
+                .await
+                .map_err(|error| failed(error.to_string()))?;
+            if let Some(holder) = value.and_then(|v| serde_json::from_slice::<Holder>(&v).ok()) {
+                held.push((key, holder));
+            }
+        }
+        Ok(held)
     }
 
     /// The TTL the bucket was opened with.
@@ -295,6 +341,11 @@ impl KeptLock {
     /// The lock's KV key.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// True once the lock is known lost (no wait).
+    pub fn is_lost(&self) -> bool {
+        self.lost.borrow().is_some() || self.task.is_finished()
     }
 
     /// Resolves when the lock is lost, with the error to show; the caller must then stop

@@ -240,6 +240,8 @@ pub async fn forward<R>(
 #[derive(Debug)]
 pub struct SessionConsumer {
     task: JoinHandle<()>,
+    /// Prompts handled but not yet acked (their reply is not out yet).
+    held: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl SessionConsumer {
@@ -294,8 +296,17 @@ impl SessionConsumer {
             .await
             .map_err(|error| setup("create the session consumer", error.to_string()))?;
         let progress_every = (settings.ack_wait / 3).max(Duration::from_millis(100));
-        let task = tokio::spawn(consume(consumer, name, sink, progress_every, ledger, log));
-        Ok(SessionConsumer { task })
+        let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task = tokio::spawn(consume(
+            consumer,
+            name,
+            sink,
+            progress_every,
+            ledger,
+            held.clone(),
+            log,
+        ));
+        Ok(SessionConsumer { task, held })
     }
 
     /// Stops consuming, as a node that dies would: a message handed to the session but not
@@ -305,6 +316,11 @@ impl SessionConsumer {
     pub async fn stop(mut self) {
         self.task.abort();
         let _ = (&mut self.task).await;
+    }
+
+    /// True while a prompt waits for its reply before being acked.
+    pub fn holds_prompts(&self) -> bool {
+        self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     /// True once the consumer ended by itself (the session went away).
@@ -326,6 +342,7 @@ async fn consume(
     sink: InboundSink,
     progress_every: Duration,
     ledger: Option<Arc<TurnLedger>>,
+    holding: Arc<std::sync::atomic::AtomicUsize>,
     log: Arc<dyn LogSink>,
 ) {
     // Prompts waiting for their turn's reply; dropped (so never acked) with this task.
@@ -365,6 +382,7 @@ async fn consume(
                 sink: &sink,
                 progress_every,
                 ledger: ledger.as_ref(),
+                holding: &holding,
                 log: &log,
             };
             if !handle(message, step, &mut held).await {
@@ -380,6 +398,7 @@ struct Step<'a> {
     sink: &'a InboundSink,
     progress_every: Duration,
     ledger: Option<&'a Arc<TurnLedger>>,
+    holding: &'a Arc<std::sync::atomic::AtomicUsize>,
     log: &'a Arc<dyn LogSink>,
 }
 
@@ -430,9 +449,12 @@ async fn handle(
                 Some((ledger, prompt)) => {
                     let (name, log) = (name.to_owned(), step.log.clone());
                     let every = step.progress_every;
+                    let holding = step.holding.clone();
+                    holding.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     held.spawn(async move {
                         in_progress(&message, every, ledger.settled(prompt)).await;
                         acked(&message, &name, log.as_ref()).await;
+                        holding.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                     });
                 }
                 None => acked(&message, name, log).await,

@@ -9,9 +9,12 @@
 //! Every name on the wire comes from [`subjects`]: never a token, a path or a chat id.
 
 pub mod bot_lock;
+pub mod directory;
 pub mod inbound;
+pub mod ingress;
 pub mod outbound;
 pub mod placement;
+pub mod session_node;
 pub mod settle;
 pub mod state_store;
 pub mod subjects;

@@ -351,11 +351,22 @@ pub struct RemoteTransport {
     capabilities: Capabilities,
     timeout: Duration,
     started: AtomicBool,
+    /// The session's sink, given at start: the session node feeds it from the session's
+    /// JetStream consumer.
+    sink: std::sync::Mutex<Option<InboundSink>>,
     sent: AtomicU64,
     failed: AtomicU64,
 }
 
 impl RemoteTransport {
+    /// The sink the session started this transport with; `None` before start.
+    pub fn sink(&self) -> Option<InboundSink> {
+        self.sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// A remote `id` with known `capabilities`; requests wait `timeout` for an answer.
     pub fn new(
         client: Client,
@@ -371,6 +382,7 @@ impl RemoteTransport {
             capabilities,
             timeout,
             started: AtomicBool::new(false),
+            sink: std::sync::Mutex::new(None),
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         })
@@ -515,16 +527,25 @@ impl Transport for RemoteTransport {
     }
 
     /// Inbound does not come through here: the session's JetStream consumer
-    /// (`cluster::inbound::SessionConsumer`) feeds the session. Starting only allows sends.
-    async fn start(&self, _sink: InboundSink) -> Result<(), TransportError> {
+    /// (`cluster::inbound::SessionConsumer`) feeds the session through the sink kept here
+    /// ([`RemoteTransport::sink`]). Starting allows sends.
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
         if self.started.swap(true, Ordering::SeqCst) {
             return Err(TransportError::AlreadyStarted(self.id.clone()));
         }
+        *self
+            .sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(sink);
         Ok(())
     }
 
     async fn stop(&self) {
         self.started.store(false, Ordering::SeqCst);
+        self.sink
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {

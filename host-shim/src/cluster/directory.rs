@@ -1,0 +1,167 @@
+//! What every node of a cluster must agree on besides state: which sessions exist (for
+//! `/sessions` and `/switch`, answered by the ingress) and which session each conversation
+//! is bound to. Two KV buckets, keyed by hashes ([`subjects`](super::subjects)), so no chat
+//! id, name or path is ever a key.
+//!
+//! Only the ingress holding a bot's lock writes that bot's bindings (its conversation ids
+//! carry the transport id), so a binding has one writer at a time and a plain `put` is
+//! enough. A session's entry is written by the node running it.
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures_util::TryStreamExt as _;
+use serde::{Deserialize, Serialize};
+
+use super::subjects::{Prefix, binding_key, session_token};
+use crate::broker::bindings::Binding;
+
+/// A session the cluster runs, as `/sessions` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionEntry {
+    /// Session key.
+    pub key: String,
+    /// The name chats reach it by.
+    pub name: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// A turn was running at the last update.
+    pub busy: bool,
+    /// The node running it (host and pid), for `doctor` and the logs.
+    pub node: String,
+}
+
+/// NATS refused a directory read or write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "NATS could not {action} in bucket {bucket}: {detail}. Check that nats-server runs with \
+     JetStream (-js) and that this node can reach it"
+)]
+pub struct DirectoryError {
+    /// What was being done.
+    pub action: &'static str,
+    /// The bucket.
+    pub bucket: String,
+    /// What the client said.
+    pub detail: String,
+}
+
+/// The sessions and bindings buckets of one prefix.
+#[derive(Debug, Clone)]
+pub struct Directory {
+    sessions: kv::Store,
+    bindings: kv::Store,
+}
+
+impl Directory {
+    /// Opens (creating if need be) both buckets.
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        prefix: &Prefix,
+    ) -> Result<Directory, DirectoryError> {
+        let open = |bucket: String, description: &'static str| async move {
+            jetstream
+                .create_or_update_key_value(kv::Config {
+                    bucket: bucket.clone(),
+                    description: description.into(),
+                    history: 1,
+                    ..kv::Config::default()
+                })
+                .await
+                .map_err(|error| DirectoryError {
+                    action: "open the bucket",
+                    bucket,
+                    detail: error.to_string(),
+                })
+        };
+        Ok(Directory {
+            sessions: open(
+                prefix.session_bucket(),
+                "bot-connect: the sessions of the cluster, for /sessions",
+            )
+            .await?,
+            bindings: open(
+                prefix.binding_bucket(),
+                "bot-connect: which session each conversation talks to",
+            )
+            .await?,
+        })
+    }
+
+    /// Records (or updates) a session's entry.
+    pub async fn announce(&self, entry: &SessionEntry) -> Result<(), DirectoryError> {
+        let value = serde_json::to_vec(entry).unwrap_or_default();
+        self.sessions
+            .put(session_token(&entry.key), Bytes::from(value))
+            .await
+            .map(|_| ())
+            .map_err(|error| self.failed(&self.sessions, "record a session", error))
+    }
+
+    /// Every session recorded, in key order. An entry that is not one (written by
+    /// something else) is skipped.
+    pub async fn sessions(&self) -> Result<Vec<SessionEntry>, DirectoryError> {
+        let fail = |error: String| DirectoryError {
+            action: "list the sessions",
+            bucket: bucket_name(&self.sessions),
+            detail: error,
+        };
+        let mut keys: Vec<String> = self
+            .sessions
+            .keys()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .try_collect()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        keys.sort();
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            let value = self
+                .sessions
+                .get(&key)
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            if let Some(entry) = value.and_then(|v| serde_json::from_slice(&v).ok()) {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The session `conversation` (`<transport>:<conversation id>`) is bound to.
+    pub async fn binding(&self, conversation: &str) -> Result<Option<Binding>, DirectoryError> {
+        let value = self
+            .bindings
+            .get(binding_key(conversation))
+            .await
+            .map_err(|error| self.failed(&self.bindings, "read a binding", error))?;
+        Ok(value.and_then(|v| serde_json::from_slice(&v).ok()))
+    }
+
+    /// Binds `conversation` to a session.
+    pub async fn bind(&self, conversation: &str, binding: &Binding) -> Result<(), DirectoryError> {
+        let value = serde_json::to_vec(binding).unwrap_or_default();
+        self.bindings
+            .put(binding_key(conversation), Bytes::from(value))
+            .await
+            .map(|_| ())
+            .map_err(|error| self.failed(&self.bindings, "save a binding", error))
+    }
+
+    fn failed(
+        &self,
+        store: &kv::Store,
+        action: &'static str,
+        error: impl std::fmt::Display,
+    ) -> DirectoryError {
+        DirectoryError {
+            action,
+            bucket: bucket_name(store),
+            detail: error.to_string(),
+        }
+    }
+}
+
+fn bucket_name(store: &kv::Store) -> String {
+    store.name.clone()
+}

@@ -1,0 +1,451 @@
+//! The ingress role of `host-shim serve --nats` (docs/scaling.md): for each bot its config
+//! asks for, wait for the bot's cluster-wide lock (a standby until the holder's key ages
+//! out), then hold the platform connection: route every message to a session's subject,
+//! answer `/sessions` and `/switch` itself, and serve the sessions' sends.
+//!
+//! Routing is the broker's (`broker::routing`), over the cluster's directory instead of
+//! one process's sessions: a conversation bound to a session gets its messages published
+//! to that session's subject whether or not a node runs it right now, so a message sent
+//! while a session moves between nodes waits in the stream instead of being lost.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::Client;
+use async_nats::jetstream;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use transport_core::{Envelope, Inbound, InboundStream, Transport};
+
+use super::bot_lock::{BotLockError, BotLocks, Holder};
+use super::directory::{Directory, SessionEntry};
+use super::inbound::{InboundPublisher, InboundSettings};
+use super::outbound::OutboundServer;
+use super::state_store::KvStateStore;
+use super::subjects::{Prefix, bot_lock_key};
+use super::warn;
+use crate::bindings::session::TransportRequest;
+use crate::bindings::types::Level;
+use crate::broker::bindings::Binding;
+use crate::broker::routing::{self, Decision, SessionView};
+use crate::broker::{BuildOne, send_notice};
+use crate::logging::{LogLine, LogSink};
+
+/// What an ingress node needs.
+pub struct IngressOptions {
+    /// Names on the wire.
+    pub prefix: Prefix,
+    /// The bot locks' TTL; renewed every third of it.
+    pub lock_ttl: Duration,
+    /// The inbound stream's settings (the same on every node of the prefix).
+    pub inbound: InboundSettings,
+    /// The bots to hold, as the sessions' config asks for them (validated).
+    pub requests: Vec<TransportRequest>,
+    /// Identities the config lets in without pairing (`allowUsers`): they see every
+    /// session in `/sessions`.
+    pub allowed: BTreeSet<String>,
+    /// Builds the real transport of one request.
+    pub build: BuildOne,
+    /// Who holds the locks.
+    pub holder: Holder,
+    /// The node's log.
+    pub log: Arc<dyn LogSink>,
+}
+
+/// A running ingress node.
+pub struct Ingress {
+    bots: Vec<JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+}
+
+/// The bucket or stream an ingress needs could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("the ingress could not start: {0}")]
+pub struct IngressError(String);
+
+/// What every bot task of one ingress shares.
+struct Shared {
+    client: Client,
+    locks: BotLocks,
+    directory: Directory,
+    states: KvStateStore,
+    publisher: InboundPublisher,
+    options: IngressOptions,
+}
+
+impl Ingress {
+    /// Opens the buckets and the stream, and starts one task per bot: each waits for its
+    /// lock, then runs the bot until the lock is lost or the ingress stops.
+    pub async fn start(
+        client: Client,
+        jetstream: jetstream::Context,
+        options: IngressOptions,
+    ) -> Result<Ingress, IngressError> {
+        let failed = |e: &dyn std::fmt::Display| IngressError(e.to_string());
+        let locks = BotLocks::open(&jetstream, &options.prefix, options.lock_ttl)
+            .await
+            .map_err(|e| failed(&e))?;
+        let directory = Directory::open(&jetstream, &options.prefix)
+            .await
+            .map_err(|e| failed(&e))?;
+        let states = KvStateStore::open(&jetstream, &options.prefix)
+            .await
+            .map_err(|e| failed(&e))?;
+        let publisher =
+            InboundPublisher::open(jetstream.clone(), options.prefix.clone(), &options.inbound)
+                .await
+                .map_err(|e| failed(&e))?;
+        let requests = options.requests.clone();
+        let shared = Arc::new(Shared {
+            client,
+            locks,
+            directory,
+            states,
+            publisher,
+            options,
+        });
+        let (stop, stopping) = watch::channel(false);
+        let bots = requests
+            .into_iter()
+            .map(|request| tokio::spawn(shared.clone().run_bot(request, stopping.clone())))
+            .collect();
+        Ok(Ingress { bots, stop })
+    }
+
+    /// Stops every bot: its platform connection closes and its lock is released, so a
+    /// standby takes over at once instead of after the TTL.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        for bot in self.bots {
+            let _ = bot.await;
+        }
+    }
+
+    /// Stops at once without releasing anything, as a node that dies does: its locks age
+    /// out after the TTL. For tests of failover.
+    pub fn kill(self) {
+        for bot in &self.bots {
+            bot.abort();
+        }
+    }
+}
+
+impl Shared {
+    fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
+        self.options.log.write(
+            super::LOG_SCOPE,
+            LogLine {
+                level,
+                event: event.into(),
+                fields: fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                    .collect(),
+            },
+        );
+    }
+
+    /// One bot, for the life of the ingress: standby, hold, and standby again if the lock
+    /// is lost.
+    async fn run_bot(
+        self: Arc<Self>,
+        request: TransportRequest,
+        mut stopping: watch::Receiver<bool>,
+    ) {
+        let Some(key) = lock_key(&request) else {
+            self.log(
+                Level::Error,
+                "bot without a credential",
+                &[("transport", request.id.clone())],
+            );
+            return;
+        };
+        let ttl = self.options.lock_ttl;
+        let every = (ttl / 3).max(Duration::from_millis(100));
+        let mut said_standby = false;
+        loop {
+            let lock = match self.locks.try_acquire(&key, &self.options.holder).await {
+                Ok(lock) => lock,
+                Err(error) => {
+                    if !said_standby || !matches!(error, BotLockError::Held { .. }) {
+                        self.log(
+                            Level::Info,
+                            "bot held elsewhere; standing by",
+                            &[
+                                ("transport", request.id.clone()),
+                                ("why", error.to_string()),
+                            ],
+                        );
+                        said_standby = true;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => continue,
+                        _ = stopping.wait_for(|stop| *stop) => return,
+                    }
+                }
+            };
+            said_standby = false;
+            let mut kept = lock.keep_alive(every, ttl);
+            let mut built = (self.options.build)(&request);
+            for (level, text) in built.notes.drain(..) {
+                self.log(
+                    level,
+                    "bot note",
+                    &[("transport", request.id.clone()), ("text", text)],
+                );
+            }
+            let Some(transport) = built.transports.pop() else {
+                // Nothing to run (a missing credential is in the notes): give the lock back.
+                let _ = kept.release().await;
+                return;
+            };
+            let (sink, stream) = transport_core::inbound::channel(256);
+            if let Err(error) = transport.start(sink).await {
+                self.log(
+                    Level::Error,
+                    "bot did not start",
+                    &[
+                        ("transport", request.id.clone()),
+                        ("error", error.to_string()),
+                    ],
+                );
+                let _ = kept.release().await;
+                tokio::select! {
+                    _ = tokio::time::sleep(ttl) => continue,
+                    _ = stopping.wait_for(|stop| *stop) => return,
+                }
+            }
+            let server = match OutboundServer::start(
+                self.client.clone(),
+                &self.options.prefix,
+                transport.clone(),
+                self.options.log.clone(),
+            )
+            .await
+            {
+                Ok(server) => server,
+                Err(error) => {
+                    self.log(
+                        Level::Error,
+                        "bot's sends not served",
+                        &[
+                            ("transport", request.id.clone()),
+                            ("error", error.to_string()),
+                        ],
+                    );
+                    transport.stop().await;
+                    let _ = kept.release().await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => continue,
+                        _ = stopping.wait_for(|stop| *stop) => return,
+                    }
+                }
+            };
+            self.log(
+                Level::Info,
+                "bot held",
+                &[("transport", request.id.clone())],
+            );
+            let stop = tokio::select! {
+                () = self.route_all(transport.as_ref(), stream) => false,
+                lost = kept.lost() => {
+                    // Another node has the bot now: stop at once, so two pollers overlap
+                    // for one renewal at most.
+                    self.log(
+                        Level::Warning,
+                        "bot lock lost",
+                        &[("transport", request.id.clone()), ("error", lost.to_string())],
+                    );
+                    false
+                }
+                _ = stopping.wait_for(|stop| *stop) => true,
+            };
+            transport.stop().await;
+            server.stop();
+            if stop {
+                let _ = kept.release().await;
+                return;
+            }
+            kept.abandon();
+        }
+    }
+
+    /// Routes every message of one bot until its stream ends.
+    async fn route_all(&self, transport: &dyn Transport, mut stream: InboundStream) {
+        while let Some(inbound) = stream.recv().await {
+            match inbound {
+                Inbound::Alert { transport, text } => {
+                    self.log(
+                        Level::Error,
+                        "transport alert",
+                        &[("transport", transport), ("text", text)],
+                    );
+                }
+                Inbound::Message { envelope, handled } => {
+                    self.route(transport, &envelope).await;
+                    // Published (stored by JetStream) or answered: the platform may be told.
+                    drop(handled);
+                }
+            }
+        }
+    }
+
+    async fn route(&self, transport: &dyn Transport, envelope: &Envelope) {
+        let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
+        let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+        let bound = self
+            .retrying(|| self.directory.binding(&conversation))
+            .await;
+        // The common case needs nothing else: a bound chat writing to its session.
+        if let Some(binding) = &bound
+            && !routing::is_broker_command(&envelope.text)
+        {
+            self.publish(&binding.session, envelope).await;
+            return;
+        }
+        let sessions = self.retrying(|| self.directory.sessions()).await;
+        let views = self.views(sessions).await;
+        let decision = routing::decide(
+            &envelope.text,
+            &identity,
+            bound.as_ref().map(|b| b.session.as_str()),
+            bound.as_ref().map(|b| b.name.as_str()),
+            &views,
+        );
+        match decision {
+            Decision::Deliver { session, bind } => {
+                if bind {
+                    self.bind(&conversation, &session, &views).await;
+                }
+                self.publish(&session, envelope).await;
+            }
+            Decision::Switch { session, reply } => {
+                self.bind(&conversation, &session, &views).await;
+                self.reply(transport, envelope, &reply).await;
+            }
+            Decision::Reply(text) => self.reply(transport, envelope, &text).await,
+        }
+    }
+
+    /// Runs a directory call until NATS answers, holding this message (and so the
+    /// platform's confirmation of it) meanwhile.
+    async fn retrying<T, F, Fut>(&self, call: F) -> T
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, super::directory::DirectoryError>>,
+    {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match call().await {
+                Ok(value) => return value,
+                Err(error) => {
+                    warn(
+                        self.options.log.as_ref(),
+                        "nats_directory_failed",
+                        &[("error", error.to_string())],
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// Publishes until JetStream has stored it: the platform is confirmed only after.
+    async fn publish(&self, session: &str, envelope: &Envelope) {
+        let mut backoff = Duration::from_millis(100);
+        while let Err(error) = self.publisher.publish(session, envelope).await {
+            warn(
+                self.options.log.as_ref(),
+                "nats_publish_failed",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("error", error.to_string()),
+                ],
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    async fn bind(&self, conversation: &str, session: &str, views: &[SessionView]) {
+        let name = views
+            .iter()
+            .find(|v| v.key == session)
+            .map(|v| v.name.clone())
+            .unwrap_or_default();
+        let binding = Binding {
+            session: session.to_owned(),
+            name,
+        };
+        if let Err(error) = self.directory.bind(conversation, &binding).await {
+            self.log(
+                Level::Warning,
+                "binding not saved",
+                &[("error", error.to_string())],
+            );
+        }
+    }
+
+    async fn reply(&self, transport: &dyn Transport, envelope: &Envelope, text: &str) {
+        if let Err(error) = send_notice(transport, envelope, text).await {
+            self.log(
+                Level::Warning,
+                "ingress reply not sent",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("error", error.to_string()),
+                ],
+            );
+        }
+    }
+
+    /// The sessions as routing sees them: who is paired with each comes from its state in
+    /// the KV bucket (read fresh: a session may have paired someone a moment ago), plus
+    /// the identities the config allows.
+    async fn views(&self, sessions: Vec<SessionEntry>) -> Vec<SessionView> {
+        let mut views = Vec::with_capacity(sessions.len());
+        for entry in sessions {
+            let mut paired = self.options.allowed.clone();
+            match self.states.load(&entry.key).await {
+                Ok(loaded) => {
+                    if let Some(document) = loaded.document {
+                        let (state, _) =
+                            guest::core::state::parse_session_state(&document, &entry.key);
+                        paired.extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
+                    }
+                }
+                Err(error) => {
+                    self.log(
+                        Level::Warning,
+                        "session state unreadable",
+                        &[("error", error.to_string())],
+                    );
+                }
+            }
+            views.push(SessionView {
+                key: entry.key,
+                name: entry.name,
+                cwd: entry.cwd,
+                busy: entry.busy,
+                paired,
+            });
+        }
+        views
+    }
+}
+
+/// The bot lock's key for `request`: its platform and the *name* of its first credential
+/// variable (two ingress nodes configured alike contend for one key).
+fn lock_key(request: &TransportRequest) -> Option<String> {
+    let platform = crate::factory::PLATFORMS
+        .iter()
+        .find(|p| p.settings.id == request.id)?;
+    let settings: serde_json::Value = serde_json::from_str(&request.settings_json).ok()?;
+    let env_name = platform
+        .settings
+        .env_keys()
+        .find_map(|key| settings.get(key.name).and_then(|v| v.as_str()))?;
+    Some(bot_lock_key(&request.id, env_name))
+}
