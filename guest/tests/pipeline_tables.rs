@@ -761,3 +761,15 @@ fn escapes_are_written_at_every_position_of_a_scan_window() {
         assert_eq!(render(md, Markup::Mrkdwn), want, "{md:?}");
     }
 }
+
+#[test]
+fn a_value_behind_a_control_the_shapes_read_as_a_blank_is_redacted() {
+    // A vertical tab ends an assignment's value for the shapes, but is sent as U+FFFD: the
+    // value would then be shown whole after it (found by fuzzing).
+    let prepared = prepare(
+        "TOKEN=\u{b}hunter2hunter2",
+        &caps(4096, LengthUnit::Utf16, Markup::Plain),
+        4,
+    );
+    assert_eq!(prepared.messages, ["TOKEN=[redacted]"]);
+}

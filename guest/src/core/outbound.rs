@@ -1,5 +1,5 @@
 //! The outbound pipeline every send goes through (reference-behaviour §3.19, I3, I22,
-//! decision 3): redact → split at structure → render per piece → chunk → cap.
+//! decision 3): controls → redact → split at structure → render per piece → chunk → cap.
 //!
 //! Each stage is entered once, in that order: the splitter renders while it parses
 //! (`blocks.rs` calls `render.rs`), and every stage measures with `measure.rs`, so no stage
@@ -29,9 +29,13 @@ pub struct Prepared {
 /// Never panics; `""` (or only whitespace) gives no messages. A `max_chunks` of 0 and a
 /// `max_message_length` of 0 are read as 1 so a misconfiguration still sends something.
 pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
-    let redacted = redact(text);
-    // Controls go before the split, so every stage measures the text that is sent.
-    let clean = replace_rejected_controls(&redacted.text);
+    // Controls go first, so redaction reads the text that is sent and every later stage
+    // measures it: a vertical tab is a blank to the shapes but shows as U+FFFD, so
+    // `TOKEN=\x0bghp_…` redacted before the swap was sent as `TOKEN=�ghp_…` with its
+    // value whole (found by fuzzing, 2026-12-01).
+    let controlled = replace_rejected_controls(text);
+    let redacted = redact(&controlled);
+    let clean = redacted.text.as_str();
     let limit = usize::try_from(caps.max_message_length)
         .unwrap_or(usize::MAX)
         .max(1);
