@@ -11,6 +11,7 @@ pub mod bindings;
 pub mod broker;
 pub mod clock;
 pub mod cluster;
+pub mod cluster_command;
 pub mod config_files;
 pub mod convert;
 pub mod explain;

@@ -87,6 +87,19 @@ enum Command {
         /// Sessions the sandbox has room for at once (the pooling allocator's size).
         #[arg(long, default_value_t = 64, value_name = "N")]
         max_sessions: u32,
+        /// Run as one node of a cluster on this NATS server (JetStream enabled), in the
+        /// role --role names; see docs/scaling.md.
+        #[arg(long, value_name = "URL", requires = "role")]
+        nats: Option<String>,
+        /// With --nats: `ingress` holds the bots, `sessions` runs the --demo sessions.
+        #[arg(long, value_enum, requires = "nats")]
+        role: Option<host_shim::cluster_command::Role>,
+        /// With --nats: the cluster's name on NATS (one subject token).
+        #[arg(long, default_value = "botconnect", value_name = "NAME")]
+        prefix: String,
+        /// With --nats: seconds a dead node's bot locks and session leases outlive it.
+        #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
+        lock_ttl: f64,
     },
     /// Run a transcript's inputs through the component (the embedded one, or
     /// --component) and print where its effects differ from the recorded ones. Exit
@@ -201,6 +214,10 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             demo,
             pace,
             max_sessions,
+            nats,
+            role,
+            prefix,
+            lock_ttl,
         } => {
             if !(0.0..=60.0).contains(&pace) {
                 bail!("--pace must be between 0 and 60 seconds, got {pace}");
@@ -216,6 +233,20 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 max_sessions,
                 debug: debug_enabled(),
             };
+            if let (Some(url), Some(role)) = (nats, role) {
+                if !(1.0..=600.0).contains(&lock_ttl) {
+                    bail!("--lock-ttl must be between 1 and 600 seconds, got {lock_ttl}");
+                }
+                let cluster = host_shim::cluster_command::ClusterArgs {
+                    url,
+                    role,
+                    prefix,
+                    lock_ttl: Duration::from_secs_f64(lock_ttl),
+                };
+                return host_shim::cluster_command::run(&component, args, cluster)
+                    .await
+                    .map(|()| ok);
+            }
             host_shim::serve_command::run(&component, args)
                 .await
                 .map(|()| ok)

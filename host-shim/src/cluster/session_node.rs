@@ -77,7 +77,7 @@ pub struct SessionNodeOptions {
     pub agent: MakeFor<Arc<dyn Agent>>,
     /// Each session's terminal.
     pub ui: MakeFor<Arc<dyn Ui>>,
-    /// This node's session locks (a second process on this machine with the same session).
+    /// Where the sessions' own locks go (their bots' locks are the ingress's).
     pub locks: LockDir,
     /// Time.
     pub clock: Arc<dyn Clock>,
@@ -373,7 +373,9 @@ impl Node {
             locks: self.options.locks.clone(),
             clock: self.options.clock.clone(),
             log: self.options.log.clone(),
-            exclusive: true,
+            // The lease is the session's lock, cluster-wide; a lock file would only stand
+            // between two nodes on one machine.
+            exclusive: false,
             transcript: None,
         };
         let session = match Session::spawn(self.options.runtime.clone(), spec).await {
