@@ -42,7 +42,7 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let unit = caps.length_unit;
     let meter = Meter::for_source(unit, caps.markup);
     let mut messages = Vec::new();
-    for piece in split(&clean, limit, meter, caps.markup) {
+    for piece in split(clean, limit, meter, caps.markup) {
         if caps.markup == Markup::Markdown {
             // Markdown is sent as written, and the splitter measures some blocks as they
             // render (a setext heading's underline), so a piece can come out a few units
