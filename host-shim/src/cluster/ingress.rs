@@ -57,6 +57,7 @@ pub struct IngressOptions {
 pub struct Ingress {
     bots: Vec<JoinHandle<()>>,
     stop: watch::Sender<bool>,
+    shared: Arc<Shared>,
 }
 
 /// The bucket or stream an ingress needs could not be opened.
@@ -72,6 +73,8 @@ struct Shared {
     states: KvStateStore,
     publisher: InboundPublisher,
     options: IngressOptions,
+    /// The platform connections held now.
+    live: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
 }
 
 impl Ingress {
@@ -104,13 +107,14 @@ impl Ingress {
             states,
             publisher,
             options,
+            live: std::sync::Mutex::new(Vec::new()),
         });
         let (stop, stopping) = watch::channel(false);
         let bots = requests
             .into_iter()
             .map(|request| tokio::spawn(shared.clone().run_bot(request, stopping.clone())))
             .collect();
-        Ok(Ingress { bots, stop })
+        Ok(Ingress { bots, stop, shared })
     }
 
     /// Stops every bot: its platform connection closes and its lock is released, so a
@@ -123,15 +127,28 @@ impl Ingress {
     }
 
     /// Stops at once without releasing anything, as a node that dies does: its locks age
-    /// out after the TTL. For tests of failover.
-    pub fn kill(self) {
+    /// out after the TTL, and its platform connections go quiet. For tests of failover.
+    pub async fn kill(self) {
         for bot in &self.bots {
             bot.abort();
+        }
+        for bot in self.bots {
+            let _ = bot.await;
+        }
+        let live: Vec<Arc<dyn Transport>> = self.shared.live().drain(..).collect();
+        for transport in live {
+            transport.stop().await;
         }
     }
 }
 
 impl Shared {
+    fn live(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn Transport>>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
         self.options.log.write(
             super::LOG_SCOPE,
@@ -261,6 +278,7 @@ impl Shared {
                 }
                 _ = stopping.wait_for(|stop| *stop) => true,
             };
+            self.live().retain(|t| !Arc::ptr_eq(t, &transport));
             transport.stop().await;
             server.stop();
             if stop {
