@@ -41,6 +41,9 @@ fn inbound() -> InboundSettings {
     }
 }
 
+/// Every demo agent made, by node and session key.
+type Agents = Arc<Mutex<HashMap<(String, String), Arc<DemoAgent>>>>;
+
 struct Cluster {
     nats: NatsServer,
     bot: BotApiServer,
@@ -49,7 +52,7 @@ struct Cluster {
     sources: Vec<ConfigSource>,
     /// Every agent a session node made, by node and session, so a test can see who ran
     /// what.
-    agents: Arc<Mutex<HashMap<(String, String), Arc<DemoAgent>>>>,
+    agents: Agents,
 }
 
 impl Cluster {
