@@ -186,9 +186,10 @@ pub fn assert_redacted(message: &str, planted: &[String], input: &str) {
         // The renderer closes what a cut leaves open: `TOKEN=[r</blockquote>` is a marker
         // cut by a small limit, then a closing tag (found by fuzzing, 2026-12-01).
         let secret = without_tags(secret);
-        // A code block cut in two reopens with its tags and a line break before the text.
+        // A code block cut in two reopens before the text: its tags and a line break
+        // (HTML), or its fence (Markdown).
         let at_message_start = without_tags(message.get(..found.start).unwrap_or_default())
-            .trim()
+            .trim_matches(|c: char| c.is_whitespace() || c == '`')
             .is_empty();
         // The whole match counts: `UB_TOKEN=ghp_…` cut from `…SAsUB_TOKEN=ghp_…` (no
         // name at a boundary in the input) is as much a cut's artefact as a bare token.
