@@ -70,14 +70,30 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     let (cwd, paths, state_dir) = crate::attach_command::process_paths()?;
     let sources = crate::attach_command::config_sources(&cwd)?;
     let prefix = Prefix::new(&cluster.prefix)?;
-    let (client, jetstream) = crate::cluster::connect(&cluster.url).await?;
-    let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
-    let holder = Holder::this_process();
-    let inbound = InboundSettings::default();
     let config = crate::convert::read_transports_natively(&sources);
     for note in &config.notes {
         eprintln!("[node] config: {}", note.text);
     }
+    // What is wrong with the command line is said before anything is reached.
+    let requests = messenger_requests(&config);
+    match cluster.role {
+        Role::Ingress if !args.demo.is_empty() => {
+            bail!("--demo starts sessions, which session nodes run: use it with --role sessions")
+        }
+        Role::Sessions if args.demo.is_empty() => bail!(
+            "a session node runs the sessions it is given: add --demo <name> for each (every \
+             session node of the cluster gets the same list)"
+        ),
+        _ if requests.is_empty() => bail!(
+            "the config enables no messenger, so the cluster has no bot to talk through: set \
+             transports.telegram (or discord, slack, robo_claw) with \"enabled\": true"
+        ),
+        _ => {}
+    }
+    let (client, jetstream) = crate::cluster::connect(&cluster.url).await?;
+    let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
+    let holder = Holder::this_process();
+    let inbound = InboundSettings::default();
     let stop = async {
         let terminate = crate::attach_command::terminated();
         tokio::select! {
@@ -87,18 +103,6 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     };
     match cluster.role {
         Role::Ingress => {
-            if !args.demo.is_empty() {
-                bail!(
-                    "--demo starts sessions, which session nodes run: use it with --role sessions"
-                );
-            }
-            let requests = messenger_requests(&config);
-            if requests.is_empty() {
-                bail!(
-                    "the config enables no messenger, so this ingress has no bot to hold: set \
-                     transports.telegram (or discord, slack, robo_claw) with \"enabled\": true"
-                );
-            }
             let ids: Vec<&str> = requests.iter().map(|r| r.id.as_str()).collect();
             let ingress = Ingress::start(
                 client,
@@ -132,12 +136,6 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
             ingress.shutdown().await;
         }
         Role::Sessions => {
-            if args.demo.is_empty() {
-                bail!(
-                    "a session node runs the sessions it is given: add --demo <name> for each \
-                     (every session node of the cluster gets the same list)"
-                );
-            }
             let limits = Limits {
                 max_instances: args.max_sessions.saturating_add(1),
                 ..Limits::default()

@@ -636,3 +636,59 @@ fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_name
     assert!(first.wait_exit().success(), "{}", first.output());
     assert!(first.output().contains("host-shim serve: stopped"));
 }
+
+#[test]
+fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
+    let home = Home::new();
+    let cases: [(&[&str], &str); 3] = [
+        (&["serve", "--nats", "nats://127.0.0.1:1"], "--role"),
+        (
+            &[
+                "serve",
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--role",
+                "sessions",
+            ],
+            "add --demo <name> for each",
+        ),
+        (
+            &["serve", "--nats", "nats://127.0.0.1:1", "--role", "ingress"],
+            "the config enables no messenger",
+        ),
+    ];
+    for (args, expected) in cases {
+        let (status, output) = finish(home.command(args));
+        assert!(!status.success(), "{args:?}");
+        assert!(output.contains(expected), "{args:?}: {output}");
+    }
+    home.project_config(
+        r#"{"transports": {"telegram": {"enabled": true, "tokenEnv": "TG_NEVER_SET"}}}"#,
+    );
+    let (status, output) = finish(home.command(&[
+        "serve",
+        "--nats",
+        "nats://user:pw@127.0.0.1:1",
+        "--role",
+        "ingress",
+        "--demo",
+        "api",
+    ]));
+    assert!(!status.success());
+    assert!(output.contains("use it with --role sessions"), "{output}");
+    // Port 1 on loopback refuses at once; the password never shows.
+    let (status, output) = finish(home.command(&[
+        "serve",
+        "--nats",
+        "nats://user:pw@127.0.0.1:1",
+        "--role",
+        "ingress",
+    ]));
+    assert!(!status.success());
+    assert!(
+        output.contains("cannot reach NATS at nats://***@127.0.0.1:1")
+            && output.contains("nats-server -js")
+            && !output.contains("pw@"),
+        "{output}"
+    );
+}
