@@ -9,7 +9,9 @@
 //! waiting pairs with the next run that closes (no space before, no letter or digit after), so
 //! nested or overlapping emphasis (`__a __b___`, which a renderer may pair either way)
 //! marks every opener (found by fuzzing: a JWT between two openers lost its underscores to
-//! the renderer and was sent). A lone `token_` is not emphasis and stays a near-miss.
+//! the renderer and was sent). An opener nothing closes stays in the text, glued to what
+//! follows (`_ghp_…`), and is marked too. A lone `token_` is not emphasis and stays a
+//! near-miss.
 
 /// What is next to an underscore run, as the flanking rules read it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -54,7 +56,7 @@ pub fn view(text: &str) -> Option<(String, char)> {
     while let Some(offset) = memchr::memchr2(b'_', b'\n', &bytes[i..]) {
         let start = i + offset;
         if bytes[start] == b'\n' {
-            openers.clear();
+            paired.append(&mut openers);
             i = start + 1;
             continue;
         }
@@ -78,6 +80,10 @@ pub fn view(text: &str) -> Option<(String, char)> {
         }
         i = end;
     }
+    // An opener nothing closes is shown as it is, glued to what follows: `_ghp_…` reads
+    // as a token after an underscore (found by fuzzing), so it is a boundary too.
+    paired.append(&mut openers);
+    paired.sort_unstable();
     if paired.is_empty() {
         return None;
     }
@@ -113,14 +119,14 @@ mod tests {
             ("__bold__ and _it_", Some("||bold|| and |it|")),
             ("npm_abcdef_", None),
             ("snake_case_name", None),
-            ("_open only", None),
+            ("_open only", Some("|open only")),
             ("close_ only", None),
-            ("_a\nb_", None),
+            ("_a\nb_", Some("|a\nb_")),
             ("no underscore", None),
             ("(_x_)", Some("(|x|)")),
             // Every waiting opener pairs with the closer.
             ("__a __b___ c", Some("||a ||b||| c")),
-            ("_a _b c", None),
+            ("_a _b c", Some("|a |b c")),
             // Symbols on both sides open and close, as in a renderer.
             (
                 "\u{FFFD}__ghp_x\u{FFFD}__\u{FFFD}",
