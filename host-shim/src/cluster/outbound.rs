@@ -19,8 +19,8 @@ use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use transport_core::{
-    BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, OutboundKind,
-    OutboundMessage, SendReceipt, Transport, TransportError,
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundMessage, SendReceipt,
+    Transport, TransportError,
 };
 
 use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
@@ -38,7 +38,7 @@ pub enum WireRequest {
     /// `Transport::send`.
     Send {
         /// The message.
-        message: WireMessage,
+        message: OutboundMessage,
     },
     /// `Transport::typing`.
     Typing {
@@ -50,53 +50,6 @@ pub enum WireRequest {
     },
     /// Who the bot is and what the transport can do (for `identify` and `capabilities`).
     Describe,
-}
-
-/// [`OutboundMessage`] on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WireMessage {
-    /// Target conversation.
-    pub conversation_id: String,
-    /// Target thread.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread_id: Option<String>,
-    /// What the message is.
-    pub kind: OutboundKind,
-    /// Text.
-    pub text: String,
-    /// Edit the message with this key instead of posting.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub edit_key: Option<String>,
-    /// Buttons under the message.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub buttons: Vec<Button>,
-}
-
-impl From<OutboundMessage> for WireMessage {
-    fn from(m: OutboundMessage) -> Self {
-        WireMessage {
-            conversation_id: m.conversation_id,
-            thread_id: m.thread_id,
-            kind: m.kind,
-            text: m.text,
-            edit_key: m.edit_key,
-            buttons: m.buttons,
-        }
-    }
-}
-
-impl From<WireMessage> for OutboundMessage {
-    fn from(m: WireMessage) -> Self {
-        OutboundMessage {
-            conversation_id: m.conversation_id,
-            thread_id: m.thread_id,
-            kind: m.kind,
-            text: m.text,
-            edit_key: m.edit_key,
-            buttons: m.buttons,
-        }
-    }
 }
 
 /// The ingress's answer.
@@ -314,7 +267,7 @@ async fn serve(transport: &dyn Transport, payload: &[u8], log: &dyn LogSink) -> 
         error: error.into(),
     };
     match request {
-        WireRequest::Send { message } => match transport.send(message.into()).await {
+        WireRequest::Send { message } => match transport.send(message).await {
             Ok(receipt) => WireReply::Sent {
                 message_id: receipt.message_id,
                 edit_key: receipt.edit_key,
@@ -549,9 +502,7 @@ impl Transport for RemoteTransport {
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
-        let body = WireRequest::Send {
-            message: message.into(),
-        };
+        let body = WireRequest::Send { message };
         match self.call(&body).await? {
             WireReply::Sent {
                 message_id,
@@ -641,6 +592,7 @@ mod tests {
 
     #[test]
     fn a_message_survives_the_wire() {
+        use transport_core::{Button, OutboundKind};
         let message = OutboundMessage {
             conversation_id: "c".into(),
             thread_id: Some("t".into()),
@@ -653,13 +605,11 @@ mod tests {
             }],
         };
         let text = serde_json::to_string(&WireRequest::Send {
-            message: message.clone().into(),
+            message: message.clone(),
         })
         .unwrap();
         match serde_json::from_str::<WireRequest>(&text).unwrap() {
-            WireRequest::Send { message: wire } => {
-                assert_eq!(OutboundMessage::from(wire), message)
-            }
+            WireRequest::Send { message: wire } => assert_eq!(wire, message),
             other => panic!("{other:?}"),
         }
     }

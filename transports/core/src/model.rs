@@ -149,21 +149,26 @@ pub struct Button {
     pub command: String,
 }
 
-/// One message to post, already within the platform's limit and markup.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One message to post, already within the platform's limit and markup. Serialized as
+/// is between cluster nodes (a session node's send, served by the ingress).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OutboundMessage {
     /// Target conversation.
     pub conversation_id: String,
     /// Target thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     /// What the message is.
     pub kind: OutboundKind,
     /// Text.
     pub text: String,
     /// Edit the message with this key instead of posting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_key: Option<String>,
     /// Buttons under the message, one row; usually empty. Ignored by transports without
     /// buttons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<Button>,
 }
 
