@@ -146,8 +146,6 @@ struct Inner {
     sessions: Vec<Attached>,
     bindings: Bindings,
     shared: HashMap<String, Arc<Shared>>,
-    /// Shared transports whose real connection is started.
-    running: BTreeSet<String>,
 }
 
 /// An attached session as `doctor` and the status line show it.
@@ -345,14 +343,11 @@ impl Broker {
         built
     }
 
-    fn is_running(&self, fingerprint: &str) -> bool {
-        self.inner(|inner| inner.running.contains(fingerprint))
-    }
-
     fn register_sink(
         &self,
         session: &str,
         fingerprint: &str,
+        transport_id: &str,
         sink: InboundSink,
     ) -> Result<(), transport_core::TransportError> {
         self.inner(|inner| {
@@ -363,7 +358,7 @@ impl Broker {
             };
             if attached.sinks.contains_key(fingerprint) {
                 return Err(transport_core::TransportError::AlreadyStarted(
-                    fingerprint.to_owned(),
+                    transport_id.to_owned(),
                 ));
             }
             attached.sinks.insert(fingerprint.to_owned(), sink);
@@ -391,7 +386,6 @@ impl Broker {
 
     /// Starts routing the real transport's stream; called once per shared transport.
     fn run_router(self: &Arc<Self>, shared: Arc<Shared>, mut stream: InboundStream) {
-        self.inner(|inner| inner.running.insert(shared.fingerprint.clone()));
         let broker: Weak<Broker> = Arc::downgrade(self);
         let task = tokio::spawn(async move {
             while let Some(inbound) = stream.recv().await {
@@ -620,7 +614,6 @@ impl Broker {
             shared.real.stop().await;
             shared.release().await;
         }
-        self.inner(|inner| inner.running.clear());
         if let Some(path) = &self.status_file {
             let _ = std::fs::remove_file(path);
         }

@@ -25,6 +25,8 @@ const ROUTER_CAPACITY: usize = 256;
 struct Started {
     identity: BotIdentity,
     _lock: Option<LockGuard>,
+    /// The real connection is started and its router runs.
+    running: bool,
 }
 
 /// One real transport, started at most once for all sessions.
@@ -84,6 +86,7 @@ impl Shared {
         *started = Some(Started {
             identity: identity.clone(),
             _lock: lock,
+            running: false,
         });
         Ok(identity)
     }
@@ -140,20 +143,21 @@ impl Transport for RoutedTransport {
         let broker = self.broker()?;
         {
             // Held across the real start, so two sessions starting at once start it once.
-            let started = self.shared.started.lock().await;
-            if started.is_none() {
+            let mut started = self.shared.started.lock().await;
+            let Some(started) = started.as_mut() else {
                 return Err(TransportError::Failed(format!(
                     "{}: start before identify (a host bug)",
                     self.id()
                 )));
-            }
-            if !broker.is_running(&self.shared.fingerprint) {
+            };
+            if !started.running {
                 let (router_sink, stream) = transport_core::inbound::channel(ROUTER_CAPACITY);
                 self.shared.real.start(router_sink).await?;
                 broker.run_router(self.shared.clone(), stream);
+                started.running = true;
             }
         }
-        broker.register_sink(&self.session, &self.shared.fingerprint, sink)
+        broker.register_sink(&self.session, &self.shared.fingerprint, self.id(), sink)
     }
 
     async fn stop(&self) {
