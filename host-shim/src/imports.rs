@@ -527,11 +527,11 @@ impl store::Host for SessionHost {
                     // it could not read (no revision known), so nothing is overwritten.
                     self.ctx.log.write(
                         &self.ctx.key,
-                        LogLine {
-                            level: types::Level::Error,
-                            event: "state not loaded".into(),
-                            fields: vec![("error".into(), error.to_string())],
-                        },
+                        LogLine::new(
+                            types::Level::Error,
+                            "state not loaded",
+                            &[("error", error.to_string())],
+                        ),
                     );
                     None
                 }

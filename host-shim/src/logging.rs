@@ -17,6 +17,21 @@ pub struct LogLine {
     pub fields: Vec<(String, String)>,
 }
 
+impl LogLine {
+    /// A line with these fields (host code's lines: ids, names and error texts, never a
+    /// message body).
+    pub fn new(level: Level, event: &str, fields: &[(&str, String)]) -> LogLine {
+        LogLine {
+            level,
+            event: event.to_owned(),
+            fields: fields
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), value.clone()))
+                .collect(),
+        }
+    }
+}
+
 /// A destination for log lines.
 pub trait LogSink: Send + Sync {
     /// Writes one line.

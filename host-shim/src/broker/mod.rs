@@ -196,17 +196,7 @@ impl Broker {
     }
 
     fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
-        self.log.write(
-            LOG_NAME,
-            LogLine {
-                level,
-                event: event.into(),
-                fields: fields
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
-                    .collect(),
-            },
-        );
+        self.log.write(LOG_NAME, LogLine::new(level, event, fields));
     }
 
     /// Attaches a session before its bridge starts (so its transports find it), and

@@ -150,17 +150,9 @@ impl Shared {
     }
 
     fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
-        self.options.log.write(
-            super::LOG_SCOPE,
-            LogLine {
-                level,
-                event: event.into(),
-                fields: fields
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
-                    .collect(),
-            },
-        );
+        self.options
+            .log
+            .write(super::LOG_SCOPE, LogLine::new(level, event, fields));
     }
 
     /// One bot, for the life of the ingress: standby, hold, and standby again if the lock

@@ -90,17 +90,7 @@ pub const LOG_SCOPE: &str = "cluster";
 /// Logs a warning about something NATS handed over or refused. Fields are ids, subjects
 /// and error texts, never a payload (a payload holds message text).
 pub(crate) fn warn(log: &dyn LogSink, event: &str, fields: &[(&str, String)]) {
-    log.write(
-        LOG_SCOPE,
-        LogLine {
-            level: Level::Warning,
-            event: event.to_owned(),
-            fields: fields
-                .iter()
-                .map(|(key, value)| ((*key).to_owned(), value.clone()))
-                .collect(),
-        },
-    );
+    log.write(LOG_SCOPE, LogLine::new(Level::Warning, event, fields));
 }
 
 #[cfg(test)]

@@ -229,17 +229,9 @@ fn node_key(holder: &Holder) -> String {
 
 impl Node {
     fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
-        self.options.log.write(
-            super::LOG_SCOPE,
-            LogLine {
-                level,
-                event: event.into(),
-                fields: fields
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
-                    .collect(),
-            },
-        );
+        self.options
+            .log
+            .write(super::LOG_SCOPE, LogLine::new(level, event, fields));
     }
 
     async fn run(mut self, mut presence: KeptLock, mut stopping: watch::Receiver<bool>) {
@@ -493,11 +485,11 @@ impl Node {
                 if let Err(error) = self.directory.announce(&running.entry).await {
                     self.options.log.write(
                         super::LOG_SCOPE,
-                        LogLine {
-                            level: Level::Warning,
-                            event: "session not listed".into(),
-                            fields: vec![("error".into(), error.to_string())],
-                        },
+                        LogLine::new(
+                            Level::Warning,
+                            "session not listed",
+                            &[("error", error.to_string())],
+                        ),
                     );
                 }
             }
