@@ -11,7 +11,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 use transport_testing::telegram::{BotApiServer, private_text};
@@ -89,18 +88,7 @@ async fn the_readme_three_node_setup_answers_a_chat_and_stops_cleanly() {
     let nats = nats_or_skip!();
     let bot = BotApiServer::start().await;
     let dir = tempfile::tempdir().expect("temporary directory");
-    let config = json!({
-        "bridge": {
-            "allowUsers": [format!("telegram:{USER}")],
-            "remoteToolPolicy": "unrestricted",
-        },
-        "transports": {"telegram": {
-            "enabled": true,
-            "tokenEnv": "TG_TEST_TOKEN",
-            "baseUrl": bot.base_url(),
-            "pollTimeoutSeconds": 1,
-        }}
-    });
+    let config = cluster_support::telegram_cluster_config(&bot.base_url(), USER);
     std::fs::write(dir.path().join("config.json"), config.to_string()).expect("config");
     let sessions = [
         "--role", "sessions", "--demo", "api", "--demo", "web", "--pace", "0",

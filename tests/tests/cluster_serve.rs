@@ -27,7 +27,6 @@ use host_shim::cluster_command::messenger_requests;
 use host_shim::factory::{self, Environment};
 use host_shim::logging::MemoryLog;
 use host_shim::ui::{RecordingUi, Ui};
-use serde_json::json;
 use transport_testing::telegram::{BotApiServer, private_text};
 
 const USER: i64 = 4242;
@@ -58,19 +57,7 @@ struct Cluster {
 impl Cluster {
     async fn new(nats: NatsServer, name: &str) -> Cluster {
         let bot = BotApiServer::start().await;
-        let config = json!({
-            "bridge": {
-                "allowUsers": [format!("telegram:{USER}")],
-                // The demo's turn runs its shell step, so its answer echoes the prompt.
-                "remoteToolPolicy": "unrestricted",
-            },
-            "transports": {"telegram": {
-                "enabled": true,
-                "tokenEnv": "TG_TEST_TOKEN",
-                "baseUrl": bot.base_url(),
-                "pollTimeoutSeconds": 1,
-            }}
-        });
+        let config = cluster_support::telegram_cluster_config(&bot.base_url(), USER);
         Cluster {
             nats,
             bot,

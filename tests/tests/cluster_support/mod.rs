@@ -178,6 +178,24 @@ impl NatsServer {
     }
 }
 
+/// The config of a cluster whose one bot is Telegram's wire at `base_url` (a loopback Bot
+/// API): `user` is let in without pairing, the token is read from `TG_TEST_TOKEN`, and the
+/// demo's turns run their shell step, so an answer echoes its prompt.
+pub fn telegram_cluster_config(base_url: &str, user: i64) -> serde_json::Value {
+    serde_json::json!({
+        "bridge": {
+            "allowUsers": [format!("telegram:{user}")],
+            "remoteToolPolicy": "unrestricted",
+        },
+        "transports": {"telegram": {
+            "enabled": true,
+            "tokenEnv": "TG_TEST_TOKEN",
+            "baseUrl": base_url,
+            "pollTimeoutSeconds": 1,
+        }}
+    })
+}
+
 /// A prefix of its own per test, so a reading of one test's names is never another's.
 pub fn prefix(name: &str) -> Prefix {
     Prefix::new(name).expect("a valid test prefix")
