@@ -118,7 +118,9 @@ impl Agent for LedgerAgent {
     fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
         let (tx, mut rx) = mpsc::channel::<AgentSignal>(64);
         self.ledger.agent.attach(tx);
-        let ledger = self.ledger.clone();
+        // Weak: the ledger owns the agent, which owns this channel's sender, so a strong
+        // reference here would keep a stopped session's agent and this task alive for ever.
+        let ledger = Arc::downgrade(&self.ledger);
         tokio::spawn(async move {
             while let Some(signal) = rx.recv().await {
                 let settles = matches!(signal, AgentSignal::Event(AgentEvent::TurnSettled));
@@ -126,7 +128,7 @@ impl Agent for LedgerAgent {
                     return;
                 }
                 // Counted once the session has it: its save is what completes the effect.
-                if settles {
+                if settles && let Some(ledger) = ledger.upgrade() {
                     ledger.bump(&ledger.settled);
                 }
             }
