@@ -90,6 +90,17 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         ),
         _ => {}
     }
+    let build = broker::build_from_environment(offline::transport_state_dir(&paths.state_file));
+    if cluster.role == Role::Ingress {
+        // A missing token would leave the ingress "ready" with no bot: say it now.
+        for request in &requests {
+            let built = build(request);
+            if built.transports.is_empty() {
+                let why: Vec<String> = built.notes.into_iter().map(|(_, text)| text).collect();
+                bail!("the ingress cannot hold {}: {}", request.id, why.join("; "));
+            }
+        }
+    }
     let (client, jetstream) = crate::cluster::connect(&cluster.url).await?;
     let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
     let holder = Holder::this_process();
@@ -118,9 +129,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                         .iter()
                         .map(|i| i.as_str().to_owned())
                         .collect(),
-                    build: broker::build_from_environment(offline::transport_state_dir(
-                        &paths.state_file,
-                    )),
+                    build,
                     holder: holder.clone(),
                     log,
                 },

@@ -676,7 +676,7 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     ]));
     assert!(!status.success());
     assert!(output.contains("use it with --role sessions"), "{output}");
-    // Port 1 on loopback refuses at once; the password never shows.
+    // Without the bot's token the ingress would hold nothing: said before NATS.
     let (status, output) = finish(home.command(&[
         "serve",
         "--nats",
@@ -684,6 +684,21 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
         "--role",
         "ingress",
     ]));
+    assert!(!status.success());
+    assert!(
+        output.contains("the ingress cannot hold telegram") && output.contains("$TG_NEVER_SET"),
+        "{output}"
+    );
+    // Port 1 on loopback refuses at once; the password never shows.
+    let mut command = home.command(&[
+        "serve",
+        "--nats",
+        "nats://user:pw@127.0.0.1:1",
+        "--role",
+        "ingress",
+    ]);
+    command.env("TG_NEVER_SET", "123456:not-a-real-token");
+    let (status, output) = finish(command);
     assert!(!status.success());
     assert!(
         output.contains("cannot reach NATS at nats://***@127.0.0.1:1")
