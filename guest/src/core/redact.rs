@@ -464,6 +464,12 @@ mod tests {
     }
 
     #[test]
+    fn an_assignment_inside_an_assignments_value_loses_its_quoted_value_too() {
+        let out = redact("A_TOKEN=B_PASSWORD='hunter2 x' ok");
+        assert_eq!(out.text, "A_TOKEN=[redacted] ok");
+    }
+
+    #[test]
     fn credentials_after_a_scheme_the_bearer_shape_took_are_redacted() {
         // The bearer shape's token runs into `https` and stops at `:`, leaving
         // `[redacted]://user:password@`, which no scheme starts (found by fuzzing).

@@ -109,7 +109,7 @@ pub const SHAPES: [Shape; 17] = [
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']+)"#,
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|[^\s"']+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
     },
@@ -709,7 +709,18 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
             if len == 0 {
                 return None;
             }
-            value + len
+            // `A_TOKEN=B_PASSWORD='x y'`: a value that ends in `=` before a quote is another
+            // assignment; its quoted value goes too (found by fuzzing the config).
+            let end = value + len;
+            match text.get(end) {
+                Some(quote @ (b'"' | b'\'')) if text[end - 1] == b'=' => {
+                    match memchr::memchr(*quote, &text[end + 1..]) {
+                        Some(close) => end + 2 + close,
+                        None => end,
+                    }
+                }
+                _ => end,
+            }
         }
     };
     Some(Found {
