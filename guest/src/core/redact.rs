@@ -470,6 +470,15 @@ mod tests {
     }
 
     #[test]
+    fn a_token_lengthened_by_a_links_text_is_redacted_and_markers_keep_their_brackets() {
+        // Rendered, `…SAs[link](url)` reads `…SAslink`: a whole Telegram token.
+        let out = redact("and 7123456789:AAHdqTcvCH1vGWJxfw2E3SeofSAs[link](https://x.io).");
+        assert!(!out.text.contains("AAHdqTcv"), "{}", out.text);
+        let marked = "here: [redacted:private-key]\nAuthorization: [redacted]\nbye";
+        assert_eq!(redact(marked).text, marked);
+    }
+
+    #[test]
     fn credentials_after_a_scheme_the_bearer_shape_took_are_redacted() {
         // The bearer shape's token runs into `https` and stops at `:`, leaving
         // `[redacted]://user:password@`, which no scheme starts (found by fuzzing).
