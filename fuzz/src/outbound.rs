@@ -222,21 +222,21 @@ pub fn assert_redacted(message: &str, planted: &[String], input: &str) {
 
 /// A hard cut (no space within the limit) can start a message inside a word: the rest of
 /// a near miss glued to a letter (`?bghp_…`, no token by its left boundary) then reads as
-/// a token at the message's start. It is no secret of the input when every occurrence
-/// there follows a letter or digit, which no markup removes; only the cut parted them
-/// (found by fuzzing, 2026-12-01). A `_` before it counts only inside a word
+/// a token at the message's start. It is no secret of the input when an occurrence there
+/// follows a letter or digit, which no markup removes (any one: fuzzed text repeats its
+/// seeds, and a twin at a boundary is redacted in its own message, which is checked too);
+/// only the cut parted them (found by fuzzing, 2026-12-01). A `_` before it counts only
+/// inside a word
 /// (`wYGITHUB_` + `TOKEN=…`): at a word's edge emphasis may remove it (`_xapp-…_` was a
 /// real miss), inside one it stays.
 fn exposed_by_a_cut(input: &str, secret: &str) -> bool {
-    let mut occurrences = input.match_indices(secret).peekable();
-    occurrences.peek().is_some()
-        && occurrences.all(|(at, _)| {
-            let before = input[..at].trim_end_matches('_');
-            let underscores = at - before.len();
-            let glued = |c: char| c.is_ascii_alphanumeric();
-            before.chars().next_back().is_some_and(glued)
-                && (underscores == 0 || secret.chars().next().is_some_and(glued))
-        })
+    input.match_indices(secret).any(|(at, _)| {
+        let before = input[..at].trim_end_matches('_');
+        let underscores = at - before.len();
+        let glued = |c: char| c.is_ascii_alphanumeric();
+        before.chars().next_back().is_some_and(glued)
+            && (underscores == 0 || secret.chars().next().is_some_and(glued))
+    })
 }
 
 /// [`exposed_by_a_cut`] on the other side: an occurrence of `secret` in `input` is
