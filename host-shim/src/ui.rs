@@ -108,6 +108,9 @@ impl Ui for LabelledStderrUi {
 pub struct RecordingUi {
     notes: Mutex<Vec<(Level, String)>>,
     answers: Mutex<Vec<bool>>,
+    /// Answers meant for one tool's approval question, by the end of its title.
+    approvals_for: Mutex<Vec<(String, bool)>>,
+    approval_queued: tokio::sync::Notify,
 }
 
 impl RecordingUi {
@@ -116,6 +119,25 @@ impl RecordingUi {
         if let Ok(mut answers) = self.answers.lock() {
             answers.push(yes);
         }
+    }
+
+    /// Queues the answer to the approval question about `tool`, and only that one.
+    /// The host asks each question from a task of its own, so an answer queued with
+    /// [`RecordingUi::answer`] goes to whichever question is asked first: a test whose
+    /// earlier question is still open when it queues would have it taken there.
+    pub fn answer_approval_of(&self, tool: &str, yes: bool) {
+        if let Ok(mut answers) = self.approvals_for.lock() {
+            answers.push((tool.to_owned(), yes));
+        }
+        self.approval_queued.notify_waiters();
+    }
+
+    fn take_approval_for(&self, title: &str) -> Option<bool> {
+        let mut answers = self.approvals_for.lock().ok()?;
+        let at = answers
+            .iter()
+            .position(|(tool, _)| title.ends_with(&format!(": {tool}")))?;
+        Some(answers.remove(at).1)
     }
 
     /// Every notification so far.
@@ -148,16 +170,26 @@ impl Ui for RecordingUi {
         }
     }
 
-    /// A queued answer answers at once; with none queued the person never answers, so a
-    /// test can let the chat or the deadline decide.
-    async fn ask_approval(&self, _title: &str, _message: &str) -> Option<bool> {
+    /// A queued answer answers at once. Without one, the question waits for an answer
+    /// queued for its tool ([`RecordingUi::answer_approval_of`]); with none ever queued
+    /// the person never answers, so a test can let the chat or the deadline decide.
+    async fn ask_approval(&self, title: &str, _message: &str) -> Option<bool> {
         let queued = match self.answers.lock() {
             Ok(mut answers) if !answers.is_empty() => Some(answers.remove(0)),
             _ => None,
         };
-        match queued {
-            Some(answer) => Some(answer),
-            None => std::future::pending().await,
+        if queued.is_some() {
+            return queued;
+        }
+        loop {
+            let queued_later = self.approval_queued.notified();
+            tokio::pin!(queued_later);
+            // Registered before looking, so an answer queued in between still wakes it.
+            queued_later.as_mut().enable();
+            if let Some(answer) = self.take_approval_for(title) {
+                return Some(answer);
+            }
+            queued_later.await;
         }
     }
 }

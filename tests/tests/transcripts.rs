@@ -298,7 +298,7 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
     // the terminal.
     h.send("user-1", "run the tests").await;
     let id = h.approval_id().await;
-    h.ui.answer(true);
+    h.ui.answer_approval_of("bash", true);
     h.say(
         "user-1",
         &format!("/approve {id}"),
