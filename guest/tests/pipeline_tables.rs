@@ -773,3 +773,35 @@ fn a_value_behind_a_control_the_shapes_read_as_a_blank_is_redacted() {
     );
     assert_eq!(prepared.messages, ["TOKEN=[redacted]"]);
 }
+
+#[test]
+fn the_last_look_reads_each_message_as_a_person_reads_it() {
+    let telegram = caps(4096, LengthUnit::Utf16, Markup::Html);
+    // CommonMark reads a code span's line break as a space and strips the span's outer
+    // spaces: the key shows whole, though the source never holds it (found by fuzzing).
+    // That message goes out as its redacted text, escaped, without its markup.
+    let joined = prepare(
+        "**Note** a < b, the key is sk-ant-api03-Zk3`\nexport `G2E3p4T5y6 today",
+        &telegram,
+        8,
+    );
+    assert_eq!(
+        joined.messages,
+        ["Note a &lt; b, the key is [redacted:anthropic-key] today"]
+    );
+    assert_eq!(joined.redactions, ["anthropic-key"]);
+    // A message where nothing shows keeps its markup.
+    assert_eq!(
+        prepare("**Note** a < b, `code`", &telegram, 8).messages,
+        ["<b>Note</b> a &lt; b, <code>code</code>"]
+    );
+    // A replacement longer than what it replaced is cut again to the limit.
+    let cut = prepare(
+        "PASS`\nWORD `=hunter2",
+        &caps(17, LengthUnit::Chars, Markup::Html),
+        8,
+    );
+    assert!(cut.messages.len() > 1, "{:?}", cut.messages);
+    assert!(cut.messages.iter().all(|m| m.chars().count() <= 17));
+    assert_eq!(cut.messages.concat(), "PASSWORD=[redacted]");
+}

@@ -21,6 +21,7 @@ pub mod outbound;
 pub mod pairing;
 pub mod progress;
 pub mod rate_limit;
+pub mod readable;
 pub mod redact;
 pub mod render;
 pub mod router;

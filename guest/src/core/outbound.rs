@@ -1,5 +1,6 @@
 //! The outbound pipeline every send goes through (reference-behaviour §3.19, I3, I22,
-//! decision 3): controls → redact → split at structure → render per piece → chunk → cap.
+//! decision 3): controls → redact → split at structure → render per piece → chunk → last
+//! look → cap.
 //!
 //! Each stage is entered once, in that order: the splitter renders while it parses
 //! (`blocks.rs` calls `render.rs`), and every stage measures with `measure.rs`, so no stage
@@ -9,8 +10,10 @@ use crate::core::blocks::split;
 use crate::core::chunk::chunk_rendered;
 use crate::core::controls::replace_rejected_controls;
 use crate::core::measure::{Meter, measure_rendered};
-use crate::core::redact::redact;
-use crate::model::{Capabilities, Markup};
+use crate::core::readable;
+use crate::core::redact::{redact, redact_shapes, union};
+use crate::core::render::escape;
+use crate::model::{Capabilities, LengthUnit, Markup};
 
 /// What one send posts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +73,11 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
             ));
         }
     }
+    let mut rules = redacted.rules;
+    let mut messages = messages
+        .into_iter()
+        .flat_map(|message| last_look(message, limit, unit, caps.markup, &mut rules))
+        .collect::<Vec<_>>();
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
     let dropped = messages.len().saturating_sub(cap);
     messages.truncate(cap);
@@ -82,6 +90,41 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     Prepared {
         messages,
         truncation_notice,
-        redactions: redacted.rules,
+        redactions: rules,
     }
+}
+
+/// The last look at a message: what a person reads of it ([`readable::parts`]) is redacted
+/// once more. Redaction read the source, and the renderer or a cut can still join text into
+/// a shape there (a code span's line break read as a space, an emphasis run's leftover
+/// underscores: found by fuzzing). A message where that look finds a secret is sent as its
+/// redacted readable text, escaped and without markup, which only such a message pays;
+/// cut again when a replacement made it longer than the limit.
+fn last_look(
+    message: String,
+    limit: usize,
+    unit: LengthUnit,
+    markup: Markup,
+    rules: &mut Vec<&'static str>,
+) -> Vec<String> {
+    let mut seen = readable::parts(&message, markup)
+        .iter()
+        .map(|part| redact_shapes(part))
+        .collect::<Vec<_>>();
+    if seen.iter().all(|part| part.rules.is_empty()) {
+        return vec![message];
+    }
+    for part in &seen {
+        *rules = union(rules, &part.rules);
+    }
+    // The readable text comes first; attributes (a link's address) are left out with
+    // the markup. Only Telegram's parts were read out of the markup: the others are the
+    // message as sent, already escaped.
+    let text = seen.swap_remove(0).text;
+    let plain = match markup {
+        Markup::Html => escape(&text, markup),
+        Markup::Mrkdwn | Markup::Markdown | Markup::Plain => text,
+    };
+    let sent = measure_rendered(&plain, unit, markup);
+    chunk_rendered(plain, sent, limit, unit, markup)
 }

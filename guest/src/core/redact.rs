@@ -50,6 +50,13 @@ pub fn redact(text: &str) -> Redacted {
     redact_with(text, redact_passes)
 }
 
+/// The shapes alone, without [`redact`]'s looks through markup: for text that no renderer
+/// reads any further, such as what a person reads of a message already rendered
+/// (`outbound.rs`'s last look).
+pub fn redact_shapes(text: &str) -> Redacted {
+    redact_passes(text)
+}
+
 /// [`redact`]'s looks (the text as written, the emphasis view, the view without dropped
 /// delimiters) around any engine's `passes`: the reference engine in the tests runs its
 /// own passes through the same looks, so the differential tests compare the passes.
@@ -96,7 +103,7 @@ pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
 }
 
 /// The rule names in either list, in rule order.
-fn union(a: &[&'static str], b: &[&'static str]) -> Vec<&'static str> {
+pub fn union(a: &[&'static str], b: &[&'static str]) -> Vec<&'static str> {
     SHAPES
         .iter()
         .map(|shape| shape.name)

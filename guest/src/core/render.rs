@@ -476,6 +476,13 @@ fn entity(b: u8, markup: Markup) -> Option<&'static str> {
     }
 }
 
+/// `s` escaped for `markup`: plain text that reads as itself once sent.
+pub fn escape(s: &str, markup: Markup) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    escape_into(&mut out, s, markup);
+    out
+}
+
 /// Appends `s` escaped for `markup`. The escaped characters are ASCII, so the text between
 /// them is found word by word and copied in runs rather than character by character.
 #[inline]
