@@ -13,6 +13,7 @@ use crate::core::measure::{Meter, measure_rendered};
 use crate::core::readable;
 use crate::core::redact::{redact, redact_shapes, union};
 use crate::core::render::escape;
+use crate::core::secrets::contains_secret;
 use crate::model::{Capabilities, LengthUnit, Markup};
 
 /// What one send posts.
@@ -37,7 +38,16 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     // `TOKEN=\x0bghp_…` redacted before the swap was sent as `TOKEN=�ghp_…` with its
     // value whole (found by fuzzing, 2026-12-01).
     let controlled = replace_rejected_controls(text);
-    let redacted = redact(&controlled);
+    // Telegram HTML and plain text are rendered here, so the last look reads each message
+    // exactly as it is shown, renderer joins included: the source needs only the shapes.
+    // Markdown and mrkdwn are rendered by the platform, so the source also gets
+    // redaction's looks through markup (emphasis, dropped delimiters), which guess at what
+    // that renderer joins. (The looks also keep a token that only rendering joins from
+    // being cut in two; here that needs a run of the whole limit without a space.)
+    let redacted = match caps.markup {
+        Markup::Html | Markup::Plain => redact_shapes(&controlled),
+        Markup::Markdown | Markup::Mrkdwn => redact(&controlled),
+    };
     let clean = redacted.text.as_str();
     let limit = usize::try_from(caps.max_message_length)
         .unwrap_or(usize::MAX)
@@ -100,6 +110,10 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
 /// underscores: found by fuzzing). A message where that look finds a secret is sent as its
 /// redacted readable text, escaped and without markup, which only such a message pays;
 /// cut again when a replacement made it longer than the limit.
+///
+/// Markdown and mrkdwn messages are the redacted source as written, so only a cut can make
+/// something new there, on a message's first or last line: those are looked at, and the
+/// whole message only when they show something.
 fn last_look(
     message: String,
     limit: usize,
@@ -107,6 +121,9 @@ fn last_look(
     markup: Markup,
     rules: &mut Vec<&'static str>,
 ) -> Vec<String> {
+    if matches!(markup, Markup::Markdown | Markup::Mrkdwn) && !edges_show_a_shape(&message) {
+        return vec![message];
+    }
     let mut seen = readable::parts(&message, markup)
         .iter()
         .map(|part| redact_shapes(part))
@@ -127,4 +144,20 @@ fn last_look(
     };
     let sent = measure_rendered(&plain, unit, markup);
     chunk_rendered(plain, sent, limit, unit, markup)
+}
+
+/// Whether the first two or last two lines of `message` hold a shape: a cut's neighbours
+/// (a fence a cut reopens takes the first line).
+fn edges_show_a_shape(message: &str) -> bool {
+    let head_end = memchr::memchr_iter(b'\n', message.as_bytes())
+        .nth(1)
+        .map_or(message.len(), |i| i + 1);
+    let tail_start = memchr::memrchr_iter(b'\n', message.as_bytes())
+        .nth(2)
+        .map_or(0, |i| i + 1);
+    if tail_start <= head_end {
+        return contains_secret(message);
+    }
+    contains_secret(message.get(..head_end).unwrap_or_default())
+        || contains_secret(message.get(tail_start..).unwrap_or_default())
 }

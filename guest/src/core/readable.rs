@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use crate::core::html::{HtmlToken, entity_char, html_tokens};
+use crate::core::html::{HtmlToken, entity_char, find_tag_or_entity, html_token, html_tokens};
 use crate::model::Markup;
 
 /// The parts of `message` a person reads, each on its own: for Telegram HTML the text
@@ -23,13 +23,30 @@ pub fn parts(message: &str, markup: Markup) -> Vec<Cow<'_, str>> {
     }
     let mut text = String::with_capacity(message.len());
     let mut attributes = Vec::new();
-    for token in html_tokens(message) {
+    // Runs between tags and entities are copied whole: this reads every message sent.
+    let mut at = 0;
+    while let Some(found) = message
+        .as_bytes()
+        .get(at..)
+        .and_then(find_tag_or_entity)
+        .map(|i| at + i)
+    {
+        text.push_str(message.get(at..found).unwrap_or_default());
+        let Some(token) = message.get(found..).and_then(html_token) else {
+            break;
+        };
         match token {
             HtmlToken::Char(c) => text.push(c),
             HtmlToken::Entity(entity) => text.push(entity_char(entity)),
-            HtmlToken::Tag { text: tag, .. } => attributes.extend(attribute_values(tag)),
+            HtmlToken::Tag { text: tag, .. } => {
+                if memchr::memchr(b'=', tag.as_bytes()).is_some() {
+                    attributes.extend(attribute_values(tag));
+                }
+            }
         }
+        at = found + token.len();
     }
+    text.push_str(message.get(at..).unwrap_or_default());
     let mut parts = vec![Cow::Owned(text)];
     parts.extend(attributes.into_iter().map(Cow::Owned));
     parts
