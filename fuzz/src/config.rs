@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use guest::core::config::{fail_closed_lines, load_config};
+use guest::core::config::{LoadedConfig, fail_closed_lines, load_config};
 use guest::model::{
     ConfigContent, ConfigScope, ConfigSource, Platform, Setting, SettingKind, SettingValue,
 };
@@ -23,8 +23,13 @@ const TERMINAL: Settings = Settings {
 };
 
 /// The platforms a host offers, from each crate's own declaration (as host-shim's
-/// `factory::declarations` converts them), then the terminal.
-pub fn platforms() -> Vec<Platform> {
+/// `factory::declarations` converts them), then the terminal; built once per process.
+pub fn platforms() -> &'static [Platform] {
+    static PLATFORMS: OnceLock<Vec<Platform>> = OnceLock::new();
+    PLATFORMS.get_or_init(declared)
+}
+
+fn declared() -> Vec<Platform> {
     [
         &transport_telegram::PLATFORM.settings,
         &transport_discord::PLATFORM.settings,
@@ -79,20 +84,15 @@ fn baseline() -> &'static [String] {
             path: "/home/dev/.pi/project.json".into(),
             content: ConfigContent::Text(all.into()),
         }];
-        let mut known = said(&sources);
-        known.push(everything(&sources));
+        let loaded = load_config(&sources, platforms());
+        let mut known = said(&loaded);
+        known.push(format!("{loaded:?}"));
         known
     })
 }
 
-/// Everything the loader holds about `sources`, in one text (its `Debug`).
-fn everything(sources: &[ConfigSource]) -> String {
-    format!("{:?}", load_config(sources, &platforms()))
-}
-
-/// Every text `load_config` gives a person to read about `sources`.
-fn said(sources: &[ConfigSource]) -> Vec<String> {
-    let loaded = load_config(sources, &platforms());
+/// Every text `load_config` gives a person to read in what it `loaded`.
+fn said(loaded: &LoadedConfig) -> Vec<String> {
     let mut said: Vec<String> = loaded.notes.iter().map(|n| n.text.clone()).collect();
     said.extend(fail_closed_lines(&loaded.fail_closed));
     said.extend(loaded.transports.iter().map(|t| t.settings_json.clone()));
@@ -114,12 +114,13 @@ pub fn config(data: &[u8]) {
             content: ConfigContent::Text((*file).to_owned()),
         })
         .collect();
-    let said = said(&sources);
+    let loaded = load_config(&sources, platforms());
+    let said = said(&loaded);
     // Everything the loader holds, in one text: no secret of the input may be anywhere in
     // it. Its shapes are not checked: a quote opened in one note and another note's quote
     // read together as one quoted value (`KEY='a: …" }, Note { … '`) that no person ever
     // reads (found by fuzzing, 2026-12-01); each text a person reads is checked above.
-    let everything = everything(&sources);
+    let everything = format!("{loaded:?}");
 
     let secrets: Vec<String> = secrets_in_documents(&files)
         .into_iter()
