@@ -61,32 +61,45 @@ pub fn redact_shapes(text: &str) -> Redacted {
 /// delimiters) around any engine's `passes`: the reference engine in the tests runs its
 /// own passes through the same looks, so the differential tests compare the passes.
 pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
-    let written = passes(text);
-    // The emphasis view of the text the delimiter looks start from: when the emphasis
-    // look finds nothing (most text), that text is the one just viewed, and its view is
-    // kept rather than made again.
-    let (emphasised, kept_view) = match emphasis::view(&written.text) {
-        Some((view, placeholder)) => {
-            let seen = passes(&view);
-            if seen.rules.is_empty() {
-                (written, Some(Some((view, placeholder))))
-            } else {
-                let emphasised = Redacted {
-                    text: emphasis::restore(&seen.text, placeholder),
-                    rules: union(&written.rules, &seen.rules),
-                };
-                (emphasised, None)
-            }
+    let mut result = passes(text);
+    // A look sends the text it saw, its secret replaced: emphasis placeholders turned back
+    // into underscores, dropped delimiters gone. That is new text, so it is read again, as
+    // written and through the looks, until nothing changes: an underscore given back can
+    // lengthen a token that its placeholder had cut short (`…Jp-gh-_Q1w2…` once `]` and
+    // `~` were dropped; found by fuzzing the config). Only text a look changed pays this.
+    for _ in 0..MAX_PASSES {
+        let Some(seen) = looks(&result, &passes) else {
+            break;
+        };
+        let again = passes(&seen.text);
+        result = Redacted {
+            rules: union(&seen.rules, &again.rules),
+            text: again.text,
+        };
+    }
+    result
+}
+
+/// The looks through markup at `written` (text `passes` leaves as it is): the emphasis
+/// view, then each view without dropped delimiters. The first that shows a secret gives
+/// its redacted text; `None` when none does.
+fn looks(written: &Redacted, passes: &impl Fn(&str) -> Redacted) -> Option<Redacted> {
+    let emphasised = emphasis::view(&written.text);
+    if let Some((view, placeholder)) = &emphasised {
+        let seen = passes(view);
+        if !seen.rules.is_empty() {
+            return Some(Redacted {
+                text: emphasis::restore(&seen.text, *placeholder),
+                rules: union(&written.rules, &seen.rules),
+            });
         }
-        None => (written, Some(None)),
-    };
-    // Each view of what a renderer may make of the delimiters; the first that shows a
-    // secret the text as written hid is what is sent. Emphasis underscores stay
+    }
+    // Each view of what a renderer may make of the delimiters. Emphasis underscores stay
     // boundaries in them: a renderer drops both at once (`__eyJ…Sf~Kx…__` is a whole JWT
-    // in bold; found by fuzzing).
-    let (base, placeholder) = match kept_view.unwrap_or_else(|| emphasis::view(&emphasised.text)) {
+    // in bold; found by fuzzing). The emphasis view found nothing, so it is the base.
+    let (base, placeholder) = match emphasised {
         Some((view, placeholder)) => (Cow::Owned(view), Some(placeholder)),
-        None => (Cow::Borrowed(emphasised.text.as_str()), None),
+        None => (Cow::Borrowed(written.text.as_str()), None),
     };
     for view in [delimiters::view, delimiters::underscored] {
         let Some(joined) = view(&base) else {
@@ -94,16 +107,16 @@ pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
         };
         let seen = passes(&joined);
         if seen.text != joined {
-            return Redacted {
-                rules: union(&emphasised.rules, &seen.rules),
+            return Some(Redacted {
+                rules: union(&written.rules, &seen.rules),
                 text: match placeholder {
                     Some(placeholder) => emphasis::restore(&seen.text, placeholder),
                     None => seen.text,
                 },
-            };
+            });
         }
     }
-    emphasised
+    None
 }
 
 /// The rule names in either list, in rule order.
@@ -445,6 +458,19 @@ mod tests {
     }
 
     #[test]
+    fn the_text_a_look_sends_is_read_again_as_written() {
+        // The delimiter look fires on the first URL and sends its view: `]` and `~` are
+        // dropped from the second, whose `_` was a placeholder (an unclosed opener) in
+        // that view and is an underscore again in what is sent, lengthening the token
+        // past the shape's 35 characters (found by fuzzing the config).
+        let out = redact(
+            "a /~bot7123456789:AAHdqTcvCH1vGWJxfSeofSAs~ b /bot123456789:AAH]qTcvCHvGWJp-gh-_Q1w2E3r4T5y6U7i~O9wPASDF ok",
+        );
+        assert!(!out.text.contains("Q1w2E3r4T5y6"), "{}", out.text);
+        assert_eq!(redact(&out.text).text, out.text);
+    }
+
+    #[test]
     fn a_secret_joined_by_a_dropped_delimiter_is_redacted_and_plain_text_keeps_its_markup() {
         // `~` is strikethrough: rendered, `/~bot…~` reads `/bot…`, a Bot API URL (found by
         // fuzzing). The message then loses its delimiters; one without a secret keeps them.
@@ -512,5 +538,22 @@ mod tests {
             "A_TOKEN=[redacted] four\nfive",
             "the header replaced the first closing quote, so the value closes at the second"
         );
+    }
+}
+#[cfg(test)]
+mod scratch_fix {
+    #[test]
+    fn s() {
+        for t in [
+            "see /bot123456789:AAH]qTcvCHvGWJp-gh-_Q1w2E3r4T5y6U7i~O9wPASDF---------A--xa ok",
+            "k /bot123456789:AAH]qTcvCHvGWJp-gh-_Q1w2E3r4T5y6U7iO9wPASDF ok",
+        ] {
+            let out = super::redact(t);
+            println!(
+                "{t:?}\n -> {:?} secret left: {}",
+                out.text,
+                crate::core::secrets::contains_secret(&out.text)
+            );
+        }
     }
 }
