@@ -11,9 +11,9 @@ use crate::core::chunk::chunk_rendered;
 use crate::core::controls::replace_rejected_controls;
 use crate::core::measure::{Meter, measure_rendered};
 use crate::core::readable;
-use crate::core::redact::{redact, redact_shapes, union};
+use crate::core::redact::{Redacted, redact, redact_shapes, union};
 use crate::core::render::escape;
-use crate::core::secrets::contains_secret;
+use crate::core::secrets::{contains_secret, markers};
 use crate::model::{Capabilities, LengthUnit, Markup};
 
 /// What one send posts.
@@ -126,7 +126,7 @@ fn last_look(
     }
     let mut seen = readable::parts(&message, markup)
         .iter()
-        .map(|part| redact_shapes(part))
+        .map(|part| look_at(part))
         .collect::<Vec<_>>();
     if seen.iter().all(|part| part.rules.is_empty()) {
         return vec![message];
@@ -159,5 +159,34 @@ fn edges_show_a_shape(message: &str) -> bool {
         return contains_secret(message);
     }
     contains_secret(message.get(..head_end).unwrap_or_default())
-        || contains_secret(message.get(tail_start..).unwrap_or_default())
+        || !look_at(message.get(tail_start..).unwrap_or_default())
+            .rules
+            .is_empty()
+}
+
+/// `part` redacted by the shapes alone, read with a redaction marker that a cut left short
+/// at its end read whole: `PASSWORD=[r` is redaction's own output cut by a small limit,
+/// not a value (else its look sent `PASSWORD=[redacted]` and the next message
+/// `edacted]` again; found by fuzzing).
+fn look_at(part: &str) -> Redacted {
+    let Some(rest) = cut_marker_rest(part) else {
+        return redact_shapes(part);
+    };
+    let seen = redact_shapes(&format!("{part}{rest}"));
+    match seen.text.strip_suffix(rest) {
+        Some(text) => Redacted {
+            text: text.to_owned(),
+            rules: seen.rules,
+        },
+        None => seen,
+    }
+}
+
+/// What completes the redaction marker `text` ends inside of, if it does.
+fn cut_marker_rest(text: &str) -> Option<&'static str> {
+    let open = text.rfind('[')?;
+    let tail = text.get(open..)?;
+    markers()
+        .find(|marker| marker.len() > tail.len() && marker.starts_with(tail))
+        .and_then(|marker| marker.get(tail.len()..))
 }

@@ -225,6 +225,15 @@ impl Shape {
     }
 }
 
+/// Every marker redaction writes in place of a secret (`[redacted]`, `[redacted:jwt]`, …),
+/// from its `[` to its `]`.
+pub fn markers() -> impl Iterator<Item = &'static str> {
+    std::iter::once("[redacted]").chain(SHAPES.iter().filter_map(|shape| match shape.replacement {
+        Replacement::Fixed(fixed) => fixed.find('[').and_then(|open| fixed.get(open..)),
+        _ => None,
+    }))
+}
+
 /// A position where a shape may match, found by [`candidates`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
