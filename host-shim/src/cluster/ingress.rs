@@ -8,7 +8,7 @@
 //! to that session's subject whether or not a node runs it right now, so a message sent
 //! while a session moves between nodes waits in the stream instead of being lost.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -282,7 +282,14 @@ impl Shared {
     }
 
     /// Routes every message of one bot until its stream ends.
+    ///
+    /// The chats' bindings are read from the directory once and then kept: while this
+    /// ingress holds the bot it is the only one that writes them, so the copy stays exact
+    /// and a bound chat's message costs no directory round trip. The copy lives as long as
+    /// this hold; after a lost lock another ingress may have rebound a chat. Only bound
+    /// chats are kept, so strangers' chats cannot grow it.
     async fn route_all(&self, transport: &dyn Transport, mut stream: InboundStream) {
+        let mut bound: HashMap<String, Binding> = HashMap::new();
         while let Some(inbound) = stream.recv().await {
             match inbound {
                 Inbound::Alert { transport, text } => {
@@ -293,7 +300,7 @@ impl Shared {
                     );
                 }
                 Inbound::Message { envelope, handled } => {
-                    self.route(transport, &envelope).await;
+                    self.route(transport, &envelope, &mut bound).await;
                     // Published (stored by JetStream) or answered: the platform may be told.
                     drop(handled);
                 }
@@ -301,12 +308,26 @@ impl Shared {
         }
     }
 
-    async fn route(&self, transport: &dyn Transport, envelope: &Envelope) {
+    async fn route(
+        &self,
+        transport: &dyn Transport,
+        envelope: &Envelope,
+        known: &mut HashMap<String, Binding>,
+    ) {
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
-        let bound = self
-            .retrying(|| self.directory.binding(&conversation))
-            .await;
+        let bound = match known.get(&conversation) {
+            Some(binding) => Some(binding.clone()),
+            None => {
+                let read = self
+                    .retrying(|| self.directory.binding(&conversation))
+                    .await;
+                if let Some(binding) = &read {
+                    known.insert(conversation.clone(), binding.clone());
+                }
+                read
+            }
+        };
         // The common case needs nothing else: a bound chat writing to its session.
         if let Some(binding) = &bound
             && !routing::is_broker_command(&envelope.text)
@@ -326,12 +347,12 @@ impl Shared {
         match decision {
             Decision::Deliver { session, bind } => {
                 if bind {
-                    self.bind(&conversation, &session, &views).await;
+                    self.bind(&conversation, &session, &views, known).await;
                 }
                 self.publish(&session, envelope).await;
             }
             Decision::Switch { session, reply } => {
-                self.bind(&conversation, &session, &views).await;
+                self.bind(&conversation, &session, &views, known).await;
                 self.reply(transport, envelope, &reply).await;
             }
             Decision::Reply(text) => self.reply(transport, envelope, &text).await,
@@ -379,7 +400,13 @@ impl Shared {
         }
     }
 
-    async fn bind(&self, conversation: &str, session: &str, views: &[SessionView]) {
+    async fn bind(
+        &self,
+        conversation: &str,
+        session: &str,
+        views: &[SessionView],
+        known: &mut HashMap<String, Binding>,
+    ) {
         let name = views
             .iter()
             .find(|v| v.key == session)
@@ -389,12 +416,19 @@ impl Shared {
             session: session.to_owned(),
             name,
         };
-        if let Err(error) = self.directory.bind(conversation, &binding).await {
-            self.log(
-                Level::Warning,
-                "binding not saved",
-                &[("error", error.to_string())],
-            );
+        match self.directory.bind(conversation, &binding).await {
+            Ok(()) => {
+                known.insert(conversation.to_owned(), binding);
+            }
+            Err(error) => {
+                // Not kept either: the next message reads the directory again.
+                known.remove(conversation);
+                self.log(
+                    Level::Warning,
+                    "binding not saved",
+                    &[("error", error.to_string())],
+                );
+            }
         }
     }
 
