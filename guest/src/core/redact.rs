@@ -235,8 +235,12 @@ fn redact_region(region: &str, found: &[Candidate], base: usize, out: &mut Strin
             let Some(found) = shape.find(&current, c.at, from) else {
                 continue;
             };
-            from = found.end;
+            // A match kept as it is (a header whose value is a `Bearer` one, text already
+            // redacted) shadows nothing: `Authorization: Bearer x… Authorization: y` on one
+            // line kept the second header's value when the first reached over it (found by
+            // fuzzing the pipeline).
             if let Some((kept, tail)) = shape.replace(&current, &found) {
+                from = found.end;
                 let r = rebuilt.get_or_insert_with(|| String::with_capacity(current.len()));
                 r.push_str(current.get(copied..found.start).unwrap_or_default());
                 r.push_str(kept);
@@ -455,6 +459,20 @@ mod tests {
         // A lone trailing underscore is not emphasis: the near-miss stays as it is.
         let near = "npm_abcdefghijklmnopqrstuvwxyz0123456789_";
         assert_eq!(redact(near).text, near);
+    }
+
+    #[test]
+    fn a_header_kept_for_its_bearer_value_hides_no_header_after_it() {
+        // The first header's value runs to the line's end and starts with `Bearer`, so it
+        // is kept for the bearer shape; the second header on the line is still a header
+        // (found by fuzzing the pipeline).
+        let out = redact(
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012 x Authorization:hunter2hunter2 = 1",
+        );
+        assert_eq!(
+            out.text,
+            "Authorization: Bearer [redacted] x Authorization: [redacted]"
+        );
     }
 
     #[test]

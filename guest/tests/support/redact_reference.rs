@@ -53,29 +53,47 @@ fn reference_once(text: &str) -> Redacted {
         }
         let regex = Regex::new(shape.pattern).expect("the shared patterns compile");
         let mut fired = false;
-        let replaced = regex.replace_all(&current, |caps: &Captures<'_>| {
-            let whole = group(caps, 0);
+        let mut replaced = String::with_capacity(current.len());
+        let mut copied = 0;
+        let mut at = 0;
+        while let Some(caps) = regex.captures_at(&current, at) {
+            let whole = caps.get(0).expect("group 0 is the match");
             let new = match shape.replacement {
                 Replacement::Fixed(text) => Some(text.to_owned()),
                 Replacement::Header => {
-                    let is_bearer = group(caps, 2)
+                    let is_bearer = group(&caps, 2)
                         .get(..6)
                         .is_some_and(|p| p.eq_ignore_ascii_case("bearer"));
-                    (!is_bearer).then(|| format!("{}: [redacted]", group(caps, 1)))
+                    (!is_bearer).then(|| format!("{}: [redacted]", group(&caps, 1)))
                 }
-                Replacement::Assignment => Some(format!("{}=[redacted]", group(caps, 1))),
-                Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(caps, 1))),
+                Replacement::Assignment => Some(format!("{}=[redacted]", group(&caps, 1))),
+                Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(&caps, 1))),
             };
             match new {
-                Some(new) if new != whole => {
+                Some(new) if new != whole.as_str() => {
                     fired = true;
-                    new
+                    replaced.push_str(&current[copied..whole.start()]);
+                    replaced.push_str(&new);
+                    copied = whole.end();
+                    at = whole.end().max(whole.start() + 1);
                 }
-                _ => whole.to_owned(),
+                // A match kept as it is shadows nothing: the search goes on right after
+                // its start, as the engine's does.
+                _ => {
+                    at = whole.start()
+                        + current[whole.start()..]
+                            .chars()
+                            .next()
+                            .map_or(1, char::len_utf8);
+                }
             }
-        });
+            if at > current.len() {
+                break;
+            }
+        }
+        replaced.push_str(&current[copied..]);
         if fired {
-            current = replaced.into_owned();
+            current = replaced;
             rules.push(shape.name);
         }
     }
