@@ -169,8 +169,12 @@ pub fn check(input: &PipelineInput) {
         }
     }
     if let Some(notice) = &prepared.truncation_notice {
+        // The notice is the bridge's own words and a count: no text of the input is in
+        // it, so a planted value that reads like it (`[truncated: 1` after
+        // `Authorization:`) is no echo (found by fuzzing, 2026-12-01). It must still hold
+        // nothing of a secret shape.
         for part in readable_parts(notice, input.markup) {
-            assert_redacted(&part, &planted);
+            assert_redacted(&part, &[]);
         }
         if input.markup == Markup::Html {
             assert_eq!(telegram_well_formed(notice), Ok(()), "{notice:?}");
