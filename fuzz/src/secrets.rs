@@ -70,8 +70,21 @@ pub fn secrets_in_documents(documents: &[&str]) -> Vec<String> {
     unambiguous(&texts)
 }
 
-/// The secrets in `texts` whose every occurrence there is a shape match.
+/// The secrets in `texts` whose every occurrence there is a shape match, also once the
+/// markup delimiters a renderer or redaction's looks drop are gone: `bot1sk-a`nt-…` is no
+/// secret (glued to `1`), but reads as `bot1sk-ant-…` without its backtick, a twin of a
+/// real key elsewhere that no output can be told from (found by fuzzing, 2026-12-01).
 fn unambiguous(texts: &[&str]) -> Vec<String> {
+    // Without emphasis and code delimiters, and without every delimiter: dropping a
+    // link's brackets too can hide a twin that dropping `*` alone shows (`](htth�*��`).
+    let without = |dropped: &[char]| -> Vec<String> {
+        texts
+            .iter()
+            .map(|text| text.chars().filter(|c| !dropped.contains(c)).collect())
+            .collect()
+    };
+    let unemphasised = without(&['*', '_', '~', '`']);
+    let undelimited = without(&['*', '_', '~', '`', '\\', '[', ']']);
     let mut tally: Vec<(String, usize)> = Vec::new();
     for text in texts {
         for (secret, hits) in hits_in(text) {
@@ -84,10 +97,14 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
     tally
         .into_iter()
         .filter(|(secret, hits)| {
-            let occurrences: usize = texts
-                .iter()
-                .map(|text| text.matches(secret.as_str()).count())
-                .sum();
+            let count = |texts: &mut dyn Iterator<Item = &str>| -> usize {
+                texts
+                    .map(|text| text.matches(secret.as_str()).count())
+                    .sum()
+            };
+            let occurrences = count(&mut texts.iter().copied())
+                .max(count(&mut unemphasised.iter().map(String::as_str)))
+                .max(count(&mut undelimited.iter().map(String::as_str)));
             *hits >= occurrences
         })
         .map(|(secret, _)| secret)

@@ -814,4 +814,9 @@ fn a_marker_cut_by_a_small_limit_is_not_redacted_again() {
     let p = prepare("PASSWORD=hunter2 and more", &small, 8);
     assert_eq!(p.messages.concat(), "PASSWORD=[redacted] and more");
     assert!(p.messages.iter().all(|m| m.len() <= 16), "{:?}", p.messages);
+    // A cut right before the marker leaves a header with only its blank, which the shape
+    // reads as a value; the source's own bare header had its blank replaced already.
+    let discord = caps(25, LengthUnit::Chars, Markup::Markdown);
+    let p = prepare("abcdefgh\nAuthorization: secretvalue", &discord, 8);
+    assert_eq!(p.messages.concat(), "abcdefgh\nAuthorization: [redacted]");
 }

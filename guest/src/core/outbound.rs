@@ -182,8 +182,14 @@ fn look_at(part: &str) -> Redacted {
     }
 }
 
-/// What completes the redaction marker `text` ends inside of, if it does.
+/// What completes the redaction marker `text` ends inside of, if it does. A header name
+/// and its blank at the very end is a cut right before the marker: the source's own
+/// `Authorization: ` would have had its blank replaced, so only a cut leaves it bare.
 fn cut_marker_rest(text: &str) -> Option<&'static str> {
+    let before_blank = text.trim_end_matches([' ', '\t']);
+    if before_blank.len() < text.len() && before_blank.ends_with(':') {
+        return Some("[redacted]");
+    }
     let open = text.rfind('[')?;
     let tail = text.get(open..)?;
     markers()
