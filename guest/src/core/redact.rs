@@ -476,6 +476,14 @@ mod tests {
     }
 
     #[test]
+    fn a_bearer_value_running_into_an_assignment_leaves_no_value_bare() {
+        // The bearer value's class holds `/` and `=`: taken first, it swallowed
+        // `PASSWORD=` as padding and left the password (found by fuzzing the pipeline).
+        let out = redact("Bearer abc////////////////////////PASSWORD=hunter2hunt/r2");
+        assert_eq!(out.text, "Bearer [redacted][redacted]");
+    }
+
+    #[test]
     fn the_text_a_look_sends_is_read_again_as_written() {
         // The delimiter look fires on the first URL and sends its view: `]` and `~` are
         // dropped from the second, whose `_` was a placeholder (an unclosed opener) in

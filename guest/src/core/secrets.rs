@@ -100,18 +100,18 @@ pub const SHAPES: [Shape; 17] = [
         find: auth_header,
     },
     Shape {
-        name: "bearer-header",
-        pattern: r"(?i)\bBearer\s+[A-Za-z0-9._~+/-]{20,}=*",
-        replacement: Replacement::Fixed("Bearer [redacted]"),
-        find: bearer,
-    },
-    Shape {
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
         pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|[^\s"']+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
+    },
+    Shape {
+        name: "bearer-header",
+        pattern: r"(?i)\bBearer\s+[A-Za-z0-9._~+/-]{20,}=*",
+        replacement: Replacement::Fixed("Bearer [redacted]"),
+        find: bearer,
     },
     Shape {
         name: "url-credentials",
@@ -414,10 +414,13 @@ const TELEGRAM: usize = 15;
 const TELEGRAM_URL: usize = 16;
 /// Index of the credential-header shape: its value runs to the end of the line.
 pub const AUTH_HEADER: usize = 1;
+/// Index of the assignment shape: a quoted value may run over several lines. It comes
+/// before the bearer shape, whose value class holds `=` and `/`:
+/// `Bearer abc////PASSWORD=hunter2` took `PASSWORD=` as its padding and left the password
+/// bare (found by fuzzing the pipeline).
+pub const ASSIGNMENT: usize = 2;
 /// Index of the bearer shape: `Bearer` and its value may be on different lines.
-pub const BEARER: usize = 2;
-/// Index of the assignment shape: a quoted value may run over several lines.
-pub const ASSIGNMENT: usize = 3;
+pub const BEARER: usize = 3;
 const URL_CREDENTIALS: usize = 4;
 
 // Byte classes, as the patterns spell them. regex-lite's `\b`, `\s` and `\w` are ASCII only:
