@@ -9,7 +9,7 @@
 use arbitrary::Unstructured;
 use guest::core::measure::measure_rendered;
 use guest::core::outbound::prepare;
-use guest::core::secrets::{SHAPES, candidates};
+use guest::core::secrets::{SHAPES, candidates, markers};
 
 use crate::secrets::secrets_in;
 use guest::model::{Capabilities, LengthUnit, Markup};
@@ -185,9 +185,15 @@ const MARKER: &str = "[redacted";
 /// and redacts it there. Until that look, this check carried exceptions for such cut
 /// artefacts, which also let through a real join the renderer made at a message's start.
 pub fn assert_redacted(message: &str, planted: &[String]) {
+    // Redaction's own markers are no text of the input: a planted value that reads like a
+    // piece of one (`telegram-token]/` after `GITHUB_TOKEN=:`) is found in
+    // `/bot[redacted:telegram-token]/` only by coincidence (found by fuzzing, 2026-12-01).
+    let unmarked = markers().fold(message.to_owned(), |text, marker| {
+        text.replace(marker, "\u{0}")
+    });
     for secret in planted {
         assert!(
-            !message.contains(secret.as_str()),
+            !unmarked.contains(secret.as_str()),
             "a secret of the input survived: {message:?}"
         );
     }
