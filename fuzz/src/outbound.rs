@@ -231,6 +231,9 @@ pub fn assert_redacted(message: &str, planted: &[String]) {
 /// in no part a person reads as one (found by fuzzing, 2026-12-01), while a secret split by
 /// tags (`ghp_<b>…</b>`) is whole again in the text.
 fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
+    if markup == Markup::Mrkdwn {
+        return mrkdwn_parts(message);
+    }
     if markup != Markup::Html {
         return vec![message.to_owned()];
     }
@@ -257,6 +260,37 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
         }
         rest = &rest[open + close + 1..];
     }
+    parts
+}
+
+/// What a person reads of a Slack mrkdwn message: the text with each link `<url|text>`
+/// shown as its text, then each address on its own. Read whole, `<https://x|user:p@…>`
+/// runs a URL-credentials shape across the `|` that Slack never shows as one (found by
+/// fuzzing, 2026-12-01).
+fn mrkdwn_parts(message: &str) -> Vec<String> {
+    let mut text = String::with_capacity(message.len());
+    let mut addresses = Vec::new();
+    let mut rest = message;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        let link = &rest[open + 1..];
+        let Some(close) = link.find('>') else {
+            text.push('<');
+            rest = link;
+            continue;
+        };
+        match link[..close].split_once('|') {
+            Some((address, shown)) => {
+                addresses.push(address.to_owned());
+                text.push_str(shown);
+            }
+            None => addresses.push(link[..close].to_owned()),
+        }
+        rest = &link[close + 1..];
+    }
+    text.push_str(rest);
+    let mut parts = vec![text];
+    parts.extend(addresses);
     parts
 }
 

@@ -213,7 +213,9 @@ impl Default for BridgeConfig {
 impl BridgeConfig {
     /// The resolved config for `/connect config`: pretty JSON (2-space indent) with the
     /// spec's camelCase keys. It holds no secrets because the bridge section has none and
-    /// transport settings are not part of it.
+    /// transport settings are not part of it; it is redacted as shown all the same, since
+    /// JSON's escapes join text a value kept apart (`…:p\n(x…@` reads as one URL
+    /// credential once the line break is written `\n`; found by fuzzing the config).
     pub fn to_pretty_json(&self) -> String {
         let view = BridgeJson {
             local_command: &self.local_command,
@@ -259,8 +261,9 @@ impl BridgeConfig {
             max_inbound_chars: self.max_inbound_chars,
         };
         // Strings, booleans and integers always serialize; the fallback only keeps this total.
-        serde_json::to_string_pretty(&view)
-            .unwrap_or_else(|error| format!("(cannot show the config: {error})"))
+        let shown = serde_json::to_string_pretty(&view)
+            .unwrap_or_else(|error| format!("(cannot show the config: {error})"));
+        crate::core::redact::redact(&shown).text
     }
 }
 

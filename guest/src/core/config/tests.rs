@@ -942,3 +942,13 @@ fn remote_approval_reads_a_word_or_an_object() {
     let off = project(r#"{"bridge":{"remoteApproval":"off"}}"#).bridge;
     assert!(!off.remote_approval.enabled);
 }
+
+/// Found by fuzzing (issue 17): a value is no secret while a line break parts it, but the
+/// JSON shown writes that break as `\n`, which joins it into a URL credential.
+#[test]
+fn the_config_as_shown_is_redacted_as_shown() {
+    let loaded = project(r#"{"bridge":{"remotePrefixes":["git https://deploy:Sup3r\n(x@host "]}}"#);
+    let shown = loaded.bridge.to_pretty_json();
+    assert!(!shown.contains("deploy:Sup3r"), "{shown}");
+    assert!(shown.contains("https://[redacted]@host"), "{shown}");
+}
