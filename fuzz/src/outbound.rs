@@ -264,7 +264,7 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
 }
 
 /// What a person reads of a Slack mrkdwn message: the text with each link `<url|text>`
-/// shown as its text, then each address on its own. Read whole, `<https://x|user:p@…>`
+/// shown as its text and the escapes read, then each address on its own. Read whole, `<https://x|user:p@…>`
 /// runs a URL-credentials shape across the `|` that Slack never shows as one (found by
 /// fuzzing, 2026-12-01).
 fn mrkdwn_parts(message: &str) -> Vec<String> {
@@ -289,8 +289,16 @@ fn mrkdwn_parts(message: &str) -> Vec<String> {
         rest = &link[close + 1..];
     }
     text.push_str(rest);
-    let mut parts = vec![text];
-    parts.extend(addresses);
+    // Slack shows its three escapes as the characters they stand for: the planted
+    // `t; 2 &amp;&amp; true;?` is not in `&lt; 2 &amp;&amp; true;?`, which reads
+    // `< 2 && true;?` (found by fuzzing, 2026-12-01).
+    let decode = |text: &str| {
+        text.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&")
+    };
+    let mut parts = vec![decode(&text)];
+    parts.extend(addresses.iter().map(|address| decode(address)));
     parts
 }
 

@@ -819,4 +819,16 @@ fn a_marker_cut_by_a_small_limit_is_not_redacted_again() {
     let discord = caps(25, LengthUnit::Chars, Markup::Markdown);
     let p = prepare("abcdefgh\nAuthorization: secretvalue", &discord, 8);
     assert_eq!(p.messages.concat(), "abcdefgh\nAuthorization: [redacted]");
+    // The same inside a code block, where the chunker closes the fence after the cut.
+    let p = prepare(
+        "```\nabcdefgh\nAuthorization: secretvalue\n```",
+        &discord,
+        8,
+    );
+    assert_eq!(
+        p.messages.concat().matches("[redacted]").count(),
+        1,
+        "{:?}",
+        p.messages
+    );
 }

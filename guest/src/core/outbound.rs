@@ -165,23 +165,26 @@ fn edges_show_a_shape(message: &str) -> bool {
 }
 
 /// `part` redacted by the shapes alone, read with a redaction marker that a cut left short
-/// at its end read whole: `PASSWORD=[r` is redaction's own output cut by a small limit,
-/// not a value (else its look sent `PASSWORD=[redacted]` and the next message
-/// `edacted]` again; found by fuzzing).
+/// read whole: `PASSWORD=[r` is redaction's own output cut by a small limit, not a value
+/// (else its look sent `PASSWORD=[redacted]` and the next message `edacted]` again; found
+/// by fuzzing). The cut is where the part ends, before what the chunker adds to close it
+/// (a fence, a line break).
 fn look_at(part: &str) -> Redacted {
-    let Some(rest) = cut_marker_rest(part) else {
+    let cut = part.trim_end_matches("```").trim_end_matches(['\n', '\r']);
+    let Some(rest) = cut_marker_rest(cut) else {
         return redact_shapes(part);
     };
-    let seen = redact_shapes(&format!("{part}{rest}"));
-    match seen.text.strip_suffix(rest) {
+    let after = part.get(cut.len()..).unwrap_or_default();
+    let seen = redact_shapes(&format!("{cut}{rest}{after}"));
+    let completed = format!("{rest}{after}");
+    match seen.text.strip_suffix(completed.as_str()) {
         Some(text) => Redacted {
-            text: text.to_owned(),
+            text: format!("{text}{after}"),
             rules: seen.rules,
         },
         None => seen,
     }
 }
-
 /// What completes the redaction marker `text` ends inside of, if it does. A header name
 /// and its blank at the very end is a cut right before the marker: the source's own
 /// `Authorization: ` would have had its blank replaced, so only a cut leaves it bare.
