@@ -98,9 +98,7 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
         .into_iter()
         .filter(|(secret, hits)| {
             let count = |texts: &mut dyn Iterator<Item = &str>| -> usize {
-                texts
-                    .map(|text| text.matches(secret.as_str()).count())
-                    .sum()
+                texts.map(|text| overlapping(text, secret)).sum()
             };
             let occurrences = count(&mut texts.iter().copied())
                 .max(count(&mut unemphasised.iter().map(String::as_str)))
@@ -109,6 +107,21 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
         })
         .map(|(secret, _)| secret)
         .collect()
+}
+
+/// How many places in `text` hold `needle`, overlapping ones included: a quoted value
+/// `'…='` and its twin can share the quote between them (`KEY='v='v='`), and counted
+/// without overlaps the twin was missed, so an output quoting it was taken for an echo
+/// of the secret (found by fuzzing the config, 2026-12-01).
+fn overlapping(text: &str, needle: &str) -> usize {
+    let step = needle.chars().next().map_or(1, char::len_utf8);
+    let mut count = 0;
+    let mut from = 0;
+    while let Some(at) = text.get(from..).and_then(|rest| rest.find(needle)) {
+        count += 1;
+        from += at + step;
+    }
+    count
 }
 
 fn collect_strings<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
