@@ -807,6 +807,33 @@ fn the_last_look_reads_each_message_as_a_person_reads_it() {
 }
 
 #[test]
+fn a_slack_message_is_read_whole_as_slack_shows_it() {
+    let slack = caps(40_000, LengthUnit::Chars, Markup::Mrkdwn);
+    // The renderer reads entities as CommonMark does: `ghp&#95;…` is written as `ghp_…`,
+    // a token the source never held, in the middle of a message (found in review).
+    let text = "first\n\nsecond\n\nthird\n\nsee ghp&#95;abcdefghijklmnopqrstuvwxyz0123456789 & <b>\n\nfifth\n\nsixth\n\nseventh";
+    let entity = prepare(text, &slack, 8);
+    assert_eq!(
+        entity.messages,
+        [
+            "first\n\nsecond\n\nthird\n\nsee [redacted:github-token] &amp; &lt;b&gt;\n\nfifth\n\nsixth\n\nseventh"
+        ]
+    );
+    assert_eq!(entity.redactions, ["github-token"]);
+    // A link shows as its label, glued to the text before it; its address is read on its
+    // own, and a message where nothing shows keeps its links.
+    assert_eq!(
+        prepare(
+            "a\n\nb\n\nc [x](https://e.test/ghp) d &amp; e\n\nf\n\ng\n\nh",
+            &slack,
+            8
+        )
+        .messages,
+        ["a\n\nb\n\nc <https://e.test/ghp|x> d &amp; e\n\nf\n\ng\n\nh"]
+    );
+}
+
+#[test]
 fn a_marker_cut_by_a_small_limit_is_not_redacted_again() {
     // `PASSWORD=[redac` is redaction's own output cut in two, not a value: the last look
     // once replaced it and sent `edacted]` twice (found by fuzzing).

@@ -40,7 +40,7 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let controlled = replace_rejected_controls(text);
     // Telegram HTML and plain text are rendered here, so the last look reads each message
     // exactly as it is shown, renderer joins included: the source needs only the shapes.
-    // Markdown and mrkdwn are rendered by the platform, so the source also gets
+    // Markdown and mrkdwn are rendered (again) by the platform, so the source also gets
     // redaction's looks through markup (emphasis, dropped delimiters), which guess at what
     // that renderer joins. (The looks also keep a token that only rendering joins from
     // being cut in two; here that needs a run of the whole limit without a space.)
@@ -111,9 +111,12 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
 /// redacted readable text, escaped and without markup, which only such a message pays;
 /// cut again when a replacement made it longer than the limit.
 ///
-/// Markdown and mrkdwn messages are the redacted source as written, so only a cut can make
-/// something new there, on a message's first or last line: those are looked at, and the
-/// whole message only when they show something.
+/// Markdown messages are the redacted source as written, so only a cut can make something
+/// new there, on a message's first or last lines: those are looked at, and the whole
+/// message only when they show something. Mrkdwn is written by the renderer, which reads
+/// entities and code spans as CommonMark does: `ghp&#95;…` in the source is `ghp_…` in
+/// the message, anywhere in it (found in review, 2026-12-01), so every mrkdwn message is
+/// read whole.
 fn last_look(
     message: String,
     limit: usize,
@@ -121,7 +124,7 @@ fn last_look(
     markup: Markup,
     rules: &mut Vec<&'static str>,
 ) -> Vec<String> {
-    if matches!(markup, Markup::Markdown | Markup::Mrkdwn) && !edges_show_a_shape(&message) {
+    if markup == Markup::Markdown && !edges_show_a_shape(&message) {
         return vec![message];
     }
     let mut seen = readable::parts(&message, markup)
@@ -135,12 +138,12 @@ fn last_look(
         *rules = union(rules, &part.rules);
     }
     // The readable text comes first; attributes (a link's address) are left out with
-    // the markup. Only Telegram's parts were read out of the markup: the others are the
-    // message as sent, already escaped.
+    // the markup. Telegram's and Slack's parts were read out of the markup (entities and
+    // escapes read), so they are escaped again; the others are the message as sent.
     let text = seen.swap_remove(0).text;
     let plain = match markup {
-        Markup::Html => escape(&text, markup),
-        Markup::Mrkdwn | Markup::Markdown | Markup::Plain => text,
+        Markup::Html | Markup::Mrkdwn => escape(&text, markup),
+        Markup::Markdown | Markup::Plain => text,
     };
     let sent = measure_rendered(&plain, unit, markup);
     chunk_rendered(plain, sent, limit, unit, markup)
