@@ -85,6 +85,11 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
     };
     let unemphasised = without(&['*', '_', '~', '`']);
     let undelimited = without(&['*', '_', '~', '`', '\\', '[', ']']);
+    // And as redaction's delimiter look reads it, underscores kept. The views above also
+    // drop the secret's own `_`, so they missed the twin in `…GAmDghp_Q0AmDf~GAmDfGh…`
+    // (no secret: glued to `D`), which that look sends without its `~`, holding the
+    // characters of a real `ghp_Q0AmDfGAmDfGh…` elsewhere (found by fuzzing the config).
+    let unstruck = without(&['*', '~', '`', '\\', '[', ']']);
     let mut tally: Vec<(String, usize)> = Vec::new();
     for text in texts {
         for (secret, hits) in hits_in(text) {
@@ -102,7 +107,8 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
             };
             let occurrences = count(&mut texts.iter().copied())
                 .max(count(&mut unemphasised.iter().map(String::as_str)))
-                .max(count(&mut undelimited.iter().map(String::as_str)));
+                .max(count(&mut undelimited.iter().map(String::as_str)))
+                .max(count(&mut unstruck.iter().map(String::as_str)));
             *hits >= occurrences
         })
         .map(|(secret, _)| secret)
