@@ -73,7 +73,13 @@ pub async fn send_notice(
 ) -> Result<(), transport_core::TransportError> {
     let caps = crate::convert::capabilities_to_guest(transport.capabilities());
     let prepared = guest::core::outbound::prepare(text, &caps, 4);
-    for text in prepared.messages {
+    // The truncation notice goes too: a long `/sessions` list cut at four messages must
+    // say that it was cut, not end as if it were whole.
+    for text in prepared
+        .messages
+        .into_iter()
+        .chain(prepared.truncation_notice)
+    {
         transport
             .send(OutboundMessage {
                 conversation_id: envelope.conversation_id.clone(),
@@ -607,5 +613,40 @@ impl Broker {
         if let Some(path) = &self.status_file {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transport_core::{Capabilities, LengthUnit, Markup};
+    use transport_testing::fake::{FakeConfig, FakeTransport};
+
+    #[tokio::test]
+    async fn a_notice_cut_at_its_cap_says_so() {
+        let fake = FakeTransport::new(FakeConfig {
+            capabilities: Capabilities {
+                max_message_length: 40,
+                length_unit: LengthUnit::Chars,
+                markup: Markup::Plain,
+                ..FakeConfig::default().capabilities
+            },
+            ..FakeConfig::default()
+        });
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        fake.start(sink).await.unwrap();
+        let envelope = fake.envelope("/sessions");
+        let list: String = (1..=12)
+            .map(|n| format!("{n}. session number {n}\n\n"))
+            .collect();
+        send_notice(&fake, &envelope, &list).await.unwrap();
+        let texts: Vec<String> = fake.sent().into_iter().map(|s| s.message.text).collect();
+        assert_eq!(texts.len(), 5, "{texts:?}");
+        assert!(texts[0].starts_with("1. session number 1"), "{texts:?}");
+        assert!(
+            texts[4].starts_with("[truncated: ")
+                && texts[4].ends_with(" more message(s) were not sent]"),
+            "{texts:?}"
+        );
     }
 }
