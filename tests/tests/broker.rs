@@ -265,6 +265,57 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
 }
 
 #[tokio::test]
+async fn group_chatter_in_an_unbound_chat_is_never_answered() {
+    let world = World::new();
+    let api = world.attach("api", &[]).await;
+    let web = world.attach("web", &[]).await;
+    // People talking in a group the bot is in: with several sessions, an answer to each
+    // message (the help text) would flood the group.
+    for text in ["lunch?", "/switch nope", "sure"] {
+        let mut chatter = world.message("someone", "group-1", text);
+        chatter.is_direct = false;
+        chatter.addressed = false;
+        world
+            .fake
+            .inject(chatter)
+            .await
+            .expect("the bot is running");
+    }
+    // Messages are handled in order: once the addressed one is answered, the chatter
+    // before it has been handled.
+    let mut addressed = world.message("someone", "group-1", "hello");
+    addressed.is_direct = false;
+    addressed.addressed = true;
+    world
+        .fake
+        .inject(addressed)
+        .await
+        .expect("the bot is running");
+    assert!(
+        world
+            .fake
+            .wait_for(WAIT, |sent, _| sent
+                .iter()
+                .any(|m| m.message.conversation_id == "group-1"))
+            .await
+    );
+    let answers: Vec<String> = world
+        .fake
+        .sent()
+        .into_iter()
+        .filter(|m| m.message.conversation_id == "group-1")
+        .map(|m| m.message.text)
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert!(
+        answers[0].contains("This bot serves several"),
+        "{answers:#?}"
+    );
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
 async fn the_only_session_gets_an_unbound_chat_and_keeps_it_but_never_posts_after_a_switch() {
     let world = World::new();
     let api = world.attach("api", &["user-1"]).await;

@@ -416,10 +416,12 @@ impl Broker {
         };
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+        let addressed = envelope.is_direct || envelope.addressed;
         match self.decide(
             &shared.fingerprint,
             &conversation,
             &identity,
+            addressed,
             &envelope.text,
         ) {
             Decision::Deliver { session, bind } => {
@@ -438,15 +440,18 @@ impl Broker {
                     Some(sink) => sink.forward(message).await.err(),
                     None => Some(message),
                 };
-                // The session went away between the decision and the hand-over.
+                // The session went away between the decision and the hand-over. Said only
+                // to a message meant for the bot, like every answer of the broker's own.
                 if let Some(Inbound::Message { envelope, handled }) = returned {
-                    self.reply(
-                        shared,
-                        &envelope,
-                        "The session this chat talks to has just stopped, so this message was \
+                    if addressed {
+                        self.reply(
+                            shared,
+                            &envelope,
+                            "The session this chat talks to has just stopped, so this message was \
                          not delivered. Send /sessions to pick another.",
-                    )
-                    .await;
+                        )
+                        .await;
+                    }
                     drop(handled);
                 }
             }
@@ -459,6 +464,7 @@ impl Broker {
                 self.reply(shared, &envelope, &text).await;
                 drop(handled);
             }
+            Decision::Ignore => drop(handled),
         }
     }
 
@@ -477,6 +483,7 @@ impl Broker {
         fingerprint: &str,
         conversation: &str,
         identity: &str,
+        addressed: bool,
         text: &str,
     ) -> Decision {
         // The common case (a bound chat writing to its session) needs no view of who is
@@ -500,6 +507,7 @@ impl Broker {
         routing::decide(
             text,
             identity,
+            addressed,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
             &views,

@@ -46,6 +46,8 @@ pub enum Decision {
     },
     /// Answer the message here; no session sees it.
     Reply(String),
+    /// Leave it: a group message not meant for the bot, which no session takes.
+    Ignore,
 }
 
 /// The broker's command in `text`, if any: `/sessions` or `/switch <arg>`, with a
@@ -76,10 +78,31 @@ pub const NONE_ATTACHED: &str = "No agent session is attached to this bot right 
      message was not delivered. Start one (pi with bot-connect, or host-shim serve --demo \
      <name>) and send it again.";
 
-/// Decides what happens to `text` from `identity` in conversation `conversation`
-/// (`transport:conversationId`), given its binding (`bound`: a session key, attached or
-/// not) and the attached sessions in attach order.
+/// Decides what happens to `text` from `identity`, given whether it was meant for the
+/// bot (`addressed`: a direct message, or the bot named or replied to in a group), the
+/// conversation's binding (`bound`: a session key, attached or not) and the attached
+/// sessions in attach order.
+///
+/// A group message not meant for the bot is people talking among themselves: it still
+/// goes to a session that takes it (a live pairing code needs no addressing), but the
+/// broker never answers it. Sessions ignore such messages too (I7); a list or a help text
+/// in answer to each would flood the group.
 pub fn decide(
+    text: &str,
+    identity: &str,
+    addressed: bool,
+    bound: Option<&str>,
+    bound_name: Option<&str>,
+    sessions: &[SessionView],
+) -> Decision {
+    match decide_addressed(text, identity, bound, bound_name, sessions) {
+        Decision::Reply(_) if !addressed => Decision::Ignore,
+        decision => decision,
+    }
+}
+
+/// [`decide`] for a message meant for the bot.
+fn decide_addressed(
     text: &str,
     identity: &str,
     bound: Option<&str>,
@@ -200,7 +223,14 @@ mod tests {
     #[test]
     fn a_bound_conversation_goes_to_its_session() {
         assert_eq!(
-            decide("hello", "telegram:9", Some("k-web"), Some("web"), &two()),
+            decide(
+                "hello",
+                "telegram:9",
+                true,
+                Some("k-web"),
+                Some("web"),
+                &two()
+            ),
             Decision::Deliver {
                 session: "k-web".into(),
                 bind: false
@@ -212,7 +242,7 @@ mod tests {
     fn unbound_goes_to_the_only_session_and_binds_it() {
         let only = vec![session("k-api", "api", &[])];
         assert_eq!(
-            decide("hello", "telegram:9", None, None, &only),
+            decide("hello", "telegram:9", true, None, None, &only),
             Decision::Deliver {
                 session: "k-api".into(),
                 bind: true
@@ -222,7 +252,7 @@ mod tests {
 
     #[test]
     fn unbound_with_several_sessions_gets_the_list_of_its_own_sessions_only() {
-        let Decision::Reply(text) = decide("hello", "telegram:2", None, None, &two()) else {
+        let Decision::Reply(text) = decide("hello", "telegram:2", true, None, None, &two()) else {
             panic!("expected a reply");
         };
         assert!(text.contains("not delivered"), "{text}");
@@ -236,7 +266,8 @@ mod tests {
     #[test]
     fn a_stranger_learns_no_session_name_or_directory() {
         for text in ["hello", "/sessions", "/switch", "/switch 1", "/switch nope"] {
-            let Decision::Reply(reply) = decide(text, "telegram:77", None, None, &two()) else {
+            let Decision::Reply(reply) = decide(text, "telegram:77", true, None, None, &two())
+            else {
                 panic!("{text}: expected a reply");
             };
             for secret in ["api", "web", "/work"] {
@@ -248,7 +279,7 @@ mod tests {
     #[test]
     fn a_stranger_naming_a_session_is_handed_to_its_pairing() {
         assert_eq!(
-            decide("/switch API", "telegram:77", None, None, &two()),
+            decide("/switch API", "telegram:77", true, None, None, &two()),
             Decision::Deliver {
                 session: "k-api".into(),
                 bind: true
@@ -260,14 +291,14 @@ mod tests {
     fn switch_by_number_counts_in_the_senders_own_list() {
         // telegram:2 sees only `web`, so its 1 is web, not api.
         assert_eq!(
-            decide("/switch 1", "telegram:2", Some("k-api"), None, &two()),
+            decide("/switch 1", "telegram:2", true, Some("k-api"), None, &two()),
             Decision::Switch {
                 session: "k-web".into(),
                 reply: "This chat now talks to web (/work/web).".into()
             }
         );
         assert!(matches!(
-            decide("/switch 2", "telegram:2", None, None, &two()),
+            decide("/switch 2", "telegram:2", true, None, None, &two()),
             Decision::Reply(text) if text.contains("No session called \"2\"")
         ));
     }
@@ -275,7 +306,7 @@ mod tests {
     #[test]
     fn switch_by_name_ignores_case_and_takes_a_bot_suffix() {
         assert!(matches!(
-            decide("/switch@my_bot Web", "telegram:1", None, None, &two()),
+            decide("/switch@my_bot Web", "telegram:1", true, None, None, &two()),
             Decision::Switch { session, .. } if session == "k-web"
         ));
     }
@@ -284,9 +315,14 @@ mod tests {
     fn sessions_marks_this_chat_and_says_busy() {
         let mut sessions = two();
         sessions[0].busy = true;
-        let Decision::Reply(text) =
-            decide("/sessions", "telegram:1", Some("k-web"), None, &sessions)
-        else {
+        let Decision::Reply(text) = decide(
+            "/sessions",
+            "telegram:1",
+            true,
+            Some("k-web"),
+            None,
+            &sessions,
+        ) else {
             panic!("expected a reply");
         };
         assert!(text.contains("1. api — /work/api (busy)\n"), "{text}");
@@ -298,9 +334,14 @@ mod tests {
 
     #[test]
     fn a_session_that_detached_keeps_its_binding_and_the_sender_hears_it() {
-        let Decision::Reply(text) =
-            decide("hello", "telegram:1", Some("k-gone"), Some("old"), &two())
-        else {
+        let Decision::Reply(text) = decide(
+            "hello",
+            "telegram:1",
+            true,
+            Some("k-gone"),
+            Some("old"),
+            &two(),
+        ) else {
             panic!("expected a reply");
         };
         assert!(text.contains("(old) is not attached"), "{text}");
@@ -310,8 +351,46 @@ mod tests {
     #[test]
     fn with_no_session_the_message_is_answered_not_dropped() {
         assert_eq!(
-            decide("hello", "telegram:1", None, None, &[]),
+            decide("hello", "telegram:1", true, None, None, &[]),
             Decision::Reply(NONE_ATTACHED.into())
+        );
+    }
+
+    #[test]
+    fn a_group_message_not_meant_for_the_bot_is_never_answered() {
+        // Each case answers an addressed message; unaddressed, the broker stays silent.
+        let cases: [(&str, Option<&str>, Vec<SessionView>); 4] = [
+            ("hello", None, two()),
+            ("hello", Some("k-gone"), two()),
+            ("hello", None, Vec::new()),
+            ("/switch nope", None, two()),
+        ];
+        for (text, bound, sessions) in cases {
+            assert!(matches!(
+                decide(text, "telegram:2", true, bound, None, &sessions),
+                Decision::Reply(_)
+            ));
+            assert_eq!(
+                decide(text, "telegram:2", false, bound, None, &sessions),
+                Decision::Ignore,
+                "{text} bound to {bound:?}"
+            );
+        }
+        // What a session takes still goes to it: its pairing decides, not the broker.
+        let only = vec![session("k-api", "api", &[])];
+        assert_eq!(
+            decide("123456", "telegram:9", false, None, None, &only),
+            Decision::Deliver {
+                session: "k-api".into(),
+                bind: true
+            }
+        );
+        assert_eq!(
+            decide("hi", "telegram:9", false, Some("k-web"), None, &two()),
+            Decision::Deliver {
+                session: "k-web".into(),
+                bind: false
+            }
         );
     }
 

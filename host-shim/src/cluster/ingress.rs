@@ -335,11 +335,19 @@ impl Shared {
             self.publish(&binding.session, envelope).await;
             return;
         }
+        let addressed = envelope.is_direct || envelope.addressed;
         let sessions = self.retrying(|| self.directory.sessions()).await;
-        let views = self.views(sessions).await;
+        // Who is paired where only shapes an answer, and a group message not meant for the
+        // bot is never answered: group chatter in an unbound chat reads no session state.
+        let views = if addressed || routing::is_broker_command(&envelope.text) {
+            self.views(sessions).await
+        } else {
+            sessions.into_iter().map(unpaired_view).collect()
+        };
         let decision = routing::decide(
             &envelope.text,
             &identity,
+            addressed,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
             &views,
@@ -356,6 +364,7 @@ impl Shared {
                 self.reply(transport, envelope, &reply).await;
             }
             Decision::Reply(text) => self.reply(transport, envelope, &text).await,
+            Decision::Ignore => {}
         }
     }
 
@@ -451,13 +460,15 @@ impl Shared {
     async fn views(&self, sessions: Vec<SessionEntry>) -> Vec<SessionView> {
         let mut views = Vec::with_capacity(sessions.len());
         for entry in sessions {
-            let mut paired = self.options.allowed.clone();
-            match self.states.load(&entry.key).await {
+            let mut view = unpaired_view(entry);
+            view.paired = self.options.allowed.clone();
+            match self.states.load(&view.key).await {
                 Ok(loaded) => {
                     if let Some(document) = loaded.document {
                         let (state, _) =
-                            guest::core::state::parse_session_state(&document, &entry.key);
-                        paired.extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
+                            guest::core::state::parse_session_state(&document, &view.key);
+                        view.paired
+                            .extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
                     }
                 }
                 Err(error) => {
@@ -468,15 +479,20 @@ impl Shared {
                     );
                 }
             }
-            views.push(SessionView {
-                key: entry.key,
-                name: entry.name,
-                cwd: entry.cwd,
-                busy: entry.busy,
-                paired,
-            });
+            views.push(view);
         }
         views
+    }
+}
+
+/// A directory entry as routing sees it, with no one paired.
+fn unpaired_view(entry: SessionEntry) -> SessionView {
+    SessionView {
+        key: entry.key,
+        name: entry.name,
+        cwd: entry.cwd,
+        busy: entry.busy,
+        paired: Default::default(),
     }
 }
 
