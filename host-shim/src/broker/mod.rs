@@ -29,7 +29,7 @@ use crate::logging::{LogLine, LogSink};
 use crate::session::{Built, TransportFactory};
 use crate::state_file::StateFile;
 use bindings::{Binding, Bindings};
-use routing::{Decision, SessionView};
+use routing::{Audience, Decision, SessionView};
 use shared::{RoutedTransport, Shared, lock};
 
 /// The log's session name for the broker's own lines.
@@ -416,12 +416,12 @@ impl Broker {
         };
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
-        let addressed = envelope.is_direct || envelope.addressed;
+        let audience = Audience::of(envelope.is_direct, envelope.addressed);
         match self.decide(
             &shared.fingerprint,
             &conversation,
             &identity,
-            addressed,
+            audience,
             &envelope.text,
         ) {
             Decision::Deliver { session, bind } => {
@@ -443,7 +443,7 @@ impl Broker {
                 // The session went away between the decision and the hand-over. Said only
                 // to a message meant for the bot, like every answer of the broker's own.
                 if let Some(Inbound::Message { envelope, handled }) = returned {
-                    if addressed {
+                    if audience != Audience::Chatter {
                         self.reply(
                             shared,
                             &envelope,
@@ -483,7 +483,7 @@ impl Broker {
         fingerprint: &str,
         conversation: &str,
         identity: &str,
-        addressed: bool,
+        audience: Audience,
         text: &str,
     ) -> Decision {
         // The common case (a bound chat writing to its session) needs no view of who is
@@ -507,7 +507,7 @@ impl Broker {
         routing::decide(
             text,
             identity,
-            addressed,
+            audience,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
             &views,

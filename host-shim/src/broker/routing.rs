@@ -8,7 +8,9 @@
 //!   stranger learns nothing about the others (not their names, not their directories);
 //! - `/switch <n|name>` binds the conversation to one of those. A stranger may name a
 //!   session shown in its terminal: the conversation is bound and the message handed to
-//!   that session, whose pairing challenge (code shown only in its terminal) decides.
+//!   that session, whose pairing challenge (code shown only in its terminal) decides; but
+//!   not in a group already bound, which would move everyone's chat;
+//! - the broker answers only messages meant for the bot: group chatter gets no answer.
 
 use std::collections::BTreeSet;
 
@@ -50,6 +52,26 @@ pub enum Decision {
     Ignore,
 }
 
+impl Decision {
+    /// A stranger's `/switch` binds the chat to the session it names, for that session's
+    /// pairing; in a group already bound, that would move everyone's chat, so it is
+    /// refused there (a direct message is the stranger's own chat).
+    fn refused_to_a_stranger_in_a_bound_group(
+        self,
+        audience: Audience,
+        bound: Option<&str>,
+    ) -> Decision {
+        match self {
+            Decision::Deliver { bind: true, .. }
+                if audience != Audience::Direct && bound.is_some() =>
+            {
+                Decision::Reply(GROUP_SWITCH_REFUSED.to_owned())
+            }
+            decision => decision,
+        }
+    }
+}
+
 /// The broker's command in `text`, if any: `/sessions` or `/switch <arg>`, with a
 /// Telegram-style `@botname` suffix allowed on the command word.
 fn broker_command(text: &str) -> Option<(&'static str, &str)> {
@@ -78,25 +100,51 @@ pub const NONE_ATTACHED: &str = "No agent session is attached to this bot right 
      message was not delivered. Start one (pi with bot-connect, or host-shim serve --demo \
      <name>) and send it again.";
 
-/// Decides what happens to `text` from `identity`, given whether it was meant for the
-/// bot (`addressed`: a direct message, or the bot named or replied to in a group), the
-/// conversation's binding (`bound`: a session key, attached or not) and the attached
-/// sessions in attach order.
+/// Who a message was written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// A direct message to the bot: the conversation is the sender's alone.
+    Direct,
+    /// A group message that mentions or replies to the bot (on Telegram, a bare command).
+    Mentioned,
+    /// A group message among people, not meant for the bot.
+    Chatter,
+}
+
+impl Audience {
+    /// The audience of an envelope with these flags.
+    pub fn of(is_direct: bool, addressed: bool) -> Audience {
+        match (is_direct, addressed) {
+            (true, _) => Audience::Direct,
+            (false, true) => Audience::Mentioned,
+            (false, false) => Audience::Chatter,
+        }
+    }
+}
+
+/// A stranger's `/switch` in a group that already talks to a session: it would move the
+/// whole group away from what its paired members chose. Names nothing.
+pub const GROUP_SWITCH_REFUSED: &str = "This group already talks to a session, and only \
+     someone paired with a session can switch it. To pair, send /switch <name> to the bot in \
+     a direct message.";
+
+/// Decides what happens to `text` from `identity`, given who it was written for
+/// (`audience`), the conversation's binding (`bound`: a session key, attached or not) and
+/// the attached sessions in attach order.
 ///
-/// A group message not meant for the bot is people talking among themselves: it still
-/// goes to a session that takes it (a live pairing code needs no addressing), but the
-/// broker never answers it. Sessions ignore such messages too (I7); a list or a help text
-/// in answer to each would flood the group.
+/// Group chatter still goes to a session that takes it (a live pairing code needs no
+/// addressing), but the broker never answers it. Sessions ignore such messages too (I7);
+/// a list or a help text in answer to each would flood the group.
 pub fn decide(
     text: &str,
     identity: &str,
-    addressed: bool,
+    audience: Audience,
     bound: Option<&str>,
     bound_name: Option<&str>,
     sessions: &[SessionView],
 ) -> Decision {
-    match decide_addressed(text, identity, bound, bound_name, sessions) {
-        Decision::Reply(_) if !addressed => Decision::Ignore,
+    match decide_addressed(text, identity, audience, bound, bound_name, sessions) {
+        Decision::Reply(_) if audience == Audience::Chatter => Decision::Ignore,
         decision => decision,
     }
 }
@@ -105,6 +153,7 @@ pub fn decide(
 fn decide_addressed(
     text: &str,
     identity: &str,
+    audience: Audience,
     bound: Option<&str>,
     bound_name: Option<&str>,
     sessions: &[SessionView],
@@ -116,7 +165,8 @@ fn decide_addressed(
     match broker_command(text) {
         Some(("sessions", _)) => Decision::Reply(list(&visible, bound)),
         Some((_, "")) => Decision::Reply(list(&visible, bound)),
-        Some((_, wanted)) => switch(wanted, identity, &visible, sessions),
+        Some((_, wanted)) => switch(wanted, identity, &visible, sessions)
+            .refused_to_a_stranger_in_a_bound_group(audience, bound),
         None => match bound {
             Some(key) if sessions.iter().any(|s| s.key == key) => Decision::Deliver {
                 session: key.to_owned(),
@@ -226,7 +276,7 @@ mod tests {
             decide(
                 "hello",
                 "telegram:9",
-                true,
+                Audience::Direct,
                 Some("k-web"),
                 Some("web"),
                 &two()
@@ -242,7 +292,7 @@ mod tests {
     fn unbound_goes_to_the_only_session_and_binds_it() {
         let only = vec![session("k-api", "api", &[])];
         assert_eq!(
-            decide("hello", "telegram:9", true, None, None, &only),
+            decide("hello", "telegram:9", Audience::Direct, None, None, &only),
             Decision::Deliver {
                 session: "k-api".into(),
                 bind: true
@@ -252,7 +302,9 @@ mod tests {
 
     #[test]
     fn unbound_with_several_sessions_gets_the_list_of_its_own_sessions_only() {
-        let Decision::Reply(text) = decide("hello", "telegram:2", true, None, None, &two()) else {
+        let Decision::Reply(text) =
+            decide("hello", "telegram:2", Audience::Direct, None, None, &two())
+        else {
             panic!("expected a reply");
         };
         assert!(text.contains("not delivered"), "{text}");
@@ -266,7 +318,8 @@ mod tests {
     #[test]
     fn a_stranger_learns_no_session_name_or_directory() {
         for text in ["hello", "/sessions", "/switch", "/switch 1", "/switch nope"] {
-            let Decision::Reply(reply) = decide(text, "telegram:77", true, None, None, &two())
+            let Decision::Reply(reply) =
+                decide(text, "telegram:77", Audience::Direct, None, None, &two())
             else {
                 panic!("{text}: expected a reply");
             };
@@ -279,7 +332,14 @@ mod tests {
     #[test]
     fn a_stranger_naming_a_session_is_handed_to_its_pairing() {
         assert_eq!(
-            decide("/switch API", "telegram:77", true, None, None, &two()),
+            decide(
+                "/switch API",
+                "telegram:77",
+                Audience::Direct,
+                None,
+                None,
+                &two()
+            ),
             Decision::Deliver {
                 session: "k-api".into(),
                 bind: true
@@ -291,14 +351,21 @@ mod tests {
     fn switch_by_number_counts_in_the_senders_own_list() {
         // telegram:2 sees only `web`, so its 1 is web, not api.
         assert_eq!(
-            decide("/switch 1", "telegram:2", true, Some("k-api"), None, &two()),
+            decide(
+                "/switch 1",
+                "telegram:2",
+                Audience::Direct,
+                Some("k-api"),
+                None,
+                &two()
+            ),
             Decision::Switch {
                 session: "k-web".into(),
                 reply: "This chat now talks to web (/work/web).".into()
             }
         );
         assert!(matches!(
-            decide("/switch 2", "telegram:2", true, None, None, &two()),
+            decide("/switch 2", "telegram:2", Audience::Direct, None, None, &two()),
             Decision::Reply(text) if text.contains("No session called \"2\"")
         ));
     }
@@ -306,7 +373,7 @@ mod tests {
     #[test]
     fn switch_by_name_ignores_case_and_takes_a_bot_suffix() {
         assert!(matches!(
-            decide("/switch@my_bot Web", "telegram:1", true, None, None, &two()),
+            decide("/switch@my_bot Web", "telegram:1", Audience::Direct, None, None, &two()),
             Decision::Switch { session, .. } if session == "k-web"
         ));
     }
@@ -318,7 +385,7 @@ mod tests {
         let Decision::Reply(text) = decide(
             "/sessions",
             "telegram:1",
-            true,
+            Audience::Direct,
             Some("k-web"),
             None,
             &sessions,
@@ -337,7 +404,7 @@ mod tests {
         let Decision::Reply(text) = decide(
             "hello",
             "telegram:1",
-            true,
+            Audience::Direct,
             Some("k-gone"),
             Some("old"),
             &two(),
@@ -351,7 +418,7 @@ mod tests {
     #[test]
     fn with_no_session_the_message_is_answered_not_dropped() {
         assert_eq!(
-            decide("hello", "telegram:1", true, None, None, &[]),
+            decide("hello", "telegram:1", Audience::Direct, None, None, &[]),
             Decision::Reply(NONE_ATTACHED.into())
         );
     }
@@ -367,11 +434,18 @@ mod tests {
         ];
         for (text, bound, sessions) in cases {
             assert!(matches!(
-                decide(text, "telegram:2", true, bound, None, &sessions),
+                decide(text, "telegram:2", Audience::Direct, bound, None, &sessions),
                 Decision::Reply(_)
             ));
             assert_eq!(
-                decide(text, "telegram:2", false, bound, None, &sessions),
+                decide(
+                    text,
+                    "telegram:2",
+                    Audience::Chatter,
+                    bound,
+                    None,
+                    &sessions
+                ),
                 Decision::Ignore,
                 "{text} bound to {bound:?}"
             );
@@ -379,19 +453,74 @@ mod tests {
         // What a session takes still goes to it: its pairing decides, not the broker.
         let only = vec![session("k-api", "api", &[])];
         assert_eq!(
-            decide("123456", "telegram:9", false, None, None, &only),
+            decide("123456", "telegram:9", Audience::Chatter, None, None, &only),
             Decision::Deliver {
                 session: "k-api".into(),
                 bind: true
             }
         );
         assert_eq!(
-            decide("hi", "telegram:9", false, Some("k-web"), None, &two()),
+            decide(
+                "hi",
+                "telegram:9",
+                Audience::Chatter,
+                Some("k-web"),
+                None,
+                &two()
+            ),
             Decision::Deliver {
                 session: "k-web".into(),
                 bind: false
             }
         );
+    }
+
+    #[test]
+    fn a_stranger_cannot_move_a_bound_group_but_may_name_a_session_elsewhere() {
+        // In a group already bound, a stranger's /switch would move everyone's chat: it
+        // is refused, and not even answered when the bot was not addressed.
+        for (audience, refused) in [
+            (
+                Audience::Mentioned,
+                Decision::Reply(GROUP_SWITCH_REFUSED.into()),
+            ),
+            (Audience::Chatter, Decision::Ignore),
+        ] {
+            assert_eq!(
+                decide(
+                    "/switch web",
+                    "telegram:77",
+                    audience,
+                    Some("k-api"),
+                    None,
+                    &two()
+                ),
+                refused,
+                "{audience:?}"
+            );
+        }
+        // Its own direct chat, or a group nobody bound yet, goes to that session's pairing.
+        for (audience, bound) in [
+            (Audience::Direct, Some("k-api")),
+            (Audience::Mentioned, None),
+        ] {
+            assert_eq!(
+                decide("/switch web", "telegram:77", audience, bound, None, &two()),
+                Decision::Deliver {
+                    session: "k-web".into(),
+                    bind: true
+                },
+                "{audience:?} {bound:?}"
+            );
+        }
+        // Someone paired with the session moves the group.
+        assert!(matches!(
+            decide("/switch web", "telegram:2", Audience::Mentioned, Some("k-api"), None, &two()),
+            Decision::Switch { session, .. } if session == "k-web"
+        ));
+        for hidden in ["api", "web", "/work"] {
+            assert!(!GROUP_SWITCH_REFUSED.contains(hidden));
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ use super::warn;
 use crate::bindings::session::TransportRequest;
 use crate::bindings::types::Level;
 use crate::broker::bindings::Binding;
-use crate::broker::routing::{self, Decision, SessionView};
+use crate::broker::routing::{self, Audience, Decision, SessionView};
 use crate::broker::{BuildOne, send_notice};
 use crate::logging::{LogLine, LogSink};
 
@@ -335,11 +335,11 @@ impl Shared {
             self.publish(&binding.session, envelope).await;
             return;
         }
-        let addressed = envelope.is_direct || envelope.addressed;
+        let audience = Audience::of(envelope.is_direct, envelope.addressed);
         let sessions = self.retrying(|| self.directory.sessions()).await;
         // Who is paired where only shapes an answer, and a group message not meant for the
         // bot is never answered: group chatter in an unbound chat reads no session state.
-        let views = if addressed || routing::is_broker_command(&envelope.text) {
+        let views = if audience != Audience::Chatter || routing::is_broker_command(&envelope.text) {
             self.views(sessions).await
         } else {
             sessions.into_iter().map(unpaired_view).collect()
@@ -347,7 +347,7 @@ impl Shared {
         let decision = routing::decide(
             &envelope.text,
             &identity,
-            addressed,
+            audience,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
             &views,
