@@ -13,7 +13,7 @@ use guest::model::{
 };
 use transport_core::platform::{self as core, Settings};
 
-use crate::secrets::secrets_in_documents;
+use crate::secrets::{secrets_in_documents, worth_looking_for};
 
 /// The terminal's declaration, as host-shim hands it to the bridge.
 const TERMINAL: Settings = Settings {
@@ -125,6 +125,7 @@ pub fn config(data: &[u8]) {
     let secrets: Vec<String> = secrets_in_documents(&files)
         .into_iter()
         .filter(|secret| !baseline().iter().any(|text| text.contains(secret.as_str())))
+        .filter(|secret| worth_looking_for(secret))
         .collect();
     // A secret read from a document as written keeps its JSON escapes (`…:Sug\n(vp…@`);
     // the `Debug` escapes a real line break the same way, in text where the break ended

@@ -1,7 +1,7 @@
 //! Finding the secrets an input holds, with the guest's one list of secret shapes
 //! (`guest::core::secrets`), so "never echoes a secret" means the shapes redaction knows.
 
-use guest::core::secrets::{SHAPES, candidates};
+use guest::core::secrets::{SHAPES, candidates, markers};
 use serde_json::Value;
 
 /// Shortest secret part checked for by substring. An assignment's value can be one
@@ -128,6 +128,37 @@ fn overlapping(text: &str, needle: &str) -> usize {
         from += at + step;
     }
     count
+}
+
+/// How every redaction begins.
+pub const MARKER: &str = "[redacted";
+
+/// Whether a secret of the input can be looked for in what came out: not redaction's own
+/// output, and not mere symbols. Input that already reads as redaction's output
+/// (`https://[redacted]@host`) plants no secret: it passes through as it is. Nor does a
+/// value without a letter or digit (`TOKEN=��(�#`, `• ���`, `]���` after a key's `=` run):
+/// control characters elsewhere are sent as the same text, and the renderer and redaction
+/// write symbols of their own, a list's bullet or a marker's `]` (found by fuzzing the
+/// pipeline, then the config, 2026-12-01).
+pub fn worth_looking_for(secret: &str) -> bool {
+    secret.chars().any(char::is_alphanumeric) && !touches_a_marker(secret)
+}
+
+/// Whether a planted value overlaps redaction's own output, which every redaction writes
+/// and so no message can be checked for: it holds a marker, or is a piece of one
+/// (`TOKEN=[redacte`), or ends with a marker's start (`e-�TOKEN=[redac`, met in the code
+/// class `language-�TOKEN=[redacted]`), or starts with a marker's end (`token] |`, met
+/// where a small limit cut inside `[redacted:slack-token]`). All found by fuzzing,
+/// 2026-12-01.
+fn touches_a_marker(secret: &str) -> bool {
+    secret.contains(MARKER)
+        || markers().any(|marker| {
+            marker.contains(secret)
+                || (2..marker.len()).any(|n| {
+                    secret.ends_with(&marker[..n])
+                        || secret.starts_with(&marker[marker.len() - n..])
+                })
+        })
 }
 
 fn collect_strings<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
