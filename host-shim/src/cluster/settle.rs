@@ -32,6 +32,9 @@ pub struct TurnLedger {
     no_turn: AtomicBool,
     /// The last saved document had no queued prompt.
     no_queue: AtomicBool,
+    /// `taken` and `settled` just before the last document was saved: what it speaks for.
+    taken_at_save: AtomicU64,
+    settled_at_save: AtomicU64,
     changed: Notify,
 }
 
@@ -44,6 +47,8 @@ impl TurnLedger {
             settled: AtomicU64::new(0),
             no_turn: AtomicBool::new(true),
             no_queue: AtomicBool::new(true),
+            taken_at_save: AtomicU64::new(0),
+            settled_at_save: AtomicU64::new(0),
             changed: Notify::new(),
         })
     }
@@ -55,12 +60,23 @@ impl TurnLedger {
 
     /// True once the reply owed for the `prompt`-th accepted prompt is out: its turn (the
     /// `prompt`-th) has settled and a document without a running turn was saved after, or
-    /// nothing is owed any more (agent idle, no turn and no queued prompt saved: a `/stop`
-    /// may drop follow-ups that then never get a turn).
+    /// nothing is owed any more (agent idle, no turn and no queued prompt in a document
+    /// saved after the prompt was taken: a `/stop` may drop follow-ups that then never get
+    /// a turn).
+    ///
+    /// Only a document saved after the fact speaks for it. Read from any earlier document,
+    /// "no turn" held right after the agent took a prompt and before its turn began (the
+    /// agent still idle), and the prompt was acked with its turn not yet run: a node dying
+    /// then lost it.
     pub fn is_settled(&self, prompt: u64) -> bool {
         let no_turn = self.no_turn.load(Ordering::SeqCst);
-        (self.settled.load(Ordering::SeqCst) >= prompt && no_turn)
-            || (no_turn && self.no_queue.load(Ordering::SeqCst) && self.agent.is_idle())
+        let after_settle = self.settled_at_save.load(Ordering::SeqCst) >= prompt;
+        let after_take = self.taken_at_save.load(Ordering::SeqCst) >= prompt;
+        (after_settle && no_turn)
+            || (after_take
+                && no_turn
+                && self.no_queue.load(Ordering::SeqCst)
+                && self.agent.is_idle())
     }
 
     /// Returns once [`TurnLedger::is_settled`] holds for `prompt`.
@@ -83,7 +99,23 @@ impl TurnLedger {
         self.changed.notify_waiters();
     }
 
+    /// What the ledger has counted (prompts taken, turns settled), taken just before a
+    /// save: the document being saved can speak for no more than that. (The guest takes
+    /// prompts one call at a time, so none is taken while it saves; a turn's end arrives
+    /// from the agent's own task and may be counted meanwhile.)
+    fn mark(&self) -> (u64, u64) {
+        (
+            self.taken.load(Ordering::SeqCst),
+            self.settled.load(Ordering::SeqCst),
+        )
+    }
+
+    #[cfg(test)]
     fn saved(&self, document: &str) {
+        self.record(document, self.mark());
+    }
+
+    fn record(&self, document: &str, (taken, settled): (u64, u64)) {
         let (no_turn, no_queue) = match serde_json::from_str::<serde_json::Value>(document) {
             Ok(value) => (
                 value.get("turn").is_none_or(serde_json::Value::is_null),
@@ -95,6 +127,8 @@ impl TurnLedger {
             // Not JSON: the store refuses it anyway; nothing was recorded.
             Err(_) => (false, false),
         };
+        self.taken_at_save.store(taken, Ordering::SeqCst);
+        self.settled_at_save.store(settled, Ordering::SeqCst);
         self.no_turn.store(no_turn, Ordering::SeqCst);
         self.no_queue.store(no_queue, Ordering::SeqCst);
         self.changed.notify_waiters();
@@ -186,8 +220,9 @@ impl StateStore for LedgerStore {
     }
 
     async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+        let mark = self.ledger.mark();
         self.inner.save(session_key, document).await?;
-        self.ledger.saved(document);
+        self.ledger.record(document, mark);
         Ok(())
     }
 
@@ -291,6 +326,26 @@ mod tests {
         assert!(!idle.is_settled(2), "the queue still holds one");
         idle.saved(r#"{}"#);
         assert!(idle.is_settled(2));
+    }
+
+    #[test]
+    fn a_document_saved_before_a_prompt_was_taken_does_not_settle_it() {
+        // The agent took the prompt and has not started its turn: still idle, and the last
+        // document (from before) shows no turn. Acked then, a node dying lost the prompt.
+        let ledger = ledger(true);
+        ledger.saved("{}");
+        ledger.bump(&ledger.taken);
+        assert!(
+            !ledger.is_settled(1),
+            "nothing was saved since it was taken"
+        );
+        ledger.saved(TURN);
+        assert!(!ledger.is_settled(1), "turn running");
+        // A settle counted after the last save is not spoken for either.
+        ledger.bump(&ledger.settled);
+        assert!(!ledger.is_settled(1), "the end is not saved yet");
+        ledger.saved("{}");
+        assert!(ledger.is_settled(1));
     }
 
     #[test]
