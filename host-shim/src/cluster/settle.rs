@@ -157,13 +157,17 @@ impl Agent for LedgerAgent {
         let ledger = Arc::downgrade(&self.ledger);
         tokio::spawn(async move {
             while let Some(signal) = rx.recv().await {
-                let settles = matches!(signal, AgentSignal::Event(AgentEvent::TurnSettled));
+                // Counted before the session has it: the save it makes on reading it must
+                // find the turn counted, since a document speaks only for what was counted
+                // before it was saved. (A save from before the session read it still shows
+                // the turn running, so counting early settles nothing early.)
+                if matches!(signal, AgentSignal::Event(AgentEvent::TurnSettled))
+                    && let Some(ledger) = ledger.upgrade()
+                {
+                    ledger.bump(&ledger.settled);
+                }
                 if signals.send(signal).await.is_err() {
                     return;
-                }
-                // Counted once the session has it: its save is what completes the effect.
-                if settles && let Some(ledger) = ledger.upgrade() {
-                    ledger.bump(&ledger.settled);
                 }
             }
         });
