@@ -94,10 +94,33 @@ impl SessionContext {
     /// A transcript that cannot be written says so once in the log and stops; the
     /// session goes on.
     pub fn record(&self, event: impl FnOnce() -> Event) {
+        self.record_with(event, Transcript::record);
+    }
+
+    /// Records an input about to go into the guest, whose clock then shows the time
+    /// recorded with it until the next input, as replay shows it.
+    pub fn record_input(&self, event: impl FnOnce() -> Event) {
+        self.record_with(event, Transcript::record_input);
+    }
+
+    /// The time the guest is shown: the clock, or while a transcript records, the time of
+    /// the input being handled.
+    pub fn guest_now_ms(&self) -> u64 {
+        self.transcript
+            .as_ref()
+            .and_then(Transcript::input_ms)
+            .unwrap_or_else(|| self.clock.now_ms())
+    }
+
+    fn record_with(
+        &self,
+        event: impl FnOnce() -> Event,
+        write: impl FnOnce(&Transcript, u64, Event) -> Option<String>,
+    ) {
         let Some(transcript) = &self.transcript else {
             return;
         };
-        if let Some(error) = transcript.record(self.clock.now_ms(), event()) {
+        if let Some(error) = write(transcript, self.clock.now_ms(), event()) {
             self.log.write(
                 &self.key,
                 LogLine {
@@ -565,7 +588,7 @@ impl store::Host for SessionHost {
 
 impl clock::Host for SessionHost {
     fn now_ms(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.ctx.clock.now_ms())
+        Ok(self.ctx.guest_now_ms())
     }
 
     fn request_tick(&mut self, at_ms: u64) -> wasmtime::Result<()> {

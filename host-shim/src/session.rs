@@ -318,7 +318,7 @@ impl Actor {
     /// Records an input about to go into the live instance (none goes in otherwise).
     fn record_input(&mut self, event: impl FnOnce() -> Event) {
         if matches!(self.slot, Slot::Live(_)) {
-            self.ctx().record(event);
+            self.ctx().record_input(event);
         }
     }
 
