@@ -77,19 +77,23 @@ pub fn secrets_in_documents(documents: &[&str]) -> Vec<String> {
 fn unambiguous(texts: &[&str]) -> Vec<String> {
     // Without emphasis and code delimiters, and without every delimiter: dropping a
     // link's brackets too can hide a twin that dropping `*` alone shows (`](htth�*��`).
-    let without = |dropped: &[char]| -> Vec<String> {
-        texts
-            .iter()
-            .map(|text| text.chars().filter(|c| !dropped.contains(c)).collect())
-            .collect()
-    };
-    let unemphasised = without(&['*', '_', '~', '`']);
-    let undelimited = without(&['*', '_', '~', '`', '\\', '[', ']']);
     // And as redaction's delimiter look reads it, underscores kept. The views above also
     // drop the secret's own `_`, so they missed the twin in `…GAmDghp_Q0AmDf~GAmDfGh…`
     // (no secret: glued to `D`), which that look sends without its `~`, holding the
     // characters of a real `ghp_Q0AmDfGAmDfGh…` elsewhere (found by fuzzing the config).
-    let unstruck = without(&['*', '~', '`', '\\', '[', ']']);
+    const VIEWS: [&[char]; 4] = [
+        &[],
+        &['*', '_', '~', '`'],
+        &['*', '_', '~', '`', '\\', '[', ']'],
+        &['*', '~', '`', '\\', '[', ']'],
+    ];
+    let without = |text: &str, dropped: &[char]| -> String {
+        text.chars().filter(|c| !dropped.contains(c)).collect()
+    };
+    let views: Vec<Vec<String>> = VIEWS
+        .iter()
+        .map(|dropped| texts.iter().map(|text| without(text, dropped)).collect())
+        .collect();
     let mut tally: Vec<(String, usize)> = Vec::new();
     for text in texts {
         for (secret, hits) in hits_in(text) {
@@ -99,16 +103,27 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
             }
         }
     }
+    // Each view is taken of the secret too: a secret holding delimiters
+    // (`dwi*_�________�_*_` after `Authorization: `) was never found in a view without
+    // them, so its twin went uncounted, where the mrkdwn renderer writes
+    // `andwi_______�________�____ln` elsewhere in the text as `andwi*_�________�_*_ln`
+    // (found by fuzzing the pipeline, 2026-12-01).
     tally
         .into_iter()
         .filter(|(secret, hits)| {
-            let count = |texts: &mut dyn Iterator<Item = &str>| -> usize {
-                texts.map(|text| overlapping(text, secret)).sum()
-            };
-            let occurrences = count(&mut texts.iter().copied())
-                .max(count(&mut unemphasised.iter().map(String::as_str)))
-                .max(count(&mut undelimited.iter().map(String::as_str)))
-                .max(count(&mut unstruck.iter().map(String::as_str)));
+            let occurrences = VIEWS
+                .iter()
+                .zip(&views)
+                .map(|(dropped, view)| {
+                    let needle = without(secret, dropped);
+                    // A secret of delimiters alone is in every text of that view.
+                    if needle.is_empty() {
+                        return usize::MAX;
+                    }
+                    view.iter().map(|text| overlapping(text, &needle)).sum()
+                })
+                .max()
+                .unwrap_or(0);
             *hits >= occurrences
         })
         .map(|(secret, _)| secret)
