@@ -67,6 +67,9 @@ pub struct SessionContext {
     pub transcript: Option<Transcript>,
     /// Replay: the recorded answers the imports give instead of asking the world.
     pub script: Option<Script>,
+    /// The time the guest is shown during the call being made (see
+    /// [`SessionContext::begin_call`]); `None` between calls.
+    pub call_ms: Option<u64>,
 }
 
 /// A tool call waiting for `agent.resolve-tool-call` (see `tool-answer` in
@@ -94,33 +97,43 @@ impl SessionContext {
     /// A transcript that cannot be written says so once in the log and stops; the
     /// session goes on.
     pub fn record(&self, event: impl FnOnce() -> Event) {
-        self.record_with(event, Transcript::record);
+        self.record_at(self.clock.now_ms(), event);
     }
 
-    /// Records an input about to go into the guest, whose clock then shows the time
-    /// recorded with it until the next input, as replay shows it.
-    pub fn record_input(&self, event: impl FnOnce() -> Event) {
-        self.record_with(event, Transcript::record_input);
+    /// Reads the clock for an input about to go into the guest, and records the input
+    /// at that time. The guest is shown that one time for the whole call
+    /// ([`SessionContext::begin_call`]), as replay shows it: a clock read that moved on
+    /// while the input was handled (a tick asked for 1 ms later under load) made replay
+    /// differ from the run it replays.
+    pub fn record_input(&mut self, event: impl FnOnce() -> Event) {
+        let at = self.clock.now_ms();
+        self.call_ms = Some(at);
+        self.record_at(at, event);
     }
 
-    /// The time the guest is shown: the clock, or while a transcript records, the time of
-    /// the input being handled.
+    /// Fixes the time the guest is shown for the call about to be made: the input's
+    /// recorded time, or a clock read now when no input was recorded for it.
+    pub fn begin_call(&mut self) {
+        if self.call_ms.is_none() {
+            self.call_ms = Some(self.clock.now_ms());
+        }
+    }
+
+    /// Ends the call: the next one reads the clock again.
+    pub fn end_call(&mut self) {
+        self.call_ms = None;
+    }
+
+    /// The time the guest is shown: fixed for the call being made, else the clock.
     pub fn guest_now_ms(&self) -> u64 {
-        self.transcript
-            .as_ref()
-            .and_then(Transcript::input_ms)
-            .unwrap_or_else(|| self.clock.now_ms())
+        self.call_ms.unwrap_or_else(|| self.clock.now_ms())
     }
 
-    fn record_with(
-        &self,
-        event: impl FnOnce() -> Event,
-        write: impl FnOnce(&Transcript, u64, Event) -> Option<String>,
-    ) {
+    fn record_at(&self, at: u64, event: impl FnOnce() -> Event) {
         let Some(transcript) = &self.transcript else {
             return;
         };
-        if let Some(error) = write(transcript, self.clock.now_ms(), event()) {
+        if let Some(error) = transcript.record(at, event()) {
             self.log.write(
                 &self.key,
                 LogLine {
@@ -739,6 +752,42 @@ mod tests {
 
     const NOW: u64 = 1_700_000_000_000;
 
+    /// Replay shows the guest each input's recorded time for the whole input, so a
+    /// recorded run must too, or a clock that moved on mid-call (a tick asked for 1 ms
+    /// later under load) makes replay differ; and a run with no transcript behaves as one
+    /// with a transcript does.
+    #[test]
+    fn the_guest_is_shown_one_time_per_call_the_time_its_input_was_recorded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut host = host(dir.path());
+        let clock = Arc::new(ManualClock::new(NOW));
+        host.ctx.clock = clock.clone();
+        host.ctx.transcript = Some(Transcript::in_memory("t", "", NOW));
+        let shown = |host: &mut SessionHost| clock::Host::now_ms(host).expect("now_ms");
+
+        host.ctx.record_input(|| Event::Tick);
+        host.ctx.begin_call();
+        clock.advance(7);
+        assert_eq!(shown(&mut host), NOW, "the input's time, for the whole call");
+        host.ctx.end_call();
+        assert_eq!(shown(&mut host), NOW + 7, "between calls: the clock");
+        let recorded = host.ctx.transcript.as_ref().expect("transcript").lines();
+        let input = recorded.last().expect("the input's line");
+        assert!(matches!(input.event, Event::Tick));
+        assert_eq!(input.at, NOW, "recorded at the time the guest was shown");
+
+        // A call no input was recorded for (a restart's) reads the clock once, at its start.
+        host.ctx.transcript = None;
+        host.ctx.begin_call();
+        clock.advance(5);
+        assert_eq!(shown(&mut host), NOW + 7);
+        host.ctx.end_call();
+        host.ctx.record_input(|| Event::Tick);
+        host.ctx.begin_call();
+        clock.advance(3);
+        assert_eq!(shown(&mut host), NOW + 12, "without a transcript too");
+    }
+
     #[tokio::test]
     async fn a_transport_lock_is_reclaimed_after_the_stale_time_the_guest_gives() {
         use transport_testing::fake::{FakeConfig, FakeTransport};
@@ -842,6 +891,7 @@ mod tests {
             parked: HashMap::new(),
             transcript: None,
             script: None,
+            call_ms: None,
         })
     }
 }

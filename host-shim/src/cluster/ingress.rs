@@ -328,9 +328,10 @@ impl Shared {
                 read
             }
         };
+        let broker_command = routing::is_broker_command(&envelope.text);
         // The common case needs nothing else: a bound chat writing to its session.
         if let Some(binding) = &bound
-            && !routing::is_broker_command(&envelope.text)
+            && !broker_command
         {
             self.publish(&binding.session, envelope).await;
             return;
@@ -339,7 +340,7 @@ impl Shared {
         let sessions = self.retrying(|| self.directory.sessions()).await;
         // Who is paired where only shapes an answer, and a group message not meant for the
         // bot is never answered: group chatter in an unbound chat reads no session state.
-        let views = if audience != Audience::Chatter || routing::is_broker_command(&envelope.text) {
+        let views = if audience != Audience::Chatter || broker_command {
             self.views(sessions).await
         } else {
             sessions.into_iter().map(unpaired_view).collect()

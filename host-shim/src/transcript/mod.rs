@@ -60,8 +60,6 @@ struct Recorder {
     sink: Sink,
     /// Writing failed once: the transcript stopped (the session goes on).
     stopped: bool,
-    /// When the input being handled was recorded: the guest's clock until the next one.
-    input_ms: Option<u64>,
 }
 
 enum Sink {
@@ -146,33 +144,10 @@ impl Transcript {
             scrubber: Scrubber::default(),
             sink,
             stopped: false,
-            input_ms: None,
         };
         let header = session_event(&recorder.scrubber, key, bridge);
         recorder.write(now_ms, header)?;
         Ok(Transcript(Arc::new(Mutex::new(recorder))))
-    }
-
-    /// Writes the input `event` at `at`, as [`Transcript::record`], and keeps `at` as the
-    /// time the guest is shown until the next input ([`Transcript::input_ms`]): replay
-    /// shows each input's recorded time, so a clock read that moved on while the input
-    /// was handled (a tick asked for 1 ms later under load) made replay differ.
-    pub fn record_input(&self, at: u64, event: Event) -> Option<String> {
-        if let Ok(mut recorder) = self.0.lock()
-            && !recorder.stopped
-        {
-            recorder.input_ms = Some(at);
-        }
-        self.record(at, event)
-    }
-
-    /// The time of the input being handled, while the transcript records.
-    pub fn input_ms(&self) -> Option<u64> {
-        self.0
-            .lock()
-            .ok()
-            .filter(|recorder| !recorder.stopped)
-            .and_then(|recorder| recorder.input_ms)
     }
 
     /// Writes `event`, scrubbed, as the next line. Returns why, the one time writing
@@ -242,23 +217,5 @@ impl Transcript {
             Ok(recorder) => recorder.scrubber.unmask(text, masked, code),
             Err(_) => text.to_string(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_guest_is_shown_the_recorded_time_of_the_input_it_handles() {
-        let transcript = Transcript::in_memory("k", "", 100);
-        assert_eq!(transcript.input_ms(), None, "no input yet: the clock");
-        transcript.record_input(105, Event::Tick);
-        // An effect recorded later, with the clock moved on, changes nothing: replay
-        // shows the guest the input's time for the whole input.
-        transcript.record(107, Event::Tick);
-        assert_eq!(transcript.input_ms(), Some(105));
-        transcript.record_input(110, Event::Tick);
-        assert_eq!(transcript.input_ms(), Some(110));
     }
 }

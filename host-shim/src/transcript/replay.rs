@@ -104,6 +104,7 @@ fn context(
         parked: HashMap::new(),
         transcript: Some(transcript),
         script: Some(script),
+        call_ms: None,
     })
 }
 
