@@ -67,9 +67,6 @@ pub struct SessionContext {
     pub transcript: Option<Transcript>,
     /// Replay: the recorded answers the imports give instead of asking the world.
     pub script: Option<Script>,
-    /// The time the guest is shown during the call being made (see
-    /// [`SessionContext::begin_call`]); `None` between calls.
-    pub call_ms: Option<u64>,
 }
 
 /// A tool call waiting for `agent.resolve-tool-call` (see `tool-answer` in
@@ -97,43 +94,45 @@ impl SessionContext {
     /// A transcript that cannot be written says so once in the log and stops; the
     /// session goes on.
     pub fn record(&self, event: impl FnOnce() -> Event) {
-        self.record_at(self.clock.now_ms(), event);
+        self.record_with(event, Transcript::record);
     }
 
-    /// Reads the clock for an input about to go into the guest, and records the input
-    /// at that time. The guest is shown that one time for the whole call
-    /// ([`SessionContext::begin_call`]), as replay shows it: a clock read that moved on
-    /// while the input was handled (a tick asked for 1 ms later under load) made replay
-    /// differ from the run it replays.
-    pub fn record_input(&mut self, event: impl FnOnce() -> Event) {
-        let at = self.clock.now_ms();
-        self.call_ms = Some(at);
-        self.record_at(at, event);
+    /// Records an input about to go into the guest; the clock reads it makes while
+    /// handling it are counted from here.
+    pub fn record_input(&self, event: impl FnOnce() -> Event) {
+        self.record_with(event, Transcript::record_input);
     }
 
-    /// Fixes the time the guest is shown for the call about to be made: the input's
-    /// recorded time, or a clock read now when no input was recorded for it.
-    pub fn begin_call(&mut self) {
-        if self.call_ms.is_none() {
-            self.call_ms = Some(self.clock.now_ms());
+    /// The time the guest is shown: the clock, whose reads a recording transcript notes
+    /// (only those that moved on within an input); in replay, what the recorded run
+    /// showed at the same read of the same input.
+    pub fn guest_now_ms(&mut self) -> u64 {
+        let now = self.clock.now_ms();
+        if let Some(script) = self.script.as_mut() {
+            return script.now(now);
         }
+        if let Some(transcript) = &self.transcript {
+            let error = transcript.clock_read(now);
+            self.stopped(error);
+        }
+        now
     }
 
-    /// Ends the call: the next one reads the clock again.
-    pub fn end_call(&mut self) {
-        self.call_ms = None;
-    }
-
-    /// The time the guest is shown: fixed for the call being made, else the clock.
-    pub fn guest_now_ms(&self) -> u64 {
-        self.call_ms.unwrap_or_else(|| self.clock.now_ms())
-    }
-
-    fn record_at(&self, at: u64, event: impl FnOnce() -> Event) {
+    fn record_with(
+        &self,
+        event: impl FnOnce() -> Event,
+        write: impl FnOnce(&Transcript, u64, Event) -> Option<String>,
+    ) {
         let Some(transcript) = &self.transcript else {
             return;
         };
-        if let Some(error) = transcript.record(at, event()) {
+        let error = write(transcript, self.clock.now_ms(), event());
+        self.stopped(error);
+    }
+
+    /// Says in the log why the transcript stopped, the one time writing it fails.
+    fn stopped(&self, error: Option<String>) {
+        if let Some(error) = error {
             self.log.write(
                 &self.key,
                 LogLine {
@@ -752,40 +751,47 @@ mod tests {
 
     const NOW: u64 = 1_700_000_000_000;
 
-    /// Replay shows the guest each input's recorded time for the whole input, so a
-    /// recorded run must too, or a clock that moved on mid-call (a tick asked for 1 ms
-    /// later under load) makes replay differ; and a run with no transcript behaves as one
-    /// with a transcript does.
+    /// A recorded run shows the guest the live clock, as an unrecorded one does, and
+    /// replay shows it the same time at the same read: a read that moved on by 1 ms
+    /// under load (a tick asked for 1 ms later) once made replay differ.
     #[test]
-    fn the_guest_is_shown_one_time_per_call_the_time_its_input_was_recorded() {
+    fn replay_shows_the_guest_each_time_the_recorded_run_showed_read_by_read() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut host = host(dir.path());
         let clock = Arc::new(ManualClock::new(NOW));
         host.ctx.clock = clock.clone();
-        host.ctx.transcript = Some(Transcript::in_memory("t", "", NOW));
+        let transcript = Transcript::in_memory("t", "", NOW);
+        host.ctx.transcript = Some(transcript.clone());
         let shown = |host: &mut SessionHost| clock::Host::now_ms(host).expect("now_ms");
 
-        host.ctx.record_input(|| Event::Tick);
-        host.ctx.begin_call();
-        clock.advance(7);
-        assert_eq!(shown(&mut host), NOW, "the input's time, for the whole call");
-        host.ctx.end_call();
-        assert_eq!(shown(&mut host), NOW + 7, "between calls: the clock");
-        let recorded = host.ctx.transcript.as_ref().expect("transcript").lines();
-        let input = recorded.last().expect("the input's line");
-        assert!(matches!(input.event, Event::Tick));
-        assert_eq!(input.at, NOW, "recorded at the time the guest was shown");
+        let mut live = Vec::new();
+        for moves in [[0, 1, 0], [2, 0, 3]] {
+            host.ctx.record_input(|| Event::Tick);
+            for ms in moves {
+                clock.advance(ms);
+                live.push(shown(&mut host));
+            }
+        }
+        assert_eq!(live, [NOW, NOW + 1, NOW + 1, NOW + 3, NOW + 3, NOW + 6]);
 
-        // A call no input was recorded for (a restart's) reads the clock once, at its start.
+        let lines = transcript.lines();
+        let inputs: Vec<u64> = lines
+            .iter()
+            .filter(|line| line.dir == crate::transcript::line::Dir::In)
+            .map(|line| line.at)
+            .collect();
         host.ctx.transcript = None;
-        host.ctx.begin_call();
-        clock.advance(5);
-        assert_eq!(shown(&mut host), NOW + 7);
-        host.ctx.end_call();
-        host.ctx.record_input(|| Event::Tick);
-        host.ctx.begin_call();
-        clock.advance(3);
-        assert_eq!(shown(&mut host), NOW + 12, "without a transcript too");
+        host.ctx.script = Some(Script::new(lines.iter().map(|line| &line.event)));
+        let mut replayed = Vec::new();
+        for at in inputs {
+            // The replay clock stands at each input's recorded time.
+            clock.set(at);
+            host.ctx.script.as_mut().expect("script").next_input();
+            for _ in 0..3 {
+                replayed.push(shown(&mut host));
+            }
+        }
+        assert_eq!(replayed, live);
     }
 
     #[tokio::test]
@@ -891,7 +897,6 @@ mod tests {
             parked: HashMap::new(),
             transcript: None,
             script: None,
-            call_ms: None,
         })
     }
 }

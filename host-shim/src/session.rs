@@ -184,7 +184,6 @@ impl Session {
             parked: HashMap::new(),
             transcript: spec.transcript,
             script: None,
-            call_ms: None,
         };
         let instance = runtime.instantiate(SessionHost::new(ctx)).await?;
         let (answers_tx, answers_rx) = mpsc::channel(16);
@@ -297,12 +296,9 @@ macro_rules! guest {
                 // A store whose fuel cannot be set is broken; the call below then traps
                 // and the instance is replaced like after any other failure.
                 let _ = instance.store.set_fuel(fuel);
-                instance.store.data_mut().ctx.begin_call();
                 let $bridge = instance.bridge.pi_bot_connect_session();
                 let $store = &mut instance.store;
-                let result = $call.await;
-                instance.store.data_mut().ctx.end_call();
-                match result {
+                match $call.await {
                     Ok(value) => {
                         $actor.consecutive_restarts = 0;
                         Some(value)

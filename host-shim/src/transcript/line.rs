@@ -272,6 +272,15 @@ pub enum Event {
     },
 
     // ── host answers ──
+    /// A clock read that showed the bridge a time other than the one before it in the
+    /// same input (the input's own recorded time first): reads that show the same time
+    /// are not written, so a transcript gains a line only when the clock moved on mid-input.
+    Clock {
+        /// Which read of this input, from 1.
+        read: u32,
+        /// What it showed (ms since the Unix epoch).
+        now_ms: u64,
+    },
     /// Bytes from the random source. `bytes` (hex) is withheld for short draws: pairing
     /// codes are made from 4-byte draws, and a transcript must not let anyone rebuild one.
     Rng {
@@ -390,7 +399,8 @@ impl Event {
             | Event::PreviewText { .. }
             | Event::DiagnosticsReport { .. }
             | Event::Trap { .. } => Dir::Out,
-            Event::Rng { .. }
+            Event::Clock { .. }
+            | Event::Rng { .. }
             | Event::Loaded { .. }
             | Event::Saved { .. }
             | Event::Identified { .. }

@@ -60,6 +60,10 @@ struct Recorder {
     sink: Sink,
     /// Writing failed once: the transcript stopped (the session goes on).
     stopped: bool,
+    /// Clock reads in the input being handled, and the time the last one showed (the
+    /// input's recorded time before any).
+    reads: u32,
+    shown: u64,
 }
 
 enum Sink {
@@ -144,10 +148,42 @@ impl Transcript {
             scrubber: Scrubber::default(),
             sink,
             stopped: false,
+            reads: 0,
+            shown: now_ms,
         };
         let header = session_event(&recorder.scrubber, key, bridge);
         recorder.write(now_ms, header)?;
         Ok(Transcript(Arc::new(Mutex::new(recorder))))
+    }
+
+    /// Writes the input `event` at `at`, as [`Transcript::record`]; the clock reads the
+    /// bridge makes while handling it are counted from here ([`Transcript::clock_read`]).
+    pub fn record_input(&self, at: u64, event: Event) -> Option<String> {
+        if let Ok(mut recorder) = self.0.lock() {
+            recorder.reads = 0;
+            recorder.shown = at;
+        }
+        self.record(at, event)
+    }
+
+    /// Notes that the bridge read the clock and was shown `now_ms`: written only when that
+    /// differs from what the input's previous read showed (or the input's own time), so
+    /// replay can show the bridge every time it saw, read by read, while most inputs gain
+    /// no line. Replay once showed the input's time throughout, and a read that moved on
+    /// by 1 ms under load (a tick asked for 1 ms later) made it differ from the run.
+    pub fn clock_read(&self, now_ms: u64) -> Option<String> {
+        let read = {
+            let Ok(mut recorder) = self.0.lock() else {
+                return None;
+            };
+            recorder.reads = recorder.reads.saturating_add(1);
+            if recorder.shown == now_ms {
+                return None;
+            }
+            recorder.shown = now_ms;
+            recorder.reads
+        };
+        self.record(now_ms, Event::Clock { read, now_ms })
     }
 
     /// Writes `event`, scrubbed, as the next line. Returns why, the one time writing
@@ -217,5 +253,32 @@ impl Transcript {
             Ok(recorder) => recorder.scrubber.unmask(text, masked, code),
             Err(_) => text.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_clock_read_that_moved_on_within_its_input_is_written() {
+        let transcript = Transcript::in_memory("k", "", 100);
+        transcript.drain();
+        transcript.record_input(105, Event::Tick);
+        transcript.clock_read(105);
+        transcript.clock_read(107);
+        transcript.clock_read(107);
+        transcript.record_input(110, Event::Tick);
+        transcript.clock_read(111);
+        let written: Vec<Event> = transcript.drain().into_iter().map(|l| l.event).collect();
+        assert_eq!(
+            written,
+            vec![
+                Event::Tick,
+                Event::Clock { read: 2, now_ms: 107 },
+                Event::Tick,
+                Event::Clock { read: 1, now_ms: 111 },
+            ]
+        );
     }
 }

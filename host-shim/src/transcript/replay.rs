@@ -104,7 +104,6 @@ fn context(
         parked: HashMap::new(),
         transcript: Some(transcript),
         script: Some(script),
-        call_ms: None,
     })
 }
 
@@ -153,6 +152,14 @@ impl Driver<'_> {
 
     /// One input into the instance; effects land in the transcript.
     async fn feed(&mut self, event: &Event) -> Result<(), ReplayError> {
+        let ctx = match &mut self.slot {
+            Slot::Live(instance) => Some(&mut instance.store.data_mut().ctx),
+            Slot::Idle(ctx) => Some(&mut **ctx),
+            Slot::Moving => None,
+        };
+        if let Some(script) = ctx.and_then(|ctx| ctx.script.as_mut()) {
+            script.next_input();
+        }
         if let Event::Configure { sources, .. } = event {
             // The new run masks what its config makes a code, as the recording did.
             self.transcript.configure(sources);

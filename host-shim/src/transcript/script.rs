@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use crate::bindings::agent::{SessionInfo, WorkFacts};
 use crate::bindings::transport::{FetchedAttachment, Identity, Receipt, SendError};
-use crate::transcript::line::Event;
+use crate::transcript::line::{Dir, Event};
 
 /// Recorded answers, one queue per import, in recorded order. A queue that runs dry (the
 /// new build asks more than the old one did) answers like an idle, empty host, and the
@@ -27,6 +27,11 @@ pub struct Script {
     work: VecDeque<WorkFacts>,
     confirmed: VecDeque<bool>,
     acquired: VecDeque<Result<(), String>>,
+    /// The clock reads that moved on, per input in recorded order: (read, time shown).
+    clock: VecDeque<Vec<(u32, u64)>>,
+    /// The input being replayed: its clock reads so far, and what they showed.
+    reads: Vec<(u32, u64)>,
+    read: u32,
     /// Replaces withheld random bytes: a fixed sequence, so replay is deterministic.
     filler: u64,
     sends: u64,
@@ -55,7 +60,15 @@ impl Script {
             ..Script::default()
         };
         for event in events {
+            if event.dir() == Dir::In {
+                script.clock.push_back(Vec::new());
+            }
             match event.clone() {
+                Event::Clock { read, now_ms } => {
+                    if let Some(reads) = script.clock.back_mut() {
+                        reads.push((read, now_ms));
+                    }
+                }
                 Event::Rng { bytes, .. } => {
                     script.rng.push_back(bytes.and_then(|h| hex_decode(&h)))
                 }
@@ -78,6 +91,24 @@ impl Script {
             }
         }
         script
+    }
+
+    /// Replay moves on to the next recorded input: its clock reads are counted from 1.
+    pub fn next_input(&mut self) {
+        self.reads = self.clock.pop_front().unwrap_or_default();
+        self.read = 0;
+    }
+
+    /// `clock.now-ms`: what the recorded run showed at this read of this input, which is
+    /// the last time a read up to this one moved on to, else the input's own time
+    /// (`input_ms`, the replay clock).
+    pub fn now(&mut self, input_ms: u64) -> u64 {
+        self.read = self.read.saturating_add(1);
+        self.reads
+            .iter()
+            .take_while(|(read, _)| *read <= self.read)
+            .last()
+            .map_or(input_ms, |(_, shown)| *shown)
     }
 
     /// `rng.random-bytes`: the recorded bytes, or (withheld, or not recorded) bytes from
