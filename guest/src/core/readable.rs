@@ -101,6 +101,11 @@ fn mrkdwn(message: &str) -> Vec<Cow<'_, str>> {
 
 /// Appends `text` with mrkdwn's three escapes read as their characters; any other `&`
 /// stays as written, as Slack shows it.
+///
+/// The Slack transport reads inbound text the same way (`transports/slack/src/mrkdwn.rs`,
+/// `unescape`). The two sit on either side of the component boundary, which shares no
+/// code (the guest depends on no transport, nor a transport on the guest): change both
+/// together.
 fn read_escapes_into(out: &mut String, text: &str) {
     let mut rest = text;
     while let Some(at) = memchr::memchr(b'&', rest.as_bytes()) {

@@ -112,7 +112,13 @@ pub enum Audience {
 }
 
 impl Audience {
-    /// The audience of an envelope with these flags.
+    /// The audience of an envelope with these flags, as its transport set them.
+    ///
+    /// The bridge's own router (`guest/src/core/router.rs`, `route`) starts from the same
+    /// two flags and also counts a message led by the bot's name or a remote prefix as
+    /// addressed. Those come from each session's config, which the broker, in front of
+    /// several sessions, does not hold: such a message in a group no session talks to yet
+    /// goes unanswered here, where one session would have answered it.
     pub fn of(is_direct: bool, addressed: bool) -> Audience {
         match (is_direct, addressed) {
             (true, _) => Audience::Direct,

@@ -170,6 +170,10 @@ fn close_up(pieces: Vec<Piece>) -> String {
 
 /// Undoes Slack's three escapes in one pass, so `&amp;lt;` (a person typing `&lt;`)
 /// becomes `&lt;`, not `<`.
+///
+/// The bridge reads outbound mrkdwn the same way for its last look at a message
+/// (`guest/src/core/readable.rs`, `read_escapes_into`), across the component boundary,
+/// which shares no code: change both together.
 pub fn unescape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
