@@ -859,3 +859,32 @@ fn a_marker_cut_by_a_small_limit_is_not_redacted_again() {
         p.messages
     );
 }
+
+/// Slack code cut at a tiny limit: a fence reopened and closed around a piece costs 8, and
+/// under 12 bytes a 4-byte character does not fit between them. The message goes bare
+/// rather than over the limit (````\n👨\n```` at 11 bytes, found by fuzzing, 2026-12-02);
+/// only a lone character over the limit itself may pass it.
+#[test]
+fn a_slack_code_piece_that_cannot_fit_inside_its_fences_goes_bare() {
+    let text = "```\nlet 👨 = \"日本\";\nnext();\n```";
+    for unit in [LengthUnit::Chars, LengthUnit::Utf16, LengthUnit::Bytes] {
+        for limit in 1..=16u32 {
+            let prepared = prepare(text, &caps(limit, unit, Markup::Mrkdwn), 255);
+            assert!(!prepared.messages.is_empty());
+            for message in &prepared.messages {
+                let length = measure(message, unit);
+                assert!(
+                    length <= limit as usize || message.chars().count() == 1,
+                    "{length} > {limit} ({unit:?}): {message:?} in {:?}",
+                    prepared.messages
+                );
+            }
+            let shown: String = prepared.messages.concat().replace("```", "");
+            assert!(
+                shown.contains('👨') && shown.contains('日') && shown.contains('本'),
+                "nothing is dropped: {:?}",
+                prepared.messages
+            );
+        }
+    }
+}
