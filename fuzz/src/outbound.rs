@@ -171,9 +171,17 @@ fn assert_not_planted(part: &str, message: &str, planted: &[String]) {
     // Redaction's own markers are no text of the input: a planted value that reads like a
     // piece of one (`telegram-token]/` after `GITHUB_TOKEN=:`) is found in
     // `/bot[redacted:telegram-token]/` only by coincidence (found by fuzzing, 2026-12-01).
-    let unmarked = markers().fold(part.to_owned(), |text, marker| {
-        text.replace(marker, "\u{0}")
-    });
+    // Without a planted value there is nothing to look for, and without a `[` no marker to
+    // take out (each starts with one): the replacing below was a quarter of this target's
+    // time (perf, 2026-12-02).
+    if planted.is_empty() {
+        return;
+    }
+    let unmarked = if part.contains('[') {
+        markers().fold(part.to_owned(), |text, marker| text.replace(marker, "\u{0}"))
+    } else {
+        part.to_owned()
+    };
     for secret in planted {
         assert!(
             !unmarked.contains(secret.as_str()),
