@@ -238,11 +238,11 @@ pub fn assert_redacted(message: &str, planted: &[String]) {
 /// in no part a person reads as one (found by fuzzing, 2026-12-01), while a secret split by
 /// tags (`ghp_<b>…</b>`) is whole again in the text.
 fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
-    if markup == Markup::Mrkdwn {
-        return mrkdwn_parts(message);
-    }
-    if markup != Markup::Html {
-        return vec![message.to_owned()];
+    match markup {
+        Markup::Mrkdwn => return mrkdwn_parts(message),
+        Markup::Markdown => return markdown_parts(message),
+        Markup::Plain => return vec![message.to_owned()],
+        Markup::Html => {}
     }
     let decode = |text: &str| {
         text.replace("&lt;", "<")
@@ -268,6 +268,40 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
         rest = &rest[open + close + 1..];
     }
     parts
+}
+
+/// What a person may read of a Markdown message (Discord renders it): the message as
+/// sent, and the message without the delimiters a renderer drops from between two pieces
+/// of text: emphasis stars, strikethrough, code ticks, escapes, a link's brackets and a
+/// spoiler's bars, which a tap reads as part of its word (`ghp_||0123…||`: found in
+/// review, 2026-12-02). Underscores stay, as redaction's delimiter look keeps them, and so
+/// do redaction's markers, whole or cut at the message's end (`PASSWORD=[redac`): they are
+/// its output, not text of the input.
+fn markdown_parts(message: &str) -> Vec<String> {
+    let dropped = ['*', '~', '`', '\\', '[', ']', '|'];
+    let mut rendered = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(c) = rest.chars().next() {
+        let marker_end = (rest.starts_with(MARKER) || (c == '[' && MARKER.starts_with(rest)))
+            .then(|| rest.find(']').map_or(rest.len(), |close| close + 1));
+        let taken = match marker_end {
+            Some(end) => {
+                rendered.push_str(&rest[..end]);
+                end
+            }
+            None => {
+                if !dropped.contains(&c) {
+                    rendered.push(c);
+                }
+                c.len_utf8()
+            }
+        };
+        rest = &rest[taken..];
+    }
+    if rendered.len() == message.len() {
+        return vec![message.to_owned()];
+    }
+    vec![message.to_owned(), rendered]
 }
 
 /// What a person reads of a Slack mrkdwn message: the text with each link `<url|text>`

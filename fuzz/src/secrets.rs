@@ -81,11 +81,12 @@ fn unambiguous(texts: &[&str]) -> Vec<String> {
     // drop the secret's own `_`, so they missed the twin in `…GAmDghp_Q0AmDf~GAmDfGh…`
     // (no secret: glued to `D`), which that look sends without its `~`, holding the
     // characters of a real `ghp_Q0AmDfGAmDfGh…` elsewhere (found by fuzzing the config).
+    // Discord's spoiler bars are dropped with the other delimiters (2026-12-02).
     const VIEWS: [&[char]; 4] = [
         &[],
         &['*', '_', '~', '`'],
-        &['*', '_', '~', '`', '\\', '[', ']'],
-        &['*', '~', '`', '\\', '[', ']'],
+        &['*', '_', '~', '`', '\\', '[', ']', '|'],
+        &['*', '~', '`', '\\', '[', ']', '|'],
     ];
     let without = |text: &str, dropped: &[char]| -> String {
         text.chars().filter(|c| !dropped.contains(c)).collect()

@@ -888,3 +888,25 @@ fn a_slack_code_piece_that_cannot_fit_inside_its_fences_goes_bare() {
         }
     }
 }
+
+/// Discord shows `||…||` as a spoiler, read as part of its word once tapped. A cut can part
+/// `Zghp_||0123…||` (no token: glued to `Z`) from its `Z`, and the next message then opens
+/// on a whole token behind the spoiler bars: the last look reads Markdown's edges through
+/// redaction's looks, not only as written (found in review, 2026-12-02).
+#[test]
+fn a_token_behind_spoiler_bars_that_a_cut_unglued_is_redacted() {
+    let token = "0123456789abcdefghijABCDEFGHIJ0123456789";
+    let text = format!("{}Zghp_||{token}||", "a".repeat(49));
+    let discord = caps(50, LengthUnit::Chars, Markup::Markdown);
+    let p = prepare(&text, &discord, 8);
+    assert_eq!(p.messages.len(), 2, "{:?}", p.messages);
+    assert!(p.messages[0].ends_with('Z'), "{:?}", p.messages);
+    assert!(
+        p.messages.iter().all(|m| !m.contains(&token[..16])),
+        "{:?}",
+        p.messages
+    );
+    // Glued, it is no token, and the source's own text goes out as written.
+    let glued = format!("aZghp_||{token}||");
+    assert_eq!(prepare(&glued, &discord, 8).messages, [glued]);
+}

@@ -2,8 +2,10 @@
 //! `/bot123:AAH…`, a Telegram Bot API URL with its token, but in the source `~` stands
 //! between `/` and `bot`, so no shape matches there (found by fuzzing the pipeline). The
 //! same holds for any delimiter the renderer drops between two halves of a shape: `*`
-//! (emphasis), `~` (strikethrough), `` ` `` (code spans), `\` (escapes) and a link's
-//! `[` `]`.
+//! (emphasis), `~` (strikethrough), `` ` `` (code spans), `\` (escapes), a link's
+//! `[` `]`, and `|`: Discord shows `||x||` as a spoiler that reads as part of its word once
+//! tapped, so `ghp_||0123…||` hands a whole token to whoever taps it (found in review,
+//! 2026-12-02).
 //!
 //! A renderer may also turn `*` into `_` (Slack's italics, the Markdown dialects'), which
 //! lengthens a token whose class holds `_`: `Bearer abcdefghijklm*bold*t_` shows as the
@@ -18,8 +20,10 @@
 /// The characters a markdown renderer may drop from between two pieces of text; all
 /// ASCII, so they are removed byte by byte (a char walk cost a quarter of a millisecond
 /// per 64 KiB). A link's brackets go too: `…SAs[link](url)` shows as `…SAslink`, a
-/// longer token (found by fuzzing).
-const DELIMITERS: [u8; 6] = [b'*', b'~', b'`', b'\\', b'[', b']'];
+/// longer token (found by fuzzing). So do spoiler bars: a table's cells written without
+/// blanks (`|ab|cd|`) then join in the view, which costs a redaction only when the joined
+/// cells read as a secret, leaning to more redaction.
+const DELIMITERS: [u8; 7] = [b'*', b'~', b'`', b'\\', b'[', b']', b'|'];
 
 /// Whether `b` is one of [`DELIMITERS`], as compares without a branch, so a block of
 /// bytes is checked with vector compares.
@@ -128,7 +132,7 @@ mod tests {
         /// The block scan finds every delimiter, in any block and at any block's edge.
         #[test]
         fn the_views_drop_every_delimiter_and_nothing_else(
-            text in "([a-z_ é]{0,40}|[*~`\\\\\\[\\]]|\\[redacted(:jwt)?\\]?){0,24}",
+            text in "([a-z_ é]{0,40}|[*~`|\\\\\\[\\]]|\\[redacted(:jwt)?\\]?){0,24}",
         ) {
             proptest::prop_assert_eq!(view(&text), by_chars(&text, None));
             let starred = text.contains('*').then(|| by_chars(&text, Some('_'))).flatten();
@@ -140,8 +144,8 @@ mod tests {
     fn every_delimiter_goes_and_nothing_else() {
         assert_eq!(view("plain text"), None);
         assert_eq!(
-            view(r"/~bot1~ *a* `b` \_c [d](e) [redacted:jwt]"),
-            Some("/bot1 a b _c d(e) [redacted:jwt]".to_string())
+            view(r"/~bot1~ *a* `b` \_c [d](e) ||f|| [redacted:jwt]"),
+            Some("/bot1 a b _c d(e) f [redacted:jwt]".to_string())
         );
         assert_eq!(underscored("no star `x`"), None);
         assert_eq!(

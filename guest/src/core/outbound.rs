@@ -13,7 +13,7 @@ use crate::core::measure::{Meter, measure_rendered};
 use crate::core::readable;
 use crate::core::redact::{Redacted, redact, redact_shapes, union};
 use crate::core::render::escape;
-use crate::core::secrets::{contains_secret, markers};
+use crate::core::secrets::markers;
 use crate::model::{Capabilities, LengthUnit, Markup};
 
 /// What one send posts.
@@ -113,7 +113,10 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
 ///
 /// Markdown messages are the redacted source as written, so only a cut can make something
 /// new there, on a message's first or last lines: those are looked at, and the whole
-/// message only when they show something. Mrkdwn is written by the renderer, which reads
+/// message only when they show something. The platform still renders them, so they are
+/// read through redaction's looks at markup: a cut can part `ghp_||0123…||` (a Discord
+/// spoiler, read as part of its word once tapped) from the letter it was glued to, and
+/// only the spoiler's view shows the token. Mrkdwn is written by the renderer, which reads
 /// entities and code spans as CommonMark does: `ghp&#95;…` in the source is `ghp_…` in
 /// the message, anywhere in it (found in review, 2026-12-01), so every mrkdwn message is
 /// read whole.
@@ -124,12 +127,12 @@ fn last_look(
     markup: Markup,
     rules: &mut Vec<&'static str>,
 ) -> Vec<String> {
-    if markup == Markup::Markdown && !edges_show_a_shape(&message) {
+    if markup == Markup::Markdown && !edges_show_a_secret(&message) {
         return vec![message];
     }
     let mut seen = readable::parts(&message, markup)
         .iter()
-        .map(|part| look_at(part))
+        .map(|part| look_at(part, markup))
         .collect::<Vec<_>>();
     if seen.iter().all(|part| part.rules.is_empty()) {
         return vec![message];
@@ -149,10 +152,12 @@ fn last_look(
     chunk_rendered(plain, sent, limit, unit, markup)
 }
 
-/// Whether the first two or last two lines of `message` may hold a shape: a cut's
-/// neighbours (a fence a cut reopens takes the first line). A gate only: a marker a cut
-/// left short passes it, and [`look_at`] then reads that marker whole.
-fn edges_show_a_shape(message: &str) -> bool {
+/// Whether the first two or last two lines of a Markdown `message` may hold a secret, as
+/// written or through redaction's looks: a cut's neighbours (a fence a cut reopens takes
+/// the first line). A gate only: a marker a cut left short passes it, and [`look_at`] then
+/// reads that marker whole.
+fn edges_show_a_secret(message: &str) -> bool {
+    let shows = |text: &str| !redact(text).rules.is_empty();
     let head_end = memchr::memchr_iter(b'\n', message.as_bytes())
         .nth(1)
         .map_or(message.len(), |i| i + 1);
@@ -160,24 +165,29 @@ fn edges_show_a_shape(message: &str) -> bool {
         .nth(2)
         .map_or(0, |i| i + 1);
     if tail_start <= head_end {
-        return contains_secret(message);
+        return shows(message);
     }
-    contains_secret(message.get(..head_end).unwrap_or_default())
-        || contains_secret(message.get(tail_start..).unwrap_or_default())
+    shows(message.get(..head_end).unwrap_or_default())
+        || shows(message.get(tail_start..).unwrap_or_default())
 }
 
-/// `part` redacted by the shapes alone, read with a redaction marker that a cut left short
+/// `part` redacted by the shapes (through redaction's looks at markup where the platform
+/// renders `part` further: Markdown), read with a redaction marker that a cut left short
 /// read whole: `PASSWORD=[r` is redaction's own output cut by a small limit, not a value
 /// (else its look sent `PASSWORD=[redacted]` and the next message `edacted]` again; found
 /// by fuzzing). The cut is where the part ends, before what the chunker adds to close it
 /// (a fence, a line break).
-fn look_at(part: &str) -> Redacted {
+fn look_at(part: &str, markup: Markup) -> Redacted {
+    let read = match markup {
+        Markup::Markdown => redact,
+        Markup::Html | Markup::Mrkdwn | Markup::Plain => redact_shapes,
+    };
     let cut = part.trim_end_matches("```").trim_end_matches(['\n', '\r']);
     let Some(rest) = cut_marker_rest(cut) else {
-        return redact_shapes(part);
+        return read(part);
     };
     let after = part.get(cut.len()..).unwrap_or_default();
-    let seen = redact_shapes(&format!("{cut}{rest}{after}"));
+    let seen = read(&format!("{cut}{rest}{after}"));
     let completed = format!("{rest}{after}");
     match seen.text.strip_suffix(completed.as_str()) {
         Some(text) => Redacted {

@@ -520,6 +520,17 @@ mod tests {
     }
 
     #[test]
+    fn a_token_split_by_a_discord_spoiler_is_redacted_and_a_table_keeps_its_bars() {
+        // Discord shows `||…||` as a spoiler; tapped, it reads as part of its word, so the
+        // whole token is there for whoever taps it (found in review, 2026-12-02).
+        let out = redact("here ghp_||0123456789abcdefghijABCDEFGHIJ0123456789|| ok");
+        assert!(!out.text.contains("0123456789abcdef"), "{}", out.text);
+        assert_eq!(out.rules, ["github-token"]);
+        let table = "| a | b |\n|---|---|\n| x|y | `z` |";
+        assert_eq!(redact(table).text, table);
+    }
+
+    #[test]
     fn a_token_behind_emphasis_and_a_dropped_delimiter_at_once_is_redacted() {
         // Bold underscores and a strikethrough tilde, both dropped by the renderer.
         let out = redact("x __eyJhbGciOiJIUzI0.eyJzdWIiOiIxMjM0.Sf~KxwRJapp__ y");
