@@ -17,41 +17,15 @@
 //! is sent: the delimiters of that message are lost, which only a message holding a secret
 //! ever pays, and which leans to more redaction, never less.
 
+use crate::core::scan::positions_of;
+
 /// The characters a markdown renderer may drop from between two pieces of text; all
-/// ASCII, so they are removed byte by byte (a char walk cost a quarter of a millisecond
-/// per 64 KiB). A link's brackets go too: `…SAs[link](url)` shows as `…SAslink`, a
+/// ASCII, so they are found and removed byte by byte (a char walk cost a quarter of a
+/// millisecond per 64 KiB). A link's brackets go too: `…SAs[link](url)` shows as `…SAslink`, a
 /// longer token (found by fuzzing). So do spoiler bars: a table's cells written without
 /// blanks (`|ab|cd|`) then join in the view, which costs a redaction only when the joined
 /// cells read as a secret, leaning to more redaction.
 const DELIMITERS: [u8; 7] = [b'*', b'~', b'`', b'\\', b'[', b']', b'|'];
-
-/// Whether `b` is one of [`DELIMITERS`], as compares without a branch, so a block of
-/// bytes is checked with vector compares.
-fn is_delimiter(b: u8) -> u8 {
-    DELIMITERS.iter().fold(0, |any, d| any | u8::from(b == *d))
-}
-
-/// Where the next delimiter is in `bytes`. Blocks without one, most of any text, are
-/// passed with one branch each: a branch per byte cost 8 % of the whole Slack pipeline on
-/// 64 KiB of agent text.
-fn next_delimiter(bytes: &[u8]) -> Option<usize> {
-    let mut blocks = bytes.chunks_exact(32);
-    let mut base = 0;
-    for block in blocks.by_ref() {
-        if block.iter().fold(0, |any, b| any | is_delimiter(*b)) != 0 {
-            return block
-                .iter()
-                .position(|b| is_delimiter(*b) != 0)
-                .map(|k| base + k);
-        }
-        base += block.len();
-    }
-    blocks
-        .remainder()
-        .iter()
-        .position(|b| is_delimiter(*b) != 0)
-        .map(|k| base + k)
-}
 
 /// `text` without its delimiter characters; `None` when it holds none.
 pub fn view(text: &str) -> Option<String> {
@@ -69,30 +43,36 @@ const MARKER: &[u8] = b"[redacted";
 
 fn rewritten(text: &str, star_as: Option<u8>) -> Option<String> {
     let bytes = text.as_bytes();
-    let first = next_delimiter(bytes)?;
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = &bytes[first..];
-    out.extend_from_slice(&bytes[..first]);
-    // Copy the runs between delimiters whole.
-    while let Some(at) = next_delimiter(rest) {
-        out.extend_from_slice(&rest[..at]);
-        // Redaction's own markers keep their brackets: without them `[redacted]` reads as
-        // a value a shape would replace again.
-        if rest[at..].starts_with(MARKER)
-            && let Some(close) = memchr::memchr(b']', &rest[at..])
-        {
-            out.extend_from_slice(&rest[at..=at + close]);
-            rest = &rest[at + close + 1..];
+    let mut out: Option<Vec<u8>> = None;
+    // `bytes[..copied]` is written out or dropped; the runs between delimiters are copied
+    // whole.
+    let mut copied = 0;
+    for at in positions_of(bytes, DELIMITERS) {
+        // Inside a marker copied whole below.
+        if at < copied {
             continue;
         }
-        if rest[at] == b'*'
+        let out = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
+        out.extend_from_slice(bytes.get(copied..at).unwrap_or_default());
+        let rest = bytes.get(at..).unwrap_or_default();
+        // Redaction's own markers keep their brackets: without them `[redacted]` reads as
+        // a value a shape would replace again.
+        if rest.starts_with(MARKER)
+            && let Some(close) = memchr::memchr(b']', rest)
+        {
+            out.extend_from_slice(&rest[..=close]);
+            copied = at + close + 1;
+            continue;
+        }
+        if rest.first() == Some(&b'*')
             && let Some(star) = star_as
         {
             out.push(star);
         }
-        rest = &rest[at + 1..];
+        copied = at + 1;
     }
-    out.extend_from_slice(rest);
+    let mut out = out?;
+    out.extend_from_slice(bytes.get(copied..).unwrap_or_default());
     // Removing or swapping ASCII bytes in UTF-8 leaves UTF-8: no multi-byte character
     // holds one.
     String::from_utf8(out).ok()
