@@ -281,6 +281,72 @@ mod tests {
         }
     }
 
+    /// An agent that hands its signal channel to the test.
+    #[derive(Default)]
+    struct Emitter(std::sync::Mutex<Option<mpsc::Sender<AgentSignal>>>);
+
+    #[async_trait]
+    impl Agent for Emitter {
+        fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+            *self.0.lock().expect("emitter lock") = Some(signals);
+        }
+        async fn send_prompt(
+            &self,
+            _text: String,
+            _deliver_as: DeliverAs,
+            _images: Vec<PromptImage>,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+        fn abort(&self) {}
+        fn is_idle(&self) -> bool {
+            false
+        }
+        fn session_info(&self) -> SessionInfo {
+            Idle(false).session_info()
+        }
+        fn recent_work(&self) -> RecentWork {
+            RecentWork::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_settled_turn_is_counted_before_the_session_reads_it() {
+        // The session saves on reading the settle, and that document speaks only for what
+        // was counted before it: counted after forwarding, the settling save could come
+        // first, the prompt's ack would wait for a later save that an idle session never
+        // makes, and a node stopping meanwhile would run the prompt again.
+        let inner = Arc::new(Emitter::default());
+        let ledger = TurnLedger::new(inner.clone());
+        let agent = LedgerAgent::new(ledger.clone());
+        // The session's channel is full, so the forwarder waits at its send: what the
+        // ledger shows meanwhile was counted before the session could read the settle.
+        let (signals, mut session) = mpsc::channel(1);
+        let filler = AgentSignal::Event(AgentEvent::AssistantMessage("earlier".into()));
+        signals.send(filler).await.expect("room for one");
+        agent.attach(signals);
+        let emit = inner.0.lock().expect("emitter lock").clone().expect("attached");
+        emit.send(AgentSignal::Event(AgentEvent::TurnSettled))
+            .await
+            .expect("forwarder listening");
+        for _ in 0..64 {
+            if ledger.settled.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(ledger.settled.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            session.recv().await,
+            Some(AgentSignal::Event(AgentEvent::AssistantMessage(_)))
+        ));
+        let settle = tokio::time::timeout(std::time::Duration::from_secs(5), session.recv());
+        assert!(matches!(
+            settle.await.expect("forwarded"),
+            Some(AgentSignal::Event(AgentEvent::TurnSettled))
+        ));
+    }
+
     const TURN: &str = r#"{"turn":{"startedAt":1,"remote":true,"cards":[]}}"#;
     const ONE_QUEUED: &str = r#"{"queued":[{"transport":"t","conversationId":"c"}]}"#;
 
