@@ -142,22 +142,23 @@ impl Driver<'_> {
         Ok(())
     }
 
-    fn record(&self, event: Event) {
-        let at = match &self.slot {
-            Slot::Live(instance) => instance.store.data().ctx.clock.now_ms(),
-            _ => 0,
-        };
+    /// The session's context, in the instance or waiting for one.
+    fn context_mut(&mut self) -> Option<&mut SessionContext> {
+        match &mut self.slot {
+            Slot::Live(instance) => Some(&mut instance.store.data_mut().ctx),
+            Slot::Idle(ctx) => Some(&mut **ctx),
+            Slot::Moving => None,
+        }
+    }
+
+    fn record(&mut self, event: Event) {
+        let at = self.context_mut().map_or(0, |ctx| ctx.clock.now_ms());
         self.transcript.record(at, event);
     }
 
     /// One input into the instance; effects land in the transcript.
     async fn feed(&mut self, event: &Event) -> Result<(), ReplayError> {
-        let ctx = match &mut self.slot {
-            Slot::Live(instance) => Some(&mut instance.store.data_mut().ctx),
-            Slot::Idle(ctx) => Some(&mut **ctx),
-            Slot::Moving => None,
-        };
-        if let Some(script) = ctx.and_then(|ctx| ctx.script.as_mut()) {
+        if let Some(script) = self.context_mut().and_then(|ctx| ctx.script.as_mut()) {
             script.next_input();
         }
         if let Event::Configure { sources, .. } = event {
