@@ -178,7 +178,9 @@ fn assert_not_planted(part: &str, message: &str, planted: &[String]) {
         return;
     }
     let unmarked = if part.contains('[') {
-        markers().fold(part.to_owned(), |text, marker| text.replace(marker, "\u{0}"))
+        markers().fold(part.to_owned(), |text, marker| {
+            text.replace(marker, "\u{0}")
+        })
     } else {
         part.to_owned()
     };

@@ -8,6 +8,7 @@
 //! to that session's subject whether or not a node runs it right now, so a message sent
 //! while a session moves between nodes waits in the stream instead of being lost.
 
+use futures_util::StreamExt as _;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -457,34 +458,43 @@ impl Shared {
 
     /// The sessions as routing sees them: who is paired with each comes from its state in
     /// the KV bucket (read fresh: a session may have paired someone a moment ago), plus
-    /// the identities the config allows.
+    /// the identities the config allows. The states are read [`STATE_READS`] at a time, in
+    /// order: one after another, a first message to a bot of a thousand sessions waited
+    /// for a thousand round trips.
     async fn views(&self, sessions: Vec<SessionEntry>) -> Vec<SessionView> {
-        let mut views = Vec::with_capacity(sessions.len());
-        for entry in sessions {
-            let mut view = unpaired_view(entry);
-            view.paired = self.options.allowed.clone();
-            match self.states.load(&view.key).await {
-                Ok(loaded) => {
-                    if let Some(document) = loaded.document {
-                        let (state, _) =
-                            guest::core::state::parse_session_state(&document, &view.key);
-                        view.paired
-                            .extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
-                    }
-                }
-                Err(error) => {
-                    self.log(
-                        Level::Warning,
-                        "session state unreadable",
-                        &[("error", error.to_string())],
-                    );
+        futures_util::stream::iter(sessions)
+            .map(|entry| self.view(entry))
+            .buffered(STATE_READS)
+            .collect()
+            .await
+    }
+
+    async fn view(&self, entry: SessionEntry) -> SessionView {
+        let mut view = unpaired_view(entry);
+        view.paired = self.options.allowed.clone();
+        match self.states.load(&view.key).await {
+            Ok(loaded) => {
+                if let Some(document) = loaded.document {
+                    let (state, _) = guest::core::state::parse_session_state(&document, &view.key);
+                    view.paired
+                        .extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
                 }
             }
-            views.push(view);
+            Err(error) => {
+                self.log(
+                    Level::Warning,
+                    "session state unreadable",
+                    &[("error", error.to_string())],
+                );
+            }
         }
-        views
+        view
     }
 }
+
+/// Session states read at once for [`Shared::views`]: enough to hide the round trips,
+/// few enough not to flood the KV bucket from one message.
+const STATE_READS: usize = 32;
 
 /// A directory entry as routing sees it, with no one paired.
 fn unpaired_view(entry: SessionEntry) -> SessionView {

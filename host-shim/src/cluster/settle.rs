@@ -325,7 +325,12 @@ mod tests {
         let filler = AgentSignal::Event(AgentEvent::AssistantMessage("earlier".into()));
         signals.send(filler).await.expect("room for one");
         agent.attach(signals);
-        let emit = inner.0.lock().expect("emitter lock").clone().expect("attached");
+        let emit = inner
+            .0
+            .lock()
+            .expect("emitter lock")
+            .clone()
+            .expect("attached");
         emit.send(AgentSignal::Event(AgentEvent::TurnSettled))
             .await
             .expect("forwarder listening");

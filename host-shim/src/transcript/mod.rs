@@ -275,9 +275,15 @@ mod tests {
             written,
             vec![
                 Event::Tick,
-                Event::Clock { read: 2, now_ms: 107 },
+                Event::Clock {
+                    read: 2,
+                    now_ms: 107
+                },
                 Event::Tick,
-                Event::Clock { read: 1, now_ms: 111 },
+                Event::Clock {
+                    read: 1,
+                    now_ms: 111
+                },
             ]
         );
     }
