@@ -248,14 +248,29 @@ mod tests {
     use super::*;
 
     fn ledger(idle: bool) -> Arc<TurnLedger> {
-        TurnLedger::new(Arc::new(Idle(idle)))
+        TurnLedger::new(Arc::new(Fake::new(idle)))
     }
 
-    struct Idle(bool);
+    /// An agent that is idle or not, and hands the test the channel it was attached to.
+    struct Fake {
+        idle: bool,
+        signals: std::sync::Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    }
+
+    impl Fake {
+        fn new(idle: bool) -> Fake {
+            Fake {
+                idle,
+                signals: std::sync::Mutex::new(None),
+            }
+        }
+    }
 
     #[async_trait]
-    impl Agent for Idle {
-        fn attach(&self, _signals: mpsc::Sender<AgentSignal>) {}
+    impl Agent for Fake {
+        fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+            *self.signals.lock().expect("fake agent lock") = Some(signals);
+        }
         async fn send_prompt(
             &self,
             _text: String,
@@ -266,7 +281,7 @@ mod tests {
         }
         fn abort(&self) {}
         fn is_idle(&self) -> bool {
-            self.0
+            self.idle
         }
         fn session_info(&self) -> SessionInfo {
             SessionInfo {
@@ -281,42 +296,13 @@ mod tests {
         }
     }
 
-    /// An agent that hands its signal channel to the test.
-    #[derive(Default)]
-    struct Emitter(std::sync::Mutex<Option<mpsc::Sender<AgentSignal>>>);
-
-    #[async_trait]
-    impl Agent for Emitter {
-        fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
-            *self.0.lock().expect("emitter lock") = Some(signals);
-        }
-        async fn send_prompt(
-            &self,
-            _text: String,
-            _deliver_as: DeliverAs,
-            _images: Vec<PromptImage>,
-        ) -> Result<(), String> {
-            Ok(())
-        }
-        fn abort(&self) {}
-        fn is_idle(&self) -> bool {
-            false
-        }
-        fn session_info(&self) -> SessionInfo {
-            Idle(false).session_info()
-        }
-        fn recent_work(&self) -> RecentWork {
-            RecentWork::default()
-        }
-    }
-
     #[tokio::test]
     async fn a_settled_turn_is_counted_before_the_session_reads_it() {
         // The session saves on reading the settle, and that document speaks only for what
         // was counted before it: counted after forwarding, the settling save could come
         // first, the prompt's ack would wait for a later save that an idle session never
         // makes, and a node stopping meanwhile would run the prompt again.
-        let inner = Arc::new(Emitter::default());
+        let inner = Arc::new(Fake::new(false));
         let ledger = TurnLedger::new(inner.clone());
         let agent = LedgerAgent::new(ledger.clone());
         // The session's channel is full, so the forwarder waits at its send: what the
@@ -325,12 +311,8 @@ mod tests {
         let filler = AgentSignal::Event(AgentEvent::AssistantMessage("earlier".into()));
         signals.send(filler).await.expect("room for one");
         agent.attach(signals);
-        let emit = inner
-            .0
-            .lock()
-            .expect("emitter lock")
-            .clone()
-            .expect("attached");
+        let emit = inner.signals.lock().expect("fake agent lock").clone();
+        let emit = emit.expect("attached");
         emit.send(AgentSignal::Event(AgentEvent::TurnSettled))
             .await
             .expect("forwarder listening");
