@@ -276,13 +276,18 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
 /// sent, and the message without the delimiters a renderer drops from between two pieces
 /// of text: emphasis stars, strikethrough, code ticks, escapes, a link's brackets and a
 /// spoiler's bars, which a tap reads as part of its word (`ghp_||0123…||`: found in
-/// review, 2026-12-02). Underscores stay, as redaction's delimiter look keeps them, and so
-/// do redaction's markers, whole or cut at the message's end (`PASSWORD=[redac`): they are
-/// its output, not text of the input.
+/// review, 2026-12-02). Underscores are read as redaction's emphasis look reads them (per
+/// line, paired runs are emphasis, shown as a boundary): read as literal text, `d*___…`
+/// after `sk-ant-d~` was a key no renderer shows, since that run is emphasis there and the
+/// lone `~` and `*` are shown (found by fuzzing, 2026-12-02). Redaction's markers stay,
+/// whole or cut at the message's end (`PASSWORD=[redac`): they are its output, not text of
+/// the input.
 fn markdown_parts(message: &str) -> Vec<String> {
     let dropped = ['*', '~', '`', '\\', '[', ']', '|'];
+    let emphasised = guest::core::emphasis::view(message).map(|(view, _)| view);
+    let base = emphasised.as_deref().unwrap_or(message);
     let mut rendered = String::with_capacity(message.len());
-    let mut rest = message;
+    let mut rest = base;
     while let Some(c) = rest.chars().next() {
         let marker_end = (rest.starts_with(MARKER) || (c == '[' && MARKER.starts_with(rest)))
             .then(|| rest.find(']').map_or(rest.len(), |close| close + 1));
@@ -300,7 +305,7 @@ fn markdown_parts(message: &str) -> Vec<String> {
         };
         rest = &rest[taken..];
     }
-    if rendered.len() == message.len() {
+    if rendered == message {
         return vec![message.to_owned()];
     }
     vec![message.to_owned(), rendered]
