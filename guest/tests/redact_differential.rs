@@ -61,6 +61,7 @@ const TRIGGERS: &[&str] = &[
     "B_TOKEN='",
     "PASSWORD='x y'",
     "export A_TOKEN=\"multi\nline\"",
+    "A_TOKEN=B_PASSWORD='multi\nline'",
     "SECRET=",
     "9TOKEN=x",
     "aTOKEN=x",
@@ -186,6 +187,8 @@ const TABLE: &[&str] = &[
     "x-auth-token: s3cr3t",
     "bearer abcdefghijklmnopqrstuvwxyz==",
     "DB_PASSWORD='hunter2 x'",
+    // A quoted value after another assignment, over a line break (found by fuzzing).
+    "APIKEY======'hunter2\nstill the password' after",
     "postgres://admin:hunter2@db:5432/app",
     "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuv and ghp_abcdefghijklmnopqrstuw, sk-abcdefghijklmnopqrstuvwxyz",
     "The task-runner uses sk-short, ghp_x and Bearer tokens; see https://example.com/a@b.",

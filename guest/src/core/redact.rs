@@ -312,12 +312,16 @@ impl<'a> Reach<'a> {
                     .map_or(0, |rest| rest.iter().take_while(|b| is_space(**b)).count());
                 line_end(self.text, c.at + 6 + blank)
             }
-            ASSIGNMENT => match bytes.get(c.at + 1) {
-                Some(quote @ (b'"' | b'\'')) => {
-                    let close = self.closing(*quote, c.at + 2);
+            // A quoted value may run over line breaks, also after another assignment
+            // (`A_TOKEN=B_PASSWORD='x<LF>y'`, whose second line was left: found by fuzzing
+            // the config, 2026-12-02).
+            ASSIGNMENT => match secrets::assignment_quote(bytes, c.at) {
+                Some(open) => {
+                    let quote = bytes.get(open).copied().unwrap_or(b'"');
+                    let close = self.closing(quote, open + 1);
                     close.max(line_end(self.text, c.at))
                 }
-                _ => line_end(self.text, c.at),
+                None => line_end(self.text, c.at),
             },
             _ => line_end(self.text, c.at),
         }
@@ -541,6 +545,16 @@ mod tests {
     fn an_assignment_inside_an_assignments_value_loses_its_quoted_value_too() {
         let out = redact("A_TOKEN=B_PASSWORD='hunter2 x' ok");
         assert_eq!(out.text, "A_TOKEN=[redacted] ok");
+    }
+
+    #[test]
+    fn a_quoted_value_after_another_assignment_goes_over_its_line_breaks() {
+        // The match's reach stopped at the line's end, so the closing quote was never seen
+        // and the second line of the password was sent (found by fuzzing the config).
+        let out = redact("A_TOKEN=B_PASSWORD='hunter2\nstill secret' ok\nnext");
+        assert_eq!(out.text, "A_TOKEN=[redacted] ok\nnext");
+        let out = redact("APIKEY======'hunter2\nstill secret' ok");
+        assert_eq!(out.text, "APIKEY=[redacted] ok");
     }
 
     #[test]

@@ -690,26 +690,24 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
         return None;
     }
     let value = eq + 1;
-    let end = match text.get(value) {
-        Some(quote @ (b'"' | b'\'')) => value + 2 + memchr::memchr(*quote, text.get(value + 1..)?)?,
-        _ => {
-            let len = run(text, value, |b| !is_space(b) && b != b'"' && b != b'\'');
-            if len == 0 {
-                return None;
-            }
-            // `A_TOKEN=B_PASSWORD='x y'`: a value that ends in `=` before a quote is another
-            // assignment; its quoted value goes too (found by fuzzing the config).
-            let end = value + len;
-            match text.get(end) {
-                Some(quote @ (b'"' | b'\'')) if text[end - 1] == b'=' => {
-                    match memchr::memchr(*quote, &text[end + 1..]) {
-                        Some(close) => end + 2 + close,
-                        None => end,
-                    }
-                }
-                _ => end,
+    let end = match assignment_quote(text, eq) {
+        Some(open) => {
+            let quote = text.get(open).copied()?;
+            match text
+                .get(open + 1..)
+                .and_then(|rest| memchr::memchr(quote, rest))
+            {
+                Some(close) => open + 2 + close,
+                // A quote right after `=` that nothing closes is no value; after another
+                // assignment, the part before the quote still is.
+                None if open == value => return None,
+                None => open,
             }
         }
+        None => match run(text, value, is_unquoted_value_byte) {
+            0 => return None,
+            len => value + len,
+        },
     };
     Some(Found {
         start,
@@ -717,6 +715,26 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
         keep: eq,
         keep_whole: false,
     })
+}
+
+/// A byte of an assignment's value written without quotes.
+fn is_unquoted_value_byte(b: u8) -> bool {
+    !is_space(b) && b != b'"' && b != b'\''
+}
+
+/// Where the quoted part of the value of the assignment whose `=` is at `eq` opens, if it
+/// has one: right after the `=` (`TOKEN='x y'`), or after a value that ends in `=`
+/// (`A_TOKEN=B_PASSWORD='x y'`: another assignment, whose quoted value goes too; found by
+/// fuzzing the config). Redaction reads it to know how far the match may reach: a quoted
+/// value may run over line breaks.
+pub fn assignment_quote(text: &[u8], eq: usize) -> Option<usize> {
+    let value = eq + 1;
+    if matches!(text.get(value)?, b'"' | b'\'') {
+        return Some(value);
+    }
+    let end = value + run(text, value, is_unquoted_value_byte);
+    (end > value && text.get(end - 1) == Some(&b'=') && matches!(text.get(end), Some(b'"' | b'\'')))
+        .then_some(end)
 }
 
 fn url_credentials(text: &[u8], colon: usize, from: usize) -> Option<Found> {
