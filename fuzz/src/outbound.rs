@@ -281,7 +281,7 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
 /// after `sk-ant-d~` was a key no renderer shows, since that run is emphasis there and the
 /// lone `~` and `*` are shown (found by fuzzing, 2026-12-02). Redaction's markers stay,
 /// whole or cut at the message's end (`PASSWORD=[redac`): they are its output, not text of
-/// the input.
+/// the input; only those it writes, as redaction's look keeps only those.
 fn markdown_parts(message: &str) -> Vec<String> {
     let dropped = ['*', '~', '`', '\\', '[', ']', '|'];
     let emphasised = guest::core::emphasis::view(message).map(|(view, _)| view);
@@ -289,8 +289,10 @@ fn markdown_parts(message: &str) -> Vec<String> {
     let mut rendered = String::with_capacity(message.len());
     let mut rest = base;
     while let Some(c) = rest.chars().next() {
-        let marker_end = (rest.starts_with(MARKER) || (c == '[' && MARKER.starts_with(rest)))
-            .then(|| rest.find(']').map_or(rest.len(), |close| close + 1));
+        let marker_end = markers()
+            .find(|marker| rest.starts_with(marker))
+            .map(str::len)
+            .or_else(|| (c == '[' && markers().any(|m| m.starts_with(rest))).then_some(rest.len()));
         let taken = match marker_end {
             Some(end) => {
                 rendered.push_str(&rest[..end]);

@@ -18,6 +18,7 @@
 //! ever pays, and which leans to more redaction, never less.
 
 use crate::core::scan::positions_of;
+use crate::core::secrets::markers;
 
 /// The characters a markdown renderer may drop from between two pieces of text; all
 /// ASCII, so they are found and removed byte by byte (a char walk cost a quarter of a
@@ -56,12 +57,14 @@ fn rewritten(text: &str, star_as: Option<u8>) -> Option<String> {
         out.extend_from_slice(bytes.get(copied..at).unwrap_or_default());
         let rest = bytes.get(at..).unwrap_or_default();
         // Redaction's own markers keep their brackets: without them `[redacted]` reads as
-        // a value a shape would replace again.
+        // a value a shape would replace again. Only a marker redaction writes: kept up to
+        // the next `]`, any `[redacted` shielded what followed it, over lines, from this
+        // look (`[redacted` … `ghp_Q1w2E3r4d*~T5y6…` … `]`, found by fuzzing, 2026-12-02).
         if rest.starts_with(MARKER)
-            && let Some(close) = memchr::memchr(b']', rest)
+            && let Some(marker) = markers().find(|m| rest.starts_with(m.as_bytes()))
         {
-            out.extend_from_slice(&rest[..=close]);
-            copied = at + close + 1;
+            out.extend_from_slice(marker.as_bytes());
+            copied = at + marker.len();
             continue;
         }
         if rest.first() == Some(&b'*')
@@ -91,11 +94,9 @@ mod tests {
         let mut out = String::new();
         let mut rest = text;
         while let Some(c) = rest.chars().next() {
-            if rest.starts_with("[redacted")
-                && let Some(close) = rest.find(']')
-            {
-                out.push_str(&rest[..=close]);
-                rest = &rest[close + 1..];
+            if let Some(marker) = markers().find(|m| rest.starts_with(m)) {
+                out.push_str(marker);
+                rest = &rest[marker.len()..];
                 continue;
             }
             match (c, star_as) {
@@ -126,6 +127,11 @@ mod tests {
         assert_eq!(
             view(r"/~bot1~ *a* `b` \_c [d](e) ||f|| [redacted:jwt]"),
             Some("/bot1 a b _c d(e) f [redacted:jwt]".to_string())
+        );
+        // Text that only starts like a marker keeps nothing from the look.
+        assert_eq!(
+            view("[redacted:x ghp_a*b*c] [redacted:jwt]"),
+            Some("redacted:x ghp_abc [redacted:jwt]".to_string())
         );
         assert_eq!(underscored("no star `x`"), None);
         assert_eq!(

@@ -535,6 +535,16 @@ mod tests {
     }
 
     #[test]
+    fn text_that_only_starts_like_a_marker_shields_nothing_from_the_delimiter_look() {
+        // Kept whole up to the next `]`, `[redacted` hid a token in bold from the look
+        // (found by fuzzing the pipeline, 2026-12-02).
+        let out = redact("[redacted note\nghp_Q1w2E3r4d**T5y6**U7i6O9pAs] ok");
+        assert!(!out.text.contains("Q1w2E3r4d"), "{}", out.text);
+        let marked = "a [redacted:github-token] b";
+        assert_eq!(redact(marked).text, marked);
+    }
+
+    #[test]
     fn a_token_behind_emphasis_and_a_dropped_delimiter_at_once_is_redacted() {
         // Bold underscores and a strikethrough tilde, both dropped by the renderer.
         let out = redact("x __eyJhbGciOiJIUzI0.eyJzdWIiOiIxMjM0.Sf~KxwRJapp__ y");
