@@ -691,11 +691,10 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
     }
     let value = eq + 1;
     let end = match assignment_quote(text, eq) {
-        Some(open) => {
-            let quote = text.get(open).copied()?;
+        Some(Quote { open, byte }) => {
             match text
                 .get(open + 1..)
-                .and_then(|rest| memchr::memchr(quote, rest))
+                .and_then(|rest| memchr::memchr(byte, rest))
             {
                 Some(close) => open + 2 + close,
                 // A quote right after `=` that nothing closes is no value; after another
@@ -722,19 +721,35 @@ fn is_unquoted_value_byte(b: u8) -> bool {
     !is_space(b) && b != b'"' && b != b'\''
 }
 
+/// The quoted part of an assignment's value, as [`assignment_quote`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quote {
+    /// Byte offset of the opening quote.
+    pub open: usize,
+    /// The quote byte itself (`"` or `'`): the value runs to the next one.
+    pub byte: u8,
+}
+
 /// Where the quoted part of the value of the assignment whose `=` is at `eq` opens, if it
 /// has one: right after the `=` (`TOKEN='x y'`), or after a value that ends in `=`
 /// (`A_TOKEN=B_PASSWORD='x y'`: another assignment, whose quoted value goes too; found by
 /// fuzzing the config). Redaction reads it to know how far the match may reach: a quoted
 /// value may run over line breaks.
-pub fn assignment_quote(text: &[u8], eq: usize) -> Option<usize> {
+pub fn assignment_quote(text: &[u8], eq: usize) -> Option<Quote> {
+    let quote_at = |open: usize| {
+        text.get(open)
+            .filter(|b| matches!(b, b'"' | b'\''))
+            .map(|&byte| Quote { open, byte })
+    };
     let value = eq + 1;
-    if matches!(text.get(value)?, b'"' | b'\'') {
-        return Some(value);
+    if let Some(quote) = quote_at(value) {
+        return Some(quote);
     }
     let end = value + run(text, value, is_unquoted_value_byte);
-    (end > value && text.get(end - 1) == Some(&b'=') && matches!(text.get(end), Some(b'"' | b'\'')))
-        .then_some(end)
+    if end > value && text.get(end - 1) == Some(&b'=') {
+        return quote_at(end);
+    }
+    None
 }
 
 fn url_credentials(text: &[u8], colon: usize, from: usize) -> Option<Found> {

@@ -8,7 +8,7 @@ use guest::core::secrets::{PRIVATE_KEY, Replacement, SHAPES};
 use regex_lite::{Captures, Regex};
 
 /// `text` redacted by running every shape's pattern in list order, pass after pass while a
-/// pass changes the text (at most four passes, as the engine).
+/// pass changes the text, as the engine.
 pub fn reference_redact(text: &str) -> Redacted {
     // The looks (emphasis view, dropped delimiters) are shared; the passes are what this
     // reference checks.
@@ -16,25 +16,8 @@ pub fn reference_redact(text: &str) -> Redacted {
 }
 
 fn reference_passes(text: &str) -> Redacted {
-    let mut out = reference_once(text);
-    let mut passes = 1;
-    while !out.rules.is_empty() && passes < 4 {
-        let again = reference_once(&out.text);
-        passes += 1;
-        if again.rules.is_empty() || again.text == out.text {
-            break;
-        }
-        let rules: Vec<&'static str> = SHAPES
-            .iter()
-            .map(|shape| shape.name)
-            .filter(|name| out.rules.contains(name) || again.rules.contains(name))
-            .collect();
-        out = Redacted {
-            text: again.text,
-            rules,
-        };
-    }
-    out
+    // Repeated and settled as the engine's passes are: this reference checks one pass.
+    guest::core::redact::repeat_passes(text, reference_once)
 }
 
 /// One pass: every shape's pattern in list order.
