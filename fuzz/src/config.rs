@@ -71,7 +71,9 @@ fn setting(setting: &core::Setting) -> Setting {
 /// What the config says with every transport enabled and nothing else set: default
 /// variable names and URLs. A "secret" of the input that is part of these
 /// (`PITOKEN_=PP_TOKEN` and the default `PI_SLACK_APP_TOKEN`) is a coincidence of the
-/// fuzzer's, not an echo.
+/// fuzzer's, not an echo. Also what it says failing closed (a second file that is not
+/// JSON): the strictest values in the bridge's own layout (`pproval": "each",` planted
+/// after `x-API-KEY:` met `"remoteToolApproval": "each",`; found by fuzzing, 2026-12-02).
 fn baseline() -> &'static [String] {
     static BASELINE: OnceLock<Vec<String>> = OnceLock::new();
     BASELINE.get_or_init(|| {
@@ -79,14 +81,23 @@ fn baseline() -> &'static [String] {
         // config can show is known: `": [],\n    "` is the scope's formatting, not a
         // secret of the input (found by fuzzing, 2026-12-01).
         let all = r#"{"bridge":{"remoteScope":{}},"transports":{"telegram":{"enabled":true},"discord":{"enabled":true},"slack":{"enabled":true},"robo_claw":{"enabled":true},"terminal":{"enabled":true}}}"#;
-        let sources = [ConfigSource {
-            scope: ConfigScope::Project,
-            path: "/home/dev/.pi/project.json".into(),
-            content: ConfigContent::Text(all.into()),
-        }];
-        let loaded = load_config(&sources, platforms());
-        let mut known = said(&loaded);
-        known.push(format!("{loaded:?}"));
+        let source = |scope: ConfigScope, text: &str| ConfigSource {
+            scope,
+            path: format!("/home/dev/.pi/{}.json", scope.label()),
+            content: ConfigContent::Text(text.into()),
+        };
+        let mut known = Vec::new();
+        for sources in [
+            vec![source(ConfigScope::Project, all)],
+            vec![
+                source(ConfigScope::Global, all),
+                source(ConfigScope::Project, "{"),
+            ],
+        ] {
+            let loaded = load_config(&sources, platforms());
+            known.extend(said(&loaded));
+            known.push(format!("{loaded:?}"));
+        }
         known
     })
 }
