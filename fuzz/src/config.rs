@@ -81,11 +81,6 @@ fn baseline() -> &'static [String] {
         // config can show is known: `": [],\n    "` is the scope's formatting, not a
         // secret of the input (found by fuzzing, 2026-12-01).
         let all = r#"{"bridge":{"remoteScope":{}},"transports":{"telegram":{"enabled":true},"discord":{"enabled":true},"slack":{"enabled":true},"robo_claw":{"enabled":true},"terminal":{"enabled":true}}}"#;
-        let source = |scope: ConfigScope, text: &str| ConfigSource {
-            scope,
-            path: format!("/home/dev/.pi/{}.json", scope.label()),
-            content: ConfigContent::Text(text.into()),
-        };
         let mut known = Vec::new();
         for sources in [
             vec![source(ConfigScope::Project, all)],
@@ -100,6 +95,15 @@ fn baseline() -> &'static [String] {
         }
         known
     })
+}
+
+/// One config file of `scope` holding `text`, where pi keeps it.
+fn source(scope: ConfigScope, text: &str) -> ConfigSource {
+    ConfigSource {
+        scope,
+        path: format!("/home/dev/.pi/{}.json", scope.label()),
+        content: ConfigContent::Text(text.to_owned()),
+    }
 }
 
 /// Every text `load_config` gives a person to read in what it `loaded`.
@@ -119,11 +123,7 @@ pub fn config(data: &[u8]) {
     let sources: Vec<ConfigSource> = files
         .iter()
         .zip(scopes)
-        .map(|(file, scope)| ConfigSource {
-            scope,
-            path: format!("/home/dev/.pi/{}.json", scope.label()),
-            content: ConfigContent::Text((*file).to_owned()),
-        })
+        .map(|(file, scope)| source(scope, file))
         .collect();
     let loaded = load_config(&sources, platforms());
     let said = said(&loaded);

@@ -82,6 +82,7 @@ pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
 /// with its own.
 pub fn repeat_passes(text: &str, once: impl Fn(&str) -> Redacted) -> Redacted {
     let first = once(text);
+    // Text without secrets (most replies) costs one pass, not a second to confirm it.
     if first.rules.is_empty() {
         return first;
     }
@@ -702,6 +703,31 @@ mod tests {
         assert_eq!(out.text, "before\n[redacted]\nafter");
         assert_eq!(out.rules, ["github-token"]);
         assert_eq!(redact(&out.text).text, out.text);
+    }
+
+    #[test]
+    fn what_blanking_writes_is_a_marker_every_look_keeps() {
+        assert!(secrets::markers().any(|marker| marker == BLANKED));
+        let blanked = format!("a\n{BLANKED}\nb");
+        assert_eq!(redact(&blanked).text, blanked);
+    }
+
+    #[test]
+    fn a_step_that_never_settles_ends_with_nothing_of_the_text() {
+        // A step that changes the text after every blanking: the guard ends the loop and
+        // sends no text of it.
+        let start = Redacted {
+            text: "one\ntwo".to_owned(),
+            rules: vec!["jwt"],
+        };
+        let out = settle(start, |done| {
+            Some(Redacted {
+                text: format!("{}x", done.text),
+                rules: done.rules.clone(),
+            })
+        });
+        assert_eq!(out.text, BLANKED);
+        assert_eq!(out.rules, ["jwt"]);
     }
 
     #[test]
