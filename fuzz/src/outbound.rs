@@ -280,8 +280,10 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
 /// line, paired runs are emphasis, shown as a boundary): read as literal text, `d*___…`
 /// after `sk-ant-d~` was a key no renderer shows, since that run is emphasis there and the
 /// lone `~` and `*` are shown (found by fuzzing, 2026-12-02). Redaction's markers stay,
-/// whole or cut at the message's end (`PASSWORD=[redac`): they are its output, not text of
-/// the input; only those it writes, as redaction's look keeps only those.
+/// whole or cut at the end of the message or of its line (`PASSWORD=[redac`, and
+/// `TOKEN=[r` before the fence the renderer adds to close a code block a cut left open:
+/// found by fuzzing, 2026-12-02): they are its output, not text of the input; only those it
+/// writes, as redaction's look keeps only those.
 fn markdown_parts(message: &str) -> Vec<String> {
     let dropped = ['*', '~', '`', '\\', '[', ']', '|'];
     let emphasised = guest::core::emphasis::view(message).map(|(view, _)| view);
@@ -292,7 +294,10 @@ fn markdown_parts(message: &str) -> Vec<String> {
         let marker_end = markers()
             .find(|marker| rest.starts_with(marker))
             .map(str::len)
-            .or_else(|| (c == '[' && markers().any(|m| m.starts_with(rest))).then_some(rest.len()));
+            .or_else(|| {
+                let line = rest.split('\n').next().unwrap_or(rest);
+                (c == '[' && markers().any(|m| m.starts_with(line))).then_some(line.len())
+            });
         let taken = match marker_end {
             Some(end) => {
                 rendered.push_str(&rest[..end]);

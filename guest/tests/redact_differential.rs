@@ -198,6 +198,12 @@ const TABLE: &[&str] = &[
     // A later shape starts before an earlier shape's match inside it.
     "sk-abcd-sk-ant-abcdefghijklmnopqrstu",
     "https://user:API_KEY=secret@host",
+    // Credentials a value runs into, quotes in them, and after an unclosed quote (found by
+    // fuzzing the pipeline).
+    "GITHUB_TOKEN=ghp_x:xhttps://'deploy:Sup3rS3cret@git.example.com/r'",
+    "TOKEN=a://x:y@z://u'v:p@q rest",
+    "A_TOKEN=B_PASSWORD=https://u=':Sup3rS3cret@host",
+    "TOKEN=https://u'v@host:p'q@h",
     // Header values: blank only, bearer, over CRLF, two on a line.
     "Authorization:   \nnext",
     "Authorization:\t\r\nnext",

@@ -658,6 +658,20 @@ mod tests {
         assert_eq!(bare.rules, ["url-credentials"]);
     }
 
+    #[test]
+    fn credentials_a_value_runs_into_go_whole_with_their_quotes() {
+        // The value stopped at the quote in the credentials and took their scheme, leaving
+        // `'deploy:Sup3rS3cret@`, which no shape starts (found by fuzzing the pipeline).
+        let text = "export GITHUB_TOKEN=ghp_x:xhttps://'deploy:Sup3rS3cret@git.example.com/r x";
+        assert_eq!(redact(text).text, "export GITHUB_TOKEN=[redacted] x");
+        // After another assignment, a quote nothing closes leaves the value unquoted.
+        let text = "A_TOKEN=B_PASSWORD=https://u=':Sup3rS3cret@host x";
+        assert_eq!(redact(text).text, "A_TOKEN=[redacted] x");
+        // A quote that closes before them keeps the value quoted, as before.
+        let text = "TOKEN='https://u:p@h' x";
+        assert_eq!(redact(text).text, "TOKEN=[redacted] x");
+    }
+
     /// A quoted value can close lines later; a header on the closing line can take the
     /// closing quote away. Both must stay inside one region.
     #[test]

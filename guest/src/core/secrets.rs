@@ -105,7 +105,7 @@ pub const SHAPES: [Shape; 17] = [
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|[^\s"']+)"#,
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|(?:[^\s"']*://[^\s/@:]+:[^\s/@]+@)+[^\s"']*|[^\s"']+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
     },
@@ -698,14 +698,14 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
             {
                 Some(close) => open + 2 + close,
                 // A quote right after `=` that nothing closes is no value; after another
-                // assignment, the part before the quote still is.
+                // assignment, the part before the quote still is, read as unquoted.
                 None if open == value => return None,
-                None => open,
+                None => unquoted_value_end(text, value),
             }
         }
-        None => match run(text, value, is_unquoted_value_byte) {
-            0 => return None,
-            len => value + len,
+        None => match unquoted_value_end(text, value) {
+            end if end == value => return None,
+            end => end,
         },
     };
     Some(Found {
@@ -714,6 +714,26 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
         keep: eq,
         keep_whole: false,
     })
+}
+
+/// End of an assignment's value written without quotes, starting at `at`: bytes up to a
+/// blank or a quote, except that URL credentials in it go whole, quotes and all, and the
+/// value runs on after their `@`. A value that stopped at a quote inside credentials took
+/// their scheme (`TOKEN=xhttps://'u:password@host` left `'u:password@host`), and with no
+/// `://` before them no shape saw them again (found by fuzzing the pipeline, 2026-12-02).
+/// The pattern's `(?:[^\s"']*://[^\s/@:]+:[^\s/@]+@)+[^\s"']*` says the same: each round
+/// takes the last `://` of the run whose credentials are whole.
+fn unquoted_value_end(text: &[u8], mut at: usize) -> usize {
+    loop {
+        let end = at + run(text, at, is_unquoted_value_byte);
+        let credentials = text.get(at..end).and_then(|value| {
+            memchr::memmem::rfind_iter(value, b"://").find_map(|i| credentials_end(text, at + i))
+        });
+        match credentials {
+            Some(after) => at = after,
+            None => return end,
+        }
+    }
 }
 
 /// A byte of an assignment's value written without quotes.
@@ -771,6 +791,17 @@ fn url_credentials(text: &[u8], colon: usize, from: usize) -> Option<Found> {
     if start < from {
         return None;
     }
+    Some(Found {
+        start,
+        end: credentials_end(text, colon)?,
+        keep: colon + 3,
+        keep_whole: false,
+    })
+}
+
+/// Just past the `@` of the credentials (`user:password@`) after the `://` at `colon`, if
+/// they are whole.
+fn credentials_end(text: &[u8], colon: usize) -> Option<usize> {
     let user_at = colon + 3;
     let user = run(text, user_at, |b| {
         !is_space(b) && !matches!(b, b'/' | b'@' | b':')
@@ -783,15 +814,7 @@ fn url_credentials(text: &[u8], colon: usize, from: usize) -> Option<Found> {
         !is_space(b) && !matches!(b, b'/' | b'@')
     });
     let at_sign = colon2 + 1 + password;
-    if password == 0 || text.get(at_sign) != Some(&b'@') {
-        return None;
-    }
-    Some(Found {
-        start,
-        end: at_sign + 1,
-        keep: colon + 3,
-        keep_whole: false,
-    })
+    (password > 0 && text.get(at_sign) == Some(&b'@')).then_some(at_sign + 1)
 }
 
 const PEM_BEGIN: &[u8] = b"-----BEGIN ";
