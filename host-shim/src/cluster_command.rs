@@ -104,7 +104,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     let (client, jetstream) = crate::cluster::connect(&cluster.url).await?;
     let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
     let holder = Holder::this_process();
-    let inbound = InboundSettings::default();
+    let inbound = InboundSettings::for_lease_ttl(cluster.lock_ttl);
     let stop = async {
         let terminate = crate::attach_command::terminated();
         tokio::select! {

@@ -315,3 +315,82 @@ async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stor
         "{events:?}"
     );
 }
+
+/// The premise of `InboundSettings::for_lease_ttl`, measured on the real server: a message
+/// a dead node left unacked comes before newer ones only once `ack_wait` has passed since
+/// its last delivery (or "in progress"); a node that pulls sooner gets the newer ones first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_nodes_unacked_message_comes_before_newer_ones_only_once_ack_wait_has_passed() {
+    use host_shim::cluster::async_nats::jetstream::consumer;
+    use host_shim::cluster::inbound::HELD_PROMPTS;
+    use tokio_stream::StreamExt as _;
+
+    let server = nats_or_skip!();
+    let prefix = cluster_support::prefix("order");
+    let ingress = InboundPublisher::open(server.jetstream().await, prefix.clone(), &settings())
+        .await
+        .expect("inbound stream");
+    let jetstream = server.jetstream().await;
+    let stream = jetstream
+        .get_stream(prefix.inbound_stream())
+        .await
+        .expect("stream");
+    // The session consumer's settings (prompts held unacked until their reply is out).
+    let consumer: consumer::PullConsumer = stream
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some(session_consumer(SESSION)),
+            filter_subject: prefix.inbound_subject(SESSION),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: settings().ack_wait,
+            max_ack_pending: HELD_PROMPTS,
+            ..consumer::pull::Config::default()
+        })
+        .await
+        .expect("consumer");
+    let next_text = || async {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(cluster_support::WAIT)
+            .messages()
+            .await
+            .expect("fetch");
+        let message = tokio::time::timeout(cluster_support::WAIT, batch.next())
+            .await
+            .expect("a message within the wait")
+            .expect("a message")
+            .expect("no error");
+        let envelope: Envelope = serde_json::from_slice(&message.payload).expect("an envelope");
+        (envelope.text, message)
+    };
+    let publish = |text: &'static str, id: &'static str| {
+        let ingress = &ingress;
+        async move {
+            ingress
+                .publish(SESSION, &envelope(text, id))
+                .await
+                .expect("stored");
+        }
+    };
+
+    // The dead node's prompt: delivered, never acked.
+    publish("interrupted", "1").await;
+    let (text, _never_acked) = next_text().await;
+    assert_eq!(text, "interrupted");
+    let delivered = tokio::time::Instant::now();
+
+    // A node pulling right away gets what came since, before the interrupted prompt.
+    publish("sent meanwhile", "2").await;
+    let (text, early) = next_text().await;
+    assert_eq!(text, "sent meanwhile");
+    early.double_ack().await.expect("acked");
+
+    // Once ack_wait has passed, the interrupted prompt comes first.
+    publish("sent later", "3").await;
+    tokio::time::sleep_until(delivered + settings().ack_wait + Duration::from_millis(500)).await;
+    let (first, first_message) = next_text().await;
+    first_message.double_ack().await.expect("acked");
+    let (second, second_message) = next_text().await;
+    second_message.double_ack().await.expect("acked");
+    assert_eq!([first, second], ["interrupted", "sent later"]);
+}

@@ -34,10 +34,7 @@ const USER: i64 = 4242;
 const TTL: Duration = Duration::from_secs(1);
 
 fn inbound() -> InboundSettings {
-    InboundSettings {
-        ack_wait: Duration::from_secs(1),
-        ..InboundSettings::default()
-    }
+    InboundSettings::for_lease_ttl(TTL)
 }
 
 /// Every demo agent made, by node and session key.
@@ -105,58 +102,64 @@ impl Cluster {
 
     /// A session node called `node` for `sessions`; its demo agents take `pace` per step.
     async fn node(&self, node: &str, sessions: &[&str], pace: Duration) -> SessionNode {
+        self.start_node(self.node_options(node, sessions, pace))
+            .await
+            .expect("session node starts")
+    }
+
+    async fn start_node(&self, options: SessionNodeOptions) -> Result<SessionNode, String> {
         let client = self.nats.connect().await;
         let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+        SessionNode::start(client, jetstream, options)
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    fn node_options(&self, node: &str, sessions: &[&str], pace: Duration) -> SessionNodeOptions {
         let agents = self.agents.clone();
         let node_name = node.to_owned();
-        SessionNode::start(
-            client,
-            jetstream,
-            SessionNodeOptions {
-                prefix: self.prefix.clone(),
-                lease_ttl: TTL,
-                inbound: inbound(),
-                request_timeout: Duration::from_secs(5),
-                sessions: sessions
-                    .iter()
-                    .map(|name| Wanted {
-                        key: format!("serve:{name}"),
-                        name: (*name).to_owned(),
-                        cwd: format!("/work/{name}"),
-                    })
-                    .collect(),
-                config_sources: self.sources.clone(),
-                runtime: runtime(),
-                agent: Arc::new(move |wanted: &Wanted| {
-                    let agent = Arc::new(DemoAgent::new(
-                        pace,
-                        SessionInfo {
-                            id: wanted.key.clone(),
-                            name: Some(wanted.name.clone()),
-                            cwd: wanted.cwd.clone(),
-                            accepts_images: true,
-                        },
-                    ));
-                    agents
-                        .lock()
-                        .unwrap()
-                        .insert((node_name.clone(), wanted.key.clone()), agent.clone());
-                    agent as Arc<dyn Agent>
-                }),
-                ui: Arc::new(|_: &Wanted| Arc::new(RecordingUi::default()) as Arc<dyn Ui>),
-                locks: self.dirs.locks(),
-                clock: Arc::new(SystemClock),
-                log: Arc::new(MemoryLog::default()),
-                // A fixed id: placement hashes it, so where each session runs is the same
-                // on every run of the test.
-                holder: Holder {
-                    id: node.to_owned(),
-                    description: node.to_owned(),
-                },
+        SessionNodeOptions {
+            prefix: self.prefix.clone(),
+            lease_ttl: TTL,
+            inbound: inbound(),
+            request_timeout: Duration::from_secs(5),
+            sessions: sessions
+                .iter()
+                .map(|name| Wanted {
+                    key: format!("serve:{name}"),
+                    name: (*name).to_owned(),
+                    cwd: format!("/work/{name}"),
+                })
+                .collect(),
+            config_sources: self.sources.clone(),
+            runtime: runtime(),
+            agent: Arc::new(move |wanted: &Wanted| {
+                let agent = Arc::new(DemoAgent::new(
+                    pace,
+                    SessionInfo {
+                        id: wanted.key.clone(),
+                        name: Some(wanted.name.clone()),
+                        cwd: wanted.cwd.clone(),
+                        accepts_images: true,
+                    },
+                ));
+                agents
+                    .lock()
+                    .unwrap()
+                    .insert((node_name.clone(), wanted.key.clone()), agent.clone());
+                agent as Arc<dyn Agent>
+            }),
+            ui: Arc::new(|_: &Wanted| Arc::new(RecordingUi::default()) as Arc<dyn Ui>),
+            locks: self.dirs.locks(),
+            clock: Arc::new(SystemClock),
+            log: Arc::new(MemoryLog::default()),
+            // A fixed id: placement hashes it, so where each session runs is the same
+            // on every run of the test.
+            holder: Holder {
+                id: node.to_owned(),
+                description: node.to_owned(),
             },
-        )
-        .await
-        .expect("session node starts")
+        }
     }
 
     /// Queues a private message and waits for a sent message holding `expect`.
@@ -280,6 +283,27 @@ async fn sessions_spread_over_two_nodes_and_each_chat_reaches_the_one_it_picked(
     .await;
     b.shutdown().await;
     ingress.shutdown().await;
+}
+
+/// JetStream hands a dead node's unacked prompt out before newer messages only once
+/// `ack_wait` has passed (`cluster_inbound.rs`), so a node whose `ack_wait` outlives half
+/// the lease could take a session over and answer a newer message first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_node_whose_ack_wait_outlives_half_its_lease_is_refused() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "ackwait").await;
+    let mut options = cluster.node_options("node-a", &["api"], Duration::ZERO);
+    options.inbound.ack_wait = TTL;
+    let error = cluster.start_node(options).await.err().expect("refused");
+    assert!(error.contains("over half the session lease TTL"), "{error}");
+    assert!(error.contains("InboundSettings::for_lease_ttl"), "{error}");
+    let fit = cluster.node_options("node-a", &["api"], Duration::ZERO);
+    assert_eq!(fit.inbound.ack_wait, TTL / 2);
+    let node = cluster
+        .start_node(fit)
+        .await
+        .expect("half the lease is fit");
+    node.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -46,17 +46,45 @@ pub struct InboundSettings {
     /// Envelopes nobody consumed for this long are dropped (a session that never came back).
     pub max_age: Duration,
     /// How long a consumer may hold a message without acking or saying "in progress"
-    /// before JetStream gives it to another consumer (the node is presumed dead).
+    /// before JetStream gives it to another consumer (the node is presumed dead). At most
+    /// half the session lease's TTL ([`InboundSettings::for_lease_ttl`]): JetStream hands
+    /// out a dead node's unacked messages before newer ones only once this has passed, and
+    /// the node that takes the session over can bind its consumer two thirds of a TTL after
+    /// the death. With 30 s against a 15 s lease, a message sent meanwhile was answered
+    /// before the interrupted prompt (found in review, 2026-12-02).
     pub ack_wait: Duration,
 }
 
-impl Default for InboundSettings {
-    fn default() -> Self {
+impl InboundSettings {
+    /// The settings for sessions whose leases live `lease_ttl`: `ack_wait` is half of it.
+    pub fn for_lease_ttl(lease_ttl: Duration) -> InboundSettings {
         InboundSettings {
             duplicate_window: Duration::from_secs(10 * 60),
             max_age: Duration::from_secs(24 * 60 * 60),
-            ack_wait: Duration::from_secs(30),
+            ack_wait: lease_ttl / 2,
         }
+    }
+
+    /// Why these settings cannot serve sessions whose leases live `lease_ttl`, if they
+    /// cannot: an `ack_wait` over half of it lets the node taking a dead node's session
+    /// answer newer messages before the interrupted one.
+    pub fn unfit_for_lease_ttl(&self, lease_ttl: Duration) -> Option<String> {
+        (self.ack_wait > lease_ttl / 2).then(|| {
+            format!(
+                "the inbound ack_wait ({:?}) is over half the session lease TTL ({:?}): a dead \
+                 node's unanswered prompt would come back after messages sent since, and be \
+                 answered out of order. Build the settings with \
+                 InboundSettings::for_lease_ttl",
+                self.ack_wait, lease_ttl
+            )
+        })
+    }
+}
+
+/// The settings for the default 15 s lease.
+impl Default for InboundSettings {
+    fn default() -> Self {
+        InboundSettings::for_lease_ttl(Duration::from_secs(15))
     }
 }
 
@@ -499,5 +527,25 @@ async fn acked(message: &jetstream::Message, name: &str, log: &dyn LogSink) {
             "nats_ack_failed",
             &[("consumer", name.to_owned()), ("error", error.to_string())],
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ack_wait_over_half_the_lease_is_unfit_and_half_is_fit() {
+        let lease = Duration::from_secs(15);
+        assert_eq!(InboundSettings::default().unfit_for_lease_ttl(lease), None);
+        let half = InboundSettings::for_lease_ttl(lease);
+        assert_eq!(half.ack_wait, Duration::from_millis(7500));
+        assert_eq!(half.unfit_for_lease_ttl(lease), None);
+        let over = InboundSettings {
+            ack_wait: half.ack_wait + Duration::from_millis(1),
+            ..half
+        };
+        let why = over.unfit_for_lease_ttl(lease).expect("unfit");
+        assert!(why.contains("7.501s") && why.contains("15s"), "{why}");
     }
 }

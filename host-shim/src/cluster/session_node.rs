@@ -63,7 +63,8 @@ pub struct SessionNodeOptions {
     pub prefix: Prefix,
     /// Lease and presence TTL; renewed, and placement looked at, every third of it.
     pub lease_ttl: Duration,
-    /// The inbound stream's settings (the same on every node of the prefix).
+    /// The inbound stream's settings (the same on every node of the prefix); `ack_wait`
+    /// at most half of `lease_ttl` ([`InboundSettings::for_lease_ttl`]).
     pub inbound: InboundSettings,
     /// How long a send through the ingress may take.
     pub request_timeout: Duration,
@@ -131,6 +132,9 @@ impl SessionNode {
     ) -> Result<SessionNode, SessionNodeError> {
         let failed = |e: &dyn std::fmt::Display| SessionNodeError(e.to_string());
         let ttl = options.lease_ttl;
+        if let Some(why) = options.inbound.unfit_for_lease_ttl(ttl) {
+            return Err(SessionNodeError(why));
+        }
         let nodes = BotLocks::open_bucket(
             &jetstream,
             options.prefix.node_bucket(),
