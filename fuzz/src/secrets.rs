@@ -1,7 +1,7 @@
 //! Finding the secrets an input holds, with the guest's one list of secret shapes
 //! (`guest::core::secrets`), so "never echoes a secret" means the shapes redaction knows.
 
-use guest::core::secrets::{SHAPES, candidates, markers};
+use guest::core::secrets::{BEARER, SHAPES, candidates, markers};
 use serde_json::Value;
 
 /// Shortest secret part checked for by substring. An assignment's value can be one
@@ -31,9 +31,20 @@ fn hits_in(text: &str) -> Vec<(String, usize)> {
         let Some(part) = text.get(hit.keep..hit.end) else {
             continue;
         };
-        // The kept name's separator (`=`, `: `) is not part of the secret.
+        // The kept name's separator (`=`, `: `) is not part of the secret, nor is the word
+        // of a `Bearer` match, replaced with its value: an output that lost the word to
+        // another shape (`AUTH_TOKEN=Bearer 4f9a…` once sent `AUTH_TOKEN=[redacted] 4f9a…`)
+        // still shows the secret.
+        let whole = part.len();
+        let part = match candidate.shape {
+            BEARER => part
+                .get(6..)
+                .unwrap_or_default()
+                .trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b'),
+            _ => part,
+        };
         let unkept = part.trim_start_matches(['=', ':', ' ', '\t']);
-        let at = hit.keep + (part.len() - unkept.len());
+        let at = hit.keep + (whole - unkept.len());
         let secret = unkept.trim_end();
         if secret.len() >= MIN_SECRET_BYTES {
             match found.iter_mut().find(|(known, _)| known == secret) {

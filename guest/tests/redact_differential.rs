@@ -204,6 +204,18 @@ const TABLE: &[&str] = &[
     "TOKEN=a://x:y@z://u'v:p@q rest",
     "A_TOKEN=B_PASSWORD=https://u=':Sup3rS3cret@host",
     "TOKEN=https://u'v@host:p'q@h",
+    // A bearer value a value runs into (found in review), with credentials before it.
+    "AUTH_TOKEN=Bearer eyJhbGciOiJIUzI1NiJ9.abcdefghijklmnop next",
+    "TOKEN=x://'u:p@Bearer\n\nabcdefghijklmnopqrstuvwxyz=='q",
+    "TOKEN=aBearer abcdefghijklmnopqrstuvwxyz",
+    "TOKEN=Bearer://u:p@h Bearer abcdefghijklmnopqrstuvwxyz",
+    // A header whose last word is `Bearer`, its value on a later line (found in review).
+    "X-Api-Key: abc Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e rest\nnext",
+    "Authorization: Bearer \t\n\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e== rest\nnext",
+    "A_TOKEN=\"x\nX-Api-Key: y Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e\" z\" w",
+    "A_TOKEN=\"x\nX-Api-Key: y Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e\" z\nw\" v",
+    "B_TOKEN='x\nx-auth-token: Bearer\r\nabcdefghijklmnopqrstuvwxyz' y\n' z",
+    "X-Api-Key: a bearer\nshort\nX-Api-Key: b BEARER\n\nabcdefghijklmnopqrstuvwxyz tail",
     // Header values: blank only, bearer, over CRLF, two on a line.
     "Authorization:   \nnext",
     "Authorization:\t\r\nnext",

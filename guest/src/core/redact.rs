@@ -360,14 +360,27 @@ struct Reach<'a> {
     /// visited, reach). A look-up starting inside that run visits the same quotes, so
     /// many open quotes before one far close cost one walk, not one each.
     last_run: Option<(u8, usize, usize, usize)>,
+    /// Headers whose match goes past their line (a `Bearer` ending it, its value on a
+    /// later line): where each starts and ends, since a quote there is theirs. Almost
+    /// always none.
+    long_headers: Vec<(usize, usize)>,
 }
 
 impl<'a> Reach<'a> {
     fn new(text: &'a str, candidates: &'a [Candidate]) -> Self {
+        let header = &SHAPES[AUTH_HEADER];
+        let long_headers = candidates
+            .iter()
+            .filter(|c| c.shape == AUTH_HEADER)
+            .filter_map(|c| header.find(text, c.at, 0))
+            .filter(|found| found.end > line_end(text, found.start))
+            .map(|found| (found.start, found.end))
+            .collect();
         Reach {
             text,
             candidates,
             last_run: None,
+            long_headers,
         }
     }
 
@@ -392,6 +405,8 @@ impl<'a> Reach<'a> {
                 }
                 None => line_end(self.text, c.at),
             },
+            // A header whose value goes on to a `Bearer` value's line needs nothing here:
+            // that `Bearer` is a candidate on the header's line, and reaches as far.
             _ => line_end(self.text, c.at),
         }
     }
@@ -426,7 +441,11 @@ impl<'a> Reach<'a> {
                 .unwrap_or_default()
                 .iter()
                 .take_while(|c| c.at < close)
-                .any(|c| c.shape == AUTH_HEADER);
+                .any(|c| c.shape == AUTH_HEADER)
+                || self
+                    .long_headers
+                    .iter()
+                    .any(|(start, end)| *start < close && close < *end);
             if !header_before {
                 break;
             }
@@ -670,6 +689,28 @@ mod tests {
         // A quote that closes before them keeps the value quoted, as before.
         let text = "TOKEN='https://u:p@h' x";
         assert_eq!(redact(text).text, "TOKEN=[redacted] x");
+    }
+
+    #[test]
+    fn a_bearer_value_after_an_assignment_goes_with_it() {
+        // The value stopped at the blank after `Bearer`, which the bearer shape then no
+        // longer saw: the token was sent (found in review).
+        let text = "AUTH_TOKEN=Bearer 4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e next";
+        assert_eq!(redact(text).text, "AUTH_TOKEN=[redacted] next");
+        let text = "API_TOKEN=x:bearer\tabcdefghijklmnopqrstuvwxyz==/more";
+        assert_eq!(redact(text).text, "API_TOKEN=[redacted]");
+        // A header's line that ends with the word: its value goes on to the token's line.
+        let text = "X-Api-Key: abc Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e rest\nnext";
+        assert_eq!(redact(text).text, "X-Api-Key: [redacted]\nnext");
+        // A quoted value closing on the token's line closes at its next quote, since the
+        // header takes that line: its region reaches that far.
+        let text = "A_TOKEN=\"x\nX-Api-Key: y Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e\" z\nw\" v";
+        assert_eq!(redact(text).text, "A_TOKEN=[redacted] v");
+        // One pass does it: the quoted value's region reaches its second quote.
+        assert_eq!(redact_once(text).0, "A_TOKEN=[redacted] v");
+        // Too short for a bearer value: the value is `Bearer`, as before.
+        let text = "TOKEN=Bearer short words";
+        assert_eq!(redact(text).text, "TOKEN=[redacted] short words");
     }
 
     /// A quoted value can close lines later; a header on the closing line can take the

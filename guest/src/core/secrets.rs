@@ -97,7 +97,7 @@ pub const SHAPES: [Shape; 17] = [
     },
     Shape {
         name: "auth-header",
-        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]+)",
+        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]*\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*[^\r\n]*|[^\r\n]+)",
         replacement: Replacement::Header,
         find: auth_header,
     },
@@ -105,7 +105,7 @@ pub const SHAPES: [Shape; 17] = [
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|(?:[^\s"']*://[^\s/@:]+:[^\s/@]+@)+[^\s"']*|[^\s"']+)"#,
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|(?:[^\s"']*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{20,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"']*|[^\s"']+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
     },
@@ -639,10 +639,22 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
         .is_some_and(|v| v.eq_ignore_ascii_case(b"bearer"));
     Some(Found {
         start,
-        end,
+        end: bearer_past_the_line(text, value, end).unwrap_or(end),
         keep: name_end,
         keep_whole: bearer,
     })
+}
+
+/// Where a header's value (`value..end`, one line) goes on when its last word is `Bearer`
+/// and the bearer value is on a later line (the blank after the word may hold line
+/// breaks): to the end of that line. Replaced with the line alone, the header took the word
+/// and left the value (`X-Api-Key: a Bearer` then `4f9a…` on the next line: found in
+/// review, 2026-12-02). The pattern's `[^\r\n]*\bbearer\s+…=*[^\r\n]*` says the same.
+fn bearer_past_the_line(text: &[u8], value: usize, end: usize) -> Option<usize> {
+    let word_end = end - count_back(text, end, |b| is_space(b) && b != b'\r' && b != b'\n');
+    let word = word_end.checked_sub(6).filter(|&word| word >= value)?;
+    let found = bearer(text, word, value)?;
+    (found.end > end).then(|| found.end + run(text, found.end, |b| b != b'\r' && b != b'\n'))
 }
 
 fn bearer(text: &[u8], at: usize, from: usize) -> Option<Found> {
@@ -717,20 +729,36 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
 }
 
 /// End of an assignment's value written without quotes, starting at `at`: bytes up to a
-/// blank or a quote, except that URL credentials in it go whole, quotes and all, and the
-/// value runs on after their `@`. A value that stopped at a quote inside credentials took
-/// their scheme (`TOKEN=xhttps://'u:password@host` left `'u:password@host`), and with no
-/// `://` before them no shape saw them again (found by fuzzing the pipeline, 2026-12-02).
-/// The pattern's `(?:[^\s"']*://[^\s/@:]+:[^\s/@]+@)+[^\s"']*` says the same: each round
-/// takes the last `://` of the run whose credentials are whole.
+/// blank or a quote, except that a secret the value runs into goes with it, and the value
+/// runs on after it. A value ending inside one took the context that shape knows it by, and
+/// with that gone no shape saw the rest again:
+/// - URL credentials, quotes and all: at a quote in them (`TOKEN=xhttps://'u:password@host`)
+///   the value took the scheme and `://` and left `'u:password@host` (found by fuzzing the
+///   pipeline, 2026-12-02);
+/// - a `Bearer` value: at the blank after the word (`AUTH_TOKEN=Bearer 4f9a…`, as a `.env`
+///   file writes it) the value was `Bearer` and the token was sent (found in review).
+///
+/// The pattern's `(?:[^\s"']*(?:\b(?i:bearer)\s+…|://…@))+[^\s"']*` says the same: each
+/// round takes the one of them that starts last in the run.
 fn unquoted_value_end(text: &[u8], mut at: usize) -> usize {
     loop {
         let end = at + run(text, at, is_unquoted_value_byte);
+        // A bearer value needs a blank after the word, so only a run's last word can start
+        // one; credentials start at a `://`, the last whole ones first.
+        let bearer = end
+            .checked_sub(6)
+            .filter(|&word| word >= at)
+            .and_then(|word| bearer(text, word, at).map(|found| (word, found.end)));
         let credentials = text.get(at..end).and_then(|value| {
-            memchr::memmem::rfind_iter(value, b"://").find_map(|i| credentials_end(text, at + i))
+            memchr::memmem::rfind_iter(value, b"://")
+                .find_map(|i| credentials_end(text, at + i).map(|after| (at + i, after)))
         });
-        match credentials {
-            Some(after) => at = after,
+        let last = match (bearer, credentials) {
+            (Some(b), Some(c)) => Some(if b.0 > c.0 { b } else { c }),
+            (b, c) => b.or(c),
+        };
+        match last {
+            Some((_, after)) => at = after,
             None => return end,
         }
     }
