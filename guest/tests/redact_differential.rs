@@ -216,6 +216,8 @@ const TABLE: &[&str] = &[
     "A_TOKEN=\"x\nX-Api-Key: y Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e\" z\nw\" v",
     "B_TOKEN='x\nx-auth-token: Bearer\r\nabcdefghijklmnopqrstuvwxyz' y\n' z",
     "X-Api-Key: a bearer\nshort\nX-Api-Key: b BEARER\n\nabcdefghijklmnopqrstuvwxyz tail",
+    "Authorization: a Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e b bearer\n5e0b9d8f3c2e7a4b6d9f0c1e8b3a5d7f rest\nnext",
+    "X-Api-Key: Bearer\nabcdefghijklmnopqrstuvwxyz x Bearer\nshort\nnext Bearer abcdefghijklmnopqrstuvwxyz",
     // Header values: blank only, bearer, over CRLF, two on a line.
     "Authorization:   \nnext",
     "Authorization:\t\r\nnext",

@@ -97,7 +97,7 @@ pub const SHAPES: [Shape; 17] = [
     },
     Shape {
         name: "auth-header",
-        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*([^\r\n]*\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*[^\r\n]*|[^\r\n]+)",
+        pattern: r"(?i)\b(Authorization|X-Api-Key|X-Auth-Token|X-Access-Token)[ \t]*:[ \t]*((?:[^\r\n]*\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*)+[^\r\n]*|[^\r\n]+)",
         replacement: Replacement::Header,
         find: auth_header,
     },
@@ -647,14 +647,28 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
 
 /// Where a header's value (`value..end`, one line) goes on when its last word is `Bearer`
 /// and the bearer value is on a later line (the blank after the word may hold line
-/// breaks): to the end of that line. Replaced with the line alone, the header took the word
-/// and left the value (`X-Api-Key: a Bearer` then `4f9a…` on the next line: found in
-/// review, 2026-12-02). The pattern's `[^\r\n]*\bbearer\s+…=*[^\r\n]*` says the same.
+/// breaks): to the end of that line, and on again while that line ends the same way.
+/// Replaced with the line alone, the header took the word and left the value (`X-Api-Key:
+/// a Bearer` then `4f9a…` on the next line: found in review, 2026-12-02); taken one line on
+/// only, it took the next `Bearer` ending that line and left its value (found by fuzzing
+/// the pipeline). The pattern's `(?:[^\r\n]*\bbearer\s+…=*)+[^\r\n]*` says the same.
 fn bearer_past_the_line(text: &[u8], value: usize, end: usize) -> Option<usize> {
-    let word_end = end - count_back(text, end, |b| is_space(b) && b != b'\r' && b != b'\n');
-    let word = word_end.checked_sub(6).filter(|&word| word >= value)?;
-    let found = bearer(text, word, value)?;
-    (found.end > end).then(|| found.end + run(text, found.end, |b| b != b'\r' && b != b'\n'))
+    let (mut from, mut end) = (value, end);
+    let mut reached = None;
+    loop {
+        let word_end = end - count_back(text, end, |b| is_space(b) && b != b'\r' && b != b'\n');
+        let Some(found) = word_end
+            .checked_sub(6)
+            .filter(|&word| word >= from)
+            .and_then(|word| bearer(text, word, from))
+            .filter(|found| found.end > end)
+        else {
+            return reached;
+        };
+        from = found.end;
+        end = found.end + run(text, found.end, |b| b != b'\r' && b != b'\n');
+        reached = Some(end);
+    }
 }
 
 fn bearer(text: &[u8], at: usize, from: usize) -> Option<Found> {
