@@ -706,13 +706,12 @@ mod tests {
         // header takes that line: its region reaches that far.
         let text = "A_TOKEN=\"x\nX-Api-Key: y Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e\" z\nw\" v";
         assert_eq!(redact(text).text, "A_TOKEN=[redacted] v");
+        // One pass does it: the quoted value's region reaches its second quote.
+        assert_eq!(redact_once(text).0, "A_TOKEN=[redacted] v");
         // And on again while the token's line ends the same way (found by fuzzing).
         let text = "Authorization: a Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e b bearer\n\
                     5e0b9d8f3c2e7a4b6d9f0c1e8b3a5d7f rest\nnext";
         assert_eq!(redact(text).text, "Authorization: [redacted]\nnext");
-        let text = "A_TOKEN=\"x\nX-Api-Key: y Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e\" z\nw\" v";
-        // One pass does it: the quoted value's region reaches its second quote.
-        assert_eq!(redact_once(text).0, "A_TOKEN=[redacted] v");
         // Too short for a bearer value: the value is `Bearer`, as before.
         let text = "TOKEN=Bearer short words";
         assert_eq!(redact(text).text, "TOKEN=[redacted] short words");

@@ -767,11 +767,11 @@ fn unquoted_value_end(text: &[u8], mut at: usize) -> usize {
             memchr::memmem::rfind_iter(value, b"://")
                 .find_map(|i| credentials_end(text, at + i).map(|after| (at + i, after)))
         });
-        let last = match (bearer, credentials) {
-            (Some(b), Some(c)) => Some(if b.0 > c.0 { b } else { c }),
-            (b, c) => b.or(c),
-        };
-        match last {
+        match [bearer, credentials]
+            .into_iter()
+            .flatten()
+            .max_by_key(|(start, _)| *start)
+        {
             Some((_, after)) => at = after,
             None => return end,
         }
