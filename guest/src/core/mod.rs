@@ -27,6 +27,7 @@ pub mod render;
 pub mod router;
 pub mod scan;
 pub mod scope;
+pub mod secret_families;
 pub mod secrets;
 pub mod state;
 pub mod strangers;
