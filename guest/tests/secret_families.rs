@@ -197,6 +197,29 @@ fn every_positive_contains_a_keyword() {
     );
 }
 
+/// A keyword no positive holds is untested: misspelt, it would silently stop the prefilter
+/// from ever running the alternative of the pattern it stands for.
+#[test]
+fn every_keyword_is_held_by_a_positive() {
+    let mut unused = Vec::new();
+    for f in FAMILIES {
+        for k in f.keywords {
+            if !f
+                .positives
+                .iter()
+                .any(|p| p.to_ascii_lowercase().contains(k))
+            {
+                unused.push(format!("{}: {k:?}", f.label));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "keywords that no positive sample holds (add a positive that uses each):\n{}",
+        unused.join("\n")
+    );
+}
+
 #[test]
 fn every_positive_is_found_whole_in_every_context() {
     let mut problems = Vec::new();

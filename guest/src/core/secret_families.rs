@@ -348,13 +348,14 @@ pub static FAMILIES: &[Family] = &[
         max_len: 70,
         positives: &[
             "ATLASSIAN_API_TOKEN=sSsYIq3drKuy8lEy7dOJS5zb",
-            "atlassian_api_token: e3cg94i5bit28hwaq3ltfgwc",
+            "jira_api_token: e3cg94i5bit28hwaq3ltfgwc",
+            "CONFLUENCE_API_TOKEN=67RwismbmikyZeSAhqNNaKUN",
         ],
         near_misses: &[
             "ATLASSIAN_API_TOKEN=${ATLASSIAN_API_TOKEN}",
             "ATLASSIAN_API_TOKEN=<your-atlassian-key>",
-            "67RwismbmikyZeSAhqNNaKUN",
-            "ATLASSIAN_API_TOKEN=jeMmXZUcdiip",
+            "jeMmXZUcdiipLtHJQMPKRPRU",
+            "ATLASSIAN_API_TOKEN=xqFjaP6Mabpe",
         ],
     },
     // New Azure DevOps PATs: 84 characters, `AZDO` at offset 76 (some carry `JQQJ99` before it).
@@ -382,13 +383,15 @@ pub static FAMILIES: &[Family] = &[
         max_len: 100,
         positives: &[
             "AZURE_DEVOPS_PAT=7cj2lwczcuac7iweazhxqv6spvggxgcur5tm6abxvpjdjwlasz23",
-            "azure_devops_pat: bcjfth6u77kgbdlsysdgqw2ecab7rlk5ih6dmac7mmrzyeha334x",
+            "azure-devops_pat: bcjfth6u77kgbdlsysdgqw2ecab7rlk5ih6dmac7mmrzyeha334x",
+            "AZUREDEVOPS_PAT=lr3qdyy4eqamq6xus6rtwk6otmogc2vz5thds4klxsxjoe2vhegf",
+            "ado_pat: p74jf3wway6jzlzu7kpcw6b3f4t6tlijg265vfm33ybjt7frbx27",
         ],
         near_misses: &[
             "AZURE_DEVOPS_PAT=${AZURE_DEVOPS_PAT}",
             "AZURE_DEVOPS_PAT=<your-azure_devops-key>",
-            "lr3qdyy4eqamq6xus6rtwk6otmogc2vz5thds4klxsxjoe2vhegf",
-            "AZURE_DEVOPS_PAT=p74jf3wway6jzlzu7kpcw6b3f4t6tl",
+            "kvovvymgqtkumvckrx4h2giyemzzblxtkssjgt4ejoss6tbbfako",
+            "AZURE_DEVOPS_PAT=ba4xnbv6xwg6i57kddshextk2fq3kg",
         ],
     },
     // Granular or classic token: `npm_` + 36 base62.
@@ -528,10 +531,11 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "sqp_5c95435160088e009a65dbdf7a49bdb61693f6b2",
             "squ_7d320ef4250d2c3a08a911ca6f0a41c0b9d4bb61",
+            "sqa_f79f06481b05404c5356a5a2229fbe4149654368",
         ],
         near_misses: &[
-            "sqp_f79f06481b05404c5356",
-            "sqx_a5a2229fbe4149654368e4ea97afba1aa64b85f5",
+            "sqp_e4ea97afba1aa64b85f5",
+            "sqx_71929ace668b3191dcd72eeb373a9da641fcec18",
         ],
     },
     // `sgp_` + an optional instance id + 40 hex.
@@ -685,12 +689,18 @@ pub static FAMILIES: &[Family] = &[
         keywords: &["akia", "asia", "abia", "acca", "a3t"],
         pattern: r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
         max_len: 20,
-        positives: &["AKIA2NGEVCHPZHKN4IV2", "ASIAZWDXI6QOI7MVGXA7"],
+        positives: &[
+            "AKIA2NGEVCHPZHKN4IV2",
+            "ASIAZWDXI6QOI7MVGXA7",
+            "ABIA2EXKGICOPBOUMFA7",
+            "ACCA6GCELBGFVNHJAFUV",
+            "A3TXW5C2M4CBUYSBX3A6",
+        ],
         near_misses: &[
-            "AKIA2EXKGICO",
-            "AKIAPBOUMFA76GCELBGFVNHJ",
+            "AKIAQ7PVHG2O",
+            "AKIABPPMVS3HUQSKHX36PJFT",
             "Asia/Kolkata",
-            "AKIAAFUVW5C2M4CBUYS1",
+            "AKIAYNO2JDNZC5I7TFC1",
         ],
     },
     // Secret access key: 40 base64 characters with no prefix, so only after an AWS key name and an
@@ -779,13 +789,14 @@ pub static FAMILIES: &[Family] = &[
         max_len: 74,
         positives: &[
             "ALIBABA_ACCESS_KEY_SECRET=yk0sNLa8ntVUoubr0jUS1KDugAsvIU",
-            "alibaba_access_key_secret: rW9dYX9lCrlnLkiXo9YlT8NSLmd7go",
+            "aliyun_access_key_secret: rW9dYX9lCrlnLkiXo9YlT8NSLmd7go",
+            "ALICLOUD_ACCESS_KEY_SECRET=DKJtWLzr1KXNG1qVZNHh6JEBmo9ZYU",
         ],
         near_misses: &[
             "ALIBABA_ACCESS_KEY_SECRET=${ALIBABA_ACCESS_KEY_SECRET}",
             "ALIBABA_ACCESS_KEY_SECRET=<your-alibaba-key>",
-            "DKJtWLzr1KXNG1qVZNHh6JEBmo9ZYU",
-            "ALIBABA_ACCESS_KEY_SECRET=anC1cqQ43Tg5gavn82iV",
+            "anC1cqQ43Tg5gavn82iVp90sBtgAal",
+            "ALIBABA_ACCESS_KEY_SECRET=MmXhDKLopnQHngcQCM91",
         ],
     },
     // SecretId: `AKID` + 32 base62.
@@ -946,13 +957,16 @@ pub static FAMILIES: &[Family] = &[
         max_len: 83,
         positives: &[
             "AZURE_OPENAI_API_KEY=fa73238be3024394a093857606d94049",
-            "azure_openai_api_key: dd6269c21fdeeef5725c073d75ea4d41",
+            "azure-openai_api_key: dd6269c21fdeeef5725c073d75ea4d41",
+            "AZUREOPENAI_API_KEY=3c7c1a0693045ab1214709dee854db9b",
+            "azure_ai_api_key: d4cfa8cf4565d4227ac1aa0e7d73f7ae",
+            "AZURE_COGNITIVE_API_KEY=4c3e6865b2b89ce0800e13a8f2f18742",
         ],
         near_misses: &[
             "AZURE_OPENAI_API_KEY=${AZURE_OPENAI_API_KEY}",
             "AZURE_OPENAI_API_KEY=<your-azure_openai-key>",
-            "3c7c1a0693045ab1214709dee854db9b",
-            "AZURE_OPENAI_API_KEY=d4cfa8cf4565d4227ac1aa0e7d73f7ae4c3e6865",
+            "259d0e8b8441debe151301ac7cab915b",
+            "AZURE_OPENAI_API_KEY=404547837929618b286953f6b1282b8a4e22e556",
         ],
     },
     // Function key in a URL: `?code=` + 54 url-safe base64 on an azurewebsites.net host. Only the
@@ -1108,7 +1122,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 86,
         positives: &[
             "CLOUDFLARE_API_TOKEN=dsay5KsB5csJk-87ZbervCfgMikQoB1Un8ZT7YuG",
-            "cloudflare_api_token: TBp7532erCqREYYpyv9exqTGBijU3H8KBymMI6_I",
+            "cf_api_api_token: TBp7532erCqREYYpyv9exqTGBijU3H8KBymMI6_I",
         ],
         near_misses: &[
             "CLOUDFLARE_API_TOKEN=${CLOUDFLARE_API_TOKEN}",
@@ -1182,8 +1196,12 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "dp.pt.PfGYZwkO0KY8mcUbNE84YMfghI0keenV3J9b6xSjNz5",
             "dp.st.prd.BigbjsqYiYlne7G93MSKXh5gjXy4CeuVIGcPxQ7Cmg0",
+            "dp.sa.sQTVDrcvUovJ4zDrTCueoWtkJarXaHjURDQm3wGBdK8",
+            "dp.ct.tep80GIzgexql06FEvElPwUtpdt09OUdYgJPSULZglm",
+            "dp.scim.1hwSfQoI0kuZ4qvflxqVFF3arjI24E6OvKbU9kL49Sh",
+            "dp.audit.lfaGSJw6Cx6N7SoTKnKVi4gzXwamVsgryjYPXEEFEe4",
         ],
-        near_misses: &["dp.pt.sQTVDrcvUo", "dp.pt."],
+        near_misses: &["dp.pt.5ooimErlke", "dp.pt."],
     },
     // OAuth token `fo1_` + 43; macaroon tokens `fm1r_`/`fm2_` + long base64.
     Family {
@@ -1196,8 +1214,9 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "fo1_R2XiXo4i9u59Ne5WEd4kEPI3K98oP1maiB1s8TGYOzo",
             "fm2_lJPECAAAAAAAL81NLlWn9ZFwKnA84VHurP5j86pfQ6bOf1SdqeMTwPDf0KxTg2g2mWsp15y/T2uhrtL42uOcfY0ul+VbbHtST/iQwvvrurKxKBMoHJdf+7qsIrrLYMfc9CL6fJXmpJPB+bD4c9ysRV7iWnvVLyV/8A9iNCfuDqIM/YgdW+WyHWrcFyU2gEqYSGTAN9TcZ+b6a5klfFCC==",
+            "fm1r_gZaWT6t6dfAkaCHUzNfB+yrlpcYWEirpler4naXs4gspblusYs4IzQ6TXVwBLf92uszg7Auxu8sFesX7gzFkXIaFYRjte9owA9Aw8e2sLSMKfAhwonQZ0qstSsosuHjfJxKtJWKqtxgdl0nZI8IAYX/CJdgPSpO4",
         ],
-        near_misses: &["fo1_gtQos27xMu", "fm2_NLJdWdpO7PA4SNoyB2nD"],
+        near_misses: &["fo1_3fDpq6W0se", "fm2_Ieo17VcTjXsrNoorGkhs"],
     },
     // API key: `rnd_` + 32 base62.
     Family {
@@ -1240,8 +1259,9 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "pscale_tkn_qL2HZLjuH8_5A8TJObWZgWNvB7G4GGGmIzCeTimapa8",
             "pscale_pw_yZ13J8eZJdQ32jhsH7HBkyC2oIwtgmd7ck-RhBGhf27",
+            "pscale_oauth_yg4z8JM8g3P_giS4XUqCNJI7nOGPOMRgLhl0ngn2t79",
         ],
-        near_misses: &["pscale_pw_ZQs19cZ64k", "pscale_tkn_"],
+        near_misses: &["pscale_pw_s8QjA86MBr", "pscale_tkn_"],
     },
     // Management API token: `sbp_` + 40 hex.
     Family {
@@ -1309,7 +1329,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 107,
         positives: &[
             "HETZNER_TOKEN=nWceitFyW4dLVsSWLOssFBOaq4WRz5vaZYIWYm06IzDnExHxym8WT7lIZicJMjmo",
-            "hetzner_token: m8e0NkcREXI4hHNLGgpi4AGEwCtSlHQwbjXcJYhOah0qosW09pGbpw4quZyD8R2x",
+            "hcloud_token: m8e0NkcREXI4hHNLGgpi4AGEwCtSlHQwbjXcJYhOah0qosW09pGbpw4quZyD8R2x",
         ],
         near_misses: &[
             "HETZNER_TOKEN=${HETZNER_TOKEN}",
@@ -1339,7 +1359,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 82,
         positives: &[
             "SCW_SECRET_KEY=426aff90-3dd2-4736-bba7-56ce8da3e78c",
-            "scw_secret_key: fd1d7532-e3b3-4072-8c2d-323d27c3c81c",
+            "scaleway_key: fd1d7532-e3b3-4072-8c2d-323d27c3c81c",
         ],
         near_misses: &[
             "SCW_SECRET_KEY=${SCW_SECRET_KEY}",
@@ -1436,8 +1456,10 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "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",
             "rk_test_Cu146Z9w3v2FaYlQTyaOAJa0",
+            "sk_test_YRxXkI1V1NDysykCvEpKlplb",
+            "rk_live_jAbsqBOCyrD0rXxlhUjxMHmfo49AhIECaMiF4UOj",
         ],
-        near_misses: &["sk_live_", "sk_live_short123", "sk_test_YRxXkI1V1N"],
+        near_misses: &["sk_live_", "sk_live_short123", "sk_test_xOKNn0ERuv"],
     },
     // Webhook signing secret: `whsec_` + 32 or more (base64 for Svix-style secrets).
     Family {
@@ -1649,8 +1671,9 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "access-production-9797e969-e658-4df4-aeff-7524ae237433",
             "access-sandbox-22e8a211-9ab4-41f4-9291-120798d3e4e0",
+            "access-development-8a0f0b68-751f-4a73-83d6-77d8a2502ca4",
         ],
-        near_misses: &["access-production-8a0f0b68", "access-production-logs"],
+        near_misses: &["access-production-fbbd321d", "access-production-logs"],
     },
     // Client secret: 30 hex.
     Family {
@@ -1805,10 +1828,11 @@ pub static FAMILIES: &[Family] = &[
         max_len: 111,
         positives: &[
             "xoxs-0445863842-95006573941-764955149547-437c58d416825009df847d8f251ad55a9dc1c45675423f7f343e3d3cf1eb64ee",
-            "xoxa-2-lvSK3HE7DMgKsirk0DgzE6QwRcbIhr4Zj6EDOAzN",
-            "xoxr-AFzihRBIf7XXwdASovNnLRGIRdiNKw",
+            "xoxo-9421103828-90814476286-810303018840-4fbbe09658348e65bc65be701c63f43c",
+            "xoxa-2-6O019daKzf4AXeeZvs5sZixEpi0scOAfBPmpz3eX",
+            "xoxr-mGNeeYTAWH7cOTM7rxWqOH7s6DsrmJ",
         ],
-        near_misses: &["xoxs-5632573006", "xoxa-MsGqh"],
+        near_misses: &["xoxs-0683157276", "xoxa-ZKjA8"],
     },
     // App configuration access token `xoxe.xox[bp]-1-` + 163 to 166; refresh token `xoxe-1-` +
     // 146.
@@ -2129,13 +2153,14 @@ pub static FAMILIES: &[Family] = &[
         max_len: 73,
         positives: &[
             "MESSAGEBIRD_API_KEY=z6au4ETkAHeSMXBAE3o8TzEch",
-            "messagebird_api_key: Ga7qHoV11fZ3e1U4JnepsACbN",
+            "message_bird_api_key: Ga7qHoV11fZ3e1U4JnepsACbN",
+            "MESSAGE-BIRD_API_KEY=P47sezIWIfb5s2Bs5mWYrV4sM",
         ],
         near_misses: &[
             "MESSAGEBIRD_API_KEY=${MESSAGEBIRD_API_KEY}",
             "MESSAGEBIRD_API_KEY=<your-messagebird-key>",
-            "P47sezIWIfb5s2Bs5mWYrV4sM",
-            "MESSAGEBIRD_API_KEY=eV5hlvRpmFqA",
+            "eV5hlvRpmFqAlmNMe8aizZnzT",
+            "MESSAGEBIRD_API_KEY=UQv16CA71ZMl",
         ],
     },
     // API secret: 16 base62.
@@ -2148,7 +2173,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 58,
         positives: &[
             "VONAGE_API_SECRET=cworRAQ7clAW7BLC",
-            "vonage_api_secret: QI7Hhu4iDYg7LpHc",
+            "nexmo_api_secret: QI7Hhu4iDYg7LpHc",
         ],
         near_misses: &[
             "VONAGE_API_SECRET=${VONAGE_API_SECRET}",
@@ -2243,7 +2268,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 229,
         positives: &[
             "LINE_CHANNEL_ACCESS_TOKEN=kQMzdjx7YhRbSO5hS4LlNQrswLVT4GvCHBVquaWt259G9AI/tm9CmqcQV5EtNrcRv0lCe3ia+5e5ZNCAZqsj1opvPkP63Cjif7ITIvXuk4CfZAOtJDH5gwnb4oBphdS+nYrh0fykMyEpnP3HSUZfnbIg8il8wvclLVdOAdFfPNT3=",
-            "line_channel_access_token: VFOXQBPqtJ4sgGKqH6T8lpJ0QBYLlG4gyfpu/zren6gp4Y0x1ulPtevnfGzoek1jWiWCVbAtXYJ1yMuR/U7knHpHBAvmakZumRz/xG9XBP2JvB5sMcnZbhZ+TJ5UICECnxtVv6z1+I/Xz2+YS4zaRkIW7YHJDy9P",
+            "line-channel_access_token: VFOXQBPqtJ4sgGKqH6T8lpJ0QBYLlG4gyfpu/zren6gp4Y0x1ulPtevnfGzoek1jWiWCVbAtXYJ1yMuR/U7knHpHBAvmakZumRz/xG9XBP2JvB5sMcnZbhZ+TJ5UICECnxtVv6z1+I/Xz2+YS4zaRkIW7YHJDy9P",
         ],
         near_misses: &[
             "LINE_CHANNEL_ACCESS_TOKEN=${LINE_CHANNEL_ACCESS_TOKEN}",
@@ -2276,10 +2301,11 @@ pub static FAMILIES: &[Family] = &[
             "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",
             "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",
             "sk-svcacct-ouvh0H3pM5vykURPG7_TcBlzKHE4KtcGnmLoE6nkMqs9QF86GdvLaHOQ23sbn2TDb7Dytnqrxz0YEo4fNc7K4VvMFZUwDAJ5ATtWFkyS-Qnd-mwFczR4WiHtkvrghfEfVC-lm1uRJIq8LNxlP53FX9xynqkE",
+            "sk-admin-ftCBiaUHpkXeGoP9_93hPvY9zgFtkQJFMzxbiQHvMGkAfrBzUKSwYrFOu9U2ZpeFjSpzvhkJZqYMNBAH",
         ],
         near_misses: &[
-            "sk-proj-PWBApxRN3y",
-            "sk-KDwo3USL8Pow7DvUux8HT3BlbkFJe3fek",
+            "sk-proj-SBBDGCALZu",
+            "sk-EhCn5EPQkwom0BkZfSGIT3BlbkFJBcMMq",
             "sk-proj-",
         ],
     },
@@ -2412,7 +2438,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 82,
         positives: &[
             "COHERE_API_KEY=cVw6MMcQqcSiM9aEqx8PNKVkB9GkrxrdoYmWkxuZ",
-            "cohere_api_key: p9a6nIa5NAWxdOnCrMAaQ5BjkKqMlzXlMRkqNmA9",
+            "co_api_api_key: p9a6nIa5NAWxdOnCrMAaQ5BjkKqMlzXlMRkqNmA9",
         ],
         near_misses: &[
             "COHERE_API_KEY=${COHERE_API_KEY}",
@@ -2528,7 +2554,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 79,
         positives: &[
             "ASSEMBLYAI_API_KEY=275f2fa5b7ea8b7124e920fa1a7e5984",
-            "assemblyai_api_key: 28cd04592acbe66e0e6f4353fdcb8617",
+            "assembly_ai_api_key: 28cd04592acbe66e0e6f4353fdcb8617",
         ],
         near_misses: &[
             "ASSEMBLYAI_API_KEY=${ASSEMBLYAI_API_KEY}",
@@ -2871,7 +2897,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 170,
         positives: &[
             "ELASTIC_API_KEY=essu_VTzAMZ3liQcrSx69qIX0tfW9CrYSNEdP8v8nkJwaiVCTo7pe7mMv3Oj7NxwT4YnXUs8uhBFuGcyuh9aE==",
-            "elastic_api_key: mxUNq4GEsGc0/ouj2qjKP86Lg2ZScKuHziwrw35GWCwnZgTLQxQ6LbTB8ENm==",
+            "essu_api_key: mxUNq4GEsGc0/ouj2qjKP86Lg2ZScKuHziwrw35GWCwnZgTLQxQ6LbTB8ENm==",
         ],
         near_misses: &[
             "ELASTIC_API_KEY=${ELASTIC_API_KEY}",
@@ -2891,8 +2917,9 @@ pub static FAMILIES: &[Family] = &[
         positives: &[
             "api-a36e7e6d-b79e-4da6-acc3-8e8442cdd50f",
             "sdk-385e2a63-96c3-42ba-8a59-028f58dfd4a1",
+            "mob-bfe0cad3-37ff-48a7-8c34-c03e91c1fe82",
         ],
-        near_misses: &["api-bfe0cad3", "sdk-version-1377"],
+        near_misses: &["api-49ba1be1", "sdk-version-0678"],
     },
     // Server secret key: `secret-` + 43 base62.
     Family {
@@ -3329,7 +3356,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 76,
         positives: &[
             "FACEBOOK_APP_SECRET=afca6f13bdb95e3e7f90f85cd7d34c70",
-            "facebook_app_secret: 16fa4f662eabe7e188fccd2476a9d7aa",
+            "fb_app_secret: 16fa4f662eabe7e188fccd2476a9d7aa",
         ],
         near_misses: &[
             "FACEBOOK_APP_SECRET=${FACEBOOK_APP_SECRET}",
@@ -3364,7 +3391,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 93,
         positives: &[
             "TWITTER_API_SECRET=8jqYEOCu35vf7hwQjaoonufeCD1S30tkZcbpnvlRieoeCIEp73",
-            "twitter_api_secret: WumiZM3xiFRQ3kyBIfCDf8YwgolOhWxgHkS9atoHSkitu",
+            "x_api_api_secret: WumiZM3xiFRQ3kyBIfCDf8YwgolOhWxgHkS9atoHSkitu",
         ],
         near_misses: &[
             "TWITTER_API_SECRET=${TWITTER_API_SECRET}",
@@ -3815,7 +3842,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 79,
         positives: &[
             "OPENWEATHER_API_KEY=11aeb484f9d8d8ce5092522895ff4b7a",
-            "openweather_api_key: 4faaaaa5055a6e8f92e353bd33d5af5c",
+            "owm_api_key: 4faaaaa5055a6e8f92e353bd33d5af5c",
         ],
         near_misses: &[
             "OPENWEATHER_API_KEY=${OPENWEATHER_API_KEY}",
@@ -3910,7 +3937,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 85,
         positives: &[
             "ATLAS_PRIVATE_KEY=3b652597-504a-4210-ab24-7648b69bdfab",
-            "atlas_private_key: a017a951-14d2-4f23-bd78-9b62b34a21f0",
+            "mongodb_atlas_key: a017a951-14d2-4f23-bd78-9b62b34a21f0",
         ],
         near_misses: &[
             "ATLAS_PRIVATE_KEY=${ATLAS_PRIVATE_KEY}",
@@ -3948,7 +3975,7 @@ pub static FAMILIES: &[Family] = &[
         max_len: 83,
         positives: &[
             "GITEA_TOKEN=376266e7cc67885337881dcde90ed6c8bdac3e7d",
-            "gitea_token: 0a2818b365f15167e3433855bec0ee0632d2324d",
+            "forgejo_token: 0a2818b365f15167e3433855bec0ee0632d2324d",
         ],
         near_misses: &[
             "GITEA_TOKEN=${GITEA_TOKEN}",
