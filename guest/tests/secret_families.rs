@@ -220,6 +220,50 @@ fn every_keyword_is_held_by_a_positive() {
     );
 }
 
+/// `text` with every occurrence of every keyword of `family` broken (its middle byte replaced
+/// by U+0001), compared without regard to ASCII case as the prefilter compares.
+fn without_keywords(family: &Family, text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut bytes = text.as_bytes().to_vec();
+    for k in family.keywords {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(k) {
+            let hit = from + at;
+            // Keywords are ASCII, so the byte replaced is a whole character.
+            bytes[hit + k.len() / 2] = 1;
+            from = hit + 1;
+        }
+    }
+    String::from_utf8(bytes).expect("replacing an ASCII byte keeps UTF-8")
+}
+
+/// The prefilter's promise, tried on the samples: take every keyword out of a positive and
+/// whatever the pattern still finds holds no keyword, so the engine would never have run it.
+/// A pattern that can match without its keywords fails here.
+#[test]
+fn no_match_without_a_keyword() {
+    let mut problems = Vec::new();
+    for (f, re) in compiled() {
+        for p in f.positives {
+            let text = format!("the key is {}.", without_keywords(f, p));
+            for m in re.find_iter(&text) {
+                if !contains_keyword(f, m.as_str()) {
+                    problems.push(format!(
+                        "{}: matched without a keyword: {}",
+                        f.label,
+                        short(m.as_str())
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "patterns that match text holding none of their keywords (the prefilter would skip them):\n{}",
+        problems.join("\n")
+    );
+}
+
 #[test]
 fn every_positive_is_found_whole_in_every_context() {
     let mut problems = Vec::new();

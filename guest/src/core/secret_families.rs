@@ -1889,7 +1889,7 @@ pub static FAMILIES: &[Family] = &[
         provider: "Discord",
         source: "Discord developer docs, \"Authentication\" (Bot tokens); gitleaks rule discord-api-token; trufflehog discordbottoken",
         keywords: &["discord", "bot "],
-        pattern: r#"(?:(?i:discord)[a-zA-Z0-9_.-]{0,24}[\"']?[ \t]{0,4}(?:=|:=|=>|:)[ \t]{0,4}[\"']?|\b(?i:bot)[ \t]{1,4})(?P<secret>[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})"#,
+        pattern: r#"(?:(?i:discord)[a-zA-Z0-9_.-]{0,24}[\"']?[ \t]{0,4}(?:=|:=|=>|:)[ \t]{0,4}[\"']?|\b(?i:bot) {1,4})(?P<secret>[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})"#,
         max_len: 115,
         positives: &[
             "DISCORD_TOKEN=MTiQcMQuI2r5FsMWMc6WLm8PRf.V60LYf.bv5qjaveTvzXCC2803ip4jueYw0RKqdz5E6xsb",
