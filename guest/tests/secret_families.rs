@@ -455,6 +455,14 @@ CLOUDFLARE_ZONE=example.com
 NETLIFY_SITE_NAME=acme-docs
 DISCORD_GUILD_ID=1122334455667788990
 TELEGRAM_CHAT_ID=-1001234567890
+HEROKU_APP_ID=21bd7cff-49f2-43b1-afb5-85206ef674ee
+HEROKU_SLUG_COMMIT=002945647fc694229dc9b48346ab6a9be3694802
+SNYK_ORG_ID=3696d73d-ecd0-40b3-813a-8e4e0401021e
+CLOUDFLARE_ACCOUNT_ID=7752c96018e1b6b1404961a22692b7ae
+MIXPANEL_PROJECT_ID=8069632
+SENTRY_RELEASE=662650f358985680474d1db01e5685e1d30a6972
+DATADOG_TRACE_ID=f2643788919b89301c9dfd29486d6d60
+GITEA_COMMIT=c810a4da60d1639be18d4a17c7bde4f5da8f7862
 ```
 
 From package-lock.json:
@@ -463,59 +471,59 @@ From package-lock.json:
     "node_modules/react": {
       "version": "18.3.1",
       "resolved": "https://registry.npmjs.org/react/-/react-18.3.1.tgz",
-      "integrity": "sha512-+/YUqAte5mqm9rw8j2D4eHqq9SdK8Xv0EL1XHV8LbH1dL7/1RSz11BLyBDDuc3w0k905mruWIbm9xnR0R4oHBw==",
+      "integrity": "sha512-iSUOwSpBEUpQgzhJ9g2FUrrpPPUsXhyKocXdVKS0eA7kd0ozmkVl4ZHA5ogye5EjbzZXhWD4F7obkx2OIHltlw==",
       "dev": true
     },
     "node_modules/lodash": {
       "version": "4.17.21",
       "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",
-      "integrity": "sha512-8KejFki2Ii7jNJO9Jz9+Z/rrhzZJIhUWzsyQvIGZpEtrZqRPpYTv8NTWWyCZ+LbORhzaIvUxUl2DN6dX10nAiQ==",
+      "integrity": "sha512-ZYHgpNe2u/0JS9uHgi05uEF7aHsJ9VHd+8gvrUrFTbPUdzrXBJXanX47cMCBPsMmmvuaPdrXXs+4XhHgruI+Eg==",
       "dev": true
     },
     "node_modules/@types/node": {
       "version": "20.14.2",
       "resolved": "https://registry.npmjs.org/@types/node/-/node-20.14.2.tgz",
-      "integrity": "sha512-k6Bcd80cNsBNJqVBAtEUGaYxqZZN5TRrOdgemWyscLdiuGueB5D/gk8A91qCpxy1QP0NHI9VQHQi93cF9SCxBw==",
+      "integrity": "sha512-DH9lqXR7UOPFexuXNmG15/rqzOEong62/Tk8C0LJY7OyGrv2FAaA6Yu9tSawAmb5EZKNcjn3YROjF6yO5DoVig==",
       "dev": true
     },
     "node_modules/esbuild": {
       "version": "0.21.5",
       "resolved": "https://registry.npmjs.org/esbuild/-/esbuild-0.21.5.tgz",
-      "integrity": "sha512-/fWWCoTAmPwAvBYOhqB11BA4+t8/LBJlmv5PMgbvDEZ3DFif3JcxXQsg0LAFJEv/nzL6CqnGuZGGURUTMPFK6g==",
+      "integrity": "sha512-zNyoqnxDqbyF3Q/P+sDO0ymTtHyTtpWNcEMRQj8lkAiGulO1GjdyOjkyrIf1sM1wwgICkesI9hohPomAQWOAmw==",
       "dev": true
     },
 ```
 
-yarn.lock still pins `left-pad@1.3.0` with `integrity sha1-tROEWju3V3RrNjbMlxTqNdO00Cg=`, and the
-page loads its bundle with `integrity="sha384-kY37A38cLOxHoUpAvyk0QvPvrAKXJ4U9tu26JrLO0GkOal4HiYEJcCjLN5NGKJ9w"`.
+yarn.lock still pins `left-pad@1.3.0` with `integrity sha1-aS3PvHTsFW5aWIYowLddn181xKY=`, and the
+page loads its bundle with `integrity="sha384-ph5hE4JRaNgvYFR7z6xOanUIb3XR12nk9+noA0Bk0g3CJgG2EDaisBdsvNNBsPmq"`.
 
 Cargo.lock and go.sum:
 
 ```toml
 [[package]]
 name = "serde"
-version = "1.3.6"
+version = "1.21.6"
 source = "registry+https://github.com/rust-lang/crates.io-index"
-checksum = "30a6972f2643788919b89301c9dfd29486d6d60c810a4da60d1639be18d4a17c"
+checksum = "7de2e6789dbd89fb491c0cbe48e72b8eafca652f2b242918987461524f88d3a5"
 
 [[package]]
 name = "regex-lite"
-version = "1.39.3"
+version = "1.10.3"
 source = "registry+https://github.com/rust-lang/crates.io-index"
-checksum = "bde4f5da8f7862415829a791a75b3af1e968c6f4d6ac2334fdc19578fdf1a599"
+checksum = "3367592055829ed0cdc29be0f51500c21a9018b278665f8274c781c1161812e4"
 
 [[package]]
 name = "tokio"
-version = "1.29.3"
+version = "1.36.4"
 source = "registry+https://github.com/rust-lang/crates.io-index"
-checksum = "0f7e747bb2721fcefaf36c517718c32040c2e7c2272f815fe828741a36e776e0"
+checksum = "9b9bcada7c6a59041c72adbd8ec40372bb6ee7385ff51ae825372147019c012a"
 
 ```
 
 ```text
-golang.org/x/net v0.25.0 h1:ApHrCPYaIT6JgEFjgJtpLc+8dOwVblpYhijAt12fXzU=
-golang.org/x/net v0.25.0/go.mod h1:xKamHmETglFo2C9gVHvPrE5qdQhvddHXaeT36egDQGQ=
-github.com/stretchr/testify v1.9.0 h1:0g3CJgG2EDaisBdsvNNBsPmqqldrP2+SndhyF3M1OkM=
+golang.org/x/net v0.25.0 h1:3PPSe3kYtqXtfXDTprxsi3plgQb/vL2vEZnm+UR3rbg=
+golang.org/x/net v0.25.0/go.mod h1:/LSOHArmIR7B8H7oCtobIADjqHbSe7SfzgJ7ku2li+g=
+github.com/stretchr/testify v1.9.0 h1:egPjWJkezTR6UGbAL2HhZ1zXIVkli1lbefWtwUmVLfY=
 ```
 
 Docker:
@@ -523,20 +531,20 @@ Docker:
 ```console
 $ docker pull ghcr.io/acme/bridge:2.14.0
 2.14.0: Pulling from acme/bridge
-9dbd89fb491c: Pull complete
-0cbe48e72b8e: Pull complete
-afca652f2b24: Pull complete
-Digest: sha256:2918987461524f88d3a5563367592055829ed0cdc29be0f51500c21a9018b278
+c872c5fb18a2: Pull complete
+a1401ad0fdb0: Pull complete
+7805c35ac44e: Pull complete
+Digest: sha256:494b2683fa186eab913785af3158597e7aa6a6809bb0a0bddfc8b4e241f601ce
 Status: Downloaded newer image for ghcr.io/acme/bridge:2.14.0
 $ docker inspect --format '{{.Id}}' acme/bridge
-sha256:665f8274c781c1161812e489b9bcada7c6a59041c72adbd8ec40372bb6ee7385
+sha256:3ed3b89b40e48297c8517f05b25f61984c66993c8131fc5dc2f47fca50f2a80f
 ```
 
-The Kubernetes manifest pins `image: ghcr.io/acme/bridge@sha256:ff51ae825372147019c012aff3fedfc028e3143f1340ef0ff0b36fac5ccb4b4b`, and the
-Git LFS pointer for the demo video reads `oid sha256:bf95c872c5fb18a2a1401ad0fdb07805c35ac44e494b2683fa186eab913785af` with `size 48213377`.
+The Kubernetes manifest pins `image: ghcr.io/acme/bridge@sha256:83e35a51192ed4eefaf694a64cb16e1c55f23835bbb7863fee037ad155054379`, and the
+Git LFS pointer for the demo video reads `oid sha256:74fbabbd99db74b54db9ac39c6d869f77647f13c94b893e6d485c083493a3f3d` with `size 48213377`.
 
-The SSH host key fingerprint is `SHA256:/BkNhrPE55e24ij8iUEoT8I7zHI81MBVyZBVoTBQzJs`; the deploy key is public:
-`ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI5oScijFFB0uVWFzRngdT0QTKkb2KXGi/k2h5ZbhAxVo deploy@ci`.
+The SSH host key fingerprint is `SHA256:59BroKCICxTIwET4c9XGKEaYK7uDU9jnjDDoFiTogvE`; the deploy key is public:
+`ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE0cfTDg4VUKY7wmUFbTZ/NLaplVZaXsyON4x2ynRik0 deploy@ci`.
 
 The badge is inlined as a data URI:
 
@@ -568,9 +576,9 @@ The minified vendor chunk (first line):
 
 Paths touched: `/home/dev/.ssh/known_hosts`, `~/.aws/config`, `~/.config/gh/hosts.yml`,
 `C:\Users\dev\AppData\Roaming\npm\node_modules`, `node_modules/.pnpm/esbuild@0.21.5/node_modules/esbuild/bin/esbuild`,
-`/var/lib/docker/overlay2/4e241f601ce3ed3b89b40e48297c8517f05b25f61984c66993c8131fc5dc2f47/merged`, and `target/wasm32-wasip2/release/guest.wasm`.
+`/var/lib/docker/overlay2/de8983ad6c6e00a4bd76701b81fbc7c43603761c45f200c6ab2d602be761e572/merged`, and `target/wasm32-wasip2/release/guest.wasm`.
 
-Links without credentials: https://github.com/acme/bridge/commit/fca50f2a80f83e35a51192ed4eefaf694a64cb16,
+Links without credentials: https://github.com/acme/bridge/commit/ecb7e708c9cb4d53194252cf48850ee1399e4cd1,
 https://docs.github.com/en/authentication/keeping-your-account-and-data-secure/about-authentication-to-github,
 https://api.slack.com/messaging/webhooks, https://discord.com/developers/docs/resources/webhook,
 https://platform.openai.com/docs/api-reference/authentication, https://console.aws.amazon.com/iam/home?region=us-east-1#/users,
@@ -588,5 +596,5 @@ The Telegram poller slept 12:30:00 to 12:45:10 UTC; the Discord gateway resumed 
 The secret_key_base rotation is tracked in the runbook, and the `api_token_expiry` column
 moved to `timestamptz`. Run `kubeadm token list` to see bootstrap tokens (none are printed here).
 
-Build e1c55f23-835b finished: 1,284 tests passed, 0 failed, 3 ignored; artefact sha256 bb7863fee037ad15505437974fbabbd99db74b54db9ac39c6d869f77647f13c9.
+Build 44205c71-3301 finished: 1,284 tests passed, 0 failed, 3 ignored; artefact sha256 a41dad40cf9b6e184da05148bc7340f568bc39eae1deecf068dd558c7129e64a.
 "#;
