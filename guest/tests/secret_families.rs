@@ -81,6 +81,12 @@ fn contains_keyword(family: &Family, text: &str) -> bool {
     family.keywords.iter().any(|k| lower.contains(k))
 }
 
+/// Where the first of `family`'s keywords starts in `text`, compared as the prefilter does.
+fn first_keyword_at(family: &Family, text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    family.keywords.iter().filter_map(|k| lower.find(k)).min()
+}
+
 /// A sample shortened for a failure message (they are synthetic, but a PEM block is long).
 fn short(s: &str) -> String {
     let cut: String = s.chars().take(60).collect();
@@ -151,6 +157,12 @@ fn every_family_names_its_provider_source_and_samples() {
         }
         if f.max_len == 0 {
             problems.push(format!("{}: max_len is 0", f.label));
+        }
+        if f.max_before_keyword >= f.max_len {
+            problems.push(format!(
+                "{}: max_before_keyword {} is not less than max_len {}",
+                f.label, f.max_before_keyword, f.max_len
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -287,11 +299,16 @@ fn every_positive_is_found_whole_in_every_context() {
                                 f.max_len
                             ));
                         }
-                        if !contains_keyword(f, m) {
-                            problems.push(format!(
+                        match first_keyword_at(f, m) {
+                            None => problems.push(format!(
                                 "{} ({place}): the match holds none of the keywords",
                                 f.label
-                            ));
+                            )),
+                            Some(at) if at > f.max_before_keyword => problems.push(format!(
+                                "{} ({place}): the first keyword starts {at} bytes into the match, more than max_before_keyword {}",
+                                f.label, f.max_before_keyword
+                            )),
+                            Some(_) => {}
                         }
                     }
                 }
