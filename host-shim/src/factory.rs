@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use transport_core::Transport;
 use transport_core::platform::{
-    BuildInput, ENABLED, Platform, Setting, SettingDefault, SettingKind, Settings,
+    BuildInput, ENABLED, EnvLookup, Platform, Setting, SettingDefault, SettingKind, Settings,
 };
 
 use crate::bindings::session::{self, TransportRequest};
@@ -195,6 +195,7 @@ fn build_one(
         settings,
         credentials,
         state_dir: env.state_dir.clone(),
+        env: Some(EnvLookup(env.var)),
     };
     (platform.build)(&input)
         .map(Some)

@@ -119,9 +119,21 @@ impl Settings {
     }
 }
 
+/// Reads an environment variable for [`Platform::build`]: the host's reader, so tests
+/// inject variables instead of changing the process environment.
+#[derive(Clone, Copy)]
+pub struct EnvLookup<'a>(pub &'a dyn Fn(&str) -> Option<String>);
+
+impl std::fmt::Debug for EnvLookup<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Values read through it may be credentials: nothing about them is shown.
+        f.write_str("EnvLookup")
+    }
+}
+
 /// What the host hands a platform to build its transport.
 #[derive(Debug, Clone, Default)]
-pub struct BuildInput {
+pub struct BuildInput<'a> {
     /// The validated settings (defaults filled in), as the bridge returned them.
     pub settings: serde_json::Map<String, serde_json::Value>,
     /// The credential behind each [`SettingKind::EnvName`] or
@@ -131,9 +143,12 @@ pub struct BuildInput {
     /// A directory the transport may keep its own small state in (Telegram's confirmed
     /// update offset), next to the host's state file; `None` keeps it in memory only.
     pub state_dir: Option<PathBuf>,
+    /// Reads further variables a setting names inside its value (robo_claw's per-client
+    /// token variables in `clients`); `None`: no variable is set.
+    pub env: Option<EnvLookup<'a>>,
 }
 
-impl BuildInput {
+impl BuildInput<'_> {
     /// A string setting.
     pub fn text(&self, key: &str) -> Option<&str> {
         self.settings.get(key)?.as_str()
@@ -152,6 +167,13 @@ impl BuildInput {
     /// The credential behind the env-name key `key`.
     pub fn credential(&self, key: &str) -> Option<&str> {
         self.credentials.get(key).map(String::as_str)
+    }
+
+    /// The value of variable `name`, when it is set and not blank.
+    pub fn variable(&self, name: &str) -> Option<String> {
+        self.env
+            .and_then(|env| (env.0)(name))
+            .filter(|value| !value.trim().is_empty())
     }
 }
 

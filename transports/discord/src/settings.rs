@@ -109,7 +109,7 @@ mod tests {
 
     const TOKEN: &str = "MTIzNDU2Nzg5.GsEtTi.settings-secret_value";
 
-    fn input(token: Option<&str>) -> BuildInput {
+    fn input(token: Option<&str>) -> BuildInput<'static> {
         let mut input = BuildInput::default();
         input
             .settings

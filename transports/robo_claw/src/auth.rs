@@ -8,6 +8,8 @@
 use subtle::ConstantTimeEq;
 use tonic::metadata::MetadataMap;
 
+use crate::clients::{Access, Caller};
+
 /// Call metadata carrying the peer token.
 pub const PEER_TOKEN_HEADER: &str = "x-robo-claw-peer-token";
 
@@ -48,24 +50,28 @@ impl PeerToken {
 pub enum HeaderCheck {
     /// No token is configured: every client is accepted.
     Open,
-    /// The header carries the right token.
-    Accepted,
+    /// The header carries a token that identifies this caller.
+    Accepted(Caller),
     /// The header carries a wrong token (or one that is not text).
     Refused,
     /// No header: the first message may still carry `metadata.auth_token`.
     Absent,
 }
 
-/// Checks the call metadata against `token`.
-pub fn check_header(token: Option<&PeerToken>, metadata: &MetadataMap) -> HeaderCheck {
-    let Some(token) = token else {
+/// Checks the call metadata against the access rules.
+pub fn check_header(access: &Access, metadata: &MetadataMap) -> HeaderCheck {
+    if access.is_open() {
         return HeaderCheck::Open;
-    };
+    }
     match metadata.get(PEER_TOKEN_HEADER) {
         None => HeaderCheck::Absent,
-        Some(value) => match value.to_str() {
-            Ok(offered) if token.matches(offered) => HeaderCheck::Accepted,
-            _ => HeaderCheck::Refused,
+        Some(value) => match value
+            .to_str()
+            .ok()
+            .and_then(|offered| access.identify(offered))
+        {
+            Some(caller) => HeaderCheck::Accepted(caller),
+            None => HeaderCheck::Refused,
         },
     }
 }
@@ -97,24 +103,22 @@ mod tests {
 
     #[test]
     fn the_header_is_accepted_refused_or_absent() {
-        let token = PeerToken::new("s3cret");
-        assert_eq!(check_header(None, &metadata(Some("x"))), HeaderCheck::Open);
+        let open = Access::Open;
+        let token = Access::Shared(PeerToken::new("s3cret").expect("set"));
+        assert_eq!(check_header(&open, &metadata(Some("x"))), HeaderCheck::Open);
         assert_eq!(
-            check_header(token.as_ref(), &metadata(Some("s3cret"))),
-            HeaderCheck::Accepted
+            check_header(&token, &metadata(Some("s3cret"))),
+            HeaderCheck::Accepted(Caller::Anyone)
         );
         assert_eq!(
-            check_header(token.as_ref(), &metadata(Some("s3cre"))),
+            check_header(&token, &metadata(Some("s3cre"))),
             HeaderCheck::Refused
         );
         assert_eq!(
-            check_header(token.as_ref(), &metadata(Some("s3cretX"))),
+            check_header(&token, &metadata(Some("s3cretX"))),
             HeaderCheck::Refused
         );
-        assert_eq!(
-            check_header(token.as_ref(), &metadata(None)),
-            HeaderCheck::Absent
-        );
+        assert_eq!(check_header(&token, &metadata(None)), HeaderCheck::Absent);
     }
 
     #[test]

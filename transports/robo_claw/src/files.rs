@@ -31,6 +31,18 @@ pub struct StoredFile {
     pub media_type: String,
     /// The bytes.
     pub data: Arc<[u8]>,
+    /// The client that uploaded it (with per-client tokens); only it may download it or
+    /// attach it. `None`: anyone allowed to connect may (no clients configured, or a file
+    /// the bridge offered).
+    pub owner: Option<String>,
+}
+
+impl StoredFile {
+    /// True when a caller known as `owner` (see [`crate::clients::Access::owner`]) may
+    /// read this file: one client's upload is invisible to every other client.
+    pub fn readable_by(&self, owner: Option<&str>) -> bool {
+        self.owner.is_none() || self.owner.as_deref() == owner
+    }
 }
 
 /// The bounded store.
@@ -193,6 +205,7 @@ impl Upload {
             name: self.name.unwrap_or_else(|| "upload".to_owned()),
             media_type: sniff_media_type(&self.data),
             data: self.data.into(),
+            owner: None,
         })
     }
 }
@@ -248,6 +261,7 @@ mod tests {
             name: name.to_owned(),
             media_type: sniff_media_type(data),
             data: data.into(),
+            owner: None,
         }
     }
 

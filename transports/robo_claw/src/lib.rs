@@ -4,8 +4,8 @@
 //! Modules, as in every platform crate: [`proto`] (the generated wire types), [`normalize`]
 //! (pure: `ChatMessage` → envelope, reply → `ChatMessage`), [`service`] (the four RPCs),
 //! [`serve`] (binding, TLS, the server task), [`rooms`] (who gets a reply), [`files`]
-//! (uploads and downloads), [`auth`] (the peer token), [`settings`] (the [`PLATFORM`]
-//! declaration).
+//! (uploads and downloads), [`auth`] (the peer token), [`clients`] (per-client tokens,
+//! senders and room namespaces), [`settings`] (the [`PLATFORM`] declaration).
 //!
 //! What it does beyond the original (reference-behaviour §5.3): replies go only to the
 //! addressed room (decision 8) and wait in a bounded, reported buffer while the room is
@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod clients;
 pub mod files;
 pub mod normalize;
 pub mod proto;
@@ -46,6 +47,7 @@ use transport_core::{
 };
 
 use crate::auth::PeerToken;
+use crate::clients::{Access, Client};
 use crate::files::{StoredFile, sniff_media_type};
 use crate::normalize::TRANSPORT_ID;
 use crate::service::Messenger;
@@ -81,6 +83,9 @@ pub struct RoboClawConfig {
     pub token: Option<String>,
     /// Name of the variable the token comes from, for messages.
     pub token_env: String,
+    /// Clients with their own tokens, senders and rooms; when any is configured, `token`
+    /// is ignored (see [`clients`]).
+    pub clients: Vec<ClientConfig>,
     /// Sender id of the bot's own messages.
     pub self_sender_id: String,
     /// Serve TLS with these files; `None`: plain TCP.
@@ -108,6 +113,7 @@ impl Default for RoboClawConfig {
             port: u16::try_from(settings::DEFAULT_PORT).unwrap_or(50052),
             token: None,
             token_env: settings::DEFAULT_TOKEN_ENV.to_owned(),
+            clients: Vec::new(),
             self_sender_id: normalize::DEFAULT_SELF_SENDER_ID.to_owned(),
             tls: None,
             buffer_size: settings::DEFAULT_BUFFER_SIZE.unsigned_abs() as usize,
@@ -140,11 +146,52 @@ impl std::fmt::Debug for RoboClawConfig {
             .field("port", &self.port)
             .field("token", &self.token.as_ref().map(|_| "<hidden>"))
             .field("token_env", &self.token_env)
+            .field("clients", &self.clients)
             .field("self_sender_id", &self.self_sender_id)
             .field("tls", &self.tls)
             .field("buffer_size", &self.buffer_size)
             .finish_non_exhaustive()
     }
+}
+
+/// One client with its own token (see [`clients`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Its name: the namespace of its rooms.
+    pub name: String,
+    /// The variable its token comes from, for messages.
+    pub token_env: String,
+    /// Its token; `None` when the variable is unset (the client cannot connect, and the
+    /// start says so). `Debug` hides it.
+    pub token: Option<String>,
+    /// The sender ids it may send as.
+    pub senders: Vec<String>,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("name", &self.name)
+            .field("token_env", &self.token_env)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("senders", &self.senders)
+            .finish()
+    }
+}
+
+/// The access rules `config` describes, or why they cannot be used.
+fn access_of(config: &RoboClawConfig) -> Result<Access, clients::ClientsError> {
+    let clients = config
+        .clients
+        .iter()
+        .map(|client| Client {
+            name: client.name.clone(),
+            token_env: client.token_env.clone(),
+            token: client.token.as_deref().and_then(PeerToken::new),
+            senders: client.senders.iter().cloned().collect(),
+        })
+        .collect();
+    Access::new(config.token.as_deref().and_then(PeerToken::new), clients)
 }
 
 struct Running {
@@ -163,6 +210,9 @@ pub struct RoboClawTransport {
     /// Where the server listens while started.
     addr: std::sync::Mutex<Option<SocketAddr>>,
     receipts: AtomicU64,
+    /// Why the configured clients cannot be used; `start` fails with it, and meanwhile
+    /// nobody is let in.
+    config_error: Option<String>,
 }
 
 impl std::fmt::Debug for RoboClawTransport {
@@ -185,8 +235,13 @@ fn kind_name(kind: OutboundKind) -> &'static str {
 impl RoboClawTransport {
     /// A stopped transport; no I/O until `start`.
     pub fn new(config: RoboClawConfig) -> RoboClawTransport {
+        // Fail closed: clients that cannot be told apart let nobody in, and `start` says why.
+        let (access, config_error) = match access_of(&config) {
+            Ok(access) => (access, None),
+            Err(error) => (Access::Clients(Vec::new()), Some(error.to_string())),
+        };
         let options = Options {
-            token: config.token.as_deref().and_then(PeerToken::new),
+            access,
             self_sender_id: match config.self_sender_id.trim() {
                 "" => normalize::DEFAULT_SELF_SENDER_ID.to_owned(),
                 id => id.to_owned(),
@@ -204,6 +259,7 @@ impl RoboClawTransport {
             started: AtomicBool::new(false),
             addr: std::sync::Mutex::new(None),
             receipts: AtomicU64::new(1),
+            config_error,
         }
     }
 
@@ -273,6 +329,7 @@ impl RoboClawTransport {
             name: name.to_owned(),
             media_type: sniff_media_type(&data),
             data: data.into(),
+            owner: None,
         };
         self.shared.files().insert(id.clone(), file);
         Ok(id)
@@ -294,13 +351,44 @@ impl RoboClawTransport {
             ServerState::Listening { addr, .. } => format!("listening on {addr} ({tls})"),
             ServerState::Stopped => "stopped".to_owned(),
         };
-        let token = if self.shared.options.token.is_some() {
-            "peer token required".to_owned()
-        } else {
-            format!(
+        let token = match &self.shared.options.access {
+            Access::Shared(_) => "peer token required".to_owned(),
+            Access::Open => format!(
                 "NO peer token (${} is not set): any client that reaches the port is accepted",
                 self.config.token_env
-            )
+            ),
+            Access::Clients(clients) => {
+                let listed: Vec<String> = clients
+                    .iter()
+                    .map(|client| {
+                        let state = if client.token.is_some() {
+                            "token set"
+                        } else {
+                            "NO token, cannot connect"
+                        };
+                        format!(
+                            "{} (${}, {state}; senders {})",
+                            client.name,
+                            client.token_env,
+                            client
+                                .senders
+                                .iter()
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+                    .collect();
+                let shared = if self.config.token.is_some() {
+                    format!(
+                        "; the shared token in ${} is ignored",
+                        self.config.token_env
+                    )
+                } else {
+                    String::new()
+                };
+                format!("per-client tokens: {}{shared}", listed.join(", "))
+            }
         };
         let rooms = self.rooms();
         let rooms = if rooms.is_empty() {
@@ -322,11 +410,12 @@ impl RoboClawTransport {
             (files.len(), files.bytes())
         };
         let mut line = format!(
-            "{state}; {token}; {} open stream(s); {rooms}; received {}, ignored {}, refused {} (wrong or missing token), sent {}, buffered {}, dropped {} (buffer full), stalled clients {}, commands {}, uploads {}, downloads {}, {files} file(s) stored ({bytes} bytes)",
+            "{state}; {token}; {} open stream(s); {rooms}; received {}, ignored {}, refused {} (wrong or missing token), denied {} (sender not the client's), sent {}, buffered {}, dropped {} (buffer full), stalled clients {}, commands {}, uploads {}, downloads {}, {files} file(s) stored ({bytes} bytes)",
             self.streams(),
             stats.received,
             stats.ignored,
             stats.refused,
+            stats.denied,
             stats.sent,
             stats.buffered,
             stats.dropped,
@@ -357,12 +446,17 @@ impl RoboClawTransport {
 
     /// Alerts what the person at the terminal should know once the server runs.
     fn start_notes(&self, addr: SocketAddr) {
-        let notes = start_notes(
+        let mut notes = start_notes(
             addr,
             self.config.tls.is_some(),
-            self.shared.options.token.is_some(),
+            !self.shared.options.access.is_open(),
             &self.config.token_env,
         );
+        notes.extend(client_notes(
+            &self.shared.options.access,
+            self.config.token.is_some(),
+            &self.config.token_env,
+        ));
         for note in notes {
             self.shared.alert(note);
         }
@@ -381,6 +475,28 @@ pub fn start_notes(addr: SocketAddr, tls: bool, token: bool, token_env: &str) ->
     if !addr.ip().is_loopback() && !tls {
         notes.push(format!(
             "listening on {addr} without TLS: messages and the peer token cross the network unencrypted. Set tlsCertPath and tlsKeyPath, or keep host at 127.0.0.1."
+        ));
+    }
+    notes
+}
+
+/// What a person must hear about per-client tokens at start: a shared token that is now
+/// ignored (whoever still holds it is locked out, on purpose), and clients that cannot
+/// connect because their variable is unset.
+pub fn client_notes(access: &Access, shared_token: bool, token_env: &str) -> Vec<String> {
+    let Access::Clients(_) = access else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    if shared_token {
+        notes.push(format!(
+            "robo_claw: clients are configured, so the shared peer token in ${token_env} is ignored: a client presenting it is refused. Give each app its client's own token and unset ${token_env}."
+        ));
+    }
+    for client in access.clients_without_token() {
+        notes.push(format!(
+            "robo_claw: client {:?} cannot connect: ${} is not set. Export its token there.",
+            client.name, client.token_env
         ));
     }
     notes
@@ -411,6 +527,9 @@ impl Transport for RoboClawTransport {
         let mut lifecycle = self.lifecycle.lock().await;
         if lifecycle.is_some() {
             return Err(TransportError::AlreadyStarted(TRANSPORT_ID.to_owned()));
+        }
+        if let Some(error) = &self.config_error {
+            return Err(TransportError::Failed(error.clone()));
         }
         let failed = |text: String| {
             self.shared
@@ -483,9 +602,10 @@ impl Transport for RoboClawTransport {
         }
         let now = (self.shared.options.clock)();
         let room = message.conversation_id.trim();
+        // The client knows its room by its own name, not by the namespaced conversation id.
         let reply = normalize::outbound(
             &self.shared.options.self_sender_id,
-            room,
+            self.shared.options.access.client_room(room),
             &message.text,
             now,
         );
@@ -533,10 +653,12 @@ impl Transport for RoboClawTransport {
         let line = self.describe();
         // Every text above is free of the token; a client could still name a room after
         // it, so this is the last line of defence (I18).
-        match &self.shared.options.token {
-            Some(token) => line.replace(token.as_str(), "<hidden>"),
-            None => line,
-        }
+        self.shared
+            .options
+            .access
+            .tokens()
+            .into_iter()
+            .fold(line, |line, token| line.replace(token.as_str(), "<hidden>"))
     }
 }
 

@@ -73,10 +73,7 @@ pub fn check_room(room: &str) -> Result<&str, String> {
 /// Normalizes one message from a client (see the module docs for every rule).
 /// `self_sender_id` is the bot's own sender id; messages from it are ignored (I14).
 pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normalized {
-    let sender = match message.sender_id.trim() {
-        "" => DEFAULT_SENDER,
-        sender => sender,
-    };
+    let sender = sender_of(message);
     if sender == self_sender_id.trim() {
         return Normalized::Ignored(format!(
             "a message from the bot itself (sender_id {sender:?})"
@@ -109,6 +106,14 @@ pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normali
         attachments: attachment.into_iter().collect(),
         message_id: message_id(&message.metadata),
     })
+}
+
+/// The sender a message speaks as: trimmed `sender_id`, [`DEFAULT_SENDER`] when blank.
+pub fn sender_of(message: &ChatMessage) -> &str {
+    match message.sender_id.trim() {
+        "" => DEFAULT_SENDER,
+        sender => sender,
+    }
 }
 
 /// The client's id for the message, if it sent a usable one: a blank or oversized id is

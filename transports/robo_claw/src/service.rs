@@ -11,6 +11,13 @@
 //! them. A client may stop sending and keep reading; the stream leaves its room when the
 //! client goes away.
 //!
+//! **Clients.** With `clients` configured ([`crate::clients`]), the token says which
+//! client calls; a message whose sender is not one of that client's ends the stream (or
+//! fails the call) with `PERMISSION_DENIED` before anything is delivered, rooms are the
+//! client's own (`<client>:<room>` to the bridge, `<room>` on the wire), and an upload is
+//! readable and attachable only by the client that made it (another's is `NOT_FOUND`,
+//! like an unknown id).
+//!
 //! **SendCommand.** The transport cannot run a command; the bridge does. So the message
 //! is delivered as an addressed, direct envelope (content with a leading `/` added when
 //! missing) and every reply the bridge sends to that room while it handles this envelope
@@ -45,8 +52,9 @@ use transport_core::platform::Normalized;
 use transport_core::{Envelope, InboundSink};
 
 use crate::auth::{self, AUTH_TOKEN_KEY, HeaderCheck};
+use crate::clients::Caller;
 use crate::files::{self, Upload, UploadError};
-use crate::normalize::{self, check_room, normalize_message, room_of};
+use crate::normalize::{self, check_room, normalize_message, room_of, sender_of};
 use crate::proto::robo_messenger_server::RoboMessenger;
 use crate::proto::{ChatMessage, CommandResponse, DownloadRequest, FileChunk, UploadResponse};
 use crate::rooms::Outlet;
@@ -70,23 +78,37 @@ impl Messenger {
         self.shared.sink().ok_or_else(not_running)
     }
 
-    /// Refuses a call whose metadata carries a wrong token, or none when one is needed
-    /// and `fallback` (the message's `auth_token`) is not it either.
-    fn authenticate<T>(&self, request: &Request<T>, fallback: Option<&str>) -> Result<(), Status> {
-        let token = self.shared.options.token.as_ref();
-        let accepted = match auth::check_header(token, request.metadata()) {
-            HeaderCheck::Open | HeaderCheck::Accepted => true,
-            HeaderCheck::Refused => false,
-            HeaderCheck::Absent => {
-                fallback.is_some_and(|offered| token.is_some_and(|t| t.matches(offered)))
-            }
+    /// Who made the call; refuses a call whose metadata carries a wrong token, or none
+    /// when one is needed and `fallback` (the message's `auth_token`) is not one either.
+    fn authenticate<T>(
+        &self,
+        request: &Request<T>,
+        fallback: Option<&str>,
+    ) -> Result<Caller, Status> {
+        let access = &self.shared.options.access;
+        let caller = match auth::check_header(access, request.metadata()) {
+            HeaderCheck::Open => Some(Caller::Anyone),
+            HeaderCheck::Accepted(caller) => Some(caller),
+            HeaderCheck::Refused => None,
+            HeaderCheck::Absent => fallback.and_then(|offered| access.identify(offered)),
         };
-        if accepted {
-            Ok(())
-        } else {
+        caller.ok_or_else(|| {
             self.shared.update(|stats| stats.refused += 1);
-            Err(auth::refused())
+            auth::refused()
+        })
+    }
+
+    /// Refuses a message whose sender the caller may not use: with per-client tokens, a
+    /// client speaks only as its own senders, so it cannot pose as another client's
+    /// paired identity (or answer that identity's approvals).
+    fn check_sender(&self, caller: Caller, message: &ChatMessage) -> Result<(), Status> {
+        let access = &self.shared.options.access;
+        let sender = sender_of(message);
+        if sender == self.shared.options.self_sender_id || access.may_send_as(caller, sender) {
+            return Ok(());
         }
+        self.shared.update(|stats| stats.denied += 1);
+        Err(access.denied_sender(caller, sender))
     }
 
     /// Hands an envelope to the session unless the server is stopping.
@@ -104,11 +126,13 @@ struct ChatSession {
     sink: InboundSink,
     stream: u64,
     outlet: Outlet,
-    authenticated: bool,
-    /// The room this stream listens to, once joined.
+    /// Who is on the other end, once its token was accepted.
+    caller: Option<Caller>,
+    /// The room (conversation id, namespaced per client) this stream listens to, once
+    /// joined.
     room: Option<String>,
-    /// The room named in the call metadata, joined once the first message proves the
-    /// token (a stream that has not authenticated hears nothing).
+    /// The room named in the call metadata (as the client named it), joined once the
+    /// first message proves the token (a stream that has not authenticated hears nothing).
     named_room: Option<String>,
     _live: LiveStream,
 }
@@ -145,39 +169,60 @@ impl ChatSession {
     /// One message: authenticate, bind the room, normalize, deliver.
     async fn take(&mut self, message: ChatMessage) -> Result<(), Status> {
         let shared = self.messenger.shared.clone();
-        if !self.authenticated {
-            let offered = message.metadata.get(AUTH_TOKEN_KEY).map(String::as_str);
-            let token = shared.options.token.as_ref();
-            if !offered.is_some_and(|offered| token.is_some_and(|t| t.matches(offered))) {
-                shared.update(|stats| stats.refused += 1);
-                return Err(auth::refused());
+        let access = &shared.options.access;
+        let caller = match self.caller {
+            Some(caller) => caller,
+            None => {
+                let offered = message.metadata.get(AUTH_TOKEN_KEY).map(String::as_str);
+                let Some(caller) = offered.and_then(|offered| access.identify(offered)) else {
+                    shared.update(|stats| stats.refused += 1);
+                    return Err(auth::refused());
+                };
+                self.caller = Some(caller);
+                caller
             }
-            self.authenticated = true;
-        }
-        let room = room_of(&message.metadata).map_err(Status::invalid_argument)?;
+        };
+        self.messenger.check_sender(caller, &message)?;
+        let room = access.room_key(
+            caller,
+            &room_of(&message.metadata).map_err(Status::invalid_argument)?,
+        );
         if self.room.is_none()
             && let Some(named) = self.named_room.take()
         {
+            let named = access.room_key(caller, &named);
             shared.join(&named, self.stream, self.outlet.clone());
             self.room = Some(named);
         }
         match &self.room {
             None => {
                 shared.join(&room, self.stream, self.outlet.clone());
-                self.room = Some(room);
+                self.room = Some(room.clone());
             }
             Some(bound) if *bound != room => {
                 return Err(Status::failed_precondition(format!(
-                    "this stream belongs to room {bound:?} and cannot carry a message for room {room:?}; open one ChatStream per room"
+                    "this stream belongs to room {:?} and cannot carry a message for room {:?}; open one ChatStream per room",
+                    access.client_room(bound),
+                    access.client_room(&room)
                 )));
             }
             Some(_) => {}
         }
         match normalize_message(&message, &shared.options.self_sender_id) {
             Normalized::Message(mut envelope) => {
+                envelope.conversation_id = room;
                 {
                     let files = shared.files();
+                    let owner = access.owner(caller);
                     for attachment in &mut envelope.attachments {
+                        // Another client's upload is as absent as one never made: the
+                        // bridge would otherwise fetch it for this caller's prompt.
+                        if files
+                            .get(&attachment.reference)
+                            .is_some_and(|file| !file.readable_by(owner))
+                        {
+                            return Err(no_such_file(&attachment.reference));
+                        }
                         files.describe(attachment);
                     }
                 }
@@ -212,6 +257,14 @@ fn header_room<T>(request: &Request<T>) -> Result<Option<String>, Status> {
         .map_err(Status::invalid_argument)
 }
 
+/// The answer for a file id that is unknown or another client's: alike, so a client
+/// learns nothing about other clients' files.
+fn no_such_file(id: &str) -> Status {
+    Status::not_found(format!(
+        "there is no file {id:?}: it was never stored, or it was forgotten to keep only the most recent files"
+    ))
+}
+
 fn upload_status(error: UploadError) -> Status {
     match error {
         UploadError::TooLarge { .. } => Status::resource_exhausted(error.to_string()),
@@ -229,15 +282,15 @@ impl RoboMessenger for Messenger {
     ) -> Result<Response<Self::ChatStreamStream>, Status> {
         let sink = self.sink()?;
         let shared = self.shared.clone();
-        let authenticated =
-            match auth::check_header(shared.options.token.as_ref(), request.metadata()) {
-                HeaderCheck::Open | HeaderCheck::Accepted => true,
-                HeaderCheck::Absent => false,
-                HeaderCheck::Refused => {
-                    shared.update(|stats| stats.refused += 1);
-                    return Err(auth::refused());
-                }
-            };
+        let caller = match auth::check_header(&shared.options.access, request.metadata()) {
+            HeaderCheck::Open => Some(Caller::Anyone),
+            HeaderCheck::Accepted(caller) => Some(caller),
+            HeaderCheck::Absent => None,
+            HeaderCheck::Refused => {
+                shared.update(|stats| stats.refused += 1);
+                return Err(auth::refused());
+            }
+        };
         let room = header_room(&request)?;
         let live = shared.open_stream().ok_or_else(|| {
             Status::resource_exhausted(format!(
@@ -250,10 +303,12 @@ impl RoboMessenger for Messenger {
         let stream = shared.next_id();
         // A client that named its room hears the room's replies before it sends anything;
         // an unauthenticated one hears nothing until its first message proves the token.
-        let (room, named_room) = if authenticated {
-            (room, None)
-        } else {
-            (None, room)
+        let (room, named_room) = match caller {
+            Some(caller) => (
+                room.map(|room| shared.options.access.room_key(caller, &room)),
+                None,
+            ),
+            None => (None, room),
         };
         if let Some(room) = &room {
             shared.join(room, stream, outlet.clone());
@@ -266,7 +321,7 @@ impl RoboMessenger for Messenger {
             sink,
             stream,
             outlet,
-            authenticated,
+            caller,
             room,
             named_room,
             _live: live,
@@ -281,9 +336,13 @@ impl RoboMessenger for Messenger {
     ) -> Result<Response<CommandResponse>, Status> {
         let sink = self.sink()?;
         let offered = request.get_ref().metadata.get(AUTH_TOKEN_KEY).cloned();
-        self.authenticate(&request, offered.as_deref())?;
+        let caller = self.authenticate(&request, offered.as_deref())?;
         let message = request.into_inner();
-        let room = room_of(&message.metadata).map_err(Status::invalid_argument)?;
+        self.check_sender(caller, &message)?;
+        let room = self.shared.options.access.room_key(
+            caller,
+            &room_of(&message.metadata).map_err(Status::invalid_argument)?,
+        );
         let mut envelope = match normalize_message(&message, &self.shared.options.self_sender_id) {
             Normalized::Message(envelope) => envelope,
             Normalized::Ignored(reason) => {
@@ -291,6 +350,7 @@ impl RoboMessenger for Messenger {
             }
         };
         envelope.text = normalize::command_text(&envelope.text);
+        envelope.conversation_id.clone_from(&room);
         let timeout = self.shared.options.command_timeout;
         let deadline = Instant::now() + timeout;
         let seconds = timeout.as_secs_f64();
@@ -340,7 +400,7 @@ impl RoboMessenger for Messenger {
         &self,
         request: Request<Streaming<FileChunk>>,
     ) -> Result<Response<UploadResponse>, Status> {
-        self.authenticate(&request, None)?;
+        let caller = self.authenticate(&request, None)?;
         let mut chunks = request.into_inner();
         let mut upload = Upload::new(self.shared.options.max_upload_bytes);
         while !upload.is_finished() {
@@ -353,7 +413,8 @@ impl RoboMessenger for Messenger {
                 None => break,
             }
         }
-        let file = upload.finish().map_err(upload_status)?;
+        let mut file = upload.finish().map_err(upload_status)?;
+        file.owner = self.shared.options.access.owner(caller).map(str::to_owned);
         let id = self
             .shared
             .random_id("rcf")
@@ -379,13 +440,15 @@ impl RoboMessenger for Messenger {
         &self,
         request: Request<DownloadRequest>,
     ) -> Result<Response<Self::DownloadFileStream>, Status> {
-        self.authenticate(&request, None)?;
+        let caller = self.authenticate(&request, None)?;
         let id = request.into_inner().file_id.trim().to_owned();
-        let file = self.shared.files().get(&id).ok_or_else(|| {
-            Status::not_found(format!(
-                "there is no file {id:?}: it was never stored, or it was forgotten to keep only the most recent files"
-            ))
-        })?;
+        let owner = self.shared.options.access.owner(caller);
+        let file = self
+            .shared
+            .files()
+            .get(&id)
+            .filter(|file| file.readable_by(owner))
+            .ok_or_else(|| no_such_file(&id))?;
         self.shared.update(|stats| stats.downloads += 1);
         let chunks: Vec<_> = files::download_chunks(&id, &file)
             .into_iter()

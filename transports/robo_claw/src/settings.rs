@@ -10,8 +10,9 @@ use transport_core::platform::{
     BuildInput, ENABLED, LOCK_STALE_MS, Platform, Setting, SettingDefault, SettingKind, Settings,
 };
 
+use crate::clients::parse_clients;
 use crate::normalize::{self, DEFAULT_SELF_SENDER_ID};
-use crate::{RoboClawConfig, RoboClawTransport, TlsFiles};
+use crate::{ClientConfig, RoboClawConfig, RoboClawTransport, TlsFiles};
 
 /// Default name of the environment variable holding the peer token.
 pub const DEFAULT_TOKEN_ENV: &str = "PI_ROBO_CLAW_TOKEN";
@@ -42,6 +43,15 @@ pub const TOKEN_ENV: Setting = Setting {
     kind: SettingKind::OptionalEnvName,
     default: SettingDefault::Text(DEFAULT_TOKEN_ENV),
     summary: "name of the environment variable holding the peer token RoboClaw clients must present (optional; without it any client that reaches the port is accepted)",
+};
+
+/// `clients`: per-client tokens, senders and rooms (issue 30 finding 8; see
+/// [`crate::clients`] for the format and why).
+pub const CLIENTS: Setting = Setting {
+    name: "clients",
+    kind: SettingKind::Text,
+    default: SettingDefault::Absent,
+    summary: "clients with their own tokens: \"<client>: <TOKEN_ENV>: <sender>, <sender>...\", entries separated by ';'. Each client may send only as its senders and reads only its own rooms and uploads; tokenEnv is then ignored",
 };
 
 /// `host`: the address the gRPC server listens on.
@@ -132,6 +142,7 @@ pub const SETTINGS: Settings = Settings {
     keys: &[
         ENABLED,
         TOKEN_ENV,
+        CLIENTS,
         HOST,
         PORT,
         SELF_SENDER_ID,
@@ -180,6 +191,18 @@ pub fn config_from(input: &BuildInput) -> Result<RoboClawConfig, String> {
     if let Some(id) = input.text(SELF_SENDER_ID.name) {
         config.self_sender_id = id.trim().to_owned();
     }
+    if let Some(text) = input.text(CLIENTS.name) {
+        config.clients = parse_clients(text, &config.self_sender_id)
+            .map_err(|error| error.to_string())?
+            .into_iter()
+            .map(|spec| ClientConfig {
+                token: input.variable(&spec.token_env),
+                name: spec.name,
+                token_env: spec.token_env,
+                senders: spec.senders,
+            })
+            .collect();
+    }
     config.tls = match (
         input.text(TLS_CERT_PATH.name),
         input.text(TLS_KEY_PATH.name),
@@ -216,10 +239,11 @@ pub fn config_from(input: &BuildInput) -> Result<RoboClawConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use transport_core::platform::EnvLookup;
 
     const TOKEN: &str = "peer-SECRET-settings";
 
-    fn input(settings: serde_json::Value, token: Option<&str>) -> BuildInput {
+    fn input(settings: serde_json::Value, token: Option<&str>) -> BuildInput<'static> {
         let mut input = BuildInput::default();
         if let serde_json::Value::Object(map) = settings {
             input.settings = map;
@@ -238,6 +262,7 @@ mod tests {
             [
                 "enabled",
                 "tokenEnv",
+                "clients",
                 "host",
                 "port",
                 "selfSenderId",
@@ -296,6 +321,40 @@ mod tests {
         assert_eq!(config.command_timeout, Duration::from_secs(5));
         assert_eq!((config.max_upload_bytes, config.max_uploads), (2048, 3));
         assert!(!format!("{config:?}").contains(TOKEN));
+    }
+
+    #[test]
+    fn clients_read_their_own_token_variables_and_a_bad_line_names_the_key() {
+        let env = |name: &str| match name {
+            "PI_RC_PHONE" => Some("phone-SECRET".to_owned()),
+            _ => None,
+        };
+        let mut input = input(
+            serde_json::json!({ "clients": "phone: PI_RC_PHONE: alice; arm: PI_RC_ARM: arm-1" }),
+            Some(TOKEN),
+        );
+        input.env = Some(EnvLookup(&env));
+        let config = config_from(&input).expect("built");
+        assert_eq!(config.clients.len(), 2);
+        assert_eq!(config.clients[0].token.as_deref(), Some("phone-SECRET"));
+        assert_eq!(config.clients[0].senders, ["alice"]);
+        assert_eq!(config.clients[1].token, None);
+        assert!(!format!("{config:?}").contains("phone-SECRET"));
+        let transport = build(&input).expect("built");
+        let line = transport.diagnose();
+        assert!(line.contains("per-client tokens: phone"), "{line}");
+        assert!(line.contains("arm ($PI_RC_ARM, NO token"), "{line}");
+        assert!(
+            line.contains("shared token in $PI_ROBO_CLAW_TOKEN is ignored"),
+            "{line}"
+        );
+
+        let error = config_from(&super::tests::input(
+            serde_json::json!({ "clients": "phone PI_RC_PHONE alice" }),
+            None,
+        ))
+        .expect_err("refused");
+        assert!(error.starts_with("transports.robo_claw.clients"), "{error}");
     }
 
     #[test]

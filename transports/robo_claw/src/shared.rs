@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use transport_core::{InboundSink, TransportError};
 
-use crate::auth::PeerToken;
+use crate::clients::Access;
 use crate::files::Files;
 use crate::normalize::TRANSPORT_ID;
 use crate::proto::ChatMessage;
@@ -23,7 +23,8 @@ pub type Random = Arc<dyn Fn(&mut [u8]) -> Result<(), String> + Send + Sync>;
 
 /// Settings the running service reads.
 pub(crate) struct Options {
-    pub(crate) token: Option<PeerToken>,
+    /// Who may connect, as which senders, to which rooms.
+    pub(crate) access: Access,
     pub(crate) self_sender_id: String,
     pub(crate) command_timeout: Duration,
     pub(crate) max_upload_bytes: u64,
@@ -51,6 +52,8 @@ pub(crate) struct Stats {
     pub(crate) received: u64,
     pub(crate) ignored: u64,
     pub(crate) refused: u64,
+    /// Calls refused for a sender id their client may not use.
+    pub(crate) denied: u64,
     pub(crate) sent: u64,
     pub(crate) buffered: u64,
     pub(crate) dropped: u64,

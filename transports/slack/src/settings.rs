@@ -101,7 +101,7 @@ mod tests {
     const BOT: &str = "xoxb-1-2-SECRETbotsettings";
     const APP: &str = "xapp-1-A1-2-SECRETappsettings";
 
-    fn input(bot: Option<&str>, app: Option<&str>) -> BuildInput {
+    fn input(bot: Option<&str>, app: Option<&str>) -> BuildInput<'static> {
         let mut input = BuildInput::default();
         input
             .settings

@@ -99,7 +99,7 @@ mod tests {
 
     const TOKEN: &str = "123456:SECRET-settings";
 
-    fn input(token: Option<&str>) -> BuildInput {
+    fn input(token: Option<&str>) -> BuildInput<'static> {
         let mut input = BuildInput::default();
         input.settings.insert("tokenEnv".to_owned(), "MY_TG".into());
         if let Some(token) = token {
