@@ -40,6 +40,7 @@ const KNOWN_KEYS: &[&str] = &[
     "pairingTtlMs",
     "pairingDigits",
     "pairingMaxAttempts",
+    "pairingMaxFailuresPerHour",
     "allowUsers",
     "requirePairing",
     "requireAddressing",

@@ -26,6 +26,11 @@ impl Bridge {
                 Level::Info,
                 format!("bot-connect {VERSION}\n- bridge: wasm32-wasip2 component"),
             ),
+            LocalCommand::Pair if self.pairing_closed() => {
+                let made = self.reopen_pairing(host, now);
+                let codes = local::pair_text(&self.live_codes_view(now), now);
+                Note::new(Level::Info, local::reopened_text(made, &codes))
+            }
             LocalCommand::Pair => Note::new(
                 Level::Info,
                 local::pair_text(&self.live_codes_view(now), now),
@@ -52,6 +57,7 @@ impl Bridge {
                 let revoked = self.state.disconnect_all();
                 self.live_codes.clear();
                 self.reissued.clear();
+                self.terminal_codes.clear();
                 self.save(host);
                 host.log(
                     Level::Info,
@@ -137,6 +143,7 @@ impl Bridge {
             diagnostics.conversations
         ));
         lines.push(format!("- pending codes: {}", diagnostics.pending));
+        lines.push(self.pairing_budget_line(host.now_ms()));
         let fail_closed = config::fail_closed_lines(&self.fail_closed);
         for line in &fail_closed {
             lines.push(format!("- config: {line}"));

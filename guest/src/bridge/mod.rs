@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::core::approvals::Approvals;
 use crate::core::config::{self, BridgeConfig, FailedClosed};
 use crate::core::explain::DecisionLog;
+use crate::core::pairing_budget::FailureBudget;
 use crate::core::rate_limit::RateLimiter;
 use crate::core::scope::Scope;
 use crate::core::state::{self, SessionState};
@@ -77,6 +78,16 @@ pub struct Bridge {
     live_codes: BTreeMap<ConversationKey, String>,
     /// Chats whose code was replaced at start; their next message is told so.
     reissued: BTreeSet<ConversationKey>,
+    /// Wrong codes judged this last hour, and whether pairing is closed (issue 30 §5).
+    /// Memory only: a stranger cannot restart the session, and a restart by the operator
+    /// is as good as asking for a fresh code.
+    pairing_budget: FailureBudget,
+    /// Chats whose live code the operator asked for at the terminal while pairing was
+    /// closed: judged even while it is closed, so the real user is never locked out.
+    terminal_codes: BTreeSet<ConversationKey>,
+    /// Chats that wrote while pairing was closed, with when they last did: the operator's
+    /// `/connect pair` gives each a code, so the real user need not write again after it.
+    waiting_while_closed: BTreeMap<ConversationKey, u64>,
     turn: Option<Turn>,
     /// What the work digest remembers from agent events.
     work: digest::WorkMemory,
@@ -131,6 +142,9 @@ impl Bridge {
             stranger_notices: StrangerNotices::default(),
             live_codes: BTreeMap::new(),
             reissued: BTreeSet::new(),
+            pairing_budget: FailureBudget::default(),
+            terminal_codes: BTreeSet::new(),
+            waiting_while_closed: BTreeMap::new(),
             turn: None,
             work: digest::WorkMemory::default(),
             outbox: outbox::Outbox::default(),

@@ -9,6 +9,8 @@
 //! into a burst of sends at every start); when that person next writes, they are told the
 //! code changed, and that message does not count as a wrong attempt.
 
+use std::collections::BTreeSet;
+
 use super::Bridge;
 use crate::core::code_hash::SALT_LEN;
 use crate::core::explain::Outcome;
@@ -16,6 +18,7 @@ use crate::core::notices;
 use crate::core::pairing::{
     self, NewChallenge, PairingDecision, PairingOptions, PairingReason, is_live,
 };
+use crate::core::pairing_budget::{self, FailureOutcome};
 use crate::core::state::{ConversationTarget, PendingChallenge};
 use crate::core::strangers::{self, Room};
 use crate::host::Host;
@@ -42,12 +45,47 @@ impl Bridge {
         let identity = envelope.identity();
         let conversation = envelope.conversation_key();
         let options = PairingOptions::from_config(&self.config);
+        let live = pending.as_ref().is_some_and(|p| is_live(p, now, &options));
+        if self.pairing_budget.is_closed() && !(live && self.terminal_codes.contains(&conversation))
+        {
+            // Not judged at all: comparing would tell a guesser something (issue 30 §5).
+            return self.refuse_while_closed(host, target, conversation, now);
+        }
         let reissued = self.reissued.remove(&conversation);
-        match pairing::decide_pairing(pending.as_ref(), &envelope.text, now, &options) {
+        let decision = pairing::decide_pairing(pending.as_ref(), &envelope.text, now, &options);
+        let wrong = match &decision {
+            PairingDecision::Keep { reason, .. } => *reason == PairingReason::Mismatch,
+            // From a live code, a lock is the wrong attempt that used its last try.
+            PairingDecision::Issue { reason } => *reason == PairingReason::Locked && live,
+            PairingDecision::Trust => false,
+        };
+        if wrong {
+            let per_hour = self.config.pairing_max_failures_per_hour;
+            if self.pairing_budget.record_failure(now, per_hour) == FailureOutcome::JustClosed {
+                host.notify(
+                    Level::Warning,
+                    &pairing_budget::closed_terminal_notice(per_hour, &self.config.local_command),
+                );
+                host.log(
+                    Level::Warning,
+                    "pairing closed",
+                    &[("failures_per_hour", per_hour.to_string())],
+                );
+            }
+            if self.pairing_budget.is_closed() && matches!(decision, PairingDecision::Issue { .. })
+            {
+                // No new code while closed: it would be one more to guess at.
+                self.terminal_codes.remove(&conversation);
+                return self.refuse_while_closed(host, target, conversation, now);
+            }
+        }
+        match decision {
             PairingDecision::Trust => {
                 self.state.trust(&identity, now);
                 self.state.set_pending(&conversation, None);
                 self.live_codes.remove(&conversation);
+                self.terminal_codes.remove(&conversation);
+                self.waiting_while_closed.remove(&conversation);
                 self.state.remember_conversation(target.clone());
                 self.save(host);
                 host.log(
@@ -111,6 +149,8 @@ impl Bridge {
                     }
                 }
                 let created = self.new_challenge(host, now, &options);
+                // A code made for a chat is no terminal code: only `/connect pair` makes those.
+                self.terminal_codes.remove(&conversation);
                 let text = pairing::chat_prompt(reason, &options, 0, &self.config.local_command);
                 // The code goes to the local terminal only (I1); past the first few of a
                 // minute it is counted instead, and `/connect` lists it.
@@ -129,6 +169,84 @@ impl Bridge {
                 Outcome::NotPaired(reason)
             }
         }
+    }
+
+    /// The answer while pairing is closed: the same text whatever was sent, nothing compared,
+    /// nothing stored but the chat's place in line for the operator's `/connect pair`.
+    fn refuse_while_closed(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        conversation: ConversationKey,
+        now: u64,
+    ) -> Outcome {
+        self.pairing_budget.refused_unjudged();
+        if !self.waiting_while_closed.contains_key(&conversation)
+            && self.waiting_while_closed.len() >= strangers::MAX_PENDING
+        {
+            // Bounded like the pending codes; the chat that wrote least recently gives way,
+            // so the real user who just wrote is among those `/connect pair` serves.
+            let oldest = self
+                .waiting_while_closed
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                self.waiting_while_closed.remove(&oldest);
+            }
+        }
+        self.waiting_while_closed.insert(conversation, now);
+        let text = pairing_budget::closed_chat_text(&self.config.local_command);
+        self.reply(host, target, &text);
+        Outcome::PairingClosed
+    }
+
+    /// `/connect pair` while pairing is closed: the operator asks for fresh codes, so it
+    /// opens again and each chat waiting (with a code, or that wrote while closed) gets a new
+    /// code. These are terminal codes: judged even if strangers close pairing again before
+    /// the real user types theirs. Returns how many codes were made.
+    pub(super) fn reopen_pairing(&mut self, host: &mut dyn Host, now: u64) -> usize {
+        self.pairing_budget.reopen();
+        let options = PairingOptions::from_config(&self.config);
+        let recent = |at: &u64| now.saturating_sub(*at) < options.ttl_ms;
+        let mut keys: BTreeSet<ConversationKey> = self.state.pending.keys().cloned().collect();
+        keys.extend(
+            self.waiting_while_closed
+                .iter()
+                .filter(|(_, at)| recent(at))
+                .map(|(key, _)| key.clone()),
+        );
+        self.waiting_while_closed.clear();
+        keys.retain(|key| self.capabilities(key.transport()).is_some());
+        let mut made = 0;
+        for key in keys.into_iter().take(strangers::MAX_PENDING) {
+            let created = self.new_challenge(host, now, &options);
+            self.live_codes.insert(key.clone(), created.code);
+            self.state.set_pending(&key, Some(created.pending));
+            self.reissued.remove(&key);
+            self.terminal_codes.insert(key);
+            made += 1;
+        }
+        self.save(host);
+        host.log(
+            Level::Info,
+            "pairing reopened",
+            &[("codes", made.to_string())],
+        );
+        made
+    }
+
+    /// Whether pairing is closed, and what `doctor` says about the failure budget.
+    pub(super) fn pairing_budget_line(&self, now: u64) -> String {
+        let view = self
+            .pairing_budget
+            .view(now, self.config.pairing_max_failures_per_hour);
+        pairing_budget::doctor_line(&view, now, &self.config.local_command)
+    }
+
+    /// Whether pairing is closed now.
+    pub(super) fn pairing_closed(&self) -> bool {
+        self.pairing_budget.is_closed()
     }
 
     /// At start: every chat whose code was still live, on a transport that now runs, gets a

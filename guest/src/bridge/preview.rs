@@ -83,6 +83,13 @@ impl Bridge {
                  and the message is older than the pairing window (bridge.pairingTtlMs), so \
                  no code would be made for it"
                 .to_string(),
+            Route::Pair
+                if self.pairing_closed() && !self.terminal_codes.contains(&conversation) =>
+            {
+                "pairing: closed after too many wrong codes (bridge.pairingMaxFailuresPerHour); \
+                 the text would not be checked against any code"
+                    .to_string()
+            }
             Route::Pair => {
                 let options = PairingOptions::from_config(&self.config);
                 // Deciding draws nothing: the preview never makes a real code, only says one

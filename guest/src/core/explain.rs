@@ -25,6 +25,9 @@ pub enum Outcome {
     StrangerFlood,
     /// A new unpaired chat while the pairing codes were full: told to try later.
     PairingFull,
+    /// Pairing is closed after too many wrong codes: the message was not judged
+    /// (issue 30 §5).
+    PairingClosed,
     /// A remote command was answered (its canonical name).
     Command(&'static str),
     /// The identity sent more than its rate limit allows.
@@ -116,6 +119,10 @@ pub fn outcome_text(outcome: &Outcome, local_command: &str) -> String {
         Outcome::StrangerFlood => "ignored: too many messages from unpaired senders at once \
             (a flood is limited per transport and overall); no reply was sent."
             .into(),
+        Outcome::PairingClosed => format!(
+            "not paired: pairing is closed after too many wrong codes (bridge.pairingMaxFailuresPerHour), \
+             so the message was not checked against any code. Run /{local_command} pair for a fresh code."
+        ),
         Outcome::PairingFull => "not paired: too many pairing codes were already waiting, so \
             no code was made; the chat was told to try later."
             .into(),

@@ -150,6 +150,18 @@ pub fn pair_text(codes: &[LiveCode], now: u64) -> String {
     format!("Pending pairing codes:\n{}", live.join("\n"))
 }
 
+/// The `/connect pair` text when it reopened pairing after too many wrong codes
+/// (issue 30 §5): the fresh codes, and that they work at once.
+pub fn reopened_text(made: usize, codes: &str) -> String {
+    if made == 0 {
+        return "Pairing was closed after too many wrong codes; it is open again. Have the remote user send any message; the code appears here."
+            .to_string();
+    }
+    format!(
+        "Pairing was closed after too many wrong codes; it is open again with fresh codes, which work at once.\n{codes}"
+    )
+}
+
 /// One line per live code: `<bullet><key>: 123 456 (expires in 4m)`.
 fn code_lines(codes: &[LiveCode], now: u64, bullet: &str) -> Vec<String> {
     codes

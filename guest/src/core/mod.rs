@@ -19,6 +19,7 @@ pub mod measure;
 pub mod notices;
 pub mod outbound;
 pub mod pairing;
+pub mod pairing_budget;
 pub mod progress;
 pub mod rate_limit;
 pub mod readable;

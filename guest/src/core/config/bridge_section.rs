@@ -81,10 +81,18 @@ pub(super) fn apply_bridge(
                 Some(_) => Err("expected between 10000 and 86400000 ms".into()),
             }
             .map(|ms| config.pairing_ttl_ms = ms),
-            "pairingDigits" => int_in(value, 4, 10).map(|n| config.pairing_digits = n as u32),
+            // Six at least: four digits fell to guessing within a day (issue 30 §5).
+            "pairingDigits" => int_in(value, 6, 10).map(|n| config.pairing_digits = n as u32),
             "pairingMaxAttempts" => {
                 int_in(value, 1, 10).map(|n| config.pairing_max_attempts = n as u32)
             }
+            // Above 10 an hour the odds in the README no longer hold (issue 30 §5).
+            "pairingMaxFailuresPerHour" => int_in(
+                value,
+                1,
+                i64::from(crate::core::pairing_budget::MAX_FAILURES_PER_HOUR),
+            )
+            .map(|n| config.pairing_max_failures_per_hour = n as u32),
             "allowUsers" => strings(value).and_then(|users| {
                 let invalid: Vec<&str> = users
                     .iter()

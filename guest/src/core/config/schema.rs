@@ -130,6 +130,8 @@ pub struct BridgeConfig {
     pub pairing_digits: u32,
     /// Wrong attempts before a code is replaced.
     pub pairing_max_attempts: u32,
+    /// Wrong codes judged per hour over the whole session before pairing closes (issue 30 §5).
+    pub pairing_max_failures_per_hour: u32,
     /// Pre-trusted identities (`transport:userId`).
     pub allow_users: Vec<Identity>,
     /// Unknown identities must pair.
@@ -172,6 +174,7 @@ impl Default for BridgeConfig {
             pairing_ttl_ms: 300_000,
             pairing_digits: 6,
             pairing_max_attempts: 3,
+            pairing_max_failures_per_hour: crate::core::pairing_budget::MAX_FAILURES_PER_HOUR,
             allow_users: Vec::new(),
             require_pairing: true,
             require_addressing: true,
@@ -225,6 +228,7 @@ impl BridgeConfig {
             pairing_ttl_ms: self.pairing_ttl_ms,
             pairing_digits: self.pairing_digits,
             pairing_max_attempts: self.pairing_max_attempts,
+            pairing_max_failures_per_hour: self.pairing_max_failures_per_hour,
             allow_users: self.allow_users.iter().map(Identity::as_str).collect(),
             require_pairing: self.require_pairing,
             require_addressing: self.require_addressing,
@@ -279,6 +283,7 @@ struct BridgeJson<'a> {
     pairing_ttl_ms: u64,
     pairing_digits: u32,
     pairing_max_attempts: u32,
+    pairing_max_failures_per_hour: u32,
     allow_users: Vec<&'a str>,
     require_pairing: bool,
     require_addressing: bool,
@@ -362,6 +367,7 @@ mod tests {
   "pairingTtlMs": 300000,
   "pairingDigits": 6,
   "pairingMaxAttempts": 3,
+  "pairingMaxFailuresPerHour": 10,
   "allowUsers": [],
   "requirePairing": true,
   "requireAddressing": true,

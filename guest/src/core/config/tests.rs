@@ -115,17 +115,32 @@ fn every_message_text_is_exact() {
         (
             r#"{"bridge":{"pairingDigits":3}}"#,
             Error,
-            "project config: bridge.pairingDigits: expected an integer between 4 and 10, received 3",
+            "project config: bridge.pairingDigits: expected an integer between 6 and 10, received 3",
         ),
         (
             r#"{"bridge":{"pairingDigits":4.5}}"#,
             Error,
-            "project config: bridge.pairingDigits: expected an integer between 4 and 10, received 4.5",
+            "project config: bridge.pairingDigits: expected an integer between 6 and 10, received 4.5",
         ),
         (
             r#"{"bridge":{"pairingDigits":"6"}}"#,
             Error,
-            "project config: bridge.pairingDigits: expected an integer between 4 and 10, received string",
+            "project config: bridge.pairingDigits: expected an integer between 6 and 10, received string",
+        ),
+        (
+            r#"{"bridge":{"pairingDigits":5}}"#,
+            Error,
+            "project config: bridge.pairingDigits: expected an integer between 6 and 10, received 5",
+        ),
+        (
+            r#"{"bridge":{"pairingMaxFailuresPerHour":11}}"#,
+            Error,
+            "project config: bridge.pairingMaxFailuresPerHour: expected an integer between 1 and 10, received 11",
+        ),
+        (
+            r#"{"bridge":{"pairingMaxFailuresPerHour":0}}"#,
+            Error,
+            "project config: bridge.pairingMaxFailuresPerHour: expected an integer between 1 and 10, received 0",
         ),
         (
             r#"{"bridge":{"pairingMaxAttempts":11}}"#,

@@ -1,0 +1,271 @@
+//! The failure budget for pairing codes (issue 30 §5): at most
+//! `bridge.pairingMaxFailuresPerHour` wrong codes an hour are judged per session, over all
+//! transports and identities; past that, pairing is closed until the operator asks for a
+//! new code at the terminal (`/connect pair`).
+//!
+//! Without it a code was replaced after `pairingMaxAttempts` misses, so every admitted
+//! message was a fresh one-in-a-million guess and the only brake was the strangers' rate
+//! limit: 4.2 % a day from one account, 35 % a day against a broker of ten sessions. With a
+//! budget of 10 an hour a 6-digit code holds against at most 240 judged guesses a day.
+//!
+//! While closed, a guess is not compared with any code at all, so nothing a stranger sends
+//! tells them anything (no oracle). The real user is not locked out: a code the operator
+//! asks for at the terminal is judged even while closed (each such code still falls after
+//! `pairingMaxAttempts` misses, so that exception is bounded by what the operator does,
+//! never by what a stranger sends).
+//!
+//! Time is the caller's `now` (the host's clock import), never the wall clock, so every rule
+//! here is a table test.
+
+use std::collections::VecDeque;
+
+/// The window the budget counts failures in.
+pub const HOUR_MS: u64 = 3_600_000;
+
+/// The default and the largest accepted `bridge.pairingMaxFailuresPerHour`: with 6 digits
+/// that keeps a year of guessing at every allowed moment near 8 % (see the README's odds).
+pub const MAX_FAILURES_PER_HOUR: u32 = 10;
+
+/// What one recorded failure did to the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureOutcome {
+    /// Counted; pairing stays open.
+    Counted,
+    /// This failure used the last of the budget: pairing is closed now. Returned once per
+    /// closing, so the terminal hears it once.
+    JustClosed,
+    /// Counted while already closed (a guess at a code issued at the terminal).
+    CountedWhileClosed,
+}
+
+/// The wrong codes of the last hour and whether pairing is closed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureBudget {
+    /// Times of the wrong codes judged in the last hour, oldest first; at most the budget
+    /// plus the bounded terminal-code exception, since older ones are dropped on each use.
+    failures: VecDeque<u64>,
+    /// When pairing closed, while it is closed.
+    closed_at: Option<u64>,
+    /// Messages from unpaired senders refused unjudged since pairing closed.
+    unjudged: u64,
+}
+
+/// What `doctor` shows about the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetView {
+    /// Wrong codes judged in the last hour.
+    pub failures_last_hour: usize,
+    /// The budget in force.
+    pub per_hour: u32,
+    /// When pairing closed, if it is closed.
+    pub closed_at: Option<u64>,
+    /// Messages refused unjudged since it closed.
+    pub unjudged: u64,
+}
+
+impl FailureBudget {
+    /// Whether pairing is closed: guesses are not judged, except at codes issued at the
+    /// terminal.
+    pub fn is_closed(&self) -> bool {
+        self.closed_at.is_some()
+    }
+
+    /// Records one wrong code judged at `now` against a budget of `per_hour`.
+    pub fn record_failure(&mut self, now: u64, per_hour: u32) -> FailureOutcome {
+        self.forget_old(now);
+        self.failures.push_back(now);
+        if self.closed_at.is_some() {
+            return FailureOutcome::CountedWhileClosed;
+        }
+        if self.failures.len() >= per_hour.max(1) as usize {
+            self.closed_at = Some(now);
+            self.unjudged = 0;
+            return FailureOutcome::JustClosed;
+        }
+        FailureOutcome::Counted
+    }
+
+    /// Counts one message refused unjudged while closed, for `doctor`.
+    pub fn refused_unjudged(&mut self) {
+        self.unjudged = self.unjudged.saturating_add(1);
+    }
+
+    /// The operator asked for a new code at the terminal: pairing opens with a fresh budget.
+    /// The failures are forgotten too, or the first wrong code after reopening would close
+    /// it again and the real user would be shut out by the stranger who closed it.
+    pub fn reopen(&mut self) {
+        self.failures.clear();
+        self.closed_at = None;
+        self.unjudged = 0;
+    }
+
+    /// The budget as `doctor` shows it at `now`.
+    pub fn view(&self, now: u64, per_hour: u32) -> BudgetView {
+        BudgetView {
+            failures_last_hour: self
+                .failures
+                .iter()
+                .filter(|at| now.saturating_sub(**at) < HOUR_MS)
+                .count(),
+            per_hour,
+            closed_at: self.closed_at,
+            unjudged: self.unjudged,
+        }
+    }
+
+    fn forget_old(&mut self, now: u64) {
+        while self
+            .failures
+            .front()
+            .is_some_and(|at| now.saturating_sub(*at) >= HOUR_MS)
+        {
+            self.failures.pop_front();
+        }
+    }
+}
+
+/// The terminal notice when pairing closes, said once per closing.
+pub fn closed_terminal_notice(per_hour: u32, local_command: &str) -> String {
+    format!(
+        "Pairing is closed: {per_hour} wrong pairing codes in the last hour (bridge.pairingMaxFailuresPerHour). \
+         Codes sent from chats are no longer checked, so guessing cannot pair anyone. \
+         If you are pairing a chat yourself, run /{local_command} pair here for a fresh code; it works at once."
+    )
+}
+
+/// What an unpaired chat is told while pairing is closed. The same whatever was sent, so it
+/// says nothing about any code.
+pub fn closed_chat_text(local_command: &str) -> String {
+    format!(
+        "Pairing is closed after too many wrong codes. The person at the local pi terminal can run /{local_command} pair for a fresh code."
+    )
+}
+
+/// `doctor`'s line about the budget.
+pub fn doctor_line(view: &BudgetView, now: u64, local_command: &str) -> String {
+    match view.closed_at {
+        None => format!(
+            "- pairing: open, {} wrong code(s) in the last hour (closes at {}, bridge.pairingMaxFailuresPerHour)",
+            view.failures_last_hour, view.per_hour
+        ),
+        Some(at) => format!(
+            "- pairing: CLOSED {} ago after {} wrong codes in an hour; {} message(s) since were not checked. Run /{local_command} pair for a fresh code",
+            crate::core::text::format_duration(
+                i64::try_from(now.saturating_sub(at)).unwrap_or(i64::MAX)
+            ),
+            view.per_hour,
+            view.unjudged
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closes_at_the_budget_and_says_so_once() {
+        let mut budget = FailureBudget::default();
+        for i in 0..9 {
+            assert_eq!(budget.record_failure(i, 10), FailureOutcome::Counted, "{i}");
+        }
+        assert!(!budget.is_closed());
+        assert_eq!(budget.record_failure(9, 10), FailureOutcome::JustClosed);
+        assert!(budget.is_closed());
+        assert_eq!(
+            budget.record_failure(10, 10),
+            FailureOutcome::CountedWhileClosed
+        );
+        assert!(budget.is_closed());
+    }
+
+    #[test]
+    fn failures_older_than_an_hour_do_not_count() {
+        let mut budget = FailureBudget::default();
+        for i in 0..9 {
+            budget.record_failure(i * 1000, 10);
+        }
+        // An hour after the first failure it has left the window: nine again, not ten.
+        assert_eq!(budget.record_failure(HOUR_MS, 10), FailureOutcome::Counted);
+        assert_eq!(budget.view(HOUR_MS, 10).failures_last_hour, 9);
+        // One millisecond earlier it would still have counted.
+        let mut edge = FailureBudget::default();
+        for i in 0..9 {
+            edge.record_failure(i * 1000, 10);
+        }
+        assert_eq!(
+            edge.record_failure(HOUR_MS - 1, 10),
+            FailureOutcome::JustClosed
+        );
+    }
+
+    #[test]
+    fn staying_closed_does_not_depend_on_time() {
+        let mut budget = FailureBudget::default();
+        budget.record_failure(0, 1);
+        assert!(budget.is_closed());
+        // A day later, still closed: only the operator reopens it.
+        assert_eq!(budget.view(86_400_000, 1).failures_last_hour, 0);
+        assert!(budget.is_closed());
+    }
+
+    #[test]
+    fn reopen_forgets_failures() {
+        let mut budget = FailureBudget::default();
+        for i in 0..10 {
+            budget.record_failure(i, 10);
+        }
+        budget.refused_unjudged();
+        budget.reopen();
+        assert!(!budget.is_closed());
+        assert_eq!(
+            budget.view(20, 10),
+            BudgetView {
+                failures_last_hour: 0,
+                per_hour: 10,
+                closed_at: None,
+                unjudged: 0
+            }
+        );
+        assert_eq!(budget.record_failure(21, 10), FailureOutcome::Counted);
+    }
+
+    #[test]
+    fn a_budget_of_zero_is_treated_as_one() {
+        // Config refuses 0; should one slip through, the first failure closes rather than
+        // none ever doing so.
+        let mut budget = FailureBudget::default();
+        assert_eq!(budget.record_failure(0, 0), FailureOutcome::JustClosed);
+    }
+
+    #[test]
+    fn texts() {
+        assert_eq!(
+            closed_chat_text("connect"),
+            "Pairing is closed after too many wrong codes. The person at the local pi terminal can run /connect pair for a fresh code."
+        );
+        assert_eq!(
+            closed_terminal_notice(10, "connect"),
+            "Pairing is closed: 10 wrong pairing codes in the last hour (bridge.pairingMaxFailuresPerHour). Codes sent from chats are no longer checked, so guessing cannot pair anyone. If you are pairing a chat yourself, run /connect pair here for a fresh code; it works at once."
+        );
+        let open = BudgetView {
+            failures_last_hour: 3,
+            per_hour: 10,
+            closed_at: None,
+            unjudged: 0,
+        };
+        assert_eq!(
+            doctor_line(&open, 0, "connect"),
+            "- pairing: open, 3 wrong code(s) in the last hour (closes at 10, bridge.pairingMaxFailuresPerHour)"
+        );
+        let closed = BudgetView {
+            closed_at: Some(1_000),
+            unjudged: 9_990,
+            ..open
+        };
+        assert_eq!(
+            doctor_line(&closed, 121_000, "connect"),
+            "- pairing: CLOSED 2m ago after 10 wrong codes in an hour; 9990 message(s) since were not checked. Run /connect pair for a fresh code"
+        );
+    }
+}
