@@ -18,7 +18,7 @@ use std::borrow::Cow;
 use crate::core::secrets::{
     self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
 };
-use crate::core::{delimiters, emphasis};
+use crate::core::{delimiters, emphasis, invisible, secret_spans};
 
 /// The redacted text and the names of the rules that changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,13 +55,55 @@ pub fn redact(text: &str) -> Redacted {
 /// reads any further, such as what a person reads of a message already rendered
 /// (`outbound.rs`'s last look).
 pub fn redact_shapes(text: &str) -> Redacted {
-    redact_passes(text)
+    let mut rules = Vec::new();
+    match hidden(text, &redact_passes, &mut rules) {
+        Some(joined) => {
+            let done = redact_passes(&joined);
+            Redacted {
+                rules: union(&rules, &done.rules),
+                text: done.text,
+            }
+        }
+        None => redact_passes(text),
+    }
 }
 
 /// [`redact`]'s looks (the text as written, the emphasis view, the view without dropped
 /// delimiters) around any engine's `passes`: the reference engine in the tests runs its
 /// own passes through the same looks, so the differential tests compare the passes.
 pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
+    // A secret split by a character that renders as nothing is a secret to the reader: it
+    // is replaced before the text is read as written (see `invisible.rs`).
+    let mut rules = Vec::new();
+    if let Some(joined) = hidden(text, &passes, &mut rules) {
+        let done = redact_looks(&joined, passes);
+        return Redacted {
+            rules: union(&rules, &done.rules),
+            text: done.text,
+        };
+    }
+    redact_looks(text, passes)
+}
+
+/// `text` with the secrets that invisible characters split replaced (see `invisible.rs`),
+/// the rules that fired added to `rules`; `None` when there is none.
+fn hidden(
+    text: &str,
+    passes: &impl Fn(&str) -> Redacted,
+    rules: &mut Vec<&'static str>,
+) -> Option<String> {
+    invisible::redact_hidden(text, |visible| {
+        let seen = passes(visible);
+        if seen.rules.is_empty() {
+            return None;
+        }
+        *rules = union(rules, &seen.rules);
+        Some(seen.text)
+    })
+}
+
+/// [`redact_with`] once invisible characters split no secret.
+fn redact_looks(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
     // A look sends the text it saw, its secret replaced: emphasis placeholders turned back
     // into underscores, dropped delimiters gone. That is new text, so it is read again, as
     // written and through the looks, until nothing changes: an underscore given back can
@@ -81,6 +123,11 @@ pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
 /// [`redact_shapes`] does with the engine's pass, and the reference engine in the tests
 /// with its own.
 pub fn repeat_passes(text: &str, once: impl Fn(&str) -> Redacted) -> Redacted {
+    // Each pass is the shapes, then the catalog's spans on what they left: the shapes'
+    // context matches (a header's, a variable's name) come first, so a provider pattern that
+    // runs into that context cannot take it away before they see it, and a token the shapes
+    // replaced is a marker no family matches.
+    let once = |text: &str| with_spans(once(text));
     let first = once(text);
     // Text without secrets (most replies) costs one pass, not a second to confirm it.
     if first.rules.is_empty() {
@@ -197,13 +244,35 @@ fn looks(written: &Redacted, passes: &impl Fn(&str) -> Redacted) -> Option<Redac
     None
 }
 
-/// The rule names in either list, in rule order.
+/// `done` with the catalog's secrets (and the generic shapes') replaced by
+/// `[redacted:LABEL]`, their labels added to the rule names.
+fn with_spans(done: Redacted) -> Redacted {
+    let spans = secret_spans::find_spans(&done.text);
+    match secret_spans::replace_spans(&done.text, &spans) {
+        Some(text) => {
+            let labels: Vec<&'static str> = spans.iter().map(|s| s.label).collect();
+            Redacted {
+                rules: union(&done.rules, &labels),
+                text,
+            }
+        }
+        None => done,
+    }
+}
+
+/// The rule names in either list, in rule order: the shapes', then the catalog's labels.
 pub fn union(a: &[&'static str], b: &[&'static str]) -> Vec<&'static str> {
-    SHAPES
+    let mut out: Vec<&'static str> = Vec::with_capacity(a.len() + b.len());
+    let names = SHAPES
         .iter()
         .map(|shape| shape.name)
-        .filter(|name| a.contains(name) || b.contains(name))
-        .collect()
+        .chain(secret_spans::families().map(|f| f.label));
+    for name in names {
+        if (a.contains(&name) || b.contains(&name)) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
 }
 
 /// Passes over `text` while they change it (see [`redact`]).
@@ -502,6 +571,13 @@ fn redact_private_keys(text: &str) -> Option<String> {
             Some((e, len)) if e >= body => e + len,
             _ => base64_lines_end(text, body),
         };
+        // A BEGIN line with nothing under it and no END after it names a format (a README's
+        // "a PEM key starts with `-----BEGIN PRIVATE KEY-----`"); it holds no key, and a
+        // marker there is a false positive (issue 32 §3).
+        if stop == body {
+            pos = body;
+            continue;
+        }
         out.push_str(text.get(copied..begin).unwrap_or_default());
         out.push_str(PRIVATE_KEY_REPLACEMENT);
         copied = stop;

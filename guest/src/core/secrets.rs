@@ -30,6 +30,8 @@
 //! the two equal on generated text.
 
 use crate::core::scan::positions_of;
+/// Shared with the reference engine in the tests, which cuts its matches the same way.
+pub use crate::core::secret_values::value_len;
 
 /// How redaction replaces a match of a shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +107,7 @@ pub const SHAPES: [Shape; 17] = [
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"']*=(?:"[^"]*"|'[^']*')|(?:[^\s"']*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{20,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"']*|[^\s"']+)"#,
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"'`]*=(?:"[^"]*"|'[^']*')|(?:[^\s"'`]*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{20,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"'`]*|[^\s"'`]+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
     },
@@ -229,11 +231,26 @@ impl Shape {
 
 /// Every marker redaction writes in place of a secret (`[redacted]`, `[redacted:jwt]`, …),
 /// from its `[` to its `]`.
+/// The catalog's markers (`[redacted:stripe]`, …) are in it too: a later look that did not
+/// know one would read its brackets as markup and its label as text.
 pub fn markers() -> impl Iterator<Item = &'static str> {
-    std::iter::once("[redacted]").chain(SHAPES.iter().filter_map(|shape| match shape.replacement {
-        Replacement::Fixed(fixed) => fixed.find('[').and_then(|open| fixed.get(open..)),
-        _ => None,
-    }))
+    static SPAN_MARKERS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let spans = SPAN_MARKERS.get_or_init(|| {
+        let mut all: Vec<String> = Vec::new();
+        for family in crate::core::secret_spans::families() {
+            let marker = format!("[redacted:{}]", family.label);
+            if !all.contains(&marker) {
+                all.push(marker);
+            }
+        }
+        all
+    });
+    std::iter::once("[redacted]")
+        .chain(SHAPES.iter().filter_map(|shape| match shape.replacement {
+            Replacement::Fixed(fixed) => fixed.find('[').and_then(|open| fixed.get(open..)),
+            _ => None,
+        }))
+        .chain(spans.iter().map(String::as_str))
 }
 
 /// A position where a shape may match, found by [`candidates`].
@@ -247,6 +264,10 @@ pub struct Candidate {
 
 /// Whether `text` holds a secret of any shape: what config refuses (I10). A header that
 /// only carries a `Bearer` value and text already redacted are not secrets by themselves.
+///
+/// The catalog's families and the generic shapes (`secret_spans.rs`) count too: a Stripe or
+/// Hugging Face key written literally in a config file was accepted, because only the
+/// shapes here were asked (issue 32), while a reply holding it was redacted.
 pub fn contains_secret(text: &str) -> bool {
     candidates(text).iter().any(|c| {
         SHAPES.get(c.shape).is_some_and(|shape| {
@@ -254,7 +275,7 @@ pub fn contains_secret(text: &str) -> bool {
                 .find(text, c.at, 0)
                 .is_some_and(|found| shape.replace(text, &found).is_some())
         })
-    })
+    }) || crate::core::secret_spans::contains_span(text)
 }
 
 /// The bytes where a trigger is recognised: each is in its shapes' literal and rarer in
@@ -637,12 +658,39 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
     let bearer = text
         .get(value..value + 6)
         .is_some_and(|v| v.eq_ignore_ascii_case(b"bearer"));
+    let quoted = value + quoted_header_value_len(text, start, value, end);
     Some(Found {
         start,
-        end: bearer_past_the_line(text, value, end).unwrap_or(end),
+        end: if quoted < end {
+            quoted
+        } else {
+            bearer_past_the_line(text, value, end).unwrap_or(end)
+        },
         keep: name_end,
         keep_whole: bearer,
     })
+}
+
+/// How much of a header's value (`value..end`) is the value when the header is quoted, as
+/// curl's `-H "X-Api-Key: …" https://…` writes it: up to the quote (or backtick) that closes
+/// the one right before the header's name. The value ran to the end of the line, and the
+/// redaction took the closing quote and the URL after it (issue 32 §5). The closing quote is
+/// looked for on the value's first line only; without one the value is all of `value..end`.
+pub fn quoted_header_value_len(text: &[u8], start: usize, value: usize, end: usize) -> usize {
+    let whole = end.saturating_sub(value);
+    let Some(&quote) = start.checked_sub(1).and_then(|i| text.get(i)) else {
+        return whole;
+    };
+    if !matches!(quote, b'"' | b'\'' | b'`') {
+        return whole;
+    }
+    text.get(value..end)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|b| **b != b'\r' && **b != b'\n')
+        .position(|b| *b == quote)
+        .filter(|at| *at > 0)
+        .unwrap_or(whole)
 }
 
 /// Where a header's value (`value..end`, one line) goes on when its last word is `Bearer`
@@ -734,12 +782,27 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
             end => end,
         },
     };
+    let end = value + value_len(text.get(value..end)?);
+    let value = std::str::from_utf8(text.get(value..end)?).ok()?;
+    if assignment_is_plain(std::str::from_utf8(name).ok()?, value) {
+        return None;
+    }
     Some(Found {
         start,
         end,
         keep: eq,
         keep_whole: false,
     })
+}
+
+/// Whether the assignment `name=value` holds no secret although its name holds a secret's
+/// word: the value is configuration (`TOKEN_TTL_SECONDS=3600`, `PASSWORD=${DB_PASSWORD}`,
+/// `API_KEY=<your-key>`) or the name's last word says it is about a secret, not one
+/// (`SECRET_NAME=prod-db`, `TOKEN_URL=…`). Issue 32 §3: redacting `TOKEN_TTL_SECONDS=3600` was
+/// a false positive that hid configuration a person needs to read.
+pub fn assignment_is_plain(name: &str, value: &str) -> bool {
+    crate::core::secret_values::names_no_secret(name)
+        || crate::core::secret_values::is_plain_value(value)
 }
 
 /// End of an assignment's value written without quotes, starting at `at`: bytes up to a
@@ -780,7 +843,9 @@ fn unquoted_value_end(text: &[u8], mut at: usize) -> usize {
 
 /// A byte of an assignment's value written without quotes.
 fn is_unquoted_value_byte(b: u8) -> bool {
-    !is_space(b) && b != b'"' && b != b'\''
+    // A backtick ends the value: `TOKEN=x` in a code span took the closing backtick with the
+    // value, and Telegram then paired the code spans wrongly (issue 32 §5).
+    !is_space(b) && b != b'"' && b != b'\'' && b != b'`'
 }
 
 /// The quoted part of an assignment's value, as [`assignment_quote`] finds it.
@@ -879,9 +944,34 @@ pub fn pem_line(text: &[u8], at: usize, head: &[u8]) -> Option<usize> {
 
 /// A private key's BEGIN line at `at`: enough to know a text holds a key. Redaction takes
 /// the whole block (`redact.rs`).
+///
+/// A BEGIN line with nothing under it (no base64 line right after it, no END line later)
+/// names a format and holds no key: redaction keeps it (`redact.rs`), and so this shape
+/// does not report it, or the config would refuse a note that quotes the format.
 fn private_key_header(text: &[u8], at: usize, from: usize) -> Option<Found> {
     let len = pem_line(text, at, PEM_BEGIN)?;
-    (at >= from).then(|| fixed(at, at + len))?
+    let body = at + len;
+    let holds_key = base64_line_under(text, body)
+        || memchr::memmem::find_iter(text.get(body..)?, PEM_END)
+            .any(|i| pem_line(text, body + i, PEM_END).is_some());
+    (at >= from && holds_key).then(|| fixed(at, body))?
+}
+
+const PEM_END: &[u8] = b"-----END ";
+
+/// Whether a whole line of base64 (`[A-Za-z0-9+/=]`) follows the line break at `at`, as
+/// the body of a key block does.
+fn base64_line_under(text: &[u8], at: usize) -> bool {
+    let brk = match text.get(at..at + 2) {
+        Some([b'\r', b'\n']) => 2,
+        _ if text.get(at) == Some(&b'\n') => 1,
+        _ => return false,
+    };
+    let line = at + brk;
+    let len = run(text, line, |b| {
+        b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')
+    });
+    len > 0 && matches!(text.get(line + len), None | Some(b'\r' | b'\n'))
 }
 
 #[cfg(test)]

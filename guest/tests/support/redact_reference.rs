@@ -41,6 +41,23 @@ fn reference_once(text: &str) -> Redacted {
         let mut at = 0;
         while let Some(caps) = regex.captures_at(&current, at) {
             let whole = caps.get(0).expect("group 0 is the match");
+            // The engine's value ends before trailing sentence punctuation, and a quoted
+            // header's value at the closing quote: the match is cut there.
+            let whole_end = match shape.replacement {
+                Replacement::Assignment => caps.get(2).map_or(whole.end(), |v| {
+                    v.start() + guest::core::secrets::value_len(v.as_str().as_bytes())
+                }),
+                Replacement::Header => caps.get(2).map_or(whole.end(), |v| {
+                    v.start()
+                        + guest::core::secrets::quoted_header_value_len(
+                            current.as_bytes(),
+                            whole.start(),
+                            v.start(),
+                            v.end(),
+                        )
+                }),
+                _ => whole.end(),
+            };
             let new = match shape.replacement {
                 Replacement::Fixed(text) => Some(text.to_owned()),
                 Replacement::Header => {
@@ -49,16 +66,22 @@ fn reference_once(text: &str) -> Redacted {
                         .is_some_and(|p| p.eq_ignore_ascii_case("bearer"));
                     (!is_bearer).then(|| format!("{}: [redacted]", group(&caps, 1)))
                 }
-                Replacement::Assignment => Some(format!("{}=[redacted]", group(&caps, 1))),
+                // A value that is configuration (`TOKEN_TTL_SECONDS=3600`, `${VAR}`) or a
+                // name about a secret rather than holding one stays, as the engine keeps it.
+                Replacement::Assignment => (!guest::core::secrets::assignment_is_plain(
+                    group(&caps, 1),
+                    caps.get(2).map_or("", |v| &current[v.start()..whole_end]),
+                ))
+                .then(|| format!("{}=[redacted]", group(&caps, 1))),
                 Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(&caps, 1))),
             };
             match new {
-                Some(new) if new != whole.as_str() => {
+                Some(new) if new != current[whole.start()..whole_end] => {
                     fired = true;
                     replaced.push_str(&current[copied..whole.start()]);
                     replaced.push_str(&new);
-                    copied = whole.end();
-                    at = whole.end().max(whole.start() + 1);
+                    copied = whole_end;
+                    at = whole_end.max(whole.start() + 1);
                 }
                 // A match kept as it is shadows nothing: the search goes on right after
                 // its start, as the engine's does.
@@ -128,6 +151,11 @@ fn private_keys(text: &str) -> Option<String> {
             search = at + 1;
         }
         let stop = end.unwrap_or_else(|| base64_lines_end(text, body));
+        // A BEGIN line with nothing under it names a format; it holds no key.
+        if stop == body {
+            pos = body;
+            continue;
+        }
         out.push_str(&text[copied..begin]);
         out.push_str("[redacted:private-key]");
         copied = stop;
