@@ -46,7 +46,7 @@ fn with_no_conversation_the_digest_is_previewed_locally() {
     assert_eq!(level, Level::Warning);
     assert_eq!(
         text,
-        "No paired conversation to send a digest to. Preview:\n\n### demo — idle\n`/work/demo`"
+        "No conversation follows this session to send a digest to (a DM follows once paired; a group sends /follow). Preview:\n\n### demo — idle\n`/work/demo`"
     );
     assert!(host.sent.is_empty());
 }

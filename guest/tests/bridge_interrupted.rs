@@ -95,13 +95,17 @@ fn at_shutdown_the_card_ends_on_stopped_and_queued_chats_are_told() {
 
     bridge.shutdown(&mut host);
 
-    // Each chat's card is edited in place to its final state: no "thinking…" left.
-    for conversation in ["c1", "c2"] {
-        let cards = cards_to(&host, conversation);
-        assert_eq!(cards.len(), 1, "{cards:?}");
-        assert_eq!(cards[0].0, STOPPED);
-        assert!(cards[0].1.is_some(), "the card was not edited in place");
-    }
+    // The turn's card is edited in place to its final state: no "thinking…" left. Only
+    // `tg:c1` started the turn, so only it ever had a card (issue 30 §7).
+    let cards = cards_to(&host, "c1");
+    assert_eq!(cards.len(), 1, "{cards:?}");
+    assert_eq!(cards[0].0, STOPPED);
+    assert!(cards[0].1.is_some(), "the card was not edited in place");
+    assert_eq!(
+        cards_to(&host, "c2"),
+        vec![],
+        "a chat that did not start the turn"
+    );
     assert!(host.texts_to("tg", "c1").contains(
         &"The pi session stopped before it ran 2 queued message(s) from this chat. Send them again when it is back."
             .to_string()

@@ -423,7 +423,7 @@ fn local_config_prints_the_bridge_json_and_unknown_subcommands_warn() {
 fn configure_loads_the_saved_state_and_reports_its_warnings() {
     let mut host = FakeHost::new();
     host.stored = Some(
-        r#"{"updatedAt":5,"trusted":{"tg:u1":10,"bogus":3},"paused":["tg:c1"],"conversations":[{"transport":"tg","conversationId":"c1"},{"transport":"tg"}]}"#
+        r#"{"updatedAt":5,"trusted":{"tg:u1":10,"bogus":3},"paused":["tg:c1"],"following":["tg:c1"],"conversations":[{"transport":"tg","conversationId":"c1"},{"transport":"tg"}]}"#
             .into(),
     );
     let (mut bridge, configuration, _) = started(&mut host, "{}", &["tg"]);
@@ -469,12 +469,22 @@ fn every_state_change_is_saved() {
     assert_eq!(doc["trusted"]["tg:u1"], host.now);
     assert_eq!(doc["pending"], serde_json::json!({}));
     assert_eq!(doc["conversations"][0]["conversationId"], "c1");
+    assert_eq!(
+        doc["following"],
+        serde_json::json!(["tg:c1"]),
+        "a DM follows once paired"
+    );
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/unfollow"));
+    assert_eq!(saved_json(&host)["following"], serde_json::json!([]));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/follow"));
+    assert_eq!(saved_json(&host)["following"], serde_json::json!(["tg:c1"]));
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/pause"));
     assert_eq!(saved_json(&host)["paused"], serde_json::json!(["tg:c1"]));
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/resume"));
     assert_eq!(saved_json(&host)["paused"], serde_json::json!([]));
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/disconnect"));
     assert_eq!(saved_json(&host)["trusted"], serde_json::json!({}));
+    assert_eq!(saved_json(&host)["following"], serde_json::json!([]));
 }
 
 #[test]

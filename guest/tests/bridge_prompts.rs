@@ -78,7 +78,7 @@ fn commands_answer_while_the_agent_is_busy() {
     assert_eq!(
         host.texts_to("tg", "c1"),
         vec![
-            "pi-bot-connect status\n- transport: tg\n- identity: tg:u1\n- session: demo\n- cwd: /work/demo\n- agent: busy\n- delivery: active\n- paired: 1m ago",
+            "pi-bot-connect status\n- transport: tg\n- identity: tg:u1\n- session: demo\n- cwd: /work/demo\n- agent: busy\n- delivery: active\n- terminal turns: shown here\n- paired: 1m ago",
             "Abort requested."
         ]
     );

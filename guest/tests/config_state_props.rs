@@ -177,6 +177,7 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
     );
     let pending = prop::collection::btree_map(".{0,20}", challenge, 0..5);
     let paused = prop::collection::btree_set(".{0,20}", 0..5);
+    let following = prop::collection::btree_set(".{0,20}", 0..5);
     let target = (".{1,10}", ".{1,10}", prop::option::of(".{1,10}")).prop_map(
         |(transport, conversation_id, thread_id)| ConversationTarget {
             transport,
@@ -192,11 +193,13 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
             any::<u64>(),
             any::<bool>(),
             prop::collection::vec(card, 0..4),
+            prop::collection::vec(target.clone(), 0..3),
         )
-            .prop_map(|(started_at, remote, cards)| RunningTurn {
+            .prop_map(|(started_at, remote, cards, audience)| RunningTurn {
                 started_at,
                 remote,
                 cards,
+                audience,
             }),
     );
     let queued = prop::collection::vec(target, 0..4);
@@ -206,10 +209,10 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
         pending,
         paused,
         conversations,
-        (turn, queued),
+        (turn, queued, following),
     )
         .prop_map(
-            |(updated_at, trusted, pending, paused, targets, (turn, queued))| {
+            |(updated_at, trusted, pending, paused, targets, (turn, queued, following))| {
                 let mut state = SessionState {
                     updated_at,
                     trusted: trusted
@@ -221,6 +224,10 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
                         .map(|(key, challenge)| (ConversationKey::from_stored(&key), challenge))
                         .collect(),
                     paused: paused
+                        .iter()
+                        .map(|key| ConversationKey::from_stored(key))
+                        .collect(),
+                    following: following
                         .iter()
                         .map(|key| ConversationKey::from_stored(key))
                         .collect(),

@@ -1,6 +1,6 @@
 //! Approval from the phone (architecture §6, issue 15 §1): a remote turn's tool call that
-//! needs approval is left pending, the paired chats are asked with a short id, and the
-//! first answer — the local confirm, a trusted `/approve` or `/deny`, or the deadline —
+//! needs approval is left pending, the turn's chats (its audience, issue 30 §7) are asked
+//! with a short id, and the first answer — the local confirm, a trusted `/approve` or `/deny`, or the deadline —
 //! settles it through `Host::resolve_tool_call`. Every side hears who decided.
 
 use super::{Bridge, scope};
@@ -43,13 +43,17 @@ impl Bridge {
         // Buttons where the platform has them (Telegram); their presses arrive as the
         // same `/approve` / `/deny` commands, so everything below treats them alike.
         let buttons = approvals::request_buttons(&id);
-        self.publish_with_buttons(host, OutboundKind::Notice, &request, &buttons);
+        // Only the turn's own chats: another chat would learn what a private prompt made
+        // the agent do, and could answer for it.
+        let audience = self.audience();
+        self.publish_to(host, &audience, OutboundKind::Notice, &request, &buttons);
+        self.approval_audiences.insert(id.clone(), audience);
         self.request_ticks(host);
         ToolAnswer::Pending(ApprovalRequest {
             id: id.clone(),
             title: tool_policy::approval_title(tool),
             message: format!(
-                "{} (approval {id}; a paired chat may answer with /approve {id})",
+                "{} (approval {id}; the chat that started the turn may answer with /approve {id})",
                 tool_policy::approval_question(tool, detail)
             ),
         })
@@ -106,6 +110,20 @@ impl Bridge {
         }
         let now = host.now_ms();
         self.expire_approvals(host);
+        // Asked elsewhere: this chat was never shown the request, so an id typed here is a
+        // guess or a leak, and answering it would let one chat decide another's turn.
+        if let Some(audience) = self.approval_audiences.get(id)
+            && !audience.iter().any(|t| t.key() == *conversation)
+        {
+            host.log(
+                Level::Warning,
+                "approval answer from a chat that was not asked refused",
+                &[("identity", identity.to_string()), ("id", id.to_string())],
+            );
+            return format!(
+                "Approval {id} was not asked in this chat. Only the chat that started the turn, or the terminal, can answer it."
+            );
+        }
         let approved = command == RemoteCommand::Approve;
         match self
             .approvals
@@ -182,8 +200,14 @@ impl Bridge {
                 &text,
             );
         }
-        for target in self.broadcast_targets() {
-            if Some(&target.key()) != answered_in {
+        // The verdict goes where the request went (still reachable), not to every chat.
+        let asked = self
+            .approval_audiences
+            .remove(&settled.id)
+            .unwrap_or_else(|| self.audience());
+        let reachable = self.reachable();
+        for target in asked {
+            if Some(&target.key()) != answered_in && reachable.contains(&target) {
                 self.reply(host, &target, &text);
             }
         }

@@ -53,6 +53,9 @@ pub(super) struct Turn {
     /// The scope this remote turn started with; config changed mid-turn does not
     /// reach it (issue 15 §2). `None` for local turns until a call needs one.
     pub(super) scope: Option<Arc<Scope>>,
+    /// The chats this turn answers: whose prompt started it and who steered into it
+    /// (issue 30 §7; see `audience.rs` for who sees what).
+    pub(super) audience: Vec<ConversationTarget>,
 }
 
 impl Turn {
@@ -65,13 +68,19 @@ impl Turn {
             blocked: Vec::new(),
             blocked_running: Vec::new(),
             scope: None,
+            audience: Vec::new(),
         }
     }
 
     /// A turn known only from the state document (after a restart): its cards and their
-    /// edit handles, nothing shown yet.
-    pub(super) fn adopt(origin: TurnOrigin, cards: &[CardRecord]) -> Self {
+    /// edit handles, nothing shown yet, and the chats it answers.
+    pub(super) fn adopt(
+        origin: TurnOrigin,
+        cards: &[CardRecord],
+        audience: &[ConversationTarget],
+    ) -> Self {
         let mut turn = Turn::new(origin);
+        turn.audience = audience.to_vec();
         for card in cards {
             turn.cards.insert(
                 card.target.key(),
@@ -166,6 +175,8 @@ impl Bridge {
             if origin == TurnOrigin::Remote {
                 turn.scope = Some(self.current_scope());
             }
+            // Before the first card: the "thinking…" card already goes only to the audience.
+            turn.audience = self.take_audience(origin);
             self.turn = Some(turn);
             self.refresh_cards(host, true);
             // The "thinking…" card re-opens the throttle (reference §3.19): the first
@@ -179,9 +190,7 @@ impl Bridge {
         }
         // An event with no turn open means the bridge was restarted mid-turn: adopt the
         // turn (as remote, so the tool policy fails closed) rather than lose its reply.
-        let turn = self
-            .turn
-            .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));
+        let turn = self.turn_or_adopt();
         match event {
             AgentEvent::TurnStarted(_) => {}
             AgentEvent::ToolStarted(name) => {
@@ -207,10 +216,12 @@ impl Bridge {
             AgentEvent::TurnSettled => {
                 // Bring every card to its final state before the answer lands under it.
                 self.refresh_cards(host, true);
+                // Decided while the turn is still open: the answer goes where its card went.
+                let audience = self.audience();
                 if let Some(reply) = self.turn.take().and_then(|t| t.last_assistant)
                     && self.config.broadcast.replies
                 {
-                    self.publish(host, OutboundKind::Reply, &reply);
+                    self.publish_to(host, &audience, OutboundKind::Reply, &reply, &[]);
                 }
                 self.record_turn_end(host);
             }
@@ -229,7 +240,7 @@ impl Bridge {
         self.flush_outbox(host);
     }
 
-    /// Brings every broadcast target's card up to date. `force` ignores the throttle
+    /// Brings the card of every chat in the turn's audience up to date. `force` ignores the throttle
     /// (turn start, turn end); otherwise a card updated less than the interval ago waits,
     /// and a tick is requested for when it may be sent.
     pub(super) fn refresh_cards(&mut self, host: &mut dyn Host, force: bool) {
@@ -241,7 +252,7 @@ impl Bridge {
         let now = host.now_ms();
         let interval = self.config.progress_min_interval_ms;
         let mut next_tick: Option<u64> = None;
-        for target in self.broadcast_targets() {
+        for target in self.audience() {
             let Some(turn) = self.turn.as_mut() else {
                 return;
             };

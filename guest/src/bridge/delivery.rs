@@ -146,34 +146,20 @@ impl Bridge {
         let _ = self.deliver(host, target, OutboundKind::Notice, text, None);
     }
 
-    /// Conversations that get broadcasts: remembered, not paused (I9), on a running
-    /// transport.
-    pub(super) fn broadcast_targets(&self) -> Vec<ConversationTarget> {
-        self.state
-            .conversations
-            .iter()
-            .filter(|t| !self.state.is_paused(&t.key()))
-            .filter(|t| self.capabilities(&t.transport).is_some())
-            .cloned()
-            .collect()
-    }
-
-    /// Sends `text` to every broadcast target; returns how many received it.
-    pub(super) fn publish(&mut self, host: &mut dyn Host, kind: OutboundKind, text: &str) -> usize {
-        self.publish_with_buttons(host, kind, text, &[])
-    }
-
-    /// [`Self::publish`] with `buttons` under the message.
-    pub(super) fn publish_with_buttons(
+    /// Sends `text` to each of `targets` (from [`Self::audience`] or [`Self::followers`],
+    /// never every remembered chat: issue 30 §7), with `buttons` under it; returns how many
+    /// received it.
+    pub(super) fn publish_to(
         &mut self,
         host: &mut dyn Host,
+        targets: &[ConversationTarget],
         kind: OutboundKind,
         text: &str,
         buttons: &[Button],
     ) -> usize {
         let mut delivered = 0;
-        for target in self.broadcast_targets() {
-            match self.deliver_with_buttons(host, &target, kind, text, None, buttons) {
+        for target in targets {
+            match self.deliver_with_buttons(host, target, kind, text, None, buttons) {
                 // Waiting in the outbox counts: it goes out once the platform allows.
                 Ok(Delivery::Sent(_) | Delivery::Queued) => delivered += 1,
                 Ok(Delivery::Empty) => {}

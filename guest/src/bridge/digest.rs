@@ -1,6 +1,7 @@
 //! The work digest (reference-behaviour §3.10, §3.20 `digest`, I35): what the bridge
-//! remembers of the work in progress, and `/connect digest`, which sends the card to every
-//! conversation that is not paused.
+//! remembers of the work in progress, and `/connect digest`, which sends the card to the
+//! conversations that follow the terminal (DMs by default, groups after `/follow`) and are
+//! not paused.
 
 use super::Bridge;
 use super::scope::Verdicts;
@@ -95,7 +96,10 @@ impl Bridge {
             ..DigestOptions::default()
         };
         let text = build_work_digest(&input, &options);
-        let delivered = self.publish(host, OutboundKind::Digest, &text);
+        // Followers only: the digest shows what every turn did, private prompts included, so
+        // a group that never asked for it must not get it (issue 30 §7).
+        let followers = self.followers();
+        let delivered = self.publish_to(host, &followers, OutboundKind::Digest, &text, &[]);
         if delivered > 0 {
             Note::new(
                 Level::Info,
@@ -104,7 +108,9 @@ impl Bridge {
         } else {
             Note::new(
                 Level::Warning,
-                format!("No paired conversation to send a digest to. Preview:\n\n{text}"),
+                format!(
+                    "No conversation follows this session to send a digest to (a DM follows once paired; a group sends /follow). Preview:\n\n{text}"
+                ),
             )
         }
     }

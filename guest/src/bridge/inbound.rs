@@ -62,16 +62,16 @@ impl Bridge {
             }
             Route::Pair => self.pair(host, &envelope, &target, pending, now),
             Route::Command(command) => {
-                self.remember(host, &target);
+                self.remember(host, &target, envelope.is_direct);
                 self.command(host, &envelope, &target, command, busy, now)
             }
             Route::Unsupported(feature) => {
-                self.remember(host, &target);
+                self.remember(host, &target, envelope.is_direct);
                 self.reply(host, &target, feature.notice());
                 Outcome::Unsupported(feature)
             }
             Route::TooLong { chars, limit } => {
-                self.remember(host, &target);
+                self.remember(host, &target, envelope.is_direct);
                 self.too_long(host, &envelope, &target, chars, limit, now)
             }
             Route::Prompt {
@@ -79,7 +79,7 @@ impl Bridge {
                 deliver_as,
                 attachments,
             } => {
-                self.remember(host, &target);
+                self.remember(host, &target, envelope.is_direct);
                 self.prompt(host, &envelope, &target, text, deliver_as, attachments, now)
             }
         };
@@ -91,8 +91,10 @@ impl Bridge {
         });
     }
 
-    fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
-        if self.state.remember_conversation(target.clone()) {
+    /// Remembers the chat; a DM follows the terminal from its first message, a group only
+    /// after `/follow` (issue 30 §7).
+    fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget, direct: bool) {
+        if self.state.remember_chat(target.clone(), direct) {
             self.save(host);
         }
     }
@@ -119,6 +121,7 @@ impl Bridge {
             cwd: info.cwd,
             busy,
             paused: self.state.is_paused(&conversation),
+            following: self.state.is_following(&conversation),
             paired_for_ms: self
                 .state
                 .paired_at(&identity)
@@ -154,6 +157,11 @@ impl Bridge {
             }
             CommandEffect::Resume => {
                 self.state.set_paused(&conversation, false);
+                self.save(host);
+            }
+            CommandEffect::Follow | CommandEffect::Unfollow => {
+                self.state
+                    .set_following(&conversation, effect == CommandEffect::Follow);
                 self.save(host);
             }
             CommandEffect::Abort => host.abort(),
@@ -262,7 +270,12 @@ impl Bridge {
         );
         match deliver_as {
             DeliverAs::FollowUp => self.queued(host, target),
-            DeliverAs::Steer => self.reply(host, target, notices::STEERED_NOTICE),
+            DeliverAs::Steer => {
+                // The steer changes the running turn's answer: this chat sees it.
+                self.join_turn(target);
+                self.save(host);
+                self.reply(host, target, notices::STEERED_NOTICE);
+            }
             // Recorded until its turn starts (like a follow-up): a restart between the
             // agent taking the prompt and its turn starting is then reported to the chat,
             // not lost without a word (found by the fault soak, issue 17 §2).

@@ -4,8 +4,8 @@
 //!
 //! What the chats saw is kept in the state document (`turn` with its cards and their edit
 //! handles, `queued` by chat) from the moment a turn starts or a prompt queues until the turn
-//! settles, so a crash loses nothing a restart cannot report. Only chats that still receive
-//! broadcasts (remembered, not paused, on a running transport) are told, and a session that
+//! settles, so a crash loses nothing a restart cannot report. Only chats that can still be
+//! reached (remembered, not paused, on a running transport) are told, and a session that
 //! starts no transport (`doctor`) neither tells nor saves.
 
 use std::collections::BTreeMap;
@@ -32,12 +32,10 @@ impl Bridge {
         self.reply(host, target, &notices::queued_notice(ahead));
     }
 
-    /// A turn started: a remote one takes the oldest queued prompt, and the turn and its
-    /// cards are recorded so a restart can tell their chats.
+    /// A turn started (a remote one has taken the oldest queued prompt in
+    /// `take_audience`): the turn, its cards and its audience are recorded so a restart can
+    /// tell their chats and keeps answering only them.
     pub(super) fn record_turn_start(&mut self, host: &mut dyn Host, origin: TurnOrigin) {
-        if origin == TurnOrigin::Remote && !self.state.queued.is_empty() {
-            self.state.queued.remove(0);
-        }
         self.state.turn = self.turn.as_ref().map(|turn| RunningTurn {
             started_at: host.now_ms(),
             remote: origin == TurnOrigin::Remote,
@@ -48,6 +46,7 @@ impl Bridge {
                     edit_key: edit_key.map(String::from),
                 })
                 .collect(),
+            audience: turn.audience.clone(),
         });
         self.save(host);
     }
@@ -70,7 +69,7 @@ impl Bridge {
             self.state.turn = None;
         }
         // Chats that cannot be reached now keep their record for the next start to report.
-        let reachable = self.broadcast_targets();
+        let reachable = self.reachable();
         let mut told = Vec::new();
         for (target, count) in self.queued_by_chat() {
             if reachable.contains(&target) {
@@ -90,9 +89,8 @@ impl Bridge {
         if self.state.turn.is_none() && self.state.queued.is_empty() {
             return;
         }
-        let reachable = |bridge: &Bridge, target: &ConversationTarget| {
-            bridge.broadcast_targets().contains(target)
-        };
+        let reachable =
+            |bridge: &Bridge, target: &ConversationTarget| bridge.reachable().contains(target);
         let any_reachable = self
             .state
             .turn
@@ -112,7 +110,11 @@ impl Bridge {
                 } else {
                     TurnOrigin::Local
                 };
-                self.turn = Some(Turn::adopt(origin, &record.cards));
+                if record.remote {
+                    // A retry of the adopted turn answers the same chats.
+                    self.last_remote_audience.clone_from(&record.audience);
+                }
+                self.turn = Some(Turn::adopt(origin, &record.cards, &record.audience));
             }
             return;
         }
@@ -127,7 +129,11 @@ impl Bridge {
                 .into_iter()
                 .filter(|card| reachable(self, &card.target))
                 .collect();
-            self.close_cards(host, Turn::adopt(origin, &cards), notices::TURN_LOST_LINE);
+            self.close_cards(
+                host,
+                Turn::adopt(origin, &cards, &[]),
+                notices::TURN_LOST_LINE,
+            );
         }
         for (target, count) in self.queued_by_chat() {
             if reachable(self, &target) {

@@ -4,6 +4,7 @@
 //! of `core`; every effect (send, notify, save, prompt) goes through [`Host`].
 
 mod approvals;
+mod audience;
 mod cards;
 mod delivery;
 mod digest;
@@ -30,7 +31,7 @@ use crate::host::Host;
 use crate::keys::ConversationKey;
 use crate::model::{
     self, Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, Platform,
-    SessionInfo, ToolDecision, TransportStatus, TurnOrigin,
+    SessionInfo, ToolDecision, TransportStatus,
 };
 
 /// How old another process's lock on a bot must be before it is reclaimed, when the
@@ -89,6 +90,12 @@ pub struct Bridge {
     /// `/connect pair` gives each a code, so the real user need not write again after it.
     waiting_while_closed: BTreeMap<ConversationKey, u64>,
     turn: Option<Turn>,
+    /// The audience of the last remote turn: a remote turn the host starts without a
+    /// prompt from a chat (a retry after a provider error, a continuation after
+    /// compaction) answers the same chats (issue 30 §7).
+    last_remote_audience: Vec<state::ConversationTarget>,
+    /// Chats that steered while no turn was open: they join the next one.
+    pending_steers: Vec<state::ConversationTarget>,
     /// What the work digest remembers from agent events.
     work: digest::WorkMemory,
     /// Messages waiting for a platform's rate limit to pass.
@@ -103,6 +110,9 @@ pub struct Bridge {
     approval_fallback: u64,
     /// What each pending approval is for, as the digest names it.
     approval_subjects: BTreeMap<String, String>,
+    /// Where each pending approval was asked: only those chats hear the verdict and may
+    /// answer it (a chat that did not start the turn never sees its requests).
+    approval_audiences: BTreeMap<String, Vec<state::ConversationTarget>>,
     /// The scope remote turns start with, compiled from the config in force; each turn
     /// keeps the one it started with (issue 15 §2).
     scope: Arc<Scope>,
@@ -146,6 +156,8 @@ impl Bridge {
             terminal_codes: BTreeSet::new(),
             waiting_while_closed: BTreeMap::new(),
             turn: None,
+            last_remote_audience: Vec::new(),
+            pending_steers: Vec::new(),
             work: digest::WorkMemory::default(),
             outbox: outbox::Outbox::default(),
             decisions: DecisionLog::default(),
@@ -153,6 +165,7 @@ impl Bridge {
             approvals: Approvals::default(),
             approval_fallback: 0,
             approval_subjects: BTreeMap::new(),
+            approval_audiences: BTreeMap::new(),
             scope: Arc::new(Scope::new(
                 BridgeConfig::default().remote_tool_policy,
                 BridgeConfig::default().remote_tool_approval,
@@ -292,9 +305,7 @@ impl Bridge {
         tool: &str,
         decision: &ToolDecision,
     ) {
-        let turn = self
-            .turn
-            .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));
+        let turn = self.turn_or_adopt();
         match decision {
             ToolDecision::Block(_) => {
                 turn.block_tool(tool);

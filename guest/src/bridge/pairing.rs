@@ -86,7 +86,7 @@ impl Bridge {
                 self.live_codes.remove(&conversation);
                 self.terminal_codes.remove(&conversation);
                 self.waiting_while_closed.remove(&conversation);
-                self.state.remember_conversation(target.clone());
+                self.state.remember_chat(target.clone(), envelope.is_direct);
                 self.save(host);
                 host.log(
                     Level::Info,

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use super::Bridge;
-use super::cards::Turn;
 use crate::core::scope::{self, Scope, Tier};
 use crate::core::tool_policy;
 use crate::host::Host;
@@ -66,9 +65,7 @@ impl Bridge {
     /// turn (say, right after a restart): such a call counts as remote (fail closed).
     fn frozen_scope(&mut self) -> Arc<Scope> {
         let scope = self.scope.clone();
-        let turn = self
-            .turn
-            .get_or_insert_with(|| Turn::new(TurnOrigin::Remote));
+        let turn = self.turn_or_adopt();
         turn.scope.get_or_insert(scope).clone()
     }
 

@@ -20,6 +20,10 @@ pub enum RemoteCommand {
     Pause,
     /// Forward prompts again.
     Resume,
+    /// Show turns typed at the terminal (and `/connect digest`) in this conversation too.
+    Follow,
+    /// Stop showing turns typed at the terminal here; the chat's own turns still answer.
+    Unfollow,
     /// Abort the agent's current turn.
     Abort,
     /// Show the paired identity.
@@ -90,6 +94,20 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: "Resume forwarding prompts",
     },
     CommandSpec {
+        command: RemoteCommand::Follow,
+        name: "follow",
+        aliases: &["subscribe"],
+        usage: "",
+        summary: "Also show turns typed at the terminal here (DMs do by default)",
+    },
+    CommandSpec {
+        command: RemoteCommand::Unfollow,
+        name: "unfollow",
+        aliases: &["unsubscribe"],
+        usage: "",
+        summary: "Stop showing turns typed at the terminal here",
+    },
+    CommandSpec {
         command: RemoteCommand::Abort,
         name: "abort",
         aliases: &["stop", "cancel"],
@@ -151,6 +169,10 @@ pub enum CommandEffect {
     Pause,
     /// Resume delivery for this conversation.
     Resume,
+    /// This conversation sees local turns from now on.
+    Follow,
+    /// This conversation no longer sees local turns.
+    Unfollow,
     /// Abort the agent's turn.
     Abort,
     /// Revoke the identity, unpause and clear the pending code (decision 7).
@@ -172,6 +194,8 @@ pub struct StatusView {
     pub busy: bool,
     /// Delivery is paused for this conversation.
     pub paused: bool,
+    /// This conversation sees turns typed at the terminal.
+    pub following: bool,
     /// How long ago the identity paired, when known.
     pub paired_for_ms: Option<u64>,
 }
@@ -328,6 +352,14 @@ pub fn status_text(view: &StatusView) -> String {
             "- delivery: {}",
             if view.paused { "paused" } else { "active" }
         ),
+        format!(
+            "- terminal turns: {}",
+            if view.following {
+                "shown here"
+            } else {
+                "not shown here (send /follow)"
+            }
+        ),
     ];
     if let Some(ms) = view.paired_for_ms {
         let ms = i64::try_from(ms).unwrap_or(i64::MAX);
@@ -335,6 +367,14 @@ pub fn status_text(view: &StatusView) -> String {
     }
     lines.join("\n")
 }
+
+/// The reply to `/follow`.
+pub const FOLLOW_REPLY: &str = "This chat now also sees turns typed at the terminal and the \
+     work digest. Everyone in it can read them. Send /unfollow to stop.";
+
+/// The reply to `/unfollow`.
+pub const UNFOLLOW_REPLY: &str = "This chat no longer sees turns typed at the terminal. \
+     Prompts sent from here are still answered here. Send /follow to see them again.";
 
 /// The reply to `command` and the effect the bridge must apply.
 pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String, CommandEffect) {
@@ -346,6 +386,8 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
             CommandEffect::Pause,
         ),
         RemoteCommand::Resume => ("Delivery resumed.".to_string(), CommandEffect::Resume),
+        RemoteCommand::Follow => (FOLLOW_REPLY.to_string(), CommandEffect::Follow),
+        RemoteCommand::Unfollow => (UNFOLLOW_REPLY.to_string(), CommandEffect::Unfollow),
         RemoteCommand::Abort => ("Abort requested.".to_string(), CommandEffect::Abort),
         RemoteCommand::Whoami => (
             format!("{} ({})", view.identity, view.transport),
@@ -384,6 +426,7 @@ mod tests {
             cwd: "/home/me/proj".into(),
             busy: true,
             paused: false,
+            following: true,
             paired_for_ms: Some(90_000),
         }
     }
@@ -391,12 +434,13 @@ mod tests {
     #[test]
     fn the_local_habit_runs_the_remote_command() {
         let prefixes = default_prefixes();
-        let rows: [(&str, Option<RemoteCommand>); 9] = [
+        let rows: [(&str, Option<RemoteCommand>); 10] = [
             ("/connect help", Some(Help)),
             ("/CONNECT   status", Some(Status)),
             ("/connect", Some(Status)),
             ("/connect abort now", Some(Abort)),
             ("/connect pair", Some(Help)),
+            ("/connect follow", Some(Follow)),
             ("@pi_bot /connect whoami", Some(Whoami)),
             ("/connectivity", None),
             ("connect help", None),
@@ -443,6 +487,10 @@ mod tests {
             ("disconnect", Disconnect),
             ("bye", Disconnect),
             ("unpair", Disconnect),
+            ("follow", Follow),
+            ("subscribe", Follow),
+            ("unfollow", Unfollow),
+            ("unsubscribe", Unfollow),
             (" //STATUS ", Status),
             ("Me", Whoami),
         ];
@@ -532,6 +580,8 @@ mod tests {
              \x20 /status — Show bridge, session and agent state\n\
              \x20 /pause — Stop forwarding prompts; local session keeps running\n\
              \x20 /resume — Resume forwarding prompts\n\
+             \x20 /follow — Also show turns typed at the terminal here (DMs do by default)\n\
+             \x20 /unfollow — Stop showing turns typed at the terminal here\n\
              \x20 /abort — Abort the current agent turn\n\
              \x20 /whoami — Show the paired identity for this chat\n\
              \x20 /disconnect — Revoke this chat's pairing for the current session\n\
@@ -551,17 +601,18 @@ mod tests {
             cwd: String::new(),
             busy: false,
             paused: true,
+            following: false,
             paired_for_ms: None,
             ..view()
         };
         let rows = [
             (
                 full,
-                "pi-bot-connect status\n- transport: fake\n- identity: fake:user-1\n- session: refactor\n- cwd: /home/me/proj\n- agent: busy\n- delivery: active\n- paired: 1m ago",
+                "pi-bot-connect status\n- transport: fake\n- identity: fake:user-1\n- session: refactor\n- cwd: /home/me/proj\n- agent: busy\n- delivery: active\n- terminal turns: shown here\n- paired: 1m ago",
             ),
             (
                 bare,
-                "pi-bot-connect status\n- transport: fake\n- identity: fake:user-1\n- session: (unnamed)\n- cwd: (unknown)\n- agent: idle\n- delivery: paused",
+                "pi-bot-connect status\n- transport: fake\n- identity: fake:user-1\n- session: (unnamed)\n- cwd: (unknown)\n- agent: idle\n- delivery: paused\n- terminal turns: not shown here (send /follow)",
             ),
         ];
         for (v, expected) in rows {
@@ -579,6 +630,8 @@ mod tests {
                 CommandEffect::Pause,
             ),
             (Resume, "Delivery resumed.", CommandEffect::Resume),
+            (Follow, FOLLOW_REPLY, CommandEffect::Follow),
+            (Unfollow, UNFOLLOW_REPLY, CommandEffect::Unfollow),
             (Abort, "Abort requested.", CommandEffect::Abort),
             (Whoami, "fake:user-1 (fake)", CommandEffect::None),
             (

@@ -1,5 +1,6 @@
-//! The per-session state document: trust, pending codes, pause, broadcast targets
-//! (reference-behaviour §4.4). The host stores it opaquely; loading is tolerant.
+//! The per-session state document: trust, pending codes, pause, remembered chats and which
+//! of them follow local turns (reference-behaviour §4.4). The host stores it opaquely;
+//! loading is tolerant.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,7 +24,8 @@ pub struct PendingChallenge {
     pub attempts: u32,
 }
 
-/// A conversation the bridge broadcasts to.
+/// A conversation the bridge remembers (it may be sent turns it started, and local turns
+/// when it follows).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ConversationTarget {
     /// Transport id.
@@ -52,7 +54,11 @@ pub struct SessionState {
     pub pending: BTreeMap<ConversationKey, PendingChallenge>,
     /// Paused conversation keys.
     pub paused: BTreeSet<ConversationKey>,
-    /// Broadcast targets, deduplicated by transport, conversation and thread.
+    /// Conversation keys that see local turns (typed at the terminal) and `/connect
+    /// digest`: a DM from its first remembered message, a group only after `/follow`
+    /// (issue 30 §7: a group that once ran `/status` was sent a DM user's answers).
+    pub following: BTreeSet<ConversationKey>,
+    /// Remembered conversations, deduplicated by transport, conversation and thread.
     pub conversations: Vec<ConversationTarget>,
     /// The turn that was running when the document was saved, if any: after a restart the
     /// chats that saw its card are told it was lost (issue 10 §9).
@@ -71,6 +77,9 @@ pub struct RunningTurn {
     pub remote: bool,
     /// One card per conversation, with the handle to edit it.
     pub cards: Vec<CardRecord>,
+    /// The conversations a remote turn answers (the chats whose prompts it took); empty
+    /// for a local turn. Kept so a bridge restarted mid-turn still answers only them.
+    pub audience: Vec<ConversationTarget>,
 }
 
 /// A progress card posted in a conversation.
@@ -138,15 +147,36 @@ impl SessionState {
 
     /// Pauses or resumes a conversation key; true when that changed anything.
     pub fn set_paused(&mut self, key: &ConversationKey, paused: bool) -> bool {
-        if paused {
-            self.paused.insert(key.clone())
-        } else {
-            self.paused.remove(key)
-        }
+        set_member(&mut self.paused, key, paused)
     }
 
-    /// Adds a broadcast target; true when it is new. Targets differing only in thread are
-    /// distinct, so every thread the bot was used in keeps getting its replies.
+    /// Whether a conversation key sees local turns and `/connect digest`.
+    pub fn is_following(&self, key: &ConversationKey) -> bool {
+        self.following.contains(key)
+    }
+
+    /// Starts (`/follow`) or stops (`/unfollow`) sending local turns to a conversation key;
+    /// true when that changed anything.
+    pub fn set_following(&mut self, key: &ConversationKey, following: bool) -> bool {
+        set_member(&mut self.following, key, following)
+    }
+
+    /// Remembers the conversation a message came from; true when it is new. A DM follows
+    /// local turns from its first remembered message (it is one person's own chat with the
+    /// bot); a group never follows by being remembered, only by `/follow`, so one `/status`
+    /// in a team group does not put the terminal's work in front of the whole team.
+    pub fn remember_chat(&mut self, target: ConversationTarget, direct: bool) -> bool {
+        let key = target.key();
+        let new = self.remember_conversation(target);
+        if new && direct {
+            self.following.insert(key);
+        }
+        new
+    }
+
+    /// Adds a remembered conversation without deciding whether it follows; true when it is
+    /// new. Targets differing only in thread are distinct, so every thread the bot was used
+    /// in keeps getting the turns it started.
     pub fn remember_conversation(&mut self, target: ConversationTarget) -> bool {
         if self.conversations.contains(&target) {
             return false;
@@ -156,27 +186,39 @@ impl SessionState {
     }
 
     /// What both local `/connect disconnect` and remote `/disconnect` do (decision 7):
-    /// revoke `identity`, unpause and clear the pending code of `conversation_key`, and stop
-    /// broadcasting to that conversation, so neither path leaves a stale pause or code
-    /// behind and a chat that was just unpaired stops receiving the session's cards and
-    /// replies. True when anything changed.
+    /// revoke `identity`, unpause, unfollow and clear the pending code of
+    /// `conversation_key`, and forget that conversation, so neither path leaves a stale
+    /// pause, follow or code behind and a chat that was just unpaired stops receiving the
+    /// session's cards and replies. True when anything changed.
     pub fn disconnect(&mut self, identity: &Identity, conversation_key: &ConversationKey) -> bool {
         let revoked = self.revoke(identity);
         let unpaused = self.set_paused(conversation_key, false);
+        let unfollowed = self.set_following(conversation_key, false);
         let cleared = self.pending.remove(conversation_key).is_some();
         let targets = self.conversations.len();
         self.conversations.retain(|t| t.key() != *conversation_key);
         let forgotten = self.conversations.len() != targets;
-        revoked || unpaused || cleared || forgotten
+        revoked || unpaused || unfollowed || cleared || forgotten
     }
 
-    /// Local `/connect disconnect`: every pairing revoked, every pause and pending code
-    /// cleared, no broadcast target left. Returns how many pairings were revoked.
+    /// Local `/connect disconnect`: every pairing revoked, every pause, follow and pending
+    /// code cleared, no conversation remembered. Returns how many pairings were revoked.
     pub fn disconnect_all(&mut self) -> usize {
         self.paused.clear();
+        self.following.clear();
         self.pending.clear();
         self.conversations.clear();
         self.revoke_all()
+    }
+}
+
+/// Adds (`on`) or removes `key`; true when that changed the set. One helper for every
+/// per-conversation switch (`paused`, `following`), so they cannot drift apart.
+fn set_member(set: &mut BTreeSet<ConversationKey>, key: &ConversationKey, on: bool) -> bool {
+    if on {
+        set.insert(key.clone())
+    } else {
+        set.remove(key)
     }
 }
 
@@ -244,20 +286,13 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
         }
     }
     if let Some(paused) = fields.get("paused") {
-        match paused
-            .as_array()
-            .filter(|keys| keys.iter().all(Value::is_string))
-        {
-            Some(keys) => {
-                let keys = capped(keys, &format!("{base}.paused"), &mut warn);
-                state.paused = keys
-                    .filter_map(Value::as_str)
-                    .map(ConversationKey::from_stored)
-                    .collect();
-            }
-            None => warn(format!(
-                "{base}.paused: expected an array of strings, ignored"
-            )),
+        if let Some(keys) = key_set(paused, &format!("{base}.paused"), &mut warn) {
+            state.paused = keys;
+        }
+    }
+    if let Some(following) = fields.get("following") {
+        if let Some(keys) = key_set(following, &format!("{base}.following"), &mut warn) {
+            state.following = keys;
         }
     }
     if let Some(conversations) = fields.get("conversations") {
@@ -277,6 +312,16 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
             }
             None => warn(format!("{base}.conversations: expected an array, ignored")),
         }
+    }
+    // Written before chats could follow: which remembered chat is a DM was never stored,
+    // so none follows until it sends /follow; saying so once (the warning rewrites the
+    // document, with `following`) beats local turns silently going nowhere.
+    if !fields.contains_key("following") && !state.conversations.is_empty() {
+        warn(format!(
+            "{base}: saved before chats could follow local turns, so no chat sees turns typed \
+             at the terminal yet; send /follow in each chat that should (a DM paired from now \
+             on follows by default)"
+        ));
     }
     if let Some(turn) = fields.get("turn") {
         match parse_turn(turn) {
@@ -301,9 +346,10 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
     (state, warnings)
 }
 
-/// `{"startedAt": ms, "remote": bool, "cards": [{target..., "editKey"?}]}`; at most
-/// [`MAX_ENTRIES`] cards are kept, and a malformed card spoils the whole turn (its notice
-/// would go to the wrong place otherwise).
+/// `{"startedAt": ms, "remote": bool, "cards": [{target..., "editKey"?}], "audience"?:
+/// [target...]}`; at most [`MAX_ENTRIES`] cards and audience entries are kept, and a
+/// malformed card or audience entry spoils the whole turn (its notice or answer would go
+/// to the wrong place otherwise).
 fn parse_turn(value: &Value) -> Option<RunningTurn> {
     let started_at = timestamp(value.get("startedAt")?)?;
     let remote = value.get("remote")?.as_bool()?;
@@ -323,11 +369,45 @@ fn parse_turn(value: &Value) -> Option<RunningTurn> {
             })
         })
         .collect::<Option<Vec<_>>>()?;
+    let audience = match value.get("audience") {
+        None => Vec::new(),
+        Some(targets) => targets
+            .as_array()?
+            .iter()
+            .take(MAX_ENTRIES)
+            .map(parse_target)
+            .collect::<Option<Vec<_>>>()?,
+    };
     Some(RunningTurn {
         started_at,
         remote,
         cards,
+        audience,
     })
+}
+
+/// An array of conversation keys (`paused`, `following`); anything else is reported and
+/// `None`, so the set keeps its default.
+fn key_set(
+    value: &Value,
+    path: &str,
+    warn: &mut impl FnMut(String),
+) -> Option<BTreeSet<ConversationKey>> {
+    match value
+        .as_array()
+        .filter(|keys| keys.iter().all(Value::is_string))
+    {
+        Some(keys) => Some(
+            capped(keys, path, warn)
+                .filter_map(Value::as_str)
+                .map(ConversationKey::from_stored)
+                .collect(),
+        ),
+        None => {
+            warn(format!("{path}: expected an array of strings, ignored"));
+            None
+        }
+    }
 }
 
 /// Writes the document [`parse_session_state`] reads, compact.
@@ -355,6 +435,11 @@ pub fn serialize_session_state(state: &SessionState) -> String {
             })
             .collect(),
         paused: state.paused.iter().map(ConversationKey::as_str).collect(),
+        following: state
+            .following
+            .iter()
+            .map(ConversationKey::as_str)
+            .collect(),
         conversations: state
             .conversations
             .iter()
@@ -375,6 +460,7 @@ pub fn serialize_session_state(state: &SessionState) -> String {
                     edit_key: card.edit_key.as_deref(),
                 })
                 .collect(),
+            audience: turn.audience.iter().map(target_json).collect(),
         }),
         queued: state.queued.iter().map(target_json).collect(),
     };
@@ -390,6 +476,8 @@ struct StateJson<'a> {
     trusted: BTreeMap<&'a str, u64>,
     pending: BTreeMap<&'a str, ChallengeJson>,
     paused: Vec<&'a str>,
+    // Always written, even empty: its absence marks a document from before following.
+    following: Vec<&'a str>,
     conversations: Vec<TargetJson<'a>>,
     // Left out when there is none, so an idle session's document keeps its old shape.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -405,6 +493,8 @@ struct TurnJson<'a> {
     started_at: u64,
     remote: bool,
     cards: Vec<CardJson<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    audience: Vec<TargetJson<'a>>,
 }
 
 /// The stored shape of a card: its target, flattened, and its edit handle.
@@ -626,11 +716,25 @@ mod tests {
                 "sessions.s1.paused: expected an array of strings, ignored",
             ),
             (
+                r#"{"following":"t:c"}"#,
+                "sessions.s1.following: expected an array of strings, ignored",
+            ),
+            (
+                r#"{"following":["t:c",null]}"#,
+                "sessions.s1.following: expected an array of strings, ignored",
+            ),
+            (
+                r#"{"conversations":[{"transport":"t","conversationId":"c"}]}"#,
+                "sessions.s1: saved before chats could follow local turns, so no chat sees \
+                 turns typed at the terminal yet; send /follow in each chat that should (a DM \
+                 paired from now on follows by default)",
+            ),
+            (
                 r#"{"conversations":{}}"#,
                 "sessions.s1.conversations: expected an array, ignored",
             ),
             (
-                r#"{"conversations":[{"transport":"t","conversationId":"c"},{"transport":"t"}]}"#,
+                r#"{"following":[],"conversations":[{"transport":"t","conversationId":"c"},{"transport":"t"}]}"#,
                 "sessions.s1.conversations[1]: malformed target, ignored",
             ),
             (
@@ -653,12 +757,12 @@ mod tests {
         let document = r#"{"updatedAt":1700000000000,
             "trusted":{"telegram:1":1700000000000,"bare":1,"discord:2":1.7e12},
             "pending":{"telegram:c1":{"salt":"07070707070707070707070707070707","sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","digits":6,"expiresAt":99,"attempts":2},"x:y":{"code":"abc"}},
-            "paused":["telegram:c1"],
+            "paused":["telegram:c1"],"following":["telegram:c1",3],
             "conversations":[{"transport":"telegram","conversationId":"c1"},
                 {"transport":"telegram","conversationId":"c1","threadId":null},
                 {"transport":"telegram","conversationId":"c1","threadId":"t9"},7]}"#;
         let (state, warnings) = parse_session_state(document, "s1");
-        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert_eq!(warnings.len(), 4, "{warnings:?}");
         assert_eq!(state.updated_at, 1_700_000_000_000);
         assert_eq!(state.paired_at(&id("telegram:1")), Some(1_700_000_000_000));
         assert_eq!(state.paired_at(&id("discord:2")), Some(1_700_000_000_000));
@@ -674,6 +778,8 @@ mod tests {
         );
         assert!(state.pending(&key("x:y")).is_none());
         assert!(state.is_paused(&key("telegram:c1")));
+        // A malformed `following` is dropped whole: nobody follows rather than a guess.
+        assert!(state.following.is_empty());
         assert_eq!(
             state.conversations,
             vec![
@@ -726,8 +832,8 @@ mod tests {
             }),
         );
         state.set_paused(&key("telegram:c1"), true);
-        state.remember_conversation(target("telegram", "c1", None));
-        state.remember_conversation(target("discord", "c2", Some("t")));
+        state.remember_chat(target("telegram", "c1", None), true);
+        state.remember_chat(target("discord", "c2", Some("t")), false);
         assert_eq!(
             serialize_session_state(&state),
             concat!(
@@ -735,7 +841,7 @@ mod tests {
                 r#""pending":{"telegram:c1":{"salt":"07070707070707070707070707070707","#,
                 r#""sha256":"a301c7eac815258beab9767015a7d23595f5a7592f01bde83f28b2d0e534b565","#,
                 r#""digits":6,"expiresAt":9,"attempts":1}},"#,
-                r#""paused":["telegram:c1"],"#,
+                r#""paused":["telegram:c1"],"following":["telegram:c1"],"#,
                 r#""conversations":[{"transport":"telegram","conversationId":"c1"},"#,
                 r#"{"transport":"discord","conversationId":"c2","threadId":"t"}]}"#
             )
@@ -762,6 +868,7 @@ mod tests {
                         edit_key: None,
                     },
                 ],
+                audience: vec![target("tg", "c1", None)],
             }),
             queued: vec![target("tg", "c1", None), target("dc", "c2", Some("t"))],
             ..SessionState::default()
@@ -770,10 +877,12 @@ mod tests {
         assert_eq!(
             document,
             concat!(
-                r#"{"updatedAt":0,"trusted":{},"pending":{},"paused":[],"conversations":[],"#,
+                r#"{"updatedAt":0,"trusted":{},"pending":{},"paused":[],"following":[],"#,
+                r#""conversations":[],"#,
                 r#""turn":{"startedAt":7,"remote":true,"cards":["#,
                 r#"{"transport":"tg","conversationId":"c1","editKey":"m5"},"#,
-                r#"{"transport":"dc","conversationId":"c2","threadId":"t"}]},"#,
+                r#"{"transport":"dc","conversationId":"c2","threadId":"t"}],"#,
+                r#""audience":[{"transport":"tg","conversationId":"c1"}]},"#,
                 r#""queued":[{"transport":"tg","conversationId":"c1"},"#,
                 r#"{"transport":"dc","conversationId":"c2","threadId":"t"}]}"#
             )
@@ -790,6 +899,14 @@ mod tests {
             ),
             (
                 r#"{"turn":{"startedAt":1,"remote":true,"cards":[{"transport":"t","conversationId":"c","editKey":5}]}}"#,
+                "sessions.s1.turn: malformed turn, ignored",
+            ),
+            (
+                r#"{"turn":{"startedAt":1,"remote":true,"cards":[],"audience":[{"transport":"t"}]}}"#,
+                "sessions.s1.turn: malformed turn, ignored",
+            ),
+            (
+                r#"{"turn":{"startedAt":1,"remote":true,"cards":[],"audience":{}}}"#,
                 "sessions.s1.turn: malformed turn, ignored",
             ),
             (
@@ -899,5 +1016,71 @@ mod tests {
         assert_eq!(state.disconnect_all(), 1);
         assert!(state.conversations.is_empty() && state.paused.is_empty());
         assert!(state.trusted.is_empty() && state.pending.is_empty());
+    }
+
+    #[test]
+    fn a_dm_follows_from_its_first_message_and_a_group_never_by_being_remembered() {
+        let mut state = SessionState::default();
+        assert!(state.remember_chat(target("tg", "dm", None), true));
+        assert!(state.remember_chat(target("tg", "group", None), false));
+        assert!(state.is_following(&key("tg:dm")));
+        assert!(!state.is_following(&key("tg:group")));
+        // A DM that unfollowed stays unfollowed when it writes again.
+        assert!(state.set_following(&key("tg:dm"), false));
+        assert!(!state.set_following(&key("tg:dm"), false));
+        assert!(!state.remember_chat(target("tg", "dm", None), true));
+        assert!(!state.is_following(&key("tg:dm")));
+        // A group follows only when asked.
+        assert!(state.set_following(&key("tg:group"), true));
+        assert!(!state.set_following(&key("tg:group"), true));
+        assert!(state.is_following(&key("tg:group")));
+    }
+
+    #[test]
+    fn disconnect_stops_following_for_that_chat_and_disconnect_all_for_every_chat() {
+        let mut state = SessionState::default();
+        state.trust(&id("tg:u1"), 1);
+        state.remember_chat(target("tg", "dm", None), true);
+        state.remember_chat(target("tg", "group", None), false);
+        state.set_following(&key("tg:group"), true);
+        assert!(state.disconnect(&id("tg:nobody"), &key("tg:dm")));
+        assert!(!state.is_following(&key("tg:dm")));
+        assert!(state.is_following(&key("tg:group")));
+        // Unfollowing alone is a change worth saving.
+        let mut only_following = SessionState::default();
+        only_following.set_following(&key("tg:x"), true);
+        assert!(only_following.disconnect(&id("tg:nobody"), &key("tg:x")));
+        assert!(!only_following.is_following(&key("tg:x")));
+        state.disconnect_all();
+        assert!(state.following.is_empty());
+    }
+
+    #[test]
+    fn following_round_trips_and_an_old_document_without_it_loads_with_one_warning() {
+        let mut state = SessionState::default();
+        state.remember_chat(target("tg", "dm", None), true);
+        state.remember_chat(target("tg", "group", None), false);
+        let document = serialize_session_state(&state);
+        assert!(document.contains(r#""following":["tg:dm"]"#), "{document}");
+        assert_eq!(parse_session_state(&document, "s1"), (state, vec![]));
+
+        // Written by a version before following: everything else loads, nobody follows,
+        // and the person is told what to do.
+        let old = r#"{"updatedAt":5,"trusted":{"tg:u1":3},"paused":[],"conversations":[{"transport":"tg","conversationId":"dm"}],"turn":{"startedAt":1,"remote":true,"cards":[{"transport":"tg","conversationId":"dm","editKey":"m1"}]}}"#;
+        let (loaded, warnings) = parse_session_state(old, "s1");
+        assert!(loaded.is_trusted(&id("tg:u1")));
+        assert_eq!(loaded.conversations, vec![target("tg", "dm", None)]);
+        assert!(loaded.following.is_empty());
+        assert_eq!(loaded.turn.as_ref().map(|t| t.audience.len()), Some(0));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("send /follow"), "{warnings:?}");
+        // Rewritten once, it loads without the warning.
+        let rewritten = serialize_session_state(&loaded);
+        assert_eq!(parse_session_state(&rewritten, "s1"), (loaded, vec![]));
+        // An idle old document with no chats has nothing to say.
+        assert_eq!(
+            parse_session_state(r#"{"updatedAt":1}"#, "s1").1,
+            Vec::<String>::new()
+        );
     }
 }
