@@ -89,7 +89,7 @@ pub enum Bound {
 /// Listens on `path` (owner-only directory and socket), unless a live process already
 /// does; a socket file left by a crashed process is replaced.
 pub async fn bind(path: &Path) -> Result<Bound, AttachError> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     // sun_path holds 108 bytes on Linux, including the terminating NUL.
     const MAX: usize = 107;
     let len = path.as_os_str().len();
@@ -105,12 +105,7 @@ pub async fn bind(path: &Path) -> Result<Bound, AttachError> {
         source,
     };
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(fail)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+        private_dir(dir).map_err(fail)?;
     }
     for _ in 0..2 {
         if UnixStream::connect(path).await.is_ok() {
@@ -130,6 +125,52 @@ pub async fn bind(path: &Path) -> Result<Bound, AttachError> {
         }
     }
     Ok(Bound::AlreadyServed)
+}
+
+/// Makes `dir`, the directory a socket lives in, private: created 0700 when missing; when
+/// it exists, used only if it is a real directory of this user that nobody else can
+/// enter. It is never chmodded: with the state file in /tmp, the socket's directory used
+/// to be /tmp itself, and chmodding it 0700 locked every other user out of /tmp. A
+/// directory someone else made (a squatter in /tmp) is refused instead of trusted.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(dir)?;
+            // SAFETY: getuid has no preconditions and cannot fail.
+            let me = unsafe { libc::getuid() };
+            let refuse = |why: String| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} {why}, so a socket there would not be private; remove it (or, if it is yours, run chmod 700 on it)",
+                        dir.display()
+                    ),
+                ))
+            };
+            if !meta.is_dir() {
+                return refuse("is not a directory (a symlink or a file)".into());
+            }
+            if meta.uid() != me {
+                return refuse(format!("belongs to user {} and not to you", meta.uid()));
+            }
+            if meta.mode() & 0o077 != 0 {
+                return refuse(format!(
+                    "is open to other users (mode {:o})",
+                    meta.mode() & 0o777
+                ));
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The `ready` line `attach` prints on stdout once it listens.
@@ -411,9 +452,11 @@ struct LinkUi(Arc<Link>);
 #[async_trait]
 impl Ui for LinkUi {
     async fn notify(&self, level: Level, text: &str) {
+        // pi's TUI prints this: no escape or invisible character may ride along (the
+        // extension strips them too; this side does not rely on it).
         let message = ToExtension::Notify {
             level: agent_link::level_name(level),
-            text: text.to_string(),
+            text: transport_core::printable::strip_invisible_keep_lines(text).into_owned(),
         };
         if self.0.send(&message) {
             return;
@@ -719,6 +762,50 @@ mod tests {
         // The file is still there, but nobody answers: a crashed attach's leftover.
         assert!(path.exists());
         assert!(matches!(bind(&path).await.unwrap(), Bound::Listening(_)));
+    }
+
+    #[tokio::test]
+    async fn binding_never_chmods_a_directory_it_did_not_create_and_refuses_an_open_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // The state file in a shared directory, like /tmp: that directory keeps its mode.
+        let shared = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let path = crate::serve_command::control_socket_path(shared.path());
+        let Bound::Listening(_listener) = bind(&path).await.unwrap() else {
+            panic!("listens");
+        };
+        assert_eq!(
+            std::fs::metadata(shared.path())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777,
+            0o1777
+        );
+        assert_eq!(path.parent(), Some(shared.path().join("broker").as_path()));
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+
+        // A socket directory someone left open is refused, and left as it was.
+        let open = shared.path().join("squatted");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let error = bind(&open.join("x.sock")).await.err().expect("refused");
+        assert!(
+            error
+                .to_string()
+                .contains("is open to other users (mode 777)"),
+            "{error}"
+        );
+        assert_eq!(mode(&open), 0o777);
+        // A symlink planted where the directory goes is refused too.
+        let target = shared.path().join("elsewhere");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = shared.path().join("linked");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let error = bind(&link.join("x.sock")).await.err().expect("refused");
+        assert!(error.to_string().contains("is not a directory"), "{error}");
     }
 
     #[tokio::test]

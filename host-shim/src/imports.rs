@@ -534,6 +534,10 @@ impl ui::Host for SessionHost {
             level,
             text: text.clone(),
         });
+        // Notices quote platform ids and names (a robo_claw room, a sender); whatever a
+        // normaliser missed must still not reach a terminal, stderr or pi's TUI as an
+        // escape, a bidi override or an invisible character.
+        let text = transport_core::printable::strip_invisible_keep_lines(&text);
         self.ctx.ui.notify(level, &text).await;
     }
 

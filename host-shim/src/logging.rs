@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::sync::Mutex;
 
 use crate::bindings::types::Level;
+use transport_core::printable::strip_invisible_keep_lines;
 
 /// One structured log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,16 +67,25 @@ impl LogSink for StderrLog {
         if !self.debug && line.level == Level::Info {
             return;
         }
-        let mut object = serde_json::Map::new();
-        object.insert("level".into(), level_name(line.level).into());
-        object.insert("session".into(), session.into());
-        object.insert("event".into(), line.event.into());
-        for (key, value) in line.fields {
-            object.insert(key, value.into());
-        }
         // A closed stderr must not take the session down with it.
-        let _ = writeln!(std::io::stderr(), "{}", serde_json::Value::Object(object));
+        let _ = writeln!(std::io::stderr(), "{}", render(session, line));
     }
+}
+
+/// One log line as the JSON object written to stderr. JSON escapes control characters,
+/// but not bidi overrides, zero-width characters or U+2028: a field quoting a platform id
+/// (a robo_claw room, a sender) could still reorder or hide what a person reads, so
+/// every value loses them first (see [`transport_core::printable::is_invisible`]).
+pub fn render(session: &str, line: LogLine) -> String {
+    let clean = |text: &str| strip_invisible_keep_lines(text).into_owned();
+    let mut object = serde_json::Map::new();
+    object.insert("level".into(), level_name(line.level).into());
+    object.insert("session".into(), clean(session).into());
+    object.insert("event".into(), clean(&line.event).into());
+    for (key, value) in line.fields {
+        object.insert(clean(&key), clean(&value).into());
+    }
+    serde_json::Value::Object(object).to_string()
 }
 
 /// Keeps lines in memory (tests assert on them).
@@ -104,5 +114,31 @@ impl LogSink for MemoryLog {
         if let Ok(mut lines) = self.lines.lock() {
             lines.push((session.to_string(), line));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_line_carries_no_bidi_override_zero_width_or_separator() {
+        let line = LogLine::new(
+            Level::Warning,
+            "transport alert",
+            &[(
+                "room",
+                "lab\u{202E}\u{200B}\u{2028}\u{1b}]52;c;eA==\u{7}".to_owned(),
+            )],
+        );
+        let rendered = render("se\u{2066}ssion", line);
+        for hidden in [
+            '\u{202E}', '\u{200B}', '\u{2028}', '\u{2066}', '\u{1b}', '\u{7}',
+        ] {
+            assert!(!rendered.contains(hidden), "{hidden:?} in {rendered}");
+        }
+        let value: serde_json::Value = serde_json::from_str(&rendered).expect("JSON");
+        assert_eq!(value["room"], "lab]52;c;eA==");
+        assert_eq!(value["session"], "session");
     }
 }

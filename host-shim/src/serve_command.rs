@@ -57,9 +57,11 @@ pub struct ServeArgs {
     pub debug: bool,
 }
 
-/// Where `attach` finds a running broker: beside the state file.
+/// Where `attach` finds a running broker: `broker/broker.sock` beside the state file.
 pub fn control_socket_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("broker.sock")
+    // Its own directory, created 0700: the state directory may be shared (/tmp) and is
+    // never chmodded (see `attach::private_dir`).
+    state_dir.join("broker").join("broker.sock")
 }
 
 /// One request on the control socket.

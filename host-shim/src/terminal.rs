@@ -467,13 +467,20 @@ fn block(first: &str, next: &str, text: &str) -> String {
 }
 
 /// Control characters in a message (ANSI escapes, bells, lone carriage returns) would
-/// let a message move the cursor or repaint the terminal, e.g. over a local line.
+/// let a message move the cursor or repaint the terminal, e.g. over a local line: they
+/// show as U+FFFD. Bidi overrides, zero-width characters and line separators (see
+/// [`transport_core::printable::is_invisible`]) would make a line read as something
+/// else (`moc.elgoog` shown as `google.com`): they are dropped.
 fn visible(line: &str) -> impl Iterator<Item = char> + '_ {
-    line.chars().map(|c| {
-        if c.is_control() && c != '\t' {
-            '\u{FFFD}'
+    line.chars().filter_map(|c| {
+        if c == '\t' {
+            Some(c)
+        } else if c.is_control() {
+            Some('\u{FFFD}')
+        } else if transport_core::printable::is_invisible(c) {
+            None
         } else {
-            c
+            Some(c)
         }
     })
 }
@@ -649,5 +656,30 @@ mod tests {
             block("> ", "  ", "a\u{1b}[2Jb\u{7}\tc\rd\r\ne"),
             "> a\u{FFFD}[2Jb\u{FFFD}\tc\u{FFFD}d\n  e\n"
         );
+    }
+
+    #[tokio::test]
+    async fn a_notice_naming_a_hostile_id_shows_no_escape_bidi_override_or_separator() {
+        let (output, mut written) = tokio::io::duplex(4096);
+        let (terminal, _events) = TerminalTransport::new(tokio::io::empty(), output);
+        terminal
+            .notify(
+                "warning",
+                "robo_claw room \u{1b}]52;c;ZXZpbA==\u{7} from ad\u{202E}nimda\u{200B}\u{2028}x\u{FEFF}\u{2066}",
+            )
+            .await
+            .expect("written");
+        // `notify` flushed the line, so one read returns all of it.
+        let mut buffer = vec![0u8; 4096];
+        let read = tokio::io::AsyncReadExt::read(&mut written, &mut buffer)
+            .await
+            .expect("read");
+        let shown = String::from_utf8_lossy(&buffer[..read]).into_owned();
+        assert!(shown.contains("from adnimdax"), "{shown:?}");
+        for hidden in [
+            '\u{1b}', '\u{7}', '\u{202E}', '\u{200B}', '\u{2028}', '\u{FEFF}', '\u{2066}',
+        ] {
+            assert!(!shown.contains(hidden), "{hidden:?} in {shown:?}");
+        }
     }
 }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::bindings::types::Level;
 use crate::logging::level_name;
+use transport_core::printable::strip_invisible_keep_lines;
 
 /// The person at the terminal.
 #[async_trait]
@@ -59,6 +60,7 @@ pub struct StderrUi;
 #[async_trait]
 impl Ui for StderrUi {
     async fn notify(&self, level: Level, text: &str) {
+        let text = strip_invisible_keep_lines(text);
         eprintln!("[bot-connect] {}: {text}", level_name(level));
     }
 
@@ -91,6 +93,7 @@ impl LabelledStderrUi {
 #[async_trait]
 impl Ui for LabelledStderrUi {
     async fn notify(&self, level: Level, text: &str) {
+        let text = strip_invisible_keep_lines(text);
         eprintln!("[{}] {}: {text}", self.label, level_name(level));
     }
 

@@ -66,9 +66,18 @@ pub struct RotatingFile {
 }
 
 impl RotatingFile {
-    /// Opens (appending) `<dir>/<stem>.jsonl`, creating `dir` if needed.
+    /// Opens (appending) `<dir>/<stem>.jsonl`, creating `dir` (0700: transcripts hold
+    /// conversations) if needed. A symbolic link at the file's path is refused, never
+    /// followed.
     pub fn open(dir: &Path, stem: &str, rotation: Rotation) -> std::io::Result<RotatingFile> {
-        std::fs::create_dir_all(dir)?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            builder.mode(0o700);
+        }
+        builder.create(dir)?;
         let path = dir.join(format!("{stem}.jsonl"));
         let file = open_append(&path)?;
         let size = file.metadata()?.len();
@@ -133,10 +142,25 @@ fn open_append(path: &Path) -> std::io::Result<File> {
     #[cfg(unix)]
     {
         // Transcripts hold conversations: readable by this user only, like the state file.
+        // O_NOFOLLOW: a symbolic link planted at the transcript's path (in a directory
+        // someone else can write) would otherwise make every conversation append to a file
+        // of the planter's choosing (a shell profile, an authorized_keys).
         use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
+        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
     }
-    options.open(path)
+    options.open(path).map_err(|error| {
+        #[cfg(unix)]
+        if error.raw_os_error() == Some(libc::ELOOP) {
+            return std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a symbolic link, which a transcript never follows (it could point anywhere); remove it, or set another transcript directory",
+                    path.display()
+                ),
+            );
+        }
+        error
+    })
 }
 
 #[cfg(test)]
@@ -171,6 +195,34 @@ mod tests {
                 .len();
             assert!(size <= 100, "{name} is {size} bytes");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_at_the_transcript_path_is_refused_and_its_target_untouched() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let transcripts = dir.path().join("transcripts");
+        let target = dir.path().join("authorized_keys");
+        std::fs::write(&target, "ssh-ed25519 AAAA me\n").expect("target");
+        std::fs::create_dir(&transcripts).expect("dir");
+        std::os::unix::fs::symlink(&target, transcripts.join("s.jsonl")).expect("planted");
+        let error =
+            RotatingFile::open(&transcripts, "s", Rotation::default()).expect_err("refused");
+        assert!(error.to_string().contains("is a symbolic link"), "{error}");
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("read"),
+            "ssh-ed25519 AAAA me\n"
+        );
+        // A directory it creates is this user's only.
+        let fresh = dir.path().join("new").join("transcripts");
+        RotatingFile::open(&fresh, "s", Rotation::default()).expect("opens");
+        let mode = std::fs::metadata(&fresh)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700);
     }
 
     #[test]

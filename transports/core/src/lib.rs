@@ -11,6 +11,7 @@ pub mod capped;
 pub mod inbound;
 pub mod model;
 pub mod platform;
+pub mod printable;
 pub mod retry;
 
 pub use inbound::{Inbound, InboundSink, InboundStream, SessionGone};

@@ -65,6 +65,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use transport_core::platform::{BotSelf, Normalized};
+use transport_core::printable::clean_ids;
 use transport_core::{Attachment, AttachmentKind, Envelope};
 
 use crate::wire::{Message, User};
@@ -153,7 +154,7 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         .is_some_and(|author| is_me(&author.id, me));
     let addressed = is_direct || mentioned || !spans.is_empty() || replied_to_me;
 
-    Normalized::Message(Envelope {
+    Normalized::Message(clean_ids(Envelope {
         transport: TRANSPORT_ID.to_owned(),
         conversation_id: message.channel_id.clone(),
         user_id: message.author.id.clone(),
@@ -165,7 +166,7 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         attachments,
         // Snowflakes are unique across Discord.
         message_id: Some(message.id.clone()).filter(|id| !id.is_empty()),
-    })
+    }))
 }
 
 fn ignored(reason: &str) -> Normalized {

@@ -18,7 +18,10 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
+use std::borrow::Cow;
+
 use transport_core::platform::{BotSelf, Normalized};
+use transport_core::printable::{clean_ids, strip_invisible};
 use transport_core::{Attachment, AttachmentKind, Envelope};
 
 use crate::auth::AUTH_TOKEN_KEY;
@@ -52,28 +55,33 @@ pub const MESSAGE_ID_KEY: &str = "message_id";
 /// The room a message belongs to: trimmed `metadata.room_id`, [`DEFAULT_ROOM`] when it is
 /// absent or blank. A room id longer than [`MAX_ID_BYTES`] is refused with the reason.
 pub fn room_of(metadata: &HashMap<String, String>) -> Result<String, String> {
-    let room = metadata.get(ROOM_KEY).map_or("", |room| room.trim());
+    check_room(metadata.get(ROOM_KEY).map_or("", String::as_str))
+}
+
+/// Checks a room id named by a client (message metadata or the room header): without
+/// invisible characters ([`strip_invisible`]: an escape in a room id would reach the
+/// terminal that shows it), trimmed, [`DEFAULT_ROOM`] when that leaves nothing. The
+/// same cleaning for the stream's room and the message's, so replies still find it.
+pub fn check_room(room: &str) -> Result<String, String> {
+    let room = strip_invisible(room);
+    let room = room.trim();
     if room.is_empty() {
         return Ok(DEFAULT_ROOM.to_owned());
     }
-    check_room(room).map(str::to_owned)
-}
-
-/// Checks a room id named by a client (message metadata or the room header).
-pub fn check_room(room: &str) -> Result<&str, String> {
     if room.len() > MAX_ID_BYTES {
         return Err(format!(
             "the room id is {} bytes long; at most {MAX_ID_BYTES} are accepted",
             room.len()
         ));
     }
-    Ok(room)
+    Ok(room.to_owned())
 }
 
 /// Normalizes one message from a client (see the module docs for every rule).
 /// `self_sender_id` is the bot's own sender id; messages from it are ignored (I14).
 pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normalized {
     let sender = sender_of(message);
+    let sender = sender.as_ref();
     if sender == self_sender_id.trim() {
         return Normalized::Ignored(format!(
             "a message from the bot itself (sender_id {sender:?})"
@@ -94,7 +102,7 @@ pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normali
     if text.is_empty() && attachment.is_none() {
         return Normalized::Ignored("an empty message: no content and no metadata.file_id".into());
     }
-    Normalized::Message(Envelope {
+    Normalized::Message(clean_ids(Envelope {
         transport: TRANSPORT_ID.to_owned(),
         conversation_id: room,
         user_id: sender.to_owned(),
@@ -105,14 +113,21 @@ pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normali
         addressed: true,
         attachments: attachment.into_iter().collect(),
         message_id: message_id(&message.metadata),
-    })
+    }))
 }
 
-/// The sender a message speaks as: trimmed `sender_id`, [`DEFAULT_SENDER`] when blank.
-pub fn sender_of(message: &ChatMessage) -> &str {
-    match message.sender_id.trim() {
-        "" => DEFAULT_SENDER,
-        sender => sender,
+/// The sender a message speaks as: `sender_id` without invisible characters
+/// ([`strip_invisible`]), trimmed, [`DEFAULT_SENDER`] when that leaves nothing.
+pub fn sender_of(message: &ChatMessage) -> Cow<'_, str> {
+    match strip_invisible(&message.sender_id) {
+        Cow::Borrowed(sender) => Cow::Borrowed(match sender.trim() {
+            "" => DEFAULT_SENDER,
+            sender => sender,
+        }),
+        Cow::Owned(sender) => Cow::Owned(match sender.trim() {
+            "" => DEFAULT_SENDER.to_owned(),
+            sender => sender.to_owned(),
+        }),
     }
 }
 

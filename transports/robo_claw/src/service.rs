@@ -104,11 +104,11 @@ impl Messenger {
     fn check_sender(&self, caller: Caller, message: &ChatMessage) -> Result<(), Status> {
         let access = &self.shared.options.access;
         let sender = sender_of(message);
-        if sender == self.shared.options.self_sender_id || access.may_send_as(caller, sender) {
+        if *sender == self.shared.options.self_sender_id || access.may_send_as(caller, &sender) {
             return Ok(());
         }
         self.shared.update(|stats| stats.denied += 1);
-        Err(access.denied_sender(caller, sender))
+        Err(access.denied_sender(caller, &sender))
     }
 
     /// Hands an envelope to the session unless the server is stopping.
@@ -252,9 +252,7 @@ fn header_room<T>(request: &Request<T>) -> Result<Option<String>, Status> {
     if room.is_empty() {
         return Ok(None);
     }
-    check_room(room)
-        .map(|room| Some(room.to_owned()))
-        .map_err(Status::invalid_argument)
+    check_room(room).map(Some).map_err(Status::invalid_argument)
 }
 
 /// The answer for a file id that is unknown or another client's: alike, so a client

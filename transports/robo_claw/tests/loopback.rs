@@ -608,3 +608,23 @@ async fn diagnose_shows_rooms_and_never_the_token() {
     assert!(!line.contains(TOKEN), "{line}");
     server.transport.stop().await;
 }
+
+#[tokio::test]
+async fn a_hostile_room_id_reaches_the_bridge_clean_and_its_replies_still_arrive() {
+    let mut server = start(config()).await;
+    let mut client = client(server.addr).await;
+    let mut chat_stream = open(&mut client, Some(TOKEN), None)
+        .await
+        .expect("accepted");
+    let hostile = "lab\u{1b}]52;c;ZXZpbA==\u{7}\u{202E}";
+    chat_stream
+        .send(chat("mal\u{202E}lory", "hello", Some(hostile)))
+        .await;
+    let envelope = server.next_envelope().await;
+    assert_eq!(envelope.conversation_id, "lab]52;c;ZXZpbA==");
+    assert_eq!(envelope.user_id, "mallory");
+    // The stream joined the cleaned room, so the bridge's reply to it arrives.
+    server.reply(&envelope.conversation_id, "answer").await;
+    assert_eq!(chat_stream.next_text().await, "answer");
+    server.transport.stop().await;
+}

@@ -232,3 +232,35 @@ fn a_client_message_id_in_metadata_is_the_message_id_when_usable() {
     let long = "x".repeat(257);
     assert_eq!(id_of(&[("message_id", long.as_str())]), None);
 }
+
+#[test]
+fn escapes_and_bidi_overrides_in_room_and_sender_ids_are_stripped() {
+    let message = ChatMessage {
+        sender_id: "ad\u{202E}nimda\u{200B}".into(),
+        content: "hi \u{202E} stays in the text".into(),
+        timestamp: 1,
+        metadata: HashMap::from([
+            (
+                "room_id".into(),
+                "lab\u{1b}]52;c;ZXZpbA==\u{7}\u{2028}".into(),
+            ),
+            ("file_id".into(), "f1".into()),
+            ("filename".into(), "cat\u{2066}.png".into()),
+        ]),
+    };
+    let Normalized::Message(envelope) = normalize_message(&message, "robot") else {
+        panic!("a message");
+    };
+    assert_eq!(envelope.conversation_id, "lab]52;c;ZXZpbA==");
+    assert_eq!(envelope.user_id, "adnimda");
+    assert_eq!(envelope.attachments[0].name.as_deref(), Some("cat.png"));
+    assert_eq!(envelope.text, "hi \u{202E} stays in the text");
+    // A room id of nothing but invisible characters is the default room.
+    assert_eq!(
+        room_of(&HashMap::from([(
+            "room_id".into(),
+            "\u{202E}\u{200B}".into()
+        )])),
+        Ok("default".to_owned())
+    );
+}

@@ -50,6 +50,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use transport_core::platform::{BotSelf, Normalized};
+use transport_core::printable::clean_ids;
 use transport_core::{Attachment, AttachmentKind, Envelope};
 
 use crate::mrkdwn;
@@ -186,7 +187,7 @@ pub fn normalize_message(message: &MessageEvent, me: &BotSelf) -> Normalized {
         (None, true) => None,
         (None, false) => Some(ts),
     };
-    Normalized::Message(Envelope {
+    Normalized::Message(clean_ids(Envelope {
         transport: TRANSPORT_ID.to_owned(),
         conversation_id: conversation_id(channel, thread),
         user_id: user.to_owned(),
@@ -199,7 +200,7 @@ pub fn normalize_message(message: &MessageEvent, me: &BotSelf) -> Normalized {
         // A ts is unique within its channel; Slack's retries and the `message` /
         // `app_mention` pair of one post both carry the same one.
         message_id: Some(format!("{channel}:{ts}")),
-    })
+    }))
 }
 
 fn ignored(reason: &str) -> Normalized {

@@ -62,6 +62,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 use transport_core::platform::{BotSelf, Normalized};
+use transport_core::printable::clean_ids;
 use transport_core::{Attachment, AttachmentKind, Envelope};
 
 use crate::wire::{CallbackQuery, FileLike, Message, MessageEntity, Update, User};
@@ -160,7 +161,7 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
         (Some(true), Some(thread)) => Some(thread.to_string()),
         _ => None,
     };
-    Normalized::Message(Envelope {
+    Normalized::Message(clean_ids(Envelope {
         transport: TRANSPORT_ID.to_owned(),
         conversation_id: message.chat.id.to_string(),
         user_id: query.from.id.to_string(),
@@ -173,7 +174,7 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
         // A press is its own event (two presses on one message are two answers), so its
         // id is the query's, not the message's.
         message_id: (!query.id.is_empty()).then(|| format!("callback:{}", query.id)),
-    })
+    }))
 }
 
 /// `/approve <id>` or `/deny <id>`: a known command, then exactly one short id of letters
@@ -268,7 +269,7 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         (Some(true), Some(thread)) => Some(thread.to_string()),
         _ => None,
     };
-    Normalized::Message(Envelope {
+    Normalized::Message(clean_ids(Envelope {
         transport: TRANSPORT_ID.to_owned(),
         conversation_id: message.chat.id.to_string(),
         user_id,
@@ -282,7 +283,7 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         attachments,
         // Telegram's message ids count per chat, so the chat makes them unique.
         message_id: Some(format!("{}:{}", message.chat.id, message.message_id)),
-    })
+    }))
 }
 
 fn ignored(reason: &str) -> Normalized {
