@@ -9,6 +9,7 @@ use std::sync::Arc;
 use common::{Dirs, ScriptAgent, WAIT, editable_fake, project_config, runtime};
 use host_shim::bindings::session::{AgentEvent, TurnOrigin};
 use host_shim::broker::bindings::{self, Bindings};
+use host_shim::broker::routing::PAIRING_ANSWER;
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::clock::ManualClock;
 use host_shim::logging::MemoryLog;
@@ -231,8 +232,26 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
         assert!(!help.contains(hidden), "{help}");
     }
     // Naming a session hands the chat to that session's own pairing: its code shows in
-    // its terminal only.
-    world.send("stranger", "dm-s", "/switch web").await;
+    // its terminal only. The answer is the same for a name that does not exist.
+    let missing = world
+        .say(
+            "stranger",
+            "dm-x",
+            "/switch nope",
+            "If a session of that name",
+        )
+        .await;
+    let existing = world
+        .say(
+            "stranger",
+            "dm-s",
+            "/switch web",
+            "If a session of that name",
+        )
+        .await;
+    assert_eq!(missing, existing);
+    assert_eq!(existing, PAIRING_ANSWER);
+    world.send("stranger", "dm-s", "let me in").await;
     shown(&web.ui, "Messenger pairing code:").await;
     assert!(
         !api.ui
@@ -251,6 +270,11 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
         .expect("a code");
     let code = &code[..6.min(code.len())];
     world.say("stranger", "dm-s", code, "Paired").await;
+    // Bound in memory only until now: nothing of the stranger's reached the file before
+    // it paired; its next message writes its chat down.
+    let file = bindings::path_beside(&world.dirs.dir.path().join("state.json"));
+    let kept = |path: &std::path::Path| Bindings::load(path).0.get_kept("fake:dm-s").cloned();
+    assert_eq!(kept(&file), None);
     let mine = world
         .say(
             "stranger",
@@ -260,6 +284,8 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
         )
         .await;
     assert!(mine.contains("web") && !mine.contains("api"), "{mine}");
+    assert_eq!(kept(&file).map(|b| b.name), Some("web".to_owned()));
+    assert!(Bindings::load(&file).0.get_kept("fake:dm-x").is_none());
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");
 }
@@ -445,4 +471,59 @@ async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
     api.agent.wait_for_prompts(1).await;
     assert_eq!(prompts(&api.agent), ["for api"]);
     assert_eq!(prompts(&web.agent), ["for web"]);
+}
+
+#[tokio::test]
+async fn a_flood_of_strangers_neither_delays_a_paired_user_nor_leaves_bindings() {
+    use host_shim::broker::strangers::{ANSWERS_PER_MINUTE, QUEUE};
+    use std::os::unix::fs::PermissionsExt as _;
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &[]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    // 200 strangers, each in its own chat, then the paired user. The world's clock does
+    // not move, so after the first 20 the strangers' answers wait for ever: if the
+    // paired user's message waited behind them, it would never arrive.
+    let strangers = 200;
+    for n in 0..strangers {
+        world
+            .send(&format!("stranger-{n}"), &format!("dm-s{n}"), "hello")
+            .await;
+    }
+    world.send("user-1", "dm-1", "status please").await;
+    api.agent.wait_for_prompts(1).await;
+    assert!(prompts(&api.agent)[0].contains("status please"));
+    assert!(prompts(&web.agent).is_empty());
+
+    // At most the limit's burst was answered; the queue holds its fill; the rest were
+    // dropped, counted and logged, never sent.
+    let answered = world
+        .fake
+        .sent()
+        .iter()
+        .filter(|m| m.message.conversation_id.starts_with("dm-s"))
+        .count();
+    assert!(answered as u64 <= ANSWERS_PER_MINUTE, "{answered} answered");
+    let dropped = world.broker.strangers_dropped();
+    assert!(
+        dropped >= (strangers - ANSWERS_PER_MINUTE as usize - QUEUE - 1) as u64,
+        "{dropped} dropped"
+    );
+
+    // No stranger's chat was written down; the file holds the paired chat only, 0600.
+    let file = bindings::path_beside(&world.dirs.dir.path().join("state.json"));
+    let (kept, _) = Bindings::load(&file);
+    assert_eq!(kept.kept(), 1);
+    assert!(kept.get_kept("fake:dm-1").is_some());
+    let mode = std::fs::metadata(&file).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
 }

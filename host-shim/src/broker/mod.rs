@@ -10,10 +10,11 @@
 pub mod bindings;
 pub mod routing;
 pub mod shared;
+pub mod strangers;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use transport_core::{
     Inbound, InboundSink, InboundStream, OutboundKind, OutboundMessage, Transport,
@@ -31,6 +32,7 @@ use crate::state_file::StateFile;
 use bindings::{Binding, Bindings};
 use routing::{Audience, Decision, SessionView};
 use shared::{RoutedTransport, Shared, lock};
+use strangers::{Answer, StrangerAnswers};
 
 /// The log's session name for the broker's own lines.
 const LOG_NAME: &str = "broker";
@@ -177,6 +179,8 @@ pub struct Broker {
     status_file: Option<PathBuf>,
     inner: Mutex<Inner>,
     routers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Answers to strangers, sent off the routing path (started with the first router).
+    answers: OnceLock<Arc<StrangerAnswers>>,
 }
 
 impl Broker {
@@ -194,6 +198,7 @@ impl Broker {
                 ..Inner::default()
             }),
             routers: Mutex::new(Vec::new()),
+            answers: OnceLock::new(),
         })
     }
 
@@ -287,7 +292,7 @@ impl Broker {
             .map_err(|e| e.to_string())
             .and_then(|text| {
                 let temporary = path.with_extension("json.tmp");
-                std::fs::write(&temporary, text)
+                bindings::write_private(&temporary, text.as_bytes())
                     .and_then(|()| std::fs::rename(&temporary, path))
                     .map_err(|e| e.to_string())
             });
@@ -382,6 +387,8 @@ impl Broker {
 
     /// Starts routing the real transport's stream; called once per shared transport.
     fn run_router(self: &Arc<Self>, shared: Arc<Shared>, mut stream: InboundStream) {
+        self.answers
+            .get_or_init(|| StrangerAnswers::spawn(self.clock.clone(), self.log.clone()));
         let broker: Weak<Broker> = Arc::downgrade(self);
         let task = tokio::spawn(async move {
             while let Some(inbound) = stream.recv().await {
@@ -395,7 +402,7 @@ impl Broker {
     }
 
     /// Routes one inbound message or alert of `shared`'s bot.
-    async fn route(&self, shared: &Shared, inbound: Inbound) {
+    async fn route(&self, shared: &Arc<Shared>, inbound: Inbound) {
         let (envelope, handled) = match inbound {
             Inbound::Alert { transport, text } => {
                 let sinks = self.sinks_on(&shared.fingerprint);
@@ -417,16 +424,31 @@ impl Broker {
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
-        match self.decide(
+        let (decision, paired_with) = self.decide(
             &shared.fingerprint,
             &conversation,
             &identity,
             audience,
             &envelope.text,
-        ) {
+        );
+        // Paired with no session: the broker's answers to it wait in the stranger queue.
+        let stranger = paired_with.as_ref().is_some_and(BTreeSet::is_empty);
+        let paired = |session: &str| paired_with.as_ref().is_none_or(|p| p.contains(session));
+        // A stranger's chat is written down once its sender is paired with its session.
+        let provisional = self.inner(|inner| {
+            inner
+                .bindings
+                .is_provisional(&conversation)
+                .then(|| inner.bindings.get(&conversation).map(|b| b.session.clone()))
+                .flatten()
+        });
+        if let Some(session) = provisional.filter(|session| paired(session)) {
+            self.bind(&conversation, &session, true);
+        }
+        match decision {
             Decision::Deliver { session, bind } => {
                 if bind {
-                    self.bind(&conversation, &session);
+                    self.bind(&conversation, &session, paired(&session));
                 }
                 let sink = self.inner(|inner| {
                     inner
@@ -443,26 +465,32 @@ impl Broker {
                 // The session went away between the decision and the hand-over. Said only
                 // to a message meant for the bot, like every answer of the broker's own.
                 if let Some(Inbound::Message { envelope, handled }) = returned {
+                    drop(handled);
                     if audience != Audience::Chatter {
-                        self.reply(
+                        self.answer(
                             shared,
-                            &envelope,
+                            envelope,
                             "The session this chat talks to has just stopped, so this message was \
                          not delivered. Send /sessions to pick another.",
+                            stranger,
                         )
                         .await;
                     }
-                    drop(handled);
                 }
             }
             Decision::Switch { session, reply } => {
-                self.bind(&conversation, &session);
-                self.reply(shared, &envelope, &reply).await;
                 drop(handled);
+                self.bind(&conversation, &session, true);
+                self.answer(shared, envelope, &reply, stranger).await;
+            }
+            Decision::Pair { session, reply } => {
+                drop(handled);
+                self.bind(&conversation, &session, false);
+                self.answer(shared, envelope, &reply, stranger).await;
             }
             Decision::Reply(text) => {
-                self.reply(shared, &envelope, &text).await;
                 drop(handled);
+                self.answer(shared, envelope, &text, stranger).await;
             }
             Decision::Ignore => drop(handled),
         }
@@ -478,6 +506,8 @@ impl Broker {
         })
     }
 
+    /// The decision, and (when it needed them) the keys of the sessions `identity` is
+    /// paired with; `None` on the fast path of a written-down chat.
     fn decide(
         &self,
         fingerprint: &str,
@@ -485,11 +515,12 @@ impl Broker {
         identity: &str,
         audience: Audience,
         text: &str,
-    ) -> Decision {
-        // The common case (a bound chat writing to its session) needs no view of who is
-        // paired where, so it reads no file.
+    ) -> (Decision, Option<BTreeSet<String>>) {
+        // The common case (a paired chat writing to its session) needs no view of who is
+        // paired where, so it reads no file. A stranger's chat (bound in memory only)
+        // takes the long way, which also tells when it has paired.
         let fast = self.inner(|inner| {
-            let bound = inner.bindings.get(conversation)?;
+            let bound = inner.bindings.get_kept(conversation)?;
             let attached = inner
                 .sessions
                 .iter()
@@ -500,18 +531,24 @@ impl Broker {
             })
         });
         if let Some(decision) = fast {
-            return decision;
+            return (decision, None);
         }
         let views = self.views(fingerprint);
         let bound = self.inner(|inner| inner.bindings.get(conversation).cloned());
-        routing::decide(
+        let decision = routing::decide(
             text,
             identity,
             audience,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
             &views,
-        )
+        );
+        let paired = views
+            .into_iter()
+            .filter(|view| view.paired.contains(identity))
+            .map(|view| view.key)
+            .collect();
+        (decision, Some(paired))
     }
 
     /// The sessions on one shared bot, with who is paired with each (from the state file,
@@ -555,7 +592,9 @@ impl Broker {
         views
     }
 
-    fn bind(&self, conversation: &str, session: &str) {
+    /// Binds `conversation` to `session`: written down when `keep` (its sender is paired
+    /// with the session), in memory only otherwise (a stranger on its way to pairing).
+    fn bind(&self, conversation: &str, session: &str, keep: bool) {
         let written = self.inner(|inner| {
             let name = inner
                 .sessions
@@ -563,17 +602,46 @@ impl Broker {
                 .find(|s| s.key == session)
                 .map(|s| s.name.clone())
                 .unwrap_or_default();
-            inner.bindings.bind(
-                conversation,
-                Binding {
-                    session: session.to_owned(),
-                    name,
-                },
-            )
+            let binding = Binding {
+                session: session.to_owned(),
+                name,
+            };
+            if keep {
+                inner.bindings.bind(conversation, binding)
+            } else {
+                inner.bindings.bind_provisional(conversation, binding);
+                Ok(())
+            }
         });
         if let Err(error) = written {
             self.log(Level::Warning, "bindings not saved", &[("error", error)]);
         }
+    }
+
+    /// Answers `envelope`: a paired sender at once, a stranger through the rate-limited
+    /// queue, so no stranger's answer holds up the next message (see [`strangers`]).
+    async fn answer(
+        &self,
+        shared: &Arc<Shared>,
+        envelope: transport_core::Envelope,
+        text: &str,
+        stranger: bool,
+    ) {
+        match self.answers.get() {
+            Some(answers) if stranger => {
+                answers.offer(Answer {
+                    transport: shared.real.clone(),
+                    envelope,
+                    text: text.to_owned(),
+                });
+            }
+            _ => self.reply(shared, &envelope, text).await,
+        }
+    }
+
+    /// Answers to strangers dropped so far because the queue was full.
+    pub fn strangers_dropped(&self) -> u64 {
+        self.answers.get().map_or(0, |answers| answers.dropped())
     }
 
     /// Answers `envelope` from the broker itself (see [`send_notice`]).
@@ -611,6 +679,9 @@ impl Broker {
     pub async fn shutdown(&self) {
         for task in lock(&self.routers).drain(..) {
             task.abort();
+        }
+        if let Some(answers) = self.answers.get() {
+            answers.stop();
         }
         let shared: Vec<Arc<Shared>> =
             self.inner(|inner| inner.shared.drain().map(|(_, s)| s).collect());

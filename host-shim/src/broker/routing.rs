@@ -7,9 +7,11 @@
 //! - `/sessions` lists only the sessions the sender's identity is paired with: a
 //!   stranger learns nothing about the others (not their names, not their directories);
 //! - `/switch <n|name>` binds the conversation to one of those. A stranger may name a
-//!   session shown in its terminal: the conversation is bound and the message handed to
-//!   that session, whose pairing challenge (code shown only in its terminal) decides; but
-//!   not in a group already bound, which would move everyone's chat;
+//!   session shown in its terminal: the conversation is bound (in memory only, until it
+//!   pairs) to that session, whose pairing challenge (code shown only in its terminal)
+//!   decides at the next message; but not in a group already bound, which would move
+//!   everyone's chat. A stranger's `/switch` gets the same answer whether the name
+//!   exists or not ([`PAIRING_ANSWER`]), so names cannot be probed;
 //! - the broker answers only messages meant for the bot: group chatter gets no answer.
 
 use std::collections::BTreeSet;
@@ -46,6 +48,15 @@ pub enum Decision {
         /// The confirmation.
         reply: String,
     },
+    /// Bind the conversation, in memory only, to a session the sender is not paired with,
+    /// so its next message meets that session's pairing; answer with `reply`, the same
+    /// text a missing name gets.
+    Pair {
+        /// Session key.
+        session: String,
+        /// [`PAIRING_ANSWER`].
+        reply: String,
+    },
     /// Answer the message here; no session sees it.
     Reply(String),
     /// Leave it: a group message not meant for the bot, which no session takes.
@@ -55,14 +66,15 @@ pub enum Decision {
 impl Decision {
     /// A stranger's `/switch` binds the chat to the session it names, for that session's
     /// pairing; in a group already bound, that would move everyone's chat, so it is
-    /// refused there (a direct message is the stranger's own chat).
+    /// refused there (a direct message is the stranger's own chat). A missing name is
+    /// refused alike, or the refusal would tell names apart.
     fn refused_to_a_stranger_in_a_bound_group(
         self,
         audience: Audience,
         bound: Option<&str>,
     ) -> Decision {
         match self {
-            Decision::Deliver { bind: true, .. }
+            Decision::Pair { .. } | Decision::Reply(_)
                 if audience != Audience::Direct && bound.is_some() =>
             {
                 Decision::Reply(GROUP_SWITCH_REFUSED.to_owned())
@@ -71,6 +83,13 @@ impl Decision {
         }
     }
 }
+
+/// The answer to `/switch <name>` from someone not paired with a session of that name,
+/// whether one exists or not: the same text (the name is not even echoed), so a stranger
+/// cannot probe for session names.
+pub const PAIRING_ANSWER: &str = "If a session of that name is attached to this bot, this \
+     chat now talks to it: send a message, then the pairing code its terminal shows. Send \
+     /sessions to see the sessions you are paired with.";
 
 /// The broker's command in `text`, if any: `/sessions` or `/switch <arg>`, with a
 /// Telegram-style `@botname` suffix allowed on the command word.
@@ -150,7 +169,9 @@ pub fn decide(
     sessions: &[SessionView],
 ) -> Decision {
     match decide_addressed(text, identity, audience, bound, bound_name, sessions) {
-        Decision::Reply(_) if audience == Audience::Chatter => Decision::Ignore,
+        Decision::Reply(_) | Decision::Pair { .. } if audience == Audience::Chatter => {
+            Decision::Ignore
+        }
         decision => decision,
     }
 }
@@ -220,14 +241,11 @@ fn switch(
     match sessions.iter().find(|s| by_name(s)) {
         // A stranger names a session: the session's own pairing decides, and its code
         // shows only in its terminal.
-        Some(target) if !target.paired.contains(identity) => Decision::Deliver {
+        Some(target) if !target.paired.contains(identity) => Decision::Pair {
             session: target.key.clone(),
-            bind: true,
+            reply: PAIRING_ANSWER.to_owned(),
         },
-        _ => Decision::Reply(format!(
-            "No session called {wanted:?} is attached to this bot for you. Send /sessions to see \
-             yours."
-        )),
+        _ => Decision::Reply(PAIRING_ANSWER.to_owned()),
     }
 }
 
@@ -346,11 +364,42 @@ mod tests {
                 None,
                 &two()
             ),
-            Decision::Deliver {
+            Decision::Pair {
                 session: "k-api".into(),
-                bind: true
+                reply: PAIRING_ANSWER.to_owned()
             }
         );
+    }
+
+    #[test]
+    fn a_strangers_switch_is_answered_alike_whether_the_name_exists_or_not() {
+        let answer = |text: &str, audience: Audience, bound: Option<&str>| match decide(
+            text,
+            "telegram:77",
+            audience,
+            bound,
+            None,
+            &two(),
+        ) {
+            Decision::Pair { reply, .. } | Decision::Reply(reply) => Some(reply),
+            Decision::Ignore => None,
+            other => panic!("{text}: {other:?}"),
+        };
+        for (audience, bound) in [
+            (Audience::Direct, None),
+            (Audience::Direct, Some("k-web")),
+            (Audience::Mentioned, None),
+            (Audience::Mentioned, Some("k-web")),
+            (Audience::Chatter, None),
+        ] {
+            assert_eq!(
+                answer("/switch api", audience, bound),
+                answer("/switch apx", audience, bound),
+                "{audience:?} {bound:?}"
+            );
+        }
+        let text = answer("/switch apx", Audience::Direct, None).expect("answered");
+        assert!(!text.contains("/work"), "{text}");
     }
 
     #[test]
@@ -370,10 +419,17 @@ mod tests {
                 reply: "This chat now talks to web (/work/web).".into()
             }
         );
-        assert!(matches!(
-            decide("/switch 2", "telegram:2", Audience::Direct, None, None, &two()),
-            Decision::Reply(text) if text.contains("No session called \"2\"")
-        ));
+        assert_eq!(
+            decide(
+                "/switch 2",
+                "telegram:2",
+                Audience::Direct,
+                None,
+                None,
+                &two()
+            ),
+            Decision::Reply(PAIRING_ANSWER.to_owned())
+        );
     }
 
     #[test]
@@ -512,9 +568,9 @@ mod tests {
         ] {
             assert_eq!(
                 decide("/switch web", "telegram:77", audience, bound, None, &two()),
-                Decision::Deliver {
+                Decision::Pair {
                     session: "k-web".into(),
-                    bind: true
+                    reply: PAIRING_ANSWER.to_owned()
                 },
                 "{audience:?} {bound:?}"
             );

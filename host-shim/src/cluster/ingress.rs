@@ -361,7 +361,9 @@ impl Shared {
                 }
                 self.publish(&session, envelope).await;
             }
-            Decision::Switch { session, reply } => {
+            // A stranger's `/switch` (Pair) is answered like a missing name; the cluster's
+            // directory has no in-memory bindings, so it binds like a switch.
+            Decision::Switch { session, reply } | Decision::Pair { session, reply } => {
                 self.bind(&conversation, &session, &views, known).await;
                 self.reply(transport, envelope, &reply).await;
             }
