@@ -235,7 +235,7 @@ fn local_status_lists_transports_and_counts() {
         Note::new(
             Level::Info,
             format!(
-                "bot-connect status\n- extension: bot-connect {VERSION}\n- transports: dc, tg\n- paired chats: 1\n- conversations: 1\n- paused: tg:c1\n- pending codes: 0\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help"
+                "bot-connect status\n- extension: bot-connect {VERSION}\n- transports: dc, tg\n- paired chats: 1\n- conversations: 1\n- paused: tg:c1\n- terminal turns go to: tg:c1\n- pending codes: 0\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help"
             )
         )
     );

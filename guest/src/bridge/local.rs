@@ -99,6 +99,12 @@ impl Bridge {
             paired: self.state.trusted.len(),
             conversations: self.state.conversations.len(),
             paused: self.state.paused.iter().map(ToString::to_string).collect(),
+            following: self
+                .state
+                .following
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             // Live codes only, as `pair` and `doctor` count them: an expired code cannot
             // be typed, and "1 pending" next to "No pending pairing" confuses the reader.
             codes: self.live_codes_view(now),

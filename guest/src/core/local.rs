@@ -75,6 +75,9 @@ pub struct LocalStatusView {
     pub conversations: usize,
     /// Paused conversation keys.
     pub paused: Vec<String>,
+    /// Conversation keys that follow the terminal: they see local turns and the digest
+    /// (issue 30 §7), so the person at the terminal can check who reads their work.
+    pub following: Vec<String>,
     /// Live pairing codes, shown in full (issue 10 §10: the chat says "run /connect to see
     /// the code", so `/connect` must show it, not only a count).
     pub codes: Vec<LiveCode>,
@@ -111,6 +114,11 @@ pub fn status_text(view: &LocalStatusView, now: u64) -> String {
     } else {
         view.paused.join(", ")
     };
+    let following = if view.following.is_empty() {
+        "none (a DM follows once paired; a group sends /follow)".to_string()
+    } else {
+        view.following.join(", ")
+    };
     let mut lines = vec![
         "bot-connect status".to_string(),
         format!("- extension: {version}"),
@@ -118,6 +126,7 @@ pub fn status_text(view: &LocalStatusView, now: u64) -> String {
         format!("- paired chats: {}", view.paired),
         format!("- conversations: {}", view.conversations),
         format!("- paused: {paused}"),
+        format!("- terminal turns go to: {following}"),
         format!("- pending codes: {}", view.codes.len()),
     ];
     lines.extend(code_lines(&view.codes, now, "  - "));
@@ -198,7 +207,10 @@ pub fn help_text(local_command: &str) -> String {
             "explain",
             "what was done with the last messages, and why (also: why)",
         ),
-        ("digest", "send the work digest card to every paired chat"),
+        (
+            "digest",
+            "send the work digest card to the chats that follow this session",
+        ),
         ("pause", "stop forwarding prompts from every chat"),
         ("resume", "forward prompts again"),
         ("disconnect", "revoke every pairing"),
@@ -296,6 +308,7 @@ mod tests {
             paired: 2,
             conversations: 3,
             paused: vec!["telegram:1".into(), "discord:9".into()],
+            following: vec!["telegram:5".into()],
             codes: vec![
                 LiveCode {
                     key: ConversationKey::new("telegram", "5"),
@@ -316,17 +329,18 @@ mod tests {
             paired: 0,
             conversations: 0,
             paused: vec![],
+            following: vec![],
             codes: vec![],
             local_command: "bc".into(),
         };
         let rows = [
             (
                 running,
-                "bot-connect status\n- extension: bot-connect 0.1.0\n- transports: telegram, discord\n- paired chats: 2\n- conversations: 3\n- paused: telegram:1, discord:9\n- pending codes: 2\n  - telegram:5: 482 913 (expires in 4m)\n  - discord:7: made before the last restart and not kept; a new code comes when that chat writes again (expires in 5s)\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
+                "bot-connect status\n- extension: bot-connect 0.1.0\n- transports: telegram, discord\n- paired chats: 2\n- conversations: 3\n- paused: telegram:1, discord:9\n- terminal turns go to: telegram:5\n- pending codes: 2\n  - telegram:5: 482 913 (expires in 4m)\n  - discord:7: made before the last restart and not kept; a new code comes when that chat writes again (expires in 5s)\n\nLocal commands: /connect status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
             ),
             (
                 empty,
-                "bot-connect status\n- extension: version unknown\n- transports: (none configured)\n- paired chats: 0\n- conversations: 0\n- paused: none\n- pending codes: 0\n\nAvailable transports: discord, telegram, slack, robo_claw. Configure one under \"transports\" in the config file.\n\nLocal commands: /bc status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
+                "bot-connect status\n- extension: version unknown\n- transports: (none configured)\n- paired chats: 0\n- conversations: 0\n- paused: none\n- terminal turns go to: none (a DM follows once paired; a group sends /follow)\n- pending codes: 0\n\nAvailable transports: discord, telegram, slack, robo_claw. Configure one under \"transports\" in the config file.\n\nLocal commands: /bc status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
             ),
         ];
         for (view, expected) in rows {
