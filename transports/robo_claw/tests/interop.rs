@@ -16,6 +16,7 @@ use std::time::Duration;
 use support::{TOKEN, config, start};
 use tokio::process::Command;
 use transport_core::{Inbound, Transport};
+use transport_robo_claw::{ClientConfig, RoboClawConfig};
 
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -186,4 +187,73 @@ async fn a_python_grpcio_client_uses_all_four_rpcs() {
     assert_eq!(prompt.attachments[0].reference, file_id);
     assert_eq!(prompt.timestamp, 1_700_000_000_000);
     transport.stop().await;
+}
+
+#[tokio::test]
+async fn a_python_client_with_its_own_token_cannot_pose_as_another_client() {
+    if std::env::var("ROBO_CLAW_INTEROP").as_deref() == Ok("skip") {
+        return skip("ROBO_CLAW_INTEROP=skip");
+    }
+    let site = match python_packages().await {
+        Ok(site) => site,
+        Err(reason) => return skip(&reason),
+    };
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let stubs = tempfile::tempdir().expect("temp dir");
+    let mut protoc = Command::new("python3");
+    protoc
+        .env("PYTHONPATH", &site)
+        .args(["-m", "grpc_tools.protoc", "-I"])
+        .arg(manifest.join("proto"))
+        .arg(format!("--python_out={}", stubs.path().display()))
+        .arg(format!("--grpc_python_out={}", stubs.path().display()))
+        .arg(manifest.join("proto/messenger.proto"));
+    run(protoc, RUN_TIMEOUT)
+        .await
+        .expect("grpc_tools.protoc compiles the proto");
+    let client = |name: &str, token: &str, sender: &str| ClientConfig {
+        name: name.into(),
+        token_env: format!("PI_RC_{}", name.to_uppercase()),
+        token: Some(token.into()),
+        senders: vec![sender.into()],
+    };
+    let mut server = start(RoboClawConfig {
+        clients: vec![
+            client("a", "py-token-a", "alice"),
+            client("b", "py-token-b", "bob"),
+        ],
+        ..config()
+    })
+    .await;
+    let mut attacker = Command::new("python3");
+    attacker
+        .env(
+            "PYTHONPATH",
+            std::env::join_paths([site.as_path(), stubs.path()]).expect("paths"),
+        )
+        .arg(manifest.join("tests/interop/attacker.py"))
+        .arg(server.addr.to_string())
+        .args(["py-token-a", "py-token-b", TOKEN]);
+    let output = run(attacker, RUN_TIMEOUT)
+        .await
+        .expect("the Python client runs");
+    let seen: serde_json::Value =
+        serde_json::from_str(output.trim()).expect("the client prints JSON");
+    assert_eq!(
+        seen,
+        serde_json::json!({
+            "stream_as_b": "PERMISSION_DENIED",
+            "command_as_b": "PERMISSION_DENIED",
+            "download_bs_file": "NOT_FOUND",
+            "shared_token": "UNAUTHENTICATED"
+        })
+    );
+    // Nothing any of it sent reached the session.
+    while let Ok(inbound) = server.inbound.try_recv() {
+        assert!(
+            !matches!(inbound, Inbound::Message { .. }),
+            "a message was delivered"
+        );
+    }
+    server.transport.stop().await;
 }
