@@ -4,6 +4,7 @@
 //! `--demo` sessions placed on them. State, bindings and the list of sessions live in
 //! JetStream, so any node can stop and another carries on.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,10 +16,13 @@ use crate::bindings::session::TransportRequest;
 use crate::broker;
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::bot_lock::Holder;
+use crate::cluster::connect_options::NatsAuth;
 use crate::cluster::inbound::InboundSettings;
 use crate::cluster::ingress::{Ingress, IngressOptions};
+use crate::cluster::seal::Gate;
 use crate::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use crate::cluster::subjects::Prefix;
+use crate::cluster::trust_settings::{self, TrustSettings};
 use crate::lock::LockDir;
 use crate::logging::{LogSink, StderrLog};
 use crate::offline;
@@ -35,6 +39,68 @@ pub enum Role {
     Sessions,
 }
 
+/// How a node logs in to NATS and which cluster key it holds: file paths and the names
+/// of environment variables only (argv is visible in `ps`). Each overrides the same key of
+/// the `cluster` object in the user's bot-connect.json.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TrustFlags {
+    /// With --nats: a NATS credentials file (user JWT + nkey seed, `nsc generate creds`).
+    #[arg(long, value_name = "FILE")]
+    pub nats_creds: Option<PathBuf>,
+    /// With --nats: a file holding an nkey seed (SU…), for `nkey:` users.
+    #[arg(long, value_name = "FILE")]
+    pub nats_nkey: Option<PathBuf>,
+    /// With --nats: the environment variable holding the NATS user name.
+    #[arg(long, value_name = "VAR")]
+    pub nats_user_env: Option<String>,
+    /// With --nats: the environment variable holding the NATS password.
+    #[arg(long, value_name = "VAR")]
+    pub nats_password_env: Option<String>,
+    /// With --nats: the environment variable holding the NATS token.
+    #[arg(long, value_name = "VAR")]
+    pub nats_token_env: Option<String>,
+    /// With --nats: a PEM file of the CAs the server's certificate must chain to (TLS).
+    #[arg(long, value_name = "FILE")]
+    pub nats_ca: Option<PathBuf>,
+    /// With --nats: a PEM client certificate (with --nats-key), for servers verifying clients.
+    #[arg(long, value_name = "FILE")]
+    pub nats_cert: Option<PathBuf>,
+    /// With --nats: the PEM key of --nats-cert.
+    #[arg(long, value_name = "FILE")]
+    pub nats_key: Option<PathBuf>,
+    /// With --nats: a file holding the cluster key (at least 32 bytes, the same on every
+    /// node), which seals every envelope and stored value.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_key_file: Option<PathBuf>,
+    /// With --nats: the environment variable holding the cluster key.
+    #[arg(long, value_name = "VAR")]
+    pub cluster_key_env: Option<String>,
+    /// With --nats: start without NATS credentials or a cluster key. Anyone who reaches the
+    /// server can then read and drive the cluster; a warning says so at every start.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+}
+
+impl TrustFlags {
+    /// The settings these flags give (what they leave unset comes from the config).
+    pub fn settings(&self) -> TrustSettings {
+        TrustSettings {
+            auth: NatsAuth {
+                creds_file: self.nats_creds.clone(),
+                nkey_file: self.nats_nkey.clone(),
+                user_env: self.nats_user_env.clone(),
+                password_env: self.nats_password_env.clone(),
+                token_env: self.nats_token_env.clone(),
+                ca_file: self.nats_ca.clone(),
+                cert_file: self.nats_cert.clone(),
+                key_file: self.nats_key.clone(),
+            },
+            cluster_key_file: self.cluster_key_file.clone(),
+            cluster_key_env: self.cluster_key_env.clone(),
+        }
+    }
+}
+
 /// The cluster part of `host-shim serve`.
 #[derive(Debug, Clone)]
 pub struct ClusterArgs {
@@ -46,6 +112,8 @@ pub struct ClusterArgs {
     pub prefix: String,
     /// How long a dead node's locks and leases outlive it.
     pub lock_ttl: Duration,
+    /// The NATS login and cluster key flags.
+    pub trust: TrustFlags,
 }
 
 /// How long a send through the ingress may take.
@@ -74,6 +142,19 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     for note in &config.notes {
         eprintln!("[node] config: {}", note.text);
     }
+    // Who this node is to NATS and the key it seals with, refused before anything is
+    // reached: a cluster without them is open to anyone on the server (issue 30).
+    let settings = trust_settings::from_config(&sources)?.overridden_by(cluster.trust.settings());
+    let env = |name: &str| std::env::var(name).ok();
+    let trust = trust_settings::decide(
+        &cluster.url,
+        &settings,
+        cluster.trust.insecure_no_auth,
+        &env,
+    )?;
+    for warning in &trust.warnings {
+        eprintln!("[node] WARNING: {warning}");
+    }
     // What is wrong with the command line is said before anything is reached.
     let requests = messenger_requests(&config);
     match cluster.role {
@@ -101,9 +182,10 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
             }
         }
     }
-    let (client, jetstream) = crate::cluster::connect(&cluster.url).await?;
+    let (client, jetstream) = crate::cluster::connect(&cluster.url, &trust.auth).await?;
     let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
     let holder = Holder::this_process();
+    let gate = Gate::new(trust.key.clone(), Arc::new(SystemClock), log.clone());
     let inbound = InboundSettings::for_lease_ttl(cluster.lock_ttl);
     let stop = async {
         let terminate = crate::attach_command::terminated();
@@ -131,6 +213,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                         .collect(),
                     build,
                     holder: holder.clone(),
+                    gate,
                     log,
                 },
             )
@@ -192,6 +275,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                     clock,
                     log,
                     holder: holder.clone(),
+                    gate,
                 },
             )
             .await?;

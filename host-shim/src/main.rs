@@ -100,6 +100,9 @@ enum Command {
         /// With --nats: seconds a dead node's bot locks and session leases outlive it.
         #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
         lock_ttl: f64,
+        /// With --nats: how the node logs in and the cluster key.
+        #[command(flatten)]
+        trust: host_shim::cluster_command::TrustFlags,
     },
     /// Run a transcript's inputs through the component (the embedded one, or
     /// --component) and print where its effects differ from the recorded ones. Exit
@@ -218,6 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             role,
             prefix,
             lock_ttl,
+            trust,
         } => {
             if !(0.0..=60.0).contains(&pace) {
                 bail!("--pace must be between 0 and 60 seconds, got {pace}");
@@ -242,6 +246,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     role,
                     prefix,
                     lock_ttl: Duration::from_secs_f64(lock_ttl),
+                    trust,
                 };
                 return host_shim::cluster_command::run(&component, args, cluster)
                     .await

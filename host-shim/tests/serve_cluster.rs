@@ -24,11 +24,41 @@ struct Node {
     child: Child,
 }
 
+/// The cluster key every node gets, by variable (never argv).
+const CLUSTER_KEY: &str = "a test cluster key of at least thirty-two bytes";
+
+/// `host-shim serve --nats` logging in as the test server's node user, with the key: the
+/// secrets travel in the environment only, the flags name the variables.
+fn serve(nats: &cluster_support::NatsServer) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
+    command
+        .args([
+            "serve",
+            "--nats",
+            &nats.url,
+            "--prefix",
+            "cli",
+            "--lock-ttl",
+            "1",
+        ])
+        .args(["--nats-user-env", "TEST_NATS_USER"])
+        .args(["--nats-password-env", "TEST_NATS_PASSWORD"])
+        .args(["--cluster-key-env", "TEST_CLUSTER_KEY"])
+        .env("TEST_NATS_USER", cluster_support::NODE_USER)
+        .env("TEST_NATS_PASSWORD", &nats.password)
+        .env("TEST_CLUSTER_KEY", CLUSTER_KEY);
+    command
+}
+
 impl Node {
-    async fn start(dir: &Path, url: &str, args: &[&str], token: Option<&str>) -> Node {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
+    async fn start(
+        dir: &Path,
+        nats: &cluster_support::NatsServer,
+        args: &[&str],
+        token: Option<&str>,
+    ) -> Node {
+        let mut command = serve(nats);
         command
-            .args(["serve", "--nats", url, "--prefix", "cli", "--lock-ttl", "1"])
             .args(args)
             .current_dir(dir)
             .env("HOME", dir)
@@ -95,13 +125,13 @@ async fn the_readme_three_node_setup_answers_a_chat_and_stops_cleanly() {
     ];
     let ingress = Node::start(
         dir.path(),
-        &nats.url,
+        &nats,
         &["--role", "ingress"],
         Some(&bot.token()),
     )
     .await;
-    let first = Node::start(dir.path(), &nats.url, &sessions, None).await;
-    let second = Node::start(dir.path(), &nats.url, &sessions, None).await;
+    let first = Node::start(dir.path(), &nats, &sessions, None).await;
+    let second = Node::start(dir.path(), &nats, &sessions, None).await;
 
     // The nodes place their sessions within a few lock periods; until then the list is
     // shorter.
@@ -129,4 +159,83 @@ async fn the_readme_three_node_setup_answers_a_chat_and_stops_cleanly() {
     first.stop().await;
     second.stop().await;
     ingress.stop().await;
+}
+
+/// Runs `serve` (already given its arguments) to its end; returns its stderr.
+async fn refused(mut command: Command, dir: &Path) -> (bool, String) {
+    command
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("PI_BOT_CONNECT_CONFIG", dir.join("config.json"))
+        .env("PI_BOT_CONNECT_STATE", dir.join("state.json"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(LIMIT, command.output())
+        .await
+        .expect("the node ends in time")
+        .expect("host-shim runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_credentials_or_key_refuses_to_start_and_says_which_flags() {
+    let nats = nats_or_skip!();
+    let bot = BotApiServer::start().await;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = cluster_support::telegram_cluster_config(&bot.base_url(), USER);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).expect("config");
+    let bare = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
+        command
+            .args(["serve", "--nats", &nats.url, "--role", "ingress"])
+            .args(extra)
+            .env("TG_TEST_TOKEN", bot.token())
+            .envs(env.iter().copied());
+        command
+    };
+
+    let key = [("K", CLUSTER_KEY)];
+    let (ok, stderr) = refused(bare(&["--cluster-key-env", "K"], &key), dir.path()).await;
+    assert!(!ok && stderr.contains("--nats-creds FILE"), "{stderr}");
+
+    let login = [("U", "node"), ("P", nats.password.as_str())];
+    let flags = ["--nats-user-env", "U", "--nats-password-env", "P"];
+    let (ok, stderr) = refused(bare(&flags, &login), dir.path()).await;
+    assert!(
+        !ok && stderr.contains("--cluster-key-file FILE"),
+        "{stderr}"
+    );
+
+    let short = [("K", "too short")];
+    let (ok, stderr) = refused(bare(&["--cluster-key-env", "K"], &short), dir.path()).await;
+    assert!(!ok && stderr.contains("at least 32"), "{stderr}");
+
+    // The password in the URL is refused, and never echoed.
+    let url = nats
+        .url
+        .replace("nats://", &format!("nats://node:{}@", nats.password));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
+    command.args([
+        "serve",
+        "--nats",
+        &url,
+        "--role",
+        "ingress",
+        "--insecure-no-auth",
+    ]);
+    let (ok, stderr) = refused(command, dir.path()).await;
+    assert!(!ok && stderr.contains("--nats-password-env"), "{stderr}");
+    assert!(!stderr.contains(&nats.password), "{stderr}");
+
+    // --insecure-no-auth gets past the node's own check, says why that is dangerous, and
+    // this server (with authentication on) then refuses the anonymous client.
+    let (ok, stderr) = refused(bare(&["--insecure-no-auth"], &[]), dir.path()).await;
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("WARNING: INSECURE"), "{stderr}");
+    assert!(stderr.contains("authorization violation"), "{stderr}");
 }

@@ -64,9 +64,14 @@ async fn settled(jetstream: &jetstream::Context, prefix: &Prefix) -> u64 {
 async fn an_envelope_published_twice_with_one_message_id_is_delivered_once() {
     let server = nats_or_skip!();
     let prefix = cluster_support::prefix("dedup");
-    let ingress = InboundPublisher::open(server.jetstream().await, prefix.clone(), &settings())
-        .await
-        .expect("inbound stream");
+    let ingress = InboundPublisher::open(
+        server.jetstream().await,
+        prefix.clone(),
+        &settings(),
+        cluster_support::gate(),
+    )
+    .await
+    .expect("inbound stream");
 
     let hello = envelope("hello", "42:100");
     let first = ingress.publish(SESSION, &hello).await.expect("stored");
@@ -98,6 +103,7 @@ async fn an_envelope_published_twice_with_one_message_id_is_delivered_once() {
         SESSION,
         sink,
         &settings(),
+        cluster_support::gate(),
         Arc::new(MemoryLog::default()),
     )
     .await
@@ -122,9 +128,14 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
  {
     let server = nats_or_skip!();
     let prefix = cluster_support::prefix("ackafter");
-    let ingress = InboundPublisher::open(server.jetstream().await, prefix.clone(), &settings())
-        .await
-        .expect("inbound stream");
+    let ingress = InboundPublisher::open(
+        server.jetstream().await,
+        prefix.clone(),
+        &settings(),
+        cluster_support::gate(),
+    )
+    .await
+    .expect("inbound stream");
     for (text, id) in [("handled", "1"), ("in flight", "2")] {
         ingress
             .publish(SESSION, &envelope(text, id))
@@ -141,6 +152,7 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
         SESSION,
         sink_a,
         &settings(),
+        cluster_support::gate(),
         log.clone(),
     )
     .await
@@ -165,6 +177,7 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
         SESSION,
         sink_b,
         &settings(),
+        cluster_support::gate(),
         log.clone(),
     )
     .await
@@ -190,12 +203,32 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
 async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delivered() {
     let server = nats_or_skip!();
     let prefix = cluster_support::prefix("slow");
-    let ingress = InboundPublisher::open(server.jetstream().await, prefix.clone(), &settings())
-        .await
-        .expect("inbound stream");
-    // Something that is not an envelope on the session's subject (another tool, a bug).
+    let log = Arc::new(MemoryLog::default());
+    let gate = host_shim::cluster::seal::Gate::new(
+        cluster_support::cluster_key(),
+        Arc::new(host_shim::clock::SystemClock),
+        log.clone(),
+    );
+    let ingress = InboundPublisher::open(
+        server.jetstream().await,
+        prefix.clone(),
+        &settings(),
+        gate.clone(),
+    )
+    .await
+    .expect("inbound stream");
+    // Something unsealed on the session's subject (another tool, an attacker): refused
+    // before it is read.
     let raw = server.jetstream().await;
-    raw.publish(prefix.inbound_subject(SESSION), "not json".into())
+    let subject = prefix.inbound_subject(SESSION);
+    raw.publish(subject.clone(), "not json".into())
+        .await
+        .expect("published")
+        .await
+        .expect("stored");
+    // Sealed, but not an envelope (a bug, another version): read, and not delivered.
+    let headers = gate.headers(&subject, "bad-1", b"not json");
+    raw.publish_with_headers(subject, headers, "not json".into())
         .await
         .expect("published")
         .await
@@ -205,7 +238,6 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
         .await
         .expect("stored");
 
-    let log = Arc::new(MemoryLog::default());
     let session_node = server.jetstream().await;
     let (sink, mut stream) = inbound::channel(8);
     let _consumer = SessionConsumer::start(
@@ -214,6 +246,7 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
         SESSION,
         sink,
         &settings(),
+        gate.clone(),
         log.clone(),
     )
     .await
@@ -227,15 +260,16 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
         "redelivered while the session still worked on it: {held:?}"
     );
     drop(handled);
-    // The bad payload and the slow turn, once each: no redelivery.
-    assert_eq!(settled(&session_node, &prefix).await, 2);
+    // The two bad payloads and the slow turn, once each: no redelivery.
+    assert_eq!(settled(&session_node, &prefix).await, 3);
 
     let warnings: Vec<String> = log
         .lines()
         .into_iter()
         .map(|(_, line)| line.event)
         .collect();
-    assert_eq!(warnings, ["nats_bad_envelope"]);
+    assert_eq!(warnings, ["nats_envelope_refused", "nats_bad_envelope"]);
+    assert_eq!(gate.refused(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,9 +277,14 @@ async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stor
     let mut server = nats_or_skip!();
     let prefix = cluster_support::prefix("forward");
     let ingress_node = server.jetstream().await;
-    let publisher = InboundPublisher::open(ingress_node, prefix.clone(), &settings())
-        .await
-        .expect("inbound stream");
+    let publisher = InboundPublisher::open(
+        ingress_node,
+        prefix.clone(),
+        &settings(),
+        cluster_support::gate(),
+    )
+    .await
+    .expect("inbound stream");
     // The real transport's end: it waits for each receipt before confirming to the platform.
     let (platform, from_platform) = inbound::channel(8);
     let log = Arc::new(MemoryLog::default());
@@ -291,6 +330,7 @@ async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stor
         SESSION,
         sink,
         &settings(),
+        cluster_support::gate(),
         log.clone(),
     )
     .await
@@ -327,9 +367,14 @@ async fn a_dead_nodes_unacked_message_comes_before_newer_ones_only_once_ack_wait
 
     let server = nats_or_skip!();
     let prefix = cluster_support::prefix("order");
-    let ingress = InboundPublisher::open(server.jetstream().await, prefix.clone(), &settings())
-        .await
-        .expect("inbound stream");
+    let ingress = InboundPublisher::open(
+        server.jetstream().await,
+        prefix.clone(),
+        &settings(),
+        cluster_support::gate(),
+    )
+    .await
+    .expect("inbound stream");
     let jetstream = server.jetstream().await;
     let stream = jetstream
         .get_stream(prefix.inbound_stream())

@@ -42,15 +42,21 @@ async fn a_send_round_trips_through_the_ingress_to_the_real_transport() {
         server.connect().await,
         &prefix,
         Arc::new(fake.handle()),
+        cluster_support::gate(),
         log.clone(),
     )
     .await
     .expect("serving");
 
-    let (remote, identity) =
-        RemoteTransport::discover(server.connect().await, &prefix, "telegram", TIMEOUT)
-            .await
-            .expect("the ingress describes the bot");
+    let (remote, identity) = RemoteTransport::discover(
+        server.connect().await,
+        &prefix,
+        "telegram",
+        TIMEOUT,
+        cluster_support::gate(),
+    )
+    .await
+    .expect("the ingress describes the bot");
     assert_eq!(
         (identity.bot_id.as_str(), identity.lock_name),
         ("telegram-bot", None)
@@ -107,8 +113,15 @@ async fn no_ingress_or_a_silent_one_gives_an_error_that_says_what_may_have_happe
     let (sink, _stream) = inbound::channel(4);
 
     // Nobody serves discord: the request fails at once, and nothing was sent.
-    let nobody = RemoteTransport::new(client.clone(), &prefix, "discord", capabilities, TIMEOUT)
-        .expect("a valid id");
+    let nobody = RemoteTransport::new(
+        client.clone(),
+        &prefix,
+        "discord",
+        capabilities,
+        TIMEOUT,
+        cluster_support::gate(),
+    )
+    .expect("a valid id");
     nobody.start(sink.clone()).await.expect("started");
     let started = tokio::time::Instant::now();
     let Err(TransportError::Failed(message)) = nobody.send(reply("hello")).await else {
@@ -131,8 +144,15 @@ async fn no_ingress_or_a_silent_one_gives_an_error_that_says_what_may_have_happe
         .expect("subscribed");
     silent_ingress.flush().await.expect("flushed");
     let short = Duration::from_millis(300);
-    let silent = RemoteTransport::new(client.clone(), &prefix, "slack", capabilities, short)
-        .expect("a valid id");
+    let silent = RemoteTransport::new(
+        client.clone(),
+        &prefix,
+        "slack",
+        capabilities,
+        short,
+        cluster_support::gate(),
+    )
+    .expect("a valid id");
     silent.start(sink).await.expect("started");
     // The subscription is flushed to the server, yet under load a request can still find
     // no responder for a moment (seen once in CI): ask again until it reaches the ingress.
@@ -179,15 +199,23 @@ async fn a_request_the_ingress_cannot_read_is_logged_and_answered_not_a_panic() 
         server.connect().await,
         &prefix,
         Arc::new(fake.handle()),
+        cluster_support::gate(),
         log.clone(),
     )
     .await
     .expect("serving");
     let client = server.connect().await;
+    // Sealed with the cluster key (a node of another version), so it is read, and not
+    // understood.
+    let subject = prefix.outbound_subject("telegram").expect("subject");
+    let body = b"{\"op\":\"launch\"}";
+    let headers = cluster_support::gate().headers(&subject, "launch-1", body);
     let answer = client
-        .request(
-            prefix.outbound_subject("telegram").expect("subject"),
-            "{\"op\":\"launch\"}".into(),
+        .send_request(
+            subject,
+            host_shim::cluster::async_nats::Request::new()
+                .headers(headers)
+                .payload(body.as_slice().into()),
         )
         .await
         .expect("answered");

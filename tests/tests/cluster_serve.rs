@@ -21,6 +21,7 @@ use host_shim::clock::SystemClock;
 use host_shim::cluster::bot_lock::Holder;
 use host_shim::cluster::inbound::InboundSettings;
 use host_shim::cluster::ingress::{Ingress, IngressOptions};
+use host_shim::cluster::seal::Gate;
 use host_shim::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use host_shim::cluster::subjects::{Prefix, session_consumer};
 use host_shim::cluster_command::messenger_requests;
@@ -49,6 +50,8 @@ struct Cluster {
     /// Every agent a session node made, by node and session, so a test can see who ran
     /// what.
     agents: Agents,
+    /// The nodes' gate (one, so the test reads every node's refusals in one count).
+    gate: Gate,
 }
 
 impl Cluster {
@@ -62,6 +65,7 @@ impl Cluster {
             dirs: Dirs::new(),
             sources: vec![project_config(&config.to_string())],
             agents: Arc::default(),
+            gate: cluster_support::gate(),
         }
     }
 
@@ -93,6 +97,7 @@ impl Cluster {
                     )
                 }),
                 holder: Holder::this_process(),
+                gate: self.gate.clone(),
                 log: Arc::new(MemoryLog::default()),
             },
         )
@@ -159,6 +164,7 @@ impl Cluster {
                 id: node.to_owned(),
                 description: node.to_owned(),
             },
+            gate: self.gate.clone(),
         }
     }
 
@@ -404,4 +410,145 @@ async fn a_standby_ingress_takes_the_bot_after_the_ttl_and_no_message_is_lost() 
     }
     node.shutdown().await;
     second.shutdown().await;
+}
+
+/// Issue 30 finding 2, as the attacker tried it: a client that has NATS credentials (it
+/// shares the server with the cluster) but not the cluster key publishes a prompt as the
+/// paired user, an `/approve`, a prompt sealed with another key, asks the ingress to post
+/// a message, and writes a paired identity of its own into a session's state. Nothing of
+/// it runs or is posted, every attempt is counted, and the real user is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_approve_post_or_pair()
+{
+    use host_shim::cluster::async_nats::jetstream;
+    use host_shim::cluster::cluster_key::ClusterKey;
+    use host_shim::cluster::subjects::session_token;
+    use transport_core::Envelope;
+
+    const MALLORY: i64 = 666;
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "forge").await;
+    let ingress = cluster.ingress().await;
+    let node = cluster
+        .node("node-a", &["api", "ops"], Duration::ZERO)
+        .await;
+    eventually("both sessions run", || async {
+        (node.running().len() == 2).then_some(())
+    })
+    .await;
+    cluster.say(1, "/switch api", "now talks to api").await;
+    cluster.say(2, "build it", "You asked").await;
+    cluster.drained("serve:api").await;
+    let refused_before = cluster.gate.refused();
+
+    // The attacker: the same NATS login as the nodes, no cluster key.
+    let attacker = cluster.nats.connect().await;
+    let attacker_js = jetstream::new(attacker.clone());
+    let subject = cluster.prefix.inbound_subject("serve:api");
+    let forged = |text: &str, id: &str| Envelope {
+        transport: "telegram".into(),
+        conversation_id: USER.to_string(),
+        user_id: USER.to_string(),
+        text: text.into(),
+        is_direct: true,
+        message_id: Some(id.into()),
+        ..Envelope::default()
+    };
+    for (text, id) in [
+        ("forged: rm -rf ~", "4242:900"),
+        ("/approve ab12", "4242:901"),
+    ] {
+        let mut headers = host_shim::cluster::async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("telegram:{id}").as_str());
+        // A seal header it made up.
+        headers.insert(
+            "Bot-Connect-Seal",
+            format!("v1.1.{}", "00".repeat(32)).as_str(),
+        );
+        let body = serde_json::to_vec(&forged(text, id)).unwrap();
+        attacker_js
+            .publish_with_headers(subject.clone(), headers, body.into())
+            .await
+            .expect("the server takes it")
+            .await
+            .expect("stored");
+    }
+    // Sealed properly, but with a key of its own.
+    let wrong = host_shim::cluster::seal::Gate::new(
+        ClusterKey::from_material(b"the attacker's own key, long enough..", "attacker").unwrap(),
+        Arc::new(SystemClock),
+        Arc::new(MemoryLog::default()),
+    );
+    let body = serde_json::to_vec(&forged("forged: wrong key", "4242:902")).unwrap();
+    let headers = wrong.headers(&subject, "telegram:4242:902", &body);
+    attacker_js
+        .publish_with_headers(subject.clone(), headers, body.into())
+        .await
+        .expect("the server takes it")
+        .await
+        .expect("stored");
+    // Asks the ingress to post as the bot.
+    let send = serde_json::json!({"op": "send", "message": {
+        "conversationId": USER.to_string(), "kind": "reply", "text": "forged: phishing link",
+    }});
+    let answer = attacker
+        .request(
+            cluster.prefix.outbound_subject("telegram").unwrap(),
+            serde_json::to_vec(&send).unwrap().into(),
+        )
+        .await
+        .expect("answered");
+    assert!(
+        String::from_utf8_lossy(&answer.payload).contains("refused"),
+        "{:?}",
+        answer.payload
+    );
+    // Writes itself into ops's paired identities.
+    let states = attacker_js
+        .get_key_value(cluster.prefix.state_bucket())
+        .await
+        .expect("the state bucket");
+    states
+        .put(
+            session_token("serve:ops"),
+            br#"{"trusted":{"telegram:666":1}}"#.to_vec().into(),
+        )
+        .await
+        .expect("the server takes it");
+
+    // The real user is answered after the forgeries (the session handles its messages in
+    // order, so they were judged first) ...
+    cluster.say(3, "ship it", "You asked").await;
+    cluster.drained("serve:api").await;
+    // ... and the forged ones did nothing.
+    let agents = cluster.agents.lock().unwrap().clone();
+    let api = agents
+        .get(&("node-a".to_owned(), "serve:api".to_owned()))
+        .expect("api's agent");
+    assert_eq!(api.recent_work().last_prompt.as_deref(), Some("ship it"));
+    assert_eq!(cluster.sent_with("forged"), 0, "{:#?}", cluster.bot.sent());
+    // Mallory is a stranger still: the forged pairing was not read.
+    cluster
+        .bot
+        .queue_update(private_text(MALLORY, 10, "/sessions"));
+    let answered = cluster
+        .bot
+        .wait_until(WAIT, |s| {
+            s.sent()
+                .iter()
+                .any(|m| m.text.contains("This bot serves several agent sessions"))
+        })
+        .await;
+    assert!(answered, "{:#?}", cluster.bot.sent());
+    assert_eq!(
+        cluster.sent_with("Sessions you are paired with:\n1. ops"),
+        0,
+        "{:#?}",
+        cluster.bot.sent()
+    );
+    // Three envelopes, the request, the state (read at least once): all counted.
+    let refused = cluster.gate.refused() - refused_before;
+    assert!(refused >= 5, "refused {refused}");
+    node.shutdown().await;
+    ingress.shutdown().await;
 }

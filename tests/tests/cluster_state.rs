@@ -12,10 +12,10 @@ const SESSION: &str = "/home/me/project:main";
 async fn the_state_cas_refuses_a_stale_writer() {
     let server = nats_or_skip!();
     let prefix = cluster_support::prefix("state1");
-    let node_a = KvStateStore::open(&server.jetstream().await, &prefix)
+    let node_a = KvStateStore::open(&server.jetstream().await, &prefix, &cluster_support::gate())
         .await
         .expect("state bucket");
-    let node_b = KvStateStore::open(&server.jetstream().await, &prefix)
+    let node_b = KvStateStore::open(&server.jetstream().await, &prefix, &cluster_support::gate())
         .await
         .expect("state bucket");
 
@@ -93,7 +93,7 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
     let prefix = cluster_support::prefix("state2");
     let open = || async {
         KvSessionStates::new(
-            KvStateStore::open(&server.jetstream().await, &prefix)
+            KvStateStore::open(&server.jetstream().await, &prefix, &cluster_support::gate())
                 .await
                 .expect("state bucket"),
         )

@@ -3,6 +3,11 @@
 //! is bound to. Two KV buckets, keyed by hashes ([`subjects`](super::subjects)), so no chat
 //! id, name or path is ever a key.
 //!
+//! Every value is sealed with the cluster key ([`sealed_kv`]): a session entry or a binding
+//! a client without the key wrote (to steer a chat to another session) is skipped, never
+//! followed, and a binding's key is a keyed hash, so an outsider cannot test chat ids
+//! against the bucket (plain SHA-256 of an enumerable Telegram id could be reversed).
+//!
 //! Only the ingress holding a bot's lock writes that bot's bindings (its conversation ids
 //! carry the transport id), so a binding has one writer at a time and a plain `put` is
 //! enough. A session's entry is written by the node running it.
@@ -12,7 +17,9 @@ use bytes::Bytes;
 use futures_util::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
 
-use super::subjects::{Prefix, binding_key, session_token};
+use super::seal::Gate;
+use super::sealed_kv;
+use super::subjects::{Prefix, session_token};
 use crate::broker::bindings::Binding;
 
 /// A session the cluster runs, as `/sessions` lists it.
@@ -50,6 +57,7 @@ pub struct DirectoryError {
 pub struct Directory {
     sessions: kv::Store,
     bindings: kv::Store,
+    gate: Gate,
 }
 
 impl Directory {
@@ -57,6 +65,7 @@ impl Directory {
     pub async fn open(
         jetstream: &jetstream::Context,
         prefix: &Prefix,
+        gate: &Gate,
     ) -> Result<Directory, DirectoryError> {
         let open = |bucket: String, description: &'static str| async move {
             jetstream
@@ -84,21 +93,27 @@ impl Directory {
                 "bot-connect: which session each conversation talks to",
             )
             .await?,
+            gate: gate.clone(),
         })
     }
 
     /// Records (or updates) a session's entry.
     pub async fn announce(&self, entry: &SessionEntry) -> Result<(), DirectoryError> {
-        let value = serde_json::to_vec(entry).unwrap_or_default();
+        let token = session_token(&entry.key);
+        let value = self.seal(
+            &self.sessions,
+            &token,
+            &serde_json::to_vec(entry).unwrap_or_default(),
+        )?;
         self.sessions
-            .put(session_token(&entry.key), Bytes::from(value))
+            .put(token, Bytes::from(value))
             .await
             .map(|_| ())
             .map_err(|error| self.failed(&self.sessions, "record a session", error))
     }
 
-    /// Every session recorded, in key order. An entry that is not one (written by
-    /// something else) is skipped.
+    /// Every session recorded, in key order. An entry that is not one, or is not sealed
+    /// with the cluster key (written by something else), is skipped.
     pub async fn sessions(&self) -> Result<Vec<SessionEntry>, DirectoryError> {
         let fail = |error: String| DirectoryError {
             action: "list the sessions",
@@ -121,7 +136,8 @@ impl Directory {
                 .get(&key)
                 .await
                 .map_err(|e| fail(e.to_string()))?;
-            if let Some(entry) = value.and_then(|v| serde_json::from_slice(&v).ok()) {
+            let opened = value.and_then(|v| self.open_value(&self.sessions, &key, &v));
+            if let Some(entry) = opened.and_then(|v| serde_json::from_slice(&v).ok()) {
                 entries.push(entry);
             }
         }
@@ -129,23 +145,55 @@ impl Directory {
     }
 
     /// The session `conversation` (`<transport>:<conversation id>`) is bound to.
+    /// A binding that does not open with the cluster key is no binding.
     pub async fn binding(&self, conversation: &str) -> Result<Option<Binding>, DirectoryError> {
+        let key = self.binding_key(conversation);
         let value = self
             .bindings
-            .get(binding_key(conversation))
+            .get(key.as_str())
             .await
             .map_err(|error| self.failed(&self.bindings, "read a binding", error))?;
-        Ok(value.and_then(|v| serde_json::from_slice(&v).ok()))
+        Ok(value
+            .and_then(|v| self.open_value(&self.bindings, &key, &v))
+            .and_then(|v| serde_json::from_slice(&v).ok()))
     }
 
     /// Binds `conversation` to a session.
     pub async fn bind(&self, conversation: &str, binding: &Binding) -> Result<(), DirectoryError> {
-        let value = serde_json::to_vec(binding).unwrap_or_default();
+        let key = self.binding_key(conversation);
+        let value = self.seal(
+            &self.bindings,
+            &key,
+            &serde_json::to_vec(binding).unwrap_or_default(),
+        )?;
         self.bindings
-            .put(binding_key(conversation), Bytes::from(value))
+            .put(key, Bytes::from(value))
             .await
             .map(|_| ())
             .map_err(|error| self.failed(&self.bindings, "save a binding", error))
+    }
+
+    /// The KV key of a conversation's binding: `c` and a keyed hash of
+    /// `<transport>:<conversation id>`.
+    pub fn binding_key(&self, conversation: &str) -> String {
+        self.gate.key().name("c", &["conversation", conversation])
+    }
+
+    fn seal(&self, store: &kv::Store, key: &str, plain: &[u8]) -> Result<Vec<u8>, DirectoryError> {
+        sealed_kv::seal(self.gate.key(), &store.name, key, plain)
+            .map_err(|error| self.failed(store, "seal a value", error))
+    }
+
+    /// The opened value, or `None` when it does not open: a forgery is never followed,
+    /// and the gate counts and logs it.
+    fn open_value(&self, store: &kv::Store, key: &str, value: &[u8]) -> Option<Vec<u8>> {
+        match sealed_kv::open(self.gate.key(), &store.name, key, value) {
+            Ok(plain) => Some(plain),
+            Err(refused) => {
+                self.gate.refuse(&format!("{}/{key}", store.name), &refused);
+                None
+            }
+        }
     }
 
     fn failed(

@@ -28,6 +28,7 @@ use futures_util::StreamExt as _;
 use tokio::task::JoinHandle;
 use transport_core::{Envelope, InboundSink};
 
+use super::seal::{Gate, random_id};
 use super::settle::TurnLedger;
 use super::subjects::{Prefix, message_dedup_id, session_consumer};
 use super::warn;
@@ -158,22 +159,29 @@ pub struct Published {
     pub duplicate: bool,
 }
 
-/// The ingress side: publishes envelopes to their session's subject.
+/// The ingress side: publishes envelopes to their session's subject, sealed.
 #[derive(Debug, Clone)]
 pub struct InboundPublisher {
     jetstream: jetstream::Context,
     prefix: Prefix,
+    gate: Gate,
 }
 
 impl InboundPublisher {
-    /// Sets up the inbound stream with `settings` and returns a publisher on it.
+    /// Sets up the inbound stream with `settings` and returns a publisher on it that seals
+    /// every envelope with `gate`'s key.
     pub async fn open(
         jetstream: jetstream::Context,
         prefix: Prefix,
         settings: &InboundSettings,
+        gate: Gate,
     ) -> Result<InboundPublisher, InboundError> {
         ensure_stream(&jetstream, &prefix, settings).await?;
-        Ok(InboundPublisher { jetstream, prefix })
+        Ok(InboundPublisher {
+            jetstream,
+            prefix,
+            gate,
+        })
     }
 
     /// Publishes `envelope` for `session_key` and waits until JetStream has stored it (or
@@ -191,10 +199,11 @@ impl InboundPublisher {
             detail,
         };
         let payload = serde_json::to_vec(envelope).map_err(|error| failed(error.to_string()))?;
-        let mut headers = async_nats::HeaderMap::new();
-        if let Some(id) = message_dedup_id(envelope) {
-            headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
-        }
+        // The seal needs an id; a message the platform gave none gets a unique one (it
+        // could not be told from a redelivery before either).
+        let id = message_dedup_id(envelope)
+            .unwrap_or_else(|| format!("{}:~{}", envelope.transport, random_id()));
+        let headers = self.gate.headers(&subject, &id, &payload);
         let ack = self
             .jetstream
             .publish_with_headers(subject.clone(), headers, Bytes::from(payload))
@@ -282,13 +291,26 @@ impl SessionConsumer {
         session_key: &str,
         sink: InboundSink,
         settings: &InboundSettings,
+        gate: Gate,
         log: Arc<dyn LogSink>,
     ) -> Result<SessionConsumer, InboundError> {
-        SessionConsumer::start_with(jetstream, prefix, session_key, sink, settings, None, log).await
+        SessionConsumer::start_with(
+            jetstream,
+            prefix,
+            session_key,
+            sink,
+            settings,
+            None,
+            gate,
+            log,
+        )
+        .await
     }
 
     /// [`SessionConsumer::start`] for a session whose prompts are acked only once their
-    /// turn's reply is out (`ledger`, see `settle.rs`).
+    /// turn's reply is out (`ledger`, see `settle.rs`). Every message's seal is checked
+    /// with `gate` before its body is read.
+    #[allow(clippy::too_many_arguments)] // each is one thing the consumer is built from
     pub async fn start_with(
         jetstream: jetstream::Context,
         prefix: &Prefix,
@@ -296,6 +318,7 @@ impl SessionConsumer {
         sink: InboundSink,
         settings: &InboundSettings,
         ledger: Option<Arc<TurnLedger>>,
+        gate: Gate,
         log: Arc<dyn LogSink>,
     ) -> Result<SessionConsumer, InboundError> {
         ensure_stream(&jetstream, prefix, settings).await?;
@@ -332,6 +355,7 @@ impl SessionConsumer {
             progress_every,
             ledger,
             held.clone(),
+            gate,
             log,
         ));
         Ok(SessionConsumer { task, held })
@@ -371,6 +395,7 @@ async fn consume(
     progress_every: Duration,
     ledger: Option<Arc<TurnLedger>>,
     holding: Arc<std::sync::atomic::AtomicUsize>,
+    gate: Gate,
     log: Arc<dyn LogSink>,
 ) {
     // Prompts waiting for their turn's reply; dropped (so never acked) with this task.
@@ -411,6 +436,7 @@ async fn consume(
                 progress_every,
                 ledger: ledger.as_ref(),
                 holding: &holding,
+                gate: &gate,
                 log: &log,
             };
             if !handle(message, step, &mut held).await {
@@ -427,6 +453,7 @@ struct Step<'a> {
     progress_every: Duration,
     ledger: Option<&'a Arc<TurnLedger>>,
     holding: &'a Arc<std::sync::atomic::AtomicUsize>,
+    gate: &'a Gate,
     log: &'a Arc<dyn LogSink>,
 }
 
@@ -438,6 +465,33 @@ async fn handle(
     held: &mut tokio::task::JoinSet<()>,
 ) -> bool {
     let (name, log) = (step.name, step.log.as_ref());
+    // The seal first: a body nobody of this cluster sealed is never read, let alone
+    // delivered (issue 30). Terminated, so it is not redelivered forever; the gate counts
+    // and logs it. Judged against the time the stream stored it, so a prompt that waited
+    // for its session is still good and an old one published again is not.
+    let stored_at_ms = message
+        .info()
+        .map(|info| u64::try_from(info.published.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
+        .unwrap_or_else(|_| step.gate.now_ms());
+    if step
+        .gate
+        .check_stored(
+            &message.subject,
+            message.headers.as_ref(),
+            &message.payload,
+            stored_at_ms,
+        )
+        .is_err()
+    {
+        if let Err(error) = message.ack_with(AckKind::Term).await {
+            warn(
+                log,
+                "nats_ack_failed",
+                &[("consumer", name.to_owned()), ("error", error.to_string())],
+            );
+        }
+        return true;
+    }
     let envelope = match serde_json::from_slice::<Envelope>(&message.payload) {
         Ok(envelope) => envelope,
         Err(error) => {

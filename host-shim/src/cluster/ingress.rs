@@ -23,6 +23,7 @@ use super::bot_lock::{BotLockError, BotLocks, Holder};
 use super::directory::{Directory, SessionEntry};
 use super::inbound::{InboundPublisher, InboundSettings};
 use super::outbound::OutboundServer;
+use super::seal::Gate;
 use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key};
 use super::warn;
@@ -50,6 +51,8 @@ pub struct IngressOptions {
     pub build: BuildOne,
     /// Who holds the locks.
     pub holder: Holder,
+    /// Seals what this node publishes and checks what it is asked (the cluster key).
+    pub gate: Gate,
     /// The node's log.
     pub log: Arc<dyn LogSink>,
 }
@@ -90,16 +93,20 @@ impl Ingress {
         let locks = BotLocks::open(&jetstream, &options.prefix, options.lock_ttl)
             .await
             .map_err(|e| failed(&e))?;
-        let directory = Directory::open(&jetstream, &options.prefix)
+        let directory = Directory::open(&jetstream, &options.prefix, &options.gate)
             .await
             .map_err(|e| failed(&e))?;
-        let states = KvStateStore::open(&jetstream, &options.prefix)
+        let states = KvStateStore::open(&jetstream, &options.prefix, &options.gate)
             .await
             .map_err(|e| failed(&e))?;
-        let publisher =
-            InboundPublisher::open(jetstream.clone(), options.prefix.clone(), &options.inbound)
-                .await
-                .map_err(|e| failed(&e))?;
+        let publisher = InboundPublisher::open(
+            jetstream.clone(),
+            options.prefix.clone(),
+            &options.inbound,
+            options.gate.clone(),
+        )
+        .await
+        .map_err(|e| failed(&e))?;
         let requests = options.requests.clone();
         let shared = Arc::new(Shared {
             client,
@@ -116,6 +123,11 @@ impl Ingress {
             .map(|request| tokio::spawn(shared.clone().run_bot(request, stopping.clone())))
             .collect();
         Ok(Ingress { bots, stop, shared })
+    }
+
+    /// Envelopes and stored values this node refused (not sealed with the cluster key).
+    pub fn refused(&self) -> u64 {
+        self.shared.options.gate.refused()
     }
 
     /// Stops every bot: its platform connection closes and its lock is released, so a
@@ -230,6 +242,7 @@ impl Shared {
                 self.client.clone(),
                 &self.options.prefix,
                 transport.clone(),
+                self.options.gate.clone(),
                 self.options.log.clone(),
             )
             .await

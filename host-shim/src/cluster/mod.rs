@@ -9,15 +9,20 @@
 //! Every name on the wire comes from [`subjects`]: never a token, a path or a chat id.
 
 pub mod bot_lock;
+pub mod cluster_key;
+pub mod connect_options;
 pub mod directory;
 pub mod inbound;
 pub mod ingress;
 pub mod outbound;
 pub mod placement;
+pub mod seal;
+pub mod sealed_kv;
 pub mod session_node;
 pub mod settle;
 pub mod state_store;
 pub mod subjects;
+pub mod trust_settings;
 
 /// The NATS client this module is built on, so callers (and tests) use the same version.
 pub use async_nats;
@@ -37,19 +42,32 @@ pub struct ConnectError {
     pub detail: String,
 }
 
-/// Connects to `url` and checks that JetStream answers, within [`CONNECT_TIMEOUT`]. A
-/// password in the URL never appears in the error.
+/// Connects to `url` logging in with `auth`, and checks that JetStream answers, within
+/// [`CONNECT_TIMEOUT`]. A password in the URL never appears in the error.
 pub async fn connect(
     url: &str,
+    auth: &connect_options::ResolvedAuth,
 ) -> Result<(async_nats::Client, async_nats::jetstream::Context), ConnectError> {
     let failed = |detail: String| ConnectError {
         url: redacted(url),
         detail,
     };
     let attempt = async {
-        let client = async_nats::connect(url)
-            .await
+        let options = auth
+            .options(connect_options::wants_tls(url))
             .map_err(|error| failed(error.to_string()))?;
+        let client = options.connect(url).await.map_err(|error| {
+            if error.kind() == async_nats::ConnectErrorKind::AuthorizationViolation {
+                failed(
+                    "the server refused this node's credentials (authorization violation); \
+                     check --nats-creds, --nats-nkey, --nats-user-env/--nats-password-env or \
+                     --nats-token-env against the server's accounts"
+                        .to_owned(),
+                )
+            } else {
+                failed(error.to_string())
+            }
+        })?;
         let jetstream = async_nats::jetstream::new(client.clone());
         jetstream.query_account().await.map_err(|error| {
             failed(format!(
@@ -113,9 +131,12 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_server_is_reported_with_what_to_do() {
         // Port 1 on loopback: nothing listens, the refusal is immediate.
-        let error = connect("nats://user:pw@127.0.0.1:1")
-            .await
-            .expect_err("nothing there");
+        let error = connect(
+            "nats://user:pw@127.0.0.1:1",
+            &connect_options::ResolvedAuth::anonymous(),
+        )
+        .await
+        .expect_err("nothing there");
         let text = error.to_string();
         assert!(
             text.starts_with("cannot reach NATS at nats://***@127.0.0.1:1: "),

