@@ -18,6 +18,8 @@
 import { type ExtensionAPI, type ExtensionContext, VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
 import { type ChildProcess, spawn } from "node:child_process";
 import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
 
 const EXTENSION_VERSION = "0.1.0";
 /** Agent-link protocol version (PROTOCOL.md). */
@@ -60,7 +62,11 @@ function installGate(pi: ExtensionAPI) {
 		ctx.ui.setStatus(GATE_STATUS_KEY, `gate v${GATE_VERSION}`);
 	});
 	pi.on("tool_call", async (event, ctx) => {
-		const request = JSON.stringify({ v: GATE_VERSION, tool: event.toolName, input: pathArgs(event.input) });
+		const request = JSON.stringify({
+			v: GATE_VERSION,
+			tool: event.toolName,
+			input: judgedArgs(event.toolName, event.input, ctx.cwd),
+		});
 		let answer: string | undefined;
 		try {
 			answer = await ctx.ui.input(GATE_TITLE, request, { timeout: VERDICT_TIMEOUT_MS });
@@ -70,41 +76,105 @@ function installGate(pi: ExtensionAPI) {
 		if (answer === undefined) {
 			return block(`bot-connect gave no verdict within ${VERDICT_TIMEOUT_MS / 1000} s`);
 		}
-		return verdictFrom(answer);
+		return verdictFrom(answer, event);
 	});
 }
 
-function verdictFrom(answer: string): { block: true; reason: string } | undefined {
+/**
+ * Sets the arguments a narrowed verdict names (a search's exclusion glob) on the call
+ * before it runs. Only a glob argument of the call's own tool may be set: a verdict that
+ * names anything else is refused, so no answer can rewrite a path or a command.
+ */
+function applySet(set: unknown, event: { toolName: string; input: unknown }): { block: true; reason: string } | undefined {
+	if (set === undefined || set === null) return undefined;
+	const allowed = (JUDGED_ARGS[event.toolName] ?? []).filter((key) => GLOB_ARGS.has(key));
+	if (typeof set !== "object" || typeof event.input !== "object" || event.input === null) {
+		return block("bot-connect sent a verdict this extension cannot apply");
+	}
+	const entries = Object.entries(set as Record<string, unknown>);
+	if (entries.some(([key, value]) => !allowed.includes(key) || typeof value !== "string")) {
+		return block("bot-connect sent a verdict this extension cannot apply");
+	}
+	for (const [key, value] of entries) (event.input as Record<string, unknown>)[key] = value;
+	return undefined;
+}
+
+function verdictFrom(answer: string, event: { toolName: string; input: unknown }): { block: true; reason: string } | undefined {
 	let parsed: any;
 	try {
 		parsed = JSON.parse(answer);
 	} catch {
 		return block("bot-connect sent an unreadable verdict");
 	}
-	if (parsed?.verdict === "allow") return undefined;
+	if (parsed?.verdict === "allow") return applySet(parsed.set, event);
 	if (parsed?.verdict === "block") {
 		return { block: true, reason: String(parsed.reason ?? "blocked by bot-connect") };
 	}
 	return block("bot-connect sent an unknown verdict");
 }
 
-/** Longest string argument passed on: a path is far shorter, file contents are longer. */
+/** Longest path or glob passed on, once resolved: a real one is far shorter. */
 const MAX_ARG_CHARS = 4096;
 
 /**
- * The tool arguments host-shim needs to judge a remote call's scope: short strings and lists
- * of short strings, where paths live. Contents (`write`'s `content`, `edit`'s texts) stay here:
- * host-shim reads only paths, and nothing else should cross the link.
+ * The arguments of pi's own tools that name what a call touches: paths and grep's glob.
+ * Never contents: `write`'s `content`, `edit`'s texts and search patterns stay here.
  */
-function pathArgs(input: unknown): Record<string, string | string[]> {
-	const out: Record<string, string | string[]> = {};
+const JUDGED_ARGS: Record<string, string[]> = {
+	read: ["path"],
+	write: ["path"],
+	edit: ["path"],
+	ls: ["path"],
+	find: ["path"],
+	grep: ["path", "glob"],
+	bash: [],
+};
+
+/** Argument names that hold paths in tools this file does not know (host-shim reads the same). */
+const PATH_KEYS = [
+	"path", "paths", "file", "files", "file_path", "filePath", "filename",
+	"dir", "directory", "target", "source", "destination",
+];
+
+/** Arguments that hold a glob, not a path: sent as written. */
+const GLOB_ARGS = new Set(["glob"]);
+
+/**
+ * A path as pi's tools resolve it (`resolveToCwd`): a leading `@` dropped, Unicode spaces
+ * made plain, `~` expanded, then made absolute against the working directory. Resolving
+ * here turns `./././…/.ssh/id_ed25519` into the short path it is before its length counts.
+ */
+function resolveLikePi(written: string, cwd: string): string {
+	let p = written.startsWith("@") ? written.slice(1) : written;
+	p = p.replace(/[\u00A0\u2000-\u200A\u202F\u205F\u3000]/g, " ");
+	if (p === "~") p = os.homedir();
+	else if (p.startsWith("~/")) p = os.homedir() + p.slice(1);
+	return path.resolve(cwd, p);
+}
+
+/**
+ * What host-shim needs to judge a remote call's scope: its paths, resolved as pi resolves
+ * them, and grep's glob. An argument that should be a path but cannot be sent (too long
+ * even resolved, not text) goes as a mark, never left out: the bridge then refuses the
+ * call (a missing path would have looked like a call that touches nothing).
+ */
+function judgedArgs(tool: string, input: unknown, cwd: string): Record<string, unknown> {
+	const out: Record<string, unknown> = {};
 	if (typeof input !== "object" || input === null) return out;
-	for (const [key, value] of Object.entries(input as Record<string, unknown>)) {
-		if (typeof value === "string" && value.length <= MAX_ARG_CHARS) {
-			out[key] = value;
-		} else if (Array.isArray(value)) {
-			const short = value.filter((v): v is string => typeof v === "string" && v.length <= MAX_ARG_CHARS);
-			if (short.length > 0) out[key] = short;
+	const args = input as Record<string, unknown>;
+	const one = (key: string, value: unknown): unknown => {
+		if (typeof value !== "string") return { unjudgeable: `not text (${typeof value})` };
+		const sent = GLOB_ARGS.has(key) ? value : resolveLikePi(value, cwd);
+		return sent.length <= MAX_ARG_CHARS ? sent : { unjudgeable: `${sent.length} characters` };
+	};
+	for (const key of JUDGED_ARGS[tool] ?? PATH_KEYS) {
+		const value = args[key];
+		if (value === undefined || value === null) continue;
+		if (Array.isArray(value)) {
+			const items = value.map((item) => one(key, item));
+			out[key] = items.every((item) => typeof item === "string") ? items : one(key, value);
+		} else {
+			out[key] = one(key, value);
 		}
 	}
 	return out;
@@ -112,6 +182,18 @@ function pathArgs(input: unknown): Record<string, string | string[]> {
 
 function block(why: string): { block: true; reason: string } {
 	return { block: true, reason: `${why}; the tool was blocked. Run it locally if it is needed.` };
+}
+
+/**
+ * Text as the terminal may show it. Chat ids, names and room ids reach local notices,
+ * and a terminal obeys what is in them: an escape sequence (an OSC 52 clipboard write,
+ * a screen clear), other control characters, bidi overrides that reorder what is read,
+ * and zero-width characters that hide what is there. Line breaks and tabs stay.
+ */
+function plainForTerminal(text: string): string {
+	return text
+		.replace(/\u2028|\u2029/g, "\n")
+		.replace(/[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g, "");
 }
 
 function describe(error: unknown): string {
@@ -122,6 +204,9 @@ function describe(error: unknown): string {
 // The live session: link to `host-shim attach`
 
 type Level = "info" | "warning" | "error";
+
+/** Who started a pi run: the terminal, a messenger, or nobody we saw (checked as remote). */
+type Origin = "local" | "remote" | "unknown";
 
 interface Pending<T> {
 	resolve: (value: T) => void;
@@ -156,23 +241,39 @@ function installLink(pi: ExtensionAPI) {
 	let stderrTail = "";
 	let nextId = 1;
 	const pendingVerdicts = new Map<string, Pending<{ block: true; reason: string } | undefined>>();
+	/** The calls waiting for a verdict, so a narrowed one can set their arguments. */
+	const pendingCalls = new Map<string, { toolName: string; input: unknown }>();
 	const pendingCommands = new Map<string, Pending<{ level: Level; text: string }>>();
 
 	// Remote-turn tracking. A run (agent_start … agent_end) is remote when a prompt this
 	// extension injected started it, or when such a prompt was delivered into it
 	// (steer / follow-up). From then until agent_end every tool call is checked.
+	//
+	// pi also starts runs with no input at all: an automatic retry after a provider error
+	// (overloaded, rate limit, 5xx, network) and the continuation after a compaction. Such a
+	// run carries on the conversation of the run before it, so it inherits that run's
+	// origin: classing it local would let a messenger's prompt run its tools unchecked on
+	// the retry. A remote origin therefore lasts until a local input is seen, and a run
+	// whose origin is not known (no input and no run before it) is checked as remote.
 	const injected: string[] = []; // injected prompts whose `input` has not fired yet
-	let nextRunRemote = false;
+	/** Origin of the input that will start the next run; undefined when none was seen. */
+	let nextRunOrigin: Origin | undefined;
+	/** Origin of the last run, carried into a run that starts without input. */
+	let lastRunOrigin: Origin = "unknown";
 	let runOpen = false;
-	let runRemote = false;
+	let runOrigin: Origin = "unknown";
+	/** The run began with its own prompt (a user message_start that is not a delivery). */
+	let runHasOwnPrompt = false;
 	let userMessagesInRun = 0;
-	let queuedRemote: string[] = []; // remote prompts queued while pi worked
-	let queuedLocal: string[] = []; // local prompts queued while pi worked
+	// Prompts queued while pi worked. Kept across runs: a retry or a compaction's
+	// continuation delivers them in a run of its own.
+	let queuedRemote: string[] = [];
+	let queuedLocal: string[] = [];
 	const bashCommands = new Map<string, string>();
 
 	const notify = (text: string, lvl: Level = "info") => {
 		try {
-			ctx?.ui.notify(`[bot-connect] ${text}`, lvl);
+			ctx?.ui.notify(`[bot-connect] ${plainForTerminal(text)}`, lvl);
 		} catch {
 			// A stale context after a session switch: nothing left to show it on.
 		}
@@ -192,8 +293,9 @@ function installLink(pi: ExtensionAPI) {
 	const failPending = (why: string) => {
 		for (const [id, p] of pendingVerdicts) {
 			clearTimeout(p.timer);
-			p.resolve(runRemote ? block(why) : undefined);
+			p.resolve(block(why));
 			pendingVerdicts.delete(id);
+			pendingCalls.delete(id);
 		}
 		for (const [id, p] of pendingCommands) {
 			clearTimeout(p.timer);
@@ -241,9 +343,13 @@ function installLink(pi: ExtensionAPI) {
 				if (!pending) return;
 				pendingVerdicts.delete(String(message.id));
 				clearTimeout(pending.timer);
+				const call = pendingCalls.get(String(message.id));
+				pendingCalls.delete(String(message.id));
 				pending.resolve(
 					message.verdict === "allow"
-						? undefined
+						? call
+							? applySet(message.set, call)
+							: block("bot-connect answered a call this extension no longer holds")
 						: { block: true, reason: String(message.reason ?? "blocked by bot-connect") },
 				);
 				return;
@@ -294,7 +400,10 @@ function installLink(pi: ExtensionAPI) {
 		let yes = false;
 		try {
 			const timeout = Number(message.timeoutMs) > 0 ? Number(message.timeoutMs) : 60_000;
-			yes = (await ctx?.ui.confirm(String(message.title ?? ""), String(message.message ?? ""), { timeout })) === true;
+			yes =
+				(await ctx?.ui.confirm(plainForTerminal(String(message.title ?? "")), plainForTerminal(String(message.message ?? "")), {
+					timeout,
+				})) === true;
 		} catch {
 			yes = false;
 		}
@@ -436,6 +545,11 @@ function installLink(pi: ExtensionAPI) {
 
 	pi.on("session_start", async (_event, c) => {
 		ctx = c;
+		// A new or switched session continues nothing of the last one's runs.
+		nextRunOrigin = undefined;
+		lastRunOrigin = "unknown";
+		queuedRemote = [];
+		queuedLocal = [];
 		const manager: any = c.sessionManager;
 		session = {
 			key: manager.getSessionId?.() || manager.getSessionFile?.() || "ephemeral",
@@ -461,7 +575,7 @@ function installLink(pi: ExtensionAPI) {
 			remote = true;
 		}
 		if (c.isIdle()) {
-			nextRunRemote = remote;
+			nextRunOrigin = remote ? "remote" : "local";
 		} else if (remote) {
 			queuedRemote.push(event.text);
 		} else {
@@ -477,17 +591,20 @@ function installLink(pi: ExtensionAPI) {
 	pi.on("agent_start", async (_event, c) => {
 		ctx = c;
 		runOpen = true;
-		runRemote = nextRunRemote;
-		nextRunRemote = false;
+		runHasOwnPrompt = nextRunOrigin !== undefined;
+		runOrigin = nextRunOrigin ?? lastRunOrigin;
+		nextRunOrigin = undefined;
+		lastRunOrigin = runOrigin;
 		userMessagesInRun = 0;
-		send({ type: "turn_started", origin: runRemote ? "remote" : "local" });
+		// An unknown origin is reported, and checked, as remote: the restricted side.
+		send({ type: "turn_started", origin: runOrigin === "local" ? "local" : "remote" });
 	});
 
 	pi.on("message_start", async (event) => {
 		const message: any = event.message;
 		if (message?.role !== "user" || !runOpen) return;
 		userMessagesInRun += 1;
-		if (userMessagesInRun === 1) return; // the prompt that started the run
+		if (runHasOwnPrompt && userMessagesInRun === 1) return; // the prompt that started the run
 		// A queued prompt is being delivered into the running run.
 		const text = visibleText(message.content);
 		send({ type: "last_prompt", text });
@@ -501,12 +618,15 @@ function installLink(pi: ExtensionAPI) {
 			queuedLocal.splice(l, 1);
 			remote = false;
 		} else {
-			remote = queuedRemote.length > 0;
-			if (remote) queuedRemote.shift();
+			// Not one we saw typed or injected (another extension's message, or a text
+			// changed on its way): remote if any remote prompt waits, the strict side.
+			remote = queuedRemote.length > 0 || runOrigin !== "local";
+			if (queuedRemote.length > 0) queuedRemote.shift();
 		}
-		if (remote && !runRemote) {
+		if (remote && runOrigin !== "remote") {
 			// The rest of the run answers a messenger: its own turn, with the policy.
-			runRemote = true;
+			runOrigin = "remote";
+			lastRunOrigin = "remote";
 			send({ type: "turn_settled" });
 			send({ type: "turn_started", origin: "remote" });
 		}
@@ -546,17 +666,15 @@ function installLink(pi: ExtensionAPI) {
 
 	pi.on("agent_end", async () => {
 		runOpen = false;
-		runRemote = false;
-		queuedRemote = [];
-		queuedLocal = [];
 		bashCommands.clear();
 		send({ type: "turn_settled" });
 	});
 
-	pi.on("tool_call", async (event) => {
+	pi.on("tool_call", async (event, c) => {
 		// Local turns are never restricted (the policy is for messenger-started turns),
-		// so local work never waits for the bridge.
-		if (!runRemote) return undefined;
+		// so local work never waits for the bridge. A call outside any run, or in a run of
+		// unknown origin, is checked: only a run known to be local skips the bridge.
+		if (runOpen && runOrigin === "local") return undefined;
 		if (!linked) {
 			return block("bot-connect is not running, so this messenger-started turn cannot be checked");
 		}
@@ -564,12 +682,16 @@ function installLink(pi: ExtensionAPI) {
 		return new Promise<{ block: true; reason: string } | undefined>((resolve) => {
 			const timer = setTimeout(() => {
 				pendingVerdicts.delete(id);
+				pendingCalls.delete(id);
 				resolve(block(`bot-connect gave no verdict within ${VERDICT_TIMEOUT_MS / 1000} s`));
 			}, VERDICT_TIMEOUT_MS);
 			pendingVerdicts.set(id, { resolve, timer });
-			if (!send({ type: "tool_call", id, name: event.toolName, input: pathArgs(event.input) })) {
+			pendingCalls.set(id, event);
+			const input = judgedArgs(event.toolName, event.input, c.cwd);
+			if (!send({ type: "tool_call", id, name: event.toolName, input })) {
 				clearTimeout(timer);
 				pendingVerdicts.delete(id);
+				pendingCalls.delete(id);
 				resolve(block("the link to bot-connect is down"));
 			}
 		});
@@ -604,7 +726,7 @@ function installLink(pi: ExtensionAPI) {
 				pendingCommands.set(id, { resolve, timer });
 				send({ type: "command", id, args: args.trim() });
 			});
-			c.ui.notify(answer.text, answer.level);
+			c.ui.notify(plainForTerminal(answer.text), answer.level);
 		},
 	});
 

@@ -469,6 +469,12 @@ pub enum PathAccess {
     Read,
     /// It creates, changes or deletes.
     Write,
+    /// The argument should name a path but the host could not read one (too long, not
+    /// text); the path field holds the argument's name. Refused in a remote turn.
+    Unjudgeable,
+    /// The argument is a glob the call filters its files by (grep's `glob`); the path
+    /// field holds it as written.
+    Glob,
 }
 
 /// A path a tool call touches, as the host read it from the call's arguments (never the
@@ -509,6 +515,9 @@ pub enum ToolDecision {
     Allow,
     /// Block it with this reason.
     Block(String),
+    /// Let it run with these arguments (name, value) set first: a remote search narrowed
+    /// out of the protected paths.
+    Narrowed(Vec<(String, String)>),
 }
 
 /// An approval the bridge asked for: the host parks the tool call under `id` and asks

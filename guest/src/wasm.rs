@@ -233,6 +233,12 @@ fn decision_to_wit(decision: model::ToolDecision) -> types::ToolDecision {
     match decision {
         model::ToolDecision::Allow => types::ToolDecision::Allow,
         model::ToolDecision::Block(reason) => types::ToolDecision::Block(reason),
+        model::ToolDecision::Narrowed(arguments) => types::ToolDecision::Narrowed(
+            arguments
+                .into_iter()
+                .map(|(name, value)| types::ToolArgument { name, value })
+                .collect(),
+        ),
     }
 }
 
@@ -392,6 +398,8 @@ impl wit_session::Guest for Component {
                     access: match p.access {
                         wit_session::PathAccess::Read => model::PathAccess::Read,
                         wit_session::PathAccess::Write => model::PathAccess::Write,
+                        wit_session::PathAccess::Unjudgeable => model::PathAccess::Unjudgeable,
+                        wit_session::PathAccess::Glob => model::PathAccess::Glob,
                     },
                     bridge_owned: p.bridge_owned,
                 })

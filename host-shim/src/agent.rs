@@ -269,7 +269,7 @@ impl DemoAgent {
                         return;
                     }
                     match verdict.await {
-                        Ok(ToolDecision::Allow) => {
+                        Ok(ToolDecision::Allow | ToolDecision::Narrowed(_)) => {
                             let _ = emit(AgentEvent::ToolStarted(name.into())).await;
                             self.pause().await;
                             if name == "bash" {

@@ -210,6 +210,9 @@ pub enum ToExtension {
         /// Why it is blocked.
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Arguments to set before the call runs (a search's exclusion glob).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        set: Option<serde_json::Map<String, serde_json::Value>>,
     },
     /// The answer to a `/connect` command.
     CommandResult {
@@ -370,13 +373,31 @@ pub fn verdict(id: String, decision: ToolDecision) -> ToExtension {
             id,
             verdict: "allow",
             reason: None,
+            set: None,
         },
         ToolDecision::Block(reason) => ToExtension::ToolVerdict {
             id,
             verdict: "block",
             reason: Some(reason),
+            set: None,
+        },
+        ToolDecision::Narrowed(arguments) => ToExtension::ToolVerdict {
+            id,
+            verdict: "allow",
+            reason: None,
+            set: Some(arguments_map(arguments)),
         },
     }
+}
+
+/// The arguments a narrowed verdict sets, as the JSON object the extension applies.
+pub fn arguments_map(
+    arguments: Vec<crate::bindings::types::ToolArgument>,
+) -> serde_json::Map<String, serde_json::Value> {
+    arguments
+        .into_iter()
+        .map(|a| (a.name, serde_json::Value::String(a.value)))
+        .collect()
 }
 
 /// A level's wire name.

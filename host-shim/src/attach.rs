@@ -263,6 +263,14 @@ impl Link {
         Arc::new(LinkUi(self.clone()))
     }
 
+    /// Learns the session pi described before the bridge starts: the bridge reads the
+    /// working directory once, when it configures, and judges every remote path against
+    /// it. Started before this, it judged against an empty one: every absolute path was
+    /// "outside", and a relative one was inside whatever it named.
+    fn describe(&self, session: &LinkSession) {
+        self.state(|s| s.info = Some(session.clone()));
+    }
+
     fn connect(&self, id: u64, writer: mpsc::UnboundedSender<String>, session: LinkSession) {
         self.state(|s| {
             for line in s.backlog.drain(..) {
@@ -630,6 +638,7 @@ impl Server {
             let reason = "another pi process is already attached to this session".to_string();
             return refuse(reason, writer, writing).await;
         }
+        self.link.describe(&session);
         let commands = match self.session(&session).await {
             Ok(commands) => commands,
             Err(reason) => return refuse(reason, writer, writing).await,

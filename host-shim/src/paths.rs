@@ -49,6 +49,31 @@ pub enum PathsError {
     },
 }
 
+/// Everything bot-connect keeps beside its state file: the state file itself, the
+/// compiled-component cache, the attach links, the private copy of the pi extension, the
+/// broker's socket (and the directory that holds it), its bindings and its status file. A
+/// remote turn never reads or changes these without an approval: a changed extension copy
+/// or binding would outlive the turn that wrote it.
+pub fn bridge_files(state_file: &Path) -> Vec<PathBuf> {
+    let mut files = vec![state_file.to_path_buf()];
+    if let Some(dir) = state_file.parent() {
+        files.extend(
+            [
+                "cache",
+                "links",
+                "pi-extension",
+                "broker",
+                "broker.sock",
+                "broker-bindings.json",
+                "broker-status.json",
+            ]
+            .iter()
+            .map(|name| dir.join(name)),
+        );
+    }
+    files
+}
+
 impl Paths {
     /// Resolves the locations from `var` (environment lookup), the home directory and the
     /// working directory. Empty variables count as unset, as in the original, so an

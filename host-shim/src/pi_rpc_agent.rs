@@ -192,6 +192,10 @@ pub fn gate_answer(decision: &ToolDecision) -> String {
         ToolDecision::Block(reason) => {
             serde_json::json!({"v": GATE_VERSION, "verdict": "block", "reason": reason})
         }
+        ToolDecision::Narrowed(arguments) => serde_json::json!({
+            "v": GATE_VERSION, "verdict": "allow",
+            "set": crate::agent_link::arguments_map(arguments.clone()),
+        }),
     };
     value.to_string()
 }

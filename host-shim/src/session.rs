@@ -164,7 +164,7 @@ impl Session {
                 .config_sources
                 .iter()
                 .map(|source| PathBuf::from(&source.path))
-                .chain(spec.state.path())
+                .chain(spec.state.path().iter().flat_map(|p| crate::paths::bridge_files(p)))
                 .chain(std::iter::once(spec.locks.dir().to_path_buf()))
                 .collect(),
         };

@@ -43,34 +43,61 @@ pub struct PathContext {
 /// The paths `tool` touches with `input` as its arguments, each as the agent resolves it
 /// and, when it leads elsewhere through a symlink, where it leads.
 pub fn tool_paths(tool: &str, input: &Value, context: &PathContext) -> Vec<ToolPath> {
-    let named = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_string);
-    let (raw, access): (Vec<String>, PathAccess) = match tool {
-        "read" => (named("path").into_iter().collect(), PathAccess::Read),
-        "write" | "edit" => (named("path").into_iter().collect(), PathAccess::Write),
-        // pi lists, finds and greps in the working directory when no path is given.
-        "ls" | "find" | "grep" => (
-            vec![named("path").unwrap_or_else(|| ".".into())],
-            PathAccess::Read,
-        ),
-        "bash" => (Vec::new(), PathAccess::Write),
-        _ => (
-            PATH_KEYS
-                .iter()
-                .filter_map(|key| input.get(*key))
-                .flat_map(|value| match value {
-                    Value::String(text) => vec![text.clone()],
-                    Value::Array(items) => items
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect(),
-                    _ => Vec::new(),
-                })
-                .collect(),
-            PathAccess::Write,
-        ),
+    // An argument that should hold a path but holds something else (the extension's mark
+    // for a path too long to send, a number, an object) is named, never skipped: judged
+    // without it, the call would look like one that touches nothing.
+    let mut unjudgeable: Vec<String> = Vec::new();
+    let mut glob = None;
+    let mut named = |key: &str, required: bool| match input.get(key) {
+        Some(Value::String(text)) => Some(text.clone()),
+        None | Some(Value::Null) if !required => None,
+        _ => {
+            unjudgeable.push(key.to_string());
+            None
+        }
     };
-    let mut paths = Vec::new();
+    let (raw, access): (Vec<String>, PathAccess) = match tool {
+        "read" => (named("path", true).into_iter().collect(), PathAccess::Read),
+        "write" | "edit" => (named("path", true).into_iter().collect(), PathAccess::Write),
+        // pi lists, finds and greps in the working directory when no path is given.
+        "ls" | "find" | "grep" => {
+            if tool == "grep" {
+                glob = named("glob", false);
+            }
+            let root = named("path", false).unwrap_or_else(|| ".".into());
+            (vec![root], PathAccess::Read)
+        }
+        "bash" => (Vec::new(), PathAccess::Write),
+        _ => {
+            let mut found = Vec::new();
+            for key in PATH_KEYS {
+                match input.get(key) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(text)) => found.push(text.clone()),
+                    Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                        found.extend(items.iter().filter_map(Value::as_str).map(str::to_string))
+                    }
+                    Some(_) => unjudgeable.push(key.to_string()),
+                }
+            }
+            (found, PathAccess::Write)
+        }
+    };
+    let mut paths: Vec<ToolPath> = unjudgeable
+        .into_iter()
+        .map(|argument| ToolPath {
+            path: argument,
+            access: PathAccess::Unjudgeable,
+            bridge_owned: false,
+        })
+        .collect();
+    // grep's glob, as written: a filter, not a path, and one that can select files the
+    // ignore rules would skip, so the bridge asks about it.
+    paths.extend(glob.map(|glob| ToolPath {
+        path: glob,
+        access: PathAccess::Glob,
+        bridge_owned: false,
+    }));
     for written in raw {
         let expanded = expand(&written, context.home.as_deref());
         let absolute = lexical(&context.cwd.join(&expanded));
@@ -204,10 +231,28 @@ mod tests {
                 "mcp_copy",
                 json!({"source": "a", "destination": "b", "paths": ["c", 3]}),
                 vec![
-                    ("c", PathAccess::Write),
+                    ("paths", PathAccess::Unjudgeable),
                     ("a", PathAccess::Write),
                     ("b", PathAccess::Write),
                 ],
+            ),
+            // The extension's mark for a path too long to send, and a path that is missing
+            // or not text: named, so the bridge refuses instead of judging nothing.
+            (
+                "read",
+                json!({"path": {"unjudgeable": "5003 characters"}}),
+                vec![("path", PathAccess::Unjudgeable)],
+            ),
+            ("write", json!({"content": "x"}), vec![("path", PathAccess::Unjudgeable)]),
+            (
+                "grep",
+                json!({"pattern": "x", "glob": {"unjudgeable": "5003 characters"}}),
+                vec![("glob", PathAccess::Unjudgeable), (".", PathAccess::Read)],
+            ),
+            (
+                "grep",
+                json!({"pattern": "x", "glob": ".env*"}),
+                vec![(".env*", PathAccess::Glob), (".", PathAccess::Read)],
             ),
         ];
         for (tool, input, expected) in rows {
@@ -267,5 +312,32 @@ mod tests {
         assert_eq!(owned("write", "/state"), Some(true));
         assert_eq!(owned("ls", "."), Some(false));
         assert_eq!(owned("write", "src/main.rs"), Some(false));
+    }
+
+    #[test]
+    fn every_file_bot_connect_keeps_beside_its_state_is_its_own() {
+        // A remote turn that rewrote the private extension copy or a broker binding would
+        // change what runs after it; each of these was once writable.
+        let state = Path::new("/home/me/.pi/agent/bot-connect-state.json");
+        let ctx = PathContext {
+            cwd: PathBuf::from("/home/me/proj"),
+            home: Some(PathBuf::from("/home/me")),
+            own: crate::paths::bridge_files(state),
+        };
+        for file in [
+            "/home/me/.pi/agent/bot-connect-state.json",
+            "/home/me/.pi/agent/cache/bridge.cwasm",
+            "/home/me/.pi/agent/links/proj.sock",
+            "/home/me/.pi/agent/pi-extension/index.ts",
+            "/home/me/.pi/agent/broker/broker.sock",
+            "/home/me/.pi/agent/broker.sock",
+            "/home/me/.pi/agent/broker-bindings.json",
+            "/home/me/.pi/agent/broker-status.json",
+        ] {
+            let paths = tool_paths("write", &json!({ "path": file }), &ctx);
+            assert!(paths[0].bridge_owned, "{file}");
+        }
+        let paths = tool_paths("write", &json!({"path": "/home/me/.pi/agent/notes.md"}), &ctx);
+        assert!(!paths[0].bridge_owned, "only bot-connect's files");
     }
 }

@@ -25,14 +25,23 @@ struct Live {
     fake: FakeTransport,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
-    _home: PiHome,
+    home: PiHome,
     _dirs: Dirs,
 }
 
 async fn start(test: &str, bridge: &str, extra_env: &[(&str, &str)]) -> Option<Live> {
+    start_in(test, bridge, extra_env, PiHome::new).await
+}
+
+async fn start_in(
+    test: &str,
+    bridge: &str,
+    extra_env: &[(&str, &str)],
+    home: fn(Option<&str>) -> PiHome,
+) -> Option<Live> {
     let bin = require_pi(test).await?;
     let model = FakeModel::start().await;
-    let home = PiHome::new(Some(&model.base_url));
+    let home = home(Some(&model.base_url));
     let dirs = Dirs::new();
     let socket = dirs.dir.path().join("link.sock");
     let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
@@ -91,7 +100,7 @@ async fn start(test: &str, bridge: &str, extra_env: &[(&str, &str)]) -> Option<L
         fake,
         stop: Some(stop),
         server,
-        _home: home,
+        home,
         _dirs: dirs,
     })
 }
@@ -432,5 +441,197 @@ async fn a_remote_follow_up_in_a_local_run_is_restricted_from_its_delivery_on() 
                 .any(|s| s.last_role == "tool" && s.last_text.contains("read-only mode"))
         })
         .await;
+    live.finish().await;
+}
+
+/// pi retries a failed model call, and continues after compacting an over-long
+/// conversation, in a run of its own that no prompt starts. That run answers the same
+/// messenger prompt, so its tool calls meet the same policy: under read-only, the `bash`
+/// the retried stream asks for must not run (it did, when such a run was classed local).
+async fn a_run_pi_starts_by_itself_keeps_the_remote_policy(test: &str, prompt: &str) {
+    let Some(live) = start_in(test, READ_ONLY, &[], PiHome::with_retries).await else {
+        return;
+    };
+    live.pair("ivan").await;
+    live.inject("ivan", prompt).await;
+    live.model
+        .wait("the tool's result after pi's own new run", WAIT, |m| {
+            m.seen().iter().any(|s| s.last_role == "tool")
+        })
+        .await;
+    let seen = live.model.seen();
+    let result = seen.iter().find(|s| s.last_role == "tool").expect("a tool result");
+    assert!(
+        result.last_text.contains("read-only mode"),
+        "the retried run's bash ran: {:#?}",
+        seen
+    );
+    let prompts = seen.iter().filter(|s| s.last_text == prompt).count();
+    assert!(prompts >= 2, "pi asked again without a new prompt: {seen:#?}");
+    // The run pi started by itself was reported as remote, never as local.
+    let turns: Vec<String> = live
+        .pi
+        .lines()
+        .into_iter()
+        .filter(|v| v["type"] == "agent_start")
+        .map(|v| v.to_string())
+        .collect();
+    assert!(turns.len() >= 2, "pi started a second run: {turns:?}");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn a_run_retried_after_an_overload_keeps_the_remote_policy() {
+    a_run_pi_starts_by_itself_keeps_the_remote_policy(
+        "extension: a_run_retried_after_an_overload",
+        "FAIL:overloaded then TOOL",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_continued_after_an_overflow_keeps_the_remote_policy() {
+    a_run_pi_starts_by_itself_keeps_the_remote_policy(
+        "extension: a_run_continued_after_an_overflow",
+        "FAIL:overflow then TOOL",
+    )
+    .await;
+}
+
+/// A working directory as a real repository has one: a secret in `.env`, a credential URL
+/// in `.git/config`, and ordinary code. Every file holds the word the search looks for.
+fn plant_repository(work: &std::path::Path) {
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::write(work.join(".env"), "API_KEY=PLANTED-in-env\n").unwrap();
+    std::fs::write(
+        work.join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://me:PLANTED-in-git@example.com/r.git\n",
+    )
+    .unwrap();
+    std::fs::write(work.join("src/main.rs"), "// PLANTED-in-src\n").unwrap();
+}
+
+/// The text of every tool result pi sent the model.
+fn tool_results(model: &FakeModel) -> Vec<String> {
+    model
+        .seen()
+        .into_iter()
+        .filter(|s| s.last_role == "tool")
+        .map(|s| s.last_text)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_remote_search_never_reads_protected_files_unasked() {
+    let Some(mut live) = start("extension: a_remote_search_never_reads", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    if let Err(why) = common::ripgrep::give_pi_ripgrep(&live.home.dir.path().join("agent")) {
+        eprintln!("SKIPPED (no ripgrep): {why}");
+        live.finish().await;
+        return;
+    }
+    plant_repository(&live.home.work());
+    live.pair("kira").await;
+    // pi's grep runs ripgrep with --hidden: unnarrowed, `.` reads .git/config and .env.
+    live.say("kira", "GREP PLANTED", "tool said:").await;
+    let results = tool_results(&live.model);
+    let searched = results.last().expect("the search's result");
+    assert!(searched.contains("PLANTED-in-src"), "the search ran: {searched}");
+    assert!(
+        !searched.contains("PLANTED-in-env") && !searched.contains("PLANTED-in-git"),
+        "a remote search read protected files: {searched}"
+    );
+    // A glob of its own overrides ignore files in ripgrep: asked about, and a no blocks it.
+    live.inject("kira", "GREP PLANTED GLOB=.env*").await;
+    let question = live
+        .pi
+        .wait_for("the question about the search's glob", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    assert!(
+        question["message"].as_str().unwrap_or_default().contains(".env*"),
+        "{question}"
+    );
+    live.pi
+        .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": false}))
+        .await;
+    live.model
+        .wait("the declined search's result", WAIT, |m| tool_results(m).len() == 2)
+        .await;
+    let declined = tool_results(&live.model).pop().unwrap();
+    assert!(!declined.contains("PLANTED-in-env"), "{declined}");
+    // pi refuses a prompt while it still answers the declined call: wait for that run's end.
+    live.pi
+        .wait_for_nth("the declined search's run to end", 2, |v| v["type"] == "agent_end")
+        .await;
+    // Typed at the terminal, the same search is the user's own: nothing is left out.
+    live.pi
+        .request(json!({"type": "prompt", "message": "local GREP PLANTED"}))
+        .await;
+    live.model
+        .wait("the local search's result", WAIT, |m| tool_results(m).len() == 3)
+        .await;
+    let local = tool_results(&live.model).pop().unwrap();
+    assert!(local.contains("PLANTED-in-env"), "{local}");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn an_over_long_path_is_judged_where_it_leads() {
+    let Some(mut live) = start("extension: an_over_long_path_is_judged", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    let outside = live.home.dir.path().join("outside.txt");
+    std::fs::write(&outside, "PLANTED-outside").unwrap();
+    live.pair("lena").await;
+    // 5,000 characters that pi resolves to ../outside.txt: once sent as no path at all,
+    // so a read outside the working directory ran without a question.
+    let long = format!("{}../outside.txt", "./".repeat(2_500));
+    live.inject("lena", &format!("READ {long}")).await;
+    let question = live
+        .pi
+        .wait_for("the question about a read outside the working directory", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    assert!(
+        question["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("outside the working directory"),
+        "{question}"
+    );
+    live.pi
+        .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": false}))
+        .await;
+    live.model
+        .wait("the declined read's result", WAIT, |m| !tool_results(m).is_empty())
+        .await;
+    let result = tool_results(&live.model).pop().unwrap();
+    assert!(!result.contains("PLANTED-outside"), "{result}");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn a_notice_naming_a_hostile_id_reaches_pi_without_escapes() {
+    let Some(live) = start("extension: a_notice_naming_a_hostile_id", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    // An id a platform let through: an OSC 52 clipboard write, a bidi override and a
+    // zero-width space. Shown raw, pi's terminal would obey the escape.
+    let hostile = "mal\u{1b}]52;c;ZXZpbA==\u{7}lo\u{202e}ry\u{200b}";
+    live.pair(hostile).await;
+    let note = live.pi.notified("Paired").await;
+    let shown = note["message"].as_str().unwrap_or_default();
+    assert!(shown.contains("mal"), "the notice names the user: {shown:?}");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}', '\u{200b}'] {
+        assert!(!shown.contains(bad), "{bad:?} reached the terminal: {shown:?}");
+    }
     live.finish().await;
 }

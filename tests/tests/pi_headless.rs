@@ -32,9 +32,18 @@ async fn start(test: &str, policy: &str, extension: Option<&str>) -> Option<Head
 }
 
 async fn start_with(test: &str, config: &str, extension: Option<&str>) -> Option<Headless> {
+    start_in(test, config, extension, PiHome::new).await
+}
+
+async fn start_in(
+    test: &str,
+    config: &str,
+    extension: Option<&str>,
+    home: fn(Option<&str>) -> PiHome,
+) -> Option<Headless> {
     let bin = require_pi(test).await?;
     let model = FakeModel::start().await;
-    let home = PiHome::new(Some(&model.base_url));
+    let home = home(Some(&model.base_url));
     let extension_dir = home.dir.path().join("bot-connect");
     let extension = match extension {
         // What `run --agent pi` loads: the embedded copy.
@@ -263,5 +272,73 @@ async fn without_the_tool_gate_remote_prompts_are_refused() {
         .say("erin", "please TOOL", "did not accept that message")
         .await;
     assert!(t.model.seen().is_empty(), "nothing reached the model");
+    t.stop().await;
+}
+
+/// pi's own new runs (a retry after an overload, the continuation after an overflow
+/// compaction) answer the same remote prompt: under read-only their `bash` is blocked too.
+async fn a_run_pi_starts_by_itself_is_still_remote(test: &str, prompt: &str) {
+    let config = r#"{"bridge":{"remoteToolPolicy":"read-only"}}"#;
+    let Some(t) = start_in(test, config, None, PiHome::with_retries).await else {
+        return;
+    };
+    t.harness.pair("olga").await;
+    t.harness.say("olga", prompt, "tool said:").await;
+    let seen = t.model.seen();
+    let result = seen.iter().find(|s| s.last_role == "tool").expect("a tool result");
+    assert!(
+        result.last_text.contains("read-only mode"),
+        "the bash of pi's own new run ran: {seen:#?}"
+    );
+    assert!(
+        seen.iter().filter(|s| s.last_text == prompt).count() >= 2,
+        "pi asked the model again without a new prompt: {seen:#?}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_retried_after_an_overload_is_still_remote() {
+    a_run_pi_starts_by_itself_is_still_remote(
+        "a_run_retried_after_an_overload",
+        "FAIL:overloaded then TOOL",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_continued_after_an_overflow_is_still_remote() {
+    a_run_pi_starts_by_itself_is_still_remote(
+        "a_run_continued_after_an_overflow",
+        "FAIL:overflow then TOOL",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_remote_search_is_narrowed_out_of_protected_files() {
+    let Some(t) = start("a_remote_search_is_narrowed", "read-only", None).await else {
+        return;
+    };
+    if let Err(why) = common::ripgrep::give_pi_ripgrep(&t.home.dir.path().join("agent")) {
+        eprintln!("SKIPPED (no ripgrep): {why}");
+        t.stop().await;
+        return;
+    }
+    let work = t.home.work();
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(work.join(".env"), "API_KEY=PLANTED-in-env\n").unwrap();
+    std::fs::write(work.join(".git/config"), "url = https://me:PLANTED-in-git@x\n").unwrap();
+    std::fs::write(work.join("notes.md"), "PLANTED-in-notes\n").unwrap();
+    t.harness.pair("nina").await;
+    // The gate's verdict sets grep's glob: ripgrep (with pi's --hidden) then skips them.
+    t.harness.say("nina", "GREP PLANTED", "tool said:").await;
+    let seen = t.model.seen();
+    let result = &seen.iter().rfind(|s| s.last_role == "tool").expect("a result").last_text;
+    assert!(result.contains("PLANTED-in-notes"), "the search ran: {result}");
+    assert!(
+        !result.contains("PLANTED-in-env") && !result.contains("PLANTED-in-git"),
+        "a remote search read protected files: {result}"
+    );
     t.stop().await;
 }

@@ -29,7 +29,17 @@ async fn remote_turns_are_restricted_and_local_turns_are_not() {
     agent
         .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
         .await;
-    assert_eq!(agent.tool_call("read").await, ToolDecision::Allow);
+    assert_eq!(
+        agent
+            .tool_call_with("read", serde_json::json!({"path": "README.md"}))
+            .await,
+        ToolDecision::Allow
+    );
+    // A read whose path the host cannot read (none, here) could lead anywhere: refused.
+    assert!(matches!(
+        agent.tool_call("read").await,
+        ToolDecision::Block(reason) if reason.contains("could not be judged")
+    ));
     assert_eq!(
         agent.tool_call("bash").await,
         ToolDecision::Block(

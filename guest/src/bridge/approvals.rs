@@ -155,8 +155,14 @@ impl Bridge {
         settled: &Settled,
         answered_in: Option<&ConversationKey>,
     ) {
+        let narrowing = self.approval_narrowing.remove(&settled.id);
         let decision = match (&settled.by, settled.approved) {
-            (_, true) => ToolDecision::Allow,
+            // A yes lets the call run as it would have without the question: a search
+            // still leaves the protected paths out.
+            (_, true) => match narrowing {
+                Some(arguments) => ToolDecision::Narrowed(arguments),
+                None => ToolDecision::Allow,
+            },
             (Decider::Timeout, false) => {
                 ToolDecision::Block(approvals::timeout_reason(&settled.tool))
             }

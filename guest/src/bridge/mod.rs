@@ -113,6 +113,8 @@ pub struct Bridge {
     /// Where each pending approval was asked: only those chats hear the verdict and may
     /// answer it (a chat that did not start the turn never sees its requests).
     approval_audiences: BTreeMap<String, Vec<state::ConversationTarget>>,
+    /// Arguments a pending approval's call runs with once approved (a narrowed search).
+    approval_narrowing: BTreeMap<String, Vec<(String, String)>>,
     /// The scope remote turns start with, compiled from the config in force; each turn
     /// keeps the one it started with (issue 15 §2).
     scope: Arc<Scope>,
@@ -166,6 +168,7 @@ impl Bridge {
             approval_fallback: 0,
             approval_subjects: BTreeMap::new(),
             approval_audiences: BTreeMap::new(),
+            approval_narrowing: BTreeMap::new(),
             scope: Arc::new(Scope::new(
                 BridgeConfig::default().remote_tool_policy,
                 BridgeConfig::default().remote_tool_approval,
@@ -316,7 +319,7 @@ impl Bridge {
                 );
                 self.refresh_cards(host, false);
             }
-            ToolDecision::Allow => turn.allow_tool(tool),
+            ToolDecision::Allow | ToolDecision::Narrowed(_) => turn.allow_tool(tool),
         }
     }
 

@@ -85,8 +85,13 @@ impl Bridge {
         }
         let scope = self.frozen_scope();
         let tool = call.name.as_str();
+        let narrowing = scope.narrowing(call);
+        let allow = || match &narrowing {
+            Some(arguments) => ToolDecision::Narrowed(arguments.clone()),
+            None => ToolDecision::Allow,
+        };
         let decision = match scope.judge(call, &self.session.cwd) {
-            Tier::Allowed => ToolDecision::Allow,
+            Tier::Allowed => allow(),
             Tier::Refused(reason) => {
                 host.log(
                     Level::Info,
@@ -101,14 +106,18 @@ impl Bridge {
             Tier::Approval(reason) => {
                 let detail = scope::ask_detail(&reason);
                 if self.config.remote_approval.enabled {
-                    return self.ask_for_approval(host, call, detail.as_deref());
+                    let answer = self.ask_for_approval(host, call, detail.as_deref());
+                    if let (ToolAnswer::Pending(request), Some(arguments)) = (&answer, narrowing) {
+                        self.approval_narrowing.insert(request.id.clone(), arguments);
+                    }
+                    return answer;
                 }
                 let message = tool_policy::approval_question(tool, detail.as_deref());
                 if host.confirm(&tool_policy::approval_title(tool), &message) {
                     self.work
                         .verdicts
                         .push(format!("approved {} at the terminal", subject(call)));
-                    ToolDecision::Allow
+                    allow()
                 } else {
                     self.work
                         .verdicts

@@ -83,6 +83,12 @@ pub enum AskReason {
     AskTool,
     /// `remoteToolApproval: each`.
     EachCall,
+    /// A search filtered by its own glob (written here), which ripgrep lets override
+    /// ignore files: it can select protected files.
+    SearchGlob(String),
+    /// A search the protected paths cannot be left out of (a protected glob that ripgrep
+    /// could not take inside an exclusion).
+    ProtectedSearch,
 }
 
 /// The tier of one tool call.
@@ -201,9 +207,24 @@ impl Scope {
         if !asks && !self.allow_tools.contains(tool) {
             return Tier::Refused(self.tool_refusal(tool));
         }
+        // Before anything else: a path nobody could read may lead anywhere, and judging the
+        // call without it would let it through (a 5,000-character `./././…/.ssh/key`).
+        if let Some(argument) = call
+            .paths
+            .iter()
+            .find(|p| p.access == PathAccess::Unjudgeable)
+        {
+            return Tier::Refused(format!(
+                "Tool '{tool}' was refused in a messenger-originated turn: its '{}' argument \
+                 could not be judged (too long or not text). Use a shorter path, or ask the \
+                 operator to run it locally.",
+                argument.path
+            ));
+        }
         let located: Vec<(Location, &crate::model::ToolPath)> = call
             .paths
             .iter()
+            .filter(|p| p.access != PathAccess::Glob)
             .map(|p| (locate(&p.path, cwd), p))
             .collect();
         for (location, path) in &located {
@@ -237,6 +258,12 @@ impl Scope {
                 return Tier::Approval(reason);
             }
         }
+        if let Some(glob) = call.paths.iter().find(|p| p.access == PathAccess::Glob) {
+            return Tier::Approval(AskReason::SearchGlob(glob.path.clone()));
+        }
+        if SEARCH_TOOLS.contains(&tool) && self.search_exclusion().is_none() {
+            return Tier::Approval(AskReason::ProtectedSearch);
+        }
         if asks {
             return Tier::Approval(AskReason::AskTool);
         }
@@ -244,6 +271,34 @@ impl Scope {
             RemoteToolApproval::Each => Tier::Approval(AskReason::EachCall),
             RemoteToolApproval::Off => Tier::Allowed,
         }
+    }
+
+    /// The arguments a remote call runs with when it may run: a content search with no
+    /// glob of its own gets one that leaves every protected path out. pi's grep runs
+    /// ripgrep with `--hidden`, so a search of `.` otherwise reads `.git/config` and
+    /// `.env`. ripgrep matches the glob against paths relative to the directory pi runs
+    /// in, which is the working directory the protected globs are written against.
+    pub fn narrowing(&self, call: &ToolCall) -> Option<Vec<(String, String)>> {
+        let own_glob = call.paths.iter().any(|p| p.access == PathAccess::Glob);
+        if !SEARCH_TOOLS.contains(&call.name.as_str()) || own_glob {
+            return None;
+        }
+        self.search_exclusion()
+            .map(|glob| vec![("glob".to_string(), glob)])
+    }
+
+    /// One ripgrep glob excluding every protected glob, in any case (as they are matched
+    /// here): `!{**/.[gG][iI][tT],…}`. None when a protected glob holds what an
+    /// alternation cannot (a brace, a comma, an escape).
+    pub fn search_exclusion(&self) -> Option<String> {
+        let mut alternatives = Vec::new();
+        for glob in self.protected.written() {
+            if glob.contains(['{', '}', ',', '\\']) {
+                return None;
+            }
+            alternatives.push(any_case(glob));
+        }
+        Some(format!("!{{{}}}", alternatives.join(",")))
     }
 
     fn tool_refusal(&self, tool: &str) -> String {
@@ -307,6 +362,11 @@ impl Scope {
              bot-connect's own files",
             self.protected.written().join(", ")
         ));
+        lines.push(
+            "Searches (grep) leave the protected paths out; a search with its own glob asks \
+             first."
+                .into(),
+        );
         if self.approval == RemoteToolApproval::Each {
             lines.push("Every call asks first (remoteToolApproval: each).".into());
         }
@@ -315,12 +375,49 @@ impl Scope {
     }
 }
 
+/// pi's tools that read the contents of every file under their root.
+const SEARCH_TOOLS: [&str; 1] = ["grep"];
+
+/// `glob` matching letters in either case, for a matcher (ripgrep's `--glob`) that is
+/// case-sensitive: `.env*` becomes `.[eE][nN][vV]*`. Letters inside a class stay as they
+/// are.
+fn any_case(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len() * 4);
+    let mut in_class = false;
+    for c in glob.chars() {
+        match c {
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            c if !in_class && c.is_ascii_alphabetic() => {
+                out.push('[');
+                out.push(c.to_ascii_lowercase());
+                out.push(c.to_ascii_uppercase());
+                out.push(']');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// What the approval question says about why it asks, if it is about a path.
 pub fn ask_detail(reason: &AskReason) -> Option<String> {
     match reason {
         AskReason::Protected(path) => Some(format!("'{path}' (a protected path)")),
         AskReason::OutsideWorkingDirectory(path) => {
             Some(format!("'{path}' (outside the working directory)"))
+        }
+        AskReason::SearchGlob(glob) => Some(format!(
+            "its glob '{glob}' (a search glob can select protected files)"
+        )),
+        AskReason::ProtectedSearch => {
+            Some("a search the protected paths cannot be left out of".to_string())
         }
         AskReason::AskTool | AskReason::EachCall => None,
     }

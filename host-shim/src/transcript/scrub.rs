@@ -252,6 +252,8 @@ impl Scrubber {
         match decision {
             ToolDecision::Allow => ToolDecision::Allow,
             ToolDecision::Block(reason) => ToolDecision::Block(self.text(&reason)),
+            // Globs the bridge wrote from the protected paths: nothing of the user's.
+            narrowed @ ToolDecision::Narrowed(_) => narrowed,
         }
     }
 

@@ -6,8 +6,16 @@
 //! | a `tool` result | text `tool said: <its text>` |
 //! | user text containing `TOOL` | one `bash` call running `echo hi` |
 //! | user text containing `WRITE <path>` | one `write` call putting `written by pi` in `<path>` |
+//! | user text containing `READ <path>` | one `read` call of `<path>` |
+//! | user text containing `GREP <pattern>` | one `grep` call for `<pattern>` in `.`, with `glob` when the text holds `GLOB=<glob>` |
 //! | user text containing `HOLD` | its first chunk, then nothing until [`FakeModel::release`] |
+//! | user text containing `FAIL:overloaded`, the first time | an in-stream `overloaded_error` |
+//! | user text containing `FAIL:overflow`, the first time | an in-stream context-overflow error |
+//! | pi's compaction request (`<conversation>…`) | a short summary |
 //! | anything else | `Hello from fake model. You said: <text>` |
+//!
+//! The `FAIL:` answers fail once per text, as a provider's bad moment does: pi's retry (or
+//! its continuation after compacting) then gets the answer the rest of the text asks for.
 //!
 //! `HOLD` keeps pi busy for exactly as long as a test needs (a follow-up, an abort)
 //! without sleeping; `HOLD` and `TOOL` together hold, then call the tool.
@@ -42,6 +50,8 @@ struct State {
     held: Vec<tokio::sync::oneshot::Sender<()>>,
     /// Held streams whose client went away (pi aborted).
     cancelled: usize,
+    /// Texts whose `FAIL:` answer was already given.
+    failed: Vec<String>,
 }
 
 struct Inner {
@@ -220,6 +230,30 @@ fn text_reply(text: &str) -> Vec<Bytes> {
     chunks
 }
 
+/// A stream that starts, then ends in an error chunk, as providers report an overload or an
+/// over-long prompt mid-stream (the OpenAI SDK throws it as an `APIError` with `message`).
+fn error_reply(kind: &str, message: &str) -> Vec<Bytes> {
+    let error = json!({"error": {"message": message, "type": kind}});
+    vec![
+        event(json!({"role": "assistant", "content": ""}), None),
+        Bytes::from(format!("data: {error}\n\n")),
+    ]
+}
+
+/// The failure `text` asks for, if it asks for one.
+fn failure(text: &str) -> Option<Vec<Bytes>> {
+    if text.contains("FAIL:overloaded") {
+        Some(error_reply("overloaded_error", "Overloaded"))
+    } else if text.contains("FAIL:overflow") {
+        Some(error_reply(
+            "invalid_request_error",
+            "prompt is too long: 40000 tokens > 32000 maximum",
+        ))
+    } else {
+        None
+    }
+}
+
 fn tool_call_reply(name: &str, arguments: &Value) -> Vec<Bytes> {
     let mut chunks = vec![
         event(
@@ -258,7 +292,23 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Response<Strea
             .to_string(),
         last_text: text_of(&last),
     };
-    let (chunks, hold) = if seen.last_role == "tool" {
+    let fail_now = {
+        let mut state = inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+        // pi's compaction request quotes the conversation, `FAIL:` and all: it never fails.
+        let first = seen.last_role == "user"
+            && !seen.last_text.starts_with("<conversation>")
+            && !state.failed.contains(&seen.last_text);
+        let reply = failure(&seen.last_text).filter(|_| first);
+        if reply.is_some() {
+            state.failed.push(seen.last_text.clone());
+        }
+        reply
+    };
+    let (chunks, hold) = if let Some(reply) = fail_now {
+        (reply, false)
+    } else if seen.last_text.starts_with("<conversation>") {
+        (text_reply("## Goal\nThe summary of the work so far."), false)
+    } else if seen.last_role == "tool" {
         (
             text_reply(&format!("tool said: {}", seen.last_text.trim())),
             false,
@@ -269,7 +319,21 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Response<Strea
             .last_text
             .split_once("WRITE ")
             .and_then(|(_, rest)| rest.split_whitespace().next());
-        if let Some(path) = write_to {
+        let word_after = |marker: &str| {
+            seen.last_text
+                .split_once(marker)
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .map(str::to_string)
+        };
+        if let Some(pattern) = word_after("GREP ") {
+            let mut arguments = json!({"pattern": pattern, "path": "."});
+            if let Some(glob) = word_after("GLOB=") {
+                arguments["glob"] = json!(glob);
+            }
+            (tool_call_reply("grep", &arguments), hold)
+        } else if let Some(path) = word_after("READ ") {
+            (tool_call_reply("read", &json!({"path": path})), hold)
+        } else if let Some(path) = write_to {
             let arguments = json!({"path": path, "content": "written by pi"});
             (tool_call_reply("write", &arguments), hold)
         } else if seen.last_text.contains("TOOL") {

@@ -4,6 +4,7 @@
 
 pub mod fake_model;
 pub mod pi;
+pub mod ripgrep;
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;

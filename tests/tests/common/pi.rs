@@ -162,6 +162,19 @@ pub struct PiHome {
 impl PiHome {
     /// A home whose pi talks to the model at `base_url` (none: no provider configured).
     pub fn new(base_url: Option<&str>) -> PiHome {
+        PiHome::with_settings(base_url, r#"{"retry":{"enabled":false}}"#)
+    }
+
+    /// A home whose pi retries a failed model call at once (pi's automatic retry after an
+    /// overload, as a provider's bad minute makes it), up to twice.
+    pub fn with_retries(base_url: Option<&str>) -> PiHome {
+        PiHome::with_settings(
+            base_url,
+            r#"{"retry":{"enabled":true,"maxRetries":2,"baseDelayMs":1}}"#,
+        )
+    }
+
+    fn with_settings(base_url: Option<&str>, settings: &str) -> PiHome {
         let dir = tempfile::tempdir().expect("temp dir");
         for sub in ["agent", "home", "work"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("pi home dirs");
@@ -176,12 +189,9 @@ impl PiHome {
             std::fs::write(dir.path().join("agent/models.json"), models.to_string())
                 .expect("models.json");
         }
-        // A failed call must end the run: a retry would start another one after agent_end.
-        std::fs::write(
-            dir.path().join("agent/settings.json"),
-            r#"{"retry":{"enabled":false}}"#,
-        )
-        .expect("settings.json");
+        // By default a failed call must end the run: a retry would start another one after
+        // agent_end.
+        std::fs::write(dir.path().join("agent/settings.json"), settings).expect("settings.json");
         PiHome { dir }
     }
 
@@ -214,6 +224,9 @@ impl PiHome {
             "-np",
             "--no-themes",
             "--offline",
+            // pi's read-only tools too (off by default), so a test can search as a model would.
+            "--tools",
+            "read,bash,edit,write,grep,find,ls",
         ]
         .iter()
         .map(|s| s.to_string())

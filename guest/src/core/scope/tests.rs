@@ -330,6 +330,7 @@ fn describe_lists_every_rule() {
              Asks first: bash\n\
              May change: src/**, docs/*.md\n\
              Always asks (protected): {}, src/secrets/**, anything outside the working directory, and bot-connect's own files\n\
+             Searches (grep) leave the protected paths out; a search with its own glob asks first.\n\
              Any other tool is refused.",
             DEFAULT_PROTECTED.join(", ")
         )
@@ -463,4 +464,88 @@ proptest! {
             prop_assert!(tier != Tier::Allowed, "a call that must ask ran: {tier:?}");
         }
     }
+}
+
+#[test]
+fn a_path_the_host_could_not_read_is_refused_under_every_policy() {
+    // The extension marks a 5,000-character `./././…/.ssh/id_ed25519` instead of dropping it;
+    // judged without it, the call looked like one that touches nothing.
+    let unread = ToolPath {
+        path: "path".into(),
+        access: PathAccess::Unjudgeable,
+        bridge_owned: false,
+    };
+    for policy in [RemoteToolPolicy::ReadOnly, RemoteToolPolicy::Unrestricted] {
+        let scope = Scope::new(policy, RemoteToolApproval::Off, None);
+        match scope.judge(&call("read", vec![unread.clone()]), CWD) {
+            Tier::Refused(reason) => assert!(
+                reason.contains("'path' argument could not be judged"),
+                "{reason}"
+            ),
+            other => panic!("{policy:?}: {other:?}"),
+        }
+    }
+    let scope = configured(&["write"], &[], &["**"], &[]);
+    assert!(matches!(
+        scope.judge(&call("write", vec![write("src/a.rs"), unread]), CWD),
+        Tier::Refused(_)
+    ));
+}
+
+fn search_glob(text: &str) -> ToolPath {
+    ToolPath {
+        path: text.into(),
+        access: PathAccess::Glob,
+        bridge_owned: false,
+    }
+}
+
+#[test]
+fn a_remote_search_runs_with_every_protected_path_left_out() {
+    let scope = Scope::new(RemoteToolPolicy::ReadOnly, RemoteToolApproval::Off, None);
+    let search = call("grep", vec![read(".")]);
+    assert_eq!(scope.judge(&search, CWD), Tier::Allowed);
+    let narrowing = scope.narrowing(&search).expect("a search is narrowed");
+    let [(name, exclusion)] = narrowing.as_slice() else {
+        panic!("one argument: {narrowing:?}");
+    };
+    assert_eq!(name, "glob");
+    // In any case, as protected paths are matched here: `.ENV` is `.env` on macOS.
+    assert!(exclusion.starts_with("!{"), "{exclusion}");
+    for part in ["**/.[gG][iI][tT]", "**/.[eE][nN][vV]*", ".[pP][iI]/**"] {
+        assert!(exclusion.contains(part), "{part} in {exclusion}");
+    }
+    // Reading a file is judged by its path; only a search is narrowed.
+    assert_eq!(scope.narrowing(&call("read", vec![read("src/a.rs")])), None);
+}
+
+#[test]
+fn a_search_with_its_own_glob_asks_first() {
+    // ripgrep lets `--glob` override ignore files: `.env*` would select the secrets.
+    let scope = Scope::new(RemoteToolPolicy::ReadOnly, RemoteToolApproval::Off, None);
+    let search = call("grep", vec![read("."), search_glob(".env*")]);
+    assert_eq!(
+        scope.judge(&search, CWD),
+        Tier::Approval(AskReason::SearchGlob(".env*".into()))
+    );
+    assert_eq!(scope.narrowing(&search), None);
+}
+
+#[test]
+fn a_search_whose_exclusion_cannot_be_written_asks_first() {
+    // ripgrep refuses a brace inside an alternation, so `secrets/{a,b}` cannot be left
+    // out by one glob: the search asks instead of running unnarrowed.
+    let scope = configured(&["grep"], &[], &[], &["secrets/{a,b}/**"]);
+    let search = call("grep", vec![read(".")]);
+    assert_eq!(
+        scope.judge(&search, CWD),
+        Tier::Approval(AskReason::ProtectedSearch)
+    );
+    assert_eq!(scope.narrowing(&search), None);
+}
+
+#[test]
+fn any_case_keeps_classes_and_wildcards() {
+    assert_eq!(any_case(".env*"), ".[eE][nN][vV]*");
+    assert_eq!(any_case("a[bc]/**"), "[aA][bc]/**");
 }
