@@ -282,10 +282,11 @@ proptest! {
             (json!(secret), format!("transports.{id}.{key}"))
         };
         let global = json!({ "transports": { id: { "enabled": true } } });
+        // An override, which may set transport keys: a project file may not (issue 30 §6).
         let project = json!({ "transports": { id: { key.as_str(): value } } });
         let loaded = load_config(&[
             source("global", global.to_string()),
-            source("project", project.to_string()),
+            source("override", project.to_string()),
         ]);
         for note in &loaded.notes {
             prop_assert!(!note.text.contains(&secret), "leaked in note {:?}", note.text);
@@ -294,7 +295,7 @@ proptest! {
             prop_assert!(!request.settings_json.contains(&secret));
         }
         prop_assert!(!loaded.bridge.to_pretty_json().contains(&secret));
-        let expected = format!("project config: {path}: this looks like a secret.");
+        let expected = format!("override config: {path}: this looks like a secret.");
         prop_assert!(
             loaded.notes.iter().any(|n| n.level == Level::Error && n.text.starts_with(&expected)),
             "no error at {path}: {:?}",

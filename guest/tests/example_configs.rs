@@ -1,4 +1,5 @@
 //! The example configs in `examples/` stay valid: every one loads without a note.
+//! They are written for the user's own file: a project file may only narrow (issue 30 §6).
 
 use guest::core::config::load_config;
 use guest::model::{ConfigContent, ConfigScope, ConfigSource};
@@ -10,7 +11,7 @@ use platforms::platforms;
 
 fn load(path: &str, text: &str) -> Vec<String> {
     let source = ConfigSource {
-        scope: ConfigScope::Project,
+        scope: ConfigScope::Global,
         path: path.into(),
         content: ConfigContent::Text(text.into()),
     };
@@ -48,7 +49,7 @@ fn example_configs_load_cleanly() {
 #[test]
 fn the_terminal_example_requests_the_terminal() {
     let source = ConfigSource {
-        scope: ConfigScope::Project,
+        scope: ConfigScope::Global,
         path: "examples/bot-connect.json".into(),
         content: ConfigContent::Text(include_str!("../../examples/bot-connect.json").into()),
     };

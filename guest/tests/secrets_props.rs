@@ -39,9 +39,10 @@ fn context() -> impl Strategy<Value = (&'static str, &'static str)> {
 
 fn config_with(value: &str) -> Vec<ConfigSource> {
     let project = serde_json::json!({ "transports": { "telegram": { "label": value } } });
+    // The user's own file: a project file may not set transport keys (issue 30 §6).
     vec![ConfigSource {
-        scope: ConfigScope::Project,
-        path: "/p/.pi/bot-connect.json".into(),
+        scope: ConfigScope::Global,
+        path: "/home/u/.pi/agent/bot-connect.json".into(),
         content: ConfigContent::Text(project.to_string()),
     }]
 }

@@ -30,9 +30,10 @@ impl Home {
         self.path().join("agent").join("bot-connect-state.json")
     }
 
-    /// Writes the project config of the working directory.
-    fn project_config(&self, json: &str) {
-        let dir = self.path().join(".pi");
+    /// Writes the user's own config (`~/.pi/agent/bot-connect.json`): a project file may
+    /// only narrow it (issue 30 §6).
+    fn user_config(&self, json: &str) {
+        let dir = self.path().join(".pi").join("agent");
         std::fs::create_dir_all(&dir).expect("config dir");
         std::fs::write(dir.join("bot-connect.json"), json).expect("config");
     }
@@ -149,7 +150,7 @@ fn quit_exits_at_once_while_stdin_stays_open() {
 #[test]
 fn a_transport_that_cannot_start_leaves_the_terminal_working() {
     let home = Home::new();
-    home.project_config(r#"{"transports":{"telegram":{"enabled":true}}}"#);
+    home.user_config(r#"{"transports":{"telegram":{"enabled":true}}}"#);
     let mut run = Running::start(home.command(&["run", "--pace", "0"]));
     run.wait_for("PI_TELEGRAM_TOKEN is not set");
     run.type_line("hello");
@@ -163,7 +164,7 @@ fn a_transport_that_cannot_start_leaves_the_terminal_working() {
 #[test]
 fn the_terminal_follows_bridge_local_command() {
     let home = Home::new();
-    home.project_config(r#"{"bridge":{"localCommand":"bc"}}"#);
+    home.user_config(r#"{"bridge":{"localCommand":"bc"}}"#);
     let mut run = Running::start(home.command(&["run", "--pace", "0"]));
     run.wait_for("Local commands start with /bc");
     // It used to take only `/connect …`, whatever the config said.
@@ -188,7 +189,7 @@ fn newest_approval_id(output: &str) -> String {
 #[test]
 fn the_demo_walkthrough_approves_from_the_chat_and_from_the_terminal() {
     let home = Home::new();
-    home.project_config(
+    home.user_config(
         r#"{"bridge":{"allowUsers":["terminal:you"],"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":"on"}}"#,
     );
     let mut run = Running::start(home.command(&["run", "--pace", "0"]));
@@ -247,7 +248,7 @@ fn doctor_writes_nothing_reports_once_and_fails_on_errors() {
     let home = Home::new();
     std::fs::create_dir_all(home.state_file().parent().unwrap()).unwrap();
     std::fs::write(home.state_file(), "{ not json").unwrap();
-    home.project_config(r#"{"bridge":{"remoteToolPolicy":"yolo"},"transports":{"telegram":{}}}"#);
+    home.user_config(r#"{"bridge":{"remoteToolPolicy":"yolo"},"transports":{"telegram":{}}}"#);
     let before: Vec<_> = std::fs::read_dir(home.state_file().parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -454,7 +455,7 @@ fn only_transcript(dir: &Path) -> PathBuf {
 #[test]
 fn a_run_records_a_transcript_when_asked_and_it_replays_identically() {
     let home = Home::new();
-    home.project_config(r#"{"bridge":{"allowUsers":["terminal:you"]}}"#);
+    home.user_config(r#"{"bridge":{"allowUsers":["terminal:you"]}}"#);
     // Never on by default.
     let mut plain = Running::start(home.command(&["run", "--pace", "0"]));
     plain.wait_for("Leave with /quit");
@@ -662,7 +663,7 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
         assert!(!status.success(), "{args:?}");
         assert!(output.contains(expected), "{args:?}: {output}");
     }
-    home.project_config(
+    home.user_config(
         r#"{"transports": {"telegram": {"enabled": true, "tokenEnv": "TG_NEVER_SET"}}}"#,
     );
     let (status, output) = finish(home.command(&[

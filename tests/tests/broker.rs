@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Dirs, ScriptAgent, WAIT, editable_fake, project_config, runtime};
+use common::{Dirs, ScriptAgent, WAIT, editable_fake, user_config, runtime};
 use host_shim::bindings::session::{AgentEvent, TurnOrigin};
 use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::routing::PAIRING_ANSWER;
@@ -73,7 +73,7 @@ impl World {
     async fn attach(&self, name: &str, allowed: &[&str]) -> Attached {
         let key = format!("key-{name}");
         let users: Vec<String> = allowed.iter().map(|u| format!("\"fake:{u}\"")).collect();
-        let config = vec![project_config(&format!(
+        let config = vec![user_config(&format!(
             r#"{{"bridge": {{"allowUsers": [{}]}}, "transports": {{"terminal": {{"enabled": true}}}}}}"#,
             users.join(", ")
         ))];

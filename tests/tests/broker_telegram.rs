@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Dirs, ScriptAgent, WAIT, project_config, runtime};
+use common::{Dirs, ScriptAgent, WAIT, user_config, runtime};
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::clock::ManualClock;
@@ -61,7 +61,7 @@ async fn attach(broker: &Arc<Broker>, server: &BotApiServer, dirs: &Dirs, name: 
             "pollTimeoutSeconds": 1,
         }}
     });
-    let sources = vec![project_config(&config.to_string())];
+    let sources = vec![user_config(&config.to_string())];
     let agent = Arc::new(ScriptAgent::default());
     broker
         .attach(

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cluster_support::{NatsServer, eventually, prefix};
-use common::{Dirs, project_config, runtime};
+use common::{Dirs, user_config, runtime};
 use host_shim::agent::{Agent, DemoAgent};
 use host_shim::bindings::agent::SessionInfo;
 use host_shim::bindings::session::ConfigSource;
@@ -63,7 +63,7 @@ impl Cluster {
             bot,
             prefix: prefix(name),
             dirs: Dirs::new(),
-            sources: vec![project_config(&config.to_string())],
+            sources: vec![user_config(&config.to_string())],
             agents: Arc::default(),
             gate: cluster_support::gate(),
         }

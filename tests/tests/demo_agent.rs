@@ -9,7 +9,7 @@ use common::{Dirs, Setup};
 async fn with_the_strict_example_the_reply_says_the_tools_were_blocked() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "strict");
-    setup.config = vec![common::project_config(include_str!(
+    setup.config = vec![common::user_config(include_str!(
         "../../examples/strict.json"
     ))];
     let h = setup.start().await;
@@ -26,7 +26,7 @@ async fn with_the_strict_example_the_reply_says_the_tools_were_blocked() {
 async fn when_tools_are_allowed_the_reply_lists_what_ran() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "open");
-    setup.config = vec![common::project_config(
+    setup.config = vec![common::user_config(
         r#"{"bridge":{"remoteToolPolicy":"unrestricted"}}"#,
     )];
     let h = setup.start().await;

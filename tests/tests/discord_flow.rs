@@ -52,7 +52,7 @@ fn spec(
     }}});
     SessionSpec {
         key: "discord-e2e".into(),
-        config_sources: vec![common::project_config(&config.to_string())],
+        config_sources: vec![common::user_config(&config.to_string())],
         platforms: factory::declarations(),
         transports: Box::new(move |requests| {
             // The token comes from the "environment" only, as in production.

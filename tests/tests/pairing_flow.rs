@@ -121,7 +121,7 @@ async fn commands_answer_while_the_agent_is_busy() {
     let agent = Arc::new(GatedAgent::default());
     let mut setup = Setup::new(&dirs, "session-busy");
     setup.agent = agent.clone();
-    setup.config = vec![common::project_config(
+    setup.config = vec![common::user_config(
         r#"{"bridge": {"allowUsers": ["fake:user-1"]}}"#,
     )];
     let h = setup.start().await;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::fake_model::FakeModel;
 use common::pi::{PiHome, PiProcess, extension_path, require_pi};
-use common::{Dirs, WAIT, editable_fake, project_config};
+use common::{Dirs, WAIT, editable_fake, user_config};
 use host_shim::attach::{self, Bound, Link};
 use host_shim::clock::SystemClock;
 use host_shim::logging::MemoryLog;
@@ -54,7 +54,7 @@ async fn start_in(
     let (agent, ui) = (link.agent(), link.ui());
     let (state, locks) = (dirs.state.clone(), dirs.locks());
     // Set explicitly: the default policy may change, these tests rely on this one.
-    let config = project_config(&format!(r#"{{"bridge":{bridge}}}"#));
+    let config = user_config(&format!(r#"{{"bridge":{bridge}}}"#));
     let starter: attach::SessionStarter = Box::new(move |described| {
         Box::pin(async move {
             let spec = SessionSpec {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::fake_model::FakeModel;
 use common::pi::{PI_WAIT, PiHome, require_pi};
-use common::{Dirs, Harness, Setup, WAIT, project_config};
+use common::{Dirs, Harness, Setup, WAIT, user_config};
 use host_shim::pi_rpc_agent::{PiLaunch, PiRpcAgent, write_extension};
 use host_shim::ui::RecordingUi;
 
@@ -75,7 +75,7 @@ async fn start_in(
     let mut setup = Setup::new(&dirs, "pi-headless");
     setup.agent = Arc::new(pi.clone());
     // Set explicitly: the default policy may change, these tests rely on this one.
-    setup.config = vec![project_config(config)];
+    setup.config = vec![user_config(config)];
     let harness = setup.start().await;
     Some(Headless {
         harness,

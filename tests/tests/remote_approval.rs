@@ -35,7 +35,7 @@ async fn wait_for_requests(h: &common::Harness, count: usize) {
 async fn a_tool_call_waits_for_the_phone_and_approve_or_deny_decides_it() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "approve");
-    setup.config = vec![common::project_config(CONFIG)];
+    setup.config = vec![common::user_config(CONFIG)];
     let h = setup.start().await;
     h.pair("user-1").await;
 
@@ -95,7 +95,7 @@ async fn a_tool_call_waits_for_the_phone_and_approve_or_deny_decides_it() {
 async fn the_terminal_can_answer_first_and_the_chat_is_told() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "local-first");
-    setup.config = vec![common::project_config(CONFIG)];
+    setup.config = vec![common::user_config(CONFIG)];
     let h = setup.start().await;
     h.pair("user-1").await;
     // Both local questions are answered yes at once.
@@ -136,7 +136,7 @@ async fn the_terminal_can_answer_first_and_the_chat_is_told() {
 async fn a_call_still_waiting_at_shutdown_is_blocked() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "shutdown");
-    setup.config = vec![common::project_config(CONFIG)];
+    setup.config = vec![common::user_config(CONFIG)];
     let agent = std::sync::Arc::new(common::ScriptAgent::default());
     setup.agent = agent.clone();
     let h = setup.start().await;

@@ -128,7 +128,7 @@ impl RoboClaw {
         let state_dir = dirs.dir.path().to_path_buf();
         let spec = SessionSpec {
             key: "robo-claw-e2e".into(),
-            config_sources: vec![common::project_config(&config.to_string())],
+            config_sources: vec![common::user_config(&config.to_string())],
             platforms: factory::declarations(),
             transports: Box::new(move |requests| {
                 // The token comes from the "environment" only, as in production.

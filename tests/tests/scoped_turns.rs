@@ -13,7 +13,7 @@ const SCOPE: &str = include_str!("../../examples/scoped.json");
 async fn start(key: &str) -> (Dirs, common::Harness) {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, key);
-    setup.config = vec![common::project_config(SCOPE)];
+    setup.config = vec![common::user_config(SCOPE)];
     let h = setup.start().await;
     h.pair("user-1").await;
     (dirs, h)
@@ -88,7 +88,7 @@ async fn bot_connects_own_config_is_protected_even_where_writes_are_allowed() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, "own-files");
     // Writes allowed everywhere: only protection stands between the agent and its config.
-    setup.config = vec![common::project_config(
+    setup.config = vec![common::user_config(
         r#"{"bridge":{"remoteScope":{"allowTools":["write"],"allowedPaths":["**"]},
             "remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#,
     )];

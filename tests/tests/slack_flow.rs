@@ -49,7 +49,7 @@ fn spec(
     }}});
     SessionSpec {
         key: "slack-e2e".into(),
-        config_sources: vec![common::project_config(&config.to_string())],
+        config_sources: vec![common::user_config(&config.to_string())],
         platforms: factory::declarations(),
         transports: Box::new(move |requests| {
             // Both tokens come from the "environment" only, as in production.

@@ -288,7 +288,7 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
     const CONFIG: &str = r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#;
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, KEY);
-    setup.config = vec![common::project_config(CONFIG)];
+    setup.config = vec![common::user_config(CONFIG)];
     let transcript = Transcript::in_memory(KEY, "", START_MS);
     setup.transcript = Some(transcript.clone());
     let h = setup.start().await;
@@ -332,7 +332,7 @@ async fn approvals_from_the_phone_and_the_terminal_replay_identically() {
 async fn an_eight_digit_code_is_masked_and_its_pairing_replays() {
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, KEY);
-    setup.config = vec![common::project_config(
+    setup.config = vec![common::user_config(
         r#"{"bridge":{"pairingDigits":8,"remoteToolPolicy":"unrestricted"}}"#,
     )];
     let transcript = Transcript::in_memory(KEY, "", START_MS);

@@ -154,6 +154,16 @@ impl Bridge {
         for line in &fail_closed {
             lines.push(format!("- config: {line}"));
         }
+        for ignored in &self.project_ignored {
+            lines.push(format!(
+                "- config: ignored {ignored}: a project file may only narrow access (issue 30 §6)"
+            ));
+        }
+        if let Some(warning) =
+            config::shell_scope_warning::shell_scope_warning(self.config.remote_scope.as_ref())
+        {
+            lines.push(format!("- config: {warning}"));
+        }
         lines.push(String::new());
         lines.push("If a transport is not working, check in this order:".into());
         lines.push("1. credential present in the environment (never in the config file)".into());

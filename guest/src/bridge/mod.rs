@@ -62,6 +62,9 @@ pub struct Bridge {
     /// Guards held at their strictest value because a config file or value was broken:
     /// said at start, and again by `/connect config` and `doctor` until fixed.
     fail_closed: Vec<FailedClosed>,
+    /// Keys a project file set that only the user's own file may (issue 30 §6): said at
+    /// start, and listed by `doctor`.
+    project_ignored: Vec<String>,
     /// `transports.<id>.lockStaleMs`, by transport id.
     lock_stale_ms: BTreeMap<String, u64>,
     state: SessionState,
@@ -140,6 +143,7 @@ impl Bridge {
         Bridge {
             config: BridgeConfig::default(),
             fail_closed: Vec::new(),
+            project_ignored: Vec::new(),
             lock_stale_ms: BTreeMap::new(),
             state: SessionState::default(),
             session: SessionInfo {
@@ -197,6 +201,7 @@ impl Bridge {
             self.config.remote_scope.as_ref(),
         ));
         self.fail_closed = loaded.fail_closed;
+        self.project_ignored = loaded.project_ignored;
         self.lock_stale_ms = loaded
             .transports
             .iter()

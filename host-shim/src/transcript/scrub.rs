@@ -500,8 +500,9 @@ mod tests {
     fn the_configured_code_length_is_read_with_the_bridges_reader() {
         let mut s = Scrubber::default();
         s.configure(&[ConfigSource {
-            scope: ConfigScope::Project,
-            path: "/p/.pi/bot-connect.json".into(),
+            // The user's own file: a project file may not set pairing (issue 30 §6).
+            scope: ConfigScope::Global,
+            path: "/home/u/.pi/agent/bot-connect.json".into(),
             content: ConfigContent::Text(r#"{"bridge": {"pairingDigits": 8}}"#.into()),
         }]);
         assert_eq!(s.text("12345678 and 123456"), "•••••••• and 123456");

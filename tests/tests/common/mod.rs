@@ -457,10 +457,21 @@ impl Agent for ScriptAgent {
 /// turns are read-only by default, and the demo then answers "Not done" without echoing the
 /// request, which the tests that follow a reply's text need.
 pub fn demo_runs_tools() -> ConfigSource {
-    project_config(r#"{"bridge": {"remoteToolPolicy": "unrestricted"}}"#)
+    user_config(r#"{"bridge": {"remoteToolPolicy": "unrestricted"}}"#)
 }
 
-/// A project config source with this JSON text.
+/// The user's own config file (`~/.pi/agent/bot-connect.json`) with this JSON text: tests
+/// configure themselves here, since a project file may only narrow (issue 30 §6).
+pub fn user_config(json: &str) -> ConfigSource {
+    ConfigSource {
+        scope: ConfigScope::Global,
+        path: "/home/me/.pi/agent/bot-connect.json".into(),
+        content: ConfigContent::Text(json.into()),
+    }
+}
+
+/// A project config source (`<cwd>/.pi/bot-connect.json`, from a cloned repository) with
+/// this JSON text: it may only narrow what the user's file says.
 pub fn project_config(json: &str) -> ConfigSource {
     ConfigSource {
         scope: ConfigScope::Project,

@@ -301,8 +301,8 @@ impl Soaked {
         let spec = SessionSpec {
             key: self.key.clone(),
             config_sources: vec![ConfigSource {
-                scope: ConfigScope::Project,
-                path: "/work/soak/.pi/bot-connect.json".into(),
+                scope: ConfigScope::Global,
+                path: "/home/soak/.pi/agent/bot-connect.json".into(),
                 content: ConfigContent::Text(CONFIG.into()),
             }],
             platforms: host_shim::factory::declarations(),

@@ -8,8 +8,10 @@
 
 mod bridge_section;
 pub mod fail_closed;
+pub mod project_narrowing;
 mod readers;
 pub mod schema;
+pub mod shell_scope_warning;
 mod transports;
 
 use serde_json::{Map, Value};
@@ -42,6 +44,10 @@ pub struct LoadedConfig {
     /// Guards held at their strictest value because a file or value was broken; also in
     /// `notes`, and shown again by `/connect config` and `doctor`.
     pub fail_closed: Vec<FailedClosed>,
+    /// Keys a project file set that only the user's own file may (issue 30 §6), as
+    /// `bridge.allowUsers in /repo/.pi/bot-connect.json`; also in `notes`, and listed by
+    /// `doctor`.
+    pub project_ignored: Vec<String>,
 }
 
 /// Reads the config files, `sources` in precedence order (lowest first: global, then
@@ -57,6 +63,7 @@ pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedCo
     let mut layers: Vec<Option<Map<String, Value>>> = vec![None; platforms.len()];
     let mut notes = Vec::new();
     let mut guards = Guards::default();
+    let mut project_ignored = Vec::new();
     for source in sources {
         let scope = source.scope.label();
         let mut sink = Sink {
@@ -88,8 +95,42 @@ pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedCo
             guards.source_broken(&mut bridge, format!("{file} is not a JSON object"));
             continue;
         };
+        let project = source.scope == ConfigScope::Project;
         for (key, value) in top {
             match key.as_str() {
+                "bridge" if project => {
+                    // Read over the user's settings as any file is, then every field that
+                    // would widen them is put back (issue 30 §6). A guard the project file
+                    // broke still fails closed: strictest is always narrower.
+                    let mut candidate = bridge.clone();
+                    let mut project_guards = Guards::default();
+                    apply_bridge(&mut candidate, value, &mut sink, &mut project_guards, &file);
+                    let (narrowed, ignored) = project_narrowing::narrow_bridge(&bridge, candidate);
+                    bridge = narrowed;
+                    for forced in project_guards.finish() {
+                        guards.value_broken(&mut bridge, forced.guard, forced.cause);
+                    }
+                    for key in ignored {
+                        let key = format!("bridge.{key}");
+                        sink.warn(project_narrowing::ignored_text(&key, &source.path));
+                        project_ignored.push(format!("{key} in {}", source.path));
+                    }
+                }
+                "transports" if project => {
+                    let configured = |id: &str| {
+                        platforms
+                            .iter()
+                            .zip(&layers)
+                            .any(|(platform, layer)| platform.id == id && layer.is_some())
+                    };
+                    let (narrowed, ignored) =
+                        project_narrowing::narrow_transports(value, &configured);
+                    for key in ignored {
+                        sink.warn(project_narrowing::ignored_text(&key, &source.path));
+                        project_ignored.push(redact(&format!("{key} in {}", source.path)).text);
+                    }
+                    apply_transports(platforms, &mut layers, &narrowed, &mut sink);
+                }
                 "bridge" => apply_bridge(&mut bridge, value, &mut sink, &mut guards, &file),
                 "transports" => apply_transports(platforms, &mut layers, value, &mut sink),
                 // The cluster's NATS login and key: read by the host (`serve --nats`), never
@@ -134,6 +175,9 @@ pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedCo
             format!("disabled transports: {}", disabled.join(", ")),
         ));
     }
+    if let Some(text) = shell_scope_warning::shell_scope_warning(bridge.remote_scope.as_ref()) {
+        notes.push(Note::new(Level::Warning, text));
+    }
     let fail_closed = guards.finish();
     notes.extend(fail_closed_notes(&fail_closed));
     LoadedConfig {
@@ -141,6 +185,7 @@ pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedCo
         transports,
         notes,
         fail_closed,
+        project_ignored,
     }
 }
 

@@ -105,7 +105,14 @@ fn validate(key: &Setting, value: &Value) -> Result<Value, String> {
             }
         },
         SettingKind::Url(schemes) => match value.as_str() {
-            Some(url) if is_url(url, schemes) => Ok(value.clone()),
+            Some(url) if is_url(url, schemes) && !is_plain_to_a_remote_host(url) => {
+                Ok(value.clone())
+            }
+            Some(url) if is_url(url, schemes) => Err(
+                "a plain http:// or ws:// address is allowed only to 127.0.0.1, ::1 or localhost: \
+                 the token would cross the network unencrypted. Use https:// or wss://"
+                    .to_string(),
+            ),
             _ => Err(format!(
                 "expected a URL starting with {}",
                 schemes
@@ -144,6 +151,26 @@ fn is_url(url: &str, schemes: &[String]) -> bool {
     schemes.iter().any(|s| s.eq_ignore_ascii_case(scheme))
         && !host.is_empty()
         && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Whether `url` (already a valid URL) is unencrypted (`http`, `ws`) to a host other than
+/// this machine's loopback (issue 30 §6): the transport sends the bot token to its base URL.
+fn is_plain_to_a_remote_host(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("ws") {
+        return false;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    !matches!(
+        host.to_ascii_lowercase().as_str(),
+        "127.0.0.1" | "::1" | "localhost"
+    )
 }
 
 /// The request for one mentioned transport, or `None` when it is disabled. Every
@@ -298,6 +325,28 @@ mod tests {
     use super::*;
 
     const TELEGRAM_TOKEN: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
+
+    #[test]
+    fn plain_urls_only_to_loopback_table() {
+        let rows = [
+            ("https://api.telegram.org", false),
+            ("wss://gateway.discord.gg", false),
+            ("http://127.0.0.1:8081", false),
+            ("http://localhost:8081/x", false),
+            ("HTTP://LOCALHOST", false),
+            ("http://[::1]:9000", false),
+            ("ws://127.0.0.1:9000", false),
+            ("http://evil.example", true),
+            ("http://127.0.0.1.evil.example", true),
+            ("http://localhost.evil.example:80", true),
+            ("ws://10.0.0.5", true),
+            ("http://[::2]", true),
+            ("http://0.0.0.0:8081", true),
+        ];
+        for (url, refused) in rows {
+            assert_eq!(is_plain_to_a_remote_host(url), refused, "{url}");
+        }
+    }
 
     #[test]
     fn secret_detector_table() {
