@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 /// Why a glob in `remoteScope` was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +38,20 @@ pub fn validate_glob(glob: &str) -> Result<(), GlobError> {
         .map_err(|e| error(&e.kind().to_string()))
 }
 
+/// `text` in Unicode NFC. Globs and paths are compared in NFC on both sides: macOS stores
+/// names decomposed (NFD), so a protected `café/**` typed composed never matched the
+/// `café` the file system reports, and the other way round (issue 30, Low).
+fn nfc(text: &str) -> std::borrow::Cow<'_, str> {
+    // Nearly every path is ASCII, already NFC: no allocation for it.
+    match is_nfc_quick(text.chars()) {
+        IsNormalized::Yes => std::borrow::Cow::Borrowed(text),
+        _ => std::borrow::Cow::Owned(text.nfc().collect()),
+    }
+}
+
 fn build_glob(glob: &str, case_insensitive: bool) -> Result<Glob, globset::Error> {
     // `*` must not cross `/`: `*.rs` is a file here, not every Rust file in the tree.
-    GlobBuilder::new(glob)
+    GlobBuilder::new(&nfc(glob))
         .literal_separator(true)
         .case_insensitive(case_insensitive)
         .build()
@@ -90,9 +102,36 @@ impl Globs {
                 }
                 builder.build().unwrap_or_else(|_| GlobSet::empty())
             })
-            .matches(path)
+            .matches(nfc(path).as_ref())
             .first()
             .and_then(|i| self.written.get(*i))
             .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `é` composed (NFC, as typed) and decomposed (NFD, as macOS stores names).
+    const NFC: &str = "caf\u{e9}";
+    const NFD: &str = "cafe\u{301}";
+
+    #[test]
+    fn globs_and_paths_match_across_normal_forms() {
+        assert_ne!(NFC, NFD);
+        for (glob, path) in [(NFC, NFD), (NFD, NFC), (NFC, NFC), (NFD, NFD)] {
+            for case_insensitive in [false, true] {
+                let globs = Globs::new(&[format!("{glob}/**")], case_insensitive);
+                let path = format!("{path}/secret.txt");
+                assert_eq!(
+                    globs.first_match(&path),
+                    Some(format!("{glob}/**").as_str()),
+                    "glob {glob:?} against path {path:?}"
+                );
+            }
+        }
+        let globs = Globs::new(&[format!("{NFC}/**")], false);
+        assert_eq!(globs.first_match("cafe/secret.txt"), None);
     }
 }
