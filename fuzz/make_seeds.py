@@ -178,6 +178,26 @@ put("outbound", "secrets", pipe("html", "utf16", 60, 30,
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAw1\nq9zX0+/abc=\n-----END RSA PRIVATE KEY-----\n"
     "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4 AKIAQWERTYUIOPASDFGH xapp-1-A05B7C9D1E3-92837465abcdef\n"
     "Authorization: Bearer abcdefghijklmnop\nPASSWORD=hunter2hunter2\n"))
+# Issue 32: the secret catalog's single-line positives (guest/src/core/secret_families.rs),
+# planted in the places an agent prints them, under every markup and a small limit.
+import re as _re
+_families = (REPO / "guest/src/core/secret_families.rs").read_text()
+_positives = []
+for _block in _re.findall(r"positives: &\[(.*?)\],\n", _families, _re.S):
+    for _lit in _re.findall(r'"((?:[^"\\]|\\.)*)"', _block):
+        _text = _lit.encode().decode("unicode_escape")
+        if "\n" not in _text:
+            _positives.append(_text)
+_places = ["the key is {}.", "`{}`", "- {}", "export X={}", "{{\"v\": \"{}\"}}", "**{}**"]
+_catalog = "\n".join(_places[i % len(_places)].format(p) for i, p in enumerate(_positives))
+for _i, _markup in enumerate(MARKUPS):
+    _part = _catalog.split("\n")[_i::len(MARKUPS)]
+    put("outbound", f"catalog_{_markup}", pipe(_markup, "utf16", 4000, 255, "\n".join(_part) + "\n"))
+    put("outbound", f"catalog_{_markup}_small", pipe(_markup, "chars", 48, 255, "\n".join(_part[:40]) + "\n"))
+put("outbound", "generic_shapes", pipe("markdown", "utf16", 2000, 50,
+    "db_password = hunter2x\n\"api_key\": \"q8Zp2vR7kW3mN9xT4c\"\nmysql -u root -phunter2x db\n"
+    "psql --password=Pa55w0rd9 -h db\nServer=db;Password=Pa55w0rd9;\nCookie: session=8f2a9c1e7b6d4f3a\n"
+    "token \u2060ghp_jlKcHhK35KZs\u200bZs4i1DTTXlfA9IgGgRs2TpI56 and TOKEN_TTL_SECONDS=3600\n"))
 put("outbound", "zero_limit", pipe("markdown", "chars", 0, 0, "hello **world**"))
 put("outbound", "long_word", pipe("html", "utf16", 64, 10, "x" * 700 + " &amp; <b>not a tag</b>"))
 

@@ -1,6 +1,8 @@
 //! Finding the secrets an input holds, with the guest's one list of secret shapes
-//! (`guest::core::secrets`), so "never echoes a secret" means the shapes redaction knows.
+//! (`guest::core::secrets`) and its catalog of provider families and generic shapes
+//! (`guest::core::secret_spans`), so "never echoes a secret" means what redaction knows.
 
+use guest::core::secret_spans::find_spans;
 use guest::core::secrets::{BEARER, SHAPES, candidates, markers};
 use serde_json::Value;
 
@@ -51,6 +53,20 @@ fn hits_in(text: &str) -> Vec<(String, usize)> {
                 Some((_, places)) if !places.contains(&at) => places.push(at),
                 Some(_) => {}
                 None => found.push((secret.to_owned(), vec![at])),
+            }
+        }
+    }
+    // The catalog's families and the generic shapes (issue 32): each span is a secret the
+    // output must not show, as the shapes' matches are.
+    for span in find_spans(text) {
+        let Some(secret) = text.get(span.start..span.end) else {
+            continue;
+        };
+        if secret.len() >= MIN_SECRET_BYTES {
+            match found.iter_mut().find(|(known, _)| known == secret) {
+                Some((_, places)) if !places.contains(&span.start) => places.push(span.start),
+                Some(_) => {}
+                None => found.push((secret.to_owned(), vec![span.start])),
             }
         }
     }
