@@ -25,10 +25,12 @@ macro_rules! assigned {
             r#"["']?[ \t]{0,8}(?:=>|:=|=|:)[ \t]{0,8}["'](?P<secret>[^"'\r\n]{1,200})["']"#
         )
     };
+    // An unquoted value never starts with `:` or `=`: `Token::parse(line)` and
+    // `a::token::new()` are paths in code, and `key == value` is a comparison.
     ($key:expr, bare) => {
         concat!(
             $key,
-            r#"["']?[ \t]{0,8}(?:=>|:=|=|:)[ \t]{0,8}(?P<secret>[^\s"'`<>;,\[{(][^\s"'`<>;,]{0,199})"#
+            r#"["']?[ \t]{0,8}(?:=>|:=|=|:)[ \t]{0,8}(?P<secret>[^\s"'`<>;,\[{(:=][^\s"'`<>;,]{0,199})"#
         )
     };
 }

@@ -90,6 +90,11 @@ pub fn is_plain_value(value: &str) -> bool {
     {
         return true;
     }
+    // Code, not a value: a path through a module or type (`Token::parse(line)`,
+    // `Secret::new`). Tokens and passwords are not written with `::`.
+    if v.contains("::") {
+        return true;
+    }
     // A URL without credentials (`TOKEN_URL=https://auth.example.com/token`) is where a
     // token comes from, not the token; with `user:pass@` it is the URL shape's to redact.
     if (lower.starts_with("https://") || lower.starts_with("http://")) && !v.contains('@') {

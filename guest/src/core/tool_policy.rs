@@ -5,10 +5,8 @@
 //! it could run anything. The policy and the per-call approval limit what such a turn may do;
 //! turns typed at the terminal are never restricted or asked about.
 
+pub use crate::core::config::READ_ONLY_TOOLS;
 use crate::core::config::RemoteToolPolicy;
-
-/// Tools a read-only remote turn may run: they look, they do not change anything.
-pub const READ_ONLY_TOOLS: [&str; 4] = ["read", "grep", "find", "ls"];
 
 /// Whether `policy` lets a remote turn run `tool`; `Err` carries the reason the agent is told.
 /// Unknown tools are blocked under read-only: a new tool is not assumed harmless.

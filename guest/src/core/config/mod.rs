@@ -21,7 +21,7 @@ use transports::{apply_transports, transport_request};
 
 pub use schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
-    RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
+    READ_ONLY_TOOLS, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
 };
 
 pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};

@@ -6,6 +6,11 @@ use serde::Serialize;
 use crate::keys::Identity;
 use crate::model::DeliverAs;
 
+/// Tools a read-only remote turn may run: they look, they do not change anything. Kept
+/// beside the policy it belongs to, so the config (which narrows by it) and the tool policy
+/// (which enforces it) read one list without importing each other.
+pub const READ_ONLY_TOOLS: [&str; 4] = ["read", "grep", "find", "ls"];
+
 /// Which tools a messenger-originated turn may run (§3.16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoteToolPolicy {

@@ -65,12 +65,6 @@ fn every_message_text_is_exact() {
             "global config: x: unknown top-level key, ignored",
         ),
         (
-            r#"{"cluster":{"credsFile":"n.creds"}}"#,
-            Warning,
-            "project config: cluster: ignored in a project file; put the cluster settings in \
-             your own config file (~/.pi/agent/bot-connect.json or PI_BOT_CONNECT_CONFIG)",
-        ),
-        (
             r#"{"bridge":5}"#,
             Error,
             "global config: bridge: expected an object",
@@ -977,6 +971,19 @@ fn the_config_as_shown_is_redacted_as_shown() {
     let shown = loaded.bridge.to_pretty_json();
     assert!(!shown.contains("deploy:Sup3r"), "{shown}");
     assert!(shown.contains("https://[redacted]@host"), "{shown}");
+}
+
+#[test]
+fn a_project_file_may_not_choose_the_cluster_login_or_key() {
+    let loaded = load_config(&[source("project", r#"{"cluster":{"credsFile":"n.creds"}}"#)]);
+    assert_eq!(
+        loaded.notes,
+        vec![Note::new(
+            Level::Warning,
+            "project config: cluster: ignored in a project file; put the cluster settings in \
+             your own config file (~/.pi/agent/bot-connect.json or PI_BOT_CONNECT_CONFIG)"
+        )]
+    );
 }
 
 #[test]
