@@ -642,19 +642,27 @@ fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_name
 fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     let home = Home::new();
     let cases: [(&[&str], &str); 3] = [
-        (&["serve", "--nats", "nats://127.0.0.1:1"], "--role"),
+        (&["serve", "--nats", "nats://127.0.0.1:1", "--insecure-no-auth"], "--role"),
         (
             &[
                 "serve",
                 "--nats",
                 "nats://127.0.0.1:1",
+                "--insecure-no-auth",
                 "--role",
                 "sessions",
             ],
             "add --demo <name> for each",
         ),
         (
-            &["serve", "--nats", "nats://127.0.0.1:1", "--role", "ingress"],
+            &[
+                "serve",
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--insecure-no-auth",
+                "--role",
+                "ingress",
+            ],
             "the config enables no messenger",
         ),
     ];
@@ -669,7 +677,8 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     let (status, output) = finish(home.command(&[
         "serve",
         "--nats",
-        "nats://user:pw@127.0.0.1:1",
+        "nats://127.0.0.1:1",
+        "--insecure-no-auth",
         "--role",
         "ingress",
         "--demo",
@@ -681,7 +690,8 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     let (status, output) = finish(home.command(&[
         "serve",
         "--nats",
-        "nats://user:pw@127.0.0.1:1",
+        "nats://127.0.0.1:1",
+        "--insecure-no-auth",
         "--role",
         "ingress",
     ]));
@@ -690,11 +700,12 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
         output.contains("the ingress cannot hold telegram") && output.contains("$TG_NEVER_SET"),
         "{output}"
     );
-    // Port 1 on loopback refuses at once; the password never shows.
+    // Port 1 on loopback refuses at once.
     let mut command = home.command(&[
         "serve",
         "--nats",
-        "nats://user:pw@127.0.0.1:1",
+        "nats://127.0.0.1:1",
+        "--insecure-no-auth",
         "--role",
         "ingress",
     ]);
@@ -702,9 +713,8 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     let (status, output) = finish(command);
     assert!(!status.success());
     assert!(
-        output.contains("cannot reach NATS at nats://***@127.0.0.1:1")
-            && output.contains("nats-server -js")
-            && !output.contains("pw@"),
+        output.contains("cannot reach NATS at nats://127.0.0.1:1")
+            && output.contains("nats-server -js"),
         "{output}"
     );
 }

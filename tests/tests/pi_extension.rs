@@ -43,6 +43,10 @@ async fn start_in(
     let model = FakeModel::start().await;
     let home = home(Some(&model.base_url));
     let dirs = Dirs::new();
+    // The link's socket must sit in a directory only its user can enter (attach refuses
+    // an open one), as a user's state directory is.
+    std::fs::set_permissions(dirs.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod the test's directory");
     let socket = dirs.dir.path().join("link.sock");
     let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
         panic!("a fresh socket is free");
