@@ -3,6 +3,7 @@
 //! In the component, `wasm.rs` implements it with the WIT imports. In native tests a fake
 //! host implements it, so every bridge rule can be exercised without wasmtime.
 
+use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
     BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, Receipt, SendError,
     SessionInfo, ToolDecision, WorkFacts,
@@ -69,6 +70,17 @@ pub trait Host {
     fn acquire_lock(&mut self, name: &str, stale_after_ms: u64) -> Result<(), String>;
     /// `lock.release`.
     fn release_lock(&mut self, name: &str);
+
+    /// `pairing.closed-since`: when the host's pairing budget closed, if it is closed.
+    fn pairing_closed_since(&mut self) -> Option<u64>;
+    /// `pairing.record-failure`: one wrong code judged at `now_ms`.
+    fn pairing_record_failure(&mut self, now_ms: u64, per_hour: u32) -> FailureOutcome;
+    /// `pairing.refused-unjudged`.
+    fn pairing_refused_unjudged(&mut self);
+    /// `pairing.reopen`: an operator asked for a fresh code.
+    fn pairing_reopen(&mut self);
+    /// `pairing.view`.
+    fn pairing_view(&mut self, now_ms: u64) -> BudgetView;
 
     /// `log.write`: event name and scalar fields, never bodies.
     fn log(&mut self, level: Level, event: &str, fields: &[(&str, String)]);

@@ -10,7 +10,9 @@ use crate::model;
 wit_bindgen::generate!({ path: "../wit", world: "bridge" });
 
 use exports::pi::bot_connect::session as wit_session;
-use pi::bot_connect::{agent, clock, lock, log, rng, store, transport, types, ui};
+use pi::bot_connect::{agent, clock, lock, log, pairing, rng, store, transport, types, ui};
+
+use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 
 thread_local! {
     // One instance serves one session and the host never overlaps calls, so a single
@@ -186,6 +188,35 @@ impl Host for Imports {
 
     fn release_lock(&mut self, name: &str) {
         lock::release(name);
+    }
+
+    fn pairing_closed_since(&mut self) -> Option<u64> {
+        pairing::closed_since()
+    }
+
+    fn pairing_record_failure(&mut self, now_ms: u64, per_hour: u32) -> FailureOutcome {
+        match pairing::record_failure(now_ms, per_hour) {
+            pairing::FailureOutcome::Counted => FailureOutcome::Counted,
+            pairing::FailureOutcome::JustClosed => FailureOutcome::JustClosed,
+            pairing::FailureOutcome::CountedWhileClosed => FailureOutcome::CountedWhileClosed,
+        }
+    }
+
+    fn pairing_refused_unjudged(&mut self) {
+        pairing::refused_unjudged();
+    }
+
+    fn pairing_reopen(&mut self) {
+        pairing::reopen();
+    }
+
+    fn pairing_view(&mut self, now_ms: u64) -> BudgetView {
+        let view = pairing::view(now_ms);
+        BudgetView {
+            failures_last_hour: view.failures_last_hour,
+            closed_at: view.closed_since_ms,
+            unjudged: view.unjudged,
+        }
     }
 
     fn log(&mut self, level: model::Level, event: &str, fields: &[(&str, String)]) {

@@ -142,7 +142,7 @@ fn pair_while_open_only_lists_codes_and_the_budget_is_per_config() {
     let doctor = bridge.on_local_command(&mut host, "doctor").text;
     assert!(
         doctor.contains(
-            "- pairing: open, 1 wrong code(s) in the last hour (closes at 2, bridge.pairingMaxFailuresPerHour)"
+            "- pairing: open, 1 wrong code(s) in the last hour over this host's sessions (closes at 2, bridge.pairingMaxFailuresPerHour)"
         ),
         "{doctor}"
     );
@@ -161,4 +161,70 @@ fn guesses_an_hour_apart_stay_within_the_budget_and_pairing_stays_open() {
     }
     assert_eq!(judged(&host), 27);
     assert_eq!(closed_notices(&host), 0);
+}
+
+/// Two sessions of one broker: each bridge has its own fake host (its own terminal and
+/// transports), and the two hosts hold the same budget, as `serve` gives every attached
+/// session its broker's.
+fn two_sessions_of_one_host() -> ((Bridge, FakeHost), (Bridge, FakeHost)) {
+    let mut host_a = FakeHost::new();
+    let bridge_a = default_bridge(&mut host_a);
+    let mut host_b = FakeHost::new();
+    host_b.pairing = host_a.pairing.clone();
+    let bridge_b = default_bridge(&mut host_b);
+    ((bridge_a, host_a), (bridge_b, host_b))
+}
+
+#[test]
+fn sessions_of_one_host_share_one_budget_and_each_terminal_hears_of_the_closing_once() {
+    let ((mut a, mut host_a), (mut b, mut host_b)) = two_sessions_of_one_host();
+
+    // A guesser alternates between the two sessions, 30 guesses at each: per-session
+    // budgets would judge 20.
+    for round in 0..6 {
+        guess_wrong(&mut a, &mut host_a, &format!("a{round}-"), 5);
+        host_b.now = host_a.now;
+        guess_wrong(&mut b, &mut host_b, &format!("b{round}-"), 5);
+        host_a.now = host_b.now;
+    }
+    assert_eq!(
+        judged(&host_a) + judged(&host_b),
+        10,
+        "wrong codes judged over both sessions"
+    );
+    for host in [&host_a, &host_b] {
+        assert!(!host.note_texts().iter().any(|n| n.starts_with("Paired ")));
+        // Each operator hears of it once, whichever session's guesser closed it.
+        assert_eq!(closed_notices(host), 1, "{:?}", host.note_texts());
+    }
+
+    // Both doctors count the host's failures, not their own.
+    for (bridge, host) in [(&mut a, &mut host_a), (&mut b, &mut host_b)] {
+        let doctor = bridge.on_local_command(host, "doctor").text;
+        assert!(doctor.contains("- pairing: CLOSED "), "{doctor}");
+    }
+
+    // B's real user writes while closed; B's operator asks for a code: it works at once.
+    host_b.now += 1_000;
+    b.on_envelope(&mut host_b, dm("tg", "me", "owner", "hi"));
+    for _ in 0..40 {
+        host_b.script_code("222222");
+    }
+    let reply = b.on_local_command(&mut host_b, "pair").text;
+    assert!(reply.contains("- tg:me: 222 222"), "{reply}");
+    host_b.now += 1_000;
+    b.on_envelope(&mut host_b, dm("tg", "me", "owner", "222222"));
+    assert!(
+        host_b.note_texts().contains(&"Paired tg:owner".to_string()),
+        "{:?}",
+        host_b.note_texts()
+    );
+
+    // Reopened for the host: the next closing is told to both terminals again.
+    host_a.now = host_b.now;
+    guess_wrong(&mut a, &mut host_a, "again", 20);
+    host_b.now = host_a.now;
+    b.on_envelope(&mut host_b, dm("tg", "late", "stranger", "hello"));
+    assert_eq!(closed_notices(&host_a), 2, "{:?}", host_a.note_texts());
+    assert_eq!(closed_notices(&host_b), 2, "{:?}", host_b.note_texts());
 }

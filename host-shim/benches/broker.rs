@@ -114,6 +114,7 @@ impl World {
             ui: Arc::new(RecordingUi::default()),
             state: self.state.clone(),
             locks: host_shim::lock::LockDir::new(self.dir.path().join("locks")),
+            pairing: self.broker.pairing(),
             clock: Arc::new(SystemClock),
             log: Arc::new(MemoryLog::default()),
             exclusive: true,

@@ -10,6 +10,7 @@ use criterion::{Criterion, criterion_group};
 
 mod support;
 use guest::bridge::Bridge;
+use guest::core::pairing_budget::{BudgetView, FailureOutcome};
 use guest::host::Host;
 use guest::model;
 use host_shim::agent::IdleAgent;
@@ -80,6 +81,7 @@ impl Bench {
             ui: Arc::new(RecordingUi::default()),
             state: self.state.clone(),
             locks: LockDir::new(self.dir.path().join("locks")),
+            pairing: host_shim::pairing_budget::PairingBudget::default(),
             clock: Arc::new(SystemClock),
             log: Arc::new(MemoryLog::default()),
             held_locks: HashMap::new(),
@@ -225,6 +227,18 @@ impl Host for NativeHost {
         Ok(())
     }
     fn release_lock(&mut self, _: &str) {}
+    // The benchmarked prompts come from a paired sender: the budget is never asked.
+    fn pairing_closed_since(&mut self) -> Option<u64> {
+        None
+    }
+    fn pairing_record_failure(&mut self, _: u64, _: u32) -> FailureOutcome {
+        FailureOutcome::Counted
+    }
+    fn pairing_refused_unjudged(&mut self) {}
+    fn pairing_reopen(&mut self) {}
+    fn pairing_view(&mut self, _: u64) -> BudgetView {
+        BudgetView::default()
+    }
     fn log(&mut self, _: model::Level, _: &str, _: &[(&str, String)]) {}
 }
 

@@ -189,6 +189,8 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                 ui,
                 state,
                 locks,
+                // One session in this process: the budget is its own.
+                pairing: crate::pairing_budget::PairingBudget::default(),
                 clock,
                 log,
                 exclusive: true,

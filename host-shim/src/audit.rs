@@ -56,7 +56,7 @@ pub const ALLOWED_WASI: &[(&str, &str)] = &[
     ("wasi:io/poll", "readiness of the stdio streams"),
 ];
 
-/// The bridge world's own imports (wit/bridge.wit).
+/// The bridge world's own imports (wit/world.wit).
 pub const BRIDGE_IMPORTS: &[&str] = &[
     "pi:bot-connect/types",
     "pi:bot-connect/transport",
@@ -66,6 +66,7 @@ pub const BRIDGE_IMPORTS: &[&str] = &[
     "pi:bot-connect/clock",
     "pi:bot-connect/rng",
     "pi:bot-connect/lock",
+    "pi:bot-connect/pairing",
     "pi:bot-connect/log",
 ];
 

@@ -18,6 +18,11 @@ wasmtime::component::bindgen!({
         "pi:bot-connect/agent.abort": trappable,
         "pi:bot-connect/agent.resolve-tool-call": trappable,
         "pi:bot-connect/transport.typing": trappable,
+        "pi:bot-connect/pairing.closed-since": trappable,
+        "pi:bot-connect/pairing.record-failure": trappable,
+        "pi:bot-connect/pairing.refused-unjudged": trappable,
+        "pi:bot-connect/pairing.reopen": trappable,
+        "pi:bot-connect/pairing.view": trappable,
         default: async,
     },
     exports: { default: async },
@@ -26,4 +31,4 @@ wasmtime::component::bindgen!({
 });
 
 pub use exports::pi::bot_connect::session;
-pub use pi::bot_connect::{agent, clock, lock, log, rng, store, transport, types, ui};
+pub use pi::bot_connect::{agent, clock, lock, log, pairing, rng, store, transport, types, ui};

@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::convert;
 use crate::lock::{Claimant, LockDir, LockGuard};
 use crate::logging::{LogLine, LogSink};
+use crate::pairing_budget::PairingBudget;
 use crate::state_file::StateStore;
 use crate::transcript::Transcript;
 use crate::transcript::line::{Event, FetchedMeta, ImageMeta};
@@ -51,6 +52,8 @@ pub struct SessionContext {
     pub state: Arc<dyn StateStore>,
     /// Where lock files live.
     pub locks: LockDir,
+    /// The pairing failure budget, shared with every other session of this host.
+    pub pairing: PairingBudget,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Log lines.
@@ -893,6 +896,7 @@ mod tests {
             ui: Arc::new(RecordingUi::default()),
             state: Arc::new(std::sync::Mutex::new(state)),
             locks: LockDir::new(dir.join("locks")),
+            pairing: crate::pairing_budget::PairingBudget::default(),
             clock: Arc::new(ManualClock::new(NOW)),
             log: Arc::new(MemoryLog::default()),
             held_locks: HashMap::new(),

@@ -21,6 +21,7 @@ pub mod json_lines;
 pub mod lock;
 pub mod logging;
 pub mod offline;
+pub mod pairing_budget;
 pub mod paths;
 pub mod pi_rpc;
 pub mod pi_rpc_agent;

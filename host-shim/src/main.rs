@@ -505,6 +505,7 @@ async fn run_demo(
         ui: ui.clone(),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(&setup.paths.lock_dir),
+        pairing: host_shim::pairing_budget::PairingBudget::default(),
         clock,
         log: Arc::new(StderrLog::new(debug_enabled())),
         exclusive: true,

@@ -98,6 +98,7 @@ pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
         ui: ui.clone(),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(&setup.paths.lock_dir),
+        pairing: crate::pairing_budget::PairingBudget::default(),
         clock: setup.clock,
         log: Arc::new(MemoryLog::default()),
         exclusive: false,

@@ -135,6 +135,7 @@ impl Process {
             ui,
             state: self.state.clone(),
             locks: self.locks.clone(),
+            pairing: self.broker.pairing(),
             clock: self.clock.clone(),
             log: self.log.clone(),
             exclusive: true,

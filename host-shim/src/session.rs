@@ -24,6 +24,7 @@ use crate::clock::Clock;
 use crate::convert;
 use crate::imports::{ParkedCall, SessionContext, SessionHost};
 use crate::lock::{Claimant, LockDir, LockError, LockGuard};
+use crate::pairing_budget::PairingBudget;
 use crate::logging::{LogLine, LogSink};
 use crate::runtime::{Instance, Runtime};
 use crate::state_file::StateStore;
@@ -70,6 +71,8 @@ pub struct SessionSpec {
     pub state: Arc<dyn StateStore>,
     /// Lock directory.
     pub locks: LockDir,
+    /// The pairing failure budget: one per host, the same for every session a broker runs.
+    pub pairing: PairingBudget,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Log sink.
@@ -176,6 +179,7 @@ impl Session {
             ui: spec.ui,
             state: spec.state,
             locks: spec.locks,
+            pairing: spec.pairing,
             clock: spec.clock,
             log: spec.log,
             held_locks,

@@ -93,6 +93,7 @@ impl World {
             ui: ui.clone(),
             state: self.dirs.state.clone(),
             locks: self.dirs.locks(),
+            pairing: self.broker.pairing(),
             clock: self.clock.clone(),
             log: Arc::new(MemoryLog::default()),
             exclusive: true,
@@ -116,6 +117,29 @@ impl World {
             .inject(self.message(user, conversation, text))
             .await
             .expect("the bot is running");
+    }
+
+    /// Sends and waits for the next message in `conversation`; returns its text.
+    async fn answer(&self, user: &str, conversation: &str, text: &str) -> String {
+        let in_chat = |sent: &[transport_testing::fake::SentMessage]| {
+            sent.iter()
+                .filter(|m| m.message.conversation_id == conversation)
+                .count()
+        };
+        let before = in_chat(&self.fake.sent());
+        self.send(user, conversation, text).await;
+        let answered = self
+            .fake
+            .wait_for(WAIT, |sent, _| in_chat(sent) > before)
+            .await;
+        assert!(answered, "no answer in {conversation} to {text:?}");
+        self.fake
+            .sent()
+            .into_iter()
+            .filter(|m| m.message.conversation_id == conversation)
+            .nth(before)
+            .map(|m| m.message.text)
+            .unwrap_or_default()
     }
 
     /// Sends and waits for a message in `conversation` containing `expect`; returns it.
@@ -524,6 +548,77 @@ async fn a_flood_of_strangers_neither_delays_a_paired_user_nor_leaves_bindings()
     assert!(kept.get_kept("fake:dm-1").is_some());
     let mode = std::fs::metadata(&file).expect("meta").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+/// A six-digit code that no terminal of `uis` has shown, so a guess made of it is wrong
+/// by construction of the test, never by luck.
+fn unshown_code(uis: &[&RecordingUi]) -> String {
+    let shown: Vec<String> = uis
+        .iter()
+        .flat_map(|ui| ui.notes())
+        .filter(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
+        .collect();
+    (1..)
+        .map(|n: u32| format!("{n:06}"))
+        .find(|code| !shown.contains(code))
+        .expect("a code nobody was shown")
+}
+
+#[tokio::test]
+async fn strangers_guessing_at_two_sessions_draw_on_one_pairing_budget() {
+    const CLOSED: &str = "Pairing is closed after too many wrong codes. The person at the local pi terminal can run /connect pair for a fresh code.";
+    let world = World::new();
+    let api = world.attach("api", &[]).await;
+    let web = world.attach("web", &[]).await;
+    for (chat, name) in [("dm-a", "api"), ("dm-w", "web")] {
+        world
+            .say(
+                "guesser",
+                chat,
+                &format!("/switch {name}"),
+                "If a session of that name",
+            )
+            .await;
+        let first = world.answer("guesser", chat, "let me in").await;
+        assert!(first.starts_with("This chat is not paired"), "{first}");
+    }
+    // Twelve wrong codes at each session, alternating: with a budget per session both
+    // would judge ten (20 in all); one budget for the broker judges ten in all.
+    let (mut judged, mut refused) = (0, 0);
+    for _ in 0..12 {
+        for chat in ["dm-a", "dm-w"] {
+            let guess = unshown_code(&[&api.ui, &web.ui]);
+            let reply = world.answer("guesser", chat, &guess).await;
+            if reply.starts_with("That code did not match.")
+                || reply.starts_with("Too many wrong attempts.")
+            {
+                judged += 1;
+            } else if reply == CLOSED {
+                refused += 1;
+            } else {
+                panic!("unexpected answer in {chat}: {reply}");
+            }
+        }
+    }
+    assert_eq!((judged, refused), (10, 14));
+    // Each terminal hears of the closing once, the one whose guesser did not close it too.
+    for attached in [&api, &web] {
+        shown(&attached.ui, "Pairing is closed: 10 wrong pairing codes").await;
+        let told = attached
+            .ui
+            .notes()
+            .iter()
+            .filter(|(_, t)| t.starts_with("Pairing is closed: "))
+            .count();
+        assert_eq!(told, 1, "{:#?}", attached.ui.notes());
+        assert!(
+            !attached.ui.notes().iter().any(|(_, t)| t.starts_with("Paired ")),
+            "a guess paired"
+        );
+    }
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");
 }

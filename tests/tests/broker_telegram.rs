@@ -81,6 +81,7 @@ async fn attach(broker: &Arc<Broker>, server: &BotApiServer, dirs: &Dirs, name: 
         ui: Arc::new(RecordingUi::default()),
         state: dirs.state.clone(),
         locks: dirs.locks(),
+        pairing: broker.pairing(),
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         log: Arc::new(MemoryLog::default()),
         exclusive: true,

@@ -14,6 +14,7 @@ use common::{Dirs, WAIT, editable_fake, user_config};
 use host_shim::attach::{self, Bound, Link};
 use host_shim::clock::SystemClock;
 use host_shim::logging::MemoryLog;
+use host_shim::pairing_budget::PairingBudget;
 use host_shim::session::{Built, Session, SessionSpec};
 use serde_json::json;
 use transport_core::{Envelope, Transport};
@@ -73,6 +74,7 @@ async fn start_in(
                 ui,
                 state,
                 locks,
+                pairing: PairingBudget::default(),
                 clock: Arc::new(SystemClock),
                 log: Arc::new(MemoryLog::default()),
                 exclusive: true,

@@ -14,6 +14,7 @@ use host_shim::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
 use host_shim::clock::ManualClock;
 use host_shim::factory::{self, Environment};
 use host_shim::logging::MemoryLog;
+use host_shim::pairing_budget::PairingBudget;
 use host_shim::session::{Session, SessionSpec};
 use host_shim::ui::RecordingUi;
 use serde_json::{Value, json};
@@ -71,6 +72,7 @@ fn spec(
         ui,
         state: Dirs::open_state(&dirs.dir),
         locks: dirs.locks(),
+        pairing: PairingBudget::default(),
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         log: Arc::new(MemoryLog::default()),
         exclusive: true,

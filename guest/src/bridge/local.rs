@@ -26,7 +26,7 @@ impl Bridge {
                 Level::Info,
                 format!("bot-connect {VERSION}\n- bridge: wasm32-wasip2 component"),
             ),
-            LocalCommand::Pair if self.pairing_closed() => {
+            LocalCommand::Pair if host.pairing_closed_since().is_some() => {
                 let made = self.reopen_pairing(host, now);
                 let codes = local::pair_text(&self.live_codes_view(now), now);
                 Note::new(Level::Info, local::reopened_text(made, &codes))
@@ -149,7 +149,8 @@ impl Bridge {
             diagnostics.conversations
         ));
         lines.push(format!("- pending codes: {}", diagnostics.pending));
-        lines.push(self.pairing_budget_line(host.now_ms()));
+        let now = host.now_ms();
+        lines.push(self.pairing_budget_line(host, now));
         let fail_closed = config::fail_closed_lines(&self.fail_closed);
         for line in &fail_closed {
             lines.push(format!("- config: {line}"));

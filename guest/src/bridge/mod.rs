@@ -22,7 +22,6 @@ use std::sync::Arc;
 use crate::core::approvals::Approvals;
 use crate::core::config::{self, BridgeConfig, FailedClosed};
 use crate::core::explain::DecisionLog;
-use crate::core::pairing_budget::FailureBudget;
 use crate::core::rate_limit::RateLimiter;
 use crate::core::scope::Scope;
 use crate::core::state::{self, SessionState};
@@ -82,10 +81,11 @@ pub struct Bridge {
     live_codes: BTreeMap<ConversationKey, String>,
     /// Chats whose code was replaced at start; their next message is told so.
     reissued: BTreeSet<ConversationKey>,
-    /// Wrong codes judged this last hour, and whether pairing is closed (issue 30 §5).
-    /// Memory only: a stranger cannot restart the session, and a restart by the operator
-    /// is as good as asking for a fresh code.
-    pairing_budget: FailureBudget,
+    /// The closing of the host's pairing budget (when it closed) this session's terminal
+    /// was told of. The budget itself is the host's (the `pairing` import), shared by
+    /// every session it runs; another session's guesser may close it, and this terminal
+    /// must still hear it once, or its operator would not know why their chat is refused.
+    closing_told: Option<u64>,
     /// Chats whose live code the operator asked for at the terminal while pairing was
     /// closed: judged even while it is closed, so the real user is never locked out.
     terminal_codes: BTreeSet<ConversationKey>,
@@ -158,7 +158,7 @@ impl Bridge {
             stranger_notices: StrangerNotices::default(),
             live_codes: BTreeMap::new(),
             reissued: BTreeSet::new(),
-            pairing_budget: FailureBudget::default(),
+            closing_told: None,
             terminal_codes: BTreeSet::new(),
             waiting_while_closed: BTreeMap::new(),
             turn: None,

@@ -46,7 +46,8 @@ impl Bridge {
         let conversation = envelope.conversation_key();
         let options = PairingOptions::from_config(&self.config);
         let live = pending.as_ref().is_some_and(|p| is_live(p, now, &options));
-        if self.pairing_budget.is_closed() && !(live && self.terminal_codes.contains(&conversation))
+        if host.pairing_closed_since().is_some()
+            && !(live && self.terminal_codes.contains(&conversation))
         {
             // Not judged at all: comparing would tell a guesser something (issue 30 §5).
             return self.refuse_while_closed(host, target, conversation, now);
@@ -61,18 +62,17 @@ impl Bridge {
         };
         if wrong {
             let per_hour = self.config.pairing_max_failures_per_hour;
-            if self.pairing_budget.record_failure(now, per_hour) == FailureOutcome::JustClosed {
-                host.notify(
-                    Level::Warning,
-                    &pairing_budget::closed_terminal_notice(per_hour, &self.config.local_command),
-                );
+            let outcome = host.pairing_record_failure(now, per_hour);
+            if outcome == FailureOutcome::JustClosed {
+                self.tell_terminal_closed(host, now);
                 host.log(
                     Level::Warning,
                     "pairing closed",
                     &[("failures_per_hour", per_hour.to_string())],
                 );
             }
-            if self.pairing_budget.is_closed() && matches!(decision, PairingDecision::Issue { .. })
+            if outcome != FailureOutcome::Counted
+                && matches!(decision, PairingDecision::Issue { .. })
             {
                 // No new code while closed: it would be one more to guess at.
                 self.terminal_codes.remove(&conversation);
@@ -180,7 +180,10 @@ impl Bridge {
         conversation: ConversationKey,
         now: u64,
     ) -> Outcome {
-        self.pairing_budget.refused_unjudged();
+        host.pairing_refused_unjudged();
+        if let Some(since) = host.pairing_closed_since() {
+            self.tell_terminal_closed(host, since);
+        }
         if !self.waiting_while_closed.contains_key(&conversation)
             && self.waiting_while_closed.len() >= strangers::MAX_PENDING
         {
@@ -201,12 +204,28 @@ impl Bridge {
         Outcome::PairingClosed
     }
 
+    /// Tells this session's terminal that the host's pairing budget closed at `since`,
+    /// once per closing, whichever session's guesser closed it.
+    fn tell_terminal_closed(&mut self, host: &mut dyn Host, since: u64) {
+        if self.closing_told == Some(since) {
+            return;
+        }
+        self.closing_told = Some(since);
+        host.notify(
+            Level::Warning,
+            &pairing_budget::closed_terminal_notice(
+                self.config.pairing_max_failures_per_hour,
+                &self.config.local_command,
+            ),
+        );
+    }
+
     /// `/connect pair` while pairing is closed: the operator asks for fresh codes, so it
     /// opens again and each chat waiting (with a code, or that wrote while closed) gets a new
     /// code. These are terminal codes: judged even if strangers close pairing again before
     /// the real user types theirs. Returns how many codes were made.
     pub(super) fn reopen_pairing(&mut self, host: &mut dyn Host, now: u64) -> usize {
-        self.pairing_budget.reopen();
+        host.pairing_reopen();
         let options = PairingOptions::from_config(&self.config);
         let recent = |at: &u64| now.saturating_sub(*at) < options.ttl_ms;
         let mut keys: BTreeSet<ConversationKey> = self.state.pending.keys().cloned().collect();
@@ -236,17 +255,15 @@ impl Bridge {
         made
     }
 
-    /// Whether pairing is closed, and what `doctor` says about the failure budget.
-    pub(super) fn pairing_budget_line(&self, now: u64) -> String {
-        let view = self
-            .pairing_budget
-            .view(now, self.config.pairing_max_failures_per_hour);
-        pairing_budget::doctor_line(&view, now, &self.config.local_command)
-    }
-
-    /// Whether pairing is closed now.
-    pub(super) fn pairing_closed(&self) -> bool {
-        self.pairing_budget.is_closed()
+    /// What `doctor` says about the host's failure budget.
+    pub(super) fn pairing_budget_line(&self, host: &mut dyn Host, now: u64) -> String {
+        let view = host.pairing_view(now);
+        pairing_budget::doctor_line(
+            &view,
+            self.config.pairing_max_failures_per_hour,
+            now,
+            &self.config.local_command,
+        )
     }
 
     /// At start: every chat whose code was still live, on a transport that now runs, gets a

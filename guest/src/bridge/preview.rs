@@ -22,6 +22,7 @@ impl Bridge {
         let authenticated = router::is_authenticated(&identity, &self.config, trusted);
         let pending = self.state.pending(&conversation).cloned();
         let busy = !host.is_idle();
+        let pairing_closed = host.pairing_closed_since().is_some();
         // The preview runs outside a live session, where the transport may not be running:
         // assume it takes attachments, so the verdict is about the message, not the host.
         let attachments_accepted = self.session.accepts_images
@@ -84,7 +85,7 @@ impl Bridge {
                  no code would be made for it"
                 .to_string(),
             Route::Pair
-                if self.pairing_closed() && !self.terminal_codes.contains(&conversation) =>
+                if pairing_closed && !self.terminal_codes.contains(&conversation) =>
             {
                 "pairing: closed after too many wrong codes (bridge.pairingMaxFailuresPerHour); \
                  the text would not be checked against any code"

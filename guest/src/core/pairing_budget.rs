@@ -1,7 +1,12 @@
 //! The failure budget for pairing codes (issue 30 §5): at most
-//! `bridge.pairingMaxFailuresPerHour` wrong codes an hour are judged per session, over all
-//! transports and identities; past that, pairing is closed until the operator asks for a
-//! new code at the terminal (`/connect pair`).
+//! `bridge.pairingMaxFailuresPerHour` wrong codes an hour are judged per host, over all
+//! its sessions, transports and identities; past that, pairing is closed until an operator
+//! asks for a new code at a terminal (`/connect pair`).
+//!
+//! The host keeps the one [`FailureBudget`] (the `pairing` import, `wit/pairing.wit`) and
+//! the bridge asks it: a broker's sessions share one budget, or a guesser facing a shared
+//! bot with ten sessions would get ten budgets' worth of guesses. This module is the
+//! budget's arithmetic, used natively by the host and by the tests' fake host.
 //!
 //! Without it a code was replaced after `pairingMaxAttempts` misses, so every admitted
 //! message was a fresh one-in-a-million guess and the only brake was the strangers' rate
@@ -51,12 +56,10 @@ pub struct FailureBudget {
 }
 
 /// What `doctor` shows about the budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BudgetView {
     /// Wrong codes judged in the last hour.
-    pub failures_last_hour: usize,
-    /// The budget in force.
-    pub per_hour: u32,
+    pub failures_last_hour: u32,
     /// When pairing closed, if it is closed.
     pub closed_at: Option<u64>,
     /// Messages refused unjudged since it closed.
@@ -64,10 +67,10 @@ pub struct BudgetView {
 }
 
 impl FailureBudget {
-    /// Whether pairing is closed: guesses are not judged, except at codes issued at the
-    /// terminal.
-    pub fn is_closed(&self) -> bool {
-        self.closed_at.is_some()
+    /// When pairing closed, if it is closed: guesses are not judged then, except at codes
+    /// issued at a terminal.
+    pub fn closed_since(&self) -> Option<u64> {
+        self.closed_at
     }
 
     /// Records one wrong code judged at `now` against a budget of `per_hour`.
@@ -100,14 +103,14 @@ impl FailureBudget {
     }
 
     /// The budget as `doctor` shows it at `now`.
-    pub fn view(&self, now: u64, per_hour: u32) -> BudgetView {
+    pub fn view(&self, now: u64) -> BudgetView {
+        let recent = self
+            .failures
+            .iter()
+            .filter(|at| now.saturating_sub(**at) < HOUR_MS)
+            .count();
         BudgetView {
-            failures_last_hour: self
-                .failures
-                .iter()
-                .filter(|at| now.saturating_sub(**at) < HOUR_MS)
-                .count(),
-            per_hour,
+            failures_last_hour: u32::try_from(recent).unwrap_or(u32::MAX),
             closed_at: self.closed_at,
             unjudged: self.unjudged,
         }
@@ -124,10 +127,12 @@ impl FailureBudget {
     }
 }
 
-/// The terminal notice when pairing closes, said once per closing.
+/// The terminal notice when pairing closes, said once per closing in each session's
+/// terminal (the budget is the host's: a guesser at another session of a shared bot may
+/// have closed it).
 pub fn closed_terminal_notice(per_hour: u32, local_command: &str) -> String {
     format!(
-        "Pairing is closed: {per_hour} wrong pairing codes in the last hour (bridge.pairingMaxFailuresPerHour). \
+        "Pairing is closed: {per_hour} wrong pairing codes in the last hour, counted over every session this host runs (bridge.pairingMaxFailuresPerHour). \
          Codes sent from chats are no longer checked, so guessing cannot pair anyone. \
          If you are pairing a chat yourself, run /{local_command} pair here for a fresh code; it works at once."
     )
@@ -141,19 +146,19 @@ pub fn closed_chat_text(local_command: &str) -> String {
     )
 }
 
-/// `doctor`'s line about the budget.
-pub fn doctor_line(view: &BudgetView, now: u64, local_command: &str) -> String {
+/// `doctor`'s line about the budget, with this session's `per_hour`.
+pub fn doctor_line(view: &BudgetView, per_hour: u32, now: u64, local_command: &str) -> String {
     match view.closed_at {
         None => format!(
-            "- pairing: open, {} wrong code(s) in the last hour (closes at {}, bridge.pairingMaxFailuresPerHour)",
-            view.failures_last_hour, view.per_hour
+            "- pairing: open, {} wrong code(s) in the last hour over this host's sessions (closes at {per_hour}, bridge.pairingMaxFailuresPerHour)",
+            view.failures_last_hour
         ),
         Some(at) => format!(
             "- pairing: CLOSED {} ago after {} wrong codes in an hour; {} message(s) since were not checked. Run /{local_command} pair for a fresh code",
             crate::core::text::format_duration(
                 i64::try_from(now.saturating_sub(at)).unwrap_or(i64::MAX)
             ),
-            view.per_hour,
+            per_hour,
             view.unjudged
         ),
     }
@@ -169,14 +174,14 @@ mod tests {
         for i in 0..9 {
             assert_eq!(budget.record_failure(i, 10), FailureOutcome::Counted, "{i}");
         }
-        assert!(!budget.is_closed());
+        assert_eq!(budget.closed_since(), None);
         assert_eq!(budget.record_failure(9, 10), FailureOutcome::JustClosed);
-        assert!(budget.is_closed());
+        assert!(budget.closed_since().is_some());
         assert_eq!(
             budget.record_failure(10, 10),
             FailureOutcome::CountedWhileClosed
         );
-        assert!(budget.is_closed());
+        assert!(budget.closed_since().is_some());
     }
 
     #[test]
@@ -187,7 +192,7 @@ mod tests {
         }
         // An hour after the first failure it has left the window: nine again, not ten.
         assert_eq!(budget.record_failure(HOUR_MS, 10), FailureOutcome::Counted);
-        assert_eq!(budget.view(HOUR_MS, 10).failures_last_hour, 9);
+        assert_eq!(budget.view(HOUR_MS).failures_last_hour, 9);
         // One millisecond earlier it would still have counted.
         let mut edge = FailureBudget::default();
         for i in 0..9 {
@@ -203,10 +208,10 @@ mod tests {
     fn staying_closed_does_not_depend_on_time() {
         let mut budget = FailureBudget::default();
         budget.record_failure(0, 1);
-        assert!(budget.is_closed());
+        assert!(budget.closed_since().is_some());
         // A day later, still closed: only the operator reopens it.
-        assert_eq!(budget.view(86_400_000, 1).failures_last_hour, 0);
-        assert!(budget.is_closed());
+        assert_eq!(budget.view(86_400_000).failures_last_hour, 0);
+        assert!(budget.closed_since().is_some());
     }
 
     #[test]
@@ -217,12 +222,11 @@ mod tests {
         }
         budget.refused_unjudged();
         budget.reopen();
-        assert!(!budget.is_closed());
+        assert_eq!(budget.closed_since(), None);
         assert_eq!(
-            budget.view(20, 10),
+            budget.view(20),
             BudgetView {
                 failures_last_hour: 0,
-                per_hour: 10,
                 closed_at: None,
                 unjudged: 0
             }
@@ -246,17 +250,16 @@ mod tests {
         );
         assert_eq!(
             closed_terminal_notice(10, "connect"),
-            "Pairing is closed: 10 wrong pairing codes in the last hour (bridge.pairingMaxFailuresPerHour). Codes sent from chats are no longer checked, so guessing cannot pair anyone. If you are pairing a chat yourself, run /connect pair here for a fresh code; it works at once."
+            "Pairing is closed: 10 wrong pairing codes in the last hour, counted over every session this host runs (bridge.pairingMaxFailuresPerHour). Codes sent from chats are no longer checked, so guessing cannot pair anyone. If you are pairing a chat yourself, run /connect pair here for a fresh code; it works at once."
         );
         let open = BudgetView {
             failures_last_hour: 3,
-            per_hour: 10,
             closed_at: None,
             unjudged: 0,
         };
         assert_eq!(
-            doctor_line(&open, 0, "connect"),
-            "- pairing: open, 3 wrong code(s) in the last hour (closes at 10, bridge.pairingMaxFailuresPerHour)"
+            doctor_line(&open, 10, 0, "connect"),
+            "- pairing: open, 3 wrong code(s) in the last hour over this host's sessions (closes at 10, bridge.pairingMaxFailuresPerHour)"
         );
         let closed = BudgetView {
             closed_at: Some(1_000),
@@ -264,7 +267,7 @@ mod tests {
             ..open
         };
         assert_eq!(
-            doctor_line(&closed, 121_000, "connect"),
+            doctor_line(&closed, 10, 121_000, "connect"),
             "- pairing: CLOSED 2m ago after 10 wrong codes in an hour; 9990 message(s) since were not checked. Run /connect pair for a fresh code"
         );
     }

@@ -4,9 +4,12 @@
 // Each test file compiles this module on its own and uses only some helpers.
 #![allow(dead_code)]
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::rc::Rc;
 
 use guest::bridge::Bridge;
+use guest::core::pairing_budget::{BudgetView, FailureBudget, FailureOutcome};
 use guest::host::Host;
 use guest::model::{
     Attachment, AttachmentKind, BotIdentity, Capabilities, ConfigContent, ConfigScope,
@@ -96,6 +99,9 @@ pub struct FakeHost {
     pub salts_drawn: u64,
     pub lock_events: Vec<LockEvent>,
     pub locks_held: BTreeSet<String>,
+    /// The host's pairing budget; two fake hosts given the same one are two sessions of
+    /// one broker.
+    pub pairing: Rc<RefCell<FailureBudget>>,
     /// What `diagnose` says per transport (default: `<id> connected`).
     pub diagnoses: BTreeMap<String, String>,
     /// The stale-after time each lock was last asked for with.
@@ -192,6 +198,7 @@ impl FakeHost {
             salts_drawn: 0,
             lock_events: Vec::new(),
             locks_held: BTreeSet::new(),
+            pairing: Rc::default(),
             diagnoses: BTreeMap::new(),
             lock_stale_after: BTreeMap::new(),
             refused_locks: BTreeMap::new(),
@@ -462,6 +469,26 @@ impl Host for FakeHost {
     fn release_lock(&mut self, name: &str) {
         self.locks_held.remove(name);
         self.lock_events.push(LockEvent::Released(name.to_string()));
+    }
+
+    fn pairing_closed_since(&mut self) -> Option<u64> {
+        self.pairing.borrow().closed_since()
+    }
+
+    fn pairing_record_failure(&mut self, now_ms: u64, per_hour: u32) -> FailureOutcome {
+        self.pairing.borrow_mut().record_failure(now_ms, per_hour)
+    }
+
+    fn pairing_refused_unjudged(&mut self) {
+        self.pairing.borrow_mut().refused_unjudged();
+    }
+
+    fn pairing_reopen(&mut self) {
+        self.pairing.borrow_mut().reopen();
+    }
+
+    fn pairing_view(&mut self, now_ms: u64) -> BudgetView {
+        self.pairing.borrow().view(now_ms)
     }
 
     fn log(&mut self, level: Level, event: &str, fields: &[(&str, String)]) {

@@ -27,6 +27,7 @@ use crate::clock::Clock;
 use crate::factory;
 use crate::lock::LockDir;
 use crate::logging::{LogLine, LogSink};
+use crate::pairing_budget::PairingBudget;
 use crate::session::{Built, TransportFactory};
 use crate::state_file::StateFile;
 use bindings::{Binding, Bindings};
@@ -181,6 +182,9 @@ pub struct Broker {
     routers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Answers to strangers, sent off the routing path (started with the first router).
     answers: OnceLock<Arc<StrangerAnswers>>,
+    /// The one pairing failure budget of every session attached here: a guesser facing
+    /// ten sessions of the shared bot gets the judged guesses of one.
+    pairing: PairingBudget,
 }
 
 impl Broker {
@@ -199,7 +203,14 @@ impl Broker {
             }),
             routers: Mutex::new(Vec::new()),
             answers: OnceLock::new(),
+            pairing: PairingBudget::default(),
         })
+    }
+
+    /// The pairing failure budget the sessions attached here share (their
+    /// `SessionSpec::pairing`).
+    pub fn pairing(&self) -> PairingBudget {
+        self.pairing.clone()
     }
 
     fn inner<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {

@@ -34,6 +34,7 @@ use super::settle::{LedgerAgent, LedgerStore, TurnLedger};
 use super::state_store::{KvSessionStates, KvStateStore};
 use super::subjects::{Prefix, session_token};
 use crate::agent::Agent;
+use crate::pairing_budget::PairingBudget;
 use crate::bindings::session::ConfigSource;
 use crate::bindings::types::Level;
 use crate::clock::Clock;
@@ -122,6 +123,9 @@ struct Node {
     leases: BotLocks,
     directory: Directory,
     states: KvStateStore,
+    /// The pairing failure budget of every session this node runs (one process, one
+    /// budget, as in a broker).
+    pairing: PairingBudget,
     transport_ids: Vec<String>,
     running: BTreeMap<String, Running>,
     shown: Arc<Mutex<Vec<String>>>,
@@ -190,6 +194,7 @@ impl SessionNode {
             leases,
             directory,
             states,
+            pairing: PairingBudget::default(),
             transport_ids,
             running: BTreeMap::new(),
             shown: shown.clone(),
@@ -379,6 +384,7 @@ impl Node {
             ui: (self.options.ui)(wanted),
             state,
             locks: self.options.locks.clone(),
+            pairing: self.pairing.clone(),
             clock: self.options.clock.clone(),
             log: self.options.log.clone(),
             // The lease is the session's lock, cluster-wide; a lock file would only stand

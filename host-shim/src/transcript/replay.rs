@@ -96,6 +96,7 @@ fn context(
         ui: Arc::new(RecordingUi::default()),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(nowhere.join("locks")),
+        pairing: crate::pairing_budget::PairingBudget::default(),
         clock,
         log: Arc::new(MemoryLog::default()),
         held_locks: HashMap::new(),

@@ -19,6 +19,7 @@ use host_shim::clock::ManualClock;
 use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::pairing_budget::PairingBudget;
 use host_shim::session::{Built, Session, SessionSpec};
 use host_shim::state_file::StateFile;
 use host_shim::transcript::Transcript;
@@ -141,6 +142,7 @@ impl Setup {
             ui: ui.clone(),
             state: self.state,
             locks: self.locks,
+            pairing: PairingBudget::default(),
             clock: clock.clone(),
             log: log.clone(),
             exclusive: true,

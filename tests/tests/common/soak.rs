@@ -24,6 +24,7 @@ use host_shim::clock::SystemClock;
 use host_shim::lock::LockDir;
 use host_shim::logging::MemoryLog;
 use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::pairing_budget::PairingBudget;
 use host_shim::session::{Built, Session, SessionSpec};
 use host_shim::state_file::StateFile;
 use host_shim::ui::RecordingUi;
@@ -314,6 +315,7 @@ impl Soaked {
             ui: self.ui.clone(),
             state: Arc::new(Mutex::new(state)),
             locks: LockDir::new(self.dir.path().join("locks")),
+            pairing: PairingBudget::default(),
             clock: Arc::new(SystemClock),
             log: self.log.clone(),
             exclusive: true,

@@ -1,0 +1,69 @@
+//! The host side of `wit/pairing.wit`: one pairing failure budget for every session this
+//! process runs.
+//!
+//! A `serve` broker gives all its sessions the same [`PairingBudget`]; without that, a
+//! stranger guessing codes at a shared bot with ten sessions was judged ten budgets' worth
+//! of times an hour (issue 30 §5). `run` and `attach` serve one session, so theirs is that
+//! session's alone. A cluster's nodes each keep their own (a node is one process).
+//!
+//! The budget lives in memory: a stranger cannot restart the host, and an operator who
+//! does is as good as one asking for a fresh code. A replay gives each replayed session a
+//! fresh budget; its answers follow from the recorded clock, so a one-session recording
+//! replays the same.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use guest::core::pairing_budget::{FailureBudget, FailureOutcome};
+
+use crate::bindings::pairing;
+use crate::imports::SessionHost;
+
+/// The failure budget the sessions of one host share; clones are the same budget.
+#[derive(Debug, Clone, Default)]
+pub struct PairingBudget(Arc<Mutex<FailureBudget>>);
+
+impl PairingBudget {
+    /// The budget, even after a panic elsewhere while it was held: it is a few counters
+    /// that every update leaves consistent, and refusing to judge would lock the real user
+    /// out.
+    fn lock(&self) -> MutexGuard<'_, FailureBudget> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl pairing::Host for SessionHost {
+    fn closed_since(&mut self) -> wasmtime::Result<Option<u64>> {
+        Ok(self.ctx.pairing.lock().closed_since())
+    }
+
+    fn record_failure(
+        &mut self,
+        now_ms: u64,
+        per_hour: u32,
+    ) -> wasmtime::Result<pairing::FailureOutcome> {
+        Ok(match self.ctx.pairing.lock().record_failure(now_ms, per_hour) {
+            FailureOutcome::Counted => pairing::FailureOutcome::Counted,
+            FailureOutcome::JustClosed => pairing::FailureOutcome::JustClosed,
+            FailureOutcome::CountedWhileClosed => pairing::FailureOutcome::CountedWhileClosed,
+        })
+    }
+
+    fn refused_unjudged(&mut self) -> wasmtime::Result<()> {
+        self.ctx.pairing.lock().refused_unjudged();
+        Ok(())
+    }
+
+    fn reopen(&mut self) -> wasmtime::Result<()> {
+        self.ctx.pairing.lock().reopen();
+        Ok(())
+    }
+
+    fn view(&mut self, now_ms: u64) -> wasmtime::Result<pairing::BudgetView> {
+        let view = self.ctx.pairing.lock().view(now_ms);
+        Ok(pairing::BudgetView {
+            failures_last_hour: view.failures_last_hour,
+            closed_since_ms: view.closed_at,
+            unjudged: view.unjudged,
+        })
+    }
+}
