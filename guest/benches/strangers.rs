@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use guest::bridge::Bridge;
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/bridge/support/mod.rs"]
 mod support;
 
 use support::{FakeHost, default_bridge, dm};

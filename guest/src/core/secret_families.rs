@@ -11,8 +11,8 @@
 //! [`Family::source`], and says what the shape is in a comment above it. The patterns are
 //! written for this catalog, not copied. Samples are synthetic: the right prefix, length and
 //! alphabet, random characters, never a real credential. `docs/secret-families.md` is the
-//! list of families generated from this table (`tests/secret_families.rs` keeps the two in
-//! step).
+//! list of families generated from this table (`tests/bridge/secret_families.rs` keeps the
+//! two in step).
 //!
 //! How a pattern is written, and why:
 //! - A prefix that begins with a word character is preceded by `\b`, so `xghp_…` inside a

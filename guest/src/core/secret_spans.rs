@@ -2,11 +2,11 @@
 //!
 //! Two hundred and more provider patterns must not cost two hundred scans. One Aho-Corasick
 //! pass finds every keyword of every family (a family's pattern cannot match where none of
-//! its keywords occurs: `tests/secret_families.rs` holds the catalog to that), and only the
-//! families whose keywords occur run their pattern, each in the window around its hits that
-//! the catalog gives (`hit - max_before_keyword .. hit + max_len`). Windows of one family
-//! that touch are merged, so text dense with a keyword (`token token …`) costs that family
-//! one scan of the text, not one per hit.
+//! its keywords occurs: `tests/bridge/secret_families.rs` holds the catalog to that), and
+//! only the families whose keywords occur run their pattern, each in the window around its
+//! hits that the catalog gives (`hit - max_before_keyword .. hit + max_len`). Windows of one
+//! family that touch are merged, so text dense with a keyword (`token token …`) costs that
+//! family one scan of the text, not one per hit.
 //!
 //! The result is spans (byte ranges with the family's label); `redact.rs` replaces each with
 //! `[redacted:LABEL]`. Only the secret is a span: a family whose pattern has a `secret`

@@ -221,7 +221,7 @@ use crate::model::{Setting, SettingKind, SettingValue};
 
 /// The platform declarations the integration tests use too.
 #[cfg(test)]
-#[path = "../../../tests/support/platforms.rs"]
+#[path = "../../../tests/bridge/support/platforms.rs"]
 mod test_platforms;
 
 #[cfg(test)]

@@ -2,11 +2,10 @@
 //! reported to each chat concerned (issue 10 §9). Before, the card stayed at "thinking…" and
 //! queued follow-ups were dropped without a word.
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, OutboundKind, TurnOrigin};
-use support::{FakeHost, default_bridge, dm, pair, platforms, source, started};
+
+use crate::support::{FakeHost, default_bridge, dm, pair, platforms, source, started};
 
 const STOPPED: &str = "⊘ stopped: the pi session ended before this turn finished";
 const LOST: &str = "⊘ interrupted: the pi session restarted before this turn finished; send the request again if it is still needed";

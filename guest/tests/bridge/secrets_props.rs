@@ -3,15 +3,11 @@
 
 use guest::core::redact::redact;
 use guest::core::secrets::{SHAPES, contains_secret};
-use guest::model::{
-    ConfigContent, ConfigScope, ConfigSource, Level, Platform, Setting, SettingKind, SettingValue,
-};
+use guest::model::{ConfigContent, ConfigScope, ConfigSource, Level};
 use proptest::prelude::*;
 
-#[path = "support/platforms.rs"]
-mod platforms;
-#[path = "support/secret_tokens.rs"]
-mod secret_tokens;
+use crate::support::platforms;
+use crate::support::secret_tokens;
 
 fn load_config(sources: &[ConfigSource]) -> guest::core::config::LoadedConfig {
     guest::core::config::load_config(sources, &platforms::platforms())

@@ -5,12 +5,11 @@
 use guest::core::redact::redact;
 use proptest::prelude::*;
 
-#[path = "support/redact_reference.rs"]
-mod redact_reference;
-#[path = "support/secret_tokens.rs"]
-mod secret_tokens;
 use redact_reference::reference_redact;
 use secret_tokens::any_token as token;
+
+use crate::support::redact_reference;
+use crate::support::secret_tokens;
 
 /// Near-misses: a token cut, grown, broken or glued to a word, so matchers see the edges of
 /// every length, class and boundary rule.

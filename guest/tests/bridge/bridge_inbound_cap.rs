@@ -2,10 +2,9 @@
 //! as a prompt; now anything over `bridge.maxInboundChars` is refused, the sender is told
 //! the limit, and nothing is forwarded.
 
-mod support;
-
 use proptest::prelude::*;
-use support::{FakeHost, default_bridge, dm, pair, started};
+
+use crate::support::{FakeHost, default_bridge, dm, pair, started};
 
 #[test]
 fn a_megabyte_message_is_refused_with_the_limit_and_never_forwarded() {

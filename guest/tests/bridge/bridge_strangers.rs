@@ -3,14 +3,13 @@
 //! Before: 10,000 distinct strangers gave 10,001 pending codes, 10,000 terminal lines and an
 //! 829 KB state document rewritten per message.
 
-mod support;
-
 use guest::core::strangers::{
     CODES_SHOWN_PER_WINDOW, MAX_PENDING, MAX_PENDING_PER_TRANSPORT, NOTICE_WINDOW_MS,
 };
 use guest::model::Level;
 use proptest::prelude::*;
-use support::{FakeHost, default_bridge, dm, pair};
+
+use crate::support::{FakeHost, default_bridge, dm, pair};
 
 fn pending_count(host: &FakeHost, transport: &str) -> usize {
     let doc: serde_json::Value =

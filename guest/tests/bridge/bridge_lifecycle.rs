@@ -1,11 +1,11 @@
 //! Scenarios: start, tool policy, local commands, state and shutdown (I15, I16, I34, I39,
 //! reference-behaviour §3.20, §4.4, decision 7).
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, Level, Note, ToolDecision, TurnOrigin};
-use support::{
+
+use crate::support;
+use crate::support::{
     FakeHost, LockEvent, caps, default_bridge, dm, identity, pair, platforms, source, started,
 };
 

@@ -3,10 +3,9 @@
 //! until the next turn. Local turns are never restricted. Without approval from the phone,
 //! a call that needs approval asks at the terminal, naming the protected path.
 
-mod support;
-
 use guest::model::{AgentEvent, PathAccess, ToolCall, ToolDecision, ToolPath, TurnOrigin};
-use support::{FakeHost, platforms, source, started, verdict};
+
+use crate::support::{FakeHost, platforms, source, started, verdict};
 
 const READ_ONLY: &str = r#"{"bridge":{"remoteToolPolicy":"read-only"}}"#;
 const WIDE: &str =

@@ -6,13 +6,10 @@
 //! the file no longer says what it meant, the person is told at error level.
 
 use guest::core::config::{RemoteToolApproval, RemoteToolPolicy, load_config};
-use guest::model::{
-    ConfigContent, ConfigScope, ConfigSource, Level, Platform, Setting, SettingKind, SettingValue,
-};
+use guest::model::{ConfigContent, ConfigScope, ConfigSource, Level};
 use proptest::prelude::*;
 
-#[path = "support/platforms.rs"]
-mod platforms;
+use crate::support::platforms;
 
 const STRICT: &str =
     r#"{"bridge":{"remoteToolPolicy":"no-tools","remoteToolApproval":"each"},"transports":{}}"#;

@@ -9,8 +9,8 @@
 //! than the window the engine gives them.
 //!
 //! `docs/secret-families.md` is generated from the table: run
-//! `BOT_CONNECT_WRITE_DOCS=1 cargo test -p guest --test secret_families` to write it; without
-//! the variable the test fails when the file and the table disagree.
+//! `BOT_CONNECT_WRITE_DOCS=1 cargo test -p guest --test bridge secret_families` to write it;
+//! without the variable the test fails when the file and the table disagree.
 
 use guest::core::secret_families::{FAMILIES, Family};
 use regex_lite::Regex;
@@ -376,7 +376,7 @@ fn families_doc() -> String {
     out.push_str("# Secret families\n\n");
     out.push_str(
         "<!-- Generated from guest/src/core/secret_families.rs by\n     \
-         BOT_CONNECT_WRITE_DOCS=1 cargo test -p guest --test secret_families\n     \
+         BOT_CONNECT_WRITE_DOCS=1 cargo test -p guest --test bridge secret_families\n     \
          Do not edit by hand: the test fails when this file and the table disagree. -->\n\n",
     );
     out.push_str(&format!(
@@ -411,7 +411,7 @@ fn the_docs_list_matches_the_table() {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "{} is out of date with the catalog: run `{WRITE_DOCS}=1 cargo test -p guest --test secret_families` and commit the file",
+        "{} is out of date with the catalog: run `{WRITE_DOCS}=1 cargo test -p guest --test bridge secret_families` and commit the file",
         path.display()
     );
 }

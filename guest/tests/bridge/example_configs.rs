@@ -3,11 +3,8 @@
 
 use guest::core::config::load_config;
 use guest::model::{ConfigContent, ConfigScope, ConfigSource};
-use guest::model::{Platform, Setting, SettingKind, SettingValue};
 
-#[path = "support/platforms.rs"]
-mod platforms;
-use platforms::platforms;
+use crate::support::platforms;
 
 fn load(path: &str, text: &str) -> Vec<String> {
     let source = ConfigSource {
@@ -27,15 +24,15 @@ fn example_configs_load_cleanly() {
     for (path, text) in [
         (
             "examples/bot-connect.json",
-            include_str!("../../examples/bot-connect.json"),
+            include_str!("../../../examples/bot-connect.json"),
         ),
         (
             "examples/strict.json",
-            include_str!("../../examples/strict.json"),
+            include_str!("../../../examples/strict.json"),
         ),
         (
             "examples/approve-from-phone.json",
-            include_str!("../../examples/approve-from-phone.json"),
+            include_str!("../../../examples/approve-from-phone.json"),
         ),
     ] {
         assert_eq!(
@@ -51,7 +48,7 @@ fn the_terminal_example_requests_the_terminal() {
     let source = ConfigSource {
         scope: ConfigScope::Global,
         path: "examples/bot-connect.json".into(),
-        content: ConfigContent::Text(include_str!("../../examples/bot-connect.json").into()),
+        content: ConfigContent::Text(include_str!("../../../examples/bot-connect.json").into()),
     };
     let ids: Vec<String> = load_config(&[source], &platforms())
         .transports

@@ -2,14 +2,13 @@
 //! call that needs approval is pending; every paired chat is asked with a short id; the
 //! first answer (terminal, trusted `/approve` / `/deny`, deadline) decides exactly once.
 
-mod support;
-
 use std::collections::BTreeMap;
 
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, Level, ToolAnswer, ToolDecision, TurnOrigin};
 use proptest::prelude::*;
-use support::{FakeHost, dm, pair, started};
+
+use crate::support::{FakeHost, dm, pair, started};
 
 const CONFIG: &str = r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#;
 

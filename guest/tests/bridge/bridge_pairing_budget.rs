@@ -2,10 +2,9 @@
 //! would: many identities, two transports, thousands of guesses, and the real user pairing
 //! in the middle of it.
 
-mod support;
-
 use guest::bridge::Bridge;
-use support::{FakeHost, default_bridge, dm, started};
+
+use crate::support::{FakeHost, default_bridge, dm, started};
 
 const MISMATCH: &str = "That code did not match.";
 const LOCKED: &str = "Too many wrong attempts.";

@@ -4,11 +4,10 @@
 //! only after `/follow`. Written the way the finding was found: one `/status` in a team
 //! group must not put a DM user's private answers in front of the team.
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, DeliverAs, Envelope, ToolAnswer, ToolCall, TurnOrigin};
-use support::{FakeHost, dm, pair, started};
+
+use crate::support::{FakeHost, dm, pair, started};
 
 /// Remote approval on, so a remote turn's `bash` waits for an answer from the phone.
 const CONFIG: &str = r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#;

@@ -4,12 +4,11 @@
 //! after a restart each still-live code is replaced by a fresh one shown locally, and the
 //! chat hears of it only when it writes again.
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::Level;
 use proptest::prelude::*;
-use support::{FakeHost, default_bridge, dm, platforms, source};
+
+use crate::support::{FakeHost, default_bridge, dm, platforms, source};
 
 fn saved_json(host: &FakeHost) -> serde_json::Value {
     let doc = host.saved.last().cloned().unwrap_or_default();

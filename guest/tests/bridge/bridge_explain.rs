@@ -1,10 +1,9 @@
 //! Scenario: `/connect explain` answers "why did the bot not answer?" from the decisions the
 //! bridge made on real envelopes, newest first, without any message text (I2).
 
-mod support;
-
 use guest::model::Level;
-use support::{FakeHost, chatter, default_bridge, dm};
+
+use crate::support::{FakeHost, chatter, default_bridge, dm};
 
 #[test]
 fn explain_lists_what_happened_to_each_message_and_never_its_text() {

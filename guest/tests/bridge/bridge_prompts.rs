@@ -1,11 +1,10 @@
 //! Scenarios: trusted input — prompts, commands, pause, rate limits, attachments
 //! (I2, I8, I9, I13, I19, I25, I37, I38).
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{DeliverAs, Envelope, FetchedAttachment, Level, PromptImage};
-use support::{FakeHost, caps, chatter, default_bridge, dm, image, pair, started};
+
+use crate::support::{FakeHost, caps, chatter, default_bridge, dm, image, pair, started};
 
 const PAUSED: &str = "Delivery is paused. Send /resume to continue.";
 const RATE_LIMITED: &str = "Too many messages. Please wait a moment before sending more.";

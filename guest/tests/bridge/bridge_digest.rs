@@ -2,11 +2,10 @@
 //! expected cards are written out from the spec's section formats, not produced by the code;
 //! the summary quotes the answer as plain text (no `##`, list items as `•`).
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, Level, OutboundKind, ShellRun, TurnOrigin, WorkFacts};
-use support::{FakeHost, default_bridge, dm, pair, started};
+
+use crate::support::{FakeHost, default_bridge, dm, pair, started};
 
 /// The facts a busy afternoon leaves: a branch, two changed files, a green cargo run and the
 /// prompt that started the turn.

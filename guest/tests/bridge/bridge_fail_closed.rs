@@ -1,13 +1,12 @@
 //! Scenarios: a broken config fails closed and says so at start, in `/connect config` and
 //! in `doctor` (issue 10 §2).
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{
     AgentEvent, ConfigContent, ConfigScope, ConfigSource, Level, ToolDecision, TurnOrigin,
 };
-use support::{FakeHost, platforms};
+
+use crate::support::{self, FakeHost, platforms};
 
 const CAUSE: &str = "failing closed: the project config /w/.pi/bot-connect.json is not valid JSON";
 

@@ -1,9 +1,8 @@
 //! Scenarios: pairing and unauthenticated input (I1, I6, I7, I33, I38).
 
-mod support;
-
 use guest::model::Level;
-use support::{FakeHost, chatter, default_bridge, dm};
+
+use crate::support::{FakeHost, chatter, default_bridge, dm};
 
 const NEW_PROMPT: &str = "This chat is not paired with a pi session yet.\nIn the local pi terminal, run /connect to see the 6-digit code, then send it here.";
 const CODE_NOTICE: &str =

@@ -7,9 +7,7 @@ use guest::core::state::{
     parse_session_state, serialize_session_state,
 };
 use guest::keys::{ConversationKey, Identity};
-use guest::model::{
-    ConfigContent, ConfigScope, ConfigSource, Level, Platform, Setting, SettingKind, SettingValue,
-};
+use guest::model::{ConfigContent, ConfigScope, ConfigSource, Level};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -105,11 +103,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
     })
 }
 
-#[path = "support/platforms.rs"]
-mod platforms;
+use crate::support::platforms;
 
-#[path = "support/secret_tokens.rs"]
-mod secret_tokens;
+use crate::support::secret_tokens;
 
 fn load_config(sources: &[ConfigSource]) -> guest::core::config::LoadedConfig {
     guest::core::config::load_config(sources, &platforms::platforms())

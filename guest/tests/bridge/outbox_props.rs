@@ -1,11 +1,10 @@
 //! Property: whatever rate limits a platform answers with, every reply reaches the chat
 //! exactly once and in the order the turns ended (architecture §6, the outbox).
 
-mod support;
-
 use guest::model::{AgentEvent, OutboundKind, TurnOrigin};
 use proptest::prelude::*;
-use support::{FakeHost, pair, started};
+
+use crate::support::{FakeHost, pair, started};
 
 #[derive(Debug, Clone)]
 enum Step {

@@ -1,6 +1,6 @@
 //! Tokens of every shape of the shared list, as each platform issues them.
 
-// Each test file compiles this module on its own and uses only some helpers.
+// Each test module uses only some helpers.
 #![allow(dead_code)]
 
 use proptest::prelude::*;

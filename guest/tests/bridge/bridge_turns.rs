@@ -1,11 +1,10 @@
 //! Scenarios: progress cards, replies and the outbound pipeline (I3, I9, I20–I23, I30, I36,
 //! decision 4).
 
-mod support;
-
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, LengthUnit, Level, Markup, OutboundKind, SendError, TurnOrigin};
-use support::{FakeHost, caps, default_bridge, dm, pair, started};
+
+use crate::support::{self, FakeHost, caps, default_bridge, dm, pair, started};
 
 fn tool_started(name: &str) -> AgentEvent {
     AgentEvent::ToolStarted(name.into())
