@@ -18,7 +18,7 @@ def put(target, name, data):
         data = data.encode()
     (d / name).write_bytes(data)
 
-# --- telegram (bot id 999, @piBot, as transports/telegram/tests/normalize.rs) ---
+# --- telegram (bot id 999, @piBot, as transports/telegram/tests/telegram/normalize.rs) ---
 BOT = 999
 GROUP = -1001160242915
 person = {"id": 5000000001, "is_bot": False, "first_name": "Ada", "username": "ada", "language_code": "en"}

@@ -7,16 +7,15 @@
 //! to fetch the packages, the test is SKIPPED and prints why. `ROBO_CLAW_INTEROP=skip`
 //! skips it on purpose.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use support::{TOKEN, config, start};
 use tokio::process::Command;
 use transport_core::{Inbound, Transport};
 use transport_robo_claw::{ClientConfig, RoboClawConfig};
+
+use crate::support::{TOKEN, config, start};
 
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

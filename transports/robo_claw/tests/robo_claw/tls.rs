@@ -2,16 +2,15 @@
 //! `localhost` and 127.0.0.1, generated here so nothing committed can expire), a plain
 //! client refused, and unreadable files named in the start error.
 
-mod support;
-
 use std::path::PathBuf;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use support::{TOKEN, chat, config, open, start};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 use transport_core::Transport;
 use transport_robo_claw::proto::robo_messenger_client::RoboMessengerClient;
 use transport_robo_claw::{RoboClawConfig, RoboClawTransport, TlsFiles};
+
+use crate::support::{self, TOKEN, chat, config, open, start};
 
 struct Pki {
     _dir: tempfile::TempDir,

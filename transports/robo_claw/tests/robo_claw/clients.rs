@@ -2,12 +2,11 @@
 //! its own valid token and tries to speak as client B's sender, read B's room, answer B's
 //! approvals and fetch B's upload. Real server on 127.0.0.1, real tonic client.
 
-mod support;
-
-use support::{TOKEN, chat, client, config, open, request, start};
 use transport_core::Transport;
 use transport_robo_claw::proto::{DownloadRequest, FileChunk};
 use transport_robo_claw::{ClientConfig, RoboClawConfig, RoomStatus};
+
+use crate::support::{TOKEN, chat, client, config, open, request, start};
 
 const TOKEN_A: &str = "client-a-token-for-tests";
 const TOKEN_B: &str = "client-b-token-for-tests";

@@ -8,8 +8,6 @@
 //! after the client went away fails on the platform side as rule 4 asks; buffering has
 //! its own tests in `loopback.rs`.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -22,6 +20,8 @@ use transport_core::{
 use transport_robo_claw::proto::ChatMessage;
 use transport_robo_claw::{RoboClawConfig, RoboClawTransport};
 use transport_testing::conformance::{ConformancePlatform, Subject, Violation, run_all};
+
+use crate::support;
 
 const SECRET: &str = "test-token";
 const ROOM: &str = "conformance-chat";

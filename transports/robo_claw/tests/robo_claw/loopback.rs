@@ -1,14 +1,13 @@
 //! The transport against a real tonic client over a real socket on 127.0.0.1.
 
-mod support;
-
 use std::time::Duration;
 
-use support::{TOKEN, chat, client, config, open, request, start};
 use tokio_stream::StreamExt;
 use transport_core::{AttachmentKind, Inbound, Transport, TransportError};
 use transport_robo_claw::proto::{DownloadRequest, FileChunk};
 use transport_robo_claw::{RoboClawConfig, RoomStatus};
+
+use crate::support::{self, TOKEN, chat, client, config, open, request, start};
 
 const PNG: &[u8] = &[
     0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 1, 2, 3, 4, 5, 6,
