@@ -159,7 +159,7 @@ fn write_hash_seed_adapter(workspace: &Path, out_dir: &Path) -> Result<PathBuf, 
         )
     })?;
     let bytes = hash_seed_adapter::module(&rng);
-    // The fixed name is what host-shim/tests/hash_seed_adapter.rs loads.
+    // The fixed name is what host-shim/tests/host/hash_seed_adapter.rs loads.
     write_if_changed(&bytes, &out_dir.join("hash-seed-adapter.wasm"))?;
     let mut hasher = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&bytes, &mut hasher);

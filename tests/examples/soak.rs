@@ -9,7 +9,7 @@
 //! Options: `--sessions N` (default 1000), `--prompts N` per session (20), `--fault-rate F`
 //! (0.3), `--seed S` (the time; printed, so a failing run can be repeated).
 
-#[path = "../tests/common/soak.rs"]
+#[path = "../tests/e2e/common/soak.rs"]
 mod soak;
 
 use std::process::ExitCode;

@@ -1,0 +1,623 @@
+//! One bot, many sessions (issue 16 §1): real components behind one broker and one fake
+//! bot. Each chat talks to the session it is bound to, strangers learn nothing, pairing
+//! stays per session, and bindings outlive the broker.
+
+use std::sync::Arc;
+
+use host_shim::bindings::session::{AgentEvent, TurnOrigin};
+use host_shim::broker::bindings::{self, Bindings};
+use host_shim::broker::routing::PAIRING_ANSWER;
+use host_shim::broker::{Broker, BrokerOptions};
+use host_shim::clock::ManualClock;
+use host_shim::logging::MemoryLog;
+use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::session::{Built, Session, SessionSpec};
+use host_shim::ui::RecordingUi;
+use transport_core::{Envelope, Transport};
+use transport_testing::fake::FakeTransport;
+
+use crate::common::{Dirs, ScriptAgent, WAIT, editable_fake, user_config, runtime};
+
+/// One attached session.
+struct Attached {
+    session: Session,
+    agent: Arc<ScriptAgent>,
+    ui: Arc<RecordingUi>,
+}
+
+struct World {
+    dirs: Dirs,
+    fake: FakeTransport,
+    broker: Arc<Broker>,
+    clock: Arc<ManualClock>,
+    runtime: Arc<Runtime>,
+}
+
+impl World {
+    fn new() -> World {
+        let dirs = Dirs::new();
+        let fake = editable_fake();
+        World::with(dirs, fake)
+    }
+
+    /// A broker over `dirs` (a restart reuses them) whose one bot is `fake`.
+    fn with(dirs: Dirs, fake: FakeTransport) -> World {
+        let state_file = dirs.dir.path().join("state.json");
+        let (bindings, warning) = Bindings::load(&bindings::path_beside(&state_file));
+        assert_eq!(warning, None);
+        let bot = fake.handle();
+        let broker = Broker::new(BrokerOptions {
+            locks: dirs.locks(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            log: Arc::new(MemoryLog::default()),
+            build: Arc::new(move |_request| Built {
+                transports: vec![Arc::new(bot.handle()) as Arc<dyn Transport>],
+                notes: Vec::new(),
+            }),
+            state_file: Some(state_file.clone()),
+            bindings,
+            status_file: Some(host_shim::broker::status_path_beside(&state_file)),
+        });
+        World {
+            dirs,
+            fake,
+            broker,
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            runtime: runtime(),
+        }
+    }
+
+    /// Attaches a session named `name` whose config lets `allowed` in without pairing.
+    /// Its one transport request (the terminal's) is answered by the broker's fake bot.
+    async fn attach(&self, name: &str, allowed: &[&str]) -> Attached {
+        let key = format!("key-{name}");
+        let users: Vec<String> = allowed.iter().map(|u| format!("\"fake:{u}\"")).collect();
+        let config = vec![user_config(&format!(
+            r#"{{"bridge": {{"allowUsers": [{}]}}, "transports": {{"terminal": {{"enabled": true}}}}}}"#,
+            users.join(", ")
+        ))];
+        let agent = Arc::new(ScriptAgent::default());
+        let ui = Arc::new(RecordingUi::default());
+        let shown = self
+            .broker
+            .attach(&key, name, &format!("/work/{name}"), &config, agent.clone())
+            .expect("attaches");
+        assert_eq!(shown, name);
+        let spec = SessionSpec {
+            key: key.clone(),
+            config_sources: config,
+            platforms: host_shim::factory::declarations(),
+            transports: self.broker.transports(&key),
+            agent: agent.clone(),
+            ui: ui.clone(),
+            state: self.dirs.state.clone(),
+            locks: self.dirs.locks(),
+            pairing: self.broker.pairing(),
+            clock: self.clock.clone(),
+            log: Arc::new(MemoryLog::default()),
+            exclusive: true,
+            transcript: None,
+        };
+        let session = Session::spawn(self.runtime.clone(), spec)
+            .await
+            .expect("session starts");
+        Attached { session, agent, ui }
+    }
+
+    fn message(&self, user: &str, conversation: &str, text: &str) -> Envelope {
+        let mut envelope = self.fake.envelope(text);
+        envelope.user_id = user.into();
+        envelope.conversation_id = conversation.into();
+        envelope
+    }
+
+    async fn send(&self, user: &str, conversation: &str, text: &str) {
+        self.fake
+            .inject(self.message(user, conversation, text))
+            .await
+            .expect("the bot is running");
+    }
+
+    /// Sends and waits for the next message in `conversation`; returns its text.
+    async fn answer(&self, user: &str, conversation: &str, text: &str) -> String {
+        let in_chat = |sent: &[transport_testing::fake::SentMessage]| {
+            sent.iter()
+                .filter(|m| m.message.conversation_id == conversation)
+                .count()
+        };
+        let before = in_chat(&self.fake.sent());
+        self.send(user, conversation, text).await;
+        let answered = self
+            .fake
+            .wait_for(WAIT, |sent, _| in_chat(sent) > before)
+            .await;
+        assert!(answered, "no answer in {conversation} to {text:?}");
+        self.fake
+            .sent()
+            .into_iter()
+            .filter(|m| m.message.conversation_id == conversation)
+            .nth(before)
+            .map(|m| m.message.text)
+            .unwrap_or_default()
+    }
+
+    /// Sends and waits for a message in `conversation` containing `expect`; returns it.
+    async fn say(&self, user: &str, conversation: &str, text: &str, expect: &str) -> String {
+        let before = self.fake.sent().len();
+        self.send(user, conversation, text).await;
+        let found = self
+            .fake
+            .wait_for(WAIT, |sent, _| {
+                sent[before.min(sent.len())..].iter().any(|m| {
+                    m.message.conversation_id == conversation && m.message.text.contains(expect)
+                })
+            })
+            .await;
+        let texts: Vec<String> = self
+            .fake
+            .sent()
+            .into_iter()
+            .map(|m| m.message.text)
+            .collect();
+        assert!(
+            found,
+            "no {expect:?} in {conversation} after {text:?}: {texts:#?}"
+        );
+        self.fake.sent()[before..]
+            .iter()
+            .find(|m| m.message.conversation_id == conversation && m.message.text.contains(expect))
+            .map(|m| m.message.text.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Waits until the terminal `ui` has shown a note containing `needle`; fails the test,
+/// naming every note, when none does in time.
+async fn shown(ui: &RecordingUi, needle: &str) {
+    let wait = async {
+        while !ui.notes().iter().any(|(_, t)| t.contains(needle)) {
+            tokio::task::yield_now().await;
+        }
+    };
+    if tokio::time::timeout(WAIT, wait).await.is_err() {
+        panic!("no note containing {needle:?}: {:#?}", ui.notes());
+    }
+}
+
+fn prompts(agent: &ScriptAgent) -> Vec<String> {
+    agent.prompts.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn two_sessions_share_one_bot_and_a_chat_talks_to_the_one_it_picked() {
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &["user-1", "user-2"]).await;
+    assert!(
+        world.fake.is_running(),
+        "the bot was started once, for both"
+    );
+    // The broker holds the bot's lock for both sessions; neither contends for it.
+    let holder = world
+        .dirs
+        .locks()
+        .holder("fake-fake-bot", 1_700_000_000_000);
+    assert!(holder.is_some(), "the broker holds the bot's lock");
+
+    let list = world
+        .say("user-1", "dm-1", "hello", "not bound to a session yet")
+        .await;
+    assert!(list.contains("1. api"), "{list}");
+    assert!(list.contains("2. web"), "{list}");
+    assert!(prompts(&api.agent).is_empty() && prompts(&web.agent).is_empty());
+
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch web",
+            "This chat now talks to web",
+        )
+        .await;
+    world.send("user-1", "dm-1", "build it").await;
+    web.agent.wait_for_prompts(1).await;
+    assert!(prompts(&web.agent)[0].contains("build it"));
+    assert!(prompts(&api.agent).is_empty(), "api never sees web's chat");
+
+    // Another person's chat is bound on its own.
+    let other = world
+        .say(
+            "user-2",
+            "dm-2",
+            "/sessions",
+            "Sessions you are paired with",
+        )
+        .await;
+    assert!(other.contains("1. web"), "{other}");
+    assert!(
+        !other.contains("api"),
+        "user-2 is not paired with api: {other}"
+    );
+
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
+    let world = World::new();
+    let api = world.attach("api", &[]).await;
+    let web = world.attach("web", &[]).await;
+    let help = world
+        .say("stranger", "dm-s", "hello", "This bot serves several")
+        .await;
+    for hidden in ["api", "web", "/work"] {
+        assert!(!help.contains(hidden), "{help}");
+    }
+    // Naming a session hands the chat to that session's own pairing: its code shows in
+    // its terminal only. The answer is the same for a name that does not exist.
+    let missing = world
+        .say(
+            "stranger",
+            "dm-x",
+            "/switch nope",
+            "If a session of that name",
+        )
+        .await;
+    let existing = world
+        .say(
+            "stranger",
+            "dm-s",
+            "/switch web",
+            "If a session of that name",
+        )
+        .await;
+    assert_eq!(missing, existing);
+    assert_eq!(existing, PAIRING_ANSWER);
+    world.send("stranger", "dm-s", "let me in").await;
+    shown(&web.ui, "Messenger pairing code:").await;
+    assert!(
+        !api.ui
+            .notes()
+            .iter()
+            .any(|(_, t)| t.contains("pairing code")),
+        "api's terminal shows nothing"
+    );
+    let code = web
+        .ui
+        .notes()
+        .iter()
+        .rev()
+        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).collect::<String>())
+        .expect("a code");
+    let code = &code[..6.min(code.len())];
+    world.say("stranger", "dm-s", code, "Paired").await;
+    // Bound in memory only until now: nothing of the stranger's reached the file before
+    // it paired; its next message writes its chat down.
+    let file = bindings::path_beside(&world.dirs.dir.path().join("state.json"));
+    let kept = |path: &std::path::Path| Bindings::load(path).0.get_kept("fake:dm-s").cloned();
+    assert_eq!(kept(&file), None);
+    let mine = world
+        .say(
+            "stranger",
+            "dm-s",
+            "/sessions",
+            "Sessions you are paired with",
+        )
+        .await;
+    assert!(mine.contains("web") && !mine.contains("api"), "{mine}");
+    assert_eq!(kept(&file).map(|b| b.name), Some("web".to_owned()));
+    assert!(Bindings::load(&file).0.get_kept("fake:dm-x").is_none());
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn group_chatter_in_an_unbound_chat_is_never_answered() {
+    let world = World::new();
+    let api = world.attach("api", &[]).await;
+    let web = world.attach("web", &[]).await;
+    // People talking in a group the bot is in: with several sessions, an answer to each
+    // message (the help text) would flood the group.
+    for text in ["lunch?", "/switch nope", "sure"] {
+        let mut chatter = world.message("someone", "group-1", text);
+        chatter.is_direct = false;
+        chatter.addressed = false;
+        world
+            .fake
+            .inject(chatter)
+            .await
+            .expect("the bot is running");
+    }
+    // Messages are handled in order: once the addressed one is answered, the chatter
+    // before it has been handled.
+    let mut addressed = world.message("someone", "group-1", "hello");
+    addressed.is_direct = false;
+    addressed.addressed = true;
+    world
+        .fake
+        .inject(addressed)
+        .await
+        .expect("the bot is running");
+    assert!(
+        world
+            .fake
+            .wait_for(WAIT, |sent, _| sent
+                .iter()
+                .any(|m| m.message.conversation_id == "group-1"))
+            .await
+    );
+    let answers: Vec<String> = world
+        .fake
+        .sent()
+        .into_iter()
+        .filter(|m| m.message.conversation_id == "group-1")
+        .map(|m| m.message.text)
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:#?}");
+    assert!(
+        answers[0].contains("This bot serves several"),
+        "{answers:#?}"
+    );
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn the_only_session_gets_an_unbound_chat_and_keeps_it_but_never_posts_after_a_switch() {
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    world.send("user-1", "dm-1", "first").await;
+    api.agent.wait_for_prompts(1).await;
+    // A second session arrives; the chat stays with the first.
+    let web = world.attach("web", &["user-1"]).await;
+    world.send("user-1", "dm-1", "second").await;
+    api.agent.wait_for_prompts(2).await;
+    assert!(prompts(&web.agent).is_empty());
+
+    // api's turn for that chat is running when the chat switches to web: api's answer
+    // must not land in a chat that now talks to web, and api's terminal hears of it.
+    api.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch web",
+            "This chat now talks to web",
+        )
+        .await;
+    api.agent
+        .emit(AgentEvent::AssistantMessage("the answer from api".into()))
+        .await;
+    api.agent.emit(AgentEvent::TurnSettled).await;
+    shown(&api.ui, "another session (web)").await;
+    assert!(
+        !world
+            .fake
+            .sent()
+            .iter()
+            .any(|m| m.message.text.contains("the answer from api")),
+        "api's answer went to web's chat"
+    );
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_detached_session_keeps_its_chats_which_hear_it_is_away_and_bindings_survive_a_restart() {
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &["user-1"]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    api.session.shutdown().await.expect("shutdown");
+    world.broker.detach("key-api");
+    let away = world
+        .say(
+            "user-1",
+            "dm-1",
+            "are you there",
+            "is not attached right now",
+        )
+        .await;
+    assert!(
+        away.contains("(api)") && away.contains("not delivered"),
+        "{away}"
+    );
+    assert!(prompts(&web.agent).is_empty(), "never silently rerouted");
+    web.session.shutdown().await.expect("shutdown");
+    world.broker.shutdown().await;
+
+    // A new broker on the same state directory: the chat still talks to api.
+    let World { dirs, fake, .. } = world;
+    assert!(!fake.is_running(), "the broker stopped the bot");
+    let again = World::with(dirs, fake);
+    let api = again.attach("api", &["user-1"]).await;
+    let _web = again.attach("web", &["user-1"]).await;
+    again.send("user-1", "dm-1", "back again").await;
+    api.agent.wait_for_prompts(1).await;
+    assert!(prompts(&api.agent)[0].contains("back again"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
+    let mut world = World::new();
+    let limits = Limits {
+        memory_bytes: 24 << 20,
+        ..Limits::default()
+    };
+    world.runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("compiles"));
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &["user-1"]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    world
+        .say(
+            "user-1",
+            "dm-2",
+            "/switch web",
+            "This chat now talks to web",
+        )
+        .await;
+    // Larger than the instance's memory cap: lowering it into api's guest traps.
+    world.send("user-1", "dm-1", &"x".repeat(40 << 20)).await;
+    shown(
+        &api.ui,
+        "The bridge failed while handling an inbound message",
+    )
+    .await;
+    let health = api.session.health().await.expect("health");
+    assert_eq!(
+        health.restarts, 1,
+        "api's instance was replaced: {health:?}"
+    );
+    assert_eq!(web.session.health().await.expect("health").restarts, 0);
+    // Both still answer through the one bot, each in its own chat.
+    world.send("user-1", "dm-2", "for web").await;
+    web.agent.wait_for_prompts(1).await;
+    world.send("user-1", "dm-1", "for api").await;
+    api.agent.wait_for_prompts(1).await;
+    assert_eq!(prompts(&api.agent), ["for api"]);
+    assert_eq!(prompts(&web.agent), ["for web"]);
+}
+
+#[tokio::test]
+async fn a_flood_of_strangers_neither_delays_a_paired_user_nor_leaves_bindings() {
+    use host_shim::broker::strangers::{ANSWERS_PER_MINUTE, QUEUE};
+    use std::os::unix::fs::PermissionsExt as _;
+    let world = World::new();
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &[]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    // 200 strangers, each in its own chat, then the paired user. The world's clock does
+    // not move, so after the first 20 the strangers' answers wait for ever: if the
+    // paired user's message waited behind them, it would never arrive.
+    let strangers = 200;
+    for n in 0..strangers {
+        world
+            .send(&format!("stranger-{n}"), &format!("dm-s{n}"), "hello")
+            .await;
+    }
+    world.send("user-1", "dm-1", "status please").await;
+    api.agent.wait_for_prompts(1).await;
+    assert!(prompts(&api.agent)[0].contains("status please"));
+    assert!(prompts(&web.agent).is_empty());
+
+    // At most the limit's burst was answered; the queue holds its fill; the rest were
+    // dropped, counted and logged, never sent.
+    let answered = world
+        .fake
+        .sent()
+        .iter()
+        .filter(|m| m.message.conversation_id.starts_with("dm-s"))
+        .count();
+    assert!(answered as u64 <= ANSWERS_PER_MINUTE, "{answered} answered");
+    let dropped = world.broker.strangers_dropped();
+    assert!(
+        dropped >= (strangers - ANSWERS_PER_MINUTE as usize - QUEUE - 1) as u64,
+        "{dropped} dropped"
+    );
+
+    // No stranger's chat was written down; the file holds the paired chat only, 0600.
+    let file = bindings::path_beside(&world.dirs.dir.path().join("state.json"));
+    let (kept, _) = Bindings::load(&file);
+    assert_eq!(kept.kept(), 1);
+    assert!(kept.get_kept("fake:dm-1").is_some());
+    let mode = std::fs::metadata(&file).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+/// A six-digit code that no terminal of `uis` has shown, so a guess made of it is wrong
+/// by construction of the test, never by luck.
+fn unshown_code(uis: &[&RecordingUi]) -> String {
+    let shown: Vec<String> = uis
+        .iter()
+        .flat_map(|ui| ui.notes())
+        .filter(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
+        .collect();
+    (1..)
+        .map(|n: u32| format!("{n:06}"))
+        .find(|code| !shown.contains(code))
+        .expect("a code nobody was shown")
+}
+
+#[tokio::test]
+async fn strangers_guessing_at_two_sessions_draw_on_one_pairing_budget() {
+    const CLOSED: &str = "Pairing is closed after too many wrong codes. The person at the local pi terminal can run /connect pair for a fresh code.";
+    let world = World::new();
+    let api = world.attach("api", &[]).await;
+    let web = world.attach("web", &[]).await;
+    for (chat, name) in [("dm-a", "api"), ("dm-w", "web")] {
+        world
+            .say(
+                "guesser",
+                chat,
+                &format!("/switch {name}"),
+                "If a session of that name",
+            )
+            .await;
+        let first = world.answer("guesser", chat, "let me in").await;
+        assert!(first.starts_with("This chat is not paired"), "{first}");
+    }
+    // Twelve wrong codes at each session, alternating: with a budget per session both
+    // would judge ten (20 in all); one budget for the broker judges ten in all.
+    let (mut judged, mut refused) = (0, 0);
+    for _ in 0..12 {
+        for chat in ["dm-a", "dm-w"] {
+            let guess = unshown_code(&[&api.ui, &web.ui]);
+            let reply = world.answer("guesser", chat, &guess).await;
+            if reply.starts_with("That code did not match.")
+                || reply.starts_with("Too many wrong attempts.")
+            {
+                judged += 1;
+            } else if reply == CLOSED {
+                refused += 1;
+            } else {
+                panic!("unexpected answer in {chat}: {reply}");
+            }
+        }
+    }
+    assert_eq!((judged, refused), (10, 14));
+    // Each terminal hears of the closing once, the one whose guesser did not close it too.
+    for attached in [&api, &web] {
+        shown(&attached.ui, "Pairing is closed: 10 wrong pairing codes").await;
+        let told = attached
+            .ui
+            .notes()
+            .iter()
+            .filter(|(_, t)| t.starts_with("Pairing is closed: "))
+            .count();
+        assert_eq!(told, 1, "{:#?}", attached.ui.notes());
+        assert!(
+            !attached.ui.notes().iter().any(|(_, t)| t.starts_with("Paired ")),
+            "a guess paired"
+        );
+    }
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}

@@ -1,0 +1,552 @@
+//! The cluster end to end (issue 16 §2): an ingress holding a Telegram bot (the real wire,
+//! a loopback Bot API on 127.0.0.1) and two session nodes running real components, on a
+//! real nats-server. Sessions spread over the nodes, chats reach the session they picked,
+//! a node killed mid-turn has its session resumed on the other node with the reply posted
+//! once, and a killed ingress is replaced by a standby after the lock's TTL with nothing
+//! lost.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use host_shim::agent::{Agent, DemoAgent};
+use host_shim::bindings::agent::SessionInfo;
+use host_shim::bindings::session::ConfigSource;
+use host_shim::clock::SystemClock;
+use host_shim::cluster::bot_lock::Holder;
+use host_shim::cluster::inbound::InboundSettings;
+use host_shim::cluster::ingress::{Ingress, IngressOptions};
+use host_shim::cluster::seal::Gate;
+use host_shim::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
+use host_shim::cluster::subjects::{Prefix, session_consumer};
+use host_shim::cluster_command::messenger_requests;
+use host_shim::factory::{self, Environment};
+use host_shim::logging::MemoryLog;
+use host_shim::ui::{RecordingUi, Ui};
+use transport_testing::telegram::{BotApiServer, private_text};
+
+use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip, prefix};
+use crate::common::{Dirs, user_config, runtime};
+
+const USER: i64 = 4242;
+/// A dead node's locks and leases age out this fast here (15 s in production).
+const TTL: Duration = Duration::from_secs(1);
+
+fn inbound() -> InboundSettings {
+    InboundSettings::for_lease_ttl(TTL)
+}
+
+/// Every demo agent made, by node and session key.
+type Agents = Arc<Mutex<HashMap<(String, String), Arc<DemoAgent>>>>;
+
+struct Cluster {
+    nats: NatsServer,
+    bot: BotApiServer,
+    prefix: Prefix,
+    dirs: Dirs,
+    sources: Vec<ConfigSource>,
+    /// Every agent a session node made, by node and session, so a test can see who ran
+    /// what.
+    agents: Agents,
+    /// The nodes' gate (one, so the test reads every node's refusals in one count).
+    gate: Gate,
+}
+
+impl Cluster {
+    async fn new(nats: NatsServer, name: &str) -> Cluster {
+        let bot = BotApiServer::start().await;
+        let config = cluster::telegram_cluster_config(&bot.base_url(), USER);
+        Cluster {
+            nats,
+            bot,
+            prefix: prefix(name),
+            dirs: Dirs::new(),
+            sources: vec![user_config(&config.to_string())],
+            agents: Arc::default(),
+            gate: cluster::gate(),
+        }
+    }
+
+    async fn ingress(&self) -> Ingress {
+        let client = self.nats.connect().await;
+        let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+        let token = self.bot.token();
+        let state_dir = self.dirs.dir.path().to_path_buf();
+        let config = host_shim::convert::read_transports_natively(&self.sources);
+        Ingress::start(
+            client,
+            jetstream,
+            IngressOptions {
+                prefix: self.prefix.clone(),
+                lock_ttl: TTL,
+                inbound: inbound(),
+                requests: messenger_requests(&config),
+                allowed: [format!("telegram:{USER}")].into(),
+                // The token comes from the "environment" only, as in production.
+                build: Arc::new(move |request| {
+                    let var = |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
+                    factory::build(
+                        std::slice::from_ref(request),
+                        None,
+                        &Environment {
+                            var: &var,
+                            state_dir: Some(state_dir.clone()),
+                        },
+                    )
+                }),
+                holder: Holder::this_process(),
+                gate: self.gate.clone(),
+                log: Arc::new(MemoryLog::default()),
+            },
+        )
+        .await
+        .expect("ingress starts")
+    }
+
+    /// A session node called `node` for `sessions`; its demo agents take `pace` per step.
+    async fn node(&self, node: &str, sessions: &[&str], pace: Duration) -> SessionNode {
+        self.start_node(self.node_options(node, sessions, pace))
+            .await
+            .expect("session node starts")
+    }
+
+    async fn start_node(&self, options: SessionNodeOptions) -> Result<SessionNode, String> {
+        let client = self.nats.connect().await;
+        let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+        SessionNode::start(client, jetstream, options)
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    fn node_options(&self, node: &str, sessions: &[&str], pace: Duration) -> SessionNodeOptions {
+        let agents = self.agents.clone();
+        let node_name = node.to_owned();
+        SessionNodeOptions {
+            prefix: self.prefix.clone(),
+            lease_ttl: TTL,
+            inbound: inbound(),
+            request_timeout: Duration::from_secs(5),
+            sessions: sessions
+                .iter()
+                .map(|name| Wanted {
+                    key: format!("serve:{name}"),
+                    name: (*name).to_owned(),
+                    cwd: format!("/work/{name}"),
+                })
+                .collect(),
+            config_sources: self.sources.clone(),
+            runtime: runtime(),
+            agent: Arc::new(move |wanted: &Wanted| {
+                let agent = Arc::new(DemoAgent::new(
+                    pace,
+                    SessionInfo {
+                        id: wanted.key.clone(),
+                        name: Some(wanted.name.clone()),
+                        cwd: wanted.cwd.clone(),
+                        accepts_images: true,
+                    },
+                ));
+                agents
+                    .lock()
+                    .unwrap()
+                    .insert((node_name.clone(), wanted.key.clone()), agent.clone());
+                agent as Arc<dyn Agent>
+            }),
+            ui: Arc::new(|_: &Wanted| Arc::new(RecordingUi::default()) as Arc<dyn Ui>),
+            locks: self.dirs.locks(),
+            clock: Arc::new(SystemClock),
+            log: Arc::new(MemoryLog::default()),
+            // A fixed id: placement hashes it, so where each session runs is the same
+            // on every run of the test.
+            holder: Holder {
+                id: node.to_owned(),
+                description: node.to_owned(),
+            },
+            gate: self.gate.clone(),
+        }
+    }
+
+    /// Queues a private message and waits for a sent message holding `expect`.
+    async fn say(&self, message_id: i64, text: &str, expect: &str) -> String {
+        let before = self.bot.sent().len();
+        self.bot.queue_update(private_text(USER, message_id, text));
+        let found = self
+            .bot
+            .wait_until(WAIT, |s| {
+                s.sent()[before..].iter().any(|m| m.text.contains(expect))
+            })
+            .await;
+        assert!(
+            found,
+            "no {expect:?} after {text:?}: {:#?}",
+            self.bot.sent()
+        );
+        self.bot.sent()[before..]
+            .iter()
+            .find(|m| m.text.contains(expect))
+            .map(|m| m.text.clone())
+            .unwrap_or_default()
+    }
+
+    /// Sent messages holding `needle`.
+    fn sent_with(&self, needle: &str) -> usize {
+        self.bot
+            .sent()
+            .iter()
+            .filter(|m| m.text.contains(needle))
+            .count()
+    }
+
+    /// Waits until `session`'s consumer has nothing unacked or waiting: every message it
+    /// was sent has had its effect, so nothing more can come of it.
+    async fn drained(&self, session: &str) {
+        let jetstream = self.nats.jetstream().await;
+        let name = session_consumer(session);
+        let stream = self.prefix.inbound_stream();
+        eventually(&format!("{session}'s inbound all acked"), || {
+            let jetstream = jetstream.clone();
+            let (name, stream) = (name.clone(), stream.clone());
+            async move {
+                let stream = jetstream.get_stream(&stream).await.ok()?;
+                let info = stream.consumer_info(&name).await.ok()?.clone();
+                (info.num_ack_pending == 0 && info.num_pending == 0).then_some(())
+            }
+        })
+        .await;
+    }
+}
+
+use crate::common::WAIT;
+
+/// Waits until the two nodes run `total` sessions between them, each at least one.
+async fn spread(a: &SessionNode, b: &SessionNode, total: usize) -> (Vec<String>, Vec<String>) {
+    eventually("sessions spread over both nodes", || async {
+        let (on_a, on_b) = (a.running(), b.running());
+        let overlap = on_a.iter().any(|s| on_b.contains(s));
+        assert!(!overlap, "a session runs on two nodes: {on_a:?} {on_b:?}");
+        (on_a.len() + on_b.len() == total && !on_a.is_empty() && !on_b.is_empty())
+            .then_some((on_a, on_b))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_spread_over_two_nodes_and_each_chat_reaches_the_one_it_picked() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "spread").await;
+    let names = ["api", "web", "docs", "ops", "infra", "blog"];
+    let ingress = cluster.ingress().await;
+    let a = cluster.node("node-a", &names, Duration::ZERO).await;
+    let b = cluster.node("node-b", &names, Duration::ZERO).await;
+    let (on_a, on_b) = spread(&a, &b, names.len()).await;
+
+    let list = cluster.say(1, "hello", "not bound to a session yet").await;
+    for name in names {
+        assert!(list.contains(name), "{name} missing from {list}");
+    }
+    // One chat to a session on each node; each reply comes from its own session.
+    let first = on_a[0].trim_start_matches("serve:").to_owned();
+    let second = on_b[0].trim_start_matches("serve:").to_owned();
+    cluster
+        .say(
+            2,
+            &format!("/switch {first}"),
+            &format!("now talks to {first}"),
+        )
+        .await;
+    cluster.say(3, "build it", "You asked").await;
+    cluster
+        .say(
+            4,
+            &format!("/switch {second}"),
+            &format!("now talks to {second}"),
+        )
+        .await;
+    cluster.say(5, "ship it", "You asked").await;
+    let agents = cluster.agents.lock().unwrap().clone();
+    let asked = |node: &str, key: &str| {
+        agents
+            .get(&(node.to_owned(), key.to_owned()))
+            .map(|agent| agent.recent_work().last_prompt)
+    };
+    assert_eq!(asked("node-a", &on_a[0]), Some(Some("build it".to_owned())));
+    assert_eq!(asked("node-b", &on_b[0]), Some(Some("ship it".to_owned())));
+    // Every update was confirmed by the one poller once JetStream held it.
+    assert!(
+        cluster
+            .bot
+            .wait_until(WAIT, |s| s.pending_updates() == 0)
+            .await
+    );
+
+    a.shutdown().await;
+    // A node that stops hands its sessions over at once (no TTL to wait for).
+    eventually("the other node runs every session", || async {
+        (b.running().len() == names.len()).then_some(())
+    })
+    .await;
+    b.shutdown().await;
+    ingress.shutdown().await;
+}
+
+/// JetStream hands a dead node's unacked prompt out before newer messages only once
+/// `ack_wait` has passed (`cluster_inbound.rs`), so a node whose `ack_wait` outlives half
+/// the lease could take a session over and answer a newer message first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_node_whose_ack_wait_outlives_half_its_lease_is_refused() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "ackwait").await;
+    let mut options = cluster.node_options("node-a", &["api"], Duration::ZERO);
+    options.inbound.ack_wait = TTL;
+    let error = cluster.start_node(options).await.err().expect("refused");
+    assert!(error.contains("over half the session lease TTL"), "{error}");
+    assert!(error.contains("InboundSettings::for_lease_ttl"), "{error}");
+    let fit = cluster.node_options("node-a", &["api"], Duration::ZERO);
+    assert_eq!(fit.inbound.ack_wait, TTL / 2);
+    let node = cluster
+        .start_node(fit)
+        .await
+        .expect("half the lease is fit");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_killed_mid_turn_has_its_session_resumed_elsewhere_and_the_reply_posted_once() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "failover").await;
+    let names = ["api", "web"];
+    let ingress = cluster.ingress().await;
+    // Slow turns: the kill lands while the agent is at work.
+    let pace = Duration::from_millis(600);
+    let a = cluster.node("node-a", &names, pace).await;
+    let b = cluster.node("node-b", &names, pace).await;
+    let (on_a, on_b) = eventually("both sessions run", || async {
+        let (on_a, on_b) = (a.running(), b.running());
+        (on_a.len() + on_b.len() == names.len()).then_some((on_a, on_b))
+    })
+    .await;
+    // The node that runs a session dies; the other survives.
+    let (doomed_node, survivor, doomed) = match on_a.first() {
+        Some(session) => (a, b, session.clone()),
+        None => (b, a, on_b[0].clone()),
+    };
+    let name = doomed.trim_start_matches("serve:").to_owned();
+    cluster
+        .say(
+            1,
+            &format!("/switch {name}"),
+            &format!("now talks to {name}"),
+        )
+        .await;
+
+    // The turn starts (its progress card is posted), then node A dies.
+    cluster.say(2, "migrate the db", "thinking").await;
+    assert_eq!(
+        cluster.sent_with("You asked"),
+        0,
+        "the turn is not over yet"
+    );
+    doomed_node.kill().await;
+
+    let reply = cluster.say(3, "are you there?", "You asked").await;
+    assert!(reply.contains("migrate the db"), "{reply}");
+    cluster.drained(&doomed).await;
+    let answered = |prompt: &str| {
+        cluster
+            .bot
+            .sent()
+            .iter()
+            .filter(|m| m.text.contains("You asked") && m.text.contains(prompt))
+            .count()
+    };
+    assert_eq!(answered("migrate the db"), 1, "{:#?}", cluster.bot.sent());
+    assert_eq!(answered("are you there?"), 1, "{:#?}", cluster.bot.sent());
+    assert!(
+        survivor.running().contains(&doomed),
+        "the other node took the session over"
+    );
+    survivor.shutdown().await;
+    ingress.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_standby_ingress_takes_the_bot_after_the_ttl_and_no_message_is_lost() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "ingress").await;
+    let first = cluster.ingress().await;
+    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
+    eventually("the session runs", || async {
+        (node.running().len() == 1).then_some(())
+    })
+    .await;
+    // The only session: the chat is bound to it by its first message.
+    cluster.say(1, "one", "You asked").await;
+    let second = cluster.ingress().await;
+    cluster.say(2, "two", "You asked").await;
+
+    // The holder dies; a message sent meanwhile waits at the platform.
+    first.kill().await;
+    cluster.bot.queue_update(private_text(USER, 3, "three"));
+    let found = cluster
+        .bot
+        .wait_until(WAIT, |s| {
+            s.sent()
+                .iter()
+                .any(|m| m.text.contains("You asked") && m.text.contains("three"))
+        })
+        .await;
+    assert!(found, "{:#?}", cluster.bot.sent());
+    cluster.drained("serve:api").await;
+    for prompt in ["one", "two", "three"] {
+        let replies = cluster
+            .bot
+            .sent()
+            .iter()
+            .filter(|m| m.text.contains(&format!("You asked: <i>{prompt}</i>")))
+            .count();
+        assert_eq!(replies, 1, "{prompt}: {:#?}", cluster.bot.sent());
+    }
+    node.shutdown().await;
+    second.shutdown().await;
+}
+
+/// Issue 30 finding 2, as the attacker tried it: a client that has NATS credentials (it
+/// shares the server with the cluster) but not the cluster key publishes a prompt as the
+/// paired user, an `/approve`, a prompt sealed with another key, asks the ingress to post
+/// a message, and writes a paired identity of its own into a session's state. Nothing of
+/// it runs or is posted, every attempt is counted, and the real user is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_approve_post_or_pair()
+{
+    use host_shim::cluster::async_nats::jetstream;
+    use host_shim::cluster::cluster_key::ClusterKey;
+    use host_shim::cluster::subjects::session_token;
+    use transport_core::Envelope;
+
+    const MALLORY: i64 = 666;
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "forge").await;
+    let ingress = cluster.ingress().await;
+    let node = cluster
+        .node("node-a", &["api", "ops"], Duration::ZERO)
+        .await;
+    eventually("both sessions run", || async {
+        (node.running().len() == 2).then_some(())
+    })
+    .await;
+    cluster.say(1, "/switch api", "now talks to api").await;
+    cluster.say(2, "build it", "You asked").await;
+    cluster.drained("serve:api").await;
+    let refused_before = cluster.gate.refused();
+
+    // The attacker: the same NATS login as the nodes, no cluster key.
+    let attacker = cluster.nats.connect().await;
+    let attacker_js = jetstream::new(attacker.clone());
+    let subject = cluster.prefix.inbound_subject("serve:api");
+    let forged = |text: &str, id: &str| Envelope {
+        transport: "telegram".into(),
+        conversation_id: USER.to_string(),
+        user_id: USER.to_string(),
+        text: text.into(),
+        is_direct: true,
+        message_id: Some(id.into()),
+        ..Envelope::default()
+    };
+    for (text, id) in [
+        ("forged: rm -rf ~", "4242:900"),
+        ("/approve ab12", "4242:901"),
+    ] {
+        let mut headers = host_shim::cluster::async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("telegram:{id}").as_str());
+        // A seal header it made up.
+        headers.insert(
+            "Bot-Connect-Seal",
+            format!("v1.1.{}", "00".repeat(32)).as_str(),
+        );
+        let body = serde_json::to_vec(&forged(text, id)).unwrap();
+        attacker_js
+            .publish_with_headers(subject.clone(), headers, body.into())
+            .await
+            .expect("the server takes it")
+            .await
+            .expect("stored");
+    }
+    // Sealed properly, but with a key of its own.
+    let wrong = host_shim::cluster::seal::Gate::new(
+        ClusterKey::from_material(b"the attacker's own key, long enough..", "attacker").unwrap(),
+        Arc::new(SystemClock),
+        Arc::new(MemoryLog::default()),
+    );
+    let body = serde_json::to_vec(&forged("forged: wrong key", "4242:902")).unwrap();
+    let headers = wrong.headers(&subject, "telegram:4242:902", &body);
+    attacker_js
+        .publish_with_headers(subject.clone(), headers, body.into())
+        .await
+        .expect("the server takes it")
+        .await
+        .expect("stored");
+    // Asks the ingress to post as the bot.
+    let send = serde_json::json!({"op": "send", "message": {
+        "conversationId": USER.to_string(), "kind": "reply", "text": "forged: phishing link",
+    }});
+    let answer = attacker
+        .request(
+            cluster.prefix.outbound_subject("telegram").unwrap(),
+            serde_json::to_vec(&send).unwrap().into(),
+        )
+        .await
+        .expect("answered");
+    assert!(
+        String::from_utf8_lossy(&answer.payload).contains("refused"),
+        "{:?}",
+        answer.payload
+    );
+    // Writes itself into ops's paired identities.
+    let states = attacker_js
+        .get_key_value(cluster.prefix.state_bucket())
+        .await
+        .expect("the state bucket");
+    states
+        .put(
+            session_token("serve:ops"),
+            br#"{"trusted":{"telegram:666":1}}"#.to_vec().into(),
+        )
+        .await
+        .expect("the server takes it");
+
+    // The real user is answered after the forgeries (the session handles its messages in
+    // order, so they were judged first) ...
+    cluster.say(3, "ship it", "You asked").await;
+    cluster.drained("serve:api").await;
+    // ... and the forged ones did nothing.
+    let agents = cluster.agents.lock().unwrap().clone();
+    let api = agents
+        .get(&("node-a".to_owned(), "serve:api".to_owned()))
+        .expect("api's agent");
+    assert_eq!(api.recent_work().last_prompt.as_deref(), Some("ship it"));
+    assert_eq!(cluster.sent_with("forged"), 0, "{:#?}", cluster.bot.sent());
+    // Mallory is a stranger still: the forged pairing was not read.
+    cluster
+        .bot
+        .queue_update(private_text(MALLORY, 10, "/sessions"));
+    let answered = cluster
+        .bot
+        .wait_until(WAIT, |s| {
+            s.sent()
+                .iter()
+                .any(|m| m.text.contains("This bot serves several agent sessions"))
+        })
+        .await;
+    assert!(answered, "{:#?}", cluster.bot.sent());
+    assert_eq!(
+        cluster.sent_with("Sessions you are paired with:\n1. ops"),
+        0,
+        "{:#?}",
+        cluster.bot.sent()
+    );
+    // Three envelopes, the request, the state (read at least once): all counted.
+    let refused = cluster.gate.refused() - refused_before;
+    assert!(refused >= 5, "refused {refused}");
+    node.shutdown().await;
+    ingress.shutdown().await;
+}

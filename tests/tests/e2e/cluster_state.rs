@@ -1,0 +1,133 @@
+//! Session state in a JetStream KV bucket on a real nats-server (issue 16 §2): saves are
+//! compare-and-set on the revision, so a stale writer is refused and writes nothing.
+
+use host_shim::cluster::state_store::{KvSessionStates, KvStateError, KvStateStore, Loaded};
+use host_shim::state_file::{StateStore, StateStoreError};
+
+use crate::common::cluster::{self, nats_or_skip};
+
+const SESSION: &str = "/home/me/project:main";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_cas_refuses_a_stale_writer() {
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("state1");
+    let node_a = KvStateStore::open(&server.jetstream().await, &prefix, &cluster::gate())
+        .await
+        .expect("state bucket");
+    let node_b = KvStateStore::open(&server.jetstream().await, &prefix, &cluster::gate())
+        .await
+        .expect("state bucket");
+
+    assert_eq!(
+        node_a.load(SESSION).await.expect("load"),
+        Loaded {
+            document: None,
+            revision: 0
+        }
+    );
+    let first = node_a
+        .save(SESSION, r#"{"trusted":{}}"#, 0)
+        .await
+        .expect("the first save creates the document");
+
+    // Both nodes load the same revision; B saves first, so A's copy is stale.
+    let seen_by_a = node_a.load(SESSION).await.expect("load");
+    let seen_by_b = node_b.load(SESSION).await.expect("load");
+    assert_eq!(seen_by_a.revision, first);
+    assert_eq!(seen_by_b, seen_by_a);
+    let by_b = node_b
+        .save(
+            SESSION,
+            r#"{"trusted":{"telegram:1":1}}"#,
+            seen_by_b.revision,
+        )
+        .await
+        .expect("B's save");
+    assert!(by_b > first);
+
+    let stale = node_a
+        .save(SESSION, r#"{"trusted":{}}"#, seen_by_a.revision)
+        .await
+        .expect_err("A's copy is stale");
+    assert_eq!(
+        stale,
+        KvStateError::Conflict {
+            session_key: SESSION.to_owned(),
+            expected_revision: first
+        }
+    );
+    let message = stale.to_string();
+    assert!(
+        message.contains(SESSION) && message.contains("stop it on this node"),
+        "{message}"
+    );
+    // Nothing was written: B's pairing is still there.
+    assert_eq!(
+        node_a.load(SESSION).await.expect("load"),
+        Loaded {
+            document: Some(r#"{"trusted":{"telegram:1":1}}"#.to_owned()),
+            revision: by_b
+        }
+    );
+    // Creating a document that exists is a conflict too (two nodes starting one session).
+    assert!(matches!(
+        node_b.save(SESSION, "{}", 0).await,
+        Err(KvStateError::Conflict { .. })
+    ));
+    // Other sessions are other keys.
+    node_b
+        .save("another session", "{}", 0)
+        .await
+        .expect("another session's first save");
+    // A document that is not an object never reaches NATS.
+    assert!(matches!(
+        node_b.save(SESSION, "[1]", by_b).await,
+        Err(KvStateError::NotAnObject { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_file() {
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("state2");
+    let open = || async {
+        KvSessionStates::new(
+            KvStateStore::open(&server.jetstream().await, &prefix, &cluster::gate())
+                .await
+                .expect("state bucket"),
+        )
+    };
+    let node_a: Box<dyn StateStore> = Box::new(open().await);
+    let node_b: Box<dyn StateStore> = Box::new(open().await);
+    assert_eq!(node_a.path(), None);
+
+    assert_eq!(node_a.load(SESSION).await.expect("load"), None);
+    node_a
+        .save(SESSION, r#"{"n":1}"#)
+        .await
+        .expect("first save");
+    node_a
+        .save(SESSION, r#"{"n":2}"#)
+        .await
+        .expect("its own next save");
+    // B takes the session over: loads, saves.
+    assert_eq!(
+        node_b.load(SESSION).await.expect("load").as_deref(),
+        Some(r#"{"n":2}"#)
+    );
+    node_b.save(SESSION, r#"{"n":3}"#).await.expect("B saves");
+    // A, which still thinks it runs the session, is refused.
+    let refused = node_a
+        .save(SESSION, r#"{"n":99}"#)
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(refused, StateStoreError::Kv(KvStateError::Conflict { .. })),
+        "{refused}"
+    );
+    assert_eq!(
+        node_b.load(SESSION).await.expect("load").as_deref(),
+        Some(r#"{"n":3}"#)
+    );
+}

@@ -1,0 +1,32 @@
+//! The end-to-end tests: the real component in the real host, with fake and loopback
+//! messengers, the real pi and a real nats-server. One test binary, so the component is
+//! compiled once for all of them; what the tests share is in [`common`].
+
+mod common;
+
+mod broker;
+mod broker_telegram;
+mod capability_audit;
+mod cluster_bot_lock;
+mod cluster_documented_config;
+mod cluster_inbound;
+mod cluster_outbound;
+mod cluster_serve;
+mod cluster_state;
+mod demo_agent;
+mod digest_flow;
+mod discord_flow;
+mod pairing_flow;
+mod pi_extension;
+mod pi_headless;
+mod remote_approval;
+mod robo_claw_flow;
+mod runtime_seams;
+mod scoped_turns;
+mod secret_isolation;
+mod slack_flow;
+mod soak;
+mod telegram_flow;
+mod transcripts;
+mod trap_containment;
+mod trust_flow;

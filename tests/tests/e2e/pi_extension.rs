@@ -1,0 +1,642 @@
+//! The live pi session: the real pi with `examples/pi-extension` loaded, linked to the
+//! attach server (`host_shim::attach`, in-process here so the fake messenger can sit
+//! behind it), offline. pi runs in RPC mode only so the test can type into it and see its
+//! notifications; the extension behaves as in the TUI. Skipped, with the reason printed,
+//! when node or the pi package is unavailable.
+
+use std::sync::Arc;
+
+use host_shim::attach::{self, Bound, Link};
+use host_shim::clock::SystemClock;
+use host_shim::logging::MemoryLog;
+use host_shim::pairing_budget::PairingBudget;
+use host_shim::session::{Built, Session, SessionSpec};
+use serde_json::json;
+use transport_core::{Envelope, Transport};
+use transport_testing::fake::FakeTransport;
+
+use crate::common::{self, Dirs, WAIT, editable_fake, user_config};
+use crate::common::fake_model::FakeModel;
+use crate::common::pi::{PiHome, PiProcess, extension_path, require_pi};
+
+struct Live {
+    pi: PiProcess,
+    model: FakeModel,
+    fake: FakeTransport,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<()>,
+    home: PiHome,
+    _dirs: Dirs,
+}
+
+async fn start(test: &str, bridge: &str, extra_env: &[(&str, &str)]) -> Option<Live> {
+    start_in(test, bridge, extra_env, PiHome::new).await
+}
+
+async fn start_in(
+    test: &str,
+    bridge: &str,
+    extra_env: &[(&str, &str)],
+    home: fn(Option<&str>) -> PiHome,
+) -> Option<Live> {
+    let bin = require_pi(test).await?;
+    let model = FakeModel::start().await;
+    let home = home(Some(&model.base_url));
+    let dirs = Dirs::new();
+    // The link's socket must sit in a directory only its user can enter (attach refuses
+    // an open one), as a user's state directory is.
+    std::fs::set_permissions(dirs.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod the test's directory");
+    let socket = dirs.dir.path().join("link.sock");
+    let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
+        panic!("a fresh socket is free");
+    };
+    let link = Link::new();
+    let mut connected = link.connected();
+    let fake = editable_fake();
+    let transport: Arc<dyn Transport> = Arc::new(fake.handle());
+    let (agent, ui) = (link.agent(), link.ui());
+    let (state, locks) = (dirs.state.clone(), dirs.locks());
+    // Set explicitly: the default policy may change, these tests rely on this one.
+    let config = user_config(&format!(r#"{{"bridge":{bridge}}}"#));
+    let starter: attach::SessionStarter = Box::new(move |described| {
+        Box::pin(async move {
+            let spec = SessionSpec {
+                key: described.key,
+                config_sources: vec![config],
+                platforms: host_shim::factory::declarations(),
+                transports: Box::new(move |_| Built {
+                    transports: vec![transport],
+                    notes: Vec::new(),
+                }),
+                agent,
+                ui,
+                state,
+                locks,
+                pairing: PairingBudget::default(),
+                clock: Arc::new(SystemClock),
+                log: Arc::new(MemoryLog::default()),
+                exclusive: true,
+                transcript: None,
+            };
+            Session::spawn(common::runtime(), spec).await
+        })
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(attach::serve(listener, link, None, starter, async {
+        let _ = stopped.await;
+    }));
+    let mut args = home.args();
+    args.push("-e".into());
+    args.push(extension_path().display().to_string());
+    let mut env = home.env();
+    env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
+    for (key, value) in extra_env {
+        env.push((key.to_string(), value.to_string()));
+    }
+    let pi = PiProcess::start(&bin, &home.work(), &args, &env).await;
+    tokio::time::timeout(WAIT, connected.wait_for(|up| *up))
+        .await
+        .expect("the extension links to the host in time")
+        .expect("link alive");
+    Some(Live {
+        pi,
+        model,
+        fake,
+        stop: Some(stop),
+        server,
+        home,
+        _dirs: dirs,
+    })
+}
+
+impl Live {
+    fn dm(&self, user: &str, text: &str) -> Envelope {
+        let mut envelope = self.fake.envelope(text);
+        envelope.user_id = user.into();
+        envelope.conversation_id = format!("dm-{user}");
+        envelope
+    }
+
+    async fn inject(&self, user: &str, text: &str) {
+        self.fake
+            .inject(self.dm(user, text))
+            .await
+            .expect("fake listening");
+    }
+
+    /// Sends a message and waits for a post containing `expect` after it.
+    async fn say(&self, user: &str, text: &str, expect: &str) {
+        let before = self.fake.sent().len();
+        self.inject(user, text).await;
+        let found = self
+            .fake
+            .wait_for(WAIT, |sent, _| {
+                sent[before.min(sent.len())..]
+                    .iter()
+                    .any(|m| m.message.text.contains(expect))
+            })
+            .await;
+        assert!(
+            found,
+            "no post containing {expect:?} after {text:?}: {:#?}",
+            self.texts()
+        );
+    }
+
+    fn texts(&self) -> Vec<String> {
+        self.fake
+            .sent()
+            .into_iter()
+            .map(|m| m.message.text)
+            .collect()
+    }
+
+    fn card_shows(&self, label: &str) -> bool {
+        let sent = self.fake.sent().into_iter().map(|m| m.message.text);
+        let edited = self.fake.edits().into_iter().map(|m| m.text);
+        sent.chain(edited).any(|t| t.contains(label))
+    }
+
+    /// Pairs through the real flow: the code shows up in pi, not in the chat.
+    async fn pair(&self, user: &str) {
+        self.say(user, "hello", "not paired").await;
+        let note = self.pi.notified("Messenger pairing code:").await;
+        let text = note["message"].as_str().unwrap_or_default();
+        let code: String = text
+            .split("code:")
+            .nth(1)
+            .and_then(|rest| rest.split('(').next())
+            .unwrap_or_default()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect();
+        assert!(
+            !self.texts().iter().any(|t| t.contains(&code)),
+            "the code never goes to the chat"
+        );
+        self.say(user, &code, "Paired as").await;
+    }
+
+    async fn stop_host(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.server).await.expect("server task ends");
+    }
+
+    async fn finish(mut self) {
+        self.stop_host().await;
+        self.pi.close().await;
+    }
+}
+
+const UNRESTRICTED: &str = r#"{"remoteToolPolicy":"unrestricted"}"#;
+const READ_ONLY: &str = r#"{"remoteToolPolicy":"read-only"}"#;
+
+#[tokio::test]
+async fn a_remote_prompt_starts_a_turn_in_the_live_session() {
+    let Some(live) = start(
+        "extension: a_remote_prompt_starts_a_turn",
+        UNRESTRICTED,
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    live.pair("alice").await;
+    live.say("alice", "please TOOL", "tool said: hi").await;
+    assert!(
+        live.card_shows("✓ bash"),
+        "the card follows pi's tool events: {:#?}",
+        live.texts()
+    );
+    // The prompt went into the session as a user message, as if typed.
+    assert_eq!(live.model.seen()[0].last_text, "please TOOL");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn a_remote_prompt_while_pi_works_is_a_follow_up() {
+    let Some(mut live) = start("extension: a_remote_prompt_while_busy", UNRESTRICTED, &[]).await
+    else {
+        return;
+    };
+    live.pair("bob").await;
+    // A local prompt keeps pi busy.
+    live.pi
+        .request(json!({"type": "prompt", "message": "HOLD local work"}))
+        .await;
+    live.model
+        .wait("the local request", WAIT, |m| !m.seen().is_empty())
+        .await;
+    live.inject("bob", "remote follow-up").await;
+    live.pi
+        .wait_for("the follow-up queued", |v| {
+            v["type"] == "queue_update" && v["followUp"].as_array().is_some_and(|f| !f.is_empty())
+        })
+        .await;
+    live.model.release();
+    let found = live
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("You said: remote follow-up"))
+        })
+        .await;
+    assert!(found, "{:#?}", live.texts());
+    let texts: Vec<String> = live.model.seen().into_iter().map(|s| s.last_text).collect();
+    assert_eq!(texts, ["HOLD local work", "remote follow-up"]);
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn abort_from_the_chat_stops_the_live_turn() {
+    let Some(live) = start("extension: abort_from_the_chat", UNRESTRICTED, &[]).await else {
+        return;
+    };
+    live.pair("carol").await;
+    live.inject("carol", "HOLD forever").await;
+    live.model
+        .wait("the held request", WAIT, |m| !m.seen().is_empty())
+        .await;
+    live.say("carol", "/abort", "Abort requested.").await;
+    live.model
+        .wait("the stream closed by pi", WAIT, |m| m.cancelled() == 1)
+        .await;
+    live.say("carol", "again", "You said: again").await;
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn read_only_blocks_a_remote_tool_call_but_not_a_local_one() {
+    let Some(mut live) = start("extension: read_only_blocks_remote_tools", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    live.pair("dave").await;
+    live.say("dave", "please TOOL", "tool said:").await;
+    let blocked = live
+        .model
+        .seen()
+        .last()
+        .expect("tool result")
+        .last_text
+        .clone();
+    assert!(
+        blocked.contains("read-only mode"),
+        "blocked by the real hook: {blocked:?}"
+    );
+    assert!(live.card_shows("✕ bash"), "{:#?}", live.texts());
+    // Typed at the terminal: never restricted (I34).
+    live.pi
+        .request(json!({"type": "prompt", "message": "local TOOL"}))
+        .await;
+    live.model
+        .wait("the local tool result", WAIT, |m| {
+            m.seen()
+                .iter()
+                .any(|s| s.last_role == "tool" && s.last_text.trim() == "hi")
+        })
+        .await;
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn connect_status_typed_in_pi_answers_there() {
+    let Some(mut live) = start("extension: connect_status_typed_in_pi", UNRESTRICTED, &[]).await
+    else {
+        return;
+    };
+    live.pi
+        .request(json!({"type": "prompt", "message": "/connect status"}))
+        .await;
+    let note = live.pi.notified("bot-connect status").await;
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("- transports: fake"),
+        "{note}"
+    );
+    assert!(
+        live.model.seen().is_empty(),
+        "a local command never reaches the model"
+    );
+    live.stop_host().await;
+    live.pi.close().await;
+}
+
+#[tokio::test]
+async fn a_host_crash_is_reported_in_pi_and_blocks_the_remote_turns_tools() {
+    let Some(mut live) = start("extension: a_host_crash_is_reported", UNRESTRICTED, &[]).await
+    else {
+        return;
+    };
+    live.pair("erin").await;
+    live.inject("erin", "HOLD then TOOL").await;
+    live.model
+        .wait("the held request", WAIT, |m| !m.seen().is_empty())
+        .await;
+    live.stop_host().await;
+    live.pi.notified("host-shim closed the link").await;
+    live.model.release();
+    // The remote turn's tool call cannot be checked any more: blocked, with the reason.
+    live.model
+        .wait("the blocked tool's result", WAIT, |m| {
+            m.seen().iter().any(|s| {
+                s.last_role == "tool" && s.last_text.contains("bot-connect is not running")
+            })
+        })
+        .await;
+    // pi itself carries on.
+    let state = live.pi.request(json!({"type": "get_state"})).await;
+    assert_eq!(state["success"], true);
+    assert!(live.pi.running());
+    live.pi.close().await;
+}
+
+#[tokio::test]
+async fn a_verdict_that_does_not_come_in_time_blocks_the_tool() {
+    // With approval on, the host asks pi's person; nobody answers here, and the
+    // extension's own deadline (2 s in this test) blocks the tool first.
+    let bridge = r#"{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each"}"#;
+    let env = [("PI_BOT_CONNECT_VERDICT_TIMEOUT_MS", "2000")];
+    let Some(live) = start("extension: a_verdict_that_does_not_come", bridge, &env).await else {
+        return;
+    };
+    live.pair("frank").await;
+    live.inject("frank", "please TOOL").await;
+    live.pi
+        .wait_for("the approval question", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    live.model
+        .wait("the blocked tool's result", WAIT, |m| {
+            m.seen()
+                .iter()
+                .any(|s| s.last_role == "tool" && s.last_text.contains("no verdict within 2 s"))
+        })
+        .await;
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn an_approval_answered_in_pi_lets_the_tool_run() {
+    let bridge = r#"{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each"}"#;
+    let Some(mut live) = start("extension: an_approval_answered_in_pi", bridge, &[]).await else {
+        return;
+    };
+    live.pair("gina").await;
+    live.inject("gina", "please TOOL").await;
+    let question = live
+        .pi
+        .wait_for("the approval question", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    assert_eq!(question["title"], "Remote tool call: bash");
+    live.pi
+        .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": true}))
+        .await;
+    let found = live
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("tool said: hi"))
+        })
+        .await;
+    assert!(found, "{:#?}", live.texts());
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn a_remote_follow_up_in_a_local_run_is_restricted_from_its_delivery_on() {
+    let Some(mut live) = start(
+        "extension: a_remote_follow_up_is_restricted",
+        READ_ONLY,
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    live.pair("hana").await;
+    // A local run is going; its own tools would be allowed.
+    live.pi
+        .request(json!({"type": "prompt", "message": "HOLD local work"}))
+        .await;
+    live.model
+        .wait("the local request", WAIT, |m| !m.seen().is_empty())
+        .await;
+    live.inject("hana", "please TOOL").await;
+    live.pi
+        .wait_for("the follow-up queued", |v| {
+            v["type"] == "queue_update" && v["followUp"].as_array().is_some_and(|f| !f.is_empty())
+        })
+        .await;
+    live.model.release();
+    // Delivered into the same pi run, the remote prompt's tool call meets the policy.
+    live.model
+        .wait("the blocked tool's result", WAIT, |m| {
+            m.seen()
+                .iter()
+                .any(|s| s.last_role == "tool" && s.last_text.contains("read-only mode"))
+        })
+        .await;
+    live.finish().await;
+}
+
+/// pi retries a failed model call, and continues after compacting an over-long
+/// conversation, in a run of its own that no prompt starts. That run answers the same
+/// messenger prompt, so its tool calls meet the same policy: under read-only, the `bash`
+/// the retried stream asks for must not run (it did, when such a run was classed local).
+async fn a_run_pi_starts_by_itself_keeps_the_remote_policy(test: &str, prompt: &str) {
+    let Some(live) = start_in(test, READ_ONLY, &[], PiHome::with_retries).await else {
+        return;
+    };
+    live.pair("ivan").await;
+    live.inject("ivan", prompt).await;
+    live.model
+        .wait("the tool's result after pi's own new run", WAIT, |m| {
+            m.seen().iter().any(|s| s.last_role == "tool")
+        })
+        .await;
+    let seen = live.model.seen();
+    let result = seen.iter().find(|s| s.last_role == "tool").expect("a tool result");
+    assert!(
+        result.last_text.contains("read-only mode"),
+        "the retried run's bash ran: {:#?}",
+        seen
+    );
+    let prompts = seen.iter().filter(|s| s.last_text == prompt).count();
+    assert!(prompts >= 2, "pi asked again without a new prompt: {seen:#?}");
+    // The run pi started by itself was reported as remote, never as local.
+    let turns: Vec<String> = live
+        .pi
+        .lines()
+        .into_iter()
+        .filter(|v| v["type"] == "agent_start")
+        .map(|v| v.to_string())
+        .collect();
+    assert!(turns.len() >= 2, "pi started a second run: {turns:?}");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn a_run_retried_after_an_overload_keeps_the_remote_policy() {
+    a_run_pi_starts_by_itself_keeps_the_remote_policy(
+        "extension: a_run_retried_after_an_overload",
+        "FAIL:overloaded then TOOL",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_continued_after_an_overflow_keeps_the_remote_policy() {
+    a_run_pi_starts_by_itself_keeps_the_remote_policy(
+        "extension: a_run_continued_after_an_overflow",
+        "FAIL:overflow then TOOL",
+    )
+    .await;
+}
+
+/// A working directory as a real repository has one: a secret in `.env`, a credential URL
+/// in `.git/config`, and ordinary code. Every file holds the word the search looks for.
+fn plant_repository(work: &std::path::Path) {
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::write(work.join(".env"), "API_KEY=PLANTED-in-env\n").unwrap();
+    std::fs::write(
+        work.join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://me:PLANTED-in-git@example.com/r.git\n",
+    )
+    .unwrap();
+    std::fs::write(work.join("src/main.rs"), "// PLANTED-in-src\n").unwrap();
+}
+
+/// The text of every tool result pi sent the model.
+fn tool_results(model: &FakeModel) -> Vec<String> {
+    model
+        .seen()
+        .into_iter()
+        .filter(|s| s.last_role == "tool")
+        .map(|s| s.last_text)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_remote_search_never_reads_protected_files_unasked() {
+    let Some(mut live) = start("extension: a_remote_search_never_reads", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    if let Err(why) = common::ripgrep::give_pi_ripgrep(&live.home.dir.path().join("agent")) {
+        eprintln!("SKIPPED (no ripgrep): {why}");
+        live.finish().await;
+        return;
+    }
+    plant_repository(&live.home.work());
+    live.pair("kira").await;
+    // pi's grep runs ripgrep with --hidden: unnarrowed, `.` reads .git/config and .env.
+    live.say("kira", "GREP PLANTED", "tool said:").await;
+    let results = tool_results(&live.model);
+    let searched = results.last().expect("the search's result");
+    assert!(searched.contains("PLANTED-in-src"), "the search ran: {searched}");
+    assert!(
+        !searched.contains("PLANTED-in-env") && !searched.contains("PLANTED-in-git"),
+        "a remote search read protected files: {searched}"
+    );
+    // A glob of its own overrides ignore files in ripgrep: asked about, and a no blocks it.
+    live.inject("kira", "GREP PLANTED GLOB=.env*").await;
+    let question = live
+        .pi
+        .wait_for("the question about the search's glob", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    assert!(
+        question["message"].as_str().unwrap_or_default().contains(".env*"),
+        "{question}"
+    );
+    live.pi
+        .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": false}))
+        .await;
+    live.model
+        .wait("the declined search's result", WAIT, |m| tool_results(m).len() == 2)
+        .await;
+    let declined = tool_results(&live.model).pop().unwrap();
+    assert!(!declined.contains("PLANTED-in-env"), "{declined}");
+    // pi refuses a prompt while it still answers the declined call: wait for that run's end.
+    live.pi
+        .wait_for_nth("the declined search's run to end", 2, |v| v["type"] == "agent_end")
+        .await;
+    // Typed at the terminal, the same search is the user's own: nothing is left out.
+    live.pi
+        .request(json!({"type": "prompt", "message": "local GREP PLANTED"}))
+        .await;
+    live.model
+        .wait("the local search's result", WAIT, |m| tool_results(m).len() == 3)
+        .await;
+    let local = tool_results(&live.model).pop().unwrap();
+    assert!(local.contains("PLANTED-in-env"), "{local}");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn an_over_long_path_is_judged_where_it_leads() {
+    let Some(mut live) = start("extension: an_over_long_path_is_judged", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    let outside = live.home.dir.path().join("outside.txt");
+    std::fs::write(&outside, "PLANTED-outside").unwrap();
+    live.pair("lena").await;
+    // 5,000 characters that pi resolves to ../outside.txt: once sent as no path at all,
+    // so a read outside the working directory ran without a question.
+    let long = format!("{}../outside.txt", "./".repeat(2_500));
+    live.inject("lena", &format!("READ {long}")).await;
+    let question = live
+        .pi
+        .wait_for("the question about a read outside the working directory", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    assert!(
+        question["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("outside the working directory"),
+        "{question}"
+    );
+    live.pi
+        .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": false}))
+        .await;
+    live.model
+        .wait("the declined read's result", WAIT, |m| !tool_results(m).is_empty())
+        .await;
+    let result = tool_results(&live.model).pop().unwrap();
+    assert!(!result.contains("PLANTED-outside"), "{result}");
+    live.finish().await;
+}
+
+#[tokio::test]
+async fn a_notice_naming_a_hostile_id_reaches_pi_without_escapes() {
+    let Some(live) = start("extension: a_notice_naming_a_hostile_id", READ_ONLY, &[]).await
+    else {
+        return;
+    };
+    // An id a platform let through: an OSC 52 clipboard write, a bidi override and a
+    // zero-width space. Shown raw, pi's terminal would obey the escape.
+    let hostile = "mal\u{1b}]52;c;ZXZpbA==\u{7}lo\u{202e}ry\u{200b}";
+    live.pair(hostile).await;
+    let note = live.pi.notified("Paired").await;
+    let shown = note["message"].as_str().unwrap_or_default();
+    assert!(shown.contains("mal"), "the notice names the user: {shown:?}");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}', '\u{200b}'] {
+        assert!(!shown.contains(bad), "{bad:?} reached the terminal: {shown:?}");
+    }
+    live.finish().await;
+}

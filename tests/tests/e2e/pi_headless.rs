@@ -1,0 +1,343 @@
+//! `host-shim run --agent pi` against the real pi, offline: the bridge drives
+//! `pi --mode rpc` (with the embedded extension as its tool gate) and a fake messenger
+//! pairs, prompts, aborts. Skipped, with the reason printed, when node or the pi package
+//! is unavailable.
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use host_shim::pi_rpc_agent::{PiLaunch, PiRpcAgent, write_extension};
+use host_shim::ui::RecordingUi;
+
+use crate::common::{self, Dirs, Harness, Setup, WAIT, user_config};
+use crate::common::fake_model::FakeModel;
+use crate::common::pi::{PI_WAIT, PiHome, require_pi};
+
+struct Headless {
+    harness: Harness,
+    model: FakeModel,
+    pi: PiRpcAgent,
+    home: PiHome,
+    _dirs: Dirs,
+}
+
+async fn start(test: &str, policy: &str, extension: Option<&str>) -> Option<Headless> {
+    start_with(
+        test,
+        &format!(r#"{{"bridge":{{"remoteToolPolicy":"{policy}"}}}}"#),
+        extension,
+    )
+    .await
+}
+
+async fn start_with(test: &str, config: &str, extension: Option<&str>) -> Option<Headless> {
+    start_in(test, config, extension, PiHome::new).await
+}
+
+async fn start_in(
+    test: &str,
+    config: &str,
+    extension: Option<&str>,
+    home: fn(Option<&str>) -> PiHome,
+) -> Option<Headless> {
+    let bin = require_pi(test).await?;
+    let model = FakeModel::start().await;
+    let home = home(Some(&model.base_url));
+    let extension_dir = home.dir.path().join("bot-connect");
+    let extension = match extension {
+        // What `run --agent pi` loads: the embedded copy.
+        None => write_extension(&extension_dir).expect("extension written"),
+        Some(source) => {
+            std::fs::create_dir_all(&extension_dir).unwrap();
+            let path = extension_dir.join("index.ts");
+            std::fs::write(&path, source).unwrap();
+            path
+        }
+    };
+    let launch = PiLaunch {
+        program: bin.into_os_string(),
+        args: home.args().into_iter().map(OsString::from).collect(),
+        cwd: home.work(),
+        extension,
+        key: "pi-headless".into(),
+        ready_timeout: PI_WAIT,
+        env: home
+            .env()
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+    };
+    let pi = PiRpcAgent::start(launch, Arc::new(RecordingUi::default()))
+        .await
+        .expect("pi starts in rpc mode");
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, "pi-headless");
+    setup.agent = Arc::new(pi.clone());
+    // Set explicitly: the default policy may change, these tests rely on this one.
+    setup.config = vec![user_config(config)];
+    let harness = setup.start().await;
+    Some(Headless {
+        harness,
+        model,
+        pi,
+        home,
+        _dirs: dirs,
+    })
+}
+
+impl Headless {
+    async fn stop(self) {
+        self.harness
+            .session
+            .shutdown()
+            .await
+            .expect("session stops");
+        self.pi.stop().await;
+    }
+
+    fn card_shows(&self, label: &str) -> bool {
+        let sent = self.harness.fake.sent().into_iter().map(|m| m.message.text);
+        let edited = self.harness.fake.edits().into_iter().map(|m| m.text);
+        sent.chain(edited).any(|t| t.contains(label))
+    }
+}
+
+#[tokio::test]
+async fn a_remote_prompt_runs_a_pi_turn_with_its_tool_card_and_reply() {
+    let Some(t) = start("a_remote_prompt_runs_a_pi_turn", "unrestricted", None).await else {
+        return;
+    };
+    t.harness.pair("alice").await;
+    t.harness.say("alice", "please TOOL", "tool said: hi").await;
+    assert!(
+        t.card_shows("✓ bash"),
+        "the card follows pi's tool events: {:#?}",
+        t.harness.texts()
+    );
+    let seen = t.model.seen();
+    assert_eq!(seen[0].last_text, "please TOOL");
+    assert_eq!(seen[1].last_role, "tool");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_prompt_while_pi_works_is_delivered_as_a_follow_up() {
+    let Some(t) = start(
+        "a_prompt_while_pi_works_is_a_follow_up",
+        "unrestricted",
+        None,
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("bob").await;
+    t.harness
+        .fake
+        .inject(t.harness.dm("bob", "HOLD first"))
+        .await
+        .expect("fake listening");
+    t.model
+        .wait("the first request", WAIT, |m| {
+            m.seen().iter().any(|s| s.last_text == "HOLD first")
+        })
+        .await;
+    t.harness
+        .fake
+        .inject(t.harness.dm("bob", "second"))
+        .await
+        .expect("fake listening");
+    t.model.release();
+    let found = t
+        .harness
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter()
+                .any(|m| m.message.text.contains("You said: second"))
+        })
+        .await;
+    assert!(
+        found,
+        "the follow-up was answered: {:#?}",
+        t.harness.texts()
+    );
+    let texts: Vec<String> = t.model.seen().into_iter().map(|s| s.last_text).collect();
+    assert_eq!(
+        texts,
+        ["HOLD first", "second"],
+        "delivered after the first, not rejected"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn abort_from_the_chat_stops_the_pi_turn() {
+    let Some(t) = start(
+        "abort_from_the_chat_stops_the_pi_turn",
+        "unrestricted",
+        None,
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("carol").await;
+    t.harness
+        .fake
+        .inject(t.harness.dm("carol", "HOLD forever"))
+        .await
+        .expect("fake listening");
+    t.model
+        .wait("the held request", WAIT, |m| !m.seen().is_empty())
+        .await;
+    t.harness.say("carol", "/abort", "Abort requested.").await;
+    // pi closes the model stream when it aborts.
+    t.model
+        .wait("the stream closed by pi", WAIT, |m| m.cancelled() == 1)
+        .await;
+    // pi is usable again: the next prompt is a fresh turn.
+    t.harness.say("carol", "again", "You said: again").await;
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn read_only_policy_blocks_a_remote_tool_call_in_the_real_hook() {
+    let Some(t) = start("read_only_blocks_a_remote_tool_call", "read-only", None).await else {
+        return;
+    };
+    t.harness.pair("dave").await;
+    t.harness.say("dave", "please TOOL", "tool said:").await;
+    let seen = t.model.seen();
+    let result = &seen
+        .last()
+        .expect("the model saw the tool result")
+        .last_text;
+    assert!(
+        result.contains("read-only mode"),
+        "the tool result is the bridge's block reason: {result:?}"
+    );
+    assert!(t.card_shows("✕ bash"), "{:#?}", t.harness.texts());
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_scope_judges_the_paths_pi_writes() {
+    let config = r#"{"bridge":{"remoteScope":{"allowTools":["write"],"allowedPaths":["src/**"]}}}"#;
+    let Some(t) = start_with("the_scope_judges_the_paths_pi_writes", config, None).await else {
+        return;
+    };
+    t.harness.pair("erin").await;
+    // Outside `allowedPaths`: refused, the reason reaches the model, nothing is written.
+    t.harness
+        .say("erin", "please WRITE notes.txt", "tool said:")
+        .await;
+    let seen = t.model.seen();
+    let result = &seen
+        .last()
+        .expect("the model saw the tool result")
+        .last_text;
+    assert!(
+        result.contains("may not change 'notes.txt'")
+            && result.contains("outside the allowed paths (src/**)"),
+        "the tool result is the scope's reason: {result:?}"
+    );
+    assert!(!t.home.work().join("notes.txt").exists());
+    // Inside: pi really writes the file.
+    std::fs::create_dir_all(t.home.work().join("src")).expect("src dir");
+    t.harness
+        .say("erin", "please WRITE src/notes.txt", "tool said:")
+        .await;
+    let written = std::fs::read_to_string(t.home.work().join("src/notes.txt"));
+    assert_eq!(written.ok().as_deref(), Some("written by pi"));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_tool_gate_remote_prompts_are_refused() {
+    // An extension that loads but never says it gates tool calls: the policy cannot be
+    // enforced, so no remote prompt may reach pi.
+    let inert = "export default function () {}\n";
+    let Some(t) = start(
+        "without_the_tool_gate_prompts_are_refused",
+        "read-only",
+        Some(inert),
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("erin").await;
+    t.harness
+        .say("erin", "please TOOL", "did not accept that message")
+        .await;
+    assert!(t.model.seen().is_empty(), "nothing reached the model");
+    t.stop().await;
+}
+
+/// pi's own new runs (a retry after an overload, the continuation after an overflow
+/// compaction) answer the same remote prompt: under read-only their `bash` is blocked too.
+async fn a_run_pi_starts_by_itself_is_still_remote(test: &str, prompt: &str) {
+    let config = r#"{"bridge":{"remoteToolPolicy":"read-only"}}"#;
+    let Some(t) = start_in(test, config, None, PiHome::with_retries).await else {
+        return;
+    };
+    t.harness.pair("olga").await;
+    t.harness.say("olga", prompt, "tool said:").await;
+    let seen = t.model.seen();
+    let result = seen.iter().find(|s| s.last_role == "tool").expect("a tool result");
+    assert!(
+        result.last_text.contains("read-only mode"),
+        "the bash of pi's own new run ran: {seen:#?}"
+    );
+    assert!(
+        seen.iter().filter(|s| s.last_text == prompt).count() >= 2,
+        "pi asked the model again without a new prompt: {seen:#?}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_retried_after_an_overload_is_still_remote() {
+    a_run_pi_starts_by_itself_is_still_remote(
+        "a_run_retried_after_an_overload",
+        "FAIL:overloaded then TOOL",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_continued_after_an_overflow_is_still_remote() {
+    a_run_pi_starts_by_itself_is_still_remote(
+        "a_run_continued_after_an_overflow",
+        "FAIL:overflow then TOOL",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_remote_search_is_narrowed_out_of_protected_files() {
+    let Some(t) = start("a_remote_search_is_narrowed", "read-only", None).await else {
+        return;
+    };
+    if let Err(why) = common::ripgrep::give_pi_ripgrep(&t.home.dir.path().join("agent")) {
+        eprintln!("SKIPPED (no ripgrep): {why}");
+        t.stop().await;
+        return;
+    }
+    let work = t.home.work();
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(work.join(".env"), "API_KEY=PLANTED-in-env\n").unwrap();
+    std::fs::write(work.join(".git/config"), "url = https://me:PLANTED-in-git@x\n").unwrap();
+    std::fs::write(work.join("notes.md"), "PLANTED-in-notes\n").unwrap();
+    t.harness.pair("nina").await;
+    // The gate's verdict sets grep's glob: ripgrep (with pi's --hidden) then skips them.
+    t.harness.say("nina", "GREP PLANTED", "tool said:").await;
+    let seen = t.model.seen();
+    let result = &seen.iter().rfind(|s| s.last_role == "tool").expect("a result").last_text;
+    assert!(result.contains("PLANTED-in-notes"), "the search ran: {result}");
+    assert!(
+        !result.contains("PLANTED-in-env") && !result.contains("PLANTED-in-git"),
+        "a remote search read protected files: {result}"
+    );
+    t.stop().await;
+}

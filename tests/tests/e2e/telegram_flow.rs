@@ -1,0 +1,463 @@
+//! End to end with Telegram: the real component and host, the real Telegram transport,
+//! and a loopback Bot API server speaking HTTP + JSON on 127.0.0.1. Pair from a Telegram
+//! chat, prompt, watch the card edited, get a long reply as several valid HTML messages,
+//! and ask `/status` while the agent works; `@bot status` in a group is a command; approve
+//! a parked tool call with the request's inline-keyboard button.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use host_shim::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
+use host_shim::clock::ManualClock;
+use host_shim::factory::{self, Environment};
+use host_shim::logging::MemoryLog;
+use host_shim::pairing_budget::PairingBudget;
+use host_shim::session::{Session, SessionSpec};
+use host_shim::ui::RecordingUi;
+use serde_json::json;
+use transport_testing::telegram::{
+    BotApiServer, button_press, group_text, parse_telegram_html, private_text,
+};
+
+use crate::common::{self, Dirs, ScriptAgent, WAIT};
+
+const USER: i64 = 4242;
+const GROUP: i64 = -100_777;
+
+struct Telegram {
+    server: Arc<BotApiServer>,
+    session: Session,
+    agent: Arc<ScriptAgent>,
+    ui: Arc<RecordingUi>,
+    dirs: Dirs,
+}
+
+/// A session on `server`, with its state and locks in `dirs` (shared across a restart).
+fn spec(
+    server: &BotApiServer,
+    dirs: &Dirs,
+    agent: Arc<ScriptAgent>,
+    ui: Arc<RecordingUi>,
+) -> SessionSpec {
+    spec_with(server, dirs, agent, ui, json!({}))
+}
+
+/// [`spec`] with this `bridge` config section.
+fn spec_with(
+    server: &BotApiServer,
+    dirs: &Dirs,
+    agent: Arc<ScriptAgent>,
+    ui: Arc<RecordingUi>,
+    bridge: serde_json::Value,
+) -> SessionSpec {
+    let token = server.token();
+    let state_dir = dirs.dir.path().to_path_buf();
+    let config = json!({"bridge": bridge, "transports": {"telegram": {
+        "enabled": true,
+        "tokenEnv": "TG_TEST_TOKEN",
+        "baseUrl": server.base_url(),
+        "pollTimeoutSeconds": 1,
+    }}});
+    SessionSpec {
+        key: "telegram-e2e".into(),
+        config_sources: vec![common::user_config(&config.to_string())],
+        platforms: factory::declarations(),
+        transports: Box::new(move |requests| {
+            // The token comes from the "environment" only, as in production.
+            let var = move |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
+            factory::build(
+                requests,
+                None,
+                &Environment {
+                    var: &var,
+                    state_dir: Some(state_dir),
+                },
+            )
+        }),
+        agent,
+        ui,
+        state: Dirs::open_state(&dirs.dir),
+        locks: dirs.locks(),
+        pairing: PairingBudget::default(),
+        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        log: Arc::new(MemoryLog::default()),
+        exclusive: true,
+        transcript: None,
+    }
+}
+
+impl Telegram {
+    async fn start() -> Telegram {
+        Telegram::start_with(json!({})).await
+    }
+
+    /// A session whose config has this `bridge` section.
+    async fn start_with(bridge: serde_json::Value) -> Telegram {
+        let server = Arc::new(BotApiServer::start().await);
+        let dirs = Dirs::new();
+        let agent = Arc::new(ScriptAgent::default());
+        let ui = Arc::new(RecordingUi::default());
+        let session = Session::spawn(
+            common::runtime(),
+            spec_with(&server, &dirs, agent.clone(), ui.clone(), bridge),
+        )
+        .await
+        .expect("session starts");
+        Telegram {
+            server,
+            session,
+            agent,
+            ui,
+            dirs,
+        }
+    }
+
+    /// Queues an update and waits until the bot has sent something containing `expect`.
+    async fn say(&self, update: serde_json::Value, expect: &str) {
+        let before = self.server.sent().len();
+        self.server.queue_update(update);
+        let found = self
+            .server
+            .wait_until(WAIT, |s| {
+                s.sent()[before..].iter().any(|m| m.text.contains(expect))
+            })
+            .await;
+        assert!(
+            found,
+            "no message containing {expect:?}; sent: {:#?}\nlocal: {:#?}",
+            self.server.sent(),
+            self.ui.notes()
+        );
+    }
+
+    fn code_shown_locally(&self) -> String {
+        let notes = self.ui.notes();
+        let note = notes
+            .iter()
+            .rev()
+            .find(|(_, text)| text.contains("Messenger pairing code:"))
+            .expect("a pairing code was shown locally");
+        let after = note.1.split("Messenger pairing code:").nth(1).unwrap_or("");
+        after
+            .split('(')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect()
+    }
+
+    async fn pair(&self, message_id: i64) {
+        self.say(private_text(USER, message_id, "hello"), "not paired")
+            .await;
+        let code = self.code_shown_locally();
+        assert!(
+            self.server.sent().iter().all(|m| !m.text.contains(&code)),
+            "the code never goes to the chat (I1)"
+        );
+        self.say(
+            private_text(USER, message_id + 1, &code),
+            "Paired as telegram:4242",
+        )
+        .await;
+    }
+}
+
+/// A reply of several sections, each with a code block: far over Telegram's 4,096 units.
+fn long_reply() -> String {
+    let mut text = String::new();
+    for i in 0..12 {
+        text.push_str(&format!(
+            "## Step {i}\n\nI changed **the parser** so nested <blocks> & lists close.\n\n```rust\n{}```\n\n",
+            format!("fn step_{i}() {{ println!(\"{i}\"); }}\n").repeat(12)
+        ));
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pair_prompt_card_and_a_long_reply_in_valid_html_messages() {
+    let t = Telegram::start().await;
+    t.pair(1).await;
+
+    t.server
+        .queue_update(private_text(USER, 3, "please fix the parser"));
+    let agent = t.agent.clone();
+    let prompted = t
+        .server
+        .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
+        .await;
+    assert!(prompted, "the prompt reached the agent");
+    assert_eq!(t.agent.prompts.lock().unwrap()[0], "please fix the parser");
+
+    t.agent.busy.store(true, Ordering::SeqCst);
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    t.agent.emit(AgentEvent::ToolStarted("bash".into())).await;
+    t.agent
+        .emit(AgentEvent::ToolFinished(ToolResult {
+            name: "bash".into(),
+            ok: true,
+        }))
+        .await;
+    // `/status` while the agent works is answered at once (I8).
+    t.say(private_text(USER, 4, "/status"), "agent: busy").await;
+    t.session.tick().await.expect("session alive");
+    t.agent
+        .emit(AgentEvent::AssistantMessage(long_reply()))
+        .await;
+    t.agent.busy.store(false, Ordering::SeqCst);
+    t.agent.emit(AgentEvent::TurnSettled).await;
+
+    let done = t
+        .server
+        .wait_until(WAIT, |s| {
+            s.sent().iter().filter(|m| m.text.contains("Step")).count() >= 2
+        })
+        .await;
+    assert!(
+        done,
+        "the reply arrived in several messages: {:#?}",
+        t.server.sent()
+    );
+
+    // The card was edited in place, not posted anew for each step.
+    let edits = t.server.edited();
+    assert!(!edits.is_empty(), "the progress card was edited");
+    for message in t.server.sent() {
+        let units = message.text.encode_utf16().count();
+        assert_eq!(message.parse_mode.as_deref(), Some("HTML"));
+        let plain = parse_telegram_html(&message.text)
+            .unwrap_or_else(|e| panic!("invalid Telegram HTML ({e}): {}", message.text));
+        assert!(
+            plain.encode_utf16().count() <= 4096 && units > 0,
+            "over the limit: {units} units"
+        );
+    }
+    let reply: Vec<_> = t
+        .server
+        .sent()
+        .into_iter()
+        .filter(|m| m.text.contains("Step"))
+        .collect();
+    assert!(
+        reply
+            .iter()
+            .all(|m| m.text.contains("<pre>") || !m.text.contains("fn step")),
+        "code stays in fenced blocks"
+    );
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_mention_of_a_command_is_a_command() {
+    let t = Telegram::start().await;
+    t.pair(1).await;
+    let mention = json!([{"type": "mention", "offset": 0, "length": 6}]);
+    t.say(
+        group_text(GROUP, USER, 10, "@piBot /status", mention.clone()),
+        "pi-bot-connect status",
+    )
+    .await;
+    // Decision 1: after the mention, a lone command word is the command, not a prompt.
+    t.say(
+        group_text(GROUP, USER, 11, "@piBot status", mention),
+        "pi-bot-connect status",
+    )
+    .await;
+    assert!(
+        t.agent.prompts.lock().unwrap().is_empty(),
+        "neither became a prompt: {:?}",
+        t.agent.prompts.lock().unwrap()
+    );
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_host_answers_what_arrived_while_it_was_away_exactly_once() {
+    let t = Telegram::start().await;
+    t.pair(1).await;
+    let answered = t.server.sent().len();
+    t.session.shutdown().await.expect("clean shutdown");
+    // Offline: a message waits on the server.
+    t.server.queue_update(private_text(USER, 9, "/whoami"));
+    let restarted = Session::spawn(
+        common::runtime(),
+        spec(
+            &t.server,
+            &t.dirs,
+            Arc::new(ScriptAgent::default()),
+            t.ui.clone(),
+        ),
+    )
+    .await
+    .expect("restarted session starts");
+    let whoami = |s: &BotApiServer| {
+        s.sent()[answered..]
+            .iter()
+            .filter(|m| m.text.contains("telegram:4242"))
+            .count()
+    };
+    assert!(
+        t.server.wait_until(WAIT, |s| whoami(s) == 1).await,
+        "sent: {:#?}",
+        t.server.sent()
+    );
+    // Polling went on (a later long poll confirmed the offset) and nothing was answered twice.
+    let polls = t.server.calls("getUpdates");
+    assert!(
+        t.server
+            .wait_until(WAIT, |s| s.calls("getUpdates") > polls + 1)
+            .await
+    );
+    assert_eq!(whoami(&t.server), 1);
+    restarted.shutdown().await.expect("clean shutdown");
+}
+
+/// Decision 10: what waited on the server is answered, but a stranger's message older than
+/// the pairing window mints no code and gets no reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_message_older_than_the_pairing_window_is_not_answered() {
+    let t = Telegram::start().await;
+    let mut stale = private_text(777, 1, "anyone there?");
+    // The clock reads 1_700_000_000 s; this was sent ten minutes before (TTL: five).
+    stale["message"]["date"] = json!(1_700_000_000 - 600);
+    t.server.queue_update(stale);
+    t.say(private_text(778, 2, "hello"), "not paired").await;
+    let to_stale: Vec<_> = t
+        .server
+        .sent()
+        .into_iter()
+        .filter(|m| m.chat_id == "777")
+        .collect();
+    assert!(to_stale.is_empty(), "{to_stale:#?}");
+    let codes =
+        t.ui.notes()
+            .iter()
+            .filter(|(_, text)| text.contains("Messenger pairing code:"))
+            .count();
+    assert_eq!(
+        codes,
+        1,
+        "one code, for the fresh message: {:#?}",
+        t.ui.notes()
+    );
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+/// Issue 15 §1 with one real transport's buttons: the remote turn's parked tool call is
+/// put to the paired chat with Approve / Deny buttons; a stranger's press decides nothing,
+/// the paired user's press on Approve lets the call run, and every press is answered so
+/// the phone's spinner stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
+    const STRANGER: i64 = 5555;
+    let t = Telegram::start_with(json!({
+        "remoteToolPolicy": "unrestricted",
+        "remoteToolApproval": "each",
+        "remoteApproval": {"enabled": true, "timeoutMs": 60000},
+    }))
+    .await;
+    t.pair(1).await;
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let waiting = {
+        let agent = t.agent.clone();
+        tokio::spawn(async move { agent.tool_call("bash").await })
+    };
+    let asked = t
+        .server
+        .wait_until(WAIT, |s| {
+            s.sent()
+                .iter()
+                .any(|m| m.text.starts_with("Approval needed ("))
+        })
+        .await;
+    assert!(asked, "no approval request: {:#?}", t.server.sent());
+    let request = t
+        .server
+        .sent()
+        .into_iter()
+        .find(|m| m.text.starts_with("Approval needed ("))
+        .expect("the request");
+    let id = request
+        .text
+        .trim_start_matches("Approval needed (")
+        .split(')')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(request.chat_id, USER.to_string());
+    assert_eq!(
+        request.buttons(),
+        vec![
+            ("Approve".to_owned(), format!("/approve {id}")),
+            ("Deny".to_owned(), format!("/deny {id}")),
+        ]
+    );
+    // Only the request carries buttons.
+    assert_eq!(
+        t.server
+            .sent()
+            .iter()
+            .filter(|m| m.reply_markup.is_some())
+            .count(),
+        1
+    );
+
+    // A stranger presses Approve (a forwarded request, or a forged press): it is handled
+    // as any unpaired message (told to pair) and decides nothing.
+    t.say(
+        button_press(
+            "press-stranger",
+            STRANGER,
+            None,
+            request.message_id,
+            &format!("/approve {id}"),
+        ),
+        "not paired",
+    )
+    .await;
+    assert!(
+        !waiting.is_finished(),
+        "a stranger's press decided the call"
+    );
+    // The paired user presses it.
+    t.server.queue_update(button_press(
+        "press-paired",
+        USER,
+        None,
+        request.message_id,
+        &format!("/approve {id}"),
+    ));
+    let verdict = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("a verdict in time")
+        .expect("the task ran");
+    assert!(
+        matches!(verdict, host_shim::bindings::session::ToolDecision::Allow),
+        "{verdict:?}"
+    );
+    let told = format!("Approval {id} ('bash'): approved by telegram:{USER} from the chat.");
+    let found = t
+        .server
+        .wait_until(WAIT, |s| s.sent().iter().any(|m| m.text == told))
+        .await;
+    assert!(found, "sent: {:#?}", t.server.sent());
+    let answered = t
+        .server
+        .wait_until(WAIT, |s| s.callback_answers().len() == 2)
+        .await;
+    assert!(answered, "{:#?}", t.server.callback_answers());
+    let ids: Vec<String> = t
+        .server
+        .callback_answers()
+        .into_iter()
+        .map(|a| a.callback_query_id)
+        .collect();
+    assert!(ids.contains(&"press-paired".to_owned()), "{ids:?}");
+    assert!(ids.contains(&"press-stranger".to_owned()), "{ids:?}");
+    t.session.shutdown().await.expect("clean shutdown");
+}
