@@ -1,5 +1,5 @@
 //! The agent-link and pi RPC line parsers, and the JSON-lines reader both streams go
-//! through (`host-shim`'s `agent_link`, `pi_rpc` and `json_lines`).
+//! through (`host-shim`'s `pi::link`, `pi::rpc` and `pi::json_lines`).
 //!
 //! Properties: no panic on any line; a reason for refusing a line never repeats a secret
 //! the line held (it is printed on the terminal and sent back to the extension); and the
@@ -9,9 +9,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use host_shim::agent_link::{self, FromExtension};
-use host_shim::json_lines::{Record, next_record};
-use host_shim::pi_rpc::{self, RpcLine};
+use host_shim::pi::json_lines::{Record, next_record};
+use host_shim::pi::link::{self, FromExtension};
+use host_shim::pi::rpc::{self, RpcLine};
 
 use crate::secrets::secrets_in_documents;
 
@@ -36,23 +36,22 @@ fn assert_no_secret_of(line: &str, refusal: &str, refuse: impl Fn(&str) -> Optio
 /// One line from the pi extension over the agent link.
 pub fn agent_link_line(data: &[u8]) {
     let line = String::from_utf8_lossy(data);
-    match agent_link::parse(&line) {
+    match link::parse(&line) {
         Ok(message) => {
-            let event = agent_link::agent_event(&message);
+            let event = link::agent_event(&message);
             if let FromExtension::Hello {
                 protocol, session, ..
             } = &message
             {
                 assert!(event.is_none());
-                if let Err(why) = agent_link::check_hello(*protocol, session, Some("fuzz-session"))
-                {
+                if let Err(why) = link::check_hello(*protocol, session, Some("fuzz-session")) {
                     assert!(!why.is_empty());
                 }
             }
         }
         Err(why) => {
             assert!(!why.is_empty());
-            assert_no_secret_of(&line, &why, |other| agent_link::parse(other).err());
+            assert_no_secret_of(&line, &why, |other| link::parse(other).err());
         }
     }
 }
@@ -60,17 +59,17 @@ pub fn agent_link_line(data: &[u8]) {
 /// One stdout line of `pi --mode rpc`.
 pub fn pi_rpc_line(data: &[u8]) {
     let line = String::from_utf8_lossy(data);
-    match pi_rpc::parse_line(&line) {
+    match rpc::parse_line(&line) {
         RpcLine::Invalid(why) => {
             assert!(!why.is_empty());
-            assert_no_secret_of(&line, &why, |other| match pi_rpc::parse_line(other) {
+            assert_no_secret_of(&line, &why, |other| match rpc::parse_line(other) {
                 RpcLine::Invalid(why) => Some(why),
                 _ => None,
             });
         }
         RpcLine::Response(response) => {
             // What the client reads from a `get_state` answer; total as well.
-            let _ = pi_rpc::parse_state(response.data.as_ref());
+            let _ = rpc::parse_state(response.data.as_ref());
         }
         RpcLine::Event(_) | RpcLine::Ui(_) | RpcLine::Ignored(_) => {}
     }
@@ -129,10 +128,10 @@ pub fn json_lines(data: &[u8]) {
     for record in &records {
         if let Record::Line(line) = record {
             assert!(!line.contains('\n'));
-            if let Ok(message) = agent_link::parse(line) {
-                let _ = agent_link::agent_event(&message);
+            if let Ok(message) = link::parse(line) {
+                let _ = link::agent_event(&message);
             }
-            let _ = pi_rpc::parse_line(line);
+            let _ = rpc::parse_line(line);
         }
     }
 }

@@ -19,12 +19,12 @@ use host_shim::agent::IdleAgent;
 use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
-use host_shim::clock::SystemClock;
-use host_shim::logging::MemoryLog;
-use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
-use host_shim::session::{Built, Session, SessionSpec};
-use host_shim::state_file::StateFile;
-use host_shim::ui::RecordingUi;
+use host_shim::disk::state_file::StateFile;
+use host_shim::local::clock::SystemClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use support::resident_kib;
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
@@ -71,7 +71,7 @@ impl World {
         let fake = FakeTransport::default();
         let bot = fake.handle();
         let broker = Broker::new(BrokerOptions {
-            locks: host_shim::lock::LockDir::new(dir.path().join("locks")),
+            locks: host_shim::disk::lock::LockDir::new(dir.path().join("locks")),
             clock: Arc::new(SystemClock),
             log: Arc::new(MemoryLog::default()),
             build: Arc::new(move |_| Built {
@@ -113,7 +113,7 @@ impl World {
             agent,
             ui: Arc::new(RecordingUi::default()),
             state: self.state.clone(),
-            locks: host_shim::lock::LockDir::new(self.dir.path().join("locks")),
+            locks: host_shim::disk::lock::LockDir::new(self.dir.path().join("locks")),
             pairing: self.broker.pairing(),
             clock: Arc::new(SystemClock),
             log: Arc::new(MemoryLog::default()),

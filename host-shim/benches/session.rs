@@ -16,15 +16,15 @@ use guest::model;
 use host_shim::agent::IdleAgent;
 use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::bindings::types;
-use host_shim::clock::SystemClock;
-use host_shim::imports::{SessionContext, SessionHost};
-use host_shim::lock::LockDir;
-use host_shim::logging::MemoryLog;
-use host_shim::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
-use host_shim::state_file::StateFile;
+use host_shim::disk::lock::LockDir;
+use host_shim::disk::state_file::StateFile;
+use host_shim::local::clock::SystemClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::imports::{SessionContext, SessionHost};
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::transcript::Transcript;
 use host_shim::transcript::file::Rotation;
-use host_shim::ui::RecordingUi;
 use support::resident_kib;
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
@@ -81,7 +81,7 @@ impl Bench {
             ui: Arc::new(RecordingUi::default()),
             state: self.state.clone(),
             locks: LockDir::new(self.dir.path().join("locks")),
-            pairing: host_shim::pairing_budget::PairingBudget::default(),
+            pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
             clock: Arc::new(SystemClock),
             log: Arc::new(MemoryLog::default()),
             held_locks: HashMap::new(),

@@ -16,7 +16,18 @@ use transport_core::platform::{
 
 use crate::bindings::session::{self, TransportRequest};
 use crate::bindings::types::Level;
-use crate::session::Built;
+
+/// What a factory built from the validated configuration.
+#[derive(Default)]
+pub struct Built {
+    /// The transports, in start order.
+    pub transports: Vec<Arc<dyn Transport>>,
+    /// Notes about the requests it could not honour (missing credential, unavailable).
+    pub notes: Vec<(Level, String)>,
+}
+
+/// Builds the transports a configuration asks for.
+pub type TransportFactory = Box<dyn FnOnce(&[TransportRequest]) -> Built + Send>;
 
 /// The terminal chat of `host-shim run`: owned by the host, not built from settings, but
 /// configurable like any transport (`"terminal": {"enabled": false}`).

@@ -7,22 +7,23 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use host_shim::agent::DemoAgent;
-use host_shim::audit::{self, Verdict};
 use host_shim::bindings::agent::SessionInfo;
 use host_shim::bindings::types::Level;
-use host_shim::clock::{Clock, SystemClock};
-use host_shim::config_files::{self, Discovery};
+use host_shim::commands::offline::{self, OfflineSetup};
+use host_shim::commands::process;
+use host_shim::disk::config_files::{self, Discovery};
+use host_shim::disk::lock::LockDir;
+use host_shim::disk::paths::Paths;
+use host_shim::disk::state_file::StateFile;
 use host_shim::factory;
-use host_shim::lock::LockDir;
-use host_shim::logging::StderrLog;
-use host_shim::offline::{self, OfflineSetup};
-use host_shim::paths::Paths;
-use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
-use host_shim::session::{Session, SessionSpec};
-use host_shim::state_file::StateFile;
-use host_shim::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::local::clock::{Clock, SystemClock};
+use host_shim::local::logging::StderrLog;
+use host_shim::local::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::local::ui::{TerminalUi, Ui};
+use host_shim::sandbox::audit::{self, Verdict};
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::session::{Session, SessionSpec};
 use host_shim::transcript::{self, Transcript, file::Rotation};
-use host_shim::ui::{TerminalUi, Ui};
 use transport_core::Transport;
 use transport_core::platform::{BotSelf, Normalized};
 
@@ -93,7 +94,7 @@ enum Command {
         nats: Option<String>,
         /// With --nats: `ingress` holds the bots, `sessions` runs the --demo sessions.
         #[arg(long, value_enum, requires = "nats")]
-        role: Option<host_shim::cluster_command::Role>,
+        role: Option<host_shim::commands::cluster::Role>,
         /// With --nats: the cluster's name on NATS (one subject token).
         #[arg(long, default_value = "botconnect", value_name = "NAME")]
         prefix: String,
@@ -102,7 +103,7 @@ enum Command {
         lock_ttl: f64,
         /// With --nats: how the node logs in and the cluster key.
         #[command(flatten)]
-        trust: host_shim::cluster_command::TrustFlags,
+        trust: host_shim::commands::cluster::TrustFlags,
     },
     /// Run a transcript's inputs through the component (the embedded one, or
     /// --component) and print where its effects differ from the recorded ones. Exit
@@ -205,11 +206,11 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         )
         .await),
         Command::Attach { session } => {
-            let args = host_shim::attach_command::AttachArgs {
+            let args = host_shim::commands::attach::AttachArgs {
                 session,
                 debug: debug_enabled(),
             };
-            host_shim::attach_command::run(&component, args)
+            host_shim::commands::attach::run(&component, args)
                 .await
                 .map(|()| ok)
         }
@@ -231,7 +232,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             if !(1..=100_000).contains(&max_sessions) {
                 bail!("--max-sessions must be between 1 and 100000, got {max_sessions}");
             }
-            let args = host_shim::serve_command::ServeArgs {
+            let args = host_shim::commands::serve::ServeArgs {
                 demo,
                 pace: Duration::from_secs_f64(pace),
                 max_sessions,
@@ -241,18 +242,18 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 if !(1.0..=600.0).contains(&lock_ttl) {
                     bail!("--lock-ttl must be between 1 and 600 seconds, got {lock_ttl}");
                 }
-                let cluster = host_shim::cluster_command::ClusterArgs {
+                let cluster = host_shim::commands::cluster::ClusterArgs {
                     url,
                     role,
                     prefix,
                     lock_ttl: Duration::from_secs_f64(lock_ttl),
                     trust,
                 };
-                return host_shim::cluster_command::run(&component, args, cluster)
+                return host_shim::commands::cluster::run(&component, args, cluster)
                     .await
                     .map(|()| ok);
             }
-            host_shim::serve_command::run(&component, args)
+            host_shim::commands::serve::run(&component, args)
                 .await
                 .map(|()| ok)
         }
@@ -305,7 +306,7 @@ async fn replay(
             return unreadable;
         }
     };
-    let report = match transcript::replay::replay(&runtime, &parsed).await {
+    let report = match host_shim::commands::replay::replay(&runtime, &parsed).await {
         Ok(report) => report,
         Err(e) => {
             eprintln!("host-shim: cannot replay {}: {e}", path.display());
@@ -402,7 +403,7 @@ fn debug_enabled() -> bool {
 /// Where compiled code is cached: beside the state file, so `PI_BOT_CONNECT_STATE`
 /// moves it too and a test never touches the user's own cache.
 fn cache_dir(paths: &Paths) -> Option<PathBuf> {
-    offline::transport_state_dir(&paths.state_file).map(|dir| dir.join("cache"))
+    process::transport_state_dir(&paths.state_file).map(|dir| dir.join("cache"))
 }
 
 async fn run_demo(
@@ -438,7 +439,7 @@ async fn run_demo(
     let key = session.unwrap_or_else(|| default_session_key(&setup.cwd));
     let transcript = match transcript_dir {
         Some(dir) => {
-            let bridge = host_shim::runtime::component_digest(component);
+            let bridge = host_shim::sandbox::runtime::component_digest(component);
             let transcript =
                 Transcript::create(&dir, &key, &bridge, Rotation::default(), clock.now_ms())?;
             if let Some(path) = transcript.path() {
@@ -464,12 +465,12 @@ async fn run_demo(
         cache_dir(&setup.paths).as_deref(),
     )?);
     let chat: Arc<dyn Transport> = terminal.clone();
-    let state_dir = offline::transport_state_dir(&setup.paths.state_file);
+    let state_dir = process::transport_state_dir(&setup.paths.state_file);
     let pi = match pi {
         Some((program, args)) => {
             ui.notify(Level::Info, "starting pi (--mode rpc)…").await;
             let dir = state_dir.clone().unwrap_or_else(|| setup.cwd.clone());
-            let started = host_shim::pi_rpc_agent::start_headless(
+            let started = host_shim::pi::rpc_agent::start_headless(
                 program,
                 args,
                 setup.cwd.clone(),
@@ -488,7 +489,7 @@ async fn run_demo(
     };
     let spec = SessionSpec {
         key,
-        config_sources: offline::config_sources(&setup.discovery),
+        config_sources: process::config_sources(&setup.discovery),
         platforms: factory::declarations(),
         transports: Box::new(move |requests| {
             let var = |name: &str| std::env::var(name).ok();
@@ -505,7 +506,7 @@ async fn run_demo(
         ui: ui.clone(),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(&setup.paths.lock_dir),
-        pairing: host_shim::pairing_budget::PairingBudget::default(),
+        pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
         clock,
         log: Arc::new(StderrLog::new(debug_enabled())),
         exclusive: true,
@@ -597,7 +598,7 @@ async fn explain(
         "assuming the bot is @{} (id {}); pass --bot-name and --bot-id to match yours",
         bot.username, bot.id
     );
-    let envelope = match host_shim::explain::normalize(transport, &text, bot)? {
+    let envelope = match host_shim::commands::explain::normalize(transport, &text, bot)? {
         Normalized::Ignored(reason) => {
             println!("ignored by the {transport} transport: {reason}");
             println!("The bridge never sees this payload, so nothing is sent.");
@@ -605,7 +606,7 @@ async fn explain(
         }
         Normalized::Message(envelope) => envelope,
     };
-    println!("{}", host_shim::explain::describe(&envelope));
+    println!("{}", host_shim::commands::explain::describe(&envelope));
     let setup = setup()?;
     let offline = offline::spawn(OfflineSetup {
         component,

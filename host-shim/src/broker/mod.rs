@@ -23,13 +23,13 @@ use transport_core::{
 use crate::agent::Agent;
 use crate::bindings::session::{ConfigSource, TransportRequest};
 use crate::bindings::types::Level;
-use crate::clock::Clock;
+use crate::disk::lock::LockDir;
+use crate::disk::state_file::StateFile;
 use crate::factory;
-use crate::lock::LockDir;
-use crate::logging::{LogLine, LogSink};
-use crate::pairing_budget::PairingBudget;
-use crate::session::{Built, TransportFactory};
-use crate::state_file::StateFile;
+use crate::local::clock::Clock;
+use crate::local::logging::{LogLine, LogSink};
+use crate::sandbox::pairing_budget::PairingBudget;
+use crate::sandbox::session::{Built, TransportFactory};
 use bindings::{Binding, Bindings};
 use routing::{Audience, Decision, SessionView};
 use shared::{RoutedTransport, Shared, lock};
@@ -74,7 +74,7 @@ pub async fn send_notice(
     envelope: &transport_core::Envelope,
     text: &str,
 ) -> Result<(), transport_core::TransportError> {
-    let caps = crate::convert::capabilities_to_guest(transport.capabilities());
+    let caps = crate::native_guest::capabilities_to_guest(transport.capabilities());
     let prepared = guest::core::outbound::prepare(text, &caps, 4);
     // The truncation notice goes too: a long `/sessions` list cut at four messages must
     // say that it was cut, not end as if it were whole.
@@ -232,7 +232,7 @@ impl Broker {
         config_sources: &[ConfigSource],
         agent: Arc<dyn Agent>,
     ) -> Result<String, BrokerError> {
-        let allowed = crate::convert::read_config_natively(config_sources)
+        let allowed = crate::native_guest::read_config_natively(config_sources)
             .bridge
             .allow_users
             .iter()

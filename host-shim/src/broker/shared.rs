@@ -17,7 +17,7 @@ use transport_core::{
 };
 
 use super::Broker;
-use crate::lock::{Claimant, LockError, LockGuard};
+use crate::disk::lock::{Claimant, LockError, LockGuard};
 
 /// Messages in flight from one real transport to the router.
 const ROUTER_CAPACITY: usize = 256;

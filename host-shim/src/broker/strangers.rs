@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use transport_core::{Envelope, Transport};
 
 use crate::bindings::types::Level;
-use crate::clock::Clock;
-use crate::logging::{LogLine, LogSink};
+use crate::local::clock::Clock;
+use crate::local::logging::{LogLine, LogSink};
 
 /// Most answers to strangers per minute, across every bot of the broker.
 pub const ANSWERS_PER_MINUTE: u64 = 20;

@@ -86,7 +86,7 @@ impl Holder {
             bytes = (nanos as u64).to_le_bytes();
         }
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let claimant = crate::lock::Claimant::this_process(0);
+        let claimant = crate::disk::lock::Claimant::this_process(0);
         Holder {
             id,
             description: format!("pid {} on {}", claimant.pid, claimant.host),

@@ -32,7 +32,7 @@ use super::seal::{Gate, random_id};
 use super::settle::TurnLedger;
 use super::subjects::{Prefix, message_dedup_id, session_consumer};
 use super::warn;
-use crate::logging::LogSink;
+use crate::local::logging::LogSink;
 
 /// Unacked messages a consumer with a [`TurnLedger`] may hold: prompts waiting for their
 /// turn's reply, plus the one being handled.

@@ -32,7 +32,7 @@ use crate::bindings::types::Level;
 use crate::broker::bindings::Binding;
 use crate::broker::routing::{self, Audience, Decision, SessionView};
 use crate::broker::{BuildOne, send_notice};
-use crate::logging::{LogLine, LogSink};
+use crate::local::logging::{LogLine, LogSink};
 
 /// What an ingress node needs.
 pub struct IngressOptions {

@@ -100,7 +100,7 @@ fn redacted(url: &str) -> String {
 }
 
 use crate::bindings::types::Level;
-use crate::logging::{LogLine, LogSink};
+use crate::local::logging::{LogLine, LogSink};
 
 /// The "session" cluster log lines are filed under: they belong to a node, not a session.
 pub const LOG_SCOPE: &str = "cluster";

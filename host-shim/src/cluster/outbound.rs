@@ -26,7 +26,7 @@ use transport_core::{
 use super::seal::{Gate, random_id};
 use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
 use super::warn;
-use crate::logging::LogSink;
+use crate::local::logging::LogSink;
 
 /// How long a session node waits for the ingress's answer, unless configured. Covers the
 /// real transport's own retries of a rate limit or a 5xx.

@@ -23,8 +23,8 @@ use async_nats::HeaderMap;
 use ring::hmac;
 
 use super::cluster_key::ClusterKey;
-use crate::clock::Clock;
-use crate::logging::LogSink;
+use crate::local::clock::Clock;
+use crate::local::logging::LogSink;
 
 /// The header holding the seal: `v1.<sealed at, ms since the epoch>.<64 hex of the MAC>`.
 pub const SEAL_HEADER: &str = "Bot-Connect-Seal";
@@ -349,8 +349,8 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::logging::MemoryLog;
+    use crate::local::clock::ManualClock;
+    use crate::local::logging::MemoryLog;
 
     fn key(byte: u8) -> ClusterKey {
         ClusterKey::from_material(&[byte; 32], "test").unwrap()

@@ -34,16 +34,16 @@ use super::settle::{LedgerAgent, LedgerStore, TurnLedger};
 use super::state_store::{KvSessionStates, KvStateStore};
 use super::subjects::{Prefix, session_token};
 use crate::agent::Agent;
-use crate::pairing_budget::PairingBudget;
 use crate::bindings::session::ConfigSource;
 use crate::bindings::types::Level;
-use crate::clock::Clock;
-use crate::lock::LockDir;
-use crate::logging::{LogLine, LogSink};
-use crate::runtime::Runtime;
-use crate::session::{Built, Session, SessionSpec};
-use crate::state_file::StateStore;
-use crate::ui::Ui;
+use crate::disk::lock::LockDir;
+use crate::disk::state_file::StateStore;
+use crate::local::clock::Clock;
+use crate::local::logging::{LogLine, LogSink};
+use crate::local::ui::Ui;
+use crate::sandbox::pairing_budget::PairingBudget;
+use crate::sandbox::runtime::Runtime;
+use crate::sandbox::session::{Built, Session, SessionSpec};
 
 /// A session the cluster runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +170,7 @@ impl SessionNode {
             .await
             .map_err(|e| failed(&e))?
             .keep_alive(renew_every(ttl), ttl);
-        let config = crate::convert::read_transports_natively(&options.config_sources);
+        let config = crate::native_guest::read_transports_natively(&options.config_sources);
         let transport_ids: Vec<String> = config
             .transports
             .iter()

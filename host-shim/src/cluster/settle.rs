@@ -20,7 +20,7 @@ use tokio::sync::{Notify, mpsc};
 use crate::agent::{Agent, AgentSignal, RecentWork};
 use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
 use crate::bindings::session::AgentEvent;
-use crate::state_file::{StateStore, StateStoreError};
+use crate::disk::state_file::{StateStore, StateStoreError};
 
 /// One session's count of prompts taken and turns settled, and what its last saved
 /// document recorded.

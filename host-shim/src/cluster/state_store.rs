@@ -216,7 +216,7 @@ fn check_object(session_key: &str, document: &str) -> Result<(), KvStateError> {
 }
 
 /// [`KvStateStore`] behind the same seam as the state file
-/// ([`crate::state_file::StateStore`]): it remembers the revision of each session it
+/// ([`crate::disk::state_file::StateStore`]): it remembers the revision of each session it
 /// loaded or saved, so the caller passes none, exactly like `StateFile::load` / `save`.
 #[derive(Debug)]
 pub struct KvSessionStates {
@@ -241,12 +241,18 @@ impl KvSessionStates {
     }
 }
 
+impl From<KvStateError> for crate::disk::state_file::StateStoreError {
+    fn from(error: KvStateError) -> Self {
+        crate::disk::state_file::StateStoreError::Backend(Box::new(error))
+    }
+}
+
 #[async_trait::async_trait]
-impl crate::state_file::StateStore for KvSessionStates {
+impl crate::disk::state_file::StateStore for KvSessionStates {
     async fn load(
         &self,
         session_key: &str,
-    ) -> Result<Option<String>, crate::state_file::StateStoreError> {
+    ) -> Result<Option<String>, crate::disk::state_file::StateStoreError> {
         let loaded = self.store.load(session_key).await?;
         self.known().insert(session_key.to_owned(), loaded.revision);
         Ok(loaded.document)
@@ -256,7 +262,7 @@ impl crate::state_file::StateStore for KvSessionStates {
         &self,
         session_key: &str,
         document: &str,
-    ) -> Result<(), crate::state_file::StateStoreError> {
+    ) -> Result<(), crate::disk::state_file::StateStoreError> {
         let expected = self.known().get(session_key).copied().unwrap_or(0);
         let revision = self.store.save(session_key, document, expected).await?;
         self.known().insert(session_key.to_owned(), revision);

@@ -78,7 +78,7 @@ pub enum Event {
         key: String,
         /// host-shim version.
         host: String,
-        /// The bridge build that ran ([`crate::runtime::component_digest`]); absent when
+        /// The bridge build that ran ([`crate::sandbox::runtime::component_digest`]); absent when
         /// not known (older transcripts, tests).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         bridge: String,

@@ -11,7 +11,6 @@
 pub mod file;
 pub mod line;
 pub mod read;
-pub mod replay;
 pub mod script;
 pub mod scrub;
 
@@ -53,7 +52,7 @@ pub struct Transcript(Arc<Mutex<Recorder>>);
 
 struct Recorder {
     key: String,
-    /// The bridge build, for every header ([`crate::runtime::component_digest`]).
+    /// The bridge build, for every header ([`crate::sandbox::runtime::component_digest`]).
     bridge: String,
     seq: u64,
     scrubber: Scrubber,

@@ -110,7 +110,7 @@ impl Scrubber {
     /// Reads the code length from the config files the bridge is configured with, with
     /// the bridge's own reader: a transcript masks what this config makes a code.
     pub fn configure(&mut self, sources: &[ConfigSource]) {
-        let loaded = crate::convert::read_config_natively(sources);
+        let loaded = crate::native_guest::read_config_natively(sources);
         self.code_digits = loaded.bridge.pairing_digits as usize;
     }
 

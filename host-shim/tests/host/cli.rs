@@ -484,7 +484,9 @@ fn a_run_records_a_transcript_when_asked_and_it_replays_identically() {
     }
 
     // The header names the bridge build that ran.
-    let embedded = host_shim::runtime::component_digest(host_shim::runtime::EMBEDDED_COMPONENT);
+    let embedded = host_shim::sandbox::runtime::component_digest(
+        host_shim::sandbox::runtime::EMBEDDED_COMPONENT,
+    );
     let header = std::fs::read_to_string(&file).expect("transcript");
     assert!(
         header
@@ -576,7 +578,9 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
         output.contains("1 input with different effects"),
         "{output}"
     );
-    let embedded = host_shim::runtime::component_digest(host_shim::runtime::EMBEDDED_COMPONENT);
+    let embedded = host_shim::sandbox::runtime::component_digest(
+        host_shim::sandbox::runtime::EMBEDDED_COMPONENT,
+    );
     assert!(
         output.contains(&format!(
             "recorded with bridge 00000000deadbeef, replayed with bridge {embedded}"
@@ -642,7 +646,15 @@ fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_name
 fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     let home = Home::new();
     let cases: [(&[&str], &str); 3] = [
-        (&["serve", "--nats", "nats://127.0.0.1:1", "--insecure-no-auth"], "--role"),
+        (
+            &[
+                "serve",
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--insecure-no-auth",
+            ],
+            "--role",
+        ),
         (
             &[
                 "serve",

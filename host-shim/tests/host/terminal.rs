@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use host_shim::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::local::terminal::{TerminalEvent, TerminalTransport};
 use tokio::sync::mpsc;
 use transport_core::{
     BotIdentity, Capabilities, Envelope, LengthUnit, Markup, OutboundKind, OutboundMessage,

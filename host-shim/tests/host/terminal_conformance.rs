@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use host_shim::terminal::TerminalEvent;
+use host_shim::local::terminal::TerminalEvent;
 use tokio::sync::mpsc;
 use transport_testing::conformance::{ConformancePlatform, Subject, Violation, run_all};
 

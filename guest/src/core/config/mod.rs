@@ -20,8 +20,8 @@ use bridge_section::apply_bridge;
 use transports::{apply_transports, transport_request};
 
 pub use schema::{
-    AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
-    READ_ONLY_TOOLS, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
+    AttachmentSettings, BridgeConfig, BroadcastSettings, READ_ONLY_TOOLS, RateLimitSettings,
+    RemoteApprovalSettings, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
 };
 
 pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};

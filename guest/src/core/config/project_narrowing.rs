@@ -19,8 +19,8 @@
 
 use serde_json::{Map, Value};
 
-use super::schema::{BridgeConfig, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy};
 use super::READ_ONLY_TOOLS;
+use super::schema::{BridgeConfig, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy};
 
 /// The project's `bridge` values over `user`'s, with every field that would widen access
 /// (or that a project may not set at all) put back to the user's. Returns the result and

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use host_shim::terminal::{TerminalEvent, TerminalTransport};
+use host_shim::local::terminal::{TerminalEvent, TerminalTransport};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadBuf};
 use tokio::sync::mpsc;
 

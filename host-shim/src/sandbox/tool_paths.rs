@@ -243,7 +243,11 @@ mod tests {
                 json!({"path": {"unjudgeable": "5003 characters"}}),
                 vec![("path", PathAccess::Unjudgeable)],
             ),
-            ("write", json!({"content": "x"}), vec![("path", PathAccess::Unjudgeable)]),
+            (
+                "write",
+                json!({"content": "x"}),
+                vec![("path", PathAccess::Unjudgeable)],
+            ),
             (
                 "grep",
                 json!({"pattern": "x", "glob": {"unjudgeable": "5003 characters"}}),
@@ -322,7 +326,7 @@ mod tests {
         let ctx = PathContext {
             cwd: PathBuf::from("/home/me/proj"),
             home: Some(PathBuf::from("/home/me")),
-            own: crate::paths::bridge_files(state),
+            own: crate::disk::paths::bridge_files(state),
         };
         for file in [
             "/home/me/.pi/agent/bot-connect-state.json",
@@ -337,7 +341,11 @@ mod tests {
             let paths = tool_paths("write", &json!({ "path": file }), &ctx);
             assert!(paths[0].bridge_owned, "{file}");
         }
-        let paths = tool_paths("write", &json!({"path": "/home/me/.pi/agent/notes.md"}), &ctx);
+        let paths = tool_paths(
+            "write",
+            &json!({"path": "/home/me/.pi/agent/notes.md"}),
+            &ctx,
+        );
         assert!(!paths[0].bridge_owned, "only bot-connect's files");
     }
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use crate::agent::RecentWork;
 use crate::bindings::agent::ShellRun;
 use crate::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
-use crate::pi_rpc::PiEvent;
+use crate::pi::rpc::PiEvent;
 
 /// Follows one pi process's runs.
 #[derive(Debug)]

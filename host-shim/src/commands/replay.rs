@@ -8,18 +8,18 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::clock::ManualClock;
-use crate::imports::{SessionContext, SessionHost};
-use crate::lock::LockDir;
-use crate::logging::MemoryLog;
-use crate::runtime::{Instance, Runtime};
-use crate::session::{calls, describe_trap};
-use crate::state_file::StateFile;
+use crate::disk::lock::LockDir;
+use crate::disk::state_file::StateFile;
+use crate::local::clock::ManualClock;
+use crate::local::logging::MemoryLog;
+use crate::local::ui::RecordingUi;
+use crate::sandbox::imports::{SessionContext, SessionHost};
+use crate::sandbox::runtime::{Instance, Runtime};
+use crate::sandbox::session::{calls, describe_trap};
 use crate::transcript::Transcript;
 use crate::transcript::line::{Dir, Event};
 use crate::transcript::read::Parsed;
 use crate::transcript::script::Script;
-use crate::ui::RecordingUi;
 
 /// Why a transcript could not be replayed at all.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +96,7 @@ fn context(
         ui: Arc::new(RecordingUi::default()),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(nowhere.join("locks")),
-        pairing: crate::pairing_budget::PairingBudget::default(),
+        pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
         clock,
         log: Arc::new(MemoryLog::default()),
         held_locks: HashMap::new(),

@@ -4,11 +4,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::terminal::TerminalTransport;
+use crate::local::terminal::TerminalTransport;
 use async_trait::async_trait;
 
 use crate::bindings::types::Level;
-use crate::logging::level_name;
+use crate::local::logging::level_name;
 use transport_core::printable::strip_invisible_keep_lines;
 
 /// The person at the terminal.

@@ -1,26 +1,23 @@
 //! The `host-shim attach` command: from the process environment to a serving link.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use tokio::sync::oneshot;
 
-use crate::agent_link::LinkSession;
-use crate::attach::{self, Bound, Link};
-use crate::bindings::session::ConfigSource;
 use crate::bindings::types::Level;
-use crate::clock::{Clock, SystemClock};
-use crate::config_files;
+use crate::commands::process;
+use crate::disk::lock::LockDir;
+use crate::disk::state_file::StateFile;
 use crate::factory;
-use crate::lock::LockDir;
-use crate::logging::StderrLog;
-use crate::offline;
-use crate::paths::Paths;
-use crate::runtime::{Limits, Runtime};
-use crate::session::{Session, SessionSpec};
-use crate::state_file::StateFile;
+use crate::local::clock::{Clock, SystemClock};
+use crate::local::logging::StderrLog;
+use crate::pi::attach::{self, Bound, Link};
+use crate::pi::link::LinkSession;
+use crate::sandbox::runtime::{Limits, Runtime};
+use crate::sandbox::session::{Session, SessionSpec};
 use crate::transcript::Transcript;
 use crate::transcript::file::Rotation;
 
@@ -31,15 +28,6 @@ pub struct AttachArgs {
     pub session: String,
     /// Log level: info lines too.
     pub debug: bool,
-}
-
-/// The config files for a pi working directory, as the bridge reads them.
-pub fn config_sources(cwd: &Path) -> anyhow::Result<Vec<ConfigSource>> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), cwd)?;
-    Ok(offline::config_sources(&config_files::discover(
-        &paths.config,
-    )))
 }
 
 /// Resolves when stdin reaches its end: the pi that started this process has exited,
@@ -58,7 +46,7 @@ fn stdin_closed() -> oneshot::Receiver<()> {
 
 async fn stop_signal() {
     let stdin = stdin_closed();
-    let terminate = terminated();
+    let terminate = process::terminated();
     tokio::select! {
         _ = stdin => {}
         _ = tokio::signal::ctrl_c() => {}
@@ -66,40 +54,13 @@ async fn stop_signal() {
     }
 }
 
-/// The working directory, the paths the environment gives, and the state directory
-/// (sockets, caches and the broker's files live there): what `attach` and `serve` start
-/// from.
-pub fn process_paths() -> anyhow::Result<(PathBuf, Paths, PathBuf)> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), &cwd)?;
-    let state_dir = paths
-        .state_file
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| cwd.clone());
-    Ok((cwd, paths, state_dir))
-}
-
-/// Resolves on SIGTERM (how a service manager or `kill` stops a process).
-pub async fn terminated() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut signal) => {
-            signal.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
-}
-
 /// Runs `host-shim attach`: listens for the pi extension of one session, prints the
 /// `ready` line, serves until stdin closes or a stop signal arrives.
 pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
-    let (_cwd, paths, state_dir) = process_paths()?;
+    let (_cwd, paths, state_dir) = process::process_paths()?;
     // A running broker (`host-shim serve`) serves the session with its shared bots;
     // this process then only ties the session's life to pi's.
-    if let Some((ready, mut connection)) =
-        crate::serve_command::ask_broker(&state_dir, &args.session).await?
-    {
+    if let Some((ready, mut connection)) = process::ask_broker(&state_dir, &args.session).await? {
         print!("{ready}");
         std::io::stdout().flush().ok();
         // The broker never writes again: a read returning means it is gone, and this
@@ -138,13 +99,13 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
     let state = Arc::new(Mutex::new(state));
     let debug = args.debug;
     let agent = link.agent();
-    let bridge = crate::runtime::component_digest(component);
+    let bridge = crate::sandbox::runtime::component_digest(component);
     let starter: attach::SessionStarter = Box::new(move |described: LinkSession| {
         Box::pin(async move {
             // The project config is the one of pi's working directory.
-            let config_sources = config_sources(Path::new(&described.cwd))?;
+            let config_sources = process::config_sources_in(Path::new(&described.cwd))?;
             let transport_state = Some(state_dir);
-            let log: Arc<dyn crate::logging::LogSink> = Arc::new(StderrLog::new(debug));
+            let log: Arc<dyn crate::local::logging::LogSink> = Arc::new(StderrLog::new(debug));
             // Opt-in through the environment (pi starts this command); a transcript that
             // cannot be written is reported and the session runs without it.
             let transcript = crate::transcript::directory(None, &|name| std::env::var(name).ok())
@@ -160,7 +121,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                         Err(error) => {
                             log.write(
                                 &described.key,
-                                crate::logging::LogLine {
+                                crate::local::logging::LogLine {
                                     level: Level::Warning,
                                     event: "no transcript".into(),
                                     fields: vec![("error".into(), error.to_string())],
@@ -190,7 +151,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                 state,
                 locks,
                 // One session in this process: the budget is its own.
-                pairing: crate::pairing_budget::PairingBudget::default(),
+                pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
                 clock,
                 log,
                 exclusive: true,

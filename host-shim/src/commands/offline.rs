@@ -2,45 +2,26 @@
 //! state, and then start no transport, take no session lock and write nothing. A person
 //! can run them next to a live session, or on a broken setup, without changing it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::agent::DemoAgent;
 use crate::bindings::agent::SessionInfo;
-use crate::bindings::session::{ConfigContent, ConfigScope, ConfigSource, TransportRequest};
+use crate::bindings::session::TransportRequest;
 use crate::bindings::types::Level;
-use crate::clock::Clock;
-use crate::config_files::{Discovery, Scope};
+use crate::commands::process;
+use crate::disk::config_files::Discovery;
+use crate::disk::lock::LockDir;
+use crate::disk::paths::{ConfigLocations, Paths};
+use crate::disk::state_file::StateFile;
 use crate::factory;
-use crate::lock::LockDir;
-use crate::logging::MemoryLog;
-use crate::paths::{ConfigLocations, Paths};
-use crate::runtime::{Limits, Runtime};
-use crate::session::{Session, SessionSpec, session_lock_name};
-use crate::state_file::StateFile;
-use crate::ui::RecordingUi;
+use crate::local::clock::Clock;
+use crate::local::logging::MemoryLog;
+use crate::local::ui::RecordingUi;
+use crate::sandbox::runtime::{Limits, Runtime};
+use crate::sandbox::session::{Session, SessionSpec, session_lock_name};
 use transport_core::platform::SettingKind;
-
-/// The config files as the bridge takes them.
-pub fn config_sources(discovery: &Discovery) -> Vec<ConfigSource> {
-    discovery
-        .sources
-        .iter()
-        .map(|s| ConfigSource {
-            scope: match s.scope {
-                Scope::Global => ConfigScope::Global,
-                Scope::Project => ConfigScope::Project,
-                Scope::Override => ConfigScope::Override,
-            },
-            path: s.path.display().to_string(),
-            content: match &s.text {
-                Ok(text) => ConfigContent::Text(text.clone()),
-                Err(why) => ConfigContent::Unreadable(why.clone()),
-            },
-        })
-        .collect()
-}
 
 /// A looking session and what it saw while starting.
 pub struct Offline {
@@ -85,7 +66,7 @@ pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
     };
     let spec = SessionSpec {
         key: setup.key,
-        config_sources: config_sources(setup.discovery),
+        config_sources: process::config_sources(setup.discovery),
         platforms: factory::declarations(),
         // Never a transport: a second poller would fight the running one.
         transports: Box::new(move |requests| {
@@ -98,7 +79,7 @@ pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
         ui: ui.clone(),
         state: Arc::new(Mutex::new(state)),
         locks: LockDir::new(&setup.paths.lock_dir),
-        pairing: crate::pairing_budget::PairingBudget::default(),
+        pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
         clock: setup.clock,
         log: Arc::new(MemoryLog::default()),
         exclusive: false,
@@ -263,15 +244,10 @@ fn credential_lines(
     lines
 }
 
-/// Where a session key's transports keep their own state: beside the state file.
-pub fn transport_state_dir(state_file: &Path) -> Option<PathBuf> {
-    state_file.parent().map(Path::to_path_buf)
-}
-
 /// The broker's lines for `doctor`: whether one runs for this state directory and which
 /// sessions are attached to it.
 fn broker_lines(locks: &LockDir, state_file: &std::path::Path, now: u64) -> Vec<String> {
-    let Some(holder) = locks.holder(crate::serve_command::BROKER_LOCK, now) else {
+    let Some(holder) = locks.holder(process::BROKER_LOCK, now) else {
         return vec!["- broker (host-shim serve): not running".into()];
     };
     if holder.contains("no longer running") {

@@ -15,9 +15,9 @@ use wasmtime::{
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 
-use crate::audit::{self, Verdict};
 use crate::bindings;
-use crate::imports::SessionHost;
+use crate::sandbox::audit::{self, Verdict};
+use crate::sandbox::imports::SessionHost;
 
 /// The component built by `build.rs` from `guest/`.
 pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));

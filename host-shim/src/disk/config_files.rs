@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::paths::{CONFIG_ENV, ConfigLocations};
+use crate::disk::paths::{CONFIG_ENV, ConfigLocations};
 
 /// Larger files are skipped: a config is a few hundred bytes, so a megabyte means the
 /// variable points at the wrong file, and reading it whole would only waste memory.

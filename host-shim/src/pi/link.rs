@@ -402,7 +402,7 @@ pub fn arguments_map(
 
 /// A level's wire name.
 pub fn level_name(level: Level) -> &'static str {
-    crate::logging::level_name(level)
+    crate::local::logging::level_name(level)
 }
 
 #[cfg(test)]

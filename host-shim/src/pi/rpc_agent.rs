@@ -1,5 +1,5 @@
 //! `host-shim run --agent pi`: host-shim starts `pi --mode rpc` itself and drives it
-//! over pi's JSON-lines RPC protocol (`pi_rpc`), with no terminal UI in between.
+//! over pi's JSON-lines RPC protocol (`pi::rpc`), with no terminal UI in between.
 //!
 //! pi's RPC has no tool-call hook, so the remote tool policy is enforced by loading the
 //! bot-connect extension into the rpc-mode pi as well (`-e`, with
@@ -27,15 +27,15 @@ use crate::agent::{Agent, AgentSignal, RecentWork};
 use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
 use crate::bindings::session::{AgentEvent, ToolDecision, TurnOrigin};
 use crate::bindings::types::Level;
-use crate::json_lines::{Record, next_record};
-use crate::pi_rpc::{
+use crate::local::ui::Ui;
+use crate::pi::json_lines::{Record, next_record};
+use crate::pi::rpc::{
     self, PiEvent, RpcCommand, RpcImage, RpcLine, RpcResponse, StreamingBehavior, UiRequest,
 };
-use crate::pi_turns::PiTurns;
-use crate::ui::Ui;
+use crate::pi::turns::PiTurns;
 
 /// The bot-connect pi extension, embedded so `run --agent pi` needs no separate install.
-pub const EXTENSION_SOURCE: &str = include_str!("../../examples/pi-extension/index.ts");
+pub const EXTENSION_SOURCE: &str = include_str!("../../../examples/pi-extension/index.ts");
 
 /// Environment variable that puts the extension in tool-gate mode (rpc pi under host-shim).
 pub const GATE_ENV: &str = "PI_BOT_CONNECT_RPC_GATE";
@@ -194,7 +194,7 @@ pub fn gate_answer(decision: &ToolDecision) -> String {
         }
         ToolDecision::Narrowed(arguments) => serde_json::json!({
             "v": GATE_VERSION, "verdict": "allow",
-            "set": crate::agent_link::arguments_map(arguments.clone()),
+            "set": crate::pi::link::arguments_map(arguments.clone()),
         }),
     };
     value.to_string()
@@ -308,7 +308,7 @@ impl PiRpcAgent {
         let answer = agent.request(RpcCommand::GetState { id: id.clone() }, &id);
         let why = match tokio::time::timeout(launch.ready_timeout, answer).await {
             Ok(Ok(response)) if response.success => {
-                let state = pi_rpc::parse_state(response.data.as_ref());
+                let state = rpc::parse_state(response.data.as_ref());
                 agent.shared(|s| s.session_name = state.session_name);
                 return Ok(agent);
             }
@@ -373,7 +373,7 @@ impl PiRpcAgent {
 
     fn send(&self, command: &RpcCommand) {
         // A closed writer means pi is gone; the exit report says so.
-        let _ = self.inner.writer.send(pi_rpc::encode(command));
+        let _ = self.inner.writer.send(rpc::encode(command));
     }
 
     fn emit(&self, signal: AgentSignal) {
@@ -423,7 +423,7 @@ impl PiRpcAgent {
     }
 
     async fn on_line(&self, line: &str) {
-        match pi_rpc::parse_line(line) {
+        match rpc::parse_line(line) {
             RpcLine::Response(response) => {
                 let waiting = response
                     .id

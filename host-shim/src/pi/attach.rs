@@ -2,7 +2,7 @@
 //!
 //! The extension starts `host-shim attach --session <pi session id>` and reads one
 //! `ready` line from its stdout naming the socket; it then connects and says hello
-//! (`agent_link`). The bridge session is built at the first accepted hello, from the
+//! (`link`). The bridge session is built at the first accepted hello, from the
 //! session the extension describes (id = key, name, cwd). pi is the only local terminal:
 //! notifications and confirms go over the link, and notifications made while no pi is
 //! connected (start-up notes, a pairing code) wait for it.
@@ -26,13 +26,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::agent_link::{self, FromExtension, LinkSession, ToExtension};
 use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
 use crate::bindings::session::{AgentEvent, Note, ToolDecision};
 use crate::bindings::types::Level;
-use crate::json_lines::{Record, next_record};
-use crate::session::Session;
-use crate::ui::{CONFIRM_TIMEOUT, Ui};
+use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
+use crate::pi::json_lines::{Record, next_record};
+use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
+use crate::sandbox::session::Session;
 
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -177,7 +177,7 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
 pub fn ready_line(socket: &Path, started: bool) -> String {
     let mut line = serde_json::json!({
         "type": "ready",
-        "protocol": agent_link::PROTOCOL,
+        "protocol": link::PROTOCOL,
         "host": env!("CARGO_PKG_VERSION"),
         "socket": socket.display().to_string(),
         "started": started,
@@ -242,7 +242,7 @@ impl Link {
 
     /// Sends to the connected pi; false when none is connected.
     fn send(&self, message: &ToExtension) -> bool {
-        let line = agent_link::encode(message);
+        let line = link::encode(message);
         self.state(|s| match &s.conn {
             Some(conn) => conn.writer.send(line).is_ok(),
             None => false,
@@ -313,7 +313,7 @@ impl Link {
     }
 
     fn on_message(self: &Arc<Self>, message: FromExtension) {
-        if let Some(event) = agent_link::agent_event(&message) {
+        if let Some(event) = link::agent_event(&message) {
             match &event {
                 AgentEvent::TurnStarted(_) => self.state(|s| s.turn_open = true),
                 AgentEvent::TurnSettled => self.state(|s| s.turn_open = false),
@@ -348,7 +348,7 @@ impl Link {
                             "the messenger bridge has stopped; run the tool locally".into(),
                         )
                     });
-                    link.send(&agent_link::verdict(id, decision));
+                    link.send(&link::verdict(id, decision));
                 });
             }
             FromExtension::PromptResult { id, ok, error } => {
@@ -414,7 +414,7 @@ impl Agent for LinkAgent {
             return Err("the pi session is not connected to host-shim".into());
         }
         self.0
-            .send(&agent_link::prompt(id.clone(), text, deliver_as, &images));
+            .send(&link::prompt(id.clone(), text, deliver_as, &images));
         let result = tokio::time::timeout(PROMPT_ACK_TIMEOUT, rx).await;
         self.0.state(|s| {
             s.awaiting_ack = s.awaiting_ack.saturating_sub(1);
@@ -463,7 +463,7 @@ impl Ui for LinkUi {
         // pi's TUI prints this: no escape or invisible character may ride along (the
         // extension strips them too; this side does not rely on it).
         let message = ToExtension::Notify {
-            level: agent_link::level_name(level),
+            level: link::level_name(level),
             text: transport_core::printable::strip_invisible_keep_lines(text).into_owned(),
         };
         if self.0.send(&message) {
@@ -474,7 +474,7 @@ impl Ui for LinkUi {
             if s.backlog.len() == BACKLOG {
                 s.backlog.pop_front();
             }
-            s.backlog.push_back(agent_link::encode(&message));
+            s.backlog.push_back(link::encode(&message));
         });
     }
 
@@ -613,7 +613,7 @@ impl Server {
         });
         let hello = tokio::time::timeout(HELLO_TIMEOUT, next_record(&mut reader, MAX_LINE)).await;
         let hello = match hello {
-            Ok(Ok(Some(Record::Line(line)))) => agent_link::parse(&line),
+            Ok(Ok(Some(Record::Line(line)))) => link::parse(&line),
             // A peer that leaves without a word is another `attach` checking whether
             // this session is served: nothing to report.
             Ok(Ok(None)) => return,
@@ -623,7 +623,7 @@ impl Server {
         let session = match hello {
             Ok(FromExtension::Hello {
                 protocol, session, ..
-            }) => match agent_link::check_hello(protocol, &session, self.expected_key.as_deref()) {
+            }) => match link::check_hello(protocol, &session, self.expected_key.as_deref()) {
                 Ok(()) => session,
                 Err(reason) => return refuse(reason, writer, writing).await,
             },
@@ -643,8 +643,8 @@ impl Server {
             Ok(commands) => commands,
             Err(reason) => return refuse(reason, writer, writing).await,
         };
-        let _ = writer.send(agent_link::encode(&ToExtension::Hello {
-            protocol: agent_link::PROTOCOL,
+        let _ = writer.send(link::encode(&ToExtension::Hello {
+            protocol: link::PROTOCOL,
             host: env!("CARGO_PKG_VERSION").into(),
         }));
         self.link.connect(id, writer.clone(), session);
@@ -664,7 +664,7 @@ impl Server {
                     continue;
                 }
             };
-            match agent_link::parse(&line) {
+            match link::parse(&line) {
                 Ok(FromExtension::Bye) => said_bye = true,
                 Ok(FromExtension::Hello { .. }) => {
                     self.warn("the pi extension said hello twice; ignored".into());
@@ -684,7 +684,7 @@ impl Server {
                         });
                         link.send(&ToExtension::CommandResult {
                             id,
-                            level: agent_link::level_name(note.level),
+                            level: link::level_name(note.level),
                             text: note.text,
                         });
                     });
@@ -722,8 +722,8 @@ async fn refuse(
     writing: tokio::task::JoinHandle<()>,
 ) {
     eprintln!("host-shim attach: refused a pi extension: {reason}");
-    let _ = writer.send(agent_link::encode(&ToExtension::HelloRejected {
-        protocol: agent_link::PROTOCOL,
+    let _ = writer.send(link::encode(&ToExtension::HelloRejected {
+        protocol: link::PROTOCOL,
         reason,
     }));
     drop(writer);
@@ -750,7 +750,7 @@ mod tests {
         assert!(line.ends_with('\n'));
         let value: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(value["type"], "ready");
-        assert_eq!(value["protocol"], agent_link::PROTOCOL);
+        assert_eq!(value["protocol"], link::PROTOCOL);
         assert_eq!(value["socket"], "/s/links/x.sock");
         assert_eq!(value["started"], false);
     }
@@ -780,7 +780,7 @@ mod tests {
         // The state file in a shared directory, like /tmp: that directory keeps its mode.
         let shared = tempfile::tempdir().unwrap();
         std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
-        let path = crate::serve_command::control_socket_path(shared.path());
+        let path = crate::disk::paths::control_socket_path(shared.path());
         let Bound::Listening(_listener) = bind(&path).await.unwrap() else {
             panic!("listens");
         };

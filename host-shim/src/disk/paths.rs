@@ -120,6 +120,13 @@ impl Paths {
     }
 }
 
+/// Where `attach` finds a running broker: `broker/broker.sock` beside the state file.
+pub fn control_socket_path(state_dir: &Path) -> PathBuf {
+    // Its own directory, created 0700: the state directory may be shared (/tmp) and is
+    // never chmodded (see `attach::private_dir`).
+    state_dir.join("broker").join("broker.sock")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,9 +118,10 @@ pub enum StateStoreError {
     /// The state file refused.
     #[error(transparent)]
     File(#[from] StateFileError),
-    /// The cluster's KV bucket refused.
+    /// Another backend refused (the cluster's KV bucket), in its own words. Boxed so the
+    /// file store need not know the backends built on its trait.
     #[error(transparent)]
-    Kv(#[from] crate::cluster::state_store::KvStateError),
+    Backend(Box<dyn std::error::Error + Send + Sync>),
     /// An earlier panic while the state file was in use left it unusable in this process.
     #[error(
         "the state file is unavailable after an earlier failure in this process; restart host-shim"

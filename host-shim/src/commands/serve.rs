@@ -21,26 +21,22 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 
 use crate::agent::{Agent, DemoAgent};
-use crate::agent_link::LinkSession;
-use crate::attach::{self, Bound, Link};
 use crate::bindings::agent::SessionInfo;
 use crate::bindings::types::Level;
 use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
-use crate::clock::{Clock, SystemClock};
+use crate::commands::process;
+use crate::disk::lock::{Claimant, LockDir, LockError};
+use crate::disk::state_file::StateFile;
 use crate::factory;
-use crate::lock::{Claimant, LockDir, LockError};
-use crate::logging::{LogSink, StderrLog};
-use crate::offline;
-use crate::runtime::{Limits, Runtime};
-use crate::session::{Session, SessionSpec};
-use crate::state_file::StateFile;
-use crate::ui::{LabelledStderrUi, Ui};
+use crate::local::clock::{Clock, SystemClock};
+use crate::local::logging::{LogSink, StderrLog};
+use crate::local::ui::{LabelledStderrUi, Ui};
+use crate::pi::attach::{self, Bound, Link};
+use crate::pi::link::LinkSession;
+use crate::sandbox::runtime::{Limits, Runtime};
+use crate::sandbox::session::{Session, SessionSpec};
 
-/// The lock that keeps a second broker off one state directory.
-pub const BROKER_LOCK: &str = "broker";
-/// How long `attach` waits for the broker's answer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 /// The longest control line read.
 const MAX_CONTROL_LINE: u64 = 64 * 1024;
 
@@ -55,13 +51,6 @@ pub struct ServeArgs {
     pub max_sessions: u32,
     /// Log info lines too.
     pub debug: bool,
-}
-
-/// Where `attach` finds a running broker: `broker/broker.sock` beside the state file.
-pub fn control_socket_path(state_dir: &Path) -> PathBuf {
-    // Its own directory, created 0700: the state directory may be shared (/tmp) and is
-    // never chmodded (see `attach::private_dir`).
-    state_dir.join("broker").join("broker.sock")
 }
 
 /// One request on the control socket.
@@ -110,7 +99,7 @@ impl Process {
         agent: Arc<dyn Agent>,
         ui: Arc<dyn Ui>,
     ) -> anyhow::Result<(Session, String)> {
-        let sources = crate::attach_command::config_sources(Path::new(&info.cwd))?;
+        let sources = process::config_sources_in(Path::new(&info.cwd))?;
         let name = self.broker.attach(
             &key,
             &session_name(info.name.as_deref(), &info.cwd),
@@ -219,7 +208,11 @@ impl Process {
         let (read, write) = stream.into_split();
         let mut reader = BufReader::new(read.take(MAX_CONTROL_LINE));
         let mut line = String::new();
-        let request = match tokio::time::timeout(ANSWER_TIMEOUT, reader.read_line(&mut line)).await
+        let request = match tokio::time::timeout(
+            process::ANSWER_TIMEOUT,
+            reader.read_line(&mut line),
+        )
+        .await
         {
             Ok(Ok(n)) if n > 0 => serde_json::from_str::<ControlRequest>(line.trim()),
             _ => return,
@@ -251,51 +244,14 @@ fn error_line(message: &str) -> String {
     line
 }
 
-/// Asks a running broker to serve pi session `key`. `None` when no broker listens
-/// there; otherwise the broker's `ready` line (to print for the extension) and the
-/// connection, which must stay open as long as the session is wanted.
-pub async fn ask_broker(
-    state_dir: &Path,
-    key: &str,
-) -> anyhow::Result<Option<(String, UnixStream)>> {
-    let Ok(mut stream) = UnixStream::connect(control_socket_path(state_dir)).await else {
-        return Ok(None);
-    };
-    let mut request = serde_json::json!({"type": "serve", "session": key}).to_string();
-    request.push('\n');
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .context("the broker (host-shim serve) closed the connection")?;
-    let mut reader = BufReader::new(&mut stream);
-    let mut line = String::new();
-    match tokio::time::timeout(ANSWER_TIMEOUT, reader.read_line(&mut line)).await {
-        Ok(Ok(n)) if n > 0 => {}
-        Ok(_) => bail!("the broker (host-shim serve) closed the connection without answering"),
-        Err(_) => bail!(
-            "the broker (host-shim serve) did not answer within {} s; restart it",
-            ANSWER_TIMEOUT.as_secs()
-        ),
-    }
-    let answer: serde_json::Value = serde_json::from_str(line.trim())
-        .context("the broker (host-shim serve) answered something that is not JSON")?;
-    if answer["type"] == "error" {
-        bail!(
-            "the broker (host-shim serve) refused the session: {}",
-            answer["message"].as_str().unwrap_or("no reason given")
-        );
-    }
-    Ok(Some((line, stream)))
-}
-
 /// Runs `host-shim serve` until Ctrl-C or SIGTERM.
 pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
-    let (cwd, paths, state_dir) = crate::attach_command::process_paths()?;
+    let (cwd, paths, state_dir) = process::process_paths()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let locks = LockDir::new(&paths.lock_dir);
     let _broker_lock = locks
         .acquire(
-            BROKER_LOCK,
+            process::BROKER_LOCK,
             u64::MAX,
             &Claimant::this_process(clock.now_ms()),
         )
@@ -331,12 +287,12 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         locks: locks.clone(),
         clock: clock.clone(),
         log: log.clone(),
-        build: broker::build_from_environment(offline::transport_state_dir(&paths.state_file)),
+        build: broker::build_from_environment(process::transport_state_dir(&paths.state_file)),
         state_file: Some(paths.state_file.clone()),
         bindings,
         status_file: Some(broker::status_path_beside(&paths.state_file)),
     });
-    let control_path = control_socket_path(&state_dir);
+    let control_path = crate::disk::paths::control_socket_path(&state_dir);
     let listener = match attach::bind(&control_path).await? {
         Bound::Listening(listener) => listener,
         Bound::AlreadyServed => bail!(
@@ -380,7 +336,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         control_path.display()
     );
     let mut links = tokio::task::JoinSet::new();
-    let terminate = crate::attach_command::terminated();
+    let terminate = process::terminated();
     tokio::pin!(terminate);
     loop {
         tokio::select! {

@@ -19,18 +19,18 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::agent::Agent;
-use crate::bindings::{agent, clock, lock, log, rng, store, transport, types, ui};
-use crate::clock::Clock;
-use crate::convert;
-use crate::lock::{Claimant, LockDir, LockGuard};
-use crate::logging::{LogLine, LogSink};
-use crate::pairing_budget::PairingBudget;
-use crate::state_file::StateStore;
+use crate::bindings::{agent, clock, lock, log, pairing, rng, store, transport, types, ui};
+use crate::disk::lock::{Claimant, LockDir, LockGuard};
+use crate::disk::state_file::StateStore;
+use crate::local::clock::Clock;
+use crate::local::logging::{LogLine, LogSink};
+use crate::local::ui::Ui;
+use crate::sandbox::convert;
+use crate::sandbox::pairing_budget::PairingBudget;
 use crate::transcript::Transcript;
 use crate::transcript::line::{Event, FetchedMeta, ImageMeta};
 use crate::transcript::script::{Script, hex_encode};
 use crate::transcript::scrub::RNG_KEEP_MIN;
-use crate::ui::Ui;
 
 /// How much guest stderr is kept for trap reports.
 const STDERR_CAPTURE: usize = 16 * 1024;
@@ -506,7 +506,7 @@ impl SessionHost {
     /// The agent's recent work and the working tree's git facts.
     async fn work_live(&mut self) -> agent::WorkFacts {
         let cwd = self.ctx.agent.session_info().cwd;
-        let (branch, numstat) = crate::work::git_facts(std::path::Path::new(&cwd)).await;
+        let (branch, numstat) = crate::local::work::git_facts(std::path::Path::new(&cwd)).await;
         let facts = self.ctx.agent.recent_work();
         agent::WorkFacts {
             branch,
@@ -710,12 +710,57 @@ impl log::Host for SessionHost {
     }
 }
 
+impl pairing::Host for SessionHost {
+    fn closed_since(&mut self) -> wasmtime::Result<Option<u64>> {
+        Ok(self.ctx.pairing.lock().closed_since())
+    }
+
+    fn record_failure(
+        &mut self,
+        now_ms: u64,
+        per_hour: u32,
+    ) -> wasmtime::Result<pairing::FailureOutcome> {
+        Ok(
+            match self.ctx.pairing.lock().record_failure(now_ms, per_hour) {
+                guest::core::pairing_budget::FailureOutcome::Counted => {
+                    pairing::FailureOutcome::Counted
+                }
+                guest::core::pairing_budget::FailureOutcome::JustClosed => {
+                    pairing::FailureOutcome::JustClosed
+                }
+                guest::core::pairing_budget::FailureOutcome::CountedWhileClosed => {
+                    pairing::FailureOutcome::CountedWhileClosed
+                }
+            },
+        )
+    }
+
+    fn refused_unjudged(&mut self) -> wasmtime::Result<()> {
+        self.ctx.pairing.lock().refused_unjudged();
+        Ok(())
+    }
+
+    fn reopen(&mut self) -> wasmtime::Result<()> {
+        self.ctx.pairing.lock().reopen();
+        Ok(())
+    }
+
+    fn view(&mut self, now_ms: u64) -> wasmtime::Result<pairing::BudgetView> {
+        let view = self.ctx.pairing.lock().view(now_ms);
+        Ok(pairing::BudgetView {
+            failures_last_hour: view.failures_last_hour,
+            closed_since_ms: view.closed_at,
+            unjudged: view.unjudged,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::logging::MemoryLog;
-    use crate::ui::RecordingUi;
+    use crate::local::clock::ManualClock;
+    use crate::local::logging::MemoryLog;
+    use crate::local::ui::RecordingUi;
 
     struct IdleAgent;
 
@@ -885,8 +930,8 @@ mod tests {
     }
 
     fn host(dir: &std::path::Path) -> SessionHost {
-        let (state, _) =
-            crate::state_file::StateFile::open(&dir.join("state.json"), 0).expect("state file");
+        let (state, _) = crate::disk::state_file::StateFile::open(&dir.join("state.json"), 0)
+            .expect("state file");
         let (inbound, _) = transport_core::inbound::channel(1);
         SessionHost::new(SessionContext {
             key: "t".into(),
@@ -896,7 +941,7 @@ mod tests {
             ui: Arc::new(RecordingUi::default()),
             state: Arc::new(std::sync::Mutex::new(state)),
             locks: LockDir::new(dir.join("locks")),
-            pairing: crate::pairing_budget::PairingBudget::default(),
+            pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
             clock: Arc::new(ManualClock::new(NOW)),
             log: Arc::new(MemoryLog::default()),
             held_locks: HashMap::new(),

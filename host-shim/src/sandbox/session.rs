@@ -17,21 +17,21 @@ use transport_core::{Inbound, Transport};
 use crate::agent::{Agent, AgentSignal};
 use crate::bindings::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
-    ToolCall, ToolDecision, TransportRequest,
+    ToolCall, ToolDecision,
 };
 use crate::bindings::types::Level;
-use crate::clock::Clock;
-use crate::convert;
-use crate::imports::{ParkedCall, SessionContext, SessionHost};
-use crate::lock::{Claimant, LockDir, LockError, LockGuard};
-use crate::pairing_budget::PairingBudget;
-use crate::logging::{LogLine, LogSink};
-use crate::runtime::{Instance, Runtime};
-use crate::state_file::StateStore;
-use crate::tool_paths::{PathContext, tool_paths};
+use crate::disk::lock::{Claimant, LockDir, LockError, LockGuard};
+use crate::disk::state_file::StateStore;
+use crate::local::clock::Clock;
+use crate::local::logging::{LogLine, LogSink};
+use crate::local::ui::Ui;
+use crate::sandbox::convert;
+use crate::sandbox::imports::{ParkedCall, SessionContext, SessionHost};
+use crate::sandbox::pairing_budget::PairingBudget;
+use crate::sandbox::runtime::{Instance, Runtime};
+use crate::sandbox::tool_paths::{PathContext, tool_paths};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
-use crate::ui::Ui;
 
 /// Consecutive restarts after which a session stops trying: a trap that repeats on
 /// every fresh instance (say, in `configure`) would otherwise loop forever.
@@ -40,17 +40,8 @@ const MAX_RESTARTS: u32 = 3;
 /// The local command's name when the bridge says none (`/connect …`).
 const DEFAULT_LOCAL_COMMAND: &str = "connect";
 
-/// What a factory built from the validated configuration.
-#[derive(Default)]
-pub struct Built {
-    /// The transports, in start order.
-    pub transports: Vec<Arc<dyn Transport>>,
-    /// Notes about the requests it could not honour (missing credential, unavailable).
-    pub notes: Vec<(Level, String)>,
-}
-
-/// Builds the transports a configuration asks for.
-pub type TransportFactory = Box<dyn FnOnce(&[TransportRequest]) -> Built + Send>;
+// The session API names what a factory builds; they live with the factory.
+pub use crate::factory::{Built, TransportFactory};
 
 /// Everything needed to start a session.
 pub struct SessionSpec {
@@ -167,7 +158,12 @@ impl Session {
                 .config_sources
                 .iter()
                 .map(|source| PathBuf::from(&source.path))
-                .chain(spec.state.path().iter().flat_map(|p| crate::paths::bridge_files(p)))
+                .chain(
+                    spec.state
+                        .path()
+                        .iter()
+                        .flat_map(|p| crate::disk::paths::bridge_files(p)),
+                )
                 .chain(std::iter::once(spec.locks.dir().to_path_buf()))
                 .collect(),
         };

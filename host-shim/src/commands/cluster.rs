@@ -14,7 +14,6 @@ use crate::agent::{Agent, DemoAgent};
 use crate::bindings::agent::SessionInfo;
 use crate::bindings::session::TransportRequest;
 use crate::broker;
-use crate::clock::{Clock, SystemClock};
 use crate::cluster::bot_lock::Holder;
 use crate::cluster::connect_options::NatsAuth;
 use crate::cluster::inbound::InboundSettings;
@@ -23,12 +22,13 @@ use crate::cluster::seal::Gate;
 use crate::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use crate::cluster::subjects::Prefix;
 use crate::cluster::trust_settings::{self, TrustSettings};
-use crate::lock::LockDir;
-use crate::logging::{LogSink, StderrLog};
-use crate::offline;
-use crate::runtime::{Limits, Runtime};
-use crate::serve_command::ServeArgs;
-use crate::ui::{LabelledStderrUi, Ui};
+use crate::commands::process;
+use crate::commands::serve::ServeArgs;
+use crate::disk::lock::LockDir;
+use crate::local::clock::{Clock, SystemClock};
+use crate::local::logging::{LogSink, StderrLog};
+use crate::local::ui::{LabelledStderrUi, Ui};
+use crate::sandbox::runtime::{Limits, Runtime};
 
 /// What a cluster node does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -135,10 +135,10 @@ pub fn messenger_requests(config: &guest::core::config::LoadedConfig) -> Vec<Tra
 
 /// Runs one cluster node until Ctrl-C or SIGTERM.
 pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> anyhow::Result<()> {
-    let (cwd, paths, state_dir) = crate::attach_command::process_paths()?;
-    let sources = crate::attach_command::config_sources(&cwd)?;
+    let (cwd, paths, state_dir) = process::process_paths()?;
+    let sources = process::config_sources_in(&cwd)?;
     let prefix = Prefix::new(&cluster.prefix)?;
-    let config = crate::convert::read_transports_natively(&sources);
+    let config = crate::native_guest::read_transports_natively(&sources);
     for note in &config.notes {
         eprintln!("[node] config: {}", note.text);
     }
@@ -171,7 +171,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         ),
         _ => {}
     }
-    let build = broker::build_from_environment(offline::transport_state_dir(&paths.state_file));
+    let build = broker::build_from_environment(process::transport_state_dir(&paths.state_file));
     if cluster.role == Role::Ingress {
         // A missing token would leave the ingress "ready" with no bot: say it now.
         for request in &requests {
@@ -188,7 +188,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     let gate = Gate::new(trust.key.clone(), Arc::new(SystemClock), log.clone());
     let inbound = InboundSettings::for_lease_ttl(cluster.lock_ttl);
     let stop = async {
-        let terminate = crate::attach_command::terminated();
+        let terminate = process::terminated();
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             () = terminate => {}

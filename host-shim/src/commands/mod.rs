@@ -1,0 +1,9 @@
+//! One module per subcommand; what several share lives in `process`.
+
+pub mod attach;
+pub mod cluster;
+pub mod explain;
+pub mod offline;
+pub mod process;
+pub mod replay;
+pub mod serve;

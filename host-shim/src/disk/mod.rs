@@ -1,0 +1,7 @@
+//! What the host keeps on disk: the state file, lock files, where files live, and the
+//! config files it discovers.
+
+pub mod config_files;
+pub mod lock;
+pub mod paths;
+pub mod state_file;

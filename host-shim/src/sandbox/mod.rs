@@ -1,0 +1,10 @@
+//! The component's sandbox: the wasmtime runtime and its import audit, the host side of
+//! every WIT import, one session's task, and the conversions between WIT and native types.
+
+pub mod audit;
+pub mod convert;
+pub mod imports;
+pub mod pairing_budget;
+pub mod runtime;
+pub mod session;
+pub mod tool_paths;
