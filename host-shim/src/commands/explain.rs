@@ -2,14 +2,21 @@
 //! platform's own normalizer, then through the bridge's router as a preview, so "why did
 //! the bot not answer?" can be answered from a captured payload without sending anything.
 //!
-//! This module is the offline half: find the platform, parse the file, normalize, and
-//! describe the envelope. The bridge's half (pairing, command, prompt) is
-//! `session.preview-envelope`.
+//! Here: find the platform, parse the file, normalize, describe the envelope, then ask an
+//! offline session (`offline`) for the bridge's half (pairing, command, prompt:
+//! `session.preview-envelope`).
 
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
 use transport_core::Envelope;
 use transport_core::platform::{BotSelf, Normalized, Platform};
 
+use crate::commands::offline::{self, OfflineSetup};
+use crate::commands::process::{default_session_key, setup};
 use crate::factory::PLATFORMS;
+use crate::local::clock::SystemClock;
 
 /// Why a payload could not be explained.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -90,6 +97,46 @@ fn command_hint(text: &str) -> String {
     } else {
         String::new()
     }
+}
+
+/// `host-shim explain`: the platform's normalizer, then the bridge's preview.
+pub async fn run(
+    component: &[u8],
+    transport: &str,
+    payload: &Path,
+    bot: &BotSelf,
+    session: Option<String>,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(payload)
+        .with_context(|| format!("cannot read the payload file {}", payload.display()))?;
+    println!(
+        "assuming the bot is @{} (id {}); pass --bot-name and --bot-id to match yours",
+        bot.username, bot.id
+    );
+    let envelope = match normalize(transport, &text, bot)? {
+        Normalized::Ignored(reason) => {
+            println!("ignored by the {transport} transport: {reason}");
+            println!("The bridge never sees this payload, so nothing is sent.");
+            return Ok(());
+        }
+        Normalized::Message(envelope) => envelope,
+    };
+    println!("{}", describe(&envelope));
+    let setup = setup()?;
+    let offline = offline::spawn(OfflineSetup {
+        component,
+        paths: &setup.paths,
+        discovery: &setup.discovery,
+        key: session.unwrap_or_else(|| default_session_key(&setup.cwd)),
+        cwd: setup.cwd.clone(),
+        clock: Arc::new(SystemClock),
+    })
+    .await?;
+    match offline.session.preview(envelope).await? {
+        Some(verdict) => println!("{verdict}"),
+        None => println!("The bridge failed while previewing; run `host-shim doctor`."),
+    }
+    offline.session.shutdown().await
 }
 
 #[cfg(test)]

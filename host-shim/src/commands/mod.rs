@@ -2,8 +2,11 @@
 
 pub mod attach;
 pub mod cluster;
+pub mod doctor;
 pub mod explain;
+pub mod inspect;
 pub mod offline;
 pub mod process;
 pub mod replay;
+pub mod run;
 pub mod serve;

@@ -12,6 +12,7 @@ use tokio::net::UnixStream;
 use crate::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use crate::disk::config_files::{self, Discovery, Scope};
 use crate::disk::paths::Paths;
+use crate::sandbox::runtime::EMBEDDED_COMPONENT;
 
 /// The lock that keeps a second broker off one state directory.
 pub const BROKER_LOCK: &str = "broker";
@@ -111,4 +112,55 @@ pub async fn ask_broker(
         );
     }
     Ok(Some((line, stream)))
+}
+
+/// The component to run: the file `--component` names, or the embedded build.
+pub fn load_component(path: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+    match path {
+        Some(path) => std::fs::read(path)
+            .with_context(|| format!("cannot read the component {}", path.display())),
+        None => Ok(EMBEDDED_COMPONENT.to_vec()),
+    }
+}
+
+/// What every command needs from the environment.
+pub struct Setup {
+    /// Where the process's files are.
+    pub paths: Paths,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The config files found.
+    pub discovery: Discovery,
+}
+
+/// The paths, working directory and config files of this process.
+pub fn setup() -> anyhow::Result<Setup> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let paths = Paths::resolve(&|name| std::env::var(name).ok(), home.as_deref(), &cwd)?;
+    let discovery = config_files::discover(&paths.config);
+    Ok(Setup {
+        paths,
+        cwd,
+        discovery,
+    })
+}
+
+/// The session key when none is given: one per working directory.
+pub fn default_session_key(cwd: &Path) -> String {
+    format!("host-shim:{}", cwd.display())
+}
+
+/// `PI_BOT_CONNECT_DEBUG`: log info lines too.
+pub fn debug_enabled() -> bool {
+    matches!(
+        std::env::var("PI_BOT_CONNECT_DEBUG").as_deref(),
+        Ok("1") | Ok("true")
+    )
+}
+
+/// Where compiled code is cached: beside the state file, so `PI_BOT_CONNECT_STATE`
+/// moves it too and a test never touches the user's own cache.
+pub fn cache_dir(paths: &Paths) -> Option<PathBuf> {
+    transport_state_dir(&paths.state_file).map(|dir| dir.join("cache"))
 }

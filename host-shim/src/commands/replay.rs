@@ -6,6 +6,7 @@
 //! random bytes are the recorded ones or, where withheld, a fixed sequence.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::disk::lock::LockDir;
@@ -14,7 +15,7 @@ use crate::local::clock::ManualClock;
 use crate::local::logging::MemoryLog;
 use crate::local::ui::RecordingUi;
 use crate::sandbox::imports::{SessionContext, SessionHost};
-use crate::sandbox::runtime::{Instance, Runtime};
+use crate::sandbox::runtime::{Instance, Limits, Runtime};
 use crate::sandbox::session::{calls, describe_trap};
 use crate::transcript::Transcript;
 use crate::transcript::line::{Dir, Event};
@@ -353,4 +354,89 @@ pub async fn replay(runtime: &Runtime, parsed: &Parsed) -> Result<Report, Replay
         }
     }
     Ok(report)
+}
+
+/// `host-shim replay`: the exit status says identical (0), different (1) or unreadable (2).
+pub async fn run(
+    component: &[u8],
+    component_path: Option<&Path>,
+    path: &Path,
+    max_differences: usize,
+) -> std::process::ExitCode {
+    let unreadable = std::process::ExitCode::from(2);
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            eprintln!(
+                "host-shim: cannot read the transcript {}: {e}",
+                path.display()
+            );
+            return unreadable;
+        }
+    };
+    let parsed = crate::transcript::read::parse(&bytes);
+    for warning in &parsed.warnings {
+        eprintln!("warning: {}: {warning}", path.display());
+    }
+    let runtime = match Runtime::new(component, Limits::default()) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("host-shim: cannot load the component: {e}");
+            return unreadable;
+        }
+    };
+    let report = match replay(&runtime, &parsed).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("host-shim: cannot replay {}: {e}", path.display());
+            return unreadable;
+        }
+    };
+    let against = match component_path {
+        Some(p) => p.display().to_string(),
+        None => "the embedded component".into(),
+    };
+    println!(
+        "replayed {} inputs of {} against {against}; {} recorded effects compared",
+        report.inputs,
+        path.display(),
+        report.effects
+    );
+    if report.differences.is_empty() {
+        println!("identical");
+        return std::process::ExitCode::SUCCESS;
+    }
+    // Which builds were compared, when it is known and not the same: "a new build behaves
+    // unlike the old one" needs both names.
+    if !report.recorded_bridge.is_empty() && report.recorded_bridge != report.replayed_bridge {
+        println!(
+            "recorded with bridge {}, replayed with bridge {}",
+            report.recorded_bridge, report.replayed_bridge
+        );
+    }
+    for difference in report.differences.iter().take(max_differences) {
+        println!(
+            "line {} (after the input on line {}):",
+            difference.line, difference.input_line
+        );
+        println!(
+            "  expected: {}",
+            difference.expected.as_deref().unwrap_or("(nothing)")
+        );
+        println!(
+            "  got:      {}",
+            difference.got.as_deref().unwrap_or("(nothing)")
+        );
+    }
+    let n = report.differences.len();
+    println!(
+        "{n} input{} with different effects{}",
+        if n == 1 { "" } else { "s" },
+        if n > max_differences {
+            format!(" (the first {max_differences} shown)")
+        } else {
+            String::new()
+        }
+    );
+    std::process::ExitCode::from(1)
 }

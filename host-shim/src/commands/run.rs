@@ -1,0 +1,170 @@
+//! `host-shim run`: one session in this process, with the demo agent or pi started
+//! headless, and this terminal as the chat when no messenger is configured.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::bail;
+use transport_core::Transport;
+
+use crate::agent::DemoAgent;
+use crate::bindings::agent::SessionInfo;
+use crate::bindings::types::Level;
+use crate::commands::process::{self, cache_dir, debug_enabled, default_session_key, setup};
+use crate::disk::lock::LockDir;
+use crate::disk::state_file::StateFile;
+use crate::factory;
+use crate::local::clock::{Clock, SystemClock};
+use crate::local::logging::StderrLog;
+use crate::local::terminal::{TerminalEvent, TerminalTransport};
+use crate::local::ui::{TerminalUi, Ui};
+use crate::sandbox::runtime::{Limits, Runtime};
+use crate::sandbox::session::{Session, SessionSpec};
+use crate::transcript::Transcript;
+use crate::transcript::file::Rotation;
+
+/// pi's program and arguments, for `--agent pi`.
+pub type PiCommand = (std::ffi::OsString, Vec<std::ffi::OsString>);
+
+/// Runs `host-shim run` until `/quit`, Ctrl-D or Ctrl-C.
+pub async fn run(
+    component: &[u8],
+    session: Option<String>,
+    pace: f64,
+    pi: Option<PiCommand>,
+    transcript_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    if !(0.0..=60.0).contains(&pace) {
+        bail!("--pace must be between 0 and 60 seconds, got {pace}");
+    }
+    let setup = setup()?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (terminal, mut events) = TerminalTransport::stdio();
+    let terminal = Arc::new(terminal);
+    // Local commands and /quit work from the first moment, whatever the chat is.
+    terminal.listen_locally();
+    let ui: Arc<dyn Ui> = Arc::new(TerminalUi(terminal.clone()));
+    ui.notify(
+        Level::Info,
+        "bot-connect demo. This terminal plays both sides: lines you type are chat messages \
+         from a remote user; lines marked `local` are what only the person at the agent's \
+         terminal sees (that is where pairing codes appear). Local commands: /connect status, \
+         /connect pair, /connect doctor, … Leave with /quit or Ctrl-D.",
+    )
+    .await;
+    // The state file's own message names the path and what to do; no second layer.
+    let (state, warnings) = StateFile::open(&setup.paths.state_file, clock.now_ms())?;
+    for warning in warnings {
+        ui.notify(Level::Warning, &warning).await;
+    }
+    let key = session.unwrap_or_else(|| default_session_key(&setup.cwd));
+    let transcript = match transcript_dir {
+        Some(dir) => {
+            let bridge = crate::sandbox::runtime::component_digest(component);
+            let transcript =
+                Transcript::create(&dir, &key, &bridge, Rotation::default(), clock.now_ms())?;
+            if let Some(path) = transcript.path() {
+                ui.notify(
+                    Level::Info,
+                    &format!("Recording a transcript in {}.", path.display()),
+                )
+                .await;
+            }
+            Some(transcript)
+        }
+        None => None,
+    };
+    let info = SessionInfo {
+        id: key.clone(),
+        name: Some("demo".into()),
+        cwd: setup.cwd.display().to_string(),
+        accepts_images: true,
+    };
+    let runtime = Arc::new(Runtime::load(
+        component,
+        Limits::default(),
+        cache_dir(&setup.paths).as_deref(),
+    )?);
+    let chat: Arc<dyn Transport> = terminal.clone();
+    let state_dir = process::transport_state_dir(&setup.paths.state_file);
+    let pi = match pi {
+        Some((program, args)) => {
+            ui.notify(Level::Info, "starting pi (--mode rpc)…").await;
+            let dir = state_dir.clone().unwrap_or_else(|| setup.cwd.clone());
+            let started = crate::pi::rpc_agent::start_headless(
+                program,
+                args,
+                setup.cwd.clone(),
+                key.clone(),
+                &dir,
+                ui.clone(),
+            )
+            .await?;
+            Some(started)
+        }
+        None => None,
+    };
+    let agent: Arc<dyn crate::agent::Agent> = match &pi {
+        Some(pi) => Arc::new(pi.clone()),
+        None => Arc::new(DemoAgent::new(Duration::from_secs_f64(pace), info)),
+    };
+    let spec = SessionSpec {
+        key,
+        config_sources: process::config_sources(&setup.discovery),
+        platforms: factory::declarations(),
+        transports: Box::new(move |requests| {
+            let var = |name: &str| std::env::var(name).ok();
+            factory::build(
+                requests,
+                Some(chat),
+                &factory::Environment {
+                    var: &var,
+                    state_dir,
+                },
+            )
+        }),
+        agent,
+        ui: ui.clone(),
+        state: Arc::new(Mutex::new(state)),
+        locks: LockDir::new(&setup.paths.lock_dir),
+        pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
+        clock,
+        log: Arc::new(StderrLog::new(debug_enabled())),
+        exclusive: true,
+        transcript,
+    };
+    let session = Session::spawn(runtime, spec).await?;
+    // The terminal read `/connect …` until the bridge was configured; from now on it
+    // follows `bridge.localCommand`.
+    let local_command = session.local_command_name().to_owned();
+    if terminal.local_command() != local_command {
+        terminal.set_local_command(&local_command);
+        ui.notify(
+            Level::Info,
+            &format!("Local commands start with /{local_command} (bridge.localCommand)."),
+        )
+        .await;
+    }
+    terminal.settled().await;
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        match event {
+            Some(TerminalEvent::LocalCommand(args)) => {
+                let note = session.local_command(&args).await?;
+                ui.notify(note.level, &note.text).await;
+            }
+            Some(TerminalEvent::Quit) | None => break,
+        }
+    }
+    session.shutdown().await?;
+    if let Some(pi) = pi {
+        pi.stop().await;
+    }
+    ui.notify(Level::Info, "bye: pairing and state are saved.")
+        .await;
+    Ok(())
+}
