@@ -1,0 +1,186 @@
+//! `agent`: the live coding-agent session this bridge serves.
+
+use super::SessionHost;
+use crate::bindings::{agent, types};
+use crate::transcript::line::{Event, ImageMeta};
+use crate::transcript::script::Script;
+
+impl agent::Host for SessionHost {
+    async fn send_prompt(
+        &mut self,
+        text: String,
+        deliver_as: agent::DeliverAs,
+        images: Vec<agent::PromptImage>,
+    ) -> Result<(), String> {
+        // Image bytes (megabytes) stay out of the transcript; their type and size are kept.
+        self.note(|| Event::Prompt {
+            text: text.clone(),
+            deliver_as,
+            images: images
+                .iter()
+                .map(|i| ImageMeta {
+                    media_type: i.media_type.clone(),
+                    bytes: i.data.len(),
+                })
+                .collect(),
+        });
+        self.answer(
+            Script::prompted,
+            async |host: &mut SessionHost| {
+                host.ctx.agent.send_prompt(text, deliver_as, images).await
+            },
+            |result| Event::Prompted {
+                result: result.clone(),
+            },
+        )
+        .await
+    }
+
+    fn resolve_tool_call(
+        &mut self,
+        id: String,
+        decision: types::ToolDecision,
+    ) -> wasmtime::Result<()> {
+        self.note(|| Event::Verdict {
+            id: id.clone(),
+            decision: decision.clone(),
+        });
+        // An id the host does not hold was resolved already (or never parked): ignored,
+        // so a guest can never give one call two verdicts.
+        if let Some(call) = self.ctx.parked.remove(&id) {
+            call.resolve(decision);
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) -> wasmtime::Result<()> {
+        self.note(|| Event::Abort);
+        if self.ctx.script.is_none() {
+            self.ctx.agent.abort();
+        }
+        Ok(())
+    }
+
+    fn is_idle(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.answer_now(
+            Script::idle,
+            |host| host.ctx.agent.is_idle(),
+            |idle| Event::Idle { idle: *idle },
+        ))
+    }
+
+    fn info(&mut self) -> wasmtime::Result<agent::SessionInfo> {
+        Ok(self.answer_now(
+            Script::info,
+            |host| host.ctx.agent.session_info(),
+            |info| Event::Info { info: info.clone() },
+        ))
+    }
+
+    async fn work_snapshot(&mut self) -> agent::WorkFacts {
+        self.answer(
+            Script::work,
+            async |host: &mut SessionHost| host.work_live().await,
+            |facts| Event::Work {
+                facts: facts.clone(),
+            },
+        )
+        .await
+    }
+}
+
+impl SessionHost {
+    /// The agent's recent work and the working tree's git facts.
+    async fn work_live(&mut self) -> agent::WorkFacts {
+        let cwd = self.ctx.agent.session_info().cwd;
+        let (branch, numstat) = crate::local::work::git_facts(std::path::Path::new(&cwd)).await;
+        let facts = self.ctx.agent.recent_work();
+        agent::WorkFacts {
+            branch,
+            numstat,
+            last_shell: facts.last_shell.map(|mut run| {
+                run.output = output_tail(run.output);
+                run
+            }),
+            last_prompt: facts.last_prompt,
+        }
+    }
+}
+
+/// The end of a command's output, at most 64 KiB on a char boundary: test runners print their
+/// summary last, and a build log of megabytes must not be copied into the guest.
+fn output_tail(mut output: String) -> String {
+    const KEEP: usize = 64 * 1024;
+    let mut cut = output.len().saturating_sub(KEEP);
+    while !output.is_char_boundary(cut) {
+        cut += 1;
+    }
+    output.split_off(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::imports::ParkedCall;
+    use crate::sandbox::imports::fixture::host;
+
+    #[test]
+    fn output_tail_keeps_the_end_on_a_char_boundary() {
+        let long = format!("{}é{}", "a".repeat(10), "b".repeat(64 * 1024 - 1));
+        let tail = output_tail(long.clone());
+        // The cut would fall inside `é`: it moves forward to the next character.
+        assert_eq!(tail, "b".repeat(64 * 1024 - 1));
+        assert_eq!(output_tail("short".into()), "short");
+    }
+
+    fn park(
+        host: &mut SessionHost,
+        id: &str,
+    ) -> tokio::sync::oneshot::Receiver<types::ToolDecision> {
+        let (reply, verdict) = tokio::sync::oneshot::channel();
+        host.ctx.parked.insert(
+            id.to_string(),
+            ParkedCall {
+                reply,
+                question: None,
+            },
+        );
+        verdict
+    }
+
+    #[test]
+    fn a_parked_call_gets_exactly_one_verdict() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut host = host(dir.path());
+        let mut verdict = park(&mut host, "ab3k");
+        agent::Host::resolve_tool_call(&mut host, "zzzz".into(), types::ToolDecision::Allow)
+            .expect("an unknown id is ignored");
+        assert!(verdict.try_recv().is_err(), "not resolved by another id");
+        agent::Host::resolve_tool_call(&mut host, "ab3k".into(), types::ToolDecision::Allow)
+            .expect("resolves");
+        // A second verdict for the same id has nobody to reach.
+        agent::Host::resolve_tool_call(
+            &mut host,
+            "ab3k".into(),
+            types::ToolDecision::Block("late".into()),
+        )
+        .expect("ignored");
+        assert_eq!(verdict.try_recv(), Ok(types::ToolDecision::Allow));
+        assert!(host.ctx.parked.is_empty());
+    }
+
+    #[test]
+    fn parked_calls_are_blocked_when_their_instance_goes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut host = host(dir.path());
+        let mut first = park(&mut host, "ab3k");
+        let mut second = park(&mut host, "cd4m");
+        host.ctx.block_parked("the bridge failed");
+        for verdict in [&mut first, &mut second] {
+            assert_eq!(
+                verdict.try_recv(),
+                Ok(types::ToolDecision::Block("the bridge failed".into()))
+            );
+        }
+    }
+}

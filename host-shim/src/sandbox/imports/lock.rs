@@ -1,0 +1,88 @@
+//! `lock`: single-instance locks (one process per bot credential), as lock files.
+
+use super::SessionHost;
+use crate::bindings::lock;
+use crate::disk::lock::Claimant;
+use crate::transcript::line::Event;
+use crate::transcript::script::Script;
+
+impl lock::Host for SessionHost {
+    async fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
+        let live = name.clone();
+        self.exchange(
+            || Event::Acquire {
+                name: name.clone(),
+                stale_after_ms,
+            },
+            Script::acquired,
+            async |host: &mut SessionHost| host.acquire_live(live, stale_after_ms),
+            |result| Event::Acquired {
+                result: result.clone(),
+            },
+        )
+        .await
+    }
+
+    async fn release(&mut self, name: String) {
+        self.note(|| Event::Release { name: name.clone() });
+        // Dropping the guard releases the file, token-verified.
+        self.ctx.held_locks.remove(&name);
+    }
+}
+
+impl SessionHost {
+    fn acquire_live(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
+        if self.ctx.held_locks.contains_key(&name) {
+            return Ok(());
+        }
+        let claimant = Claimant::this_process(self.ctx.clock.now_ms());
+        let guard = self
+            .ctx
+            .locks
+            .acquire(&name, stale_after_ms, &claimant)
+            .map_err(|e| e.to_string())?;
+        self.ctx.held_locks.insert(name, guard);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::bindings::transport;
+    use crate::sandbox::imports::fixture::{NOW, host};
+
+    #[tokio::test]
+    async fn a_transport_lock_is_reclaimed_after_the_stale_time_the_guest_gives() {
+        use transport_testing::fake::{FakeConfig, FakeTransport};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut host = host(dir.path());
+        let fake = FakeTransport::new(FakeConfig::default());
+        host.ctx
+            .transports
+            .insert("fake".into(), Arc::new(fake.handle()));
+        let identity = transport::Host::identify(&mut host, "fake".into())
+            .await
+            .expect("identifies");
+        let lock = identity.lock_name.expect("the fake names its lock");
+        // Another host took the lock 6 s ago: it cannot be probed, only outlived.
+        std::fs::create_dir_all(dir.path().join("locks")).expect("lock dir");
+        let holder = format!(
+            "{{\"pid\":1,\"startedAt\":{},\"host\":\"elsewhere\",\"token\":\"x\"}}\n",
+            NOW - 6_000
+        );
+        std::fs::write(
+            dir.path().join("locks").join(format!("{lock}.lock")),
+            holder,
+        )
+        .expect("plant lock");
+
+        let refused = lock::Host::acquire(&mut host, lock.clone(), 900_000).await;
+        assert!(refused.is_err(), "a 15-minute limit keeps a 6 s old lock");
+        lock::Host::acquire(&mut host, lock, 5_000)
+            .await
+            .expect("a 5 s limit reclaims a 6 s old lock");
+    }
+}

@@ -1,0 +1,211 @@
+//! The host side of every WIT import, for one session: one file per interface, each
+//! saying only what its calls do live and what the transcript notes (`tape` applies both).
+//!
+//! Imports never panic on guest input: every failure becomes the typed error the WIT
+//! function declares. The WASI context grants nothing; stderr is captured in memory so a
+//! guest panic message can be reported with the trap.
+//!
+//! The store owns the session's host state ([`SessionContext`]) outright: calls into one
+//! instance never overlap, so nothing here needs a lock. After a trap the session takes
+//! the context back out of the dead store (`Store::into_data`) and hands it to the next
+//! instance, with its transports, locks and pending tick intact.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use transport_core::Transport;
+use wasmtime::StoreLimits;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::agent::Agent;
+use crate::bindings::types;
+use crate::disk::lock::{LockDir, LockGuard};
+use crate::disk::state_file::StateStore;
+use crate::local::clock::Clock;
+use crate::local::logging::LogSink;
+use crate::local::ui::Ui;
+use crate::sandbox::pairing_budget::PairingBudget;
+use crate::transcript::Transcript;
+use crate::transcript::script::Script;
+
+/// How much guest stderr is kept for trap reports.
+const STDERR_CAPTURE: usize = 16 * 1024;
+
+/// Everything a session's imports need. It outlives each instance: a trapped instance's
+/// store gives it back, and the next instance takes it over.
+pub struct SessionContext {
+    /// Session key (state scope).
+    pub key: String,
+    /// Transports created for this session, by id.
+    pub transports: BTreeMap<String, Arc<dyn Transport>>,
+    /// Where listening transports deliver inbound messages.
+    pub inbound: transport_core::InboundSink,
+    /// The agent.
+    pub agent: Arc<dyn Agent>,
+    /// The local terminal.
+    pub ui: Arc<dyn Ui>,
+    /// The state file, shared with every other session of this host.
+    pub state: Arc<dyn StateStore>,
+    /// Where lock files live.
+    pub locks: LockDir,
+    /// The pairing failure budget, shared with every other session of this host.
+    pub pairing: PairingBudget,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Log lines.
+    pub log: Arc<dyn LogSink>,
+    /// Locks this session holds, by name.
+    pub held_locks: HashMap<String, LockGuard>,
+    /// Transports already listening (listen is idempotent across guest restarts).
+    pub listening: Vec<String>,
+    /// The tick the guest asked for last.
+    pub tick_at: Option<u64>,
+    /// Tool calls whose verdict is pending (remote approval), by approval id.
+    pub parked: HashMap<String, ParkedCall>,
+    /// Where inputs, effects and answers are recorded (opt-in).
+    pub transcript: Option<Transcript>,
+    /// Replay: the recorded answers the imports give instead of asking the world.
+    pub script: Option<Script>,
+}
+
+/// A tool call waiting for `agent.resolve-tool-call` (see `tool-answer` in
+/// `wit/session.wit`).
+pub struct ParkedCall {
+    /// Where the agent waits for the verdict.
+    pub reply: tokio::sync::oneshot::Sender<types::ToolDecision>,
+    /// The local question, dropped once the call is decided elsewhere.
+    pub question: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ParkedCall {
+    /// Hands `decision` to the waiting agent and withdraws the local question.
+    pub fn resolve(self, decision: types::ToolDecision) {
+        if let Some(question) = self.question {
+            question.abort();
+        }
+        // An agent that stopped waiting (its turn was aborted) needs no verdict.
+        let _ = self.reply.send(decision);
+    }
+}
+
+impl SessionContext {
+    /// Blocks every parked call: the instance that would have resolved them is gone
+    /// (a trap, a shutdown), and an unanswered call fails closed.
+    pub fn block_parked(&mut self, reason: &str) {
+        for (_, call) in self.parked.drain() {
+            call.resolve(types::ToolDecision::Block(reason.to_string()));
+        }
+    }
+}
+
+/// The per-instance store data: WASI (granting nothing), limits, and the session.
+pub struct SessionHost {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: MemoryOutputPipe,
+    /// Memory cap of this instance.
+    pub limits: StoreLimits,
+    /// Fuel each export call starts with.
+    pub call_fuel: u64,
+    /// The session behind the imports.
+    pub ctx: SessionContext,
+}
+
+impl SessionHost {
+    /// Store data for a new instance of the session `ctx`.
+    pub fn new(ctx: SessionContext) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
+        // No preopens, no environment, no arguments, no network, no stdin: the guest's
+        // only way out is the bridge world's own imports (C1, C3).
+        let wasi = WasiCtxBuilder::new().stderr(stderr.clone()).build();
+        SessionHost {
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+            limits: StoreLimits::default(),
+            call_fuel: 0,
+            ctx,
+        }
+    }
+
+    /// What the guest wrote to stderr (a panic message, typically).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents())
+            .trim()
+            .to_string()
+    }
+
+    /// The session context, for the next instance after this one trapped.
+    pub fn into_context(self) -> SessionContext {
+        self.ctx
+    }
+
+    fn transport(&self, id: &str) -> Option<Arc<dyn Transport>> {
+        self.ctx.transports.get(id).cloned()
+    }
+}
+
+impl WasiView for SessionHost {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for SessionHost {}
+
+mod agent;
+mod clock;
+mod lock;
+mod log;
+mod pairing;
+mod rng;
+mod store;
+mod tape;
+mod transport;
+mod ui;
+
+/// A session context over a temporary directory, for the imports' own tests.
+#[cfg(test)]
+mod fixture {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Arc;
+
+    use super::{SessionContext, SessionHost};
+    use crate::agent::IdleAgent;
+    use crate::disk::lock::LockDir;
+    use crate::local::clock::ManualClock;
+    use crate::local::logging::MemoryLog;
+    use crate::local::ui::RecordingUi;
+    use crate::sandbox::pairing_budget::PairingBudget;
+
+    pub const NOW: u64 = 1_700_000_000_000;
+
+    pub fn host(dir: &std::path::Path) -> SessionHost {
+        let (state, _) = crate::disk::state_file::StateFile::open(&dir.join("state.json"), 0)
+            .expect("state file");
+        let (inbound, _) = transport_core::inbound::channel(1);
+        SessionHost::new(SessionContext {
+            key: "t".into(),
+            transports: BTreeMap::new(),
+            inbound,
+            agent: Arc::new(IdleAgent),
+            ui: Arc::new(RecordingUi::default()),
+            state: Arc::new(std::sync::Mutex::new(state)),
+            locks: LockDir::new(dir.join("locks")),
+            pairing: PairingBudget::default(),
+            clock: Arc::new(ManualClock::new(NOW)),
+            log: Arc::new(MemoryLog::default()),
+            held_locks: HashMap::new(),
+            listening: Vec::new(),
+            tick_at: None,
+            parked: HashMap::new(),
+            transcript: None,
+            script: None,
+        })
+    }
+}
