@@ -7,6 +7,7 @@ mod common;
 mod cli;
 mod hash_seed_adapter;
 mod pi_attach_process;
+mod rooms;
 mod serve_cluster;
 mod serve_with_pi;
 mod terminal;

@@ -8,15 +8,15 @@ use host_shim::bindings::session::{AgentEvent, TurnOrigin};
 use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::routing::PAIRING_ANSWER;
 use host_shim::broker::{Broker, BrokerOptions};
-use host_shim::clock::ManualClock;
-use host_shim::logging::MemoryLog;
-use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
-use host_shim::session::{Built, Session, SessionSpec};
-use host_shim::ui::RecordingUi;
+use host_shim::local::clock::ManualClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::FakeTransport;
 
-use crate::common::{Dirs, ScriptAgent, WAIT, editable_fake, user_config, runtime};
+use crate::common::{Dirs, ScriptAgent, WAIT, editable_fake, runtime, user_config};
 
 /// One attached session.
 struct Attached {
@@ -614,7 +614,11 @@ async fn strangers_guessing_at_two_sessions_draw_on_one_pairing_budget() {
             .count();
         assert_eq!(told, 1, "{:#?}", attached.ui.notes());
         assert!(
-            !attached.ui.notes().iter().any(|(_, t)| t.starts_with("Paired ")),
+            !attached
+                .ui
+                .notes()
+                .iter()
+                .any(|(_, t)| t.starts_with("Paired ")),
             "a guess paired"
         );
     }

@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
-use host_shim::clock::ManualClock;
 use host_shim::factory::{self, Environment};
-use host_shim::logging::MemoryLog;
-use host_shim::session::{Session, SessionSpec};
-use host_shim::ui::RecordingUi;
+use host_shim::local::clock::ManualClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::session::{Session, SessionSpec};
 use serde_json::json;
 use transport_testing::telegram::{BotApiServer, parse_telegram_html, private_text};
 
-use crate::common::{Dirs, ScriptAgent, WAIT, user_config, runtime};
+use crate::common::{Dirs, ScriptAgent, WAIT, runtime, user_config};
 
 const USER: i64 = 4242;
 

@@ -2,7 +2,7 @@
 //! interfaces std needs (no randomness of any kind: std's HashMap seed comes through the
 //! bridge's `rng` import), and the host grants it no environment or arguments.
 
-use host_shim::audit::{self, ALLOWED_WASI, BRIDGE_IMPORTS, Verdict};
+use host_shim::sandbox::audit::{self, ALLOWED_WASI, BRIDGE_IMPORTS, Verdict};
 
 use crate::common::{self, Dirs, Setup};
 

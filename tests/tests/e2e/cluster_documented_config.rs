@@ -16,7 +16,7 @@ use host_shim::cluster::directory::{Directory, SessionEntry};
 use host_shim::cluster::inbound::{InboundPublisher, InboundSettings, SessionConsumer};
 use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
 use host_shim::cluster::state_store::KvStateStore;
-use host_shim::logging::MemoryLog;
+use host_shim::local::logging::MemoryLog;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use transport_core::{Envelope, OutboundKind, OutboundMessage, Transport, inbound};
 use transport_testing::fake::{FakeConfig, FakeTransport};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use host_shim::cluster::async_nats::jetstream;
 use host_shim::cluster::inbound::{InboundPublisher, InboundSettings, SessionConsumer};
 use host_shim::cluster::subjects::{Prefix, session_consumer};
-use host_shim::logging::MemoryLog;
+use host_shim::local::logging::MemoryLog;
 use transport_core::Envelope;
 use transport_core::inbound::{self, Inbound, InboundStream};
 
@@ -206,7 +206,7 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
     let log = Arc::new(MemoryLog::default());
     let gate = host_shim::cluster::seal::Gate::new(
         cluster::cluster_key(),
-        Arc::new(host_shim::clock::SystemClock),
+        Arc::new(host_shim::local::clock::SystemClock),
         log.clone(),
     );
     let ingress = InboundPublisher::open(
@@ -277,14 +277,10 @@ async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stor
     let mut server = nats_or_skip!();
     let prefix = cluster::prefix("forward");
     let ingress_node = server.jetstream().await;
-    let publisher = InboundPublisher::open(
-        ingress_node,
-        prefix.clone(),
-        &settings(),
-        cluster::gate(),
-    )
-    .await
-    .expect("inbound stream");
+    let publisher =
+        InboundPublisher::open(ingress_node, prefix.clone(), &settings(), cluster::gate())
+            .await
+            .expect("inbound stream");
     // The real transport's end: it waits for each receipt before confirming to the platform.
     let (platform, from_platform) = inbound::channel(8);
     let log = Arc::new(MemoryLog::default());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
-use host_shim::logging::MemoryLog;
+use host_shim::local::logging::MemoryLog;
 use tokio_stream::StreamExt as _;
 use transport_core::inbound;
 use transport_core::{OutboundKind, OutboundMessage, Transport, TransportError};

@@ -12,21 +12,21 @@ use std::time::Duration;
 use host_shim::agent::{Agent, DemoAgent};
 use host_shim::bindings::agent::SessionInfo;
 use host_shim::bindings::session::ConfigSource;
-use host_shim::clock::SystemClock;
 use host_shim::cluster::bot_lock::Holder;
 use host_shim::cluster::inbound::InboundSettings;
 use host_shim::cluster::ingress::{Ingress, IngressOptions};
 use host_shim::cluster::seal::Gate;
 use host_shim::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use host_shim::cluster::subjects::{Prefix, session_consumer};
-use host_shim::cluster_command::messenger_requests;
+use host_shim::commands::cluster::messenger_requests;
 use host_shim::factory::{self, Environment};
-use host_shim::logging::MemoryLog;
-use host_shim::ui::{RecordingUi, Ui};
+use host_shim::local::clock::SystemClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::{RecordingUi, Ui};
 use transport_testing::telegram::{BotApiServer, private_text};
 
 use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip, prefix};
-use crate::common::{Dirs, user_config, runtime};
+use crate::common::{Dirs, runtime, user_config};
 
 const USER: i64 = 4242;
 /// A dead node's locks and leases age out this fast here (15 s in production).
@@ -72,7 +72,7 @@ impl Cluster {
         let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
         let token = self.bot.token();
         let state_dir = self.dirs.dir.path().to_path_buf();
-        let config = host_shim::convert::read_transports_natively(&self.sources);
+        let config = host_shim::native_guest::read_transports_natively(&self.sources);
         Ingress::start(
             client,
             jetstream,

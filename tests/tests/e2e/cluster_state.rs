@@ -2,7 +2,7 @@
 //! compare-and-set on the revision, so a stale writer is refused and writes nothing.
 
 use host_shim::cluster::state_store::{KvSessionStates, KvStateError, KvStateStore, Loaded};
-use host_shim::state_file::{StateStore, StateStoreError};
+use host_shim::disk::state_file::{StateStore, StateStoreError};
 
 use crate::common::cluster::{self, nats_or_skip};
 
@@ -123,7 +123,11 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         .await
         .expect_err("stale");
     assert!(
-        matches!(refused, StateStoreError::Kv(KvStateError::Conflict { .. })),
+        matches!(
+            &refused,
+            StateStoreError::Backend(error)
+                if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
+        ),
         "{refused}"
     );
     assert_eq!(

@@ -1,23 +1,23 @@
 //! The live pi session: the real pi with `examples/pi-extension` loaded, linked to the
-//! attach server (`host_shim::attach`, in-process here so the fake messenger can sit
+//! attach server (`host_shim::pi::attach`, in-process here so the fake messenger can sit
 //! behind it), offline. pi runs in RPC mode only so the test can type into it and see its
 //! notifications; the extension behaves as in the TUI. Skipped, with the reason printed,
 //! when node or the pi package is unavailable.
 
 use std::sync::Arc;
 
-use host_shim::attach::{self, Bound, Link};
-use host_shim::clock::SystemClock;
-use host_shim::logging::MemoryLog;
-use host_shim::pairing_budget::PairingBudget;
-use host_shim::session::{Built, Session, SessionSpec};
+use host_shim::local::clock::SystemClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::pi::attach::{self, Bound, Link};
+use host_shim::sandbox::pairing_budget::PairingBudget;
+use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use serde_json::json;
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::FakeTransport;
 
-use crate::common::{self, Dirs, WAIT, editable_fake, user_config};
 use crate::common::fake_model::FakeModel;
 use crate::common::pi::{PiHome, PiProcess, extension_path, require_pi};
+use crate::common::{self, Dirs, WAIT, editable_fake, user_config};
 
 struct Live {
     pi: PiProcess,
@@ -45,8 +45,11 @@ async fn start_in(
     let dirs = Dirs::new();
     // The link's socket must sit in a directory only its user can enter (attach refuses
     // an open one), as a user's state directory is.
-    std::fs::set_permissions(dirs.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .expect("chmod the test's directory");
+    std::fs::set_permissions(
+        dirs.dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod the test's directory");
     let socket = dirs.dir.path().join("link.sock");
     let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
         panic!("a fresh socket is free");
@@ -465,14 +468,20 @@ async fn a_run_pi_starts_by_itself_keeps_the_remote_policy(test: &str, prompt: &
         })
         .await;
     let seen = live.model.seen();
-    let result = seen.iter().find(|s| s.last_role == "tool").expect("a tool result");
+    let result = seen
+        .iter()
+        .find(|s| s.last_role == "tool")
+        .expect("a tool result");
     assert!(
         result.last_text.contains("read-only mode"),
         "the retried run's bash ran: {:#?}",
         seen
     );
     let prompts = seen.iter().filter(|s| s.last_text == prompt).count();
-    assert!(prompts >= 2, "pi asked again without a new prompt: {seen:#?}");
+    assert!(
+        prompts >= 2,
+        "pi asked again without a new prompt: {seen:#?}"
+    );
     // The run pi started by itself was reported as remote, never as local.
     let turns: Vec<String> = live
         .pi
@@ -544,7 +553,10 @@ async fn a_remote_search_never_reads_protected_files_unasked() {
     live.say("kira", "GREP PLANTED", "tool said:").await;
     let results = tool_results(&live.model);
     let searched = results.last().expect("the search's result");
-    assert!(searched.contains("PLANTED-in-src"), "the search ran: {searched}");
+    assert!(
+        searched.contains("PLANTED-in-src"),
+        "the search ran: {searched}"
+    );
     assert!(
         !searched.contains("PLANTED-in-env") && !searched.contains("PLANTED-in-git"),
         "a remote search read protected files: {searched}"
@@ -558,27 +570,36 @@ async fn a_remote_search_never_reads_protected_files_unasked() {
         })
         .await;
     assert!(
-        question["message"].as_str().unwrap_or_default().contains(".env*"),
+        question["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(".env*"),
         "{question}"
     );
     live.pi
         .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": false}))
         .await;
     live.model
-        .wait("the declined search's result", WAIT, |m| tool_results(m).len() == 2)
+        .wait("the declined search's result", WAIT, |m| {
+            tool_results(m).len() == 2
+        })
         .await;
     let declined = tool_results(&live.model).pop().unwrap();
     assert!(!declined.contains("PLANTED-in-env"), "{declined}");
     // pi refuses a prompt while it still answers the declined call: wait for that run's end.
     live.pi
-        .wait_for_nth("the declined search's run to end", 2, |v| v["type"] == "agent_end")
+        .wait_for_nth("the declined search's run to end", 2, |v| {
+            v["type"] == "agent_end"
+        })
         .await;
     // Typed at the terminal, the same search is the user's own: nothing is left out.
     live.pi
         .request(json!({"type": "prompt", "message": "local GREP PLANTED"}))
         .await;
     live.model
-        .wait("the local search's result", WAIT, |m| tool_results(m).len() == 3)
+        .wait("the local search's result", WAIT, |m| {
+            tool_results(m).len() == 3
+        })
         .await;
     let local = tool_results(&live.model).pop().unwrap();
     assert!(local.contains("PLANTED-in-env"), "{local}");
@@ -600,9 +621,10 @@ async fn an_over_long_path_is_judged_where_it_leads() {
     live.inject("lena", &format!("READ {long}")).await;
     let question = live
         .pi
-        .wait_for("the question about a read outside the working directory", |v| {
-            v["type"] == "extension_ui_request" && v["method"] == "confirm"
-        })
+        .wait_for(
+            "the question about a read outside the working directory",
+            |v| v["type"] == "extension_ui_request" && v["method"] == "confirm",
+        )
         .await;
     assert!(
         question["message"]
@@ -615,7 +637,9 @@ async fn an_over_long_path_is_judged_where_it_leads() {
         .send(json!({"type": "extension_ui_response", "id": question["id"], "confirmed": false}))
         .await;
     live.model
-        .wait("the declined read's result", WAIT, |m| !tool_results(m).is_empty())
+        .wait("the declined read's result", WAIT, |m| {
+            !tool_results(m).is_empty()
+        })
         .await;
     let result = tool_results(&live.model).pop().unwrap();
     assert!(!result.contains("PLANTED-outside"), "{result}");
@@ -624,8 +648,7 @@ async fn an_over_long_path_is_judged_where_it_leads() {
 
 #[tokio::test]
 async fn a_notice_naming_a_hostile_id_reaches_pi_without_escapes() {
-    let Some(live) = start("extension: a_notice_naming_a_hostile_id", READ_ONLY, &[]).await
-    else {
+    let Some(live) = start("extension: a_notice_naming_a_hostile_id", READ_ONLY, &[]).await else {
         return;
     };
     // An id a platform let through: an OSC 52 clipboard write, a bidi override and a
@@ -634,9 +657,15 @@ async fn a_notice_naming_a_hostile_id_reaches_pi_without_escapes() {
     live.pair(hostile).await;
     let note = live.pi.notified("Paired").await;
     let shown = note["message"].as_str().unwrap_or_default();
-    assert!(shown.contains("mal"), "the notice names the user: {shown:?}");
+    assert!(
+        shown.contains("mal"),
+        "the notice names the user: {shown:?}"
+    );
     for bad in ['\u{1b}', '\u{7}', '\u{202e}', '\u{200b}'] {
-        assert!(!shown.contains(bad), "{bad:?} reached the terminal: {shown:?}");
+        assert!(
+            !shown.contains(bad),
+            "{bad:?} reached the terminal: {shown:?}"
+        );
     }
     live.finish().await;
 }

@@ -6,12 +6,12 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use host_shim::pi_rpc_agent::{PiLaunch, PiRpcAgent, write_extension};
-use host_shim::ui::RecordingUi;
+use host_shim::local::ui::RecordingUi;
+use host_shim::pi::rpc_agent::{PiLaunch, PiRpcAgent, write_extension};
 
-use crate::common::{self, Dirs, Harness, Setup, WAIT, user_config};
 use crate::common::fake_model::FakeModel;
 use crate::common::pi::{PI_WAIT, PiHome, require_pi};
+use crate::common::{self, Dirs, Harness, Setup, WAIT, user_config};
 
 struct Headless {
     harness: Harness,
@@ -284,7 +284,10 @@ async fn a_run_pi_starts_by_itself_is_still_remote(test: &str, prompt: &str) {
     t.harness.pair("olga").await;
     t.harness.say("olga", prompt, "tool said:").await;
     let seen = t.model.seen();
-    let result = seen.iter().find(|s| s.last_role == "tool").expect("a tool result");
+    let result = seen
+        .iter()
+        .find(|s| s.last_role == "tool")
+        .expect("a tool result");
     assert!(
         result.last_text.contains("read-only mode"),
         "the bash of pi's own new run ran: {seen:#?}"
@@ -327,14 +330,25 @@ async fn a_remote_search_is_narrowed_out_of_protected_files() {
     let work = t.home.work();
     std::fs::create_dir_all(work.join(".git")).unwrap();
     std::fs::write(work.join(".env"), "API_KEY=PLANTED-in-env\n").unwrap();
-    std::fs::write(work.join(".git/config"), "url = https://me:PLANTED-in-git@x\n").unwrap();
+    std::fs::write(
+        work.join(".git/config"),
+        "url = https://me:PLANTED-in-git@x\n",
+    )
+    .unwrap();
     std::fs::write(work.join("notes.md"), "PLANTED-in-notes\n").unwrap();
     t.harness.pair("nina").await;
     // The gate's verdict sets grep's glob: ripgrep (with pi's --hidden) then skips them.
     t.harness.say("nina", "GREP PLANTED", "tool said:").await;
     let seen = t.model.seen();
-    let result = &seen.iter().rfind(|s| s.last_role == "tool").expect("a result").last_text;
-    assert!(result.contains("PLANTED-in-notes"), "the search ran: {result}");
+    let result = &seen
+        .iter()
+        .rfind(|s| s.last_role == "tool")
+        .expect("a result")
+        .last_text;
+    assert!(
+        result.contains("PLANTED-in-notes"),
+        "the search ran: {result}"
+    );
     assert!(
         !result.contains("PLANTED-in-env") && !result.contains("PLANTED-in-git"),
         "a remote search read protected files: {result}"

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use host_shim::runtime::{Compiled, EMBEDDED_COMPONENT, Limits, Runtime, RuntimeError};
+use host_shim::sandbox::runtime::{Compiled, EMBEDDED_COMPONENT, Limits, Runtime, RuntimeError};
 
 /// A component importing one function from `interface`: enough to ask for a capability.
 fn component_importing(interface: &str) -> Vec<u8> {

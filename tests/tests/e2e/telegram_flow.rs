@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use host_shim::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
-use host_shim::clock::ManualClock;
 use host_shim::factory::{self, Environment};
-use host_shim::logging::MemoryLog;
-use host_shim::pairing_budget::PairingBudget;
-use host_shim::session::{Session, SessionSpec};
-use host_shim::ui::RecordingUi;
+use host_shim::local::clock::ManualClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::pairing_budget::PairingBudget;
+use host_shim::sandbox::session::{Session, SessionSpec};
 use serde_json::json;
 use transport_testing::telegram::{
     BotApiServer, button_press, group_text, parse_telegram_html, private_text,

