@@ -1,15 +1,30 @@
-//! Outbound pipeline benchmarks (architecture §7, issue 9 §1–§2).
+//! Outbound pipeline benchmarks (architecture §7, issue 9 §1–§2, issue 32 §6).
 //!
-//! Budgets, natively: the whole pipeline on 64 KiB of realistic agent text (with secrets and
-//! trigger words in it) ≤ 0.8 ms; redaction of that text ≤ 0.15 ms; a text full of trigger
-//! words that are not secrets no slower to redact than the secret-laden one; 1 MiB ≤ 16× the
-//! 64 KiB time for every text and shape; 32 KiB of bare headings ≤ 1 ms.
+//! Budgets, natively, on 64 KiB of realistic agent text (curl lines, exports, diffs, test
+//! output, JSON), once with secrets planted in it and once with none, each figure read against
+//! pulldown-cmark's parse of the same text in the same run (the floor):
+//! - redaction (markdown's, with its looks through markup and the whole catalog) ≤ 1x the
+//!   floor and ≤ 0.15 ms;
+//! - the whole pipeline ≤ 3x the floor, and ≤ 0.8 ms on every text;
+//! - a text full of trigger words that are not secrets no slower to redact than the
+//!   secret-laden one;
+//! - 1 MiB ≤ 16x the 64 KiB time for every text and shape, redacted and through the pipeline,
+//!   including text dense with keywords (`token token …`), assignments whose values stay
+//!   (`password=changeme secret: ${APP_SECRET} …`) and long base64 runs, wrapped or not;
+//! - 32 KiB of bare headings ≤ 1 ms.
+//!
+//! The component's size is reported beside them (no budget). Every figure proves its work
+//! before it is timed: redaction and the pipeline send none of the planted secrets, write a
+//! marker for each, and one more for a secret after the text's end; the parse reaches the end; the split and the chunker
+//! make pieces.
 //!
 //! `cargo bench -p guest --bench pipeline` prints criterion's time and MB/s for the whole
 //! pipeline per text, profile and size, per stage, and for the adversarial shapes, then a
 //! summary table with every figure next to its budget. `-- summary` prints the table alone.
 
+use std::fs;
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -83,6 +98,15 @@ const PLANTED: [&str; 10] = [
     "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
 ];
 
+/// The secrets the shapes below plant: a generic `token:` value, a password, a GitHub token
+/// and a long `Bearer` value.
+const SHAPE_SECRETS: [&str; 4] = [
+    "Zq8Vn3Lr7Wx2Kp5Ty9Hb4Md6Fs1Gc0J",
+    "Hq7Rt2Wz9Lm4Xv8Nc3Ks6Pd1",
+    "ghp_Tq7Wm2Xc9Lr4Vb8Nz3Hs6Kd1Pf5Jy0Ga2Ue7",
+    "4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e",
+];
+
 /// One planted slot: a line an agent prints with a secret in it, in the context agents
 /// print it in (a curl header, an export, a JSON field, a log line); with `None`, the same
 /// line holding a harmless value in its place.
@@ -108,9 +132,11 @@ fn slot(n: usize, secret: Option<&str>) -> String {
 /// Realistic agent output of about `size` bytes, as the issue measured it: curl lines with
 /// `Authorization:` headers, exports, diffs with `@@` lines near URLs, test output, JSON with
 /// tokens. Every fourth section plants a secret (about ten per 64 KiB, of every kind in
-/// turn) when `secrets` holds; otherwise the slot holds a harmless value.
-fn realistic_reply(size: usize, secrets: bool) -> String {
+/// turn) when `secrets` holds; otherwise the slot holds a harmless value. Also gives the
+/// number of secrets planted.
+fn realistic_reply(size: usize, secrets: bool) -> (String, usize) {
     let mut out = String::with_capacity(size + 2048);
+    let mut planted = 0;
     let mut i = 0;
     while out.len() < size {
         out.push_str(&format!(
@@ -136,13 +162,14 @@ fn realistic_reply(size: usize, secrets: bool) -> String {
         if i % 4 == 0 {
             let n = i / 4;
             let secret = secrets.then(|| PLANTED[n % PLANTED.len()]);
+            planted += usize::from(secret.is_some());
             out.push_str("```\n");
             out.push_str(&slot(n, secret));
             out.push_str("```\n\n");
         }
         i += 1;
     }
-    out
+    (out, planted)
 }
 
 /// Prose full of the words secret rules look for ("token", "key", "Bearer", "Authorization",
@@ -157,24 +184,45 @@ fn trigger_words(size: usize) -> String {
     paragraph.repeat(size / paragraph.len() + 1)
 }
 
-/// The texts every figure is taken on, by name.
-fn texts(size: usize) -> [(&'static str, String); 4] {
+/// A text a figure is taken on, and what redacting it must show.
+struct Sample {
+    name: &'static str,
+    text: String,
+    /// Secrets planted in it: redaction writes at least this many markers, or the figure
+    /// timed something other than redaction of the whole text.
+    secrets: usize,
+}
+
+impl Sample {
+    fn new(name: &'static str, text: String, secrets: usize) -> Self {
+        Self {
+            name,
+            text,
+            secrets,
+        }
+    }
+}
+
+/// The texts every figure is taken on.
+fn texts(size: usize) -> [Sample; 4] {
+    let (secrets, planted) = realistic_reply(size, true);
+    let (clean, _) = realistic_reply(size, false);
     [
-        ("agent", agent_reply(size)),
-        ("secrets", realistic_reply(size, true)),
-        ("clean", realistic_reply(size, false)),
-        ("triggers", trigger_words(size)),
+        Sample::new("agent", agent_reply(size), 0),
+        Sample::new("secrets", secrets, planted),
+        Sample::new("clean", clean, 0),
+        Sample::new("triggers", trigger_words(size), 0),
     ]
 }
 
 fn pipeline(c: &mut Criterion) {
     let mut group = c.benchmark_group("pipeline");
     for (size_name, size) in SIZES {
-        for (text_name, text) in texts(size) {
-            group.throughput(Throughput::Bytes(text.len() as u64));
+        for sample in texts(size) {
+            group.throughput(Throughput::Bytes(sample.text.len() as u64));
             for (name, caps) in profiles() {
-                let id = BenchmarkId::new(format!("{text_name}-{name}"), size_name);
-                group.bench_with_input(id, &text, |b, t| {
+                let id = BenchmarkId::new(format!("{}-{name}", sample.name), size_name);
+                group.bench_with_input(id, &sample.text, |b, t| {
                     b.iter(|| prepare(black_box(t), &caps, u32::MAX))
                 });
             }
@@ -187,11 +235,13 @@ fn pipeline(c: &mut Criterion) {
 fn redaction(c: &mut Criterion) {
     let mut group = c.benchmark_group("redact");
     for (size_name, size) in SIZES {
-        for (text_name, text) in texts(size) {
-            group.throughput(Throughput::Bytes(text.len() as u64));
-            group.bench_with_input(BenchmarkId::new(text_name, size_name), &text, |b, t| {
-                b.iter(|| redact(black_box(t)))
-            });
+        for sample in texts(size) {
+            group.throughput(Throughput::Bytes(sample.text.len() as u64));
+            group.bench_with_input(
+                BenchmarkId::new(sample.name, size_name),
+                &sample.text,
+                |b, t| b.iter(|| redact(black_box(t))),
+            );
         }
     }
     group.finish();
@@ -207,7 +257,7 @@ fn stages(c: &mut Criterion) {
         let limit = caps.max_message_length as usize;
         let mut group = c.benchmark_group(format!("stage-{name}"));
         for (size_name, size) in SIZES {
-            let text = realistic_reply(size, true);
+            let (text, _) = realistic_reply(size, true);
             let redacted = redact(&text).text;
             let rendered: Vec<(String, usize)> = split(&redacted, limit, meter, caps.markup)
                 .into_iter()
@@ -242,9 +292,34 @@ fn stages(c: &mut Criterion) {
     }
 }
 
-/// The shapes that made the original super-linear, about `size` bytes each.
-fn shapes(size: usize) -> Vec<(&'static str, String)> {
-    let fill = |unit: &str| unit.repeat(size / unit.len() + 1);
+/// `len` base64 characters from a fixed xorshift stream: as random to a pattern as key
+/// material, a build artefact or an inlined image, and the same in every run.
+fn base64_noise(len: usize, seed: u64) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(ALPHABET[(x >> 58) as usize])
+        })
+        .collect()
+}
+
+/// `unit` (which plants `per_unit` secrets) repeated to at least `size` bytes, and the
+/// secrets planted.
+fn fill(unit: &str, per_unit: usize, size: usize) -> (String, usize) {
+    let n = size / unit.len() + 1;
+    (unit.repeat(n), n * per_unit)
+}
+
+/// The shapes that made the original super-linear, and those that could make the keyword
+/// prefilter so (issue 32 §6): text dense with keywords, assignments whose values are not
+/// secrets, long base64 runs. About `size` bytes each; the dense ones plant a secret now and
+/// then, so the marker count proves the whole text was read.
+fn shapes(size: usize) -> Vec<Sample> {
+    let plain = |unit: &str| fill(unit, 0, size).0;
     let mut pem = String::new();
     while pem.len() < size {
         pem.push_str("-----BEGIN RSA PRIVATE KEY-----\n");
@@ -257,39 +332,125 @@ fn shapes(size: usize) -> Vec<(&'static str, String)> {
     let quotes: String = (0..400)
         .map(|i| format!("{} quote {i}\n", ">".repeat(i % 100 + 1)))
         .collect();
+    // Every keyword's windows touching the next: one line in sixteen assigns a real token.
+    let keywords = format!(
+        "{}token: {}\n",
+        "token token token token token token token token token token token token\n".repeat(15),
+        SHAPE_SECRETS[0],
+    );
+    // Secret-like keys with the values that stay (issue 32 §3), as a config dump prints them.
+    let assignments = format!(
+        "{}db_password = {}\n",
+        "password=changeme secret: ${APP_SECRET} api_key: <your-api-key> token=3600 pwd=true \
+         client_secret: $CLIENT_SECRET auth_token: null passwd: xxxxxxxx timeout: 30s\n"
+            .repeat(15),
+        SHAPE_SECRETS[1],
+    );
+    // One run of the whole size with no line break, then a token on the next line.
+    let mut base64_line = base64_noise(size, 0x9E37_79B9_7F4A_7C15);
+    base64_line.push_str(&format!("\n$ export GITHUB_TOKEN={}\n", SHAPE_SECRETS[2]));
+    // Wrapped at 76 as MIME and certificate bundles print it, a key after every 16 KiB.
+    let wrapped_unit = {
+        let noise = base64_noise(76 * 215, 0xD1B5_4A32_D192_ED03);
+        let mut unit: String = noise
+            .as_bytes()
+            .chunks(76)
+            .map(|line| format!("{}\n", String::from_utf8_lossy(line)))
+            .collect();
+        unit.push_str(&format!("Authorization: Bearer {}\n", SHAPE_SECRETS[3]));
+        unit
+    };
+    let (keywords, keyword_secrets) = fill(&keywords, 1, size);
+    let (assignments, assignment_secrets) = fill(&assignments, 1, size);
+    let (wrapped, wrapped_secrets) = fill(&wrapped_unit, 1, size);
     vec![
-        ("bare-headings", fill("## h\n")),
-        ("long-line", "x".repeat(size)),
-        ("unclosed-fences", fill("```rust\nfn f() {}\n\n")),
-        ("nested-lists", fill(&nested)),
-        ("nested-quotes", fill(&quotes)),
-        ("pem-no-end", pem),
-        ("zwj-emoji", fill("👨\u{200d}👩\u{200d}👧\u{200d}👦")),
+        Sample::new("bare-headings", plain("## h\n"), 0),
+        Sample::new("long-line", "x".repeat(size), 0),
+        Sample::new("unclosed-fences", plain("```rust\nfn f() {}\n\n"), 0),
+        Sample::new("nested-lists", plain(&nested), 0),
+        Sample::new("nested-quotes", plain(&quotes), 0),
+        Sample::new("pem-no-end", pem, 0),
+        Sample::new("zwj-emoji", plain("👨\u{200d}👩\u{200d}👧\u{200d}👦"), 0),
+        Sample::new("keyword-dense", keywords, keyword_secrets),
+        Sample::new("assignments", assignments, assignment_secrets),
+        Sample::new("base64-line", base64_line, 1),
+        Sample::new("base64-wrapped", wrapped, wrapped_secrets),
     ]
 }
 
 /// The adversarial shapes through the whole pipeline on every profile.
 fn adversarial(c: &mut Criterion) {
     let mut group = c.benchmark_group("adversarial-64KiB");
-    for (name, text) in &shapes(64 << 10) {
-        group.throughput(Throughput::Bytes(text.len() as u64));
+    for sample in &shapes(64 << 10) {
+        group.throughput(Throughput::Bytes(sample.text.len() as u64));
         for (profile, caps) in profiles() {
-            group.bench_with_input(BenchmarkId::new(*name, profile), text, |b, t| {
-                b.iter(|| prepare(black_box(t), &caps, u32::MAX))
-            });
+            group.bench_with_input(
+                BenchmarkId::new(sample.name, profile),
+                &sample.text,
+                |b, t| b.iter(|| prepare(black_box(t), &caps, u32::MAX)),
+            );
         }
     }
     group.finish();
 }
 
 /// pulldown-cmark's own pass over `text` with the pipeline's options, every event consumed:
-/// the floor under any split that takes its structure from the parser.
-fn parse_only(text: &str) {
-    for item in
+/// the floor under any split that takes its structure from the parser. Returns the furthest
+/// offset an event reached, which shows the parse read the whole text.
+fn parse_only(text: &str) -> usize {
+    let mut reached = 0;
+    for (event, range) in
         pulldown_cmark::Parser::new_ext(text, guest::core::dialect::options()).into_offset_iter()
     {
-        black_box(&item);
+        black_box(&event);
+        reached = reached.max(range.end);
     }
+    reached
+}
+
+/// The markers in `text`: `[redacted]` and `[redacted:LABEL]` alike.
+fn markers(text: &str) -> usize {
+    text.matches("[redacted").count()
+}
+
+/// A secret written after a sample's end, in an untimed copy: it is found only by an engine
+/// that reads the text to its end, so a text without secrets proves its figure too.
+const TAIL: &str =
+    "\n\nDeployed with DEPLOY_TOKEN=ghp_Tq7Wm2Xc9Lr4Vb8Nz3Hs6Kd1Pf5Jy0Ga2Ue7 today.\n";
+
+/// Fails the run unless `out` (`run` on the sample) shows the work was done: no planted
+/// secret left, at least a marker per planted secret, and one marker more when the sample is
+/// followed by [`TAIL`]. Markers are not counted exactly: a look may also mark text that only
+/// resembles a secret, which is the engine's business, not the benchmark's.
+fn prove(what: &str, sample: &Sample, out: &str, run: impl Fn(&str) -> String) {
+    if let Some(secret) = PLANTED
+        .iter()
+        .chain(&SHAPE_SECRETS)
+        .find(|s| out.contains(**s))
+    {
+        panic!("{what} on {}: {secret} was sent", sample.name);
+    }
+    let found = markers(out);
+    assert!(
+        found >= sample.secrets,
+        "{what} on {}: {found} markers for {} planted secrets",
+        sample.name,
+        sample.secrets
+    );
+    let tailed = run(&format!("{}{TAIL}", sample.text));
+    assert_eq!(
+        markers(&tailed),
+        found + 1,
+        "{what} on {}: the secret after its end was not found",
+        sample.name
+    );
+}
+
+/// What a person receives of `text` on `caps`, the messages joined.
+fn sent(text: &str, caps: &Capabilities) -> String {
+    let prepared = prepare(text, caps, u32::MAX);
+    assert!(prepared.truncation_notice.is_none(), "nothing is dropped");
+    prepared.messages.concat()
 }
 
 /// Timing jobs run in interleaved rounds, each keeping its fastest time. This machine shows up
@@ -302,14 +463,17 @@ struct Rounds<'a> {
 }
 
 impl<'a> Rounds<'a> {
-    /// Adds a job; returns its index into [`Rounds::run`]'s result. Quick jobs are repeated
+    /// Adds a job; returns its index into [`Rounds::run`]'s result. Its first result goes to
+    /// `check`, which panics unless it shows the work was done. Quick jobs are repeated
     /// within a sample so each sample lasts about a millisecond, well above timer resolution.
-    fn add(&mut self, mut f: impl FnMut() + 'a) -> usize {
+    fn add<T>(&mut self, mut f: impl FnMut() -> T + 'a, check: impl FnOnce(T)) -> usize {
         let start = Instant::now();
-        f();
+        let first = f();
         let once = start.elapsed().max(Duration::from_nanos(100));
+        check(first);
         let reps = (Duration::from_millis(1).as_nanos() / once.as_nanos()).clamp(1, 10_000);
-        self.jobs.push((Box::new(f), reps as u32));
+        self.jobs
+            .push((Box::new(move || drop(black_box(f()))), reps as u32));
         self.jobs.len() - 1
     }
 
@@ -336,12 +500,17 @@ fn mbps(t: Duration, n: usize) -> f64 {
     n as f64 / t.as_secs_f64() / 1e6
 }
 
-/// `ok` when `figure` is within `budget`, else how far over: the summary is read for this.
-fn verdict(figure: f64, budget: f64) -> String {
-    if figure <= budget {
+/// `ok` when every figure is within its budget, else how far over the worst one is: the
+/// summary is read for this.
+fn verdict(checks: &[(f64, f64)]) -> String {
+    let worst = checks
+        .iter()
+        .map(|(figure, budget)| figure / budget)
+        .fold(0.0, f64::max);
+    if worst <= 1.0 {
         "ok".to_owned()
     } else {
-        format!("OVER x{:.1}", figure / budget)
+        format!("OVER x{worst:.1}")
     }
 }
 
@@ -349,17 +518,60 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// `t` as a multiple of `floor`.
+fn times(t: Duration, floor: Duration) -> f64 {
+    t.as_secs_f64() / floor.as_secs_f64()
+}
+
+/// The component's size as built (issue 32 §6 asks for it beside the speed): host-shim's
+/// build script embeds a release build of the guest, kept under its `out` directory; a
+/// `--target wasm32-wasip2 --release` build of the guest alone is the fallback. The newest
+/// file wins.
+fn component() -> Option<(PathBuf, u64)> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let mut found = vec![target.join("wasm32-wasip2/release/guest.wasm")];
+    for profile in fs::read_dir(&target).into_iter().flatten().flatten() {
+        let builds = fs::read_dir(profile.path().join("build"))
+            .into_iter()
+            .flatten();
+        for build in builds.flatten() {
+            if build
+                .file_name()
+                .to_string_lossy()
+                .starts_with("host-shim-")
+            {
+                found.push(build.path().join("out/guest.wasm"));
+            }
+        }
+    }
+    found
+        .into_iter()
+        .filter_map(|path| {
+            let meta = fs::metadata(&path).ok()?;
+            Some((meta.modified().ok()?, meta.len(), path))
+        })
+        .max()
+        .map(|(_, len, path)| (path, len))
+}
+
 /// One table at the end, every figure beside its budget: the whole pipeline per text, profile
 /// and size with the 1 MiB / 64 KiB ratio; redaction alone per text; the stages on the
-/// secret-laden text; each adversarial shape at 64 KiB and 1 MiB; bare headings at 32 KiB.
+/// secret-laden text; each adversarial shape at 64 KiB and 1 MiB, redacted and through the
+/// pipeline; bare headings at 32 KiB; the component's size.
 fn summary(_: &mut Criterion) {
     const PIPELINE_64K_MS: f64 = 0.8;
+    const PIPELINE_FLOORS: f64 = 3.0;
     const REDACT_64K_MS: f64 = 0.15;
+    const REDACT_FLOORS: f64 = 1.0;
     const RATIO: f64 = 16.0;
     const HEADINGS_32K_MS: f64 = 1.0;
+    // The issue's budgets against the floor hold on realistic text with and without secrets.
+    let floor_budgeted = |name: &str| matches!(name, "secrets" | "clean");
     let all_caps = profiles();
-    let by_size: Vec<[(&str, String); 4]> = SIZES.iter().map(|(_, s)| texts(*s)).collect();
-    let secrets64 = realistic_reply(64 << 10, true);
+    let by_size: Vec<[Sample; 4]> = SIZES.iter().map(|(_, s)| texts(*s)).collect();
+    let (secrets64, _) = realistic_reply(64 << 10, true);
     let redacted64 = redact(&secrets64).text;
     let rendered64: Vec<Vec<(String, usize)>> = all_caps
         .iter()
@@ -378,20 +590,34 @@ fn summary(_: &mut Criterion) {
         .collect();
     let shapes64 = shapes(64 << 10);
     let shapes1m = shapes(1 << 20);
-    let headings32 = shapes(32 << 10).swap_remove(0).1;
+    let headings32 = shapes(32 << 10).swap_remove(0).text;
 
     let mut rounds = Rounds::default();
+    let redact_text = |t: &str| redact(t).text;
+    let parsed = |sample: &Sample, reached: usize| {
+        assert!(
+            reached >= sample.text.trim_end().len(),
+            "the parse of {} stopped at {reached}",
+            sample.name
+        )
+    };
     // [text][profile][size]
     let pipeline_jobs: Vec<Vec<Vec<usize>>> = (0..4)
         .map(|t| {
             all_caps
                 .iter()
-                .map(|(_, caps)| {
+                .map(|(profile, caps)| {
                     by_size
                         .iter()
                         .map(|texts| {
-                            let text = &texts[t].1;
-                            rounds.add(move || drop(black_box(prepare(text, caps, u32::MAX))))
+                            let sample = &texts[t];
+                            rounds.add(
+                                move || prepare(&sample.text, caps, u32::MAX),
+                                |out| {
+                                    let what = format!("the pipeline on {profile}");
+                                    prove(&what, sample, &out.messages.concat(), |t| sent(t, caps))
+                                },
+                            )
                         })
                         .collect()
                 })
@@ -404,11 +630,19 @@ fn summary(_: &mut Criterion) {
             by_size
                 .iter()
                 .map(|texts| {
-                    let text = &texts[t].1;
-                    rounds.add(move || drop(black_box(redact(text))))
+                    let sample = &texts[t];
+                    rounds.add(
+                        move || redact(&sample.text),
+                        |out| prove("redaction", sample, &out.text, redact_text),
+                    )
                 })
                 .collect()
         })
+        .collect();
+    // [text], at 64 KiB: the floor each text's figures are read against.
+    let text_floors: Vec<usize> = by_size[1]
+        .iter()
+        .map(|sample| rounds.add(move || parse_only(&sample.text), |r| parsed(sample, r)))
         .collect();
     // [profile] -> [split, split+render, chunk]
     let stage_jobs: Vec<[usize; 3]> = all_caps
@@ -418,34 +652,57 @@ fn summary(_: &mut Criterion) {
             let meter = Meter::for_source(caps.length_unit, caps.markup);
             let limit = caps.max_message_length as usize;
             let redacted = &redacted64;
+            let pieces = |n: usize| assert!(n > 1, "the split made {n} pieces");
             [
-                rounds
-                    .add(move || drop(black_box(split(redacted, limit, meter, Markup::Markdown)))),
-                rounds.add(move || drop(black_box(split(redacted, limit, meter, caps.markup)))),
+                rounds.add(
+                    move || split(redacted, limit, meter, Markup::Markdown).len(),
+                    pieces,
+                ),
+                rounds.add(
+                    move || split(redacted, limit, meter, caps.markup).len(),
+                    pieces,
+                ),
                 // Includes copying the pieces, which chunking takes by value.
-                rounds.add(move || {
-                    for (r, v) in rendered.clone() {
-                        drop(black_box(chunk_rendered(
-                            r,
-                            v,
-                            limit,
-                            caps.length_unit,
-                            caps.markup,
-                        )));
-                    }
-                }),
+                rounds.add(
+                    move || {
+                        rendered
+                            .clone()
+                            .into_iter()
+                            .map(|(r, v)| {
+                                chunk_rendered(r, v, limit, caps.length_unit, caps.markup).len()
+                            })
+                            .sum::<usize>()
+                    },
+                    move |n| assert!(n >= rendered.len(), "{n} chunks"),
+                ),
             ]
         })
         .collect();
-    let floor = rounds.add(|| parse_only(&secrets64));
     // [shape] -> (parser alone at 64 KiB, at 1 MiB): the floor the shape's ratio is read against.
     let shape_floors: Vec<(usize, usize)> = shapes64
         .iter()
         .zip(&shapes1m)
-        .map(|((_, small), (_, big))| {
+        .map(|(small, big)| {
             (
-                rounds.add(move || parse_only(small)),
-                rounds.add(move || parse_only(big)),
+                rounds.add(move || parse_only(&small.text), |r| parsed(small, r)),
+                rounds.add(move || parse_only(&big.text), |r| parsed(big, r)),
+            )
+        })
+        .collect();
+    // [shape] -> (redaction at 64 KiB, at 1 MiB)
+    let shape_redactions: Vec<(usize, usize)> = shapes64
+        .iter()
+        .zip(&shapes1m)
+        .map(|(small, big)| {
+            (
+                rounds.add(
+                    move || redact(&small.text),
+                    |out| prove("redaction", small, &out.text, redact_text),
+                ),
+                rounds.add(
+                    move || redact(&big.text),
+                    |out| prove("redaction", big, &out.text, redact_text),
+                ),
             )
         })
         .collect();
@@ -453,13 +710,20 @@ fn summary(_: &mut Criterion) {
     let shape_jobs: Vec<Vec<(usize, usize)>> = shapes64
         .iter()
         .zip(&shapes1m)
-        .map(|((_, small), (_, big))| {
+        .map(|(small, big)| {
             all_caps
                 .iter()
-                .map(|(_, caps)| {
+                .map(|(profile, caps)| {
+                    let what = format!("the pipeline on {profile}");
                     (
-                        rounds.add(move || drop(black_box(prepare(small, caps, u32::MAX)))),
-                        rounds.add(move || drop(black_box(prepare(big, caps, u32::MAX)))),
+                        rounds.add(
+                            move || prepare(&small.text, caps, u32::MAX),
+                            |out| prove(&what, small, &out.messages.concat(), |t| sent(t, caps)),
+                        ),
+                        rounds.add(
+                            move || prepare(&big.text, caps, u32::MAX),
+                            |out| prove(&what, big, &out.messages.concat(), |t| sent(t, caps)),
+                        ),
                     )
                 })
                 .collect()
@@ -469,51 +733,68 @@ fn summary(_: &mut Criterion) {
         .iter()
         .map(|(_, caps)| {
             let text = &headings32;
-            rounds.add(move || drop(black_box(prepare(text, caps, u32::MAX))))
+            rounds.add(
+                move || prepare(text, caps, u32::MAX),
+                |out| assert!(out.messages.len() > 1, "headings made {out:?}"),
+            )
         })
         .collect();
     let t = rounds.run(Duration::from_secs(8));
 
     println!("\nsummary (fastest of interleaved rounds; each figure beside its budget)");
     println!(
-        "whole pipeline: 64KiB ≤ {PIPELINE_64K_MS} ms, 1MiB ≤ {RATIO}x 64KiB\n  {:9} {:9} {:>10} {:>10} {:>10} {:>8} {:>12} {:>10}",
-        "text", "profile", "4KiB", "64KiB", "1MiB", "MB/s", "64KiB", "ratio"
+        "whole pipeline: 64KiB ≤ {PIPELINE_64K_MS} ms, and ≤ {PIPELINE_FLOORS}x the parser floor of the same text (secrets, clean); 1MiB ≤ {RATIO}x 64KiB\n  {:9} {:9} {:>10} {:>10} {:>10} {:>8} {:>8} {:>12} {:>10}",
+        "text", "profile", "4KiB", "64KiB", "1MiB", "MB/s", "x floor", "64KiB", "ratio"
     );
     for (t_i, per_profile) in pipeline_jobs.iter().enumerate() {
+        let sample = &by_size[1][t_i];
+        let floor = t[text_floors[t_i]];
         for ((profile, _), jobs) in all_caps.iter().zip(per_profile) {
             let [small, mid, big] = [jobs[0], jobs[1], jobs[2]].map(|j| t[j]);
             let ratio = big.as_secs_f64() / mid.as_secs_f64();
+            let floors = times(mid, floor);
+            let mut budgets = vec![(ms(mid), PIPELINE_64K_MS)];
+            if floor_budgeted(sample.name) {
+                budgets.push((floors, PIPELINE_FLOORS));
+            }
             println!(
-                "  {:9} {:9} {:>10.3?} {:>10.3?} {:>10.3?} {:>8.0} {:>12} {:>5.1} {}",
-                by_size[1][t_i].0,
+                "  {:9} {:9} {:>10.3?} {:>10.3?} {:>10.3?} {:>8.0} {:>8.2} {:>12} {:>5.1} {}",
+                sample.name,
                 profile,
                 small,
                 mid,
                 big,
-                mbps(mid, by_size[1][t_i].1.len()),
-                verdict(ms(mid), PIPELINE_64K_MS),
+                mbps(mid, sample.text.len()),
+                floors,
+                verdict(&budgets),
                 ratio,
-                verdict(ratio, RATIO),
+                verdict(&[(ratio, RATIO)]),
             );
         }
     }
     let secret_redact = t[redact_jobs[1][1]];
     println!(
-        "redaction alone: 64KiB with secrets ≤ {REDACT_64K_MS} ms; trigger words ≤ the secret-laden time; 1MiB ≤ {RATIO}x"
+        "redaction alone (markdown's, with the looks): 64KiB ≤ {REDACT_64K_MS} ms and ≤ {REDACT_FLOORS}x the parser floor of the same text (secrets, clean); trigger words ≤ the secret-laden time; 1MiB ≤ {RATIO}x"
     );
     for (t_i, jobs) in redact_jobs.iter().enumerate() {
         let [small, mid, big] = [jobs[0], jobs[1], jobs[2]].map(|j| t[j]);
-        let name = by_size[1][t_i].0;
-        let budget = match name {
-            "secrets" => verdict(ms(mid), REDACT_64K_MS),
-            "triggers" => verdict(ms(mid), ms(secret_redact)),
+        let sample = &by_size[1][t_i];
+        let floor = t[text_floors[t_i]];
+        let floors = times(mid, floor);
+        let budget = match sample.name {
+            "triggers" => verdict(&[(ms(mid), ms(secret_redact))]),
+            name if floor_budgeted(name) => {
+                verdict(&[(ms(mid), REDACT_64K_MS), (floors, REDACT_FLOORS)])
+            }
             _ => "-".to_owned(),
         };
         let ratio = big.as_secs_f64() / mid.as_secs_f64();
         println!(
-            "  {name:9} 4KiB {small:>10.3?}  64KiB {mid:>10.3?} {:>6.0} MB/s {budget:>10}  1MiB {big:>10.3?}  ratio {ratio:>5.1} {}",
-            mbps(mid, by_size[1][t_i].1.len()),
-            verdict(ratio, RATIO),
+            "  {:9} 4KiB {small:>10.3?}  64KiB {mid:>10.3?} {:>6.0} MB/s  x floor {floors:>6.2} {budget:>10}  1MiB {big:>10.3?}  ratio {ratio:>5.1} {}  ({} markers)",
+            sample.name,
+            mbps(mid, sample.text.len()),
+            verdict(&[(ratio, RATIO)]),
+            sample.secrets,
         );
     }
     println!("stages on the 64KiB secret-laden text (redaction above)");
@@ -525,32 +806,43 @@ fn summary(_: &mut Criterion) {
             t[*chk],
         );
     }
-    println!("  parser floor: pulldown-cmark alone {:>10.3?}", t[floor]);
+    println!("  parser floors, pulldown-cmark alone at 64KiB:");
+    for (sample, floor) in by_size[1].iter().zip(&text_floors) {
+        println!("    {:9} {:>10.3?}", sample.name, t[*floor]);
+    }
     println!(
-        "adversarial shapes through the whole pipeline: 64KiB / 1MiB and ratio, 1MiB ≤ {RATIO}x 64KiB; then pulldown-cmark alone"
+        "adversarial shapes: redaction alone, then the whole pipeline per profile: 64KiB / 1MiB and ratio, 1MiB ≤ {RATIO}x 64KiB; then pulldown-cmark alone"
     );
-    for (((shape, _), per_profile), (floor64, floor1m)) in
-        shapes64.iter().zip(&shape_jobs).zip(&shape_floors)
+    for (((sample, per_profile), (floor64, floor1m)), (redact64, redact1m)) in shapes64
+        .iter()
+        .zip(&shape_jobs)
+        .zip(&shape_floors)
+        .zip(&shape_redactions)
     {
-        let cells: Vec<String> = all_caps
-            .iter()
-            .zip(per_profile)
-            .map(|((profile, _), (small, big))| {
-                let ratio = t[*big].as_secs_f64() / t[*small].as_secs_f64();
-                format!(
-                    "{profile} {:>9.3?} / {:>9.3?} x{ratio:<5.1} {:6}",
-                    t[*small],
-                    t[*big],
-                    verdict(ratio, RATIO)
-                )
-            })
+        let cell = |name: &str, small: usize, big: usize| {
+            let ratio = times(t[big], t[small]);
+            format!(
+                "{name} {:>9.3?} / {:>9.3?} x{ratio:<5.1} {:6}",
+                t[small],
+                t[big],
+                verdict(&[(ratio, RATIO)])
+            )
+        };
+        let cells: Vec<String> = std::iter::once(cell("redact", *redact64, *redact1m))
+            .chain(
+                all_caps
+                    .iter()
+                    .zip(per_profile)
+                    .map(|((profile, _), (small, big))| cell(profile, *small, *big)),
+            )
             .collect();
-        let floor_ratio = t[*floor1m].as_secs_f64() / t[*floor64].as_secs_f64();
         println!(
-            "  {shape:16} {} || parser {:>9.3?} / {:>9.3?} x{floor_ratio:.1}",
+            "  {:15} {} || parser {:>9.3?} / {:>9.3?} x{:.1}",
+            sample.name,
             cells.join(" | "),
             t[*floor64],
             t[*floor1m],
+            times(t[*floor1m], t[*floor64]),
         );
     }
     let cells: Vec<String> = all_caps
@@ -560,7 +852,7 @@ fn summary(_: &mut Criterion) {
             format!(
                 "{profile} {:>9.3?} {}",
                 t[*j],
-                verdict(ms(t[*j]), HEADINGS_32K_MS)
+                verdict(&[(ms(t[*j]), HEADINGS_32K_MS)])
             )
         })
         .collect();
@@ -568,6 +860,16 @@ fn summary(_: &mut Criterion) {
         "  bare headings 32KiB ≤ {HEADINGS_32K_MS} ms: {}",
         cells.join(" | ")
     );
+    match component() {
+        Some((path, len)) => println!(
+            "component: {len} bytes ({:.2} MiB), {}",
+            len as f64 / f64::from(1 << 20),
+            path.display()
+        ),
+        None => {
+            println!("component: not built yet (`cargo build -p host-shim` builds and embeds it)")
+        }
+    }
 }
 
 criterion_group!(benches, pipeline, redaction, stages, adversarial, summary);
