@@ -8,14 +8,27 @@
 //! family that touch are merged, so text dense with a keyword (`token token …`) costs that
 //! family one scan of the text, not one per hit.
 //!
+//! A window still costs a scan, and regex-lite's scan is a PikeVM that steps every state of
+//! the pattern at every byte: the generic key-name patterns, with their bounded repetitions,
+//! ran at a few MB/s, and keywords such as `token` are common in code, so the windows cost
+//! about 700 times pulldown-cmark's parse of the same text (64 ms per 64 KiB; issue 32 §6).
+//! So each family also has the same pattern for regex-automata, whose lazy DFA reads a byte per
+//! step and whose backtracker fills the groups over the match alone; a family whose matches
+//! begin with a keyword is tried anchored at its hits. The two engines read a pattern alike
+//! except for two non-ASCII letters (see [`dfa_pattern`]): a text holding one goes through
+//! regex-lite alone, as before. What is found is exactly what it was.
+//!
 //! The result is spans (byte ranges with the family's label); `redact.rs` replaces each with
 //! `[redacted:LABEL]`. Only the secret is a span: a family whose pattern has a `secret`
 //! group keeps its context (the key name, `=`, quotes), and nothing after the match is
 //! touched, so a closing backtick, quote or full stop stays.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use regex_automata::meta::Regex as Dfa;
+use regex_automata::{Anchored, Input};
 use regex_lite::Regex;
 
 use crate::core::secret_families::{FAMILIES, Family};
@@ -39,6 +52,10 @@ struct Rule {
     /// Compiled on first use: a reply that never mentions a provider never pays for its
     /// pattern, and the component starts without compiling two hundred regexes.
     regex: OnceLock<Option<Regex>>,
+    /// The pattern for regex-automata ([`dfa_pattern`]), compiled on first use like `regex`,
+    /// and whether its matches have a longest one; `None` when it does not compile, and
+    /// regex-lite then searches alone.
+    dfa: OnceLock<Option<(Dfa, bool)>>,
     /// The pattern starts with `\b` before a word character at the keyword: a hit glued to a
     /// word before it (`task` for `sk`, `update` for `pat`) cannot start a match, and is
     /// dropped before any regex runs. Common short keywords would otherwise start a regex
@@ -90,6 +107,7 @@ fn build() -> Engine {
         rules.push(Rule {
             family,
             regex: OnceLock::new(),
+            dfa: OnceLock::new(),
             word_start: family.max_before_keyword == 0
                 && body.starts_with(r"\b")
                 && family
@@ -128,6 +146,93 @@ impl Rule {
             .get_or_init(|| Regex::new(self.family.pattern).ok())
             .as_ref()
     }
+
+    fn dfa(&self) -> Option<&(Dfa, bool)> {
+        self.dfa
+            .get_or_init(|| {
+                let pattern = dfa_pattern(self.family.pattern)?;
+                let bounded = regex_automata::util::syntax::parse(&pattern)
+                    .ok()?
+                    .properties()
+                    .maximum_len()
+                    .is_some();
+                Some((Dfa::new(&pattern).ok()?, bounded))
+            })
+            .as_ref()
+    }
+}
+
+/// `pattern` (regex-lite's syntax) for regex-automata, matching what regex-lite's reading of
+/// it matches, with the same groups: `None` where the translation is not sure of that.
+///
+/// Both read a `&str` as characters with leftmost-first semantics, so classes, counted
+/// repetitions and groups agree; they differ in what Unicode does. regex-lite's `\b`, `\d`,
+/// `\s` and `\w` are ASCII only, and regex-automata's are Unicode's, so those are spelt out as
+/// ASCII here (an ASCII word boundary sees a non-ASCII character as a non-word one, as
+/// regex-lite does). Case-insensitive matching is ASCII in regex-lite and Unicode's simple
+/// folding in regex-automata, where `(?i)k` also matches K (U+212A KELVIN SIGN) and `(?i)s`
+/// ſ (U+017F), and `(?i)[^a-z]` matches neither. Those two are the only characters outside
+/// ASCII that fold to an ASCII letter, so [`find_spans`] gives a text holding one to
+/// regex-lite alone.
+pub fn dfa_pattern(pattern: &str) -> Option<String> {
+    const SPACE: &str = r"\t\n\x0B\x0C\r ";
+    const DIGIT: &str = "0-9";
+    const WORD: &str = "0-9A-Za-z_";
+    let mut out = String::with_capacity(pattern.len() + 32);
+    let mut chars = pattern.chars().peekable();
+    // Inside `[...]`, and whether the next character is the class's first (where `]` and,
+    // after `^`, `]` again are literal).
+    let mut in_class = false;
+    let mut class_start = false;
+    while let Some(c) = chars.next() {
+        let first = std::mem::take(&mut class_start);
+        match c {
+            '\\' => {
+                let e = chars.next()?;
+                match (in_class, e) {
+                    (false, 'b') => out.push_str(r"(?-u:\b)"),
+                    (false, 'B') => out.push_str(r"(?-u:\B)"),
+                    (false, 'd') => out.push_str(&format!("[{DIGIT}]")),
+                    (false, 'D') => out.push_str(&format!("[^{DIGIT}]")),
+                    (false, 's') => out.push_str(&format!("[{SPACE}]")),
+                    (false, 'S') => out.push_str(&format!("[^{SPACE}]")),
+                    (false, 'w') => out.push_str(&format!("[{WORD}]")),
+                    (false, 'W') => out.push_str(&format!("[^{WORD}]")),
+                    (true, 'd') => out.push_str(DIGIT),
+                    (true, 's') => out.push_str(SPACE),
+                    (true, 'w') => out.push_str(WORD),
+                    // A negated Perl class inside a class has no short ASCII spelling, and
+                    // the special word boundaries (`\b{start}`) are not worth one: unsure.
+                    (true, 'D' | 'S' | 'W') => return None,
+                    (_, 'p' | 'P') => return None,
+                    (_, 'b') if chars.peek() == Some(&'{') => return None,
+                    (_, e) => {
+                        out.push('\\');
+                        out.push(e);
+                    }
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                class_start = true;
+                out.push(c);
+                if chars.peek() == Some(&'^') {
+                    out.push('^');
+                    chars.next();
+                }
+            }
+            // A nested class or a POSIX class, and the class set operators (`&&`, `--`,
+            // `~~`), which regex-automata reads and regex-lite may not: unsure.
+            '[' => return None,
+            '&' | '-' | '~' if in_class && chars.peek() == Some(&c) => return None,
+            ']' if in_class && !first => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    (!in_class).then_some(out)
 }
 
 /// `\w` as regex-lite reads it: ASCII only.
@@ -166,9 +271,13 @@ pub fn find_spans(text: &str) -> Vec<Span> {
         return Vec::new();
     }
     windows.sort_unstable();
+    // The two characters whose Unicode case folding is an ASCII letter: K (U+212A KELVIN
+    // SIGN) and ſ (U+017F LATIN SMALL LETTER LONG S); see `dfa_pattern`.
+    let folds = text.contains('\u{212A}') || text.contains('\u{17F}');
     let mut spans = Vec::new();
     let mut k = 0;
     while let Some(&(r, start, mut end)) = windows.get(k) {
+        let first = k;
         k += 1;
         // Merge this rule's windows that touch: a run of hits is one search.
         while let Some(&(r2, s2, e2)) = windows.get(k) {
@@ -179,17 +288,28 @@ pub fn find_spans(text: &str) -> Vec<Span> {
             k += 1;
         }
         if let Some(rule) = engine.rules.get(r) {
-            search(rule, text, start, end, &mut spans);
+            let starts = windows.get(first..k).unwrap_or_default();
+            let window = Window { start, end, starts };
+            search(rule, text, &window, folds, &mut spans);
         }
     }
     merge(spans)
 }
 
-/// Runs `rule`'s pattern over `text[start..end]`, seeing the text around it for `\b`.
-fn search(rule: &Rule, text: &str, start: usize, end: usize, spans: &mut Vec<Span>) {
-    let Some(regex) = rule.regex() else {
-        return;
-    };
+/// Where one rule is searched: its windows that touch, merged.
+struct Window<'w> {
+    start: usize,
+    end: usize,
+    /// The merged windows, as `(rule, start, end)` and in order: where the rule's keyword
+    /// hits put a match's start when the rule's matches begin with a keyword.
+    starts: &'w [(usize, usize, usize)],
+}
+
+/// Runs `rule`'s pattern over `text[window.start..window.end]`, seeing the text around it
+/// for `\b`. `folds`: the text holds a character that Unicode's case folding reads as an
+/// ASCII letter (see [`dfa_pattern`]).
+fn search(rule: &Rule, text: &str, window: &Window, folds: bool, spans: &mut Vec<Span>) {
+    let Window { start, end, .. } = *window;
     let start = floor_char(text, start);
     // One character past the window: a `\b` at a match's end must see what follows it, or
     // a too-long lookalike (`ghp_` and 40 characters) would match its first 36.
@@ -197,6 +317,65 @@ fn search(rule: &Rule, text: &str, start: usize, end: usize, spans: &mut Vec<Spa
     let Some(hay) = text.get(..hay_end) else {
         return;
     };
+    let next = |whole: Range<usize>| {
+        if whole.end > whole.start {
+            whole.end
+        } else {
+            ceil_char(text, whole.end + 1)
+        }
+    };
+    // Without such a character the two engines read the pattern alike (see `dfa_pattern`),
+    // so the DFA's engine gives the match and its groups itself: regex-lite's PikeVM, even
+    // from the match's start, was a third of redaction's time.
+    if let Some((dfa, bounded)) = rule.dfa().filter(|_| !folds) {
+        let mut caps = dfa.create_captures();
+        // A rule whose matches begin with a keyword is tried at its hits alone, anchored:
+        // the DFA then stops where the text stops matching (a few bytes past `token`), where
+        // a search reads on to the window's end. The leftmost match from a point is the
+        // anchored match at the first hit after it that has one, so the matches are the
+        // same; the hay is the merged window's, as for the search. Not for a pattern
+        // without a longest match (a private key's body): tried at every BEGIN line of a
+        // text without an END, each try read to the window's end, which is quadratic.
+        if rule.family.max_before_keyword == 0 && *bounded {
+            let mut at = start;
+            for &(_, hit, _) in window.starts {
+                if hit < at {
+                    continue;
+                }
+                let input = Input::new(hay).range(hit..).anchored(Anchored::Yes);
+                dfa.search_captures(&input, &mut caps);
+                let Some(whole) = caps.get_match() else {
+                    at = hit + 1;
+                    continue;
+                };
+                let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
+                let key = caps
+                    .get_group_by_name("key")
+                    .and_then(|k| text.get(k.range()));
+                judge(rule, text, secret.range(), key, spans);
+                at = next(whole.range());
+            }
+            return;
+        }
+        let mut at = start;
+        while at < end {
+            dfa.search_captures(&Input::new(hay).range(at..), &mut caps);
+            let Some(whole) = caps.get_match().filter(|m| m.start() < end) else {
+                break;
+            };
+            let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
+            let key = caps
+                .get_group_by_name("key")
+                .and_then(|k| text.get(k.range()));
+            judge(rule, text, secret.range(), key, spans);
+            at = next(whole.range());
+        }
+        return;
+    }
+    let Some(regex) = rule.regex() else {
+        return;
+    };
+    // A text holding a folding character, or a pattern the translation was unsure of.
     let mut at = start;
     while at < end {
         let Some(caps) = regex.captures_at(hay, at) else {
@@ -209,33 +388,35 @@ fn search(rule: &Rule, text: &str, start: usize, end: usize, spans: &mut Vec<Spa
             break;
         }
         let secret = caps.name("secret").unwrap_or(whole);
-        // A generic value ends before the sentence's punctuation (`token: abc.`): only the
-        // secret is replaced, the full stop stays (issue 32 §5).
-        let secret_end = if rule.generic {
-            secret.start() + crate::core::secret_values::value_len(secret.as_str().as_bytes())
-        } else {
-            secret.end()
-        };
-        let value = text.get(secret.start()..secret_end).unwrap_or_default();
-        let keep = secret.start() < secret.end()
-            && !is_placeholder(value)
-            && !((rule.contextual || rule.generic) && is_plain_value(value))
-            && (!rule.generic || is_secret_like(rule.family.label, value))
-            && !caps
-                .name("key")
-                .is_some_and(|k| names_no_secret(k.as_str()));
-        if keep {
-            spans.push(Span {
-                start: secret.start(),
-                end: secret_end,
-                label: rule.family.label,
-            });
-        }
-        at = if whole.end() > whole.start() {
-            whole.end()
-        } else {
-            ceil_char(text, whole.end() + 1)
-        };
+        let key = caps.name("key").map(|k| k.as_str());
+        judge(rule, text, secret.range(), key, spans);
+        at = next(whole.range());
+    }
+}
+
+/// Adds a span for `rule`'s match whose secret is `text[secret]` (the `key` group, where the
+/// pattern has one, naming it), unless the value or its key says it is no secret.
+fn judge(rule: &Rule, text: &str, secret: Range<usize>, key: Option<&str>, spans: &mut Vec<Span>) {
+    // A generic value ends before the sentence's punctuation (`token: abc.`): only the
+    // secret is replaced, the full stop stays (issue 32 §5).
+    let secret_end = if rule.generic {
+        let matched = text.get(secret.clone()).unwrap_or_default();
+        secret.start + crate::core::secret_values::value_len(matched.as_bytes())
+    } else {
+        secret.end
+    };
+    let value = text.get(secret.start..secret_end).unwrap_or_default();
+    let keep = secret.start < secret.end
+        && !is_placeholder(value)
+        && !((rule.contextual || rule.generic) && is_plain_value(value))
+        && (!rule.generic || is_secret_like(rule.family.label, value))
+        && !key.is_some_and(names_no_secret);
+    if keep {
+        spans.push(Span {
+            start: secret.start,
+            end: secret_end,
+            label: rule.family.label,
+        });
     }
 }
 
@@ -316,6 +497,66 @@ mod tests {
         let spans = find_spans(&format!("key SK{hex} here"));
         assert_eq!(spans.len(), 1);
         assert_eq!(spans[0].label, "twilio-api-key");
+    }
+
+    #[test]
+    fn the_dfa_finds_what_regex_lite_finds() {
+        // A Kelvin sign anywhere in a text sends every search through regex-lite alone, so
+        // the same text with one on a line of its own after it is the reference.
+        let contexts = [
+            "{}",
+            "prose before {} and after.",
+            "```\n{}\n```",
+            "- item `{}`, next",
+        ];
+        for family in families() {
+            let pattern = dfa_pattern(family.pattern);
+            assert!(
+                pattern.as_deref().is_some_and(|p| Dfa::new(p).is_ok()),
+                "{}: {pattern:?}",
+                family.label
+            );
+            for sample in family.positives.iter().chain(family.near_misses) {
+                for context in contexts {
+                    let text = context.replace("{}", sample);
+                    let reference: Vec<Span> = find_spans(&format!("{text}\n\u{212A}"))
+                        .into_iter()
+                        .filter(|s| s.end <= text.len())
+                        .collect();
+                    assert_eq!(find_spans(&text), reference, "{}: {text:?}", family.label);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_two_characters_outside_ascii_fold_to_an_ascii_letter() {
+        let all: String = ('\u{80}'..=char::MAX).collect();
+        let letters = Dfa::new("(?i)[a-z]").expect("compiles");
+        let folded: Vec<&str> = letters
+            .find_iter(&all)
+            .filter_map(|m| all.get(m.range()))
+            .collect();
+        assert_eq!(folded, ["\u{17F}", "\u{212A}"]);
+    }
+
+    #[test]
+    fn regex_lite_escapes_become_ascii_for_the_dfa() {
+        let rows = [
+            (
+                r"\bghp_\w{3}\b",
+                Some(r"(?-u:\b)ghp_[0-9A-Za-z_]{3}(?-u:\b)"),
+            ),
+            (r#"[^\s"']\d"#, Some(r#"[^\t\n\x0B\x0C\r "'][0-9]"#)),
+            (r"[]a]\S", Some(r"[]a][^\t\n\x0B\x0C\r ]")),
+            (r"[a\S]", None),
+            (r"[[:alpha:]]", None),
+            (r"[a--b]", None),
+            (r"[abc", None),
+        ];
+        for (pattern, expected) in rows {
+            assert_eq!(dfa_pattern(pattern).as_deref(), expected, "{pattern}");
+        }
     }
 
     #[test]
