@@ -13,6 +13,7 @@
 //! without the variable the test fails when the file and the table disagree.
 
 use guest::core::secret_families::{FAMILIES, Family};
+use guest::core::secret_generic::GENERIC;
 use regex_lite::Regex;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -370,12 +371,124 @@ fn ordinary_engineering_text_matches_no_family() {
     );
 }
 
+/// What the generic shapes find and what they leave, for the docs: written here, next to
+/// the generator, so the file stays generated; `secret_generic.rs`, `secret_values.rs`,
+/// `secrets.rs` and `invisible.rs` are what it describes.
+const GENERIC_DOC: &str = r#"## Generic shapes
+
+Most secrets an agent prints have no provider prefix: a password in an env file, a token in a
+YAML file, a key passed to a command. These are found by what stands before them. The shapes
+of `guest/src/core/secrets.rs` run first, then the provider families above, then the generic
+entries of `guest/src/core/secret_generic.rs` (listed at the end); where two find the same
+secret, one marker replaces it, labelled by the longer find (the provider's label when they
+are as long). Only the value goes: the key name, the `=` or `:`, the quotes around the value
+and the punctuation after it stay.
+
+- **Secret-like keys.** A key name that holds `password`, `passwd`, `passphrase` or `pwd`
+  (label `password`), or `secret`, `token`, `api_key`, `apikey`, `access_key`,
+  `private_key`, `auth_key` or `credential`/`credentials` (label `secret`; the words inside
+  those names may be joined by `_`, `-`, `.` or nothing), in any case, with up to 40 letters,
+  digits, `_`, `-` or `.` before and after it: `db_password`, `AWS_SECRET_ACCESS_KEY`,
+  `client-secret`, `apiKey`, `X-Goog-Api-Key`. It is assigned with `=`, `:`, `=>` or `:=`,
+  with up to eight blanks on either side, and its closing quote may come before the sign, as
+  JSON and YAML write keys: this covers env files, shell, YAML, TOML, JSON, INI and source
+  code. The value is either quoted (`"…"` or `'…'`, on one line, up to 200 characters) or
+  bare: up to 200 characters, ending at a blank, a quote, a backtick, `<`, `>`, `;` or `,`
+  (so `Password=…;` in a connection string ends at its `;`), and never starting with `:` or
+  `=` (`Token::parse(line)` and `token == x` are code) or with `[`, `{` or `(`. A bare
+  value's trailing `.`, `,`, `;` or `:`, and a closing bracket it did not open, are left out.
+- **Upper-case assignments.** `NAME=value` where the upper-case name holds `TOKEN`,
+  `SECRET`, `PASSWORD`, `PASSWD`, `API_KEY`, `APIKEY`, `PRIVATE_KEY` or `ACCESS_KEY`
+  (including the word alone: `PASSWORD=…`) becomes `NAME=[redacted]`. An unquoted value ends
+  at a blank, a quote or a backtick, but takes a `Bearer` value or URL credentials it runs
+  into; a quoted value goes to its closing quote, over line breaks.
+- **Command-line flags.** `-` or `--` and `password`, `passwd`, `pass`, `token`,
+  `auth-token`, `access-token`, `secret`, `client-secret`, `api-key` or `apikey`, then `=` or
+  blanks and the value, quoted or not (`--password=…`, `redis-cli --pass …`; label
+  `cli-secret`). `--password-file /run/pw` names a file, not a password, and stays. For
+  `mysql`, `mysqldump`, `mysqladmin`, `mysqlsh` and `mysqlimport`, a `-p` glued to its value
+  later on the same line (`-phunter2`, `-p'…'`; label `mysql-password`); `-p` alone (which
+  asks for the password) and `-P3306` (the port) stay.
+- **URL user info.** `scheme://user:password@host` becomes `scheme://[redacted]@host`, also
+  when the scheme was already replaced (`[redacted]://user:password@`).
+- **Connection strings.** `Password=` and `Pwd=` are password keys (`Server=db;User
+  Id=sa;Password=…;`), and the provider families know Azure's `AccountKey=` and
+  `SharedAccessKey=`.
+- **Headers.** `Authorization`, `X-Api-Key`, `X-Auth-Token` and `X-Access-Token`, in any
+  case, followed by `:`: the name stays and its value becomes `[redacted]`, to the end of the
+  line, or to the closing quote or backtick when the header is quoted as curl's
+  `-H "…"` writes it. A value that is a `Bearer` credential keeps its scheme:
+  `Authorization: Bearer [redacted]`. A `Bearer` value of 20 or more characters of
+  `[A-Za-z0-9._~+/-]` (and `=` padding) is replaced wherever it stands, a shorter one of six
+  or more by the `bearer` entry. Any other header whose name is a secret-like key
+  (`X-Goog-Api-Key: …`) is an assignment with `:`. `Cookie:` and `Set-Cookie:` lose
+  everything from their first `name=` to the end of the line or the first quote or backtick
+  (label `cookie`);
+  `Cookie: a small file a site stores` has no `name=` and stays.
+- **Private keys.** A PEM block (`-----BEGIN … PRIVATE KEY-----` to its END line, or without
+  an END line the base64 lines under it) becomes `[redacted:private-key]`, and the
+  `private-key` family also knows OpenSSH, PGP armour and PuTTY's `PuTTY-User-Key-File-2:` /
+  `-3:` files up to their `Private-MAC:`. A BEGIN line with nothing under it and no END line
+  only names a format (a README's "a key starts with …") and stays.
+- **JWTs.** Three dot-separated base64url parts starting with `eyJ` (label `jwt`), and a JWT
+  wrapped in base64 as Kubernetes secrets carry one: `ZXlK` (`eyJ` encoded) and 80 or more
+  base64 characters.
+
+### Values that stay
+
+A key name only says a value may be secret; the value decides. After a secret-like key, a
+CLI flag, a `Cookie` header, a short `Bearer` or a provider key name, the value stays when:
+
+- it is a number or a duration: digits (with `.`, `_` or `,`) and nothing after them, or one
+  of `ns`, `us`, `µs`, `ms`, `s`, `sec`, `secs`, `seconds`, `m`, `min`, `mins`, `minutes`, `h`,
+  `hr`, `hrs`, `hours`, `d`, `days`, `w`, `kb`, `mb`, `gb`, `%`;
+- it is `true`, `false`, `yes`, `no`, `on`, `off`, `null`, `nil`, `none`, `undefined`,
+  `required`, `optional`, `string` or `env`, in any case;
+- it refers to a secret kept elsewhere: `$VAR`, `${VAR}`, `$(cmd)`, `process.env.…`,
+  `os.environ…`, `os.getenv…`, `env(…)`, `env.…`, `secrets.…`, or an environment variable's
+  name (upper-case words joined by `_`: `"tokenEnv": "PI_TELEGRAM_TOKEN"`);
+- it is a placeholder: `<your-token>`, `{{…}}`, `%…%`, anything holding `changeme`,
+  `change_me`, `change-me`, `placeholder`, `xxxx` or `****`, starting with `your` or
+  `example` or ending with `example`, or 16 characters and more with fewer than 8 different
+  ones (`ghp_` and 36 `x`); this check holds for every family, providers' included;
+- it is a path (`./key.pem`, `../x`, `~/.ssh/id_rsa`, `/run/secrets/db`, `C:\…`), a URL
+  without user info (`TOKEN_URL=https://auth.example.com/token`), or code (`Secret::new`:
+  values holding `::`);
+- the key's last word says the value is about a secret rather than one: `ttl`, `seconds`,
+  `secs`, `ms`, `minutes`, `hours`, `days`, `expiry`, `expires`, `timeout`, `length`, `len`,
+  `size`, `count`, `max`, `min`, `limit`, `url`, `uri`, `endpoint`, `path`, `file`, `dir`,
+  `name`, `type`, `id`, `header`, `prefix`, `enabled`, `format`, or a key ending in `env` or
+  `envvar` (`TOKEN_TTL_SECONDS=3600`, `"token_type": "bearer"`, `SECRET_NAME=prod-db`,
+  `passwordEnv`);
+- for the generic entries, it does not look random enough: under `secret`, it needs 12
+  characters of at least two kinds (lower case, upper case, digits, others) and 8 different
+  ones, or 20 characters and 12 different ones; under the other generic labels, 6
+  characters, not all letters or of two kinds (so `password: required` and
+  `Bearer authentication` stay).
+
+The upper-case assignments use the same checks on their value and name, all but the last.
+
+### Invisible characters
+
+Format characters render as nothing, so a token with one inside reads whole to a person and
+to anyone who copies it, while a pattern sees two words: U+200B–U+200F (zero-width space,
+joiners, direction marks), U+202A–U+202E (embeddings and overrides), U+2060–U+2064 (word
+joiner, invisible operators), U+FEFF and U+00AD (soft hyphen). Each line holding one is also
+read without them; where that reading holds a secret, the secret is replaced in the line as
+written, the invisible characters inside it with it.
+
+### The generic entries
+
+| Label | What | Source |
+|---|---|---|
+"#;
+
 /// The README-ready list of families, as `docs/secret-families.md` holds it.
 fn families_doc() -> String {
     let mut out = String::new();
     out.push_str("# Secret families\n\n");
     out.push_str(
-        "<!-- Generated from guest/src/core/secret_families.rs by\n     \
+        "<!-- Generated from guest/src/core/secret_families.rs and secret_generic.rs by\n     \
          BOT_CONNECT_WRITE_DOCS=1 cargo test -p guest --test bridge secret_families\n     \
          Do not edit by hand: the test fails when this file and the table disagree. -->\n\n",
     );
@@ -392,6 +505,31 @@ fn families_doc() -> String {
             f.label,
             f.provider.replace('|', "\\|"),
             f.source.replace('|', "\\|")
+        ));
+    }
+    out.push('\n');
+    out.push_str(GENERIC_DOC);
+    // The quoted and bare forms of one shape are two entries with one label: one row, with
+    // the sources of both.
+    let mut rows: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for f in GENERIC {
+        let sources = f.source.split("; ");
+        match rows.iter_mut().find(|(label, ..)| *label == f.label) {
+            Some((.., known)) => {
+                for source in sources {
+                    if !known.contains(&source) {
+                        known.push(source);
+                    }
+                }
+            }
+            None => rows.push((f.label, f.provider, sources.collect())),
+        }
+    }
+    for (label, provider, sources) in rows {
+        out.push_str(&format!(
+            "| `{label}` | {} | {} |\n",
+            provider.replace('|', "\\|"),
+            sources.join("; ").replace('|', "\\|")
         ));
     }
     out
