@@ -67,6 +67,10 @@ struct Rule {
     /// Generic shapes (any key name saying it holds a secret) need their value to be judged
     /// by shape: they have no provider format to trust.
     generic: bool,
+    /// A generic key-name assignment (`secret_generic.rs`'s `assigned!`): a keyword hit can
+    /// be in a match's key only where the key runs on to an assignment sign (see
+    /// [`assigned_after`]).
+    assignment: bool,
 }
 
 struct Engine {
@@ -116,6 +120,7 @@ fn build() -> Engine {
                     .all(|k| k.bytes().next().is_some_and(is_word)),
             contextual: family.pattern.contains("(?P<secret>"),
             generic: index >= FAMILIES.len(),
+            assignment: index >= FAMILIES.len() && family.pattern.contains(ASSIGNMENT_SIGNS),
         });
     }
     // A DFA: the keywords are few hundred short literals, and a DFA reads a byte per step
@@ -235,6 +240,52 @@ pub fn dfa_pattern(pattern: &str) -> Option<String> {
     (!in_class).then_some(out)
 }
 
+/// How `secret_generic.rs`'s `assigned!` patterns spell the assignment after a key name.
+const ASSIGNMENT_SIGNS: &str = r#"["']?[ \t]{0,8}(?:=>|:=|=|:)"#;
+
+/// Whether the keyword hit at `at` can be in the key of a generic assignment: such a key is
+/// letters, digits, `_`, `-` and `.` (the keywords are too), followed by the sign, so from
+/// anywhere in it those characters run to its end; then come an optional quote, up to eight
+/// blanks, `=>`, `:=`, `=` or `:`, up to eight blanks, and a value that opens with a quote or
+/// with a character a bare value may start with. A key name in prose or code
+/// (`the token refresh`, `$API_TOKEN"`, `${token}`, `Token::parse`) fails here, before any
+/// window is searched: in agent text most `token` hits are such.
+fn assigned_after(bytes: &[u8], at: usize) -> bool {
+    let rest = |at: usize| bytes.get(at..).unwrap_or_default();
+    let blanks = |at: usize| {
+        rest(at)
+            .iter()
+            .take(9)
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count()
+    };
+    let key = rest(at)
+        .iter()
+        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        .count();
+    let mut at = at + key;
+    if matches!(bytes.get(at), Some(b'"' | b'\'')) {
+        at += 1;
+    }
+    let before = blanks(at);
+    if before > 8 {
+        return false;
+    }
+    let sign = at + before;
+    ["=>", ":=", "=", ":"].iter().any(|op| {
+        if !rest(sign).starts_with(op.as_bytes()) {
+            return false;
+        }
+        let value = sign + op.len();
+        let after = blanks(value);
+        after <= 8
+            && bytes.get(value + after).is_some_and(|&b| {
+                matches!(b, b'"' | b'\'')
+                    || !(b.is_ascii_whitespace() || b"\x0B`<>;,[{(:=".contains(&b))
+            })
+    })
+}
+
 /// `\w` as regex-lite reads it: ASCII only.
 fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
@@ -259,7 +310,9 @@ pub fn find_spans(text: &str) -> Vec<Span> {
             let Some(rule) = engine.rules.get(r) else {
                 continue;
             };
-            if rule.word_start && before_is_word {
+            if (rule.word_start && before_is_word)
+                || (rule.assignment && !assigned_after(bytes, at))
+            {
                 continue;
             }
             let start = at.saturating_sub(rule.family.max_before_keyword);
@@ -526,6 +579,59 @@ mod tests {
                     assert_eq!(find_spans(&text), reference, "{}: {text:?}", family.label);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_generic_assignments_are_known_by_their_signs() {
+        // The prefilter for key-name assignments relies on their patterns' shape: a key of
+        // `[A-Za-z0-9_.-]` around the keyword, then these signs. A change to `assigned!`
+        // must show here.
+        let assignments: Vec<&str> = GENERIC
+            .iter()
+            .filter(|f| f.pattern.contains(ASSIGNMENT_SIGNS))
+            .map(|f| f.label)
+            .collect();
+        assert_eq!(assignments, ["password", "password", "secret", "secret"]);
+        for f in GENERIC
+            .iter()
+            .filter(|f| f.pattern.contains(ASSIGNMENT_SIGNS))
+        {
+            let key = r"[A-Za-z0-9_.-]{0,40}";
+            assert!(
+                f.pattern.starts_with(&format!("(?P<key>{key}(?i:"))
+                    && f.pattern.contains(&format!("){key})")),
+                "{}",
+                f.pattern
+            );
+            for keyword in f.keywords {
+                assert!(
+                    keyword
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+                );
+            }
+        }
+        for (text, assigned) in [
+            ("token = x", true),
+            ("\"api_key\":\"x\"", true),
+            ("db.password\t\t: x", true),
+            ("token         = x", false),
+            ("the token refresh", false),
+            ("${token}", false),
+            ("$API_TOKEN\" -H", false),
+            ("Token::parse", false),
+            ("token := 'x'", true),
+            ("token => x", true),
+            ("token: [x]", false),
+            ("token =         x", false),
+        ] {
+            let lower = text.to_ascii_lowercase();
+            let at = ["token", "api_key", "password"]
+                .iter()
+                .find_map(|k| lower.find(k))
+                .expect("a keyword");
+            assert_eq!(assigned_after(text.as_bytes(), at), assigned, "{text}");
         }
     }
 
