@@ -28,7 +28,8 @@ use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex_automata::meta::Regex as Dfa;
-use regex_automata::{Anchored, Input};
+use regex_automata::util::captures::Captures;
+use regex_automata::{Anchored, Input, Match};
 use regex_lite::Regex;
 
 use crate::core::secret_families::{FAMILIES, Family};
@@ -382,6 +383,15 @@ fn search(rule: &Rule, text: &str, window: &Window, folds: bool, spans: &mut Vec
     // from the match's start, was a third of redaction's time.
     if let Some((dfa, bounded)) = rule.dfa().filter(|_| !folds) {
         let mut caps = dfa.create_captures();
+        // Judges the match `caps` holds; gives where the next search starts.
+        let mut take = |caps: &Captures, whole: Match| {
+            let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
+            let key = caps
+                .get_group_by_name("key")
+                .and_then(|k| text.get(k.range()));
+            judge(rule, text, secret.range(), key, spans);
+            next(whole.range())
+        };
         // A rule whose matches begin with a keyword is tried at its hits alone, anchored:
         // the DFA then stops where the text stops matching (a few bytes past `token`), where
         // a search reads on to the window's end. The leftmost match from a point is the
@@ -397,16 +407,10 @@ fn search(rule: &Rule, text: &str, window: &Window, folds: bool, spans: &mut Vec
                 }
                 let input = Input::new(hay).range(hit..).anchored(Anchored::Yes);
                 dfa.search_captures(&input, &mut caps);
-                let Some(whole) = caps.get_match() else {
-                    at = hit + 1;
-                    continue;
+                at = match caps.get_match() {
+                    Some(whole) => take(&caps, whole),
+                    None => hit + 1,
                 };
-                let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
-                let key = caps
-                    .get_group_by_name("key")
-                    .and_then(|k| text.get(k.range()));
-                judge(rule, text, secret.range(), key, spans);
-                at = next(whole.range());
             }
             return;
         }
@@ -416,12 +420,7 @@ fn search(rule: &Rule, text: &str, window: &Window, folds: bool, spans: &mut Vec
             let Some(whole) = caps.get_match().filter(|m| m.start() < end) else {
                 break;
             };
-            let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
-            let key = caps
-                .get_group_by_name("key")
-                .and_then(|k| text.get(k.range()));
-            judge(rule, text, secret.range(), key, spans);
-            at = next(whole.range());
+            at = take(&caps, whole);
         }
         return;
     }
