@@ -162,7 +162,11 @@ impl Rule {
                     .properties()
                     .maximum_len()
                     .is_some();
-                Some((Dfa::new(&pattern).ok()?, bounded))
+                let dfa = Dfa::new(&pattern);
+                // A translated pattern that does not compile is a build without a feature
+                // it needs (the case-folding table once): regex-lite still runs it, slowly.
+                debug_assert!(dfa.is_ok(), "{}: {dfa:?}", self.family.label);
+                Some((dfa.ok()?, bounded))
             })
             .as_ref()
     }
