@@ -16,6 +16,7 @@ mod cluster_state;
 mod demo_agent;
 mod digest_flow;
 mod discord_flow;
+mod doc_references;
 mod pairing_flow;
 mod pi_extension;
 mod pi_headless;
