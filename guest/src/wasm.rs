@@ -1,6 +1,11 @@
 //! Component glue (wasm32 only): the WIT imports as a [`Host`], the WIT exports as calls
 //! into the one [`Bridge`] of this instance. Conversions only; no rules live here.
 
+// The bindings wit-bindgen generates below are the canonical ABI's glue: exported `unsafe`
+// functions and raw-pointer reads are how a component is called. Nothing written by hand in
+// this module uses `unsafe`.
+#![allow(unsafe_code)]
+
 use std::cell::RefCell;
 
 use crate::bridge::Bridge;

@@ -2,6 +2,10 @@
 //! every other module takes WIT types from one place (and none has to import the runtime
 //! to name a `Level`).
 
+// Generated code: the WIT files document every item, and the generated Rust carries only
+// some of those comments.
+#![allow(missing_docs)]
+
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "bridge",

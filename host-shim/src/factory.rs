@@ -104,7 +104,7 @@ pub struct Environment<'a> {
 pub fn build(
     requests: &[TransportRequest],
     terminal: Option<Arc<dyn Transport>>,
-    env: &Environment,
+    env: &Environment<'_>,
 ) -> Built {
     let mut built = Built::default();
     for request in requests {
@@ -144,7 +144,7 @@ pub fn build(
 fn build_one(
     platform: &Platform,
     request: &TransportRequest,
-    env: &Environment,
+    env: &Environment<'_>,
 ) -> Result<Option<Arc<dyn Transport>>, (Level, String)> {
     let settings: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&request.settings_json).map_err(|e| {

@@ -20,6 +20,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of its largest variant (`serve`'s flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the bridge with the demo agent (or pi: `--agent pi`). With no transport

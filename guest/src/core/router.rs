@@ -162,7 +162,7 @@ pub fn find_attachment_problem(
 }
 
 /// Routes one envelope through the decision table in the module docs.
-pub fn route(input: &RouteInput) -> Route {
+pub fn route(input: &RouteInput<'_>) -> Route {
     let envelope = input.envelope;
     let config = input.config;
     let trimmed = envelope.text.trim();

@@ -366,7 +366,7 @@ struct Window<'w> {
 /// Runs `rule`'s pattern over `text[window.start..window.end]`, seeing the text around it
 /// for `\b`. `folds`: the text holds a character that Unicode's case folding reads as an
 /// ASCII letter (see [`dfa_pattern`]).
-fn search(rule: &Rule, text: &str, window: &Window, folds: bool, spans: &mut Vec<Span>) {
+fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut Vec<Span>) {
     let Window { start, end, .. } = *window;
     let start = floor_char(text, start);
     // One character past the window: a `\b` at a match's end must see what follows it, or

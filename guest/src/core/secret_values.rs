@@ -133,7 +133,7 @@ pub fn is_secret_like(label: &str, value: &str) -> bool {
 pub fn names_no_secret(key: &str) -> bool {
     let last = key
         .trim_matches(|c: char| c == '"' || c == '\'')
-        .rsplit(|c: char| matches!(c, '_' | '-' | '.'))
+        .rsplit(['_', '-', '.'])
         .next()
         .unwrap_or_default()
         .to_ascii_lowercase();

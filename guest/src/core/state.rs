@@ -285,15 +285,15 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
             }
         }
     }
-    if let Some(paused) = fields.get("paused") {
-        if let Some(keys) = key_set(paused, &format!("{base}.paused"), &mut warn) {
-            state.paused = keys;
-        }
+    if let Some(paused) = fields.get("paused")
+        && let Some(keys) = key_set(paused, &format!("{base}.paused"), &mut warn)
+    {
+        state.paused = keys;
     }
-    if let Some(following) = fields.get("following") {
-        if let Some(keys) = key_set(following, &format!("{base}.following"), &mut warn) {
-            state.following = keys;
-        }
+    if let Some(following) = fields.get("following")
+        && let Some(keys) = key_set(following, &format!("{base}.following"), &mut warn)
+    {
+        state.following = keys;
     }
     if let Some(conversations) = fields.get("conversations") {
         match conversations.as_array() {

@@ -137,7 +137,7 @@ impl StrangerAnswers {
             return true;
         }
         let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-        if dropped == 1 || dropped % LOG_EVERY == 0 {
+        if dropped == 1 || dropped.is_multiple_of(LOG_EVERY) {
             self.log.write(
                 super::LOG_NAME,
                 LogLine::new(

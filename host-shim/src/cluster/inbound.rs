@@ -387,7 +387,9 @@ impl Drop for SessionConsumer {
     }
 }
 
-/// The consumer loop: pull, deliver, ack; reconnects with a bounded backoff.
+/// The consumer loop: pull, deliver, ack; reconnects with a bounded backoff. Each argument
+/// is one thing the loop owns for its whole life (it runs as its own task).
+#[allow(clippy::too_many_arguments)]
 async fn consume(
     consumer: consumer::PullConsumer,
     name: String,

@@ -40,8 +40,8 @@ pub struct Claimant {
 impl Claimant {
     /// The current process on this host at `now_ms`.
     pub fn this_process(now_ms: u64) -> Claimant {
-        // SAFETY: getpid has no preconditions and cannot fail.
-        let pid = unsafe { libc::getpid() };
+        // Linux caps pids at 2^22 (`pid_max`), so the kernel's pid_t is this u32 as is.
+        let pid = std::process::id() as i32;
         Claimant {
             pid,
             host: host_name(),
@@ -318,6 +318,7 @@ fn reclaimable(holder: &Holder, stale_ms: u64, claimant: &Claimant) -> bool {
 fn process_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission; nothing is delivered,
     // and `pid` is positive, so no process group is addressed.
+    #[allow(unsafe_code)]
     let result = unsafe { libc::kill(pid, 0) };
     result == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
@@ -345,6 +346,7 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
 fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    #[allow(unsafe_code)]
     let result = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
     match buf.get(..end) {

@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn missing_home_names_what_needed_it() {
-        let cases: [NoHomeCase; 4] = [
+        let cases: [NoHomeCase<'_>; 4] = [
             (&[], None, "global config"),
             (&[], Some(""), "global config"),
             (&[(CONFIG_ENV, "/c.json")], None, "state file"),

@@ -407,7 +407,9 @@ impl DirLock {
         DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         let handle = fs::File::open(&dir)?;
         // SAFETY: flock on a file descriptor this value owns; no memory is involved.
-        if unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        #[allow(unsafe_code)]
+        let locked = unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX) };
+        if locked != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(DirLock(handle))
@@ -417,7 +419,10 @@ impl DirLock {
 impl Drop for DirLock {
     fn drop(&mut self) {
         // SAFETY: as above; closing the descriptor would release it too.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN)
+        };
     }
 }
 

@@ -145,6 +145,7 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let meta = std::fs::symlink_metadata(dir)?;
             // SAFETY: getuid has no preconditions and cannot fail.
+            #[allow(unsafe_code)]
             let me = unsafe { libc::getuid() };
             let refuse = |why: String| {
                 Err(std::io::Error::new(

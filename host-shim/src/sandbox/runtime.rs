@@ -301,7 +301,9 @@ fn load_cached(engine: &Engine, path: &Path) -> Option<Component> {
     // compatibility hash, it was written by `save_cached` from `Component::serialize`,
     // and only this user can write it or its directory (checked above). wasmtime checks
     // the header and refuses a file from another version or configuration.
-    unsafe { Component::deserialize_file(engine, path) }.ok()
+    #[allow(unsafe_code)]
+    let loaded = unsafe { Component::deserialize_file(engine, path) };
+    loaded.ok()
 }
 
 /// Whether `path` belongs to this user and no one else may write it.
@@ -311,6 +313,7 @@ fn owned_privately(path: &Path) -> bool {
         return false;
     };
     // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
     let me = unsafe { libc::geteuid() };
     !meta.file_type().is_symlink() && meta.uid() == me && meta.mode() & 0o022 == 0
 }

@@ -1,6 +1,9 @@
 //! The `host-shim` binary as a person runs it: a real process, a real stdin that stays
 //! open, a temporary home. Every wait is bounded, so a hang fails instead of stalling.
 
+// These tests signal the real processes they start (kill, pidfd_open): libc calls.
+#![allow(unsafe_code)]
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -2,6 +2,9 @@
 //! it, reports its crash, starts it again on `/connect`, and stops it when pi exits.
 //! Skipped, with the reason printed, when node or the pi package is unavailable.
 
+// These tests signal the real processes they start (kill, pidfd_open): libc calls.
+#![allow(unsafe_code)]
+
 use std::os::fd::{FromRawFd as _, OwnedFd};
 use std::time::Duration;
 

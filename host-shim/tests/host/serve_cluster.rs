@@ -4,6 +4,9 @@
 //! picks one and gets its answer; SIGTERM stops every node cleanly. Skipped, with the
 //! reason printed, where nats-server cannot be installed.
 
+// These tests signal the real processes they start (kill, pidfd_open): libc calls.
+#![allow(unsafe_code)]
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;

@@ -4,6 +4,9 @@
 //! stops lets the extension's attach exit, so pi reports it. Skipped, with the reason
 //! printed, when node or the pi package is unavailable.
 
+// These tests signal the real processes they start (kill, pidfd_open): libc calls.
+#![allow(unsafe_code)]
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;

@@ -201,7 +201,7 @@ pub struct Platform {
     pub settings: Settings,
     /// Builds the transport (no I/O yet: connecting happens in `identify` and `start`).
     /// Fails with a message for a person, never containing a credential.
-    pub build: fn(&BuildInput) -> Result<Arc<dyn Transport>, String>,
+    pub build: fn(&BuildInput<'_>) -> Result<Arc<dyn Transport>, String>,
     /// The pure normalizer (raw platform payload → envelope or the reason it is ignored),
     /// exposed for `host-shim explain`; it does no I/O.
     pub normalize: fn(&serde_json::Value, &BotSelf) -> Normalized,

@@ -78,7 +78,7 @@ pub static PLATFORM: Platform = Platform {
 
 /// Builds the transport from validated settings. No I/O: the token is first tried by
 /// `identify`. The errors name the variable, never its value.
-pub fn build(input: &BuildInput) -> Result<Arc<dyn Transport>, String> {
+pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     let env = input.text(TOKEN_ENV.name).unwrap_or(DEFAULT_TOKEN_ENV);
     let token = input
         .credential(TOKEN_ENV.name)

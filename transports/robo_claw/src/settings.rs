@@ -163,18 +163,18 @@ pub static PLATFORM: Platform = Platform {
     normalize: normalize::normalize,
 };
 
-fn integer(input: &BuildInput, key: &Setting, default: i64) -> i64 {
+fn integer(input: &BuildInput<'_>, key: &Setting, default: i64) -> i64 {
     input.integer(key.name).unwrap_or(default)
 }
 
 /// Builds the transport from validated settings. No I/O: the port is bound by `start`.
-pub fn build(input: &BuildInput) -> Result<Arc<dyn Transport>, String> {
+pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     let config = config_from(input)?;
     Ok(Arc::new(RoboClawTransport::new(config)))
 }
 
 /// The configuration validated settings describe.
-pub fn config_from(input: &BuildInput) -> Result<RoboClawConfig, String> {
+pub fn config_from(input: &BuildInput<'_>) -> Result<RoboClawConfig, String> {
     let mut config = RoboClawConfig::default();
     if let Some(env) = input.text(TOKEN_ENV.name) {
         config.token_env = env.to_owned();

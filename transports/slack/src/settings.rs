@@ -60,7 +60,7 @@ pub static PLATFORM: Platform = Platform {
 
 /// Builds the transport from validated settings. No I/O: the tokens are first tried by
 /// `identify` and `start`. The errors name the variables, never their values.
-pub fn build(input: &BuildInput) -> Result<Arc<dyn Transport>, String> {
+pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     let bot_env = input.text(TOKEN_ENV.name).unwrap_or(DEFAULT_TOKEN_ENV);
     let app_env = input
         .text(APP_TOKEN_ENV.name)

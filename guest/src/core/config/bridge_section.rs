@@ -20,7 +20,7 @@ use crate::model::DeliverAs;
 pub(super) fn apply_bridge(
     config: &mut BridgeConfig,
     value: &Value,
-    sink: &mut Sink,
+    sink: &mut Sink<'_>,
     guards: &mut Guards,
     file: &str,
 ) {
@@ -194,7 +194,7 @@ fn apply_remote_approval(
     target: &mut RemoteApprovalSettings,
     value: &Value,
     path: &str,
-    sink: &mut Sink,
+    sink: &mut Sink<'_>,
 ) -> Result<(), String> {
     match value.as_str() {
         Some("off") => {
@@ -271,7 +271,7 @@ fn remote_scope(value: &Value) -> Result<RemoteScopeSettings, String> {
 }
 
 /// `bridge.digest`, field-wise.
-fn apply_digest(config: &mut BridgeConfig, value: &Value, path: &str, sink: &mut Sink) {
+fn apply_digest(config: &mut BridgeConfig, value: &Value, path: &str, sink: &mut Sink<'_>) {
     for (key, value) in nested(value, path, sink).into_iter().flatten() {
         match key.as_str() {
             "maxLength" => match int_in(value, 100, 10_000) {
@@ -285,7 +285,12 @@ fn apply_digest(config: &mut BridgeConfig, value: &Value, path: &str, sink: &mut
 
 /// `bridge.attachments`, field-wise; a blank media type discards the whole section, as
 /// the original does, so a half-edited list never widens what is accepted.
-fn apply_attachments(target: &mut AttachmentSettings, value: &Value, path: &str, sink: &mut Sink) {
+fn apply_attachments(
+    target: &mut AttachmentSettings,
+    value: &Value,
+    path: &str,
+    sink: &mut Sink<'_>,
+) {
     let Some(section) = nested(value, path, sink) else {
         return;
     };
@@ -324,7 +329,7 @@ fn apply_attachments(target: &mut AttachmentSettings, value: &Value, path: &str,
 }
 
 /// `bridge.broadcast`, field-wise.
-fn apply_broadcast(target: &mut BroadcastSettings, value: &Value, path: &str, sink: &mut Sink) {
+fn apply_broadcast(target: &mut BroadcastSettings, value: &Value, path: &str, sink: &mut Sink<'_>) {
     for (key, value) in nested(value, path, sink).into_iter().flatten() {
         let slot = match key.as_str() {
             "progress" => &mut target.progress,
@@ -342,7 +347,12 @@ fn apply_broadcast(target: &mut BroadcastSettings, value: &Value, path: &str, si
 }
 
 /// `bridge.rateLimit`, field-wise (0 disables a limit).
-fn apply_rate_limit(target: &mut RateLimitSettings, value: &Value, path: &str, sink: &mut Sink) {
+fn apply_rate_limit(
+    target: &mut RateLimitSettings,
+    value: &Value,
+    path: &str,
+    sink: &mut Sink<'_>,
+) {
     for (key, value) in nested(value, path, sink).into_iter().flatten() {
         let slot = match key.as_str() {
             "promptsPerMinute" => &mut target.prompts_per_minute,

@@ -148,7 +148,7 @@ fn at_most<T: PartialOrd>(project: &T, user: &T) -> bool {
     project <= user
 }
 
-fn subset(project: &Vec<String>, user: &Vec<String>) -> bool {
+fn subset(project: &[String], user: &[String]) -> bool {
     project.iter().all(|item| user.contains(item))
 }
 

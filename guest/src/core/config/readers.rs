@@ -80,7 +80,7 @@ pub(super) fn quoted_or_type(value: &Value) -> String {
 pub(super) fn nested<'v>(
     value: &'v Value,
     path: &str,
-    sink: &mut Sink,
+    sink: &mut Sink<'_>,
 ) -> Option<&'v Map<String, Value>> {
     let object = value.as_object();
     if object.is_none() {

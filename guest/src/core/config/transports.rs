@@ -31,7 +31,7 @@ pub(super) fn apply_transports(
     platforms: &[Platform],
     layers: &mut [Option<Map<String, Value>>],
     value: &Value,
-    sink: &mut Sink,
+    sink: &mut Sink<'_>,
 ) {
     let Some(section) = value.as_object() else {
         report_secrets(value, "transports", "transports", example_env(None), sink);
@@ -228,7 +228,13 @@ fn shown_key(key: &str) -> &str {
 
 /// Reports every secret-looking string inside `value` (object keys included) at its own
 /// path; true when there was one. `key` is the name the value sits under.
-fn report_secrets(value: &Value, key: &str, path: &str, example: &str, sink: &mut Sink) -> bool {
+fn report_secrets(
+    value: &Value,
+    key: &str,
+    path: &str,
+    example: &str,
+    sink: &mut Sink<'_>,
+) -> bool {
     match value {
         Value::String(text) if looks_like_secret(key, text) => {
             sink.error(secret_text(path, example));

@@ -105,7 +105,7 @@ type Row<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str, bool);
 /// Rows of [`Row`], in a supergroup.
 #[test]
 fn group_addressing_and_mention_stripping() {
-    let rows: Vec<Row> = vec![
+    let rows: Vec<Row<'_>> = vec![
         // Decision 1: both stay commands for the router (text + addressed flag).
         (
             "@piBot /status",
