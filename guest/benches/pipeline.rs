@@ -1,4 +1,5 @@
-//! Outbound pipeline benchmarks (architecture §7, issue 9 §1–§2, issue 32 §6).
+//! Outbound pipeline benchmarks (docs/architecture.md#performance-budgets,
+//! docs/security.md#redaction).
 //!
 //! Budgets, natively, on 64 KiB of realistic agent text (curl lines, exports, diffs, test
 //! output, JSON), once with secrets planted in it and once with none, each figure read against
@@ -314,10 +315,10 @@ fn fill(unit: &str, per_unit: usize, size: usize) -> (String, usize) {
     (unit.repeat(n), n * per_unit)
 }
 
-/// The shapes that made the original super-linear, and those that could make the keyword
-/// prefilter so (issue 32 §6): text dense with keywords, assignments whose values are not
-/// secrets, long base64 runs. About `size` bytes each; the dense ones plant a secret now and
-/// then, so the marker count proves the whole text was read.
+/// The shapes that made the original super-linear, and those that could make the keyword prefilter
+/// so (docs/architecture.md#performance-budgets): text dense with keywords, assignments whose
+/// values are not secrets, long base64 runs. About `size` bytes each; the dense ones plant a secret
+/// now and then, so the marker count proves the whole text was read.
 fn shapes(size: usize) -> Vec<Sample> {
     let plain = |unit: &str| fill(unit, 0, size).0;
     let mut pem = String::new();
@@ -338,7 +339,8 @@ fn shapes(size: usize) -> Vec<Sample> {
         "token token token token token token token token token token token token\n".repeat(15),
         SHAPE_SECRETS[0],
     );
-    // Secret-like keys with the values that stay (issue 32 §3), as a config dump prints them.
+    // Secret-like keys with the values that stay (docs/security.md#redaction), as a config dump
+    // prints them.
     let assignments = format!(
         "{}db_password = {}\n",
         "password=changeme secret: ${APP_SECRET} api_key: <your-api-key> token=3600 pwd=true \
@@ -523,7 +525,8 @@ fn times(t: Duration, floor: Duration) -> f64 {
     t.as_secs_f64() / floor.as_secs_f64()
 }
 
-/// The component's size as built (issue 32 §6 asks for it beside the speed): host-shim's
+/// The component's size as built, shown beside the speed because it is a budget too
+/// (docs/architecture.md#performance-budgets): host-shim's
 /// build script embeds a release build of the guest, kept under its `out` directory; a
 /// `--target wasm32-wasip2 --release` build of the guest alone is the fallback. The newest
 /// file wins.

@@ -1,5 +1,6 @@
-//! Unpaired strangers benchmark (architecture §7 "Messages from unpaired strangers: flat cost
-//! per message, whatever their number"; issue 10 §3).
+//! Unpaired strangers benchmark (docs/architecture.md#performance-budgets "Messages from unpaired
+//! strangers: flat cost per message, whatever their number";
+//! docs/decisions.md#decision-18-unpaired-senders-are-bounded).
 //!
 //! Before the limits, each stranger's message made a code, printed a terminal line and
 //! rewrote a document that grew with every stranger: 12.7 ms per envelope at 10,000 and

@@ -36,7 +36,8 @@ impl Identity {
 }
 
 /// `transport:conversationId`: the key for pause state and pending pairing codes
-/// (decision 5). A thread is not part of it, so pausing a chat pauses all its threads.
+/// (docs/decisions.md#decision-5-pause-and-pending-codes-are-per-conversation). A thread is not
+/// part of it, so pausing a chat pauses all its threads.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ConversationKey(String);
 

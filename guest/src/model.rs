@@ -1,4 +1,5 @@
-//! Plain data that crosses the component boundary, mirrored from `wit/bridge.wit`.
+//! Plain data that crosses the component boundary, mirrored from the WIT files in `wit/`
+//! (`types.wit`, `transport.wit`, `agent.wit` and `session.wit`).
 //!
 //! The core and the bridge work on these types only, so they build and test natively;
 //! `wasm.rs` converts between them and the wit-bindgen types.

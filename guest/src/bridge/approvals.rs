@@ -1,7 +1,8 @@
-//! Approval from the phone (architecture §6, issue 15 §1): a remote turn's tool call that
-//! needs approval is left pending, the turn's chats (its audience, issue 30 §7) are asked
-//! with a short id, and the first answer — the local confirm, a trusted `/approve` or `/deny`, or the deadline —
-//! settles it through `Host::resolve_tool_call`. Every side hears who decided.
+//! Approval from the phone (docs/decisions.md#decision-11-approval-from-the-phone): a remote turn's
+//! tool call that needs approval is left pending, the turn's chats (its audience,
+//! docs/security.md#who-sees-what) are asked with a short id, and the first answer — the local
+//! confirm, a trusted `/approve` or `/deny`, or the deadline — settles it through
+//! `Host::resolve_tool_call`. Every side hears who decided.
 
 use super::{Bridge, scope};
 use crate::core::approvals::{self, AnswerOutcome, Decider, ID_LEN, Settled};

@@ -1,8 +1,8 @@
-//! Who sees what (issue 30 §7). A remote turn's card, answer and approval requests go to
-//! the conversations whose prompts it took (the chat that started it, chats that steered
-//! into it); local turns and `/connect digest` go to the conversations that follow the
-//! terminal: DMs from their first message, groups only after `/follow`. Paused chats and
-//! chats on a stopped transport get nothing.
+//! Who sees what (docs/security.md#who-sees-what). A remote turn's card, answer and approval
+//! requests go to the conversations whose prompts it took (the chat that started it, chats that
+//! steered into it); local turns and `/connect digest` go to the conversations that follow the
+//! terminal: DMs from their first message, groups only after `/follow`. Paused chats and chats on a
+//! stopped transport get nothing.
 //!
 //! Before this, everything went to every remembered chat: after one `/status` in a team
 //! group, a DM user's private answers were posted in the group.

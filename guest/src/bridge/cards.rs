@@ -1,9 +1,10 @@
 //! Turns: one progress card per turn per conversation, edited in place (I20, I23), and
 //! the final reply when the turn settles.
 //!
-//! Updates are throttled per conversation (decision 4) with a trailing edge: a throttled
-//! update is kept and shown once the interval has passed (through a tick), so a card
-//! never ends on `▶ tool` for a tool that already finished.
+//! Updates are throttled per conversation
+//! (docs/decisions.md#decision-4-progress-is-throttled-per-conversation-with-a-trailing-edge) with
+//! a trailing edge: a throttled update is kept and shown once the interval has passed (through a
+//! tick), so a card never ends on `▶ tool` for a tool that already finished.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,11 +51,12 @@ pub(super) struct Turn {
     blocked: Vec<String>,
     /// Blocked calls whose start event came; their end event is swallowed too.
     blocked_running: Vec<String>,
-    /// The scope this remote turn started with; config changed mid-turn does not
-    /// reach it (issue 15 §2). `None` for local turns until a call needs one.
+    /// The scope this remote turn started with; config changed mid-turn does not reach it
+    /// (docs/decisions.md#decision-16-scoped-remote-turns). `None` for local turns until a call
+    /// needs one.
     pub(super) scope: Option<Arc<Scope>>,
     /// The chats this turn answers: whose prompt started it and who steered into it
-    /// (issue 30 §7; see `audience.rs` for who sees what).
+    /// (docs/security.md#who-sees-what; `audience.rs` decides who that is).
     pub(super) audience: Vec<ConversationTarget>,
 }
 
@@ -179,7 +181,7 @@ impl Bridge {
             turn.audience = self.take_audience(origin);
             self.turn = Some(turn);
             self.refresh_cards(host, true);
-            // The "thinking…" card re-opens the throttle (reference §3.19): the first
+            // The "thinking…" card re-opens the throttle (as in the original): the first
             // tool of the turn shows at once instead of an interval later (a minute with
             // `progressMinIntervalMs: 60000`). Later updates are throttled as before.
             if let Some(turn) = self.turn.as_mut() {

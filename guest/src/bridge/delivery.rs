@@ -146,9 +146,9 @@ impl Bridge {
         let _ = self.deliver(host, target, OutboundKind::Notice, text, None);
     }
 
-    /// Sends `text` to each of `targets` (from [`Self::audience`] or [`Self::followers`],
-    /// never every remembered chat: issue 30 §7), with `buttons` under it; returns how many
-    /// received it.
+    /// Sends `text` to each of `targets` (from [`Self::audience`] or [`Self::followers`], never
+    /// every remembered chat: docs/security.md#who-sees-what), with `buttons` under it; returns how
+    /// many received it.
     pub(super) fn publish_to(
         &mut self,
         host: &mut dyn Host,
@@ -164,7 +164,7 @@ impl Bridge {
                 Ok(Delivery::Sent(_) | Delivery::Queued) => delivered += 1,
                 Ok(Delivery::Empty) => {}
                 // A reply the person was owed is never dropped silently: the terminal
-                // hears about it (architecture §6).
+                // hears about it (docs/decisions.md#decision-12-an-outbox-per-conversation).
                 Err(error) if kind == OutboundKind::Reply => host.notify(
                     Level::Warning,
                     &format!(

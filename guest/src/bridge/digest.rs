@@ -1,4 +1,4 @@
-//! The work digest (reference-behaviour §3.10, §3.20 `digest`, I35): what the bridge
+//! The work digest (I35): what the bridge
 //! remembers of the work in progress, and `/connect digest`, which sends the card to the
 //! conversations that follow the terminal (DMs by default, groups after `/follow`) and are
 //! not paused.
@@ -31,7 +31,7 @@ pub(super) struct WorkMemory {
     /// The latest non-empty checklist the agent wrote, across turns.
     todos: Vec<Todo>,
     /// What the scope refused and what was approved or denied in the current (or last)
-    /// turn (issue 15 §2).
+    /// turn (docs/decisions.md#decision-16-scoped-remote-turns).
     pub(super) verdicts: Verdicts,
 }
 
@@ -97,7 +97,7 @@ impl Bridge {
         };
         let text = build_work_digest(&input, &options);
         // Followers only: the digest shows what every turn did, private prompts included, so
-        // a group that never asked for it must not get it (issue 30 §7).
+        // a group that never asked for it must not get it (docs/security.md#who-sees-what).
         let followers = self.followers();
         let delivered = self.publish_to(host, &followers, OutboundKind::Digest, &text, &[]);
         if delivered > 0 {

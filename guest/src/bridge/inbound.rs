@@ -1,4 +1,5 @@
-//! Inbound: route one envelope and carry out the decision (reference-behaviour §3.19).
+//! Inbound: route one envelope and carry out the decision (as the original's `bridge.ts` did:
+//! docs/architecture.md#the-original-module-by-module).
 
 use super::Bridge;
 use crate::core::commands::{self, CommandEffect, ParsedCommand, RemoteCommand, StatusView};
@@ -92,7 +93,7 @@ impl Bridge {
     }
 
     /// Remembers the chat; a DM follows the terminal from its first message, a group only
-    /// after `/follow` (issue 30 §7).
+    /// after `/follow` (docs/security.md#who-sees-what).
     fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget, direct: bool) {
         if self.state.remember_chat(target.clone(), direct) {
             self.save(host);
@@ -194,8 +195,8 @@ impl Bridge {
         Outcome::Command(parsed.command.name())
     }
 
-    /// A message over `maxInboundChars`: never forwarded (issue 10 §6). It is held to the
-    /// same pause and prompt budget as a prompt, so a paused chat hears why nothing
+    /// A message over `maxInboundChars`: never forwarded (docs/security.md#remote-input). It is
+    /// held to the same pause and prompt budget as a prompt, so a paused chat hears why nothing
     /// happens and a stream of huge messages cannot earn a stream of replies.
     fn too_long(
         &mut self,
@@ -276,9 +277,9 @@ impl Bridge {
                 self.save(host);
                 self.reply(host, target, notices::STEERED_NOTICE);
             }
-            // Recorded until its turn starts (like a follow-up): a restart between the
-            // agent taking the prompt and its turn starting is then reported to the chat,
-            // not lost without a word (found by the fault soak, issue 17 §2).
+            // Recorded until its turn starts (like a follow-up): a restart between the agent taking
+            // the prompt and its turn starting is then reported to the chat, not lost without a
+            // word (found by the fault soak, docs/architecture.md#how-it-is-tested).
             DeliverAs::Immediate => {
                 self.state.queued.push(target.clone());
                 self.save(host);

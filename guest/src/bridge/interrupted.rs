@@ -1,6 +1,7 @@
-//! Work cut short (issue 10 §9): queued prompts are acknowledged, and when the session stops
-//! or restarts in the middle of a turn or with prompts waiting, each chat concerned is told
-//! what was not done, instead of a card stuck at "thinking…" and follow-ups that vanish.
+//! Work cut short (docs/decisions.md#decision-20-work-cut-short-is-reported): queued prompts are
+//! acknowledged, and when the session stops or restarts in the middle of a turn or with prompts
+//! waiting, each chat concerned is told what was not done, instead of a card stuck at "thinking…"
+//! and follow-ups that vanish.
 //!
 //! What the chats saw is kept in the state document (`turn` with its cards and their edit
 //! handles, `queued` by chat) from the moment a turn starts or a prompt queues until the turn

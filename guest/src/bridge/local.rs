@@ -1,4 +1,5 @@
-//! Local `/connect …` commands typed at the terminal (reference-behaviour §3.20).
+//! Local `/connect …` commands typed at the terminal (the original's pi adapter:
+//! docs/architecture.md#the-original-module-by-module).
 
 use super::{Bridge, TransportState};
 use crate::core::config;
@@ -52,8 +53,9 @@ impl Bridge {
                 Note::new(Level::Info, text)
             }
             LocalCommand::Disconnect => {
-                // Local and remote disconnect clear the same state (decision 7), here for
-                // every identity and every conversation.
+                // Local and remote disconnect clear the same state
+                // (docs/decisions.md#decision-7-local-and-remote-disconnect-clear-the-same-state),
+                // here for every identity and every conversation.
                 let revoked = self.state.disconnect_all();
                 self.live_codes.clear();
                 self.reissued.clear();
@@ -93,7 +95,8 @@ impl Bridge {
 
     fn status_view(&self, now: u64) -> LocalStatusView {
         LocalStatusView {
-            // `<name> <version>` (§3.20), like the `version` subcommand's first line.
+            // `<name> <version>` as the original printed it, like the `version` subcommand's first
+            // line.
             version: Some(format!("bot-connect {VERSION}")),
             transports: self.transports.keys().cloned().collect(),
             paired: self.state.trusted.len(),

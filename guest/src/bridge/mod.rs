@@ -61,8 +61,8 @@ pub struct Bridge {
     /// Guards held at their strictest value because a config file or value was broken:
     /// said at start, and again by `/connect config` and `doctor` until fixed.
     fail_closed: Vec<FailedClosed>,
-    /// Keys a project file set that only the user's own file may (issue 30 §6): said at
-    /// start, and listed by `doctor`.
+    /// Keys a project file set that only the user's own file may
+    /// (docs/security.md#project-files-only-narrow): said at start, and listed by `doctor`.
     project_ignored: Vec<String>,
     /// `transports.<id>.lockStaleMs`, by transport id.
     lock_stale_ms: BTreeMap<String, u64>,
@@ -72,12 +72,13 @@ pub struct Bridge {
     session: SessionInfo,
     transports: BTreeMap<String, TransportState>,
     rate: RateLimiter,
-    /// Budgets for messages from unpaired senders (issue 10 §3).
+    /// Budgets for messages from unpaired senders
+    /// (docs/decisions.md#decision-18-unpaired-senders-are-bounded).
     stranger_gate: StrangerGate,
     /// What the terminal still has to hear about unpaired senders this minute.
     stranger_notices: StrangerNotices,
-    /// The plain pairing codes this instance made and that may still be live, by
-    /// conversation. Memory only: the state document keeps salted hashes (issue 10 §5).
+    /// The plain pairing codes this instance made and that may still be live, by conversation.
+    /// Memory only: the state document keeps salted hashes (docs/security.md#pairing).
     live_codes: BTreeMap<ConversationKey, String>,
     /// Chats whose code was replaced at start; their next message is told so.
     reissued: BTreeSet<ConversationKey>,
@@ -95,7 +96,7 @@ pub struct Bridge {
     turn: Option<Turn>,
     /// The audience of the last remote turn: a remote turn the host starts without a
     /// prompt from a chat (a retry after a provider error, a continuation after
-    /// compaction) answers the same chats (issue 30 §7).
+    /// compaction) answers the same chats (docs/security.md#who-sees-what).
     last_remote_audience: Vec<state::ConversationTarget>,
     /// Chats that steered while no turn was open: they join the next one.
     pending_steers: Vec<state::ConversationTarget>,
@@ -119,7 +120,7 @@ pub struct Bridge {
     /// Arguments a pending approval's call runs with once approved (a narrowed search).
     approval_narrowing: BTreeMap<String, Vec<(String, String)>>,
     /// The scope remote turns start with, compiled from the config in force; each turn
-    /// keeps the one it started with (issue 15 §2).
+    /// keeps the one it started with (docs/decisions.md#decision-16-scoped-remote-turns).
     scope: Arc<Scope>,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
@@ -398,9 +399,10 @@ impl Bridge {
 
     /// Persists the state document; a failure is told to the person once.
     fn save(&mut self, host: &mut dyn Host) {
-        // Only `save` moves `updated_at`, so an unchanged state serializes exactly as it was
-        // last loaded or saved: nothing to write (issue 10 §3 — every stranger's message used
-        // to rewrite the whole document).
+        // Only `save` moves `updated_at`, so an unchanged state serializes exactly as it was last
+        // loaded or saved: nothing to write
+        // (docs/decisions.md#decision-18-unpaired-senders-are-bounded — every stranger's message
+        // used to rewrite the whole document).
         if self.persisted.as_deref() == Some(&state::serialize_session_state(&self.state)) {
             return;
         }

@@ -1,8 +1,8 @@
-//! The outbox (architecture §6): when a platform asks the bridge to wait (`retry_after`),
-//! the rest of that send and everything after it for the same conversation wait in order and
-//! go out once the wait is over. Progress cards keep their own retry (an edit that waits is
-//! replaced by the newer card text, never queued twice). A reply the person is owed is never
-//! dropped silently: if the platform keeps refusing, the terminal is told.
+//! The outbox (docs/decisions.md#decision-12-an-outbox-per-conversation): when a platform asks the
+//! bridge to wait (`retry_after`), the rest of that send and everything after it for the same
+//! conversation wait in order and go out once the wait is over. Progress cards keep their own retry
+//! (an edit that waits is replaced by the newer card text, never queued twice). A reply the person
+//! is owed is never dropped silently: if the platform keeps refusing, the terminal is told.
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -1,5 +1,6 @@
-//! Pairing in the bridge: one message from an unpaired sender, the codes made for it, and
-//! the limits that keep a flood of strangers cheap (issue 10 §3, §5, §10).
+//! Pairing in the bridge: one message from an unpaired sender, the codes made for it, and the
+//! limits that keep a flood of strangers cheap
+//! (docs/decisions.md#decision-18-unpaired-senders-are-bounded, docs/security.md#pairing).
 //!
 //! Where the plain code lives: only in [`Bridge::live_codes`], in memory, for as long as it
 //! can be typed, and on the local terminal (I1). The state document keeps a salted hash.
@@ -49,7 +50,8 @@ impl Bridge {
         if host.pairing_closed_since().is_some()
             && !(live && self.terminal_codes.contains(&conversation))
         {
-            // Not judged at all: comparing would tell a guesser something (issue 30 §5).
+            // Not judged at all: comparing would tell a guesser something
+            // (docs/security.md#pairing).
             return self.refuse_while_closed(host, target, conversation, now);
         }
         let reissued = self.reissued.remove(&conversation);

@@ -29,8 +29,9 @@ impl Bridge {
             && self
                 .capabilities(&envelope.transport)
                 .is_none_or(|c| c.attachments);
-        // Judged as if it arrived now: a payload captured earlier would otherwise always
-        // look like stale backlog for an unpaired sender (decision 10).
+        // Judged as if it arrived now: a payload captured earlier would otherwise always look like
+        // stale backlog for an unpaired sender
+        // (docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers).
         let arriving = Envelope {
             timestamp_ms: now,
             ..envelope.clone()

@@ -1,6 +1,6 @@
-//! Scoped remote turns (issue 15 §2): each tool call of a remote turn is judged against the
-//! scope frozen when the turn started (see `core::scope`), asked about when its tier says
-//! so, and remembered for the digest.
+//! Scoped remote turns (docs/decisions.md#decision-16-scoped-remote-turns): each tool call of a
+//! remote turn is judged against the scope frozen when the turn started (see `core::scope`), asked
+//! about when its tier says so, and remembered for the digest.
 
 use std::sync::Arc;
 

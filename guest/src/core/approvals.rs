@@ -1,5 +1,6 @@
-//! Approval from the phone (architecture §6): the pending approvals of one session and
-//! who may settle them. Pure: time comes in as `now`, ids are made from given bytes.
+//! Approval from the phone (docs/decisions.md#decision-11-approval-from-the-phone): the pending
+//! approvals of one session and who may settle them. Pure: time comes in as `now`, ids are made
+//! from given bytes.
 //!
 //! Each pending approval is settled exactly once — by the local answer, by a trusted
 //! chat's `/approve` or `/deny`, or by its deadline — and the first to come wins. Later

@@ -1,4 +1,5 @@
-//! Structure-aware split of markdown source (reference-behaviour §3.7, I26, I27, I28).
+//! Structure-aware split of markdown source (docs/architecture.md#the-outbound-pipeline, I26, I27,
+//! I28).
 //!
 //! Block structure comes from pulldown-cmark, so ATX and setext headings, fenced and indented
 //! code, lists, quotes, tables and HTML blocks are what CommonMark says they are. Messages

@@ -1,4 +1,4 @@
-//! Limit-safe chunking of rendered messages (reference-behaviour §3.6, I4, I29).
+//! Limit-safe chunking of rendered messages (docs/architecture.md#the-outbound-pipeline, I4, I29).
 //!
 //! Where a piece may end comes from `measure.rs`: char boundaries (I4), the original's break
 //! points, grapheme clusters and CRLF (I29). Rendered Telegram HTML and Slack mrkdwn are cut

@@ -1,4 +1,4 @@
-//! Pairing codes at rest: a salted SHA-256, compared in constant time (issue 10 §5).
+//! Pairing codes at rest: a salted SHA-256, compared in constant time (docs/security.md#pairing).
 //!
 //! The state document used to hold live codes in plain text, so anything that could read
 //! the file (a backup, a screen share, an agent's `read` tool) could pair a chat. The

@@ -1,4 +1,5 @@
-//! The remote command surface typed in a chat (reference-behaviour §3.4, decision 1).
+//! The remote command surface typed in a chat (docs/architecture.md#the-original-module-by-module,
+//! docs/decisions.md#decision-1-bot-status-is-a-command).
 //!
 //! Parsing is conservative: a message is a command only when it is clearly addressed as one
 //! (a prefix, or a leading `@bot` mention) **and** its first word is a known command or alias.
@@ -34,7 +35,7 @@ pub enum RemoteCommand {
     Approve,
     /// Deny a pending tool call (`/deny <id>`).
     Deny,
-    /// Show what a remote turn may do (issue 15 §2).
+    /// Show what a remote turn may do (docs/decisions.md#decision-16-scoped-remote-turns).
     Scope,
 }
 
@@ -175,7 +176,8 @@ pub enum CommandEffect {
     Unfollow,
     /// Abort the agent's turn.
     Abort,
-    /// Revoke the identity, unpause and clear the pending code (decision 7).
+    /// Revoke the identity, unpause and clear the pending code
+    /// (docs/decisions.md#decision-7-local-and-remote-disconnect-clear-the-same-state).
     Disconnect,
 }
 
@@ -215,11 +217,12 @@ pub fn resolve_remote_command_name(name: &str) -> Option<RemoteCommand> {
 
 /// Parses `text` as a remote command, or `None` when it is a prompt.
 ///
-/// - With a leading `@bot` mention (decision 1): the mention is stripped, then a prefixed command
-///   (`@bot /status`) is a command, and so is a bare command word standing alone (`@bot status`).
-///   A bare word followed by more text (`@bot continue with the refactor`) stays a prompt: many
-///   aliases are everyday words, and swallowing a request as `resume` or `abort` would lose it.
-///   A mention with nothing after it (`@bot`) asks for help.
+/// - With a leading `@bot` mention (docs/decisions.md#decision-1-bot-status-is-a-command): the
+///   mention is stripped, then a prefixed command (`@bot /status`) is a command, and so is a bare
+///   command word standing alone (`@bot status`). A bare word followed by more text
+///   (`@bot continue with the refactor`) stays a prompt: many aliases are everyday words, and
+///   swallowing a request as `resume` or `abort` would lose it. A mention with nothing after it
+///   (`@bot`) asks for help.
 /// - Without a mention a prefix is required. The first matching prefix (list order, any case)
 ///   wins; a bare prefix (`/`) asks for help.
 /// - The first word must be a known command or alias, so `/deploy prod` is a prompt.
@@ -272,10 +275,11 @@ pub fn parse_local_habit(
     Some(parse_body(rest).unwrap_or_else(help))
 }
 
-/// Parses what follows the bot's name: after a leading `@bot` in the text, or the whole text
-/// of a group message the transport already found addressed to the bot and stripped of its
-/// mention (decision 1). Empty asks for help; a prefixed command is a command; a bare command
-/// word is one only when it stands alone (`status`, not `stop using tabs`).
+/// Parses what follows the bot's name: after a leading `@bot` in the text, or the whole text of a
+/// group message the transport already found addressed to the bot and stripped of its mention
+/// (docs/decisions.md#decision-1-bot-status-is-a-command). Empty asks for help; a prefixed command
+/// is a command; a bare command word is one only when it stands alone (`status`, not
+/// `stop using tabs`).
 pub fn parse_addressed_body(body: &str, prefixes: &[String]) -> Option<ParsedCommand> {
     let body = body.trim();
     if body.is_empty() {
@@ -529,7 +533,8 @@ mod tests {
             ("hello there", None, None),
             ("", None, None),
             ("   ", None, None),
-            // Decision 1: after a mention, bare and prefixed forms are both commands.
+            // After a mention, bare and prefixed forms are both commands
+            // (docs/decisions.md#decision-1-bot-status-is-a-command).
             ("@piBot status", bot, Some((Status, ""))),
             ("@piBot /status", bot, Some((Status, ""))),
             ("@pibot, /status verbose", bot, Some((Status, "verbose"))),

@@ -1,4 +1,4 @@
-//! Control characters in outbound text (reference-behaviour §3.8, issue 15 §3).
+//! Control characters in outbound text (docs/architecture.md#the-outbound-pipeline).
 //!
 //! Agent output can carry raw control bytes (a NUL from a binary file, an ANSI escape from a
 //! test runner). Platforms refuse or mangle them: Telegram rejects a message holding NUL,

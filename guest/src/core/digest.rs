@@ -1,5 +1,6 @@
-//! The work digest card: "what is the agent doing right now", for a phone (reference-behaviour
-//! §3.10, architecture §5 decision 2).
+//! The work digest card: "what is the agent doing right now", for a phone
+//! (docs/architecture.md#the-original-module-by-module,
+//! docs/decisions.md#decision-2-the-digests-section-order).
 //!
 //! Built from a plain snapshot so it can be produced on demand, on a timer or from a chat, and
 //! tested without a session. When the card is over budget, whole sections are dropped from the
@@ -121,8 +122,9 @@ fn header(input: &DigestInput) -> String {
     )
 }
 
-/// The present sections in priority order (Now, Changes, Tests, Pending, Last request,
-/// Summary: architecture §5 decision 2; the original's README showed Pending first).
+/// The present sections in priority order (Now, Changes, Tests, Pending, Last request, Summary:
+/// docs/decisions.md#decision-2-the-digests-section-order; the original's README showed Pending
+/// first).
 fn sections(input: &DigestInput, options: &DigestOptions) -> Vec<Section> {
     // Redaction sees the text as written: a PEM block or an `Authorization:` line is recognised
     // by its line breaks, which collapsing would remove.
@@ -136,8 +138,8 @@ fn sections(input: &DigestInput, options: &DigestOptions) -> Vec<Section> {
     let candidates = [
         present(&input.running_tool)
             .map(|tool| ("now", format!("**Now:** {}", one_line(tool, 80)))),
-        // Right after "now": what a remote turn was kept from doing is what a person
-        // checking from the phone most needs to see (issue 15 §2).
+        // Right after "now": what a remote turn was kept from doing is what a person checking from
+        // the phone most needs to see (docs/decisions.md#decision-16-scoped-remote-turns).
         scope_block(&input.scope_verdicts, &clean).map(|block| ("scope", block)),
         changes_block(&input.changes, options.max_files).map(|block| ("changes", block)),
         present(&input.test_summary)

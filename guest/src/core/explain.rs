@@ -1,6 +1,7 @@
-//! `/connect explain`: what the bridge did with the last messages it received, in words a
-//! person can act on, so "why did the bot not answer?" needs no log reading (architecture
-//! §6). Only metadata is kept: who, where, when and the decision, never the message text.
+//! `/connect explain`: what the bridge did with the last messages it received, in words a person
+//! can act on, so "why did the bot not answer?" needs no log reading
+//! (docs/decisions.md#decision-15-explain-replay-and-doctor-answer-why-did-the-bot-not-answer).
+//! Only metadata is kept: who, where, when and the decision, never the message text.
 
 use std::collections::VecDeque;
 
@@ -26,7 +27,7 @@ pub enum Outcome {
     /// A new unpaired chat while the pairing codes were full: told to try later.
     PairingFull,
     /// Pairing is closed after too many wrong codes: the message was not judged
-    /// (issue 30 §5).
+    /// (docs/security.md#pairing).
     PairingClosed,
     /// A remote command was answered (its canonical name).
     Command(&'static str),

@@ -1,5 +1,6 @@
-//! Path globs for scoped remote turns (issue 15 §2): how a configured glob is checked and
-//! how globs match. `*` never crosses `/`; `**` spans any number of directories.
+//! Path globs for scoped remote turns (docs/decisions.md#decision-16-scoped-remote-turns): how a
+//! configured glob is checked and how globs match. `*` never crosses `/`; `**` spans any number of
+//! directories.
 
 use std::sync::OnceLock;
 
@@ -38,9 +39,9 @@ pub fn validate_glob(glob: &str) -> Result<(), GlobError> {
         .map_err(|e| error(&e.kind().to_string()))
 }
 
-/// `text` in Unicode NFC. Globs and paths are compared in NFC on both sides: macOS stores
-/// names decomposed (NFD), so a protected `café/**` typed composed never matched the
-/// `café` the file system reports, and the other way round (issue 30, Low).
+/// `text` in Unicode NFC. Globs and paths are compared in NFC on both sides: macOS stores names
+/// decomposed (NFD), so a protected `café/**` typed composed never matched the `café` the file
+/// system reports, and the other way round (docs/security.md#what-a-remote-turn-can-and-cannot-do).
 fn nfc(text: &str) -> std::borrow::Cow<'_, str> {
     // Nearly every path is ASCII, already NFC: no allocation for it.
     match is_nfc_quick(text.chars()) {

@@ -1,4 +1,4 @@
-//! Secrets split by characters that render as nothing (issue 32 §4).
+//! Secrets split by characters that render as nothing (docs/security.md#redaction).
 //!
 //! A U+2060 WORD JOINER inside a Telegram token, or a U+200B ZERO WIDTH SPACE or U+00AD SOFT
 //! HYPHEN inside a GitHub token, shows the token whole to the reader and to anyone who copies

@@ -1,5 +1,6 @@
 //! The local `/connect …` commands typed at the terminal: parsing and the texts they print
-//! (reference-behaviour §3.20). `doctor` and `digest` are composed elsewhere.
+//! (docs/architecture.md#the-original-module-by-module). `doctor` and `digest` are composed
+//! elsewhere.
 //!
 //! These texts go to the terminal only, so `status` and `pair` may show codes here (I1).
 
@@ -33,7 +34,7 @@ pub enum LocalCommand {
     Disconnect,
     /// Show the resolved configuration.
     Config,
-    /// Show the scope of remote turns (issue 15 §2).
+    /// Show the scope of remote turns (docs/decisions.md#decision-16-scoped-remote-turns).
     Scope,
     /// What was done with the last inbound messages, and why.
     Explain,
@@ -45,7 +46,7 @@ pub enum LocalCommand {
 pub fn parse_local_command(args: &str) -> LocalCommand {
     let word = args.split_whitespace().next().unwrap_or("");
     match word.to_lowercase().as_str() {
-        // `help` printed the status in the original; it now lists the commands (issue 10 §14).
+        // `help` printed the status in the original; it now lists the commands.
         "" | "status" => LocalCommand::Status,
         "help" | "--help" | "-h" | "?" => LocalCommand::Help,
         "doctor" => LocalCommand::Doctor,
@@ -76,10 +77,11 @@ pub struct LocalStatusView {
     /// Paused conversation keys.
     pub paused: Vec<String>,
     /// Conversation keys that follow the terminal: they see local turns and the digest
-    /// (issue 30 §7), so the person at the terminal can check who reads their work.
+    /// (docs/security.md#who-sees-what), so the person at the terminal can check who reads their
+    /// work.
     pub following: Vec<String>,
-    /// Live pairing codes, shown in full (issue 10 §10: the chat says "run /connect to see
-    /// the code", so `/connect` must show it, not only a count).
+    /// Live pairing codes, shown in full (docs/security.md#pairing: the chat says "run /connect to
+    /// see the code", so `/connect` must show it, not only a count).
     pub codes: Vec<LiveCode>,
     /// Local command namespace (`connect`).
     pub local_command: String,
@@ -139,8 +141,10 @@ pub fn status_text(view: &LocalStatusView, now: u64) -> String {
         );
     }
     lines.push(String::new());
-    // `explain` is this product's addition (architecture §6): listed so it can be found.
-    // `help` too, now that it lists the commands instead of repeating this status.
+    // `explain` is this product's addition
+    // (docs/decisions.md#decision-15-explain-replay-and-doctor-answer-why-did-the-bot-not-answer):
+    // listed so it can be found. `help` too, now that it lists the commands instead of repeating
+    // this status.
     lines.push(format!(
         "Local commands: /{} status|doctor|version|pair|digest|explain|pause|resume|disconnect|config|help",
         view.local_command
@@ -160,7 +164,7 @@ pub fn pair_text(codes: &[LiveCode], now: u64) -> String {
 }
 
 /// The `/connect pair` text when it reopened pairing after too many wrong codes
-/// (issue 30 §5): the fresh codes, and that they work at once.
+/// (docs/security.md#pairing): the fresh codes, and that they work at once.
 pub fn reopened_text(made: usize, codes: &str) -> String {
     if made == 0 {
         return "Pairing was closed after too many wrong codes; it is open again. Have the remote user send any message; the code appears here."

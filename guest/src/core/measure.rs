@@ -1,5 +1,5 @@
 //! Measuring text as a platform counts it, and how much of a text fits a budget
-//! (reference-behaviour §3.6, I4, I29).
+//! (docs/architecture.md#the-outbound-pipeline, I4, I29).
 //!
 //! Lengths are code points, UTF-16 code units or bytes; rendered Telegram HTML is counted after
 //! entity parsing. [`next_cut`] finds where a piece that fits ends: every cut is a `str` char

@@ -1,4 +1,4 @@
-//! Bridge-authored notices sent to a chat (reference-behaviour §3.5).
+//! Bridge-authored notices sent to a chat (docs/architecture.md#the-original-module-by-module).
 //!
 //! Kept in one place so every refusal a person can receive is reviewed and tested together.
 //! None of them ever contains a pairing code or a prompt body.
@@ -35,22 +35,24 @@ pub const PAUSED_NOTICE: &str = "Delivery is paused. Send /resume to continue.";
 pub const RATE_LIMITED_NOTICE: &str =
     "Too many messages. Please wait a moment before sending more.";
 
-/// Reply to a new unpaired chat while the pairing codes are full (issue 10 §3): no code is
-/// made, and the person learns that trying later may work.
+/// Reply to a new unpaired chat while the pairing codes are full
+/// (docs/decisions.md#decision-18-unpaired-senders-are-bounded): no code is made, and the person
+/// learns that trying later may work.
 pub const PAIRING_FULL_NOTICE: &str =
     "This pi session has too many pairing requests waiting. Try again in a few minutes.";
 
-/// Reply to a message over `bridge.maxInboundChars` (issue 10 §6): nothing was forwarded,
-/// and the sender learns the limit so they can shorten or split it.
+/// Reply to a message over `bridge.maxInboundChars` (docs/security.md#remote-input): nothing was
+/// forwarded, and the sender learns the limit so they can shorten or split it.
 pub fn too_long_notice(chars: usize, limit: u32) -> String {
     format!(
         "That message is too long to forward: {chars} characters, and this session takes at most {limit}. Nothing was sent to pi; please shorten it or send it in parts."
     )
 }
 
-/// Reply to a prompt forwarded as a follow-up while the agent is busy (issue 10 §9): a
-/// visible queue, so the sender knows it was taken and roughly when it runs. `ahead` counts
-/// the running turn and the follow-ups queued before this one.
+/// Reply to a prompt forwarded as a follow-up while the agent is busy
+/// (docs/decisions.md#decision-20-work-cut-short-is-reported): a visible queue, so the sender knows
+/// it was taken and roughly when it runs. `ahead` counts the running turn and the follow-ups queued
+/// before this one.
 pub fn queued_notice(ahead: usize) -> String {
     format!("Queued, {ahead} ahead. The agent is busy; this runs when its turn comes.")
 }

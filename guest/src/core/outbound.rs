@@ -1,6 +1,6 @@
-//! The outbound pipeline every send goes through (reference-behaviour §3.19, I3, I22,
-//! decision 3): controls → redact → split at structure → render per piece → chunk → last
-//! look → cap.
+//! The outbound pipeline every send goes through (docs/architecture.md#the-outbound-pipeline, I3,
+//! I22, docs/decisions.md#decision-3-the-truncation-notice-is-a-message-of-its-own): controls →
+//! redact → split at structure → render per piece → chunk → last look → cap.
 //!
 //! Each stage is entered once, in that order: the splitter renders while it parses
 //! (`blocks.rs` calls `render.rs`), and every stage measures with `measure.rs`, so no stage

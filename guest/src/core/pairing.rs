@@ -1,5 +1,5 @@
 //! Pairing: the code challenge that turns an unknown chat identity into a trusted one
-//! (reference-behaviour §3.3, invariants I1, I6, I33).
+//! (docs/security.md#pairing, invariants I1, I6, I33).
 //!
 //! The code is rendered only by [`terminal_code_notice`], which goes to the local terminal;
 //! every text meant for a chat is built without it (I1).
@@ -54,7 +54,7 @@ pub enum PairingReason {
     /// A live code exists and the attempt was wrong.
     Mismatch,
     /// The session restarted and made a new code for this chat (the old one is not kept,
-    /// issue 10 §10); the message was neither the new code nor counted as an attempt.
+    /// docs/security.md#pairing); the message was neither the new code nor counted as an attempt.
     Reissued,
 }
 
@@ -240,8 +240,8 @@ pub fn terminal_code_notice(code: &str, ttl_ms: u64) -> String {
     )
 }
 
-/// The terminal notification for a code made anew at start for a chat whose code was still
-/// live: the old code is stored only as a hash, so it cannot be shown again (issue 10 §10).
+/// The terminal notification for a code made anew at start for a chat whose code was still live:
+/// the old code is stored only as a hash, so it cannot be shown again (docs/security.md#pairing).
 pub fn terminal_reissued_notice(key: &ConversationKey, code: &str, ttl_ms: u64) -> String {
     format!(
         "Messenger pairing code for {key}: {} (valid {} min). The session restarted, so the code shown before no longer works.",
@@ -265,7 +265,7 @@ pub fn terminal_paired_notice(identity: &Identity) -> String {
 ///
 /// The original suggested `/connect help`, which is not a remote command: the `/` prefix
 /// matches first and `connect` is an unknown word, so the person's first try became a prompt
-/// to the agent (reference-behaviour §7 quirk 1, architecture decision 1). `/help` is what
+/// to the agent (docs/decisions.md#decision-1-bot-status-is-a-command). `/help` is what
 /// actually lists the commands with the default prefixes.
 pub fn pairing_success_text(identity: &Identity) -> String {
     format!(

@@ -1,4 +1,4 @@
-//! The failure budget for pairing codes (issue 30 §5): at most
+//! The failure budget for pairing codes (docs/security.md#pairing): at most
 //! `bridge.pairingMaxFailuresPerHour` wrong codes an hour are judged per host, over all
 //! its sessions, transports and identities; past that, pairing is closed until an operator
 //! asks for a new code at a terminal (`/connect pair`).

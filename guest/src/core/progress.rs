@@ -1,6 +1,6 @@
-//! Progress card labels (reference-behaviour §3.14). Only tool names reach a chat, never
-//! arguments or outputs (I11), and names are flattened to one line so a hostile or odd tool
-//! name cannot reshape the card.
+//! Progress card labels (docs/architecture.md#the-original-module-by-module). Only tool names reach
+//! a chat, never arguments or outputs (I11), and names are flattened to one line so a hostile or
+//! odd tool name cannot reshape the card.
 
 use crate::core::text::collapse_whitespace;
 
@@ -20,8 +20,9 @@ pub fn tool_end_label(name: &str, ok: bool) -> String {
     format!("{mark} {}", collapse_whitespace(name))
 }
 
-/// The card for a tool call the bridge blocked (remote tool policy or a local "no"): it did
-/// not run, and the card must not say it did (issue 10 §11).
+/// The card for a tool call the bridge blocked (remote tool policy or a local "no"): it did not
+/// run, and the card must not say it did
+/// (docs/decisions.md#decision-22-the-card-says-only-what-happened).
 pub fn tool_blocked_label(name: &str) -> String {
     format!("⊘ {} (blocked)", collapse_whitespace(name))
 }

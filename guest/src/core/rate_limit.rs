@@ -1,5 +1,5 @@
-//! Remote input rate limiting: a token bucket per kind and identity (reference-behaviour §3.15,
-//! invariant I37, decision 6).
+//! Remote input rate limiting: a token bucket per kind and identity (docs/security.md#remote-input,
+//! invariant I37, docs/decisions.md#decision-6-rate-limit-notices-are-keyed-by-identity).
 //!
 //! Tokens are counted in 1/60 000ths so a per-minute budget refills by exactly `per_minute`
 //! units every millisecond: integer arithmetic, no float drift, the same answer on every build.
@@ -126,8 +126,10 @@ impl RateLimiter {
         let verdict = if allowed {
             RateVerdict::Allowed
         } else {
-            // Keyed by identity alone (decision 6): the identity already names the transport,
-            // and one notice a minute is the promise whichever budget ran out.
+            // Keyed by identity alone
+            // (docs/decisions.md#decision-6-rate-limit-notices-are-keyed-by-identity): the identity
+            // already names the transport, and one notice a minute is the promise whichever budget
+            // ran out.
             let notify = self
                 .last_notice
                 .get(identity)

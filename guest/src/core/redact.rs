@@ -1,4 +1,4 @@
-//! Secret redaction for every outbound body (reference-behaviour §3.9, I3, I36).
+//! Secret redaction for every outbound body (docs/security.md#redaction, I3, I36).
 //!
 //! The shapes are the one list in `secrets.rs`, applied in its order with its replacement
 //! texts: each shape replaces all its matches in the text the earlier shapes left, so order
@@ -573,7 +573,7 @@ fn redact_private_keys(text: &str) -> Option<String> {
         };
         // A BEGIN line with nothing under it and no END after it names a format (a README's
         // "a PEM key starts with `-----BEGIN PRIVATE KEY-----`"); it holds no key, and a
-        // marker there is a false positive (issue 32 §3).
+        // marker there is a false positive (docs/security.md#redaction).
         if stop == body {
             pos = body;
             continue;

@@ -1,4 +1,5 @@
-//! Rendering markdown per platform markup (reference-behaviour §3.8, protocols §1.8, §3.3).
+//! Rendering markdown per platform markup (docs/protocols.md#telegram-html,
+//! docs/protocols.md#slack-sending).
 //!
 //! Rendering walks pulldown-cmark events, so code (spans and blocks) is never rewritten and
 //! emphasis nests as CommonMark nests it. Each piece is rendered on its own: every tag opened
@@ -26,8 +27,8 @@ pub fn render(text: &str, markup: Markup) -> Cow<'_, str> {
 /// `measure_rendered` returns). The markup is counted while writing, so the text is only
 /// counted at bulk speed, not tokenised again.
 pub fn render_measured(text: &str, markup: Markup, unit: LengthUnit) -> (Cow<'_, str>, usize) {
-    // NUL and the other controls the platforms reject never reach a message, in any markup
-    // (§3.8): a NUL used to pass through raw while the terminal already replaced it.
+    // NUL and the other controls the platforms reject never reach a message, in any markup:
+    // a NUL used to pass through raw while the terminal already replaced it.
     let text = replace_rejected_controls(text);
     if markup == Markup::Markdown {
         let visible = measure(&text, unit);

@@ -1,4 +1,5 @@
-//! Inbound routing: one envelope in, exactly one [`Route`] out (reference-behaviour §3.2).
+//! Inbound routing: one envelope in, exactly one [`Route`] out
+//! (docs/architecture.md#the-original-module-by-module).
 //!
 //! The decision table, in order:
 //!
@@ -7,7 +8,7 @@
 //! | U1 | unauthenticated, no live challenge, addressing required, not addressed | `Ignore(Unaddressed)` (I7) |
 //! | U2 | unauthenticated otherwise | `Pair` (I6: never a prompt) |
 //! | A1 | a remote command | `Command` (even while busy, I8) |
-//! | A1b | a group message the transport marked addressed (mention stripped), whose body parses as after `@bot`: a prefixed command, a lone command word, or nothing | `Command` (empty: help; decision 1) |
+//! | A1b | a group message the transport marked addressed (mention stripped), whose body parses as after `@bot`: a prefixed command, a lone command word, or nothing | `Command` (empty: help; docs/decisions.md#decision-1-bot-status-is-a-command) |
 //! | A2 | empty text, no attachments | `Ignore(Empty)` |
 //! | A3 | addressing required, not addressed | `Ignore(Unaddressed)` |
 //! | A3b | text longer than `maxInboundChars` | `TooLong` (never a prompt; the sender is told the limit) |
@@ -53,8 +54,9 @@ pub enum IgnoreReason {
     Empty,
     /// Channel chatter not meant for the bot.
     Unaddressed,
-    /// An unpaired sender's message older than the pairing window, delivered late (the
-    /// backlog a platform hands over after a restart): decision 10.
+    /// An unpaired sender's message older than the pairing window, delivered late (the backlog a
+    /// platform hands over after a restart):
+    /// docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers.
     StaleUnpaired,
 }
 
@@ -62,10 +64,11 @@ pub enum IgnoreReason {
 /// client that sends seconds, or none, must not have every message taken for a stale one.
 const PLAUSIBLE_EPOCH_MS: u64 = 1_000_000_000_000;
 
-/// Decision 10: the backlog after a restart is answered, but not for an unpaired sender
+/// The backlog after a restart is answered, but not for an unpaired sender
 /// whose message is older than the pairing window. A code made for it now would answer a
 /// stranger's message from long ago, which they may no longer be waiting on, and every
-/// such message would mint a code at once.
+/// such message would mint a code at once
+/// (docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers).
 fn is_stale_for_pairing(timestamp_ms: u64, now_ms: u64, pairing_ttl_ms: u64) -> bool {
     timestamp_ms >= PLAUSIBLE_EPOCH_MS && now_ms.saturating_sub(timestamp_ms) > pairing_ttl_ms
 }
@@ -194,9 +197,10 @@ pub fn route(input: &RouteInput<'_>) -> Route {
     if let Some(command) = parse_remote_command(trimmed, &config.remote_prefixes, bot) {
         return Route::Command(command);
     }
-    // Decision 1: transports strip the bot's mention and set `addressed`, so `@bot status`
+    // Transports strip the bot's mention and set `addressed`, so `@bot status`
     // arrives as an addressed `status`. In a group that is the same as the body after a
-    // leading `@bot`; an empty one asks for help instead of vanishing. A DM is always
+    // leading `@bot`; an empty one asks for help instead of vanishing
+    // (docs/decisions.md#decision-1-bot-status-is-a-command). A DM is always
     // addressed, so there a bare word stays a prompt, as before.
     if envelope.addressed
         && !envelope.is_direct
@@ -395,7 +399,8 @@ mod tests {
                 "@piBot",
                 command(RemoteCommand::Help),
             ),
-            // A1b, decision 1: the transport stripped the mention and said "addressed".
+            // A1b, docs/decisions.md#decision-1-bot-status-is-a-command: the transport stripped the
+            // mention and said "addressed".
             addressed(row(
                 "A1b addressed bare word (from `@bot status`)",
                 "status",

@@ -1,5 +1,6 @@
-//! Scoped remote turns (issue 15 §2): what a messenger-originated turn may do, written once,
-//! frozen when the turn starts and enforced here rather than trusted to the agent.
+//! Scoped remote turns (docs/decisions.md#decision-16-scoped-remote-turns): what a
+//! messenger-originated turn may do, written once, frozen when the turn starts and enforced here
+//! rather than trusted to the agent.
 //!
 //! A tool call lands in one of three tiers: **allowed** (inside the scope), **approval**
 //! (one tap on the phone or the local confirm), or **refused** (outside the scope, with

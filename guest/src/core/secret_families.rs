@@ -1,4 +1,4 @@
-//! The catalog of provider secret formats, as data (issue 32 §1).
+//! The catalog of provider secret formats, as data (docs/security.md#redaction).
 //!
 //! Each entry is one provider family: the label redaction writes (`[redacted:LABEL]`), the
 //! keywords that must occur for its pattern to be worth running, the pattern itself, and the
@@ -29,9 +29,9 @@
 //!   the text, the value goes.
 //!   Such a group always ends the match, or is followed by one delimiter character at most
 //!   (base64 values, whose last character may be `/` or `+`, cannot end in `\b`).
-//! - A placeholder of the right length and alphabet (`ghp_` + 36 `x`) has a token's shape
-//!   and matches; telling it from a token is the engine's entropy check (issue 32 §3), not
-//!   the shape's.
+//! - A placeholder of the right length and alphabet (`ghp_` + 36 `x`) has a token's shape and
+//!   matches; telling it from a token is the engine's entropy check (docs/security.md#redaction),
+//!   not the shape's.
 
 /// One provider's secret format.
 #[derive(Debug, Clone, Copy)]

@@ -1,5 +1,5 @@
 //! Generic secret shapes: a secret found by what stands before it, not by a provider's format
-//! (issue 32 §2).
+//! (docs/security.md#redaction).
 //!
 //! A key name that says it holds a secret (`password`, `db_password`, `api_key`, `client-secret`,
 //! `X-Goog-Api-Key`, in any case, with any prefix or suffix) assigned with `=`, `:`, `=>` or

@@ -1,4 +1,5 @@
-//! The span stage of redaction: where the catalog's secrets are in a text (issue 32 §1, §6).
+//! The span stage of redaction: where the catalog's secrets are in a text
+//! (docs/security.md#redaction).
 //!
 //! Two hundred and more provider patterns must not cost two hundred scans. One Aho-Corasick
 //! pass finds every keyword of every family (a family's pattern cannot match where none of
@@ -11,7 +12,8 @@
 //! A window still costs a scan, and regex-lite's scan is a PikeVM that steps every state of
 //! the pattern at every byte: the generic key-name patterns, with their bounded repetitions,
 //! ran at a few MB/s, and keywords such as `token` are common in code, so the windows cost
-//! about 700 times pulldown-cmark's parse of the same text (64 ms per 64 KiB; issue 32 §6).
+//! about 700 times pulldown-cmark's parse of the same text (64 ms per 64 KiB;
+//! docs/architecture.md#performance-budgets).
 //! So each family also has the same pattern for regex-automata, whose lazy DFA reads a byte per
 //! step and whose backtracker fills the groups over the match alone; a family whose matches
 //! begin with a keyword is tried anchored at its hits. The two engines read a pattern alike
@@ -454,7 +456,7 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
 /// pattern has one, naming it), unless the value or its key says it is no secret.
 fn judge(rule: &Rule, text: &str, secret: Range<usize>, key: Option<&str>, spans: &mut Vec<Span>) {
     // A generic value ends before the sentence's punctuation (`token: abc.`): only the
-    // secret is replaced, the full stop stays (issue 32 §5).
+    // secret is replaced, the full stop stays (docs/security.md#redaction).
     let secret_end = if rule.generic {
         let matched = text.get(secret.clone()).unwrap_or_default();
         secret.start + crate::core::secret_values::value_len(matched.as_bytes())

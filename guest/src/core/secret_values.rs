@@ -1,4 +1,4 @@
-//! Whether a value found after a secret's key name is a secret (issue 32 §3).
+//! Whether a value found after a secret's key name is a secret (docs/security.md#redaction).
 //!
 //! A key name says a value is secret; the value says whether it is one. `TOKEN_TTL_SECONDS=3600`
 //! holds a number, `password: ${DB_PASSWORD}` a reference, `api_key: <your-key>` a
@@ -206,11 +206,10 @@ fn is_path(v: &str) -> bool {
     path_like && rooted
 }
 
-/// How much of an assignment's value `value` (as the pattern matched it) is the value: a
-/// full stop, comma, semicolon, colon or closing bracket at its end is the
-/// sentence's (`Set TOKEN=abc.` or `(TOKEN=abc)`), and went with the value (issue 32 §5).
-/// One byte of value stays at least.
-/// A closing bracket whose opener is in the value stays its own (`<your-key>`, `f(x)`).
+/// How much of an assignment's value `value` (as the pattern matched it) is the value: a full stop,
+/// comma, semicolon, colon or closing bracket at its end is the sentence's (`Set TOKEN=abc.` or
+/// `(TOKEN=abc)`), and went with the value (docs/security.md#redaction). One byte of value stays at
+/// least. A closing bracket whose opener is in the value stays its own (`<your-key>`, `f(x)`).
 pub fn value_len(value: &[u8]) -> usize {
     let mut len = value.len();
     while len > 1 {

@@ -1,4 +1,4 @@
-//! The one list of secret shapes (reference-behaviour §3.9, I3, I10, I36; issue 10 point 4).
+//! The one list of secret shapes (I3, I10, I36; docs/security.md#redaction).
 //!
 //! Redaction (`redact.rs`) replaces these shapes in every outbound text and config
 //! (`config.rs`) refuses values that hold one. Two lists drifted apart once: a Discord token
@@ -85,7 +85,7 @@ pub struct Found {
 pub const PRIVATE_KEY: usize = 0;
 
 /// Every secret shape, in the order redaction applies them: a later shape sees the text the
-/// earlier ones left, so order decides what a text becomes. The original's order (§3.9)
+/// earlier ones left, so order decides what a text becomes. The original's order
 /// put the tokens first; the shapes that recognise a secret by its context (a header's or
 /// a variable's name, a URL's scheme) now come first, so a token that runs into that
 /// context can no longer take it away before they see it (`eyJ….eyJ….xSTHUB_TOKEN=value`
@@ -267,7 +267,7 @@ pub struct Candidate {
 ///
 /// The catalog's families and the generic shapes (`secret_spans.rs`) count too: a Stripe or
 /// Hugging Face key written literally in a config file was accepted, because only the
-/// shapes here were asked (issue 32), while a reply holding it was redacted.
+/// shapes here were asked, while a reply holding it was redacted.
 pub fn contains_secret(text: &str) -> bool {
     candidates(text).iter().any(|c| {
         SHAPES.get(c.shape).is_some_and(|shape| {
@@ -671,11 +671,11 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
     })
 }
 
-/// How much of a header's value (`value..end`) is the value when the header is quoted, as
-/// curl's `-H "X-Api-Key: …" https://…` writes it: up to the quote (or backtick) that closes
-/// the one right before the header's name. The value ran to the end of the line, and the
-/// redaction took the closing quote and the URL after it (issue 32 §5). The closing quote is
-/// looked for on the value's first line only; without one the value is all of `value..end`.
+/// How much of a header's value (`value..end`) is the value when the header is quoted, as curl's
+/// `-H "X-Api-Key: …" https://…` writes it: up to the quote (or backtick) that closes the one right
+/// before the header's name. The value ran to the end of the line, and the redaction took the
+/// closing quote and the URL after it (docs/security.md#redaction). The closing quote is looked for
+/// on the value's first line only; without one the value is all of `value..end`.
 pub fn quoted_header_value_len(text: &[u8], start: usize, value: usize, end: usize) -> usize {
     let whole = end.saturating_sub(value);
     let Some(&quote) = start.checked_sub(1).and_then(|i| text.get(i)) else {
@@ -798,8 +798,8 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
 /// Whether the assignment `name=value` holds no secret although its name holds a secret's
 /// word: the value is configuration (`TOKEN_TTL_SECONDS=3600`, `PASSWORD=${DB_PASSWORD}`,
 /// `API_KEY=<your-key>`) or the name's last word says it is about a secret, not one
-/// (`SECRET_NAME=prod-db`, `TOKEN_URL=…`). Issue 32 §3: redacting `TOKEN_TTL_SECONDS=3600` was
-/// a false positive that hid configuration a person needs to read.
+/// (`SECRET_NAME=prod-db`, `TOKEN_URL=…`). Redacting `TOKEN_TTL_SECONDS=3600` was a false
+/// positive that hid configuration a person needs to read (docs/security.md#redaction).
 pub fn assignment_is_plain(name: &str, value: &str) -> bool {
     crate::core::secret_values::names_no_secret(name)
         || crate::core::secret_values::is_plain_value(value)
@@ -844,7 +844,7 @@ fn unquoted_value_end(text: &[u8], mut at: usize) -> usize {
 /// A byte of an assignment's value written without quotes.
 fn is_unquoted_value_byte(b: u8) -> bool {
     // A backtick ends the value: `TOKEN=x` in a code span took the closing backtick with the
-    // value, and Telegram then paired the code spans wrongly (issue 32 §5).
+    // value, and Telegram then paired the code spans wrongly (docs/security.md#redaction).
     !is_space(b) && b != b'"' && b != b'\'' && b != b'`'
 }
 

@@ -1,6 +1,6 @@
-//! The per-session state document: trust, pending codes, pause, remembered chats and which
-//! of them follow local turns (reference-behaviour §4.4). The host stores it opaquely;
-//! loading is tolerant.
+//! The per-session state document: trust, pending codes, pause, remembered chats and which of them
+//! follow local turns (docs/architecture.md#the-original-module-by-module). The host stores it
+//! opaquely; loading is tolerant.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,7 +11,7 @@ use crate::core::code_hash::CodeHash;
 use crate::keys::{ConversationKey, Identity};
 
 /// A live pairing challenge for one conversation. The code itself is not here: only its
-/// salted hash is kept (issue 10 §5), so the document cannot be read to pair a chat.
+/// salted hash is kept (docs/security.md#pairing), so the document cannot be read to pair a chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingChallenge {
     /// The code's salted hash.
@@ -54,14 +54,16 @@ pub struct SessionState {
     pub pending: BTreeMap<ConversationKey, PendingChallenge>,
     /// Paused conversation keys.
     pub paused: BTreeSet<ConversationKey>,
-    /// Conversation keys that see local turns (typed at the terminal) and `/connect
-    /// digest`: a DM from its first remembered message, a group only after `/follow`
-    /// (issue 30 §7: a group that once ran `/status` was sent a DM user's answers).
+    /// Conversation keys that see local turns (typed at the terminal) and `/connect digest`: a DM
+    /// from its first remembered message, a group only after `/follow`
+    /// (docs/security.md#who-sees-what: a group that once ran `/status` was sent a DM user's
+    /// answers).
     pub following: BTreeSet<ConversationKey>,
     /// Remembered conversations, deduplicated by transport, conversation and thread.
     pub conversations: Vec<ConversationTarget>,
-    /// The turn that was running when the document was saved, if any: after a restart the
-    /// chats that saw its card are told it was lost (issue 10 §9).
+    /// The turn that was running when the document was saved, if any: after a restart the chats
+    /// that saw its card are told it was lost
+    /// (docs/decisions.md#decision-20-work-cut-short-is-reported).
     pub turn: Option<RunningTurn>,
     /// Prompts forwarded as follow-ups and not yet started, oldest first, by the chat they
     /// came from: after a restart those chats are told they were not run.
@@ -185,11 +187,12 @@ impl SessionState {
         true
     }
 
-    /// What both local `/connect disconnect` and remote `/disconnect` do (decision 7):
-    /// revoke `identity`, unpause, unfollow and clear the pending code of
-    /// `conversation_key`, and forget that conversation, so neither path leaves a stale
-    /// pause, follow or code behind and a chat that was just unpaired stops receiving the
-    /// session's cards and replies. True when anything changed.
+    /// What both local `/connect disconnect` and remote `/disconnect` do
+    /// (docs/decisions.md#decision-7-local-and-remote-disconnect-clear-the-same-state): revoke
+    /// `identity`, unpause, unfollow and clear the pending code of `conversation_key`, and forget
+    /// that conversation, so neither path leaves a stale pause, follow or code behind and a chat
+    /// that was just unpaired stops receiving the session's cards and replies. True when anything
+    /// changed.
     pub fn disconnect(&mut self, identity: &Identity, conversation_key: &ConversationKey) -> bool {
         let revoked = self.revoke(identity);
         let unpaused = self.set_paused(conversation_key, false);

@@ -1,4 +1,4 @@
-//! Unpaired senders, bounded (issue 10 §3, architecture §6 "Unpaired senders are bounded").
+//! Unpaired senders, bounded (docs/decisions.md#decision-18-unpaired-senders-are-bounded).
 //!
 //! Every message from an unpaired sender used to make a pending code, print a terminal line
 //! and rewrite the state document: 10,000 strangers left 10,001 codes, 10,000 lines and an

@@ -1,4 +1,5 @@
-//! Small text helpers shared by routing, commands and the formatters (reference-behaviour §3.18, §3.4).
+//! Small text helpers shared by routing, commands and the formatters
+//! (docs/architecture.md#the-original-module-by-module).
 
 /// Removes one leading `@<bot_username>` mention from `text` (trimmed first) together with the
 /// run of whitespace, `,`, `:` and `-` after it. `None` means the text does not start with the

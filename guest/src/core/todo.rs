@@ -1,4 +1,5 @@
-//! Checklist extraction for the digest's Pending section (reference-behaviour §3.13).
+//! Checklist extraction for the digest's Pending section
+//! (docs/architecture.md#the-original-module-by-module).
 //!
 //! The agent routinely ends a turn with a markdown task list; that list is the one deterministic
 //! source of "what is left" the bridge already has, so it is parsed here instead of guessed.
@@ -54,7 +55,7 @@ pub fn extract_markdown_todos(text: &str, max: usize, max_length: usize) -> Vec<
 
 /// `text` without the task-list lines [`extract_markdown_todos`] reads (fenced code kept as
 /// it is). The digest shows the checklist in its own section; its summary of the same message
-/// would otherwise repeat every item right below it (issue 10 §14).
+/// would otherwise repeat every item right below it.
 pub fn strip_markdown_todos(text: &str) -> String {
     let mut kept = Vec::new();
     let mut fence: Option<char> = None;

@@ -1,5 +1,5 @@
-//! Tool restriction for turns that came from a messenger (reference-behaviour §3.16,
-//! invariants I34, I39).
+//! Tool restriction for turns that came from a messenger
+//! (docs/security.md#what-a-remote-turn-can-and-cannot-do, invariants I34, I39).
 //!
 //! A chat message is untrusted text that steers an agent with tools, so a prompt injection in
 //! it could run anything. The policy and the per-call approval limit what such a turn may do;

@@ -1,4 +1,5 @@
-//! Git and test-runner output parsing, the digest's work sources (reference-behaviour §3.12).
+//! Git and test-runner output parsing, the digest's work sources
+//! (docs/architecture.md#the-original-module-by-module).
 //!
 //! Pure on purpose: these output shapes are messy and vary between tool versions, so every shape
 //! is pinned by a table test instead of discovered in a chat. The host runs git and the tests;

@@ -1,6 +1,6 @@
-//! Scenarios: approval from the phone (architecture §6, issue 15 §1). A remote turn's tool
-//! call that needs approval is pending; every paired chat is asked with a short id; the
-//! first answer (terminal, trusted `/approve` / `/deny`, deadline) decides exactly once.
+//! Scenarios: approval from the phone (docs/decisions.md#decision-11-approval-from-the-phone). A
+//! remote turn's tool call that needs approval is pending; every paired chat is asked with a short
+//! id; the first answer (terminal, trusted `/approve` / `/deny`, deadline) decides exactly once.
 
 use std::collections::BTreeMap;
 

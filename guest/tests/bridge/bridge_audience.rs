@@ -1,8 +1,8 @@
-//! Scenarios: who sees what (issue 30 §7). A remote turn's card, answer and approval
-//! requests go to the chat that started it (and chats that steered into it); local turns
-//! and `/connect digest` go to the chats that follow the terminal: DMs by default, a group
-//! only after `/follow`. Written the way the finding was found: one `/status` in a team
-//! group must not put a DM user's private answers in front of the team.
+//! Scenarios: who sees what (docs/security.md#who-sees-what). A remote turn's card, answer and
+//! approval requests go to the chat that started it (and chats that steered into it); local turns
+//! and `/connect digest` go to the chats that follow the terminal: DMs by default, a group only
+//! after `/follow`. Written the way the finding was found: one `/status` in a team group must not
+//! put a DM user's private answers in front of the team.
 
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, DeliverAs, Envelope, ToolAnswer, ToolCall, TurnOrigin};

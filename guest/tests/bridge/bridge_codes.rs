@@ -1,4 +1,4 @@
-//! Scenarios: pairing codes at rest and on the terminal (issue 10 §5, §10).
+//! Scenarios: pairing codes at rest and on the terminal (docs/security.md#pairing).
 //!
 //! The state document holds a salted hash, never the code; `/connect` shows the live codes;
 //! after a restart each still-live code is replaced by a fresh one shown locally, and the

@@ -1,4 +1,4 @@
-//! Scenarios: `/connect digest` (reference-behaviour §3.10, §3.20 `digest`, I35). The
+//! Scenarios: `/connect digest` (I35). The
 //! expected cards are written out from the spec's section formats, not produced by the code;
 //! the summary quotes the answer as plain text (no `##`, list items as `•`).
 

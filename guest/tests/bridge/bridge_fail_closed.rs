@@ -1,5 +1,5 @@
 //! Scenarios: a broken config fails closed and says so at start, in `/connect config` and
-//! in `doctor` (issue 10 §2).
+//! in `doctor` (docs/decisions.md#decision-17-fail-closed).
 
 use guest::bridge::Bridge;
 use guest::model::{

@@ -1,6 +1,6 @@
-//! Scenarios: an inbound size cap (issue 10 §6). A 1 MB chat message used to reach the agent
-//! as a prompt; now anything over `bridge.maxInboundChars` is refused, the sender is told
-//! the limit, and nothing is forwarded.
+//! Scenarios: an inbound size cap (docs/security.md#remote-input). A 1 MB chat message used to
+//! reach the agent as a prompt; now anything over `bridge.maxInboundChars` is refused, the sender
+//! is told the limit, and nothing is forwarded.
 
 use proptest::prelude::*;
 

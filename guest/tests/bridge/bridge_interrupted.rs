@@ -1,6 +1,6 @@
 //! Scenarios: queued prompts are acknowledged, and work cut short by a stop or a restart is
-//! reported to each chat concerned (issue 10 §9). Before, the card stayed at "thinking…" and
-//! queued follow-ups were dropped without a word.
+//! reported to each chat concerned (docs/decisions.md#decision-20-work-cut-short-is-reported).
+//! Before, the card stayed at "thinking…" and queued follow-ups were dropped without a word.
 
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, OutboundKind, TurnOrigin};
@@ -95,7 +95,7 @@ fn at_shutdown_the_card_ends_on_stopped_and_queued_chats_are_told() {
     bridge.shutdown(&mut host);
 
     // The turn's card is edited in place to its final state: no "thinking…" left. Only
-    // `tg:c1` started the turn, so only it ever had a card (issue 30 §7).
+    // `tg:c1` started the turn, so only it ever had a card (docs/security.md#who-sees-what).
     let cards = cards_to(&host, "c1");
     assert_eq!(cards.len(), 1, "{cards:?}");
     assert_eq!(cards[0].0, STOPPED);

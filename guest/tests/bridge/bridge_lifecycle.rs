@@ -1,5 +1,6 @@
 //! Scenarios: start, tool policy, local commands, state and shutdown (I15, I16, I34, I39,
-//! reference-behaviour §3.20, §4.4, decision 7).
+//! docs/architecture.md#the-original-module-by-module,
+//! docs/decisions.md#decision-7-local-and-remote-disconnect-clear-the-same-state).
 
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, Level, Note, ToolDecision, TurnOrigin};

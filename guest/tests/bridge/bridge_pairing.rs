@@ -176,9 +176,10 @@ fn an_addressed_channel_message_starts_pairing_without_the_code() {
     assert!(host.prompts.is_empty());
 }
 
-/// Decision 10: after a restart the platform hands over what arrived meanwhile. A
-/// stranger's message older than the pairing window gets no code and no reply; a fresh one
-/// does, and `/connect explain` says which was which.
+/// After a restart
+/// (docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers)
+/// the platform hands over what arrived meanwhile. A stranger's message older than the pairing
+/// window gets no code and no reply; a fresh one does, and `/connect explain` says which was which.
 #[test]
 fn a_strangers_backlog_older_than_the_pairing_window_mints_no_code() {
     let mut host = FakeHost::new();

@@ -1,5 +1,5 @@
-//! Scenarios: the failure budget for pairing codes (issue 30 §5), tried the way a guesser
-//! would: many identities, two transports, thousands of guesses, and the real user pairing
+//! Scenarios: the failure budget for pairing codes (docs/security.md#pairing), tried the way a
+//! guesser would: many identities, two transports, thousands of guesses, and the real user pairing
 //! in the middle of it.
 
 use guest::bridge::Bridge;

@@ -37,7 +37,7 @@ fn prompts_reach_the_agent_now_when_idle_and_as_follow_up_when_busy() {
         ]
     );
     // A prompt that starts a turn gets no reply (its card shows); a queued one is
-    // acknowledged with its place (issue 10 §9).
+    // acknowledged with its place (docs/decisions.md#decision-20-work-cut-short-is-reported).
     assert_eq!(
         host.texts_to("tg", "c1"),
         vec!["Queued, 1 ahead. The agent is busy; this runs when its turn comes."]

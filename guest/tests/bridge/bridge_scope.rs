@@ -1,7 +1,7 @@
-//! Scenarios: scoped remote turns (issue 15 §2). The scope is frozen when a remote turn
-//! starts: a configuration loaded mid-turn (even one the agent edited) changes nothing
-//! until the next turn. Local turns are never restricted. Without approval from the phone,
-//! a call that needs approval asks at the terminal, naming the protected path.
+//! Scenarios: scoped remote turns (docs/decisions.md#decision-16-scoped-remote-turns). The scope is
+//! frozen when a remote turn starts: a configuration loaded mid-turn (even one the agent edited)
+//! changes nothing until the next turn. Local turns are never restricted. Without approval from the
+//! phone, a call that needs approval asks at the terminal, naming the protected path.
 
 use guest::model::{AgentEvent, PathAccess, ToolCall, ToolDecision, ToolPath, TurnOrigin};
 

@@ -1,4 +1,5 @@
-//! Scenarios: a flood of unpaired senders stays cheap and quiet (issue 10 §3).
+//! Scenarios: a flood of unpaired senders stays cheap and quiet
+//! (docs/decisions.md#decision-18-unpaired-senders-are-bounded).
 //!
 //! Before: 10,000 distinct strangers gave 10,001 pending codes, 10,000 terminal lines and an
 //! 829 KB state document rewritten per message.

@@ -1,5 +1,5 @@
 //! Scenarios: progress cards, replies and the outbound pipeline (I3, I9, I20–I23, I30, I36,
-//! decision 4).
+//! docs/decisions.md#decision-4-progress-is-throttled-per-conversation-with-a-trailing-edge).
 
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, LengthUnit, Level, Markup, OutboundKind, SendError, TurnOrigin};
@@ -218,7 +218,8 @@ fn the_first_tool_of_a_turn_lands_at_once_even_with_a_minute_throttle() {
     // A transport without edits gets the first tool's line as a message of its own.
     assert_eq!(sends(&host, "c2"), vec![post("thinking…"), post("▶ bash")]);
 
-    // The second update is throttled again (trailing edge, decision 4).
+    // The second update is throttled again (trailing edge,
+    // docs/decisions.md#decision-4-progress-is-throttled-per-conversation-with-a-trailing-edge).
     host.now = start + 20;
     bridge.on_agent_event(&mut host, tool_finished("bash"));
     assert_eq!(sends(&host, "c1").len(), 2);

@@ -278,7 +278,8 @@ proptest! {
             (json!(secret), format!("transports.{id}.{key}"))
         };
         let global = json!({ "transports": { id: { "enabled": true } } });
-        // An override, which may set transport keys: a project file may not (issue 30 §6).
+        // An override, which may set transport keys: a project file may not
+        // (docs/security.md#project-files-only-narrow).
         let project = json!({ "transports": { id: { key.as_str(): value } } });
         let loaded = load_config(&[
             source("global", global.to_string()),

@@ -1,4 +1,4 @@
-//! Control characters never reach a message (reference-behaviour §3.8, issue 15 §3): NUL
+//! Control characters never reach a message (docs/architecture.md#the-outbound-pipeline): NUL
 //! and the other controls the platforms reject become U+FFFD in every markup.
 
 use guest::core::controls::is_rejected_control;

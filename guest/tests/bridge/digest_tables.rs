@@ -1,7 +1,8 @@
-//! Table and property tests for the work digest: every exact example of reference-behaviour
-//! §3.10 (digest.ts), §3.12 (work.ts) and §3.13 (todo.ts), the section order of architecture §5
-//! decision 2, and the rules this implementation adds (C-style path unquoting, strict numstat
-//! counts, fence pairing, redaction before collapsing).
+//! Table and property tests for the work digest: every exact example the original gave for its
+//! `digest.ts`, `work.ts` and `todo.ts` (docs/architecture.md#the-original-module-by-module), the
+//! section order of docs/decisions.md#decision-2-the-digests-section-order, and the rules this
+//! implementation adds (C-style path unquoting, strict numstat counts, fence pairing, redaction
+//! before collapsing).
 
 use guest::core::digest::{DigestInput, DigestOptions, build_work_digest};
 use guest::core::todo::{Todo, extract_markdown_todos, strip_markdown_todos};
@@ -30,7 +31,7 @@ fn some(text: &str) -> Option<String> {
     Some(text.to_string())
 }
 
-// §3.12 normalizeGitPath
+// work.ts: normalizeGitPath
 
 #[test]
 fn normalize_git_path_table() {
@@ -60,7 +61,7 @@ fn normalize_git_path_table() {
     }
 }
 
-// §3.12 parseGitNumstat
+// work.ts: parseGitNumstat
 
 const NUMSTAT: &str = "12\t3\tsrc/a.ts\n0\t5\tsrc/b.ts\n-\t-\tassets/logo.png\n4\t4\tsrc/c.ts";
 
@@ -156,7 +157,7 @@ fn parse_git_numstat_table() {
     }
 }
 
-// §3.12 parseGitBranch
+// work.ts: parseGitBranch
 
 #[test]
 fn parse_git_branch_table() {
@@ -175,7 +176,7 @@ fn parse_git_branch_table() {
     }
 }
 
-// §3.12 isTestCommand
+// work.ts: isTestCommand
 
 #[test]
 fn is_test_command_recognises_every_family() {
@@ -249,7 +250,7 @@ fn is_test_command_rejects_near_misses() {
     }
 }
 
-// §3.12 extractTestSummary
+// work.ts: extractTestSummary
 
 #[test]
 fn extract_test_summary_table() {
@@ -327,7 +328,7 @@ fn extract_test_summary_caps_at_120_characters() {
     assert_eq!(expected.chars().count(), 120);
 }
 
-// §3.12 summarizeTestRun
+// work.ts: summarizeTestRun
 
 #[test]
 fn summarize_test_run_table() {
@@ -366,7 +367,7 @@ fn summarize_test_run_table() {
     }
 }
 
-// §3.13 extractMarkdownTodos
+// todo.ts: extractMarkdownTodos
 
 #[test]
 fn extract_markdown_todos_table() {
@@ -459,7 +460,7 @@ fn extract_markdown_todos_truncates_a_long_item() {
     assert_eq!(todos, vec![todo(&expected, false)]);
 }
 
-// §3.10 buildWorkDigest
+// digest.ts: buildWorkDigest
 
 fn base() -> DigestInput {
     DigestInput {

@@ -1,4 +1,4 @@
-//! Doc comments stay clean for `cargo doc` (issue 10 §14).
+//! Doc comments stay clean for `cargo doc`.
 //!
 //! A doc line that starts with three backticks opens a code block, which rustdoc compiles or
 //! highlights as Rust. Prose that only mentions a fence (`core/todo.rs` wrote "a ~~~ line

@@ -1,5 +1,6 @@
-//! The example configs in `examples/` stay valid: every one loads without a note.
-//! They are written for the user's own file: a project file may only narrow (issue 30 §6).
+//! The example configs in `examples/` stay valid: every one loads without a note. They are written
+//! for the user's own file: a project file may only narrow
+//! (docs/security.md#project-files-only-narrow).
 
 use guest::core::config::load_config;
 use guest::model::{ConfigContent, ConfigScope, ConfigSource};

@@ -1,4 +1,5 @@
-//! Property: a strict config stays strict under any one-character slip (issue 10 §2).
+//! Property: a strict config stays strict under any one-character slip
+//! (docs/decisions.md#decision-17-fail-closed).
 //!
 //! A trailing comma, a dropped quote, a typo in a key or a value: whatever single character
 //! is deleted, inserted or replaced in `examples/strict.json`'s bridge section, remote

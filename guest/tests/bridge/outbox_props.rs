@@ -1,5 +1,6 @@
-//! Property: whatever rate limits a platform answers with, every reply reaches the chat
-//! exactly once and in the order the turns ended (architecture §6, the outbox).
+//! Property: whatever rate limits a platform answers with, every reply reaches the chat exactly
+//! once and in the order the turns ended
+//! (docs/decisions.md#decision-12-an-outbox-per-conversation).
 
 use guest::model::{AgentEvent, OutboundKind, TurnOrigin};
 use proptest::prelude::*;

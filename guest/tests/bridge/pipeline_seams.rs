@@ -1,6 +1,7 @@
-//! The outbound pipeline's seams (issue 9 §4): each stage is entered once, in the documented
-//! order (redact → split → render → chunk), and the core modules import each other without
-//! circles. Read from the sources, so a new import that breaks either fails here.
+//! The outbound pipeline's seams (docs/architecture.md#how-it-is-tested): each stage is entered
+//! once, in the documented order (redact → split → render → chunk), and the core modules import
+//! each other without circles. Read from the sources, so a new import that breaks either fails
+//! here.
 
 use std::collections::{BTreeMap, BTreeSet};
 

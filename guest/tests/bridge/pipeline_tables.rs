@@ -1,5 +1,6 @@
-//! Table tests for the outbound pipeline: every exact example of reference-behaviour
-//! §3.6–3.9 and §3.19, plus the rules this implementation adds.
+//! Table tests for the outbound pipeline: every exact example the original gave for its `chunk.ts`,
+//! `markdown-blocks.ts`, `markdown.ts`, `redact.ts` and the send pipeline of its `bridge.ts`
+//! (docs/architecture.md#the-original-module-by-module), plus the rules this implementation adds.
 
 use guest::core::blocks::split;
 use guest::core::chunk::chunk_text;
@@ -25,7 +26,7 @@ fn chars() -> Meter {
     Meter::new(LengthUnit::Chars)
 }
 
-// §3.6 chunk.ts
+// The original's chunk.ts
 
 #[test]
 fn measure_matches_each_unit() {
@@ -92,7 +93,7 @@ fn chunk_text_keeps_zwj_sequences_whole_when_the_limit_allows() {
     assert_eq!(chunk_text(&text, 5, chars()), vec!["ab", family]);
 }
 
-// §3.7 markdown-blocks.ts
+// The original's markdown-blocks.ts
 
 fn split_chars(text: &str, limit: usize) -> Vec<String> {
     split(text, limit, chars(), Markup::Markdown)
@@ -164,7 +165,7 @@ fn unclosed_oversized_fence_gets_closing_markers() {
     );
 }
 
-// §3.8 markdown.ts
+// The original's markdown.ts
 
 #[test]
 fn render_examples_from_the_reference() {
@@ -267,7 +268,7 @@ fn render_plain_cases() {
     }
 }
 
-// §3.9 redact.ts
+// The original's redact.ts
 
 #[test]
 fn redaction_examples_from_the_reference() {
@@ -445,7 +446,7 @@ fn ordinary_text_is_left_alone() {
     assert!(r.rules.is_empty());
 }
 
-// §3.19 bridge send pipeline
+// The original's send pipeline (bridge.ts)
 
 #[test]
 fn cap_example_from_the_reference() {

@@ -1,4 +1,4 @@
-//! Redaction runs the secret catalog (issue 32 §1, §3, §5, §7): every family's positives go,
+//! Redaction runs the secret catalog (docs/security.md#redaction): every family's positives go,
 //! in every place an agent prints them, with exactly the secret replaced; near-misses and
 //! ordinary engineering text stay.
 
@@ -139,8 +139,8 @@ fn first_difference(a: &str, b: &str) -> String {
     format!("{:?}", &a[from..(at + 60).min(a.len())])
 }
 
-/// Generic shapes (issue 32 §2, §5): the input and exactly what goes out. Only the secret
-/// is replaced: key names, quotes, backticks, full stops and the rest of the line stay.
+/// Generic shapes (docs/security.md#redaction): the input and exactly what goes out. Only the
+/// secret is replaced: key names, quotes, backticks, full stops and the rest of the line stay.
 const GENERIC: &[(&str, &str)] = &[
     (
         "db_password = hunter2x",
@@ -238,7 +238,7 @@ fn generic_shapes_lose_their_value_and_keep_the_rest() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// Values that are not secrets stay, whatever the key (issue 32 §3).
+/// Values that are not secrets stay, whatever the key (docs/security.md#redaction).
 const PLAIN: &[&str] = &[
     "TOKEN_TTL_SECONDS=3600",
     "password: required",

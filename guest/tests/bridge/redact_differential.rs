@@ -1,6 +1,6 @@
 //! The one-pass redaction engine against the reference engine (every shape's regex applied
 //! in list order, as redaction ran before): equal text and equal rule names on generated
-//! text and on every table case (issue 9 §1, I3, I36).
+//! text and on every table case (docs/security.md#redaction, I3, I36).
 
 use guest::core::redact::redact;
 use proptest::prelude::*;

@@ -1,7 +1,7 @@
-//! Properties of redaction with the whole catalog (issue 32 §4, §8): idempotent, never grows
-//! the text except by its markers, never splits a character (or a UTF-16 surrogate pair),
-//! changes nothing when nothing matches, and a secret split by an invisible character is
-//! replaced whole.
+//! Properties of redaction with the whole catalog (docs/security.md#redaction): idempotent, never
+//! grows the text except by its markers, never splits a character (or a UTF-16 surrogate pair),
+//! changes nothing when nothing matches, and a secret split by an invisible character is replaced
+//! whole.
 
 use guest::core::redact::{redact, redact_shapes};
 use guest::core::secret_families::FAMILIES;
@@ -136,7 +136,8 @@ proptest! {
         prop_assert_eq!(redact_shapes(&text).text, text);
     }
 
-    /// Issue 32 §4: an invisible character anywhere inside a secret does not split it.
+    /// An invisible character anywhere inside a secret does not split it
+    /// (docs/security.md#redaction).
     #[test]
     fn an_invisible_character_does_not_split_a_secret(
         (sample, secret) in positive_with_secret(),

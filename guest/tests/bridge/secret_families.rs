@@ -1,4 +1,4 @@
-//! The secret catalog held to its samples, at the pattern level (issue 32 §1, §8).
+//! The secret catalog held to its samples, at the pattern level (docs/security.md#redaction).
 //!
 //! Each family's pattern must find every one of its positives whole, in the places an agent
 //! prints a secret (prose, a code block, a list item, a code span), and none of its

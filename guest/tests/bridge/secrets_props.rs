@@ -1,4 +1,4 @@
-//! The one list of secret shapes (issue 10 point 4, I3, I10): tokens of every documented
+//! The one list of secret shapes (docs/security.md#redaction, I3, I10): tokens of every documented
 //! format are redacted in replies and refused in config files, by the same list.
 
 use guest::core::redact::redact;
@@ -35,7 +35,8 @@ fn context() -> impl Strategy<Value = (&'static str, &'static str)> {
 
 fn config_with(value: &str) -> Vec<ConfigSource> {
     let project = serde_json::json!({ "transports": { "telegram": { "label": value } } });
-    // The user's own file: a project file may not set transport keys (issue 30 §6).
+    // The user's own file: a project file may not set transport keys
+    // (docs/security.md#project-files-only-narrow).
     vec![ConfigSource {
         scope: ConfigScope::Global,
         path: "/home/u/.pi/agent/bot-connect.json".into(),

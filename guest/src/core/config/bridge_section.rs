@@ -1,5 +1,5 @@
 //! The `bridge` section: each key read, validated and applied over lower sources and the
-//! defaults (reference-behaviour §4.2).
+//! defaults (docs/security.md#defaults-and-what-a-mistake-does-to-them).
 
 use serde_json::Value;
 
@@ -36,7 +36,7 @@ pub(super) fn apply_bridge(
         let path = format!("bridge.{key}");
         let outcome = match key.as_str() {
             // Before any reader: an enum reader quotes what it received, and a list or name
-            // would be stored and shown by `/connect config`. Found by fuzzing (issue 17).
+            // would be stored and shown by `/connect config`. Found by fuzzing.
             _ if holds_secret(value) => Err(
                 "this looks like a secret. Config files must not hold tokens; the value was not applied"
                     .to_string(),
@@ -81,12 +81,12 @@ pub(super) fn apply_bridge(
                 Some(_) => Err("expected between 10000 and 86400000 ms".into()),
             }
             .map(|ms| config.pairing_ttl_ms = ms),
-            // Six at least: four digits fell to guessing within a day (issue 30 §5).
+            // Six at least: four digits fell to guessing within a day (docs/security.md#pairing).
             "pairingDigits" => int_in(value, 6, 10).map(|n| config.pairing_digits = n as u32),
             "pairingMaxAttempts" => {
                 int_in(value, 1, 10).map(|n| config.pairing_max_attempts = n as u32)
             }
-            // Above 10 an hour the odds in the README no longer hold (issue 30 §5).
+            // Above 10 an hour the odds in the README no longer hold (docs/security.md#pairing).
             "pairingMaxFailuresPerHour" => int_in(
                 value,
                 1,

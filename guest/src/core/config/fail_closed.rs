@@ -1,11 +1,11 @@
-//! Fail closed (architecture §6): the settings that guard what a messenger-originated turn
-//! may do fall back to their strictest value when the file that may have set them cannot be
-//! read or parsed, or when their own value is invalid.
+//! Fail closed (docs/decisions.md#decision-17-fail-closed): the settings that guard what a
+//! messenger-originated turn may do fall back to their strictest value when the file that may have
+//! set them cannot be read or parsed, or when their own value is invalid.
 //!
-//! The original applied "the invalid field is simply not applied" to every key alike, so a
-//! strict config (`remoteToolPolicy: "no-tools"`) with one trailing comma, or a typo such as
-//! `"yolo"`, silently left remote turns `unrestricted` (issue 10 §2). For ordinary keys that
-//! rule stays; for these it would turn a safety limit off by mistake.
+//! The original applied "the invalid field is simply not applied" to every key alike, so a strict
+//! config (`remoteToolPolicy: "no-tools"`) with one trailing comma, or a typo such as `"yolo"`,
+//! silently left remote turns `unrestricted` (docs/decisions.md#decision-17-fail-closed). For
+//! ordinary keys that rule stays; for these it would turn a safety limit off by mistake.
 //!
 //! A broken file counts as if it set every guard to its strictest value at its own
 //! precedence, so a higher-precedence file that sets a guard validly still wins (it would
@@ -24,7 +24,8 @@ pub enum Guard {
     RemoteToolPolicy,
     /// `bridge.remoteToolApproval`: whether each remote tool call needs a local yes.
     RemoteToolApproval,
-    /// `bridge.remoteScope`: tools and paths a remote turn may use (issue 15 §2).
+    /// `bridge.remoteScope`: tools and paths a remote turn may use
+    /// (docs/decisions.md#decision-16-scoped-remote-turns).
     RemoteScope,
     /// `bridge.requirePairing`: `false` lets anyone who can write to the bot prompt.
     RequirePairing,

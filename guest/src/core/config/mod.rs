@@ -1,4 +1,5 @@
-//! Configuration: schema, defaults, validation and merge (reference-behaviour §4.1–4.3).
+//! Configuration: schema, defaults, validation and merge
+//! (docs/architecture.md#the-original-module-by-module).
 //!
 //! The host finds the files and hands over their raw text; everything else happens here,
 //! so every message a person sees about their config is tested in one place. By concern:
@@ -44,9 +45,9 @@ pub struct LoadedConfig {
     /// Guards held at their strictest value because a file or value was broken; also in
     /// `notes`, and shown again by `/connect config` and `doctor`.
     pub fail_closed: Vec<FailedClosed>,
-    /// Keys a project file set that only the user's own file may (issue 30 §6), as
-    /// `bridge.allowUsers in /repo/.pi/bot-connect.json`; also in `notes`, and listed by
-    /// `doctor`.
+    /// Keys a project file set that only the user's own file may
+    /// (docs/security.md#project-files-only-narrow), as
+    /// `bridge.allowUsers in /repo/.pi/bot-connect.json`; also in `notes`, and listed by `doctor`.
     pub project_ignored: Vec<String>,
 }
 
@@ -99,9 +100,9 @@ pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedCo
         for (key, value) in top {
             match key.as_str() {
                 "bridge" if project => {
-                    // Read over the user's settings as any file is, then every field that
-                    // would widen them is put back (issue 30 §6). A guard the project file
-                    // broke still fails closed: strictest is always narrower.
+                    // Read over the user's settings as any file is, then every field that would
+                    // widen them is put back (docs/security.md#project-files-only-narrow). A guard
+                    // the project file broke still fails closed: strictest is always narrower.
                     let mut candidate = bridge.clone();
                     let mut project_guards = Guards::default();
                     apply_bridge(&mut candidate, value, &mut sink, &mut project_guards, &file);
@@ -209,7 +210,7 @@ impl Sink<'_> {
 
     fn push(&mut self, level: Level, text: String) {
         // Notes quote keys (`<key>: unknown key, ignored`), and a key can be a pasted
-        // token: every note is redacted on its way out (found by fuzzing, issue 17).
+        // token: every note is redacted on its way out (found by fuzzing).
         let text = redact(&text).text;
         self.notes
             .push(Note::new(level, format!("{} config: {text}", self.scope)));

@@ -1,4 +1,4 @@
-//! A project file may only narrow (issue 30 §6).
+//! A project file may only narrow (docs/security.md#project-files-only-narrow).
 //!
 //! `<cwd>/.pi/bot-connect.json` comes with whatever repository was cloned, so it was applied
 //! with the power of the user's own file: a repository could point a transport's `baseUrl`

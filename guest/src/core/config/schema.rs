@@ -11,7 +11,8 @@ use crate::model::DeliverAs;
 /// (which enforces it) read one list without importing each other.
 pub const READ_ONLY_TOOLS: [&str; 4] = ["read", "grep", "find", "ls"];
 
-/// Which tools a messenger-originated turn may run (§3.16).
+/// Which tools a messenger-originated turn may run
+/// (docs/security.md#what-a-remote-turn-can-and-cannot-do).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoteToolPolicy {
     /// Every tool.
@@ -33,7 +34,7 @@ impl RemoteToolPolicy {
     }
 }
 
-/// Whether each remote tool call needs a local yes (§3.16, I39).
+/// Whether each remote tool call needs a local yes (I39).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoteToolApproval {
     /// No approval.
@@ -64,7 +65,8 @@ pub struct AttachmentSettings {
 }
 
 /// `bridge.remoteApproval`: tool calls that need approval may be answered from the
-/// paired chats (`/approve <id>`), racing the local confirm (architecture §6).
+/// paired chats (`/approve <id>`), racing the local confirm
+/// (docs/decisions.md#decision-11-approval-from-the-phone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteApprovalSettings {
     /// Requests go to the chats and trusted identities there may answer them.
@@ -86,8 +88,9 @@ impl Default for RemoteApprovalSettings {
     }
 }
 
-/// `bridge.remoteScope` (issue 15 §2): what a remote turn may do, beyond a policy name.
-/// When set, it replaces `remoteToolPolicy`'s preset; see [`crate::core::scope`].
+/// `bridge.remoteScope` (docs/decisions.md#decision-16-scoped-remote-turns): what a remote turn may
+/// do, beyond a policy name. When set, it replaces `remoteToolPolicy`'s preset; see
+/// [`crate::core::scope`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RemoteScopeSettings {
     /// Tools that run without asking (`*`: every tool), within the path rules.
@@ -135,7 +138,8 @@ pub struct BridgeConfig {
     pub pairing_digits: u32,
     /// Wrong attempts before a code is replaced.
     pub pairing_max_attempts: u32,
-    /// Wrong codes judged per hour over the whole session before pairing closes (issue 30 §5).
+    /// Wrong codes judged per hour over the whole session before pairing closes
+    /// (docs/security.md#pairing).
     pub pairing_max_failures_per_hour: u32,
     /// Pre-trusted identities (`transport:userId`).
     pub allow_users: Vec<Identity>,
@@ -164,12 +168,13 @@ pub struct BridgeConfig {
     /// Most messages one send may produce.
     pub max_chunks: u32,
     /// Longest inbound message forwarded as a prompt, in characters (Unicode scalar
-    /// values); longer ones are refused with the limit named (issue 10 §6).
+    /// values); longer ones are refused with the limit named (docs/security.md#remote-input).
     pub max_inbound_chars: u32,
 }
 
 impl Default for BridgeConfig {
-    /// The original's defaults (reference-behaviour §3.1), except `remoteToolPolicy`.
+    /// The original's defaults (docs/architecture.md#the-original-module-by-module), except
+    /// `remoteToolPolicy`.
     fn default() -> Self {
         BridgeConfig {
             local_command: "connect".into(),
@@ -200,11 +205,11 @@ impl Default for BridgeConfig {
                 commands_per_minute: 60,
             },
             progress_min_interval_ms: 1000,
-            // The original defaulted to "unrestricted". The pitch is a safe hand-off and the
-            // peers deny by default: a chat message is untrusted text steering an agent with
-            // tools, so out of the box a remote turn may look but not change anything
-            // (issue 10 §2). Once approval from the phone exists, "read-only, ask for the
-            // rest" becomes the default.
+            // The original defaulted to "unrestricted". The pitch is a safe hand-off and the peers
+            // deny by default: a chat message is untrusted text steering an agent with tools, so
+            // out of the box a remote turn may look but not change anything
+            // (docs/security.md#defaults-and-what-a-mistake-does-to-them). Once approval from the
+            // phone exists, "read-only, ask for the rest" becomes the default.
             remote_tool_policy: RemoteToolPolicy::ReadOnly,
             remote_tool_approval: RemoteToolApproval::Off,
             remote_approval: RemoteApprovalSettings::default(),

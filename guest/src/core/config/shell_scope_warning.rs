@@ -1,8 +1,8 @@
-//! A shell in the remote scope makes its path rules moot (issue 30, Low): `bash` (or `*`,
-//! which includes it) in `allowTools` or `askTools` runs commands whose paths are never
-//! judged, so `allowedPaths` and `protectedPaths` hold only for `read`, `write` and `edit`.
-//! People set both and believed their protected paths held; they are told at start and by
-//! `doctor`.
+//! A shell in the remote scope makes its path rules moot
+//! (docs/security.md#what-a-remote-turn-can-and-cannot-do): `bash` (or `*`, which includes it) in
+//! `allowTools` or `askTools` runs commands whose paths are never judged, so `allowedPaths` and
+//! `protectedPaths` hold only for `read`, `write` and `edit`. People set both and believed their
+//! protected paths held; they are told at start and by `doctor`.
 
 use super::schema::RemoteScopeSettings;
 

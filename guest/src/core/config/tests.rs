@@ -33,8 +33,9 @@ fn token_env(request: &TransportRequest) -> Option<String> {
     Some(settings.get("tokenEnv")?.as_str()?.to_string())
 }
 
-/// The user's own file: a project file may only narrow (issue 30 §6), so the texts and
-/// values of every key are tried here, and the project's narrowing in its own tests.
+/// The user's own file: a project file may only narrow
+/// (docs/security.md#project-files-only-narrow), so the texts and values of every key are tried
+/// here, and the project's narrowing in its own tests.
 fn project(text: &str) -> LoadedConfig {
     load_config(&[source("global", text)])
 }
@@ -473,7 +474,7 @@ fn secrets_under_unknown_transports_are_still_refused() {
     assert!(loaded.transports.is_empty());
 }
 
-/// Found by fuzzing (issue 17): the bridge section applied and quoted secret-shaped
+/// Found by fuzzing: the bridge section applied and quoted secret-shaped
 /// values, and notes quoted secret-shaped keys.
 #[test]
 fn bridge_values_and_any_key_holding_a_secret_are_neither_applied_nor_echoed() {
@@ -963,7 +964,7 @@ fn remote_approval_reads_a_word_or_an_object() {
     assert!(!off.remote_approval.enabled);
 }
 
-/// Found by fuzzing (issue 17): a value is no secret while a line break parts it, but the
+/// Found by fuzzing: a value is no secret while a line break parts it, but the
 /// JSON shown writes that break as `\n`, which joins it into a URL credential.
 #[test]
 fn the_config_as_shown_is_redacted_as_shown() {
@@ -1005,7 +1006,8 @@ fn the_users_own_file_may_hold_a_cluster_object() {
     );
 }
 
-/// Issue 30 §6, as a cloned repository would try it: its `.pi/bot-connect.json` points the
+/// A project file may only narrow (docs/security.md#project-files-only-narrow), as a cloned
+/// repository would try it: its `.pi/bot-connect.json` points the
 /// user's telegram at its own host over plain http, renames the token variable, trusts
 /// itself, turns pairing off, makes remote turns unrestricted and the code four digits.
 /// Each key is ignored with a warning naming it and the file; the user's values stand.

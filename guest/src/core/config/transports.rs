@@ -1,5 +1,6 @@
-//! The `transports` section: each transport's keys validated against the platform
-//! declarations the host offers, and every secret-looking value refused (decision 9, I10).
+//! The `transports` section: each transport's keys validated against the platform declarations the
+//! host offers, and every secret-looking value refused
+//! (docs/decisions.md#decision-9-a-secret-looking-value-in-transports-is-refused, I10).
 
 use serde_json::{Map, Value};
 
@@ -153,8 +154,9 @@ fn is_url(url: &str, schemes: &[String]) -> bool {
         && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
-/// Whether `url` (already a valid URL) is unencrypted (`http`, `ws`) to a host other than
-/// this machine's loopback (issue 30 §6): the transport sends the bot token to its base URL.
+/// Whether `url` (already a valid URL) is unencrypted (`http`, `ws`) to a host other than this
+/// machine's loopback (docs/security.md#project-files-only-narrow): the transport sends the bot
+/// token to its base URL.
 fn is_plain_to_a_remote_host(url: &str) -> bool {
     let Some((scheme, rest)) = url.split_once("://") else {
         return false;
@@ -266,8 +268,9 @@ const SECRET_KEY_NAMES: [&str; 6] = [
 /// Keys that hold a URL; their path may be long without being a secret.
 const URL_KEYS: [&str; 2] = ["baseUrl", "gatewayUrl"];
 
-/// Whether a config string under `transports` is (or contains) a credential, so it can be
-/// refused before it is stored, shown or sent anywhere (decision 9, I10).
+/// Whether a config string under `transports` is (or contains) a credential, so it can be refused
+/// before it is stored, shown or sent anywhere
+/// (docs/decisions.md#decision-9-a-secret-looking-value-in-transports-is-refused, I10).
 ///
 /// A value is a secret when any of these holds:
 /// - `key` names a credential (token, botToken, appToken, secret, password, apiKey) and
