@@ -1,4 +1,4 @@
-//! Property checks for every parser of untrusted input (issue 17 §1).
+//! Property checks for every parser of untrusted input (docs/architecture.md#how-it-is-tested).
 //!
 //! Each check is a plain function `fn(&[u8])` that panics only when a property is violated,
 //! never because the input is bad: a panic in a parser on bad input is itself the

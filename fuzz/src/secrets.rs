@@ -56,8 +56,8 @@ fn hits_in(text: &str) -> Vec<(String, usize)> {
             }
         }
     }
-    // The catalog's families and the generic shapes (issue 32): each span is a secret the
-    // output must not show, as the shapes' matches are.
+    // The catalog's families and the generic shapes (docs/security.md#redaction): each span is a
+    // secret the output must not show, as the shapes' matches are.
     for span in find_spans(text) {
         let Some(secret) = text.get(span.start..span.end) else {
             continue;

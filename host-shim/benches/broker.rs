@@ -1,6 +1,7 @@
-//! Broker benchmarks (issue 16 §1): attaching a session, an envelope routed to the right
-//! session and answered at 1,000 sessions, and resident memory with 10,000 idle
-//! sessions attached. Each figure is printed next to its budget; nothing is asserted.
+//! Broker benchmarks (docs/decisions.md#decision-14-one-host-one-bot-many-sessions): attaching a
+//! session, an envelope routed to the right session and answered at 1,000 sessions, and resident
+//! memory with 10,000 idle sessions attached. Each figure is printed next to its budget; nothing is
+//! asserted.
 //!
 //! A session here is the whole thing `host-shim serve` runs per pi session: broker
 //! entry, component instance from the pool, configure, the shared bot started for it

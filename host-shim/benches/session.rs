@@ -1,5 +1,5 @@
-//! Session benchmarks (architecture §7): instantiating a session, memory per idle
-//! session, and one inbound envelope through the component next to the same guest code
+//! Session benchmarks (docs/architecture.md#performance-budgets): instantiating a session, memory
+//! per idle session, and one inbound envelope through the component next to the same guest code
 //! called natively. Figures are printed; nothing is asserted.
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,6 +1,6 @@
-//! One bot, many sessions (issue 16 §1): the broker owns each bot connection and its lock
-//! once, and each attached session (its own component instance, state and trust) talks
-//! through a [`shared::RoutedTransport`] in its place.
+//! One bot, many sessions (docs/decisions.md#decision-14-one-host-one-bot-many-sessions): the
+//! broker owns each bot connection and its lock once, and each attached session (its own component
+//! instance, state and trust) talks through a [`shared::RoutedTransport`] in its place.
 //!
 //! Inbound, the broker routes every message of a shared bot by its conversation's binding
 //! (`routing.rs`) and answers `/sessions` and `/switch` itself. Outbound, a session's send

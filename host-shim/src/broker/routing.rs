@@ -1,7 +1,7 @@
 //! Which session a message is for, and the broker's own two commands (`/sessions`,
 //! `/switch`): pure decisions over plain data, so every rule is a table test.
 //!
-//! Rules (issue 16 §1):
+//! Rules (docs/decisions.md#decision-14-one-host-one-bot-many-sessions):
 //! - a message goes to the session its conversation is bound to; unbound, to the only
 //!   attached session (which binds it); otherwise the sender gets the list;
 //! - `/sessions` lists only the sessions the sender's identity is paired with: a

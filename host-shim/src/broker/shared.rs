@@ -1,12 +1,12 @@
 //! One real bot connection shared by every session of a broker, and the per-session
 //! [`RoutedTransport`] each session's bridge sees in its place.
 //!
-//! The bridge inside a session does not know it shares the bot: it identifies, starts,
-//! sends and stops as usual. Underneath, the first session to start the transport starts
-//! the real one (with the router as its sink and the broker holding the bot's lock), later
-//! ones only register their own sink, and a session's stop only unregisters it. Sends are
-//! refused for a conversation bound to another session, so one session's cards and
-//! replies never land in a chat that talks to another (issue 16 §1).
+//! The bridge inside a session does not know it shares the bot: it identifies, starts, sends and
+//! stops as usual. Underneath, the first session to start the transport starts the real one (with
+//! the router as its sink and the broker holding the bot's lock), later ones only register their
+//! own sink, and a session's stop only unregisters it. Sends are refused for a conversation bound
+//! to another session, so one session's cards and replies never land in a chat that talks to
+//! another (docs/decisions.md#decision-14-one-host-one-bot-many-sessions).
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 

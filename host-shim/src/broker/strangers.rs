@@ -1,5 +1,5 @@
 //! The broker's answers to strangers (senders paired with no session), off the routing
-//! path and under a rate limit (issue 30, low).
+//! path and under a rate limit (docs/security.md#pairing).
 //!
 //! Why: each stranger used to be answered inline, the router awaiting the platform's
 //! send before it looked at the next message. 200 strangers delayed a paired user's

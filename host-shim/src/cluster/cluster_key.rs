@@ -1,6 +1,6 @@
-//! The cluster key (issue 30 finding 2): a secret every node of a cluster shares, so a
-//! client that can reach the NATS server (with credentials, even) but does not hold the key
-//! can neither inject an envelope nor forge or read what the buckets hold.
+//! The cluster key (docs/security.md#cluster-security): a secret every node of a cluster shares, so
+//! a client that can reach the NATS server (with credentials, even) but does not hold the key can
+//! neither inject an envelope nor forge or read what the buckets hold.
 //!
 //! From the operator's key material (at least 32 bytes, from a file or an environment
 //! variable) HKDF-SHA256 derives one key per use: the HMAC-SHA256 key that seals envelopes

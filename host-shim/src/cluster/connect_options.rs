@@ -1,5 +1,5 @@
-//! How a node proves itself to the NATS server (issue 30 finding 2): a credentials file
-//! (JWT + nkey), an nkey seed file, a user and password or a token read from environment
+//! How a node proves itself to the NATS server (docs/security.md#cluster-security): a credentials
+//! file (JWT + nkey), an nkey seed file, a user and password or a token read from environment
 //! variables, a CA file and a client certificate, `tls://` URLs.
 //!
 //! Why no secret on the command line or in the config: argv is readable by every user of

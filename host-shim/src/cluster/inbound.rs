@@ -467,10 +467,10 @@ async fn handle(
     held: &mut tokio::task::JoinSet<()>,
 ) -> bool {
     let (name, log) = (step.name, step.log.as_ref());
-    // The seal first: a body nobody of this cluster sealed is never read, let alone
-    // delivered (issue 30). Terminated, so it is not redelivered forever; the gate counts
-    // and logs it. Judged against the time the stream stored it, so a prompt that waited
-    // for its session is still good and an old one published again is not.
+    // The seal first: a body nobody of this cluster sealed is never read, let alone delivered
+    // (docs/security.md#cluster-security). Terminated, so it is not redelivered forever; the gate
+    // counts and logs it. Judged against the time the stream stored it, so a prompt that waited for
+    // its session is still good and an old one published again is not.
     let stored_at_ms = message
         .info()
         .map(|info| u64::try_from(info.published.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))

@@ -1,10 +1,10 @@
-//! Past one machine (issue 16 §2, docs/scaling.md): the building blocks of running
-//! bot-connect on NATS JetStream. Ingress nodes hold the platform connections under a
-//! cluster-wide [`bot_lock`], publish each session's envelopes to its subject
-//! ([`inbound::InboundPublisher`]) and serve the sessions' sends
+//! Past one machine (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream,
+//! docs/scaling.md): the building blocks of running bot-connect on NATS JetStream. Ingress nodes
+//! hold the platform connections under a cluster-wide [`bot_lock`], publish each session's
+//! envelopes to its subject ([`inbound::InboundPublisher`]) and serve the sessions' sends
 //! ([`outbound::OutboundServer`]); session nodes consume those subjects
-//! ([`inbound::SessionConsumer`]), send through [`outbound::RemoteTransport`]s and keep
-//! session state in a KV bucket with compare-and-set ([`state_store`]).
+//! ([`inbound::SessionConsumer`]), send through [`outbound::RemoteTransport`]s and keep session
+//! state in a KV bucket with compare-and-set ([`state_store`]).
 //!
 //! Every name on the wire comes from [`subjects`]: never a token, a path or a chat id.
 

@@ -1,8 +1,8 @@
-//! The seal on every envelope between nodes (issue 30 finding 2): HMAC-SHA256, keyed from
-//! the cluster key, over the subject, the message id, the time it was sealed and the body,
-//! in the `Bot-Connect-Seal` header. It is checked before anything reads the body, so a
-//! client of the NATS server without the key (with valid NATS credentials, even) cannot
-//! inject a prompt, an `/approve`, a send or a reply.
+//! The seal on every envelope between nodes (docs/security.md#cluster-security): HMAC-SHA256, keyed
+//! from the cluster key, over the subject, the message id, the time it was sealed and the body, in
+//! the `Bot-Connect-Seal` header. It is checked before anything reads the body, so a client of the
+//! NATS server without the key (with valid NATS credentials, even) cannot inject a prompt, an
+//! `/approve`, a send or a reply.
 //!
 //! Replays: the message id (`Nats-Msg-Id`) and the time are inside the MAC. On JetStream the
 //! stream's duplicate window (10 min) drops a copy published again within it, and a copy

@@ -1,5 +1,5 @@
-//! What the cluster's KV buckets hold, sealed (issue 30 finding 2): every value of the
-//! state, sessions and bindings buckets is ChaCha20-Poly1305 ciphertext under a key derived
+//! What the cluster's KV buckets hold, sealed (docs/security.md#cluster-security): every value of
+//! the state, sessions and bindings buckets is ChaCha20-Poly1305 ciphertext under a key derived
 //! from the cluster key, with the bucket and the KV key as associated data.
 //!
 //! Why: the state documents hold paired identities and the bindings who talks to which

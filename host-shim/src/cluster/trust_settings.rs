@@ -1,7 +1,6 @@
-//! What a cluster node trusts and proves (issue 30 finding 2): its NATS login and the
-//! cluster key, from the `cluster` object of the user's own config and the command line
-//! (a flag wins), and the refusal to start without either unless the operator said
-//! `--insecure-no-auth`.
+//! What a cluster node trusts and proves (docs/security.md#cluster-security): its NATS login and
+//! the cluster key, from the `cluster` object of the user's own config and the command line (a flag
+//! wins), and the refusal to start without either unless the operator said `--insecure-no-auth`.
 //!
 //! Why refuse: a NATS server without authentication lets anyone who reaches it read the
 //! sessions, publish prompts as a paired user and read every reply (reproduced in issue

@@ -1,7 +1,7 @@
-//! `host-shim serve --nats <url> --role ingress|sessions`: one node of a cluster on NATS
-//! JetStream (issue 16 §2, docs/scaling.md). The ingress holds the bots its config asks
-//! for (one node per bot at a time, the others standing by); session nodes run the
-//! `--demo` sessions placed on them. State, bindings and the list of sessions live in
+//! `host-shim serve --nats <url> --role ingress|sessions`: one node of a cluster on NATS JetStream
+//! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream, docs/scaling.md). The ingress
+//! holds the bots its config asks for (one node per bot at a time, the others standing by); session
+//! nodes run the `--demo` sessions placed on them. State, bindings and the list of sessions live in
 //! JetStream, so any node can stop and another carries on.
 
 use std::path::PathBuf;
@@ -142,8 +142,8 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     for note in &config.notes {
         eprintln!("[node] config: {}", note.text);
     }
-    // Who this node is to NATS and the key it seals with, refused before anything is
-    // reached: a cluster without them is open to anyone on the server (issue 30).
+    // Who this node is to NATS and the key it seals with, refused before anything is reached: a
+    // cluster without them is open to anyone on the server (docs/security.md#cluster-security).
     let settings = trust_settings::from_config(&sources)?.overridden_by(cluster.trust.settings());
     let env = |name: &str| std::env::var(name).ok();
     let trust = trust_settings::decide(

@@ -1,4 +1,5 @@
-//! `host-shim serve`: the broker process (issue 16 §1). It owns the bot connections and
+//! `host-shim serve`: the broker process
+//! (docs/decisions.md#decision-14-one-host-one-bot-many-sessions). It owns the bot connections and
 //! serves many sessions at once, each its own sandboxed instance:
 //!
 //! - pi sessions: the pi extension starts `host-shim attach` as always; `attach` finds

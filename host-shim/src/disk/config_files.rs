@@ -1,4 +1,5 @@
-//! Config discovery (reference §4.1): which config files exist, and their raw text.
+//! Config discovery (docs/architecture.md#the-original-module-by-module): which config files exist,
+//! and their raw text.
 //!
 //! Parsing and validation belong to the guest; the host only reads files. A file that
 //! exists but cannot be read is still handed over, as unreadable: it may have been the

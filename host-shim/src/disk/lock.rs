@@ -1,4 +1,5 @@
-//! Single-instance lock files (reference §4.5): one process per bot credential (I15).
+//! Single-instance lock files (docs/architecture.md#the-original-module-by-module): one process per
+//! bot credential (I15).
 //!
 //! A lock is `<dir>/<name>.lock` holding `{"pid","startedAt","host","token"}`. A holder that
 //! is dead (same host, signal-0 probe) or older than the stale limit is reclaimed; release

@@ -1,4 +1,5 @@
-//! Locations of the config files, the state file and the lock directory (reference §4.1).
+//! Locations of the config files, the state file and the lock directory
+//! (docs/architecture.md#the-original-module-by-module).
 //!
 //! The environment is a parameter, never read from the process here, so every combination
 //! of variables can be tested without touching the real home directory.

@@ -1,5 +1,6 @@
-//! The state file (reference §4.4): one file shared by all sessions, holding each session's
-//! state document under its session key (`{"version":1,"sessions":{"<key>":{...}}}`).
+//! The state file (docs/architecture.md#the-original-module-by-module): one file shared by all
+//! sessions, holding each session's state document under its session key
+//! (`{"version":1,"sessions":{"<key>":{...}}}`).
 //!
 //! The document belongs to the guest; the host reads only the envelope and each document's
 //! `updatedAt` (for pruning), so trust, pause and targets of one session can never be mixed
@@ -667,7 +668,8 @@ mod tests {
             .unwrap();
     }
 
-    /// One step of two hosts sharing a state file and a session key (issue 10 §1).
+    /// One step of two hosts sharing a state file and a session key
+    /// (docs/decisions.md#decision-21-two-hosts-on-one-session-never-lose-a-save).
     #[derive(Debug, Clone)]
     enum Step {
         /// The host (re)reads the session's document.

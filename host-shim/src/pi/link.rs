@@ -258,7 +258,7 @@ fn shown_kind(kind: &str) -> String {
 /// serde's reason with the values it quotes from the line replaced by `…`: the reason is
 /// printed on the terminal and sent back to the extension, and a value in the wrong place
 /// can be anything the agent saw, a token included (`unknown variant \`sk-…\``, found by
-/// fuzzing, issue 17). What follows `expected` comes from our own types and stays, as do
+/// fuzzing). What follows `expected` comes from our own types and stays, as do
 /// the field names in `missing field` and `duplicate field`.
 fn without_values(reason: &str) -> String {
     if reason.starts_with("missing field") || reason.starts_with("duplicate field") {
@@ -619,7 +619,7 @@ mod tests {
         }
     }
 
-    /// Found by fuzzing (issue 17): serde quoted the offending value in the reason.
+    /// Found by fuzzing: serde quoted the offending value in the reason.
     #[test]
     fn a_refused_line_does_not_repeat_its_values() {
         let secret = "sk-ant-api03-Zk3vQ9xLp2mN8rT4wY6uB1";

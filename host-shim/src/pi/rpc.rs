@@ -497,7 +497,7 @@ mod tests {
 
     #[test]
     fn a_tool_run_as_captured_from_pi() {
-        // Lines from a real pi 0.73.1 run (shared/notes/pi-offline.md §4).
+        // Lines from a real pi 0.73.1 run.
         let start = parse_line(
             r#"{"type":"tool_execution_start","toolCallId":"call_fake_1","toolName":"bash","args":{"command":"echo hi"}}"#,
         );

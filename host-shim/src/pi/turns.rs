@@ -1,9 +1,9 @@
 //! Turns pi's RPC events into the bridge's agent events, and remembers what the work
 //! digest needs. Pure: events in, events out.
 //!
-//! One pi *run* (`agent_start` … `agent_end`) is one bridge turn: follow-ups and steers
-//! that arrive while pi works join the running run, so their answer is the run's last
-//! assistant text, which the bridge publishes when the turn settles (reference §2.8).
+//! One pi *run* (`agent_start` … `agent_end`) is one bridge turn: follow-ups and steers that arrive
+//! while pi works join the running run, so their answer is the run's last assistant text, which the
+//! bridge publishes when the turn settles (docs/architecture.md#the-original-module-by-module).
 
 use std::collections::HashMap;
 

@@ -1,10 +1,10 @@
 //! The one pairing failure budget for every session this process runs (its import,
 //! `wit/pairing.wit`, is served in `imports`).
 //!
-//! A `serve` broker gives all its sessions the same [`PairingBudget`]; without that, a
-//! stranger guessing codes at a shared bot with ten sessions was judged ten budgets' worth
-//! of times an hour (issue 30 §5). `run` and `attach` serve one session, so theirs is that
-//! session's alone. A cluster's nodes each keep their own (a node is one process).
+//! A `serve` broker gives all its sessions the same [`PairingBudget`]; without that, a stranger
+//! guessing codes at a shared bot with ten sessions was judged ten budgets' worth of times an hour
+//! (docs/security.md#pairing). `run` and `attach` serve one session, so theirs is that session's
+//! alone. A cluster's nodes each keep their own (a node is one process).
 //!
 //! The budget lives in memory: a stranger cannot restart the host, and an operator who
 //! does is as good as one asking for a fresh code. A replay gives each replayed session a

@@ -4,7 +4,7 @@
 //! Each instance gets a memory cap, a fuel budget per export call, and only the WASI
 //! interfaces the capability audit allows, linked to a context that grants nothing. A
 //! trap poisons only its own store; the session takes its state back out of the store
-//! and instantiates again (architecture §1.1, C2).
+//! and instantiates again (docs/architecture.md#what-crosses-the-wit-boundary, C2).
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
-//! The paths a tool call touches, read from the agent's tool arguments (issue 15 §2), so the
-//! bridge can judge a remote turn's call against its scope. Paths only: contents never
-//! leave this module, and nothing here is logged.
+//! The paths a tool call touches, read from the agent's tool arguments
+//! (docs/decisions.md#decision-16-scoped-remote-turns), so the bridge can judge a remote turn's
+//! call against its scope. Paths only: contents never leave this module, and nothing here is
+//! logged.
 //!
 //! pi's own tools are read by their schemas (`read`, `write`, `edit`, `ls`, `find`,
 //! `grep`); `bash` has no paths the host can name. Any other tool is read by the argument

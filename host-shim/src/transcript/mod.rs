@@ -1,4 +1,4 @@
-//! Opt-in session transcripts (issue 17 §3, I42): JSON lines of what came into the bridge,
+//! Opt-in session transcripts (I42): JSON lines of what came into the bridge,
 //! what it did and what the host answered, redacted, without raw payloads, rotated by
 //! size; `host-shim replay` runs one through a component build and reports where the
 //! effects differ.

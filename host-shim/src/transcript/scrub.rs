@@ -500,7 +500,8 @@ mod tests {
     fn the_configured_code_length_is_read_with_the_bridges_reader() {
         let mut s = Scrubber::default();
         s.configure(&[ConfigSource {
-            // The user's own file: a project file may not set pairing (issue 30 §6).
+            // The user's own file: a project file may not set pairing
+            // (docs/security.md#project-files-only-narrow).
             scope: ConfigScope::Global,
             path: "/home/u/.pi/agent/bot-connect.json".into(),
             content: ConfigContent::Text(r#"{"bridge": {"pairingDigits": 8}}"#.into()),

@@ -34,7 +34,7 @@ impl Home {
     }
 
     /// Writes the user's own config (`~/.pi/agent/bot-connect.json`): a project file may
-    /// only narrow it (issue 30 §6).
+    /// only narrow it (docs/security.md#project-files-only-narrow).
     fn user_config(&self, json: &str) {
         let dir = self.path().join(".pi").join("agent");
         std::fs::create_dir_all(&dir).expect("config dir");
