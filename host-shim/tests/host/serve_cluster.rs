@@ -1,8 +1,8 @@
-//! The README's three-node setup, as processes: the real `host-shim serve --nats` as one
-//! ingress and two session nodes on a real nats-server, the bot on Telegram's wire (a
-//! loopback Bot API). Only the ingress has the bot's token. A chat lists the sessions,
-//! picks one and gets its answer; SIGTERM stops every node cleanly. Skipped, with the
-//! reason printed, where nats-server cannot be installed.
+//! The three-node setup of docs/scaling.md#a-local-three-node-setup, as processes: the real
+//! `host-shim serve --nats` as one ingress and two session nodes on a real nats-server, the
+//! bot on Telegram's wire (a loopback Bot API). Only the ingress has the bot's token. A chat
+//! lists the sessions, picks one and gets its answer; SIGTERM stops every node cleanly.
+//! Skipped, with the reason printed, where nats-server cannot be installed.
 
 // These tests signal the real processes they start (kill, pidfd_open): libc calls.
 #![allow(unsafe_code)]
