@@ -1,6 +1,6 @@
-//! The long fault soak (issue 17 §2): as many sessions as asked, each the real component in
-//! the real host with a fake messenger and the demo agent, prompted under random faults.
-//! Prints the figures and exits 1 if anything was lost, duplicated, reordered or leaked.
+//! The long fault soak (docs/architecture.md#how-it-is-tested): as many sessions as asked, each the
+//! real component in the real host with a fake messenger and the demo agent, prompted under random
+//! faults. Prints the figures and exits 1 if anything was lost, duplicated, reordered or leaked.
 //!
 //! ```sh
 //! cargo run --release -p bot-connect-tests --example soak -- --sessions 1000 --prompts 20

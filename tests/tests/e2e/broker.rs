@@ -1,6 +1,6 @@
-//! One bot, many sessions (issue 16 §1): real components behind one broker and one fake
-//! bot. Each chat talks to the session it is bound to, strangers learn nothing, pairing
-//! stays per session, and bindings outlive the broker.
+//! One bot, many sessions (docs/decisions.md#decision-14-one-host-one-bot-many-sessions): real
+//! components behind one broker and one fake bot. Each chat talks to the session it is bound to,
+//! strangers learn nothing, pairing stays per session, and bindings outlive the broker.
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
-//! The cluster-wide bot lock on a real nats-server (issue 16 §2): one ingress per bot
-//! credential, and a standby that takes over after the TTL when the holder dies.
+//! The cluster-wide bot lock on a real nats-server
+//! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream): one ingress per bot credential,
+//! and a standby that takes over after the TTL when the holder dies.
 
 use std::time::Duration;
 

@@ -1,10 +1,9 @@
-//! The nats-server config docs/scaling.md gives (issue 30 finding 2) works, as written: the
-//! real nats-server runs the block from the doc (only its certificate paths, store
-//! directory and port replaced), an ingress and a session node each log in as their role
-//! over TLS with a client certificate and do every kind of call a node makes (stream,
-//! consumer, KV buckets, key listing, locks, requests and replies), and what the roles
-//! must not do is refused by the server: no credentials, no client certificate, a session
-//! node publishing envelopes.
+//! The nats-server config docs/scaling.md gives (docs/security.md#cluster-security) works, as
+//! written: the real nats-server runs the block from the doc (only its certificate paths, store
+//! directory and port replaced), an ingress and a session node each log in as their role over TLS
+//! with a client certificate and do every kind of call a node makes (stream, consumer, KV buckets,
+//! key listing, locks, requests and replies), and what the roles must not do is refused by the
+//! server: no credentials, no client certificate, a session node publishing envelopes.
 
 use std::path::Path;
 use std::sync::Arc;

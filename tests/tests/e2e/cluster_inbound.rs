@@ -1,6 +1,7 @@
-//! Inbound over JetStream on a real nats-server (issue 16 §2): a redelivered publish is
-//! dropped by the duplicate window, and a message is acked only after the session has
-//! handled it, so a node that dies first loses nothing.
+//! Inbound over JetStream on a real nats-server
+//! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream): a redelivered publish is
+//! dropped by the duplicate window, and a message is acked only after the session has handled it,
+//! so a node that dies first loses nothing.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,7 @@
-//! Outbound over NATS on a real nats-server (issue 16 §2): a session node's
-//! `RemoteTransport` sends through the ingress node's real transport and gets its receipt
-//! or its error back; no ingress, or one that does not answer, gives a clear error.
+//! Outbound over NATS on a real nats-server
+//! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream): a session node's
+//! `RemoteTransport` sends through the ingress node's real transport and gets its receipt or its
+//! error back; no ingress, or one that does not answer, gives a clear error.
 
 use std::sync::Arc;
 use std::time::Duration;

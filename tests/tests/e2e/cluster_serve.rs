@@ -1,9 +1,9 @@
-//! The cluster end to end (issue 16 §2): an ingress holding a Telegram bot (the real wire,
-//! a loopback Bot API on 127.0.0.1) and two session nodes running real components, on a
-//! real nats-server. Sessions spread over the nodes, chats reach the session they picked,
-//! a node killed mid-turn has its session resumed on the other node with the reply posted
-//! once, and a killed ingress is replaced by a standby after the lock's TTL with nothing
-//! lost.
+//! The cluster end to end (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream): an
+//! ingress holding a Telegram bot (the real wire, a loopback Bot API on 127.0.0.1) and two session
+//! nodes running real components, on a real nats-server. Sessions spread over the nodes, chats
+//! reach the session they picked, a node killed mid-turn has its session resumed on the other node
+//! with the reply posted once, and a killed ingress is replaced by a standby after the lock's TTL
+//! with nothing lost.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -410,11 +410,11 @@ async fn a_standby_ingress_takes_the_bot_after_the_ttl_and_no_message_is_lost() 
     second.shutdown().await;
 }
 
-/// Issue 30 finding 2, as the attacker tried it: a client that has NATS credentials (it
-/// shares the server with the cluster) but not the cluster key publishes a prompt as the
-/// paired user, an `/approve`, a prompt sealed with another key, asks the ingress to post
-/// a message, and writes a paired identity of its own into a session's state. Nothing of
-/// it runs or is posted, every attempt is counted, and the real user is still answered.
+/// The cluster's seal and login (docs/security.md#cluster-security), as the attacker tried it: a
+/// client that has NATS credentials (it shares the server with the cluster) but not the cluster key
+/// publishes a prompt as the paired user, an `/approve`, a prompt sealed with another key, asks the
+/// ingress to post a message, and writes a paired identity of its own into a session's state.
+/// Nothing of it runs or is posted, every attempt is counted, and the real user is still answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_approve_post_or_pair()
 {

@@ -1,5 +1,6 @@
-//! Session state in a JetStream KV bucket on a real nats-server (issue 16 §2): saves are
-//! compare-and-set on the revision, so a stale writer is refused and writes nothing.
+//! Session state in a JetStream KV bucket on a real nats-server
+//! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream): saves are compare-and-set on
+//! the revision, so a stale writer is refused and writes nothing.
 
 use host_shim::cluster::state_store::{KvSessionStates, KvStateError, KvStateStore, Loaded};
 use host_shim::disk::state_file::{StateStore, StateStoreError};

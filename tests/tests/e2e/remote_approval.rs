@@ -1,6 +1,7 @@
-//! Approval from the phone through the real component and host (architecture §6, issue 15
-//! §1): the demo agent's tool call waits, parked by the host, while the chat's `/approve`
-//! or `/deny` goes into the same instance and settles it; the terminal can answer first.
+//! Approval from the phone through the real component and host
+//! (docs/decisions.md#decision-11-approval-from-the-phone): the demo agent's tool call waits,
+//! parked by the host, while the chat's `/approve` or `/deny` goes into the same instance and
+//! settles it; the terminal can answer first.
 
 use crate::common::{self, Dirs, Setup, WAIT};
 

@@ -1,7 +1,8 @@
-//! Scoped remote turns through the real component and host with the demo agent (issue 15
-//! §2): the demo's `write <path>` carries its path to the host, which reads it out of the
-//! tool's arguments; a write outside `allowedPaths` is refused with the reason, a write to
-//! a protected path asks the phone, and an ordinary one inside the scope just runs.
+//! Scoped remote turns through the real component and host with the demo agent
+//! (docs/decisions.md#decision-16-scoped-remote-turns): the demo's `write <path>` carries its path
+//! to the host, which reads it out of the tool's arguments; a write outside `allowedPaths` is
+//! refused with the reason, a write to a protected path asks the phone, and an ordinary one inside
+//! the scope just runs.
 
 use crate::common::{self, Dirs, Setup};
 

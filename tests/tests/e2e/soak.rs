@@ -1,5 +1,6 @@
-//! The fault soak, short (issue 17 §2): a few sessions with faults at a high rate, so every
-//! kind of fault is hit in CI. The long run is `tests/examples/soak.rs` (see the README).
+//! The fault soak, short (docs/architecture.md#how-it-is-tested): a few sessions with faults at a
+//! high rate, so every kind of fault is hit in CI. The long run is `tests/examples/soak.rs` (see
+//! the README).
 
 use crate::common::soak;
 

@@ -260,7 +260,8 @@ async fn a_group_mention_of_a_command_is_a_command() {
         "pi-bot-connect status",
     )
     .await;
-    // Decision 1: after the mention, a lone command word is the command, not a prompt.
+    // After the mention, a lone command word is the command, not a prompt
+    // (docs/decisions.md#decision-1-bot-status-is-a-command).
     t.say(
         group_text(GROUP, USER, 11, "@piBot status", mention),
         "pi-bot-connect status",
@@ -315,8 +316,9 @@ async fn a_restarted_host_answers_what_arrived_while_it_was_away_exactly_once() 
     restarted.shutdown().await.expect("clean shutdown");
 }
 
-/// Decision 10: what waited on the server is answered, but a stranger's message older than
-/// the pairing window mints no code and gets no reply.
+/// What waited on the server is answered, but a stranger's message older than the pairing window
+/// mints no code and gets no reply
+/// (docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strangers_message_older_than_the_pairing_window_is_not_answered() {
     let t = Telegram::start().await;
@@ -346,10 +348,10 @@ async fn a_strangers_message_older_than_the_pairing_window_is_not_answered() {
     t.session.shutdown().await.expect("clean shutdown");
 }
 
-/// Issue 15 §1 with one real transport's buttons: the remote turn's parked tool call is
-/// put to the paired chat with Approve / Deny buttons; a stranger's press decides nothing,
-/// the paired user's press on Approve lets the call run, and every press is answered so
-/// the phone's spinner stops.
+/// Approval from the phone (docs/decisions.md#decision-11-approval-from-the-phone) with one real
+/// transport's buttons: the remote turn's parked tool call is put to the paired chat with Approve /
+/// Deny buttons; a stranger's press decides nothing, the paired user's press on Approve lets the
+/// call run, and every press is answered so the phone's spinner stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
     const STRANGER: i64 = 5555;

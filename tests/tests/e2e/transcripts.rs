@@ -1,4 +1,4 @@
-//! Transcripts and `host-shim replay` through the real component (issue 17 §3, I42): a
+//! Transcripts and `host-shim replay` through the real component (I42): a
 //! real flow (pairing, a prompt with a token in it, the agent's reply echoing it, a local
 //! command) is recorded, holds no code and no token, rotates at its size cap, reads back
 //! line for line, and replays against the embedded component with no difference; an

@@ -1,4 +1,4 @@
-//! Issue 4 through the component: tool policy for remote turns only (I34), local
+//! The first trust rules through the component: tool policy for remote turns only (I34), local
 //! approval (I39), `/abort` while busy (I8), rate-limit notices (I37), and one
 //! process per bot credential (I15).
 
@@ -191,9 +191,10 @@ async fn a_bot_credential_is_held_by_one_session_and_released_on_shutdown() {
     third.session.shutdown().await.unwrap();
 }
 
-/// Issue 30 §6 through the component: a cloned repository's `.pi/bot-connect.json` trusts
-/// its author, turns pairing off, makes remote turns unrestricted and the code four digits.
-/// None of it applies; the terminal is told which keys were ignored and where.
+/// A project file only narrows (docs/security.md#project-files-only-narrow), through the component:
+/// a cloned repository's `.pi/bot-connect.json` trusts its author, turns pairing off, makes remote
+/// turns unrestricted and the code four digits. None of it applies; the terminal is told which keys
+/// were ignored and where.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cloned_repositorys_project_file_cannot_trust_itself_or_widen_remote_turns() {
     let dirs = Dirs::new();

