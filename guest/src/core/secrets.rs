@@ -655,9 +655,7 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
         (0, _) => (value - 1, value),
         _ => (value, value + len),
     };
-    let bearer = text
-        .get(value..value + 6)
-        .is_some_and(|v| v.eq_ignore_ascii_case(b"bearer"));
+    let bearer = header_value_is_bearer(text.get(value..end).unwrap_or_default());
     let quoted = value + quoted_header_value_len(text, start, value, end);
     Some(Found {
         start,
@@ -671,26 +669,62 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
     })
 }
 
-/// How much of a header's value (`value..end`) is the value when the header is quoted, as curl's
-/// `-H "X-Api-Key: …" https://…` writes it: up to the quote (or backtick) that closes the one right
-/// before the header's name. The value ran to the end of the line, and the redaction took the
-/// closing quote and the URL after it (docs/security.md#redaction). The closing quote is looked for
-/// on the value's first line only; without one the value is all of `value..end`.
-pub fn quoted_header_value_len(text: &[u8], start: usize, value: usize, end: usize) -> usize {
-    let whole = end.saturating_sub(value);
-    let Some(&quote) = start.checked_sub(1).and_then(|i| text.get(i)) else {
-        return whole;
+/// Whether a header's value is a `Bearer` credential, quoted or not: the bearer shape then
+/// redacts the token and leaves the word, which says what kind of credential went.
+pub fn header_value_is_bearer(value: &[u8]) -> bool {
+    let value = match value.first() {
+        Some(b'"' | b'\'' | b'`') => &value[1..],
+        _ => value,
     };
-    if !matches!(quote, b'"' | b'\'' | b'`') {
-        return whole;
-    }
-    text.get(value..end)
-        .unwrap_or_default()
+    value
+        .get(..6)
+        .is_some_and(|word| word.eq_ignore_ascii_case(b"bearer"))
+}
+
+/// How much of a header's value (`value..end`) is the value when the header or the value is
+/// quoted. The value ran to the end of the line, and the redaction took what followed:
+/// - curl's `-H "X-Api-Key: …" https://…`: the value ends at the quote (or backtick) that
+///   closes the one right before the header's name; the closing quote and the URL were
+///   redacted with it;
+/// - prose's ``Authorization: `Bearer ${token}` on each call``: the value is the quoted
+///   span, quotes included, so both go or both stay; the closing backtick and the rest of
+///   the sentence went, and the chat then paired the code spans wrongly.
+///
+/// The closing quote is looked for on the value's first line only; without one the value is
+/// all of `value..end`. A value that is the bare marker an earlier pass wrote for a quoted
+/// value (`X-Api-Key: [redacted] with it`) is the marker alone: the next pass took the rest
+/// of the sentence as the value.
+pub fn quoted_header_value_len(text: &[u8], start: usize, value: usize, end: usize) -> usize {
+    const MARKER: &[u8] = b"[redacted]";
+    let whole = end.saturating_sub(value);
+    let line = text.get(value..end).unwrap_or_default();
+    let line = &line[..line
         .iter()
-        .take_while(|b| **b != b'\r' && **b != b'\n')
-        .position(|b| *b == quote)
-        .filter(|at| *at > 0)
-        .unwrap_or(whole)
+        .position(|b| *b == b'\r' || *b == b'\n')
+        .unwrap_or(line.len())];
+    if line.starts_with(MARKER) {
+        return MARKER.len();
+    }
+    let is_quote = |b: u8| matches!(b, b'"' | b'\'' | b'`');
+    if let Some(&quote) = start
+        .checked_sub(1)
+        .and_then(|i| text.get(i))
+        .filter(|b| is_quote(**b))
+    {
+        return line
+            .iter()
+            .position(|b| *b == quote)
+            .filter(|at| *at > 0)
+            .unwrap_or(whole);
+    }
+    match line.first() {
+        Some(&quote) if is_quote(quote) => line[1..]
+            .iter()
+            .position(|b| *b == quote)
+            .filter(|at| *at > 0)
+            .map_or(whole, |at| at + 2),
+        _ => whole,
+    }
 }
 
 /// Where a header's value (`value..end`, one line) goes on when its last word is `Bearer`

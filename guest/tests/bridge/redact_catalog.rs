@@ -211,6 +211,20 @@ const GENERIC: &[(&str, &str)] = &[
         "curl -H 'X-Goog-Api-Key: Q7mZ2xP9kL4vR8tN3w' https://x.test/",
         "curl -H 'X-Goog-Api-Key: [redacted:secret]' https://x.test/",
     ),
+    // A quoted value is the quoted span: the closing quote and the rest of the sentence stay
+    // (the rest of the line went, and Telegram paired the code spans wrongly).
+    (
+        "Set Authorization: `Bearer ${token}` on each call.",
+        "Set Authorization: `Bearer ${token}` on each call.",
+    ),
+    (
+        "Set Authorization: `Bearer 4f9a8c7e2b1d6f3a5c8e9b0d` on each call.",
+        "Set Authorization: `Bearer [redacted]` on each call.",
+    ),
+    (
+        "Send X-Api-Key: \"q8Zp2vR7kW3mN9xT\" with it, then retry.",
+        "Send X-Api-Key: [redacted] with it, then retry.",
+    ),
     (
         "See `DB_PASSWORD=hunter2x`.",
         "See `DB_PASSWORD=[redacted]`.",

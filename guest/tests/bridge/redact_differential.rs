@@ -221,6 +221,12 @@ const TABLE: &[&str] = &[
     "Authorization:   \nnext",
     "Authorization:\t\r\nnext",
     "Authorization: X-Api-Key: v",
+    "Set Authorization: `Bearer ${token}` on each call.",
+    "Set Authorization: `Bearer 4f9a8c7e2b1d6f3a5c8e9b0d` on each call.",
+    "X-Api-Key: \"q8Zp2vR7kW3mN9xT\" rest",
+    "X-Api-Key: 'a' 'b'",
+    "X-Api-Key: '' rest",
+    "\"Authorization: `Bearer x`\" rest",
     "AUTHORIZATION : bEaReR abcdefghijklmnopqrstuvwxyz",
     // Bearer across lines; a quoted value across lines and past a header.
     "Bearer\n\n  abcdefghijklmnopqrstuvwxyz012345",

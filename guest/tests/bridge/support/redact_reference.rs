@@ -61,9 +61,8 @@ fn reference_once(text: &str) -> Redacted {
             let new = match shape.replacement {
                 Replacement::Fixed(text) => Some(text.to_owned()),
                 Replacement::Header => {
-                    let is_bearer = group(&caps, 2)
-                        .get(..6)
-                        .is_some_and(|p| p.eq_ignore_ascii_case("bearer"));
+                    let is_bearer =
+                        guest::core::secrets::header_value_is_bearer(group(&caps, 2).as_bytes());
                     (!is_bearer).then(|| format!("{}: [redacted]", group(&caps, 1)))
                 }
                 // A value that is configuration (`TOKEN_TTL_SECONDS=3600`, `${VAR}`) or a
