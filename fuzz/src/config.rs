@@ -110,7 +110,12 @@ fn source(scope: ConfigScope, text: &str) -> ConfigSource {
 fn said(loaded: &LoadedConfig) -> Vec<String> {
     let mut said: Vec<String> = loaded.notes.iter().map(|n| n.text.clone()).collect();
     said.extend(fail_closed_lines(&loaded.fail_closed));
-    said.extend(loaded.transports.iter().map(|t| t.settings_json.clone()));
+    said.extend(
+        loaded
+            .transports
+            .iter()
+            .map(|t| format!("{:?}", t.settings)),
+    );
     said.push(loaded.bridge.to_pretty_json());
     said
 }

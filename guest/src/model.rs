@@ -419,8 +419,27 @@ pub struct TransportRequest {
     pub id: String,
     /// A missing credential is an error, not a skip.
     pub required: bool,
-    /// Validated settings as a JSON object, defaults filled in.
-    pub settings_json: String,
+    /// Validated settings, defaults filled in, in the platform's order.
+    pub settings: Vec<SettingEntry>,
+}
+
+/// One transport setting with its validated value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingEntry {
+    /// Key as written.
+    pub name: String,
+    /// Its value, of the key's declared kind.
+    pub value: SettingValue,
+}
+
+impl TransportRequest {
+    /// The value of setting `name`, if the request has it.
+    pub fn setting(&self, name: &str) -> Option<&SettingValue> {
+        self.settings
+            .iter()
+            .find(|entry| entry.name == name)
+            .map(|entry| &entry.value)
+    }
 }
 
 /// Result of `configure`.

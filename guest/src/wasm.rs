@@ -342,6 +342,15 @@ fn platform_from_wit(p: wit_session::Platform) -> model::Platform {
     }
 }
 
+/// A setting value as the WIT carries it.
+fn setting_value_to_wit(value: model::SettingValue) -> wit_session::SettingValue {
+    match value {
+        model::SettingValue::Boolean(b) => wit_session::SettingValue::Boolean(b),
+        model::SettingValue::Integer(n) => wit_session::SettingValue::Integer(n),
+        model::SettingValue::Text(t) => wit_session::SettingValue::Text(t),
+    }
+}
+
 struct Component;
 
 impl wit_session::Guest for Component {
@@ -378,7 +387,14 @@ impl wit_session::Guest for Component {
                 .map(|t| wit_session::TransportRequest {
                     id: t.id,
                     required: t.required,
-                    settings_json: t.settings_json,
+                    settings: t
+                        .settings
+                        .into_iter()
+                        .map(|entry| wit_session::SettingEntry {
+                            name: entry.name,
+                            value: setting_value_to_wit(entry.value),
+                        })
+                        .collect(),
                 })
                 .collect(),
             local_command: configuration.local_command,

@@ -14,7 +14,7 @@ use transport_core::platform::{
     BuildInput, ENABLED, EnvLookup, Platform, Setting, SettingDefault, SettingKind, Settings,
 };
 
-use crate::bindings::session::{self, TransportRequest};
+use crate::bindings::session::{self, SettingValue, TransportRequest};
 use crate::bindings::types::Level;
 
 /// What a factory built from the validated configuration.
@@ -140,22 +140,47 @@ pub fn build(
     built
 }
 
+/// A request's settings as the JSON object a transport's `build` reads: the transports'
+/// settings modules read keys from JSON, and each key arrives here once with the kind its
+/// platform declared.
+pub fn settings_object(request: &TransportRequest) -> serde_json::Map<String, serde_json::Value> {
+    request
+        .settings
+        .iter()
+        .map(|entry| {
+            let value = match &entry.value {
+                SettingValue::Boolean(b) => serde_json::Value::Bool(*b),
+                SettingValue::Integer(n) => serde_json::Value::from(*n),
+                SettingValue::Text(text) => serde_json::Value::from(text.as_str()),
+            };
+            (entry.name.clone(), value)
+        })
+        .collect()
+}
+
+/// The request's settings in the WIT's form, from the guest's own model (a command that
+/// validated the configuration natively).
+pub fn settings_from_model(settings: &[guest::model::SettingEntry]) -> Vec<session::SettingEntry> {
+    settings
+        .iter()
+        .map(|entry| session::SettingEntry {
+            name: entry.name.clone(),
+            value: match &entry.value {
+                guest::model::SettingValue::Boolean(b) => SettingValue::Boolean(*b),
+                guest::model::SettingValue::Integer(n) => SettingValue::Integer(*n),
+                guest::model::SettingValue::Text(text) => SettingValue::Text(text.clone()),
+            },
+        })
+        .collect()
+}
+
 /// One platform from its validated request. `Ok(None)`: not started, and that is fine.
 fn build_one(
     platform: &Platform,
     request: &TransportRequest,
     env: &Environment<'_>,
 ) -> Result<Option<Arc<dyn Transport>>, (Level, String)> {
-    let settings: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&request.settings_json).map_err(|e| {
-            (
-                Level::Error,
-                format!(
-                    "{}: the bridge returned unreadable settings ({e})",
-                    request.id
-                ),
-            )
-        })?;
+    let settings = settings_object(request);
     let mut credentials = BTreeMap::new();
     let mut missing = Vec::new();
     for key in platform.settings.env_keys() {
@@ -222,7 +247,7 @@ mod tests {
         TransportRequest {
             id: id.into(),
             required: false,
-            settings_json: "{}".into(),
+            settings: Vec::new(),
         }
     }
 

@@ -30,7 +30,7 @@ use crate::host::Host;
 use crate::keys::ConversationKey;
 use crate::model::{
     self, Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, Platform,
-    SessionInfo, ToolDecision, TransportStatus,
+    SessionInfo, SettingValue, ToolDecision, TransportStatus,
 };
 
 /// How old another process's lock on a bot must be before it is reclaimed, when the
@@ -206,10 +206,9 @@ impl Bridge {
         self.lock_stale_ms = loaded
             .transports
             .iter()
-            .filter_map(|request| {
-                let settings: serde_json::Value =
-                    serde_json::from_str(&request.settings_json).ok()?;
-                Some((request.id.clone(), settings.get("lockStaleMs")?.as_u64()?))
+            .filter_map(|request| match request.setting("lockStaleMs")? {
+                SettingValue::Integer(ms) => Some((request.id.clone(), u64::try_from(*ms).ok()?)),
+                _ => None,
             })
             .collect();
         let mut notes = loaded.notes;

@@ -7,7 +7,7 @@ use guest::core::state::{
     parse_session_state, serialize_session_state,
 };
 use guest::keys::{ConversationKey, Identity};
-use guest::model::{ConfigContent, ConfigScope, ConfigSource, Level};
+use guest::model::{ConfigContent, ConfigScope, ConfigSource, Level, SettingKind, SettingValue};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -250,8 +250,23 @@ proptest! {
             source("project", project.to_string()),
         ]);
         let _ = loaded.bridge.to_pretty_json();
+        // Whatever the files held, a request carries only keys its platform declared, each
+        // once, with a value of the declared kind: the host builds the transport from them.
+        let platforms = platforms::platforms();
         for request in loaded.transports {
-            prop_assert!(serde_json::from_str::<Map<String, Value>>(&request.settings_json).is_ok());
+            let platform = platforms.iter().find(|p| p.id == request.id).expect("a declared platform");
+            let mut seen = std::collections::BTreeSet::new();
+            for entry in &request.settings {
+                prop_assert!(seen.insert(entry.name.clone()), "{} twice", entry.name);
+                let key = platform.settings.iter().find(|k| k.name == entry.name);
+                let kind_fits = key.is_some_and(|key| matches!(
+                    (&key.kind, &entry.value),
+                    (SettingKind::Boolean, SettingValue::Boolean(_))
+                        | (SettingKind::Integer { .. }, SettingValue::Integer(_))
+                        | (SettingKind::EnvName | SettingKind::Url(_) | SettingKind::Text, SettingValue::Text(_))
+                ));
+                prop_assert!(kind_fits, "{}: {:?} does not fit its declaration", entry.name, entry.value);
+            }
         }
     }
 
@@ -289,7 +304,8 @@ proptest! {
             prop_assert!(!note.text.contains(&secret), "leaked in note {:?}", note.text);
         }
         for request in &loaded.transports {
-            prop_assert!(!request.settings_json.contains(&secret));
+            let shown = format!("{:?}", request.settings);
+            prop_assert!(!shown.contains(&secret));
         }
         prop_assert!(!loaded.bridge.to_pretty_json().contains(&secret));
         let expected = format!("override config: {path}: this looks like a secret.");

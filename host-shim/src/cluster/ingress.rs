@@ -528,7 +528,7 @@ fn lock_key(request: &TransportRequest) -> Option<String> {
     let platform = crate::factory::PLATFORMS
         .iter()
         .find(|p| p.settings.id == request.id)?;
-    let settings: serde_json::Value = serde_json::from_str(&request.settings_json).ok()?;
+    let settings = crate::factory::settings_object(request);
     let env_name = platform
         .settings
         .env_keys()

@@ -128,7 +128,7 @@ pub fn messenger_requests(config: &guest::core::config::LoadedConfig) -> Vec<Tra
         .map(|r| TransportRequest {
             id: r.id.clone(),
             required: r.required,
-            settings_json: r.settings_json.clone(),
+            settings: crate::factory::settings_from_model(&r.settings),
         })
         .collect()
 }

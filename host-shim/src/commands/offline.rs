@@ -221,8 +221,7 @@ fn credential_lines(
         else {
             continue;
         };
-        let settings: serde_json::Value =
-            serde_json::from_str(&request.settings_json).unwrap_or_default();
+        let settings = factory::settings_object(request);
         for key in platform.settings.env_keys() {
             let Some(name) = settings.get(key.name).and_then(|v| v.as_str()) else {
                 continue;
@@ -280,21 +279,21 @@ fn broker_lines(locks: &LockDir, state_file: &std::path::Path, now: u64) -> Vec<
 mod tests {
     use super::*;
 
-    fn request(id: &str, settings: &str) -> TransportRequest {
+    fn request(id: &str, token_env: &str) -> TransportRequest {
         TransportRequest {
             id: id.into(),
             required: false,
-            settings_json: settings.into(),
+            settings: vec![crate::bindings::session::SettingEntry {
+                name: "tokenEnv".into(),
+                value: crate::bindings::session::SettingValue::Text(token_env.into()),
+            }],
         }
     }
 
     #[test]
     fn an_unset_optional_credential_is_named_as_optional_not_as_missing() {
         let lines = credential_lines(
-            &[
-                request("robo_claw", r#"{"tokenEnv":"RC_PEER"}"#),
-                request("telegram", r#"{"tokenEnv":"TG"}"#),
-            ],
+            &[request("robo_claw", "RC_PEER"), request("telegram", "TG")],
             &|_| None,
         );
         assert_eq!(lines.len(), 2, "{lines:?}");

@@ -22,7 +22,7 @@
 //! only redacted: the bridge keys its state on them, a code never travels in them, and a
 //! masked id would make replay talk about another conversation.
 
-use crate::bindings::session::{AgentEvent, ConfigContent, ConfigSource, ToolAnswer};
+use crate::bindings::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
 use crate::bindings::types::{Envelope, ToolDecision};
 use crate::transcript::line::Event;
 
@@ -306,8 +306,14 @@ impl Scrubber {
                 for note in &mut configuration.notes {
                     note.text = self.local(&note.text);
                 }
-                for request in &mut configuration.transports {
-                    request.settings_json = self.plain(&request.settings_json);
+                for entry in configuration
+                    .transports
+                    .iter_mut()
+                    .flat_map(|request| request.settings.iter_mut())
+                {
+                    if let SettingValue::Text(text) = &mut entry.value {
+                        *text = self.plain(text);
+                    }
                 }
                 Event::Configured { configuration }
             }

@@ -15,7 +15,9 @@ pub mod schema;
 pub mod shell_scope_warning;
 mod transports;
 
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use serde_json::Value;
 
 use bridge_section::apply_bridge;
 use transports::{apply_transports, transport_request};
@@ -29,7 +31,7 @@ pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};
 
 use crate::core::redact::redact;
 use crate::model::{
-    ConfigContent, ConfigScope, ConfigSource, Level, Note, Platform, TransportRequest,
+    ConfigContent, ConfigScope, ConfigSource, Level, Note, Platform, SettingValue, TransportRequest,
 };
 use fail_closed::{Guards, fail_closed_notes};
 
@@ -61,7 +63,7 @@ pub struct LoadedConfig {
 /// puts them at their strictest value, with an error note (`fail_closed`).
 pub fn load_config(sources: &[ConfigSource], platforms: &[Platform]) -> LoadedConfig {
     let mut bridge = BridgeConfig::default();
-    let mut layers: Vec<Option<Map<String, Value>>> = vec![None; platforms.len()];
+    let mut layers: Vec<Option<BTreeMap<String, SettingValue>>> = vec![None; platforms.len()];
     let mut notes = Vec::new();
     let mut guards = Guards::default();
     let mut project_ignored = Vec::new();
@@ -218,7 +220,7 @@ impl Sink<'_> {
 }
 
 #[cfg(test)]
-use crate::model::{Setting, SettingKind, SettingValue};
+use crate::model::{Setting, SettingKind};
 
 /// The platform declarations the integration tests use too.
 #[cfg(test)]

@@ -29,8 +29,28 @@ fn source(scope: &str, text: &str) -> ConfigSource {
 
 /// The credential variable a request names.
 fn token_env(request: &TransportRequest) -> Option<String> {
-    let settings: Value = serde_json::from_str(&request.settings_json).ok()?;
-    Some(settings.get("tokenEnv")?.as_str()?.to_string())
+    match request.setting("tokenEnv")? {
+        SettingValue::Text(name) => Some(name.clone()),
+        _ => None,
+    }
+}
+
+/// A request's settings as one JSON object with sorted keys, so a table of expected
+/// settings reads as the configuration file would write them.
+fn settings_text(request: &TransportRequest) -> String {
+    let object: serde_json::Map<String, Value> = request
+        .settings
+        .iter()
+        .map(|entry| {
+            let value = match &entry.value {
+                SettingValue::Boolean(b) => Value::Bool(*b),
+                SettingValue::Integer(n) => Value::from(*n),
+                SettingValue::Text(text) => Value::from(text.as_str()),
+            };
+            (entry.name.clone(), value)
+        })
+        .collect();
+    Value::Object(object).to_string()
 }
 
 /// The user's own file: a project file may only narrow
@@ -862,19 +882,24 @@ fn transports_merge_per_id_and_field_wise() {
             r#"{"transports":{"telegram":{"enabled":true},"discord":{}}}"#,
         ),
     ]);
+    let requests: Vec<(&str, bool, String)> = loaded
+        .transports
+        .iter()
+        .map(|t| (t.id.as_str(), t.required, settings_text(t)))
+        .collect();
     assert_eq!(
-        loaded.transports,
+        requests,
         vec![
-            TransportRequest {
-                id: "telegram".into(),
-                required: true,
-                settings_json: r#"{"lockStaleMs":5000,"tokenEnv":"MY_TG"}"#.into(),
-            },
-            TransportRequest {
-                id: "discord".into(),
-                required: false,
-                settings_json: r#"{"lockStaleMs":900000,"tokenEnv":"PI_DISCORD_TOKEN"}"#.into(),
-            },
+            (
+                "telegram",
+                true,
+                r#"{"lockStaleMs":5000,"tokenEnv":"MY_TG"}"#.to_string()
+            ),
+            (
+                "discord",
+                false,
+                r#"{"lockStaleMs":900000,"tokenEnv":"PI_DISCORD_TOKEN"}"#.to_string()
+            ),
         ]
     );
 }
@@ -909,10 +934,12 @@ fn transports_come_out_in_fixed_order_with_defaults_applied() {
             "telegram":{"baseUrl":"https://api.telegram.org"}}}"#,
     );
     assert!(loaded.notes.is_empty(), "{:?}", loaded.notes);
+    let texts: Vec<String> = loaded.transports.iter().map(settings_text).collect();
     let rows: Vec<(&str, Option<String>, &str)> = loaded
         .transports
         .iter()
-        .map(|t| (t.id.as_str(), token_env(t), t.settings_json.as_str()))
+        .zip(&texts)
+        .map(|(t, text)| (t.id.as_str(), token_env(t), text.as_str()))
         .collect();
     assert_eq!(
         rows,
@@ -1132,9 +1159,9 @@ fn plain_http_base_urls_only_to_loopback_in_any_file() {
     let urls: Vec<String> = loaded
         .transports
         .iter()
-        .map(|t| {
-            let settings: Value = serde_json::from_str(&t.settings_json).unwrap();
-            settings["baseUrl"].as_str().unwrap_or_default().to_string()
+        .map(|t| match t.setting("baseUrl") {
+            Some(SettingValue::Text(url)) => url.clone(),
+            _ => String::new(),
         })
         .collect();
     assert!(

@@ -2,12 +2,12 @@
 //! host offers, and every secret-looking value refused
 //! (docs/decisions.md#decision-9-a-secret-looking-value-in-transports-is-refused, I10).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::Sink;
 use super::readers::{boolean, int_in, string};
 use crate::core::secrets;
-use crate::model::{Platform, Setting, SettingKind, SettingValue, TransportRequest};
+use crate::model::{Platform, Setting, SettingEntry, SettingKind, SettingValue, TransportRequest};
 
 /// The variable a message suggests: the transport's own credential variable when it
 /// declares one.
@@ -30,7 +30,7 @@ fn example_env(platform: Option<&Platform>) -> &str {
 /// `Some` once any source mentions it), field-wise over lower sources.
 pub(super) fn apply_transports(
     platforms: &[Platform],
-    layers: &mut [Option<Map<String, Value>>],
+    layers: &mut [Option<std::collections::BTreeMap<String, SettingValue>>],
     value: &Value,
     sink: &mut Sink<'_>,
 ) {
@@ -90,11 +90,12 @@ pub(super) fn apply_transports(
 }
 
 /// Checks one known transport key; the value has already passed the secret check.
-fn validate(key: &Setting, value: &Value) -> Result<Value, String> {
+fn validate(key: &Setting, value: &Value) -> Result<SettingValue, String> {
+    let text = |text: &str| SettingValue::Text(text.to_owned());
     match &key.kind {
-        SettingKind::Boolean => boolean(value).map(Value::Bool),
+        SettingKind::Boolean => boolean(value).map(SettingValue::Boolean),
         SettingKind::EnvName => match value.as_str() {
-            Some(name) if is_env_name(name) => Ok(value.clone()),
+            Some(name) if is_env_name(name) => Ok(text(name)),
             _ => {
                 let example = match &key.default {
                     Some(SettingValue::Text(name)) => name.as_str(),
@@ -106,9 +107,7 @@ fn validate(key: &Setting, value: &Value) -> Result<Value, String> {
             }
         },
         SettingKind::Url(schemes) => match value.as_str() {
-            Some(url) if is_url(url, schemes) && !is_plain_to_a_remote_host(url) => {
-                Ok(value.clone())
-            }
+            Some(url) if is_url(url, schemes) && !is_plain_to_a_remote_host(url) => Ok(text(url)),
             Some(url) if is_url(url, schemes) => Err(
                 "a plain http:// or ws:// address is allowed only to 127.0.0.1, ::1 or localhost: \
                  the token would cross the network unencrypted. Use https:// or wss://"
@@ -123,12 +122,12 @@ fn validate(key: &Setting, value: &Value) -> Result<Value, String> {
                     .join(" or ")
             )),
         },
-        SettingKind::Integer { min, max } => int_in(value, *min, *max).map(Value::from),
-        SettingKind::Text => string(value).and_then(|text| {
-            if text.is_empty() {
+        SettingKind::Integer { min, max } => int_in(value, *min, *max).map(SettingValue::Integer),
+        SettingKind::Text => string(value).and_then(|value| {
+            if value.is_empty() {
                 Err("must not be empty".into())
             } else {
-                Ok(value.clone())
+                Ok(text(value))
             }
         }),
     }
@@ -179,36 +178,32 @@ fn is_plain_to_a_remote_host(url: &str) -> bool {
 /// declared key gets its value or its default, so the host reads one complete object.
 pub(super) fn transport_request(
     platform: &Platform,
-    fields: &Map<String, Value>,
+    fields: &std::collections::BTreeMap<String, SettingValue>,
 ) -> Option<TransportRequest> {
-    let enabled = fields.get("enabled").and_then(Value::as_bool);
+    let enabled = match fields.get("enabled") {
+        Some(SettingValue::Boolean(enabled)) => Some(*enabled),
+        _ => None,
+    };
     if enabled == Some(false) {
         return None;
     }
-    let mut settings = Map::new();
-    for key in &platform.settings {
-        let value = fields
-            .get(&key.name)
-            .cloned()
-            .or_else(|| key.default.as_ref().map(setting_json));
-        if let (false, Some(value)) = (key.name == "enabled", value) {
-            settings.insert(key.name.clone(), value);
-        }
-    }
+    let settings = platform
+        .settings
+        .iter()
+        .filter(|key| key.name != "enabled")
+        .filter_map(|key| {
+            let value = fields.get(&key.name).or(key.default.as_ref())?;
+            Some(SettingEntry {
+                name: key.name.clone(),
+                value: value.clone(),
+            })
+        })
+        .collect();
     Some(TransportRequest {
         id: platform.id.clone(),
         required: enabled == Some(true),
-        settings_json: Value::Object(settings).to_string(),
+        settings,
     })
-}
-
-/// A declared default as JSON.
-fn setting_json(value: &SettingValue) -> Value {
-    match value {
-        SettingValue::Boolean(b) => Value::Bool(*b),
-        SettingValue::Integer(n) => Value::from(*n),
-        SettingValue::Text(text) => Value::from(text.as_str()),
-    }
 }
 
 /// The error for a secret at `path`; it names where, never what.
