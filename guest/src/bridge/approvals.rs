@@ -31,14 +31,16 @@ impl Bridge {
         self.expire_approvals(host);
         let id = self.fresh_approval_id(host);
         let timeout_ms = self.config.remote_approval.timeout_ms;
-        self.approvals
+        self.pending
+            .approvals
             .open(&id, tool, now.saturating_add(timeout_ms));
         host.log(
             Level::Info,
             "remote approval requested",
             &[("tool", tool.to_string()), ("id", id.clone())],
         );
-        self.approval_subjects
+        self.pending
+            .subjects
             .insert(id.clone(), scope::subject(call));
         let request = approvals::request_text(&id, tool, detail, timeout_ms);
         // Buttons where the platform has them (Telegram); their presses arrive as the
@@ -48,7 +50,7 @@ impl Bridge {
         // the agent do, and could answer for it.
         let audience = self.audience();
         self.publish_to(host, &audience, OutboundKind::Notice, &request, &buttons);
-        self.approval_audiences.insert(id.clone(), audience);
+        self.pending.audiences.insert(id.clone(), audience);
         self.request_ticks(host);
         ToolAnswer::Pending(ApprovalRequest {
             id: id.clone(),
@@ -63,20 +65,24 @@ impl Bridge {
     fn fresh_approval_id(&mut self, host: &mut dyn Host) -> String {
         for _ in 0..4 {
             let bytes = host.random_bytes(u32::try_from(ID_LEN * ID_CANDIDATES).unwrap_or(16));
-            if let Some(id) = self.approvals.new_id(&bytes) {
+            if let Some(id) = self.pending.approvals.new_id(&bytes) {
                 return id;
             }
         }
         // Only a host whose randomness repeats gets here; a counter keeps ids unique.
-        self.approval_fallback += 1;
-        format!("x{}", self.approval_fallback)
+        self.pending.fallback += 1;
+        format!("x{}", self.pending.fallback)
     }
 
     /// The person at the terminal answered approval `id`.
     pub fn on_local_answer(&mut self, host: &mut dyn Host, id: &str, approved: bool) {
         let now = host.now_ms();
         self.expire_approvals(host);
-        match self.approvals.answer(id, approved, Decider::Local, now) {
+        match self
+            .pending
+            .approvals
+            .answer(id, approved, Decider::Local, now)
+        {
             AnswerOutcome::Decided(settled) => self.settle(host, &settled, None),
             AnswerOutcome::AlreadyDecided(settled) => {
                 host.notify(Level::Info, &approvals::already_decided_text(&settled));
@@ -113,7 +119,7 @@ impl Bridge {
         self.expire_approvals(host);
         // Asked elsewhere: this chat was never shown the request, so an id typed here is a
         // guess or a leak, and answering it would let one chat decide another's turn.
-        if let Some(audience) = self.approval_audiences.get(id)
+        if let Some(audience) = self.pending.audiences.get(id)
             && !audience.iter().any(|t| t.key() == *conversation)
         {
             host.log(
@@ -127,6 +133,7 @@ impl Bridge {
         }
         let approved = command == RemoteCommand::Approve;
         match self
+            .pending
             .approvals
             .answer(id, approved, Decider::Remote(identity.clone()), now)
         {
@@ -142,7 +149,7 @@ impl Bridge {
     /// Settles every overdue approval as blocked and says so everywhere.
     pub(super) fn expire_approvals(&mut self, host: &mut dyn Host) {
         let now = host.now_ms();
-        for settled in self.approvals.expire(now) {
+        for settled in self.pending.approvals.expire(now) {
             self.settle(host, &settled, None);
         }
     }
@@ -156,7 +163,7 @@ impl Bridge {
         settled: &Settled,
         answered_in: Option<&ConversationKey>,
     ) {
-        let narrowing = self.approval_narrowing.remove(&settled.id);
+        let narrowing = self.pending.narrowing.remove(&settled.id);
         let decision = match (&settled.by, settled.approved) {
             // A yes lets the call run as it would have without the question: a search
             // still leaves the protected paths out.
@@ -171,7 +178,8 @@ impl Bridge {
         };
         host.resolve_tool_call(&settled.id, &decision);
         let subject = self
-            .approval_subjects
+            .pending
+            .subjects
             .remove(&settled.id)
             .unwrap_or_else(|| format!("`{}`", settled.tool));
         let verdict = match (&settled.by, settled.approved) {
@@ -209,7 +217,8 @@ impl Bridge {
         }
         // The verdict goes where the request went (still reachable), not to every chat.
         let asked = self
-            .approval_audiences
+            .pending
+            .audiences
             .remove(&settled.id)
             .unwrap_or_else(|| self.audience());
         let reachable = self.reachable();

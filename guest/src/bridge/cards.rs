@@ -248,7 +248,7 @@ impl Bridge {
     pub(super) fn refresh_cards(&mut self, host: &mut dyn Host, force: bool) {
         if !self.config.broadcast.progress || self.turn.is_none() {
             // No turn, no card to bring up to date: a wait left by the last one is void.
-            self.card_tick = None;
+            self.delivery.card_tick = None;
             return;
         }
         let now = host.now_ms();
@@ -299,7 +299,7 @@ impl Bridge {
                 }
             }
         }
-        self.card_tick = next_tick;
+        self.delivery.card_tick = next_tick;
         self.request_ticks(host);
     }
 

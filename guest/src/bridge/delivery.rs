@@ -93,8 +93,8 @@ impl Bridge {
         let parts = messages.len();
         let mut messages = messages.into_iter();
         let queueable = kind != OutboundKind::Progress;
-        if queueable && self.outbox.is_waiting(&target.key()) {
-            self.outbox.hold(target, messages, 0);
+        if queueable && self.delivery.outbox.is_waiting(&target.key()) {
+            self.delivery.outbox.hold(target, messages, 0);
             return Ok(Delivery::Queued);
         }
         let mut first = None;
@@ -108,8 +108,11 @@ impl Bridge {
                 }
                 Err(SendError::RateLimited(wait)) if queueable => {
                     let not_before = host.now_ms().saturating_add(wait);
-                    self.outbox
-                        .hold(target, std::iter::once(message).chain(messages), not_before);
+                    self.delivery.outbox.hold(
+                        target,
+                        std::iter::once(message).chain(messages),
+                        not_before,
+                    );
                     self.request_ticks(host);
                     return Ok(first.map_or(Delivery::Queued, Delivery::Sent));
                 }

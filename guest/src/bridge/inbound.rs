@@ -168,8 +168,8 @@ impl Bridge {
             CommandEffect::Abort => host.abort(),
             CommandEffect::Disconnect => {
                 self.state.disconnect(&identity, &conversation);
-                self.live_codes.remove(&conversation);
-                self.reissued.remove(&conversation);
+                self.trust.live_codes.remove(&conversation);
+                self.trust.reissued.remove(&conversation);
                 self.save(host);
                 host.log(
                     Level::Info,
@@ -311,6 +311,7 @@ impl Bridge {
         now: u64,
     ) -> bool {
         match self
+            .trust
             .rate
             .check(kind, identity, now, &self.config.rate_limit)
         {

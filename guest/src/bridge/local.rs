@@ -57,9 +57,9 @@ impl Bridge {
                 // (docs/decisions.md#decision-7-local-and-remote-disconnect-clear-the-same-state),
                 // here for every identity and every conversation.
                 let revoked = self.state.disconnect_all();
-                self.live_codes.clear();
-                self.reissued.clear();
-                self.terminal_codes.clear();
+                self.trust.live_codes.clear();
+                self.trust.reissued.clear();
+                self.trust.terminal_codes.clear();
                 self.save(host);
                 host.log(
                     Level::Info,
@@ -98,7 +98,7 @@ impl Bridge {
             // `<name> <version>` as the original printed it, like the `version` subcommand's first
             // line.
             version: Some(format!("bot-connect {VERSION}")),
-            transports: self.transports.keys().cloned().collect(),
+            transports: self.delivery.transports.keys().cloned().collect(),
             paired: self.state.trusted.len(),
             conversations: self.state.conversations.len(),
             paused: self.state.paused.iter().map(ToString::to_string).collect(),
@@ -182,6 +182,7 @@ impl Bridge {
             self.config.local_command
         ));
         let failing = self
+            .delivery
             .transports
             .values()
             .any(|t| matches!(t, TransportState::Failed(_)));

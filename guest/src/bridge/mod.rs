@@ -70,7 +70,55 @@ pub struct Bridge {
     /// The agent session, read once in `configure`: it does not change while the session
     /// lives, and asking per envelope would cost a host call on the hot path.
     session: SessionInfo,
+    /// Getting messages out: the transports, what waits for them, the card's throttle.
+    delivery: Delivery,
+    /// Who may talk to this session and how much: input budgets, unpaired senders, and the
+    /// pairing codes and chats this instance keeps in memory.
+    trust: Trust,
+    turn: Option<Turn>,
+    /// The audience of the last remote turn: a remote turn the host starts without a
+    /// prompt from a chat (a retry after a provider error, a continuation after
+    /// compaction) answers the same chats (docs/security.md#who-sees-what).
+    last_remote_audience: Vec<state::ConversationTarget>,
+    /// Chats that steered while no turn was open: they join the next one.
+    pending_steers: Vec<state::ConversationTarget>,
+    /// What the work digest remembers from agent events.
+    work: digest::WorkMemory,
+    /// What was done with the last inbound messages, for `/connect explain`.
+    decisions: DecisionLog,
+    /// Tool calls waiting for a decision, with what each is for and who may decide it.
+    pending: PendingApprovals,
+    /// The scope remote turns start with, compiled from the config in force; each turn
+    /// keeps the one it started with (docs/decisions.md#decision-16-scoped-remote-turns).
+    scope: Arc<Scope>,
+    /// Saving failed before; the person was told once, and is not told again per message.
+    save_failure_reported: bool,
+    /// The state document as last loaded or saved: shutdown writes only when the state
+    /// changed since, so `doctor` on a fresh machine leaves no state file behind.
+    persisted: Option<String>,
+    /// The loaded document had pieces dropped: rewrite it at start (see `start`).
+    rewrite_on_start: bool,
+    shut_down: bool,
+}
+
+/// The bridge's way out: what it knows of each transport, the messages waiting for a
+/// platform's rate limit, and when the progress card may next be edited.
+#[derive(Debug, Default)]
+struct Delivery {
+    /// What each started transport can do and how it stands, by transport id.
     transports: BTreeMap<String, TransportState>,
+    /// Messages waiting for a platform's rate limit to pass.
+    outbox: outbox::Outbox,
+    /// When the next throttled card update is due.
+    card_tick: Option<u64>,
+}
+
+/// What the bridge keeps in memory about who may talk to it and how much: input budgets,
+/// unpaired senders' budgets, the plain codes it issued, and the chats waiting while pairing is closed. The state
+/// document keeps the pairings themselves (salted hashes).
+#[derive(Debug, Default)]
+struct Trust {
+    /// Paired users' input budgets, per kind and identity (I37).
     rate: RateLimiter,
     /// Budgets for messages from unpaired senders
     /// (docs/decisions.md#decision-18-unpaired-senders-are-bounded).
@@ -93,43 +141,23 @@ pub struct Bridge {
     /// Chats that wrote while pairing was closed, with when they last did: the operator's
     /// `/connect pair` gives each a code, so the real user need not write again after it.
     waiting_while_closed: BTreeMap<ConversationKey, u64>,
-    turn: Option<Turn>,
-    /// The audience of the last remote turn: a remote turn the host starts without a
-    /// prompt from a chat (a retry after a provider error, a continuation after
-    /// compaction) answers the same chats (docs/security.md#who-sees-what).
-    last_remote_audience: Vec<state::ConversationTarget>,
-    /// Chats that steered while no turn was open: they join the next one.
-    pending_steers: Vec<state::ConversationTarget>,
-    /// What the work digest remembers from agent events.
-    work: digest::WorkMemory,
-    /// Messages waiting for a platform's rate limit to pass.
-    outbox: outbox::Outbox,
-    /// What was done with the last inbound messages, for `/connect explain`.
-    decisions: DecisionLog,
-    /// When the next throttled card update is due.
-    card_tick: Option<u64>,
+}
+
+/// Tool calls waiting for approval, and for each what it is for, where it was asked and
+/// the arguments it runs with once approved.
+#[derive(Debug, Default)]
+struct PendingApprovals {
     /// Tool calls waiting for approval from the terminal or the phone.
     approvals: Approvals,
     /// Ids handed out when the host's randomness kept repeating pending ones.
-    approval_fallback: u64,
+    fallback: u64,
     /// What each pending approval is for, as the digest names it.
-    approval_subjects: BTreeMap<String, String>,
+    subjects: BTreeMap<String, String>,
     /// Where each pending approval was asked: only those chats hear the verdict and may
     /// answer it (a chat that did not start the turn never sees its requests).
-    approval_audiences: BTreeMap<String, Vec<state::ConversationTarget>>,
+    audiences: BTreeMap<String, Vec<state::ConversationTarget>>,
     /// Arguments a pending approval's call runs with once approved (a narrowed search).
-    approval_narrowing: BTreeMap<String, Vec<(String, String)>>,
-    /// The scope remote turns start with, compiled from the config in force; each turn
-    /// keeps the one it started with (docs/decisions.md#decision-16-scoped-remote-turns).
-    scope: Arc<Scope>,
-    /// Saving failed before; the person was told once, and is not told again per message.
-    save_failure_reported: bool,
-    /// The state document as last loaded or saved: shutdown writes only when the state
-    /// changed since, so `doctor` on a fresh machine leaves no state file behind.
-    persisted: Option<String>,
-    /// The loaded document had pieces dropped: rewrite it at start (see `start`).
-    rewrite_on_start: bool,
-    shut_down: bool,
+    narrowing: BTreeMap<String, Vec<(String, String)>>,
 }
 
 impl Default for Bridge {
@@ -153,27 +181,14 @@ impl Bridge {
                 cwd: String::new(),
                 accepts_images: false,
             },
-            transports: BTreeMap::new(),
-            rate: RateLimiter::default(),
-            stranger_gate: StrangerGate::default(),
-            stranger_notices: StrangerNotices::default(),
-            live_codes: BTreeMap::new(),
-            reissued: BTreeSet::new(),
-            closing_told: None,
-            terminal_codes: BTreeSet::new(),
-            waiting_while_closed: BTreeMap::new(),
+            delivery: Delivery::default(),
+            trust: Trust::default(),
             turn: None,
             last_remote_audience: Vec::new(),
             pending_steers: Vec::new(),
             work: digest::WorkMemory::default(),
-            outbox: outbox::Outbox::default(),
             decisions: DecisionLog::default(),
-            card_tick: None,
-            approvals: Approvals::default(),
-            approval_fallback: 0,
-            approval_subjects: BTreeMap::new(),
-            approval_audiences: BTreeMap::new(),
-            approval_narrowing: BTreeMap::new(),
+            pending: PendingApprovals::default(),
             scope: Arc::new(Scope::new(
                 BridgeConfig::default().remote_tool_policy,
                 BridgeConfig::default().remote_tool_approval,
@@ -263,7 +278,7 @@ impl Bridge {
                     TransportState::Failed(reason)
                 }
             };
-            self.transports.insert(id.clone(), state);
+            self.delivery.transports.insert(id.clone(), state);
         }
         self.reissue_live_codes(host);
         self.tell_what_was_lost(host);
@@ -272,6 +287,7 @@ impl Bridge {
         // A session that starts none (`doctor`) writes nothing.
         if self.rewrite_on_start
             && self
+                .delivery
                 .transports
                 .values()
                 .any(|t| matches!(t, TransportState::Running { .. }))
@@ -331,6 +347,7 @@ impl Bridge {
     /// Health of transports and state, for `doctor`. Never contains a token.
     pub fn diagnostics(&mut self, host: &mut dyn Host) -> Diagnostics {
         let transports = self
+            .delivery
             .transports
             .iter()
             .map(|(id, state)| match state {
@@ -371,7 +388,7 @@ impl Bridge {
         self.shut_down = true;
         // Before the transports stop: the chats still hear what will not be done.
         self.tell_what_was_not_done(host);
-        for state in self.transports.values_mut() {
+        for state in self.delivery.transports.values_mut() {
             if let TransportState::Running {
                 lock_name: Some(lock),
                 ..
@@ -385,7 +402,7 @@ impl Bridge {
         }
         // Replies still waiting out a rate limit cannot go now; the terminal hears of them
         // rather than losing them in silence.
-        for (key, replies) in self.outbox.drain_replies() {
+        for (key, replies) in self.delivery.outbox.drain_replies() {
             host.notify(
                 Level::Warning,
                 &format!(
@@ -426,7 +443,7 @@ impl Bridge {
     }
 
     fn capabilities(&self, transport: &str) -> Option<Capabilities> {
-        match self.transports.get(transport) {
+        match self.delivery.transports.get(transport) {
             Some(TransportState::Running { capabilities, .. }) => Some(*capabilities),
             _ => None,
         }

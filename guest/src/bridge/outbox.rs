@@ -86,6 +86,7 @@ impl Bridge {
     pub(super) fn flush_outbox(&mut self, host: &mut dyn Host) {
         let now = host.now_ms();
         let due: Vec<ConversationKey> = self
+            .delivery
             .outbox
             .queues
             .iter()
@@ -101,11 +102,11 @@ impl Bridge {
     fn flush_queue(&mut self, host: &mut dyn Host, key: &ConversationKey, now: u64) {
         let mut owed_reply_failed = None;
         loop {
-            let Some(queue) = self.outbox.queues.get_mut(key) else {
+            let Some(queue) = self.delivery.outbox.queues.get_mut(key) else {
                 return;
             };
             let Some(message) = queue.messages.front() else {
-                self.outbox.queues.remove(key);
+                self.delivery.outbox.queues.remove(key);
                 break;
             };
             match host.send(message) {
@@ -124,7 +125,7 @@ impl Bridge {
                         owed_reply_failed = Some(error.to_string());
                     }
                     log_send_failure(host, &queue.target, message.kind, &error);
-                    self.outbox.queues.remove(key);
+                    self.delivery.outbox.queues.remove(key);
                     break;
                 }
                 Err(error) => {
@@ -150,10 +151,10 @@ impl Bridge {
     /// The host keeps only the latest request, so every need is folded into one.
     pub(super) fn request_ticks(&mut self, host: &mut dyn Host) {
         if let Some(at) = [
-            self.card_tick,
-            self.outbox.next_due(),
-            self.stranger_notices.due(),
-            self.approvals.next_deadline(),
+            self.delivery.card_tick,
+            self.delivery.outbox.next_due(),
+            self.trust.stranger_notices.due(),
+            self.pending.approvals.next_deadline(),
         ]
         .into_iter()
         .flatten()

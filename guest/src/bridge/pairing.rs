@@ -37,9 +37,9 @@ impl Bridge {
         now: u64,
     ) -> Outcome {
         self.flush_stranger_notices(host, now);
-        if !self.stranger_gate.admit(&envelope.transport, now) {
+        if !self.trust.stranger_gate.admit(&envelope.transport, now) {
             // No reply, no code, no save: the flood is counted for one line a minute.
-            self.stranger_notices.dropped(now);
+            self.trust.stranger_notices.dropped(now);
             self.request_ticks(host);
             return Outcome::StrangerFlood;
         }
@@ -48,13 +48,13 @@ impl Bridge {
         let options = PairingOptions::from_config(&self.config);
         let live = pending.as_ref().is_some_and(|p| is_live(p, now, &options));
         if host.pairing_closed_since().is_some()
-            && !(live && self.terminal_codes.contains(&conversation))
+            && !(live && self.trust.terminal_codes.contains(&conversation))
         {
             // Not judged at all: comparing would tell a guesser something
             // (docs/security.md#pairing).
             return self.refuse_while_closed(host, target, conversation, now);
         }
-        let reissued = self.reissued.remove(&conversation);
+        let reissued = self.trust.reissued.remove(&conversation);
         let decision = pairing::decide_pairing(pending.as_ref(), &envelope.text, now, &options);
         let wrong = match &decision {
             PairingDecision::Keep { reason, .. } => *reason == PairingReason::Mismatch,
@@ -77,7 +77,7 @@ impl Bridge {
                 && matches!(decision, PairingDecision::Issue { .. })
             {
                 // No new code while closed: it would be one more to guess at.
-                self.terminal_codes.remove(&conversation);
+                self.trust.terminal_codes.remove(&conversation);
                 return self.refuse_while_closed(host, target, conversation, now);
             }
         }
@@ -85,9 +85,9 @@ impl Bridge {
             PairingDecision::Trust => {
                 self.state.trust(&identity, now);
                 self.state.set_pending(&conversation, None);
-                self.live_codes.remove(&conversation);
-                self.terminal_codes.remove(&conversation);
-                self.waiting_while_closed.remove(&conversation);
+                self.trust.live_codes.remove(&conversation);
+                self.trust.terminal_codes.remove(&conversation);
+                self.trust.waiting_while_closed.remove(&conversation);
                 self.state.remember_chat(target.clone(), envelope.is_direct);
                 self.save(host);
                 host.log(
@@ -141,10 +141,11 @@ impl Bridge {
                         now,
                         &options,
                     );
-                    self.live_codes
+                    self.trust
+                        .live_codes
                         .retain(|key, _| self.state.pending.contains_key(key));
                     if room != Room::Free {
-                        self.stranger_notices.refused(now);
+                        self.trust.stranger_notices.refused(now);
                         self.request_ticks(host);
                         self.reply(host, target, notices::PAIRING_FULL_NOTICE);
                         return Outcome::PairingFull;
@@ -152,11 +153,11 @@ impl Bridge {
                 }
                 let created = self.new_challenge(host, now, &options);
                 // A code made for a chat is no terminal code: only `/connect pair` makes those.
-                self.terminal_codes.remove(&conversation);
+                self.trust.terminal_codes.remove(&conversation);
                 let text = pairing::chat_prompt(reason, &options, 0, &self.config.local_command);
                 // The code goes to the local terminal only (I1); past the first few of a
                 // minute it is counted instead, and `/connect` lists it.
-                if self.stranger_notices.code_issued(now) {
+                if self.trust.stranger_notices.code_issued(now) {
                     host.notify(
                         Level::Info,
                         &pairing::terminal_code_notice(&created.code, self.config.pairing_ttl_ms),
@@ -164,7 +165,9 @@ impl Bridge {
                 } else {
                     self.request_ticks(host);
                 }
-                self.live_codes.insert(conversation.clone(), created.code);
+                self.trust
+                    .live_codes
+                    .insert(conversation.clone(), created.code);
                 self.state.set_pending(&conversation, Some(created.pending));
                 self.save(host);
                 self.reply(host, target, &text);
@@ -186,21 +189,22 @@ impl Bridge {
         if let Some(since) = host.pairing_closed_since() {
             self.tell_terminal_closed(host, since);
         }
-        if !self.waiting_while_closed.contains_key(&conversation)
-            && self.waiting_while_closed.len() >= strangers::MAX_PENDING
+        if !self.trust.waiting_while_closed.contains_key(&conversation)
+            && self.trust.waiting_while_closed.len() >= strangers::MAX_PENDING
         {
             // Bounded like the pending codes; the chat that wrote least recently gives way,
             // so the real user who just wrote is among those `/connect pair` serves.
             let oldest = self
+                .trust
                 .waiting_while_closed
                 .iter()
                 .min_by_key(|(_, at)| **at)
                 .map(|(key, _)| key.clone());
             if let Some(oldest) = oldest {
-                self.waiting_while_closed.remove(&oldest);
+                self.trust.waiting_while_closed.remove(&oldest);
             }
         }
-        self.waiting_while_closed.insert(conversation, now);
+        self.trust.waiting_while_closed.insert(conversation, now);
         let text = pairing_budget::closed_chat_text(&self.config.local_command);
         self.reply(host, target, &text);
         Outcome::PairingClosed
@@ -209,10 +213,10 @@ impl Bridge {
     /// Tells this session's terminal that the host's pairing budget closed at `since`,
     /// once per closing, whichever session's guesser closed it.
     fn tell_terminal_closed(&mut self, host: &mut dyn Host, since: u64) {
-        if self.closing_told == Some(since) {
+        if self.trust.closing_told == Some(since) {
             return;
         }
-        self.closing_told = Some(since);
+        self.trust.closing_told = Some(since);
         host.notify(
             Level::Warning,
             &pairing_budget::closed_terminal_notice(
@@ -232,20 +236,21 @@ impl Bridge {
         let recent = |at: &u64| now.saturating_sub(*at) < options.ttl_ms;
         let mut keys: BTreeSet<ConversationKey> = self.state.pending.keys().cloned().collect();
         keys.extend(
-            self.waiting_while_closed
+            self.trust
+                .waiting_while_closed
                 .iter()
                 .filter(|(_, at)| recent(at))
                 .map(|(key, _)| key.clone()),
         );
-        self.waiting_while_closed.clear();
+        self.trust.waiting_while_closed.clear();
         keys.retain(|key| self.capabilities(key.transport()).is_some());
         let mut made = 0;
         for key in keys.into_iter().take(strangers::MAX_PENDING) {
             let created = self.new_challenge(host, now, &options);
-            self.live_codes.insert(key.clone(), created.code);
+            self.trust.live_codes.insert(key.clone(), created.code);
             self.state.set_pending(&key, Some(created.pending));
-            self.reissued.remove(&key);
-            self.terminal_codes.insert(key);
+            self.trust.reissued.remove(&key);
+            self.trust.terminal_codes.insert(key);
             made += 1;
         }
         self.save(host);
@@ -280,7 +285,7 @@ impl Bridge {
             .iter()
             .filter(|(key, p)| {
                 is_live(p, now, &options)
-                    && !self.live_codes.contains_key(*key)
+                    && !self.trust.live_codes.contains_key(*key)
                     && self.capabilities(key.transport()).is_some()
             })
             .map(|(key, _)| key.clone())
@@ -290,7 +295,7 @@ impl Bridge {
         }
         for key in due {
             let created = self.new_challenge(host, now, &options);
-            if self.stranger_notices.code_issued(now) {
+            if self.trust.stranger_notices.code_issued(now) {
                 host.notify(
                     Level::Info,
                     &pairing::terminal_reissued_notice(
@@ -300,9 +305,9 @@ impl Bridge {
                     ),
                 );
             }
-            self.live_codes.insert(key.clone(), created.code);
+            self.trust.live_codes.insert(key.clone(), created.code);
             self.state.set_pending(&key, Some(created.pending));
-            self.reissued.insert(key);
+            self.trust.reissued.insert(key);
         }
         self.save(host);
         self.request_ticks(host);
@@ -310,7 +315,11 @@ impl Bridge {
 
     /// Prints the strangers' summary line once its window is over.
     pub(super) fn flush_stranger_notices(&mut self, host: &mut dyn Host, now: u64) {
-        if let Some(line) = self.stranger_notices.flush(now, &self.config.local_command) {
+        if let Some(line) = self
+            .trust
+            .stranger_notices
+            .flush(now, &self.config.local_command)
+        {
             host.notify(Level::Warning, &line);
             host.log(Level::Warning, "unpaired senders limited", &[]);
         }
@@ -324,7 +333,13 @@ impl Bridge {
             .pending
             .iter()
             .filter(|(_, p)| is_live(p, now, &options))
-            .map(|(key, p)| (key.clone(), self.live_codes.get(key).cloned(), p.expires_at))
+            .map(|(key, p)| {
+                (
+                    key.clone(),
+                    self.trust.live_codes.get(key).cloned(),
+                    p.expires_at,
+                )
+            })
             .collect()
     }
 

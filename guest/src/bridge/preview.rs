@@ -85,7 +85,7 @@ impl Bridge {
                  and the message is older than the pairing window (bridge.pairingTtlMs), so \
                  no code would be made for it"
                 .to_string(),
-            Route::Pair if pairing_closed && !self.terminal_codes.contains(&conversation) => {
+            Route::Pair if pairing_closed && !self.trust.terminal_codes.contains(&conversation) => {
                 "pairing: closed after too many wrong codes (bridge.pairingMaxFailuresPerHour); \
                  the text would not be checked against any code"
                     .to_string()

@@ -108,8 +108,7 @@ impl Bridge {
                 if self.config.remote_approval.enabled {
                     let answer = self.ask_for_approval(host, call, detail.as_deref());
                     if let (ToolAnswer::Pending(request), Some(arguments)) = (&answer, narrowing) {
-                        self.approval_narrowing
-                            .insert(request.id.clone(), arguments);
+                        self.pending.narrowing.insert(request.id.clone(), arguments);
                     }
                     return answer;
                 }
