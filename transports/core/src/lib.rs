@@ -9,12 +9,16 @@
 
 pub mod capped;
 pub mod inbound;
+pub mod jitter;
 pub mod model;
 pub mod platform;
 pub mod printable;
 pub mod retry;
+pub mod secret;
+pub mod sync;
 
 pub use inbound::{Inbound, InboundSink, InboundStream, SessionGone};
+pub use secret::Secret;
 
 pub use model::{
     Attachment, AttachmentKind, BotIdentity, Button, Capabilities, Envelope, FetchedAttachment,

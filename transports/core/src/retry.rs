@@ -8,40 +8,11 @@
 //! exponential backoff and jitter; a 429 waits as long as the platform said (never less,
 //! capped); any other 4xx is not retried.
 //!
-//! Randomness is injected ([`Jitter`]) so tests see exact delays.
+//! Randomness is injected ([`Jitter`], from [`crate::jitter`]) so tests see exact delays.
 
 use std::time::Duration;
 
-/// A source of jitter: numbers uniformly spread over `[0, 1)`.
-pub trait Jitter: Send {
-    /// The next number in `[0, 1)`.
-    fn unit(&mut self) -> f64;
-}
-
-/// Jitter from the operating system's random source. A failure of that source gives no
-/// jitter at all (0.5), which is still a correct, if less spread, backoff.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemJitter;
-
-impl Jitter for SystemJitter {
-    fn unit(&mut self) -> f64 {
-        match getrandom::u64() {
-            // 53 random bits make every f64 in [0, 1) at that spacing equally likely.
-            Ok(bits) => (bits >> 11) as f64 / (1u64 << 53) as f64,
-            Err(_) => 0.5,
-        }
-    }
-}
-
-/// Fixed jitter, for tests: every draw returns the same number.
-#[derive(Debug, Clone, Copy)]
-pub struct FixedJitter(pub f64);
-
-impl Jitter for FixedJitter {
-    fn unit(&mut self) -> f64 {
-        self.0.clamp(0.0, 1.0 - f64::EPSILON)
-    }
-}
+use crate::jitter::Jitter;
 
 /// How one attempt at a platform call ended, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +67,17 @@ pub enum Retry {
     Transient,
     /// 5xx, network failures and short 429 waits are retried within the call.
     All,
+}
+
+impl Retry {
+    /// Whether this rule lets a failure that ended in `outcome` be tried again at all
+    /// (the policy then decides whether the attempts and the wait allow it).
+    pub fn allows(self, outcome: Outcome) -> bool {
+        !matches!(
+            (self, outcome),
+            (Retry::Never, _) | (Retry::Transient, Outcome::RateLimited { .. })
+        )
+    }
 }
 
 /// Exponential backoff with jitter, and how platform waits are honoured.
@@ -215,6 +197,7 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jitter::FixedJitter;
 
     #[test]
     fn backoff_doubles_from_the_initial_delay_up_to_the_cap_with_equal_jitter() {
@@ -359,14 +342,5 @@ mod tests {
         assert!(backoff.failed(Outcome::Transient, jitter).is_some());
         assert!(backoff.failed(Outcome::Transient, jitter).is_some());
         assert_eq!(backoff.failed(Outcome::Transient, jitter), None);
-    }
-
-    #[test]
-    fn system_jitter_stays_in_the_unit_interval() {
-        let mut jitter = SystemJitter;
-        for _ in 0..1_000 {
-            let unit = jitter.unit();
-            assert!((0.0..1.0).contains(&unit), "{unit}");
-        }
     }
 }

@@ -9,14 +9,17 @@
 //! points. Attachment downloads go to the CDN without the header at all.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use transport_core::Secret;
 use transport_core::capped::{CappedBody, OverCap};
-use transport_core::retry::{Decision, Jitter, Outcome, RetryPolicy};
+use transport_core::jitter::Jitter;
+use transport_core::retry::{Decision, Outcome, RetryPolicy};
+use transport_core::sync::lock;
 
 use crate::ratelimit::{Headers, RateLimits, Route, WaitStats, seconds};
 use crate::wire::{CreateMessage, EditMessage, ErrorBody, GatewayBot, NO_PINGS, SentMessage, User};
@@ -26,51 +29,25 @@ use crate::wire::{CreateMessage, EditMessage, ErrorBody, GatewayBot, NO_PINGS, S
 /// let a payload make this host request internal addresses.
 pub const CDN_HOSTS: &[&str] = &["cdn.discordapp.com", "media.discordapp.net"];
 
-/// A bot token. Only ever put into the `Authorization` header and the gateway's
-/// IDENTIFY/RESUME; `Debug` hides it and there is no `Display`.
-#[derive(Clone)]
-pub struct Token(Arc<str>);
-
-impl Token {
-    /// Wraps a token: trimmed, and a pasted `Bot ` prefix dropped (the header adds it).
-    pub fn new(token: &str) -> Token {
-        let token = token.trim();
-        let token = token.strip_prefix("Bot ").unwrap_or(token).trim();
-        Token(Arc::from(token))
-    }
-
-    /// The token, for the header and the gateway.
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// A bot token is three base64url parts joined by dots. Anything with spaces,
-    /// control characters or other symbols would break the header or is not a token.
-    pub fn looks_valid(&self) -> bool {
-        let parts: Vec<&str> = self.0.split('.').collect();
-        parts.len() == 3
-            && parts.iter().all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            })
-    }
-
-    /// `text` with every occurrence of the token replaced by `<token>`.
-    pub fn scrub(&self, text: &str) -> String {
-        if self.0.is_empty() {
-            text.to_owned()
-        } else {
-            text.replace(&*self.0, "<token>")
-        }
-    }
+/// The bot token from what the operator exported: trimmed, and a pasted `Bot ` prefix
+/// dropped (the header adds its own, and `Bot Bot …` would be refused).
+pub fn bot_token(raw: &str) -> Secret {
+    let raw = raw.trim();
+    Secret::new(raw.strip_prefix("Bot ").unwrap_or(raw))
 }
 
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(<hidden>)")
-    }
+/// Whether `token` can be a bot token: three base64url parts joined by dots. Anything
+/// with spaces, control characters or other symbols would break the header or is not a
+/// token.
+pub fn looks_like_bot_token(token: &Secret) -> bool {
+    let parts: Vec<&str> = token.expose().split('.').collect();
+    parts.len() == 3
+        && parts.iter().all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
 }
 
 /// Why a REST call failed, written for the person who has to fix it. No variant holds
@@ -241,7 +218,7 @@ pub struct ClientSettings {
     /// Base URL including the version (`https://discord.com/api/v10`).
     pub base_url: String,
     /// The token.
-    pub token: Token,
+    pub token: Secret,
     /// Name of the environment variable the token came from, for error messages.
     pub token_env: String,
     /// Timeout of an ordinary request.
@@ -269,10 +246,6 @@ impl std::fmt::Debug for RestApi {
             .field("host", &self.host)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// rustls on the ring provider with the operating system's verifier, built here so
@@ -401,7 +374,7 @@ impl RestApi {
     }
 
     /// The token, for scrubbing texts built elsewhere.
-    pub fn token(&self) -> &Token {
+    pub fn token(&self) -> &Secret {
         &self.settings.token
     }
 
@@ -808,7 +781,7 @@ impl RestApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use transport_core::retry::FixedJitter;
+    use transport_core::jitter::FixedJitter;
 
     const TOKEN: &str = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GabcDE.secret-part_XYZ";
 
@@ -816,7 +789,7 @@ mod tests {
         RestApi::new(
             ClientSettings {
                 base_url: "http://127.0.0.1:9/api/v10/".to_owned(),
-                token: Token::new(TOKEN),
+                token: bot_token(TOKEN),
                 token_env: "PI_DISCORD_TOKEN".to_owned(),
                 request_timeout: Duration::from_secs(1),
                 download_timeout: Duration::from_secs(1),
@@ -903,13 +876,12 @@ mod tests {
     }
 
     #[test]
-    fn tokens_are_checked_for_shape_and_hidden_in_debug() {
-        assert!(Token::new(&format!(" Bot {TOKEN}\n")).looks_valid());
-        assert_eq!(Token::new(&format!("Bot {TOKEN}")).expose(), TOKEN);
+    fn tokens_are_checked_for_shape_and_lose_a_pasted_prefix() {
+        assert!(looks_like_bot_token(&bot_token(&format!(" Bot {TOKEN}\n"))));
+        assert_eq!(bot_token(&format!("Bot {TOKEN}")).expose(), TOKEN);
         for bad in ["", "abc", "a.b", "a.b.c.d", "a .b.c", "a.b/.c", "a..c"] {
-            assert!(!Token::new(bad).looks_valid(), "{bad:?}");
+            assert!(!looks_like_bot_token(&bot_token(bad)), "{bad:?}");
         }
-        assert_eq!(format!("{:?}", Token::new(TOKEN)), "Token(<hidden>)");
     }
 
     #[test]

@@ -47,11 +47,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message as WsMessage};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
+use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
-use transport_core::retry::{Backoff, Jitter, Outcome, RetryPolicy};
-use transport_core::{Envelope, InboundSink};
+use transport_core::retry::{Backoff, Outcome, RetryPolicy};
+use transport_core::sync::lock;
+use transport_core::{Envelope, InboundSink, Secret};
 
-use crate::client::Token;
 use crate::normalize::{TRANSPORT_ID, normalize};
 use crate::wire::{
     Frame, Hello, Identify, IdentifyProperties, Ready, Resume, SessionStartLimit, op,
@@ -329,7 +330,7 @@ pub(crate) struct Progress {
 pub(crate) struct Gateway {
     pub(crate) shared: Arc<Shared>,
     pub(crate) settings: GatewaySettings,
-    pub(crate) token: Token,
+    pub(crate) token: Secret,
     pub(crate) token_env: String,
     pub(crate) me: BotSelf,
     pub(crate) sink: InboundSink,
@@ -422,10 +423,7 @@ impl Gateway {
 
     /// One jitter draw in `[0, 1)`.
     fn draw(&self) -> f64 {
-        self.jitter
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .unit()
+        lock(&self.jitter).unit()
     }
 
     /// Stops for good: `diagnose` shows `text`, and `start` or the terminal hears it.

@@ -24,20 +24,22 @@ pub use settings::PLATFORM;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
-use transport_core::retry::{FixedJitter, Jitter, RetryPolicy, SystemJitter};
+use transport_core::retry::RetryPolicy;
+use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, SendReceipt, Transport, TransportError,
+    OutboundMessage, Secret, SendReceipt, Transport, TransportError,
 };
 
-use crate::client::{ApiError, ClientSettings, RestApi, Token};
+use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot_token};
 use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget};
 use crate::normalize::TRANSPORT_ID;
 
@@ -110,10 +112,7 @@ impl DiscordConfig {
     }
 
     fn jitter(&self) -> Box<dyn Jitter> {
-        match self.fixed_jitter {
-            Some(unit) => Box::new(FixedJitter(unit)),
-            None => Box::new(SystemJitter),
-        }
+        jitter::source(self.fixed_jitter)
     }
 }
 
@@ -195,16 +194,12 @@ pub(crate) struct Shared {
 impl Shared {
     fn stats(&self) -> MutexGuard<'_, Stats> {
         // A panic elsewhere must not turn diagnose into a second panic.
-        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.stats)
     }
 
     pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
         change(&mut self.stats());
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Who the bot is, from `GET /users/@me`.
@@ -224,7 +219,7 @@ struct Running {
 pub struct DiscordTransport {
     shared: Arc<Shared>,
     config: DiscordConfig,
-    token: Token,
+    token: Secret,
     me: Mutex<Option<Me>>,
     /// Held across `start` and `stop`, so two starts cannot both open a gateway.
     lifecycle: tokio::sync::Mutex<Option<Running>>,
@@ -272,8 +267,8 @@ pub fn served_media_type(header: Option<&str>, data: &[u8]) -> String {
 impl DiscordTransport {
     /// A stopped transport; no I/O until `identify` or `start`.
     pub fn new(config: DiscordConfig) -> Result<DiscordTransport, ConfigError> {
-        let token = Token::new(&config.token);
-        if !token.looks_valid() {
+        let token = bot_token(&config.token);
+        if !looks_like_bot_token(&token) {
             return Err(ConfigError::MalformedToken {
                 env: config.token_env.clone(),
             });

@@ -273,10 +273,7 @@ impl RoboClawTransport {
 
     /// The address the server listens on while started (the real port when 0 was asked).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        *self
-            .addr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *transport_core::sync::lock(&self.addr)
     }
 
     /// Every room with a connected stream or a buffered reply.
@@ -555,10 +552,7 @@ impl Transport for RoboClawTransport {
         self.shared.update(|stats| {
             stats.state = ServerState::Listening { addr, tls: tls_on };
         });
-        *self
-            .addr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(addr);
+        *transport_core::sync::lock(&self.addr) = Some(addr);
         self.started.store(true, Ordering::SeqCst);
         *lifecycle = Some(Running { cancel, server });
         self.start_notes(addr);
@@ -584,10 +578,7 @@ impl Transport for RoboClawTransport {
             running.server.abort();
         }
         self.shared.set_sink(None);
-        *self
-            .addr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *transport_core::sync::lock(&self.addr) = None;
         self.shared.update(|stats| {
             stats.state = ServerState::Stopped;
             stats.discarded_at_stop += discarded as u64;

@@ -3,10 +3,11 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use transport_core::sync::lock;
 use transport_core::{InboundSink, TransportError};
 
 use crate::clients::Access;
@@ -83,11 +84,6 @@ pub(crate) struct Shared {
     pub(crate) commands: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
     live_streams: AtomicUsize,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not turn diagnose or a send into a second panic.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {

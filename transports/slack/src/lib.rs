@@ -32,20 +32,23 @@ pub use settings::PLATFORM;
 pub use socket::SocketTimings;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use transport_core::Secret;
+use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
-use transport_core::retry::{FixedJitter, Jitter, RetryPolicy, SystemJitter};
+use transport_core::retry::RetryPolicy;
+use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundMessage,
     SendReceipt, Transport, TransportError,
 };
 
-use crate::client::{ApiError, ClientSettings, Secret, WebApi};
+use crate::client::{ApiError, ClientSettings, WebApi, has_shape};
 use crate::dedupe::Dedupe;
 use crate::listen::{Dispatcher, Listener, OpenError, RECEIVED_CAPACITY};
 use crate::normalize::{TRANSPORT_ID, is_ts, split_conversation};
@@ -121,10 +124,7 @@ impl SlackConfig {
     }
 
     fn jitter(&self) -> Box<dyn Jitter> {
-        match self.fixed_jitter {
-            Some(unit) => Box::new(FixedJitter(unit)),
-            None => Box::new(SystemJitter),
-        }
+        jitter::source(self.fixed_jitter)
     }
 }
 
@@ -240,7 +240,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn stats(&self) -> MutexGuard<'_, Stats> {
         // A panic elsewhere must not turn diagnose into a second panic.
-        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.stats)
     }
 
     pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
@@ -281,10 +281,6 @@ impl std::fmt::Debug for SlackTransport {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn check_shape(
     token: &Secret,
     env: &str,
@@ -292,14 +288,14 @@ fn check_shape(
     prefix: &'static str,
     other: &'static str,
 ) -> Result<(), ConfigError> {
-    if token.has_shape(prefix) {
+    if has_shape(token, prefix) {
         return Ok(());
     }
     Err(ConfigError::MalformedToken {
         env: env.to_owned(),
         kind,
         prefix,
-        swapped: if token.has_shape(other) {
+        swapped: if has_shape(token, other) {
             " but it holds the other token: the two are swapped"
         } else {
             ""

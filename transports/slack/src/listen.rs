@@ -25,8 +25,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use transport_core::InboundSink;
+use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
-use transport_core::retry::{Backoff, Jitter, Outcome, RetryPolicy};
+use transport_core::retry::{Backoff, Outcome, RetryPolicy};
 
 use crate::Shared;
 use crate::client::ApiError;

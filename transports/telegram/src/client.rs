@@ -9,13 +9,16 @@
 //! redirect would carry the token to wherever the `Location` points).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use transport_core::Secret;
 use transport_core::capped::{CappedBody, OverCap};
-use transport_core::retry::{Decision, Jitter, Outcome, RetryPolicy};
+use transport_core::jitter::Jitter;
+use transport_core::retry::{Decision, Outcome, RetryPolicy};
+use transport_core::sync::lock;
 
 use crate::wire::{
     AnswerCallbackQuery, ApiResponse, ChatId, EditMessageText, File, GetFile, GetUpdates,
@@ -27,56 +30,19 @@ use crate::wire::{
 /// `callback_query` carries the presses on the approval request's buttons.
 pub const ALLOWED_UPDATES: &[&str] = &["message", "edited_message", "callback_query"];
 
-/// A bot token. It is only ever put into request URLs; `Debug` hides it, and there is
-/// no `Display`, so it cannot end up in a message by accident.
-#[derive(Clone)]
-pub struct Token(Arc<str>);
-
-impl Token {
-    /// Wraps a token (trimmed: a token exported with a trailing newline is still the token).
-    pub fn new(token: &str) -> Token {
-        Token(Arc::from(token.trim()))
-    }
-
-    /// The token, for building a request URL.
-    fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether the token is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// A bot token is `<bot id>:<secret>`; anything with characters that would change the
-    /// request path (`/`, `?`, `#`, spaces) cannot be one and would only produce confusing
-    /// 404s.
-    pub fn looks_valid(&self) -> bool {
-        let Some((id, secret)) = self.0.split_once(':') else {
-            return false;
-        };
-        !id.is_empty()
-            && id.bytes().all(|b| b.is_ascii_digit())
-            && !secret.is_empty()
-            && secret
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    }
-
-    /// `text` with every occurrence of the token replaced by `<token>`.
-    pub fn scrub(&self, text: &str) -> String {
-        if self.0.is_empty() {
-            text.to_owned()
-        } else {
-            text.replace(&*self.0, "<token>")
-        }
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(<hidden>)")
-    }
+/// Whether `token` can be a bot token: `<bot id>:<secret>`. Anything with characters that
+/// would change the request path (`/`, `?`, `#`, spaces) cannot be one and would only
+/// produce confusing 404s.
+pub fn looks_like_bot_token(token: &Secret) -> bool {
+    let Some((id, secret)) = token.expose().split_once(':') else {
+        return false;
+    };
+    !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_digit())
+        && !secret.is_empty()
+        && secret
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Why a Bot API call failed, written for the person who has to fix it. No variant holds
@@ -258,7 +224,7 @@ pub struct ClientSettings {
     /// Base URL without a trailing slash (`https://api.telegram.org`).
     pub base_url: String,
     /// The token.
-    pub token: Token,
+    pub token: Secret,
     /// Name of the environment variable the token came from, for error messages.
     pub token_env: String,
     /// Timeout of an ordinary request.
@@ -381,7 +347,7 @@ impl BotApi {
     }
 
     /// The token, for scrubbing texts built elsewhere.
-    pub fn token(&self) -> &Token {
+    pub fn token(&self) -> &Secret {
         &self.settings.token
     }
 
@@ -391,7 +357,7 @@ impl BotApi {
     }
 
     fn draw<T>(&self, use_jitter: impl FnOnce(&mut dyn Jitter) -> T) -> T {
-        let mut jitter = self.jitter.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut jitter = lock(&self.jitter);
         use_jitter(jitter.as_mut())
     }
 
@@ -748,7 +714,7 @@ impl BotApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use transport_core::retry::FixedJitter;
+    use transport_core::jitter::FixedJitter;
 
     const TOKEN: &str = "123456:SECRET-abc_DEF";
 
@@ -756,7 +722,7 @@ mod tests {
         BotApi::new(
             ClientSettings {
                 base_url: "http://127.0.0.1:9/".to_owned(),
-                token: Token::new(TOKEN),
+                token: Secret::new(TOKEN),
                 token_env: "PI_TELEGRAM_TOKEN".to_owned(),
                 request_timeout: Duration::from_secs(1),
                 download_timeout: Duration::from_secs(1),
@@ -857,12 +823,11 @@ mod tests {
     }
 
     #[test]
-    fn tokens_are_checked_for_shape_and_hidden_in_debug() {
-        assert!(Token::new(" 123:AAbb-_9\n").looks_valid());
+    fn tokens_are_checked_for_shape() {
+        assert!(looks_like_bot_token(&Secret::new(" 123:AAbb-_9\n")));
         for bad in ["", "123", ":abc", "abc:def", "123:ab/c", "123:a b"] {
-            assert!(!Token::new(bad).looks_valid(), "{bad:?}");
+            assert!(!looks_like_bot_token(&Secret::new(bad)), "{bad:?}");
         }
-        assert_eq!(format!("{:?}", Token::new(TOKEN)), "Token(<hidden>)");
     }
 
     #[tokio::test]

@@ -24,19 +24,21 @@ pub use settings::PLATFORM;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
+use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
-use transport_core::retry::{FixedJitter, Jitter, RetryPolicy, SystemJitter};
+use transport_core::retry::RetryPolicy;
+use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, SendReceipt, Transport, TransportError,
+    OutboundMessage, Secret, SendReceipt, Transport, TransportError,
 };
 
-use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, Token};
+use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, looks_like_bot_token};
 use crate::listen::{Listener, Offset, OffsetStore};
 use crate::normalize::TRANSPORT_ID;
 use crate::wire::ChatId;
@@ -104,10 +106,7 @@ impl TelegramConfig {
     }
 
     fn jitter(&self) -> Box<dyn Jitter> {
-        match self.fixed_jitter {
-            Some(unit) => Box::new(FixedJitter(unit)),
-            None => Box::new(SystemJitter),
-        }
+        jitter::source(self.fixed_jitter)
     }
 }
 
@@ -198,7 +197,7 @@ pub(crate) struct Shared {
 impl Shared {
     fn stats(&self) -> MutexGuard<'_, Stats> {
         // A panic elsewhere must not turn diagnose into a second panic.
-        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.stats)
     }
 
     pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
@@ -206,7 +205,7 @@ impl Shared {
     }
 
     pub(crate) fn remember_offset(&self, offset: Offset) {
-        *self.offset.lock().unwrap_or_else(PoisonError::into_inner) = Some(offset);
+        *lock(&self.offset) = Some(offset);
     }
 }
 
@@ -252,10 +251,6 @@ impl std::fmt::Debug for TelegramTransport {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Telegram's answer to a message whose HTML it cannot parse.
 fn html_refused(error: &ApiError) -> bool {
     error
@@ -297,8 +292,8 @@ pub fn served_media_type(header: Option<&str>, data: &[u8]) -> String {
 impl TelegramTransport {
     /// A stopped transport; no I/O until `identify` or `start`.
     pub fn new(config: TelegramConfig) -> Result<TelegramTransport, ConfigError> {
-        let token = Token::new(&config.token);
-        if !token.looks_valid() {
+        let token = Secret::new(&config.token);
+        if !looks_like_bot_token(&token) {
             return Err(ConfigError::MalformedToken {
                 env: config.token_env.clone(),
             });
@@ -362,12 +357,7 @@ impl TelegramTransport {
 
     /// The offset to start from: the one this process last used, else the saved one.
     fn starting_offset(&self, store: Option<&OffsetStore>) -> Option<Offset> {
-        if let Some(offset) = *self
-            .shared
-            .offset
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
+        if let Some(offset) = *lock(&self.shared.offset) {
             return Some(offset);
         }
         match store.map(OffsetStore::load) {

@@ -22,8 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use transport_core::InboundSink;
+use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
-use transport_core::retry::{Backoff, Jitter, RetryPolicy};
+use transport_core::retry::{Backoff, RetryPolicy};
 
 use crate::Shared;
 use crate::client::ApiError;

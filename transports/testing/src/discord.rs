@@ -31,7 +31,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -48,6 +48,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use transport_core::sync::lock;
 
 use crate::conformance::ConformancePlatform;
 use crate::telegram::ServedFile;
@@ -75,12 +76,6 @@ pub const GATEWAY_BOT: &str = "GET /gateway/bot";
 /// The default heartbeat interval HELLO announces, in ms: short, so tests see beats
 /// quickly, long enough that a loaded machine does not miss ACKs.
 pub const DEFAULT_HEARTBEAT_MS: u64 = 250;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A test that panicked while holding the lock must not hide its own failure behind a
-    // poison error in the server.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Waits until `done()` holds or `timeout` passes, re-checking on every `changed` wake.
 async fn wait_on(changed: &Notify, timeout: Duration, mut done: impl FnMut() -> bool) -> bool {

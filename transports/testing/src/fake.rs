@@ -7,10 +7,11 @@
 //! `Arc<dyn Transport>`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, LengthUnit, Markup,
     OutboundMessage, SendReceipt, Transport, TransportError,
@@ -141,10 +142,7 @@ impl FakeTransport {
     /// A test panicking while holding the lock must not turn every later assertion into a
     /// poison error that hides the real failure.
     fn state(&self) -> MutexGuard<'_, State> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner.state)
     }
 
     /// While on, every `send` fails with `<id> rejected the send`.

@@ -25,7 +25,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -42,6 +42,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{
     ErrorResponse, Request as WsRequest, Response as WsResponse,
 };
+use transport_core::sync::lock;
 
 use crate::conformance::ConformancePlatform;
 
@@ -294,7 +295,7 @@ impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
         // A test that panicked while holding the lock must not hide its own failure
         // behind a poison error in the server.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     fn changed(&self) {
@@ -685,7 +686,7 @@ async fn serve_socket(stream: tokio::net::TcpStream, inner: Arc<Inner>) {
                 *refused.status_mut() = hyper::StatusCode::UNAUTHORIZED;
                 return Err(refused);
             }
-            *ticket.lock().unwrap_or_else(PoisonError::into_inner) = given;
+            *lock(&ticket) = given;
             Ok(response)
         }
     };

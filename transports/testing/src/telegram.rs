@@ -26,7 +26,7 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -39,6 +39,7 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, oneshot};
+use transport_core::sync::lock;
 
 use crate::conformance::ConformancePlatform;
 
@@ -292,7 +293,7 @@ impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
         // A test that panicked while holding the lock must not hide its own failure
         // behind a poison error in the server.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 
