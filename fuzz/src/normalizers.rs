@@ -54,7 +54,7 @@ pub fn telegram(data: &[u8]) {
         assert_eq!(envelope.transport, "telegram");
     }
     // The same payload through the crate's declared normalizer gives the same answer:
-    // `host-shim explain` uses the declaration, the transport the function.
+    // `host-shim preview` uses the declaration, the transport the function.
     assert_eq!(
         (transport_telegram::PLATFORM.normalize)(&payload, &me),
         result

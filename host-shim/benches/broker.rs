@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use host_shim::agent::IdleAgent;
-use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
+use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::disk::state_file::StateFile;

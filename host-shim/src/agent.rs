@@ -13,8 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
-use crate::bindings::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
+use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
+use crate::wit::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
 
 /// What an agent tells the session it is attached to.
 #[derive(Debug)]

@@ -14,8 +14,8 @@ use transport_core::platform::{
     BuildInput, ENABLED, EnvLookup, Platform, Setting, SettingDefault, SettingKind, Settings,
 };
 
-use crate::bindings::session::{self, SettingValue, TransportRequest};
-use crate::bindings::types::Level;
+use crate::wit::session::{self, SettingValue, TransportRequest};
+use crate::wit::types::Level;
 
 /// What a factory built from the validated configuration.
 #[derive(Default)]

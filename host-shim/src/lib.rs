@@ -3,7 +3,7 @@
 //! randomness, locks, logs).
 
 pub mod agent;
-pub mod bindings;
+pub mod wit;
 pub mod broker;
 pub mod cluster;
 pub mod commands;

@@ -109,7 +109,7 @@ enum Command {
     },
     /// Normalize one raw platform payload (a Telegram update, ...) and say what the bridge
     /// would do with it, without sending, saving or starting anything.
-    Explain {
+    Preview {
         /// Transport whose payload it is (`telegram`, `discord`, `slack`, `robo_claw`).
         transport: String,
         /// The payload as the platform sent it, in a JSON file.
@@ -239,7 +239,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Inspect => commands::inspect::run(&component).map(|()| ok),
         Command::Doctor { session } => commands::doctor::run(&component, session).await,
-        Command::Explain {
+        Command::Preview {
             transport,
             payload,
             bot_id,
@@ -250,7 +250,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 id: bot_id,
                 username: bot_name,
             };
-            commands::explain::run(&component, &transport, &payload, &bot, session)
+            commands::preview::run(&component, &transport, &payload, &bot, session)
                 .await
                 .map(|()| ok)
         }

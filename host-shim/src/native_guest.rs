@@ -10,7 +10,7 @@ use transport_core::{Capabilities, LengthUnit, Markup};
 /// agree with the bridge on a setting (a transcript's code length, a broker's list of
 /// who is allowed in which session) without asking a running instance.
 pub fn read_config_natively(
-    sources: &[crate::bindings::session::ConfigSource],
+    sources: &[crate::wit::session::ConfigSource],
 ) -> guest::core::config::LoadedConfig {
     guest::core::config::load_config(&sources_to_guest(sources), &[])
 }
@@ -19,7 +19,7 @@ pub fn read_config_natively(
 /// host offers, so `transports` holds the requests the bridge would make: a cluster's
 /// ingress starts the bots its sessions' config asks for.
 pub fn read_transports_natively(
-    sources: &[crate::bindings::session::ConfigSource],
+    sources: &[crate::wit::session::ConfigSource],
 ) -> guest::core::config::LoadedConfig {
     let platforms: Vec<guest::model::Platform> = crate::factory::declarations()
         .into_iter()
@@ -29,9 +29,9 @@ pub fn read_transports_natively(
 }
 
 fn sources_to_guest(
-    sources: &[crate::bindings::session::ConfigSource],
+    sources: &[crate::wit::session::ConfigSource],
 ) -> Vec<guest::model::ConfigSource> {
-    use crate::bindings::session::{ConfigContent, ConfigScope};
+    use crate::wit::session::{ConfigContent, ConfigScope};
     use guest::model;
     sources
         .iter()
@@ -50,8 +50,8 @@ fn sources_to_guest(
         .collect()
 }
 
-fn platform_to_guest(p: crate::bindings::session::Platform) -> guest::model::Platform {
-    use crate::bindings::session::{SettingKind, SettingValue};
+fn platform_to_guest(p: crate::wit::session::Platform) -> guest::model::Platform {
+    use crate::wit::session::{SettingKind, SettingValue};
     use guest::model;
     model::Platform {
         id: p.id,

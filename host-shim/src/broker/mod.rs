@@ -21,8 +21,8 @@ use transport_core::{
 };
 
 use crate::agent::Agent;
-use crate::bindings::session::{ConfigSource, TransportRequest};
-use crate::bindings::types::Level;
+use crate::wit::session::{ConfigSource, TransportRequest};
+use crate::wit::types::Level;
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateFile;
 use crate::factory;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use transport_core::{Envelope, Transport};
 
-use crate::bindings::types::Level;
+use crate::wit::types::Level;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 

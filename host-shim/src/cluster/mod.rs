@@ -99,7 +99,7 @@ fn redacted(url: &str) -> String {
         .join(",")
 }
 
-use crate::bindings::types::Level;
+use crate::wit::types::Level;
 use crate::local::logging::{LogLine, LogSink};
 
 /// The "session" cluster log lines are filed under: they belong to a node, not a session.

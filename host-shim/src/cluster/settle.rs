@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc};
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
-use crate::bindings::session::AgentEvent;
+use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use crate::wit::session::AgentEvent;
 use crate::disk::state_file::{StateStore, StateStoreError};
 
 /// One session's count of prompts taken and turns settled, and what its last saved

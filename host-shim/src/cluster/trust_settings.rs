@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::cluster_key::{ClusterKey, ClusterKeyError};
 use super::connect_options::{AuthError, NatsAuth, ResolvedAuth, refuse_secrets_in_url};
-use crate::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
+use crate::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 
 /// The trust settings from one place (the config or the flags): paths and variable names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use tokio::sync::oneshot;
 
-use crate::bindings::types::Level;
+use crate::wit::types::Level;
 use crate::commands::process;
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateFile;

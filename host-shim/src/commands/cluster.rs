@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use crate::agent::{Agent, DemoAgent};
-use crate::bindings::agent::SessionInfo;
-use crate::bindings::session::TransportRequest;
+use crate::wit::agent::SessionInfo;
+use crate::wit::session::TransportRequest;
 use crate::broker;
 use crate::cluster::bot_lock::Holder;
 use crate::cluster::connect_options::NatsAuth;

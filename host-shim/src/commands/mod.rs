@@ -3,7 +3,7 @@
 pub mod attach;
 pub mod cluster;
 pub mod doctor;
-pub mod explain;
+pub mod preview;
 pub mod inspect;
 pub mod offline;
 pub mod process;

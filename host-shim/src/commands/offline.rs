@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::agent::DemoAgent;
-use crate::bindings::agent::SessionInfo;
-use crate::bindings::session::TransportRequest;
-use crate::bindings::types::Level;
+use crate::wit::agent::SessionInfo;
+use crate::wit::session::TransportRequest;
+use crate::wit::types::Level;
 use crate::commands::process;
 use crate::disk::config_files::Discovery;
 use crate::disk::lock::LockDir;
@@ -283,9 +283,9 @@ mod tests {
         TransportRequest {
             id: id.into(),
             required: false,
-            settings: vec![crate::bindings::session::SettingEntry {
+            settings: vec![crate::wit::session::SettingEntry {
                 name: "tokenEnv".into(),
-                value: crate::bindings::session::SettingValue::Text(token_env.into()),
+                value: crate::wit::session::SettingValue::Text(token_env.into()),
             }],
         }
     }

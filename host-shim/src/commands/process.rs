@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
 
-use crate::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
+use crate::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use crate::disk::config_files::{self, Discovery, Scope};
 use crate::disk::paths::Paths;
 use crate::sandbox::runtime::EMBEDDED_COMPONENT;

@@ -9,8 +9,8 @@ use anyhow::bail;
 use transport_core::Transport;
 
 use crate::agent::DemoAgent;
-use crate::bindings::agent::SessionInfo;
-use crate::bindings::types::Level;
+use crate::wit::agent::SessionInfo;
+use crate::wit::types::Level;
 use crate::commands::process::{self, cache_dir, debug_enabled, default_session_key, setup};
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateFile;

@@ -22,8 +22,8 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 
 use crate::agent::{Agent, DemoAgent};
-use crate::bindings::agent::SessionInfo;
-use crate::bindings::types::Level;
+use crate::wit::agent::SessionInfo;
+use crate::wit::types::Level;
 use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
 use crate::commands::process;

@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::sync::Mutex;
 
-use crate::bindings::types::Level;
+use crate::wit::types::Level;
 use transport_core::printable::strip_invisible_keep_lines;
 
 /// One structured log line.

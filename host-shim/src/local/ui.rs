@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::local::terminal::TerminalTransport;
 use async_trait::async_trait;
 
-use crate::bindings::types::Level;
+use crate::wit::types::Level;
 use crate::local::logging::level_name;
 use transport_core::printable::strip_invisible_keep_lines;
 

@@ -26,9 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
-use crate::bindings::session::{AgentEvent, Note, ToolDecision};
-use crate::bindings::types::Level;
+use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
+use crate::wit::session::{AgentEvent, Note, ToolDecision};
+use crate::wit::types::Level;
 use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};

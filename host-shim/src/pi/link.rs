@@ -10,9 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bindings::agent::{DeliverAs, PromptImage};
-use crate::bindings::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
-use crate::bindings::types::Level;
+use crate::wit::agent::{DeliverAs, PromptImage};
+use crate::wit::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
+use crate::wit::types::Level;
 
 /// The protocol version this host speaks.
 pub const PROTOCOL: u32 = 1;
@@ -392,7 +392,7 @@ pub fn verdict(id: String, decision: ToolDecision) -> ToExtension {
 
 /// The arguments a narrowed verdict sets, as the JSON object the extension applies.
 pub fn arguments_map(
-    arguments: Vec<crate::bindings::types::ToolArgument>,
+    arguments: Vec<crate::wit::types::ToolArgument>,
 ) -> serde_json::Map<String, serde_json::Value> {
     arguments
         .into_iter()

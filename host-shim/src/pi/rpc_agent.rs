@@ -24,9 +24,9 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
-use crate::bindings::session::{AgentEvent, ToolDecision, TurnOrigin};
-use crate::bindings::types::Level;
+use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use crate::wit::session::{AgentEvent, ToolDecision, TurnOrigin};
+use crate::wit::types::Level;
 use crate::local::ui::Ui;
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::rpc::{

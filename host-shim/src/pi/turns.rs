@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use crate::agent::RecentWork;
-use crate::bindings::agent::ShellRun;
-use crate::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
+use crate::wit::agent::ShellRun;
+use crate::wit::session::{AgentEvent, ToolResult, TurnOrigin};
 use crate::pi::rpc::PiEvent;
 
 /// Follows one pi process's runs.

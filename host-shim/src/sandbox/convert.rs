@@ -2,7 +2,7 @@
 
 use transport_core::{AttachmentKind, Capabilities, Envelope, LengthUnit, Markup, OutboundKind};
 
-use crate::bindings::{transport, types};
+use crate::wit::{transport, types};
 
 /// Transport capabilities as the guest sees them.
 pub fn capabilities_to_wit(c: Capabilities) -> types::Capabilities {

@@ -15,7 +15,7 @@ use wasmtime::{
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 
-use crate::bindings;
+use crate::wit;
 use crate::sandbox::audit::{self, Verdict};
 use crate::sandbox::imports::SessionHost;
 
@@ -66,7 +66,7 @@ pub enum Compiled {
 /// The compiled component, ready to instantiate many times.
 pub struct Runtime {
     engine: Engine,
-    pre: bindings::BridgePre<SessionHost>,
+    pre: wit::BridgePre<SessionHost>,
     limits: Limits,
     compiled: Compiled,
     digest: String,
@@ -77,7 +77,7 @@ pub struct Instance {
     /// The store holding the instance's memory and the session's host state.
     pub store: Store<SessionHost>,
     /// The typed exports.
-    pub bridge: bindings::Bridge,
+    pub bridge: wit::Bridge,
 }
 
 /// Why a component cannot run here. Each message says what to do.
@@ -226,15 +226,15 @@ fn refuse_unaudited_imports(engine: &Engine, component: &Component) -> Result<()
 fn link(
     engine: &Engine,
     component: &Component,
-) -> Result<bindings::BridgePre<SessionHost>, RuntimeError> {
+) -> Result<wit::BridgePre<SessionHost>, RuntimeError> {
     let mut linker = Linker::<SessionHost>::new(engine);
     link_allowed_wasi(&mut linker).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-    bindings::Bridge::add_to_linker::<SessionHost, HasSelf<SessionHost>>(&mut linker, |s| s)
+    wit::Bridge::add_to_linker::<SessionHost, HasSelf<SessionHost>>(&mut linker, |s| s)
         .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
     let pre = linker
         .instantiate_pre(component)
         .map_err(|e| RuntimeError::WorldMismatch(format!("{e:#}")))?;
-    bindings::BridgePre::new(pre).map_err(|e| RuntimeError::WorldMismatch(format!("{e:#}")))
+    wit::BridgePre::new(pre).map_err(|e| RuntimeError::WorldMismatch(format!("{e:#}")))
 }
 
 /// The stdio streams' resource table, as the wasi-io bindings want it.

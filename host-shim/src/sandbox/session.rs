@@ -15,11 +15,11 @@ use tokio::task::JoinHandle;
 use transport_core::{Inbound, Transport};
 
 use crate::agent::{Agent, AgentSignal};
-use crate::bindings::session::{
+use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
     ToolCall, ToolDecision,
 };
-use crate::bindings::types::Level;
+use crate::wit::types::Level;
 use crate::disk::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::disk::state_file::StateStore;
 use crate::local::clock::Clock;
@@ -569,7 +569,7 @@ impl Actor {
     /// the answer comes back through `answers` as a later, separate call.
     fn park(
         &mut self,
-        request: crate::bindings::session::ApprovalRequest,
+        request: crate::wit::session::ApprovalRequest,
         reply: oneshot::Sender<ToolDecision>,
     ) {
         let ui = self.ctx().ui.clone();

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::bindings::session::{PathAccess, ToolPath};
+use crate::wit::session::{PathAccess, ToolPath};
 
 /// Argument names that hold a path in tools the host does not know.
 const PATH_KEYS: [&str; 12] = [

@@ -1,18 +1,18 @@
 //! One transcript line: what came into the bridge, what it did, and what the host
 //! answered it, as JSON with a format version, a sequence number and the injected clock.
 //!
-//! The types are the WIT types themselves (serde-derived in `bindings`), so a line holds
+//! The types are the WIT types themselves (serde-derived in `wit`), so a line holds
 //! exactly what crossed the sandbox boundary and replay can hand it back unchanged.
 
 use serde::{Deserialize, Serialize};
 
-use crate::bindings::agent::{DeliverAs, SessionInfo, WorkFacts};
-use crate::bindings::session::{
+use crate::wit::agent::{DeliverAs, SessionInfo, WorkFacts};
+use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
     ToolCall,
 };
-use crate::bindings::transport::{Identity, Outbound, Receipt, SendError};
-use crate::bindings::types::{Envelope, Level, ToolDecision};
+use crate::wit::transport::{Identity, Outbound, Receipt, SendError};
+use crate::wit::types::{Envelope, Level, ToolDecision};
 
 /// The format this build writes. A reader skips lines of another version with a warning:
 /// a newer format may mean something this replay cannot reproduce.
@@ -109,7 +109,7 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<usize>,
     },
-    /// `preview-envelope` (`host-shim explain`, the terminal's preview).
+    /// `preview-envelope` (`host-shim preview`, the terminal's preview).
     Preview {
         /// The message, masked like an inbound one.
         envelope: Envelope,

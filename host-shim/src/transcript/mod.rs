@@ -239,7 +239,7 @@ impl Transcript {
 
     /// Reads the code length from the config files an instance is configured with (replay
     /// does not record its inputs, so it tells its transcript this way).
-    pub fn configure(&self, sources: &[crate::bindings::session::ConfigSource]) {
+    pub fn configure(&self, sources: &[crate::wit::session::ConfigSource]) {
         if let Ok(mut recorder) = self.0.lock() {
             recorder.scrubber.configure(sources);
         }

@@ -4,8 +4,8 @@
 
 use std::collections::VecDeque;
 
-use crate::bindings::agent::{SessionInfo, WorkFacts};
-use crate::bindings::transport::{FetchedAttachment, Identity, Receipt, SendError};
+use crate::wit::agent::{SessionInfo, WorkFacts};
+use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
 use crate::transcript::line::{Dir, Event};
 
 /// Recorded answers, one queue per import, in recorded order. A queue that runs dry (the

@@ -22,8 +22,8 @@
 //! only redacted: the bridge keys its state on them, a code never travels in them, and a
 //! masked id would make replay talk about another conversation.
 
-use crate::bindings::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
-use crate::bindings::types::{Envelope, ToolDecision};
+use crate::wit::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
+use crate::wit::types::{Envelope, ToolDecision};
 use crate::transcript::line::Event;
 
 /// What a masked digit becomes.
@@ -260,7 +260,7 @@ impl Scrubber {
     /// `event` as a transcript may hold it. Inputs learn first (a `configure` sets the
     /// code length, a local text remembers the codes it showed).
     pub fn event(&mut self, event: Event) -> Event {
-        use crate::bindings::transport::SendError;
+        use crate::wit::transport::SendError;
         match event {
             Event::Configure { sources, platforms } => {
                 self.configure(&sources);
@@ -443,7 +443,7 @@ impl Scrubber {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::session::ConfigScope;
+    use crate::wit::session::ConfigScope;
 
     #[test]
     fn a_shown_code_is_masked_and_an_attempt_names_it_by_position() {

@@ -288,7 +288,7 @@ fn a_component_that_is_not_one_is_refused_in_a_sentence() {
 }
 
 #[test]
-fn explain_says_what_would_happen_to_a_telegram_group_mention() {
+fn preview_says_what_would_happen_to_a_telegram_group_mention() {
     let home = Home::new();
     let payload = home.path().join("update.json");
     std::fs::write(
@@ -300,7 +300,7 @@ fn explain_says_what_would_happen_to_a_telegram_group_mention() {
     )
     .unwrap();
     let (status, output) = finish(home.command(&[
-        "explain",
+        "preview",
         "telegram",
         payload.to_str().unwrap(),
         "--bot-name",
@@ -323,12 +323,12 @@ fn explain_says_what_would_happen_to_a_telegram_group_mention() {
     );
     assert!(
         !home.state_file().exists(),
-        "explain must not write the state file"
+        "preview must not write the state file"
     );
 }
 
 #[test]
-fn explain_reads_a_telegram_button_press_as_the_command_it_stands_for() {
+fn preview_reads_a_telegram_button_press_as_the_command_it_stands_for() {
     let home = Home::new();
     let payload = home.path().join("press.json");
     std::fs::write(
@@ -341,7 +341,7 @@ fn explain_reads_a_telegram_button_press_as_the_command_it_stands_for() {
     )
     .unwrap();
     let (status, output) = finish(home.command(&[
-        "explain",
+        "preview",
         "telegram",
         payload.to_str().unwrap(),
         "--bot-name",
@@ -368,13 +368,13 @@ fn explain_reads_a_telegram_button_press_as_the_command_it_stands_for() {
     )
     .unwrap();
     let (status, output) =
-        finish(home.command(&["explain", "telegram", payload.to_str().unwrap()]));
+        finish(home.command(&["preview", "telegram", payload.to_str().unwrap()]));
     assert!(status.success(), "{output}");
     assert!(output.contains("not a bridge command"), "{output}");
 }
 
 #[test]
-fn explain_reads_discord_payloads_of_every_kind() {
+fn preview_reads_discord_payloads_of_every_kind() {
     let home = Home::new();
     let payloads =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../transports/discord/tests/payloads");
@@ -423,7 +423,7 @@ fn explain_reads_discord_payloads_of_every_kind() {
     for (name, expected) in cases {
         let payload = payloads.join(format!("{name}.json"));
         let (status, output) = finish(home.command(&[
-            "explain",
+            "preview",
             "discord",
             payload.to_str().unwrap(),
             "--bot-name",
@@ -441,7 +441,7 @@ fn explain_reads_discord_payloads_of_every_kind() {
     }
     assert!(
         !home.state_file().exists(),
-        "explain must not write the state file"
+        "preview must not write the state file"
     );
 }
 

@@ -22,7 +22,7 @@ const ROOMS_TOP_DOWN: &[&str] = &[
     "local",
     "agent",
     "disk",
-    "bindings",
+    "wit",
 ];
 
 /// Every source file under `src/`, as its module path (`["commands", "serve"]`).

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use host_shim::bindings::session::{AgentEvent, TurnOrigin};
 use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::routing::PAIRING_ANSWER;
 use host_shim::broker::{Broker, BrokerOptions};
@@ -13,6 +12,7 @@ use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
+use host_shim::wit::session::{AgentEvent, TurnOrigin};
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::FakeTransport;
 

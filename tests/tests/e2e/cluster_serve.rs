@@ -10,8 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use host_shim::agent::{Agent, DemoAgent};
-use host_shim::bindings::agent::SessionInfo;
-use host_shim::bindings::session::ConfigSource;
 use host_shim::cluster::bot_lock::Holder;
 use host_shim::cluster::inbound::InboundSettings;
 use host_shim::cluster::ingress::{Ingress, IngressOptions};
@@ -23,6 +21,8 @@ use host_shim::factory::{self, Environment};
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::{RecordingUi, Ui};
+use host_shim::wit::agent::SessionInfo;
+use host_shim::wit::session::ConfigSource;
 use transport_testing::telegram::{BotApiServer, private_text};
 
 use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip, prefix};

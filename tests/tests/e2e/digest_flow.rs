@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use host_shim::agent::DemoAgent;
-use host_shim::bindings::types::Level;
+use host_shim::wit::types::Level;
 
 use crate::common::{self, Dirs, Setup, info};
 

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use host_shim::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
 use host_shim::factory::{self, Environment};
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::session::{Session, SessionSpec};
+use host_shim::wit::session::{AgentEvent, ToolResult, TurnOrigin};
 use serde_json::{Value, json};
 use transport_testing::discord::{
     DiscordLoopback, TEST_BOT_ID, bot_user, dm_message, guild_message,

@@ -503,3 +503,202 @@ fn anchors_are_githubs() {
             .collect()
     );
 }
+
+/// What is wrong with the repository paths one markdown page (`page`, relative to the
+/// repository) names: each link to a file of the repository (`[x](../guest/src/keys.rs)`,
+/// `[x](security.md#pairing)`) and each path in a code span (`` `host-shim/src/wit.rs` ``)
+/// must name a file that exists, and a link to a page's heading a heading it has. Files move
+/// (the test binaries did, into one per crate), and a page that still names the old place
+/// sends its reader nowhere; `file.rs::name` must name a function of the file (the test that
+/// guards an invariant), since tests are renamed too. `exists`, `has_fn` and `headings`
+/// answer for the repository.
+fn broken_paths(
+    page: &str,
+    markdown: &str,
+    exists: &dyn Fn(&Path) -> bool,
+    has_fn: &dyn Fn(&Path, &str) -> bool,
+    headings: &dyn Fn(&Path) -> Option<BTreeSet<String>>,
+) -> Vec<String> {
+    let dir = Path::new(page).parent().unwrap_or(Path::new(""));
+    // `a/../b` as a path inside the repository, or `None` when it leaves it.
+    let resolve = |relative: &str| -> Option<PathBuf> {
+        let joined = dir.join(relative);
+        let mut parts: Vec<&str> = Vec::new();
+        for part in joined.to_str()?.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    parts.pop()?;
+                }
+                part => parts.push(part),
+            }
+        }
+        Some(parts.iter().collect())
+    };
+    let mut problems = Vec::new();
+    let mut fence = false;
+    for (number, line) in markdown.lines().enumerate() {
+        if line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        let at = |what: String| format!("{page}:{}: {what}", number + 1);
+        // Code spans are the odd pieces between backticks.
+        let mut prose = String::new();
+        for (i, piece) in line.split('`').enumerate() {
+            if i % 2 == 0 {
+                prose.push_str(piece);
+                continue;
+            }
+            let names_a_file = [
+                "guest/",
+                "host-shim/",
+                "transports/",
+                "tests/",
+                "fuzz/",
+                "examples/",
+                "wit/",
+                "docs/",
+            ]
+            .iter()
+            .any(|top| piece.starts_with(top))
+                && !piece.contains([' ', '*', '<', '{', '$'])
+                && Path::new(piece).extension().is_some();
+            if !names_a_file {
+                continue;
+            }
+            // `file.rs::test_name` names a test in the file, `page.md#anchor` a heading.
+            let (file, item) = match piece.split_once("::") {
+                Some((file, item)) => (file, Some(item)),
+                None => (piece, None),
+            };
+            let (file, anchor) = match file.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (file, None),
+            };
+            let file = Path::new(file);
+            if !exists(file) {
+                problems.push(at(format!("`{piece}`: {} does not exist", file.display())));
+            } else if let Some(item) = item.filter(|item| !has_fn(file, item)) {
+                problems.push(at(format!(
+                    "`{piece}`: {} has no fn {item}",
+                    file.display()
+                )));
+            } else if let (Some(anchor), Some(found)) = (anchor, headings(file))
+                && !found.contains(anchor)
+            {
+                problems.push(at(format!(
+                    "`{piece}`: no heading whose anchor is #{anchor}"
+                )));
+            }
+        }
+        let mut rest = prose.as_str();
+        while let Some(start) = rest.find("](") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find(')') else { break };
+            let target = &after[..end];
+            rest = &after[end..];
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = match target.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (target, None),
+            };
+            let path = if file.is_empty() {
+                Some(PathBuf::from(page))
+            } else {
+                resolve(file)
+            };
+            let Some(path) = path.filter(|path| exists(path)) else {
+                problems.push(at(format!(
+                    "the link to {target} names no file of the repository"
+                )));
+                continue;
+            };
+            if let (Some(anchor), Some(found)) = (anchor, headings(&path))
+                && !found.contains(anchor)
+            {
+                problems.push(at(format!(
+                    "{} has no heading whose anchor is #{anchor}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    problems
+}
+
+/// README.md and every page of docs/, as paths relative to the repository.
+fn pages() -> Vec<String> {
+    let mut pages = vec!["README.md".to_owned()];
+    for entry in std::fs::read_dir(repository().join("docs"))
+        .expect("docs/ is readable")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
+    }
+    pages
+}
+
+#[test]
+fn every_file_and_heading_the_docs_name_exists() {
+    let root = repository();
+    let exists = |path: &Path| root.join(path).exists();
+    let has_fn = |path: &Path, name: &str| {
+        std::fs::read_to_string(root.join(path)).is_ok_and(|text| {
+            text.contains(&format!("fn {name}(")) || text.contains(&format!("fn {name}<"))
+        })
+    };
+    let headings = |path: &Path| {
+        (path.extension().is_some_and(|e| e == "md"))
+            .then(|| std::fs::read_to_string(root.join(path)).ok())
+            .flatten()
+            .map(|text| anchors(&text))
+    };
+    let problems: Vec<String> = pages()
+        .iter()
+        .flat_map(|page| {
+            let text = std::fs::read_to_string(root.join(page)).expect("a page");
+            broken_paths(page, &text, &exists, &has_fn, &headings)
+        })
+        .collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_planted_bad_path_in_a_page_is_found() {
+    let page = "Rules live in [keys](../guest/src/keys.rs) and `guest/tests/bridge_pairing.rs`;\n\
+                tested by `guest/src/keys.rs::parses` and `guest/src/keys.rs::gone`, `docs/security.md#pairing`;\n\
+                see [pairing](security.md#pairing), [gone](security.md#gone), [x](nowhere.md),\n\
+                [up](../../outside.md), [web](https://example.com/a.rs), `cargo run -p x`,\n\
+                [here](#intro) and [there](#nothing).\n\
+                ```\n`guest/src/in_a_fence.rs`\n```\n# Intro\n";
+    let files = ["guest/src/keys.rs", "docs/security.md", "docs/page.md"];
+    let exists = |path: &Path| files.iter().any(|f| Path::new(f) == path);
+    let has_fn =
+        |path: &Path, name: &str| path == Path::new("guest/src/keys.rs") && name == "parses";
+    let headings = |path: &Path| match path.to_str() {
+        Some("docs/security.md") => Some(anchors("# Security\n## Pairing\n")),
+        Some("docs/page.md") => Some(anchors(page)),
+        _ => None,
+    };
+    let problems = broken_paths("docs/page.md", page, &exists, &has_fn, &headings);
+    assert_eq!(
+        problems,
+        [
+            "docs/page.md:1: `guest/tests/bridge_pairing.rs`: guest/tests/bridge_pairing.rs does not exist",
+            "docs/page.md:2: `guest/src/keys.rs::gone`: guest/src/keys.rs has no fn gone",
+            "docs/page.md:3: docs/security.md has no heading whose anchor is #gone",
+            "docs/page.md:3: the link to nowhere.md names no file of the repository",
+            "docs/page.md:4: the link to ../../outside.md names no file of the repository",
+            "docs/page.md:5: docs/page.md has no heading whose anchor is #nothing",
+        ]
+    );
+}

@@ -152,10 +152,7 @@ async fn a_call_still_waiting_at_shutdown_is_blocked() {
         .expect("a verdict in time")
         .expect("the task ran");
     assert!(
-        matches!(
-            verdict,
-            host_shim::bindings::session::ToolDecision::Block(_)
-        ),
+        matches!(verdict, host_shim::wit::session::ToolDecision::Block(_)),
         "{verdict:?}"
     );
 }

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use host_shim::bindings::session::{AgentEvent, TurnOrigin};
 use host_shim::factory::{self, Environment};
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::session::{Session, SessionSpec};
+use host_shim::wit::session::{AgentEvent, TurnOrigin};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use host_shim::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
 use host_shim::factory::{self, Environment};
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::session::{Session, SessionSpec};
+use host_shim::wit::session::{AgentEvent, ToolResult, TurnOrigin};
 use serde_json::{Value, json};
 use transport_core::platform::{BotSelf, Normalized};
 use transport_testing::slack::{
@@ -361,7 +361,7 @@ fn explain(payload: Value) -> Normalized {
         id: TEST_BOT_USER_ID.into(),
         username: "pi".into(),
     };
-    host_shim::commands::explain::normalize("slack", &payload.to_string(), &bot)
+    host_shim::commands::preview::normalize("slack", &payload.to_string(), &bot)
         .expect("slack is offered")
 }
 
@@ -375,7 +375,7 @@ fn explain_slack_on_an_im_an_app_mention_a_thread_reply_a_bot_message_and_an_edi
     };
     assert!(im.is_direct && im.addressed);
     assert_eq!(
-        host_shim::commands::explain::describe(&im),
+        host_shim::commands::preview::describe(&im),
         "transport: slack\ntext after normalizing: 7 character(s) (starts like a command: /status)"
     );
 

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use host_shim::bindings::session::{AgentEvent, ToolResult, TurnOrigin};
 use host_shim::factory::{self, Environment};
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::session::{Session, SessionSpec};
+use host_shim::wit::session::{AgentEvent, ToolResult, TurnOrigin};
 use serde_json::json;
 use transport_testing::telegram::{
     BotApiServer, button_press, group_text, parse_telegram_html, private_text,
@@ -439,7 +439,7 @@ async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
         .expect("a verdict in time")
         .expect("the task ran");
     assert!(
-        matches!(verdict, host_shim::bindings::session::ToolDecision::Allow),
+        matches!(verdict, host_shim::wit::session::ToolDecision::Allow),
         "{verdict:?}"
     );
     let told = format!("Approval {id} ('bash'): approved by telegram:{USER} from the chat.");

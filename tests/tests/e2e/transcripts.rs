@@ -152,7 +152,7 @@ async fn a_real_flow_is_recorded_without_secrets_rotates_and_replays_identically
             .any(|e| matches!(e, Event::Prompt { text, .. } if redacted(text)))
     );
     assert!(events.iter().any(|e| matches!(e,
-        Event::AgentEvent { event: host_shim::bindings::session::AgentEvent::AssistantMessage(t) } if t.contains("You asked"))));
+        Event::AgentEvent { event: host_shim::wit::session::AgentEvent::AssistantMessage(t) } if t.contains("You asked"))));
     assert!(
         events
             .iter()

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use host_shim::bindings::session::{AgentEvent, TurnOrigin};
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::wit::session::{AgentEvent, TurnOrigin};
 
 use crate::common::{self, Dirs, Setup};
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use host_shim::bindings::session::{AgentEvent, ToolDecision, TurnOrigin};
+use host_shim::wit::session::{AgentEvent, ToolDecision, TurnOrigin};
 
 use crate::common::{Dirs, ScriptAgent, Setup, project_config, user_config};
 

@@ -1,7 +1,7 @@
 //! `agent`: the live coding-agent session this bridge serves.
 
 use super::SessionHost;
-use crate::bindings::{agent, types};
+use crate::wit::{agent, types};
 use crate::transcript::line::{Event, ImageMeta};
 use crate::transcript::script::Script;
 

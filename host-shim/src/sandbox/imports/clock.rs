@@ -1,7 +1,7 @@
 //! `clock`: the time the guest is shown, and the tick it asks for.
 
 use super::SessionHost;
-use crate::bindings::clock;
+use crate::wit::clock;
 use crate::transcript::line::Event;
 
 impl clock::Host for SessionHost {

@@ -1,7 +1,7 @@
 //! `lock`: single-instance locks (one process per bot credential), as lock files.
 
 use super::SessionHost;
-use crate::bindings::lock;
+use crate::wit::lock;
 use crate::disk::lock::Claimant;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
@@ -51,7 +51,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::bindings::transport;
+    use crate::wit::transport;
     use crate::sandbox::imports::fixture::{NOW, host};
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //! `log`: the bridge's structured log lines, into the host's log sink.
 
 use super::SessionHost;
-use crate::bindings::{log, types};
+use crate::wit::{log, types};
 use crate::local::logging::LogLine;
 use crate::transcript::line::Event;
 

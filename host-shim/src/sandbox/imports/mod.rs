@@ -20,7 +20,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::agent::Agent;
-use crate::bindings::types;
+use crate::wit::types;
 use crate::disk::lock::{LockDir, LockGuard};
 use crate::disk::state_file::StateStore;
 use crate::local::clock::Clock;

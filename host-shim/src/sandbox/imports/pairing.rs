@@ -5,7 +5,7 @@
 use guest::core::pairing_budget::FailureOutcome;
 
 use super::SessionHost;
-use crate::bindings::pairing;
+use crate::wit::pairing;
 
 impl pairing::Host for SessionHost {
     fn closed_since(&mut self) -> wasmtime::Result<Option<u64>> {

@@ -1,7 +1,7 @@
 //! `rng`: bytes from the operating system's secure source.
 
 use super::SessionHost;
-use crate::bindings::rng;
+use crate::wit::rng;
 use crate::transcript::line::Event;
 use crate::transcript::script::hex_encode;
 use crate::transcript::scrub::RNG_KEEP_MIN;

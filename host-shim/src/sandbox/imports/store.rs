@@ -1,7 +1,7 @@
 //! `store`: this session's state document, in the host's state store.
 
 use super::SessionHost;
-use crate::bindings::{store, types};
+use crate::wit::{store, types};
 use crate::local::logging::LogLine;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;

@@ -3,7 +3,7 @@
 use transport_core::{Button, OutboundMessage, TransportError};
 
 use super::SessionHost;
-use crate::bindings::transport;
+use crate::wit::transport;
 use crate::sandbox::convert;
 use crate::transcript::line::{Event, FetchedMeta};
 use crate::transcript::script::Script;

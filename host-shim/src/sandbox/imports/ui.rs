@@ -1,7 +1,7 @@
 //! `ui`: the local terminal of the agent session.
 
 use super::SessionHost;
-use crate::bindings::{types, ui};
+use crate::wit::{types, ui};
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
 

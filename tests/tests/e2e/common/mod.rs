@@ -15,10 +15,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
-use host_shim::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
-use host_shim::bindings::session::{
-    AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin,
-};
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_file::StateFile;
 use host_shim::local::clock::ManualClock;
@@ -28,6 +24,8 @@ use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::transcript::Transcript;
+use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::wit::session::{AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin};
 use tokio::sync::{Notify, mpsc};
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::{FakeConfig, FakeTransport};
@@ -410,7 +408,7 @@ impl ScriptAgent {
     }
 
     /// Asks the session whether a tool may run, as the agent does before each call.
-    pub async fn tool_call(&self, name: &str) -> host_shim::bindings::session::ToolDecision {
+    pub async fn tool_call(&self, name: &str) -> host_shim::wit::session::ToolDecision {
         self.tool_call_with(name, serde_json::json!({})).await
     }
 
@@ -419,7 +417,7 @@ impl ScriptAgent {
         &self,
         name: &str,
         input: serde_json::Value,
-    ) -> host_shim::bindings::session::ToolDecision {
+    ) -> host_shim::wit::session::ToolDecision {
         let (reply, verdict) = tokio::sync::oneshot::channel();
         self.sender()
             .send(AgentSignal::ToolCall {

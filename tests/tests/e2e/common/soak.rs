@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
-use host_shim::bindings::agent::{DeliverAs, PromptImage, SessionInfo};
-use host_shim::bindings::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_file::StateFile;
 use host_shim::local::clock::SystemClock;
@@ -28,6 +26,8 @@ use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
+use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use tokio::sync::mpsc;
 use transport_core::{Envelope, OutboundKind, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};

@@ -1,4 +1,4 @@
-//! `host-shim explain <transport> <payload.json>`: one raw platform payload through that
+//! `host-shim preview <transport> <payload.json>`: one raw platform payload through that
 //! platform's own normalizer, then through the bridge's router as a preview, so "why did
 //! the bot not answer?" can be answered from a captured payload without sending anything.
 //!
@@ -18,11 +18,11 @@ use crate::commands::process::{default_session_key, setup};
 use crate::factory::PLATFORMS;
 use crate::local::clock::SystemClock;
 
-/// Why a payload could not be explained.
+/// Why a payload could not be previewed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ExplainError {
+pub enum PreviewError {
     /// No platform of that id in this build.
-    #[error("this build has no '{given}' transport to explain; available: {available}")]
+    #[error("this build has no '{given}' transport to preview; available: {available}")]
     UnknownTransport {
         /// What was asked for.
         given: String,
@@ -38,12 +38,12 @@ pub enum ExplainError {
 }
 
 /// The platform `id` of this build.
-pub fn platform(id: &str) -> Result<&'static Platform, ExplainError> {
+pub fn platform(id: &str) -> Result<&'static Platform, PreviewError> {
     PLATFORMS
         .iter()
         .copied()
         .find(|p| p.settings.id == id)
-        .ok_or_else(|| ExplainError::UnknownTransport {
+        .ok_or_else(|| PreviewError::UnknownTransport {
             given: id.to_string(),
             available: PLATFORMS
                 .iter()
@@ -58,10 +58,10 @@ pub fn normalize(
     transport: &str,
     payload: &str,
     bot: &BotSelf,
-) -> Result<Normalized, ExplainError> {
+) -> Result<Normalized, PreviewError> {
     let platform = platform(transport)?;
     let value: serde_json::Value =
-        serde_json::from_str(payload).map_err(|e| ExplainError::NotJson(e.to_string()))?;
+        serde_json::from_str(payload).map_err(|e| PreviewError::NotJson(e.to_string()))?;
     Ok((platform.normalize)(&value, bot))
 }
 
@@ -99,7 +99,7 @@ fn command_hint(text: &str) -> String {
     }
 }
 
-/// `host-shim explain`: the platform's normalizer, then the bridge's preview.
+/// `host-shim preview`: the platform's normalizer, then the bridge's preview.
 pub async fn run(
     component: &[u8],
     transport: &str,
@@ -176,7 +176,7 @@ mod tests {
         let error = normalize("matrix", "{}", &bot()).unwrap_err();
         assert_eq!(
             error,
-            ExplainError::UnknownTransport {
+            PreviewError::UnknownTransport {
                 given: "matrix".into(),
                 available: "telegram, discord, slack, robo_claw".into()
             }
@@ -187,7 +187,7 @@ mod tests {
     fn a_file_that_is_not_json_says_so() {
         assert!(matches!(
             normalize("telegram", "update_id: 1", &bot()),
-            Err(ExplainError::NotJson(_))
+            Err(PreviewError::NotJson(_))
         ));
     }
 
