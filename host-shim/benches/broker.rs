@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use host_shim::agent::IdleAgent;
-use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::disk::state_file::StateFile;
@@ -26,6 +25,7 @@ use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
+use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use support::resident_kib;
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;

@@ -3,7 +3,6 @@
 //! randomness, locks, logs).
 
 pub mod agent;
-pub mod wit;
 pub mod broker;
 pub mod cluster;
 pub mod commands;
@@ -14,3 +13,4 @@ pub mod native_guest;
 pub mod pi;
 pub mod sandbox;
 pub mod transcript;
+pub mod wit;

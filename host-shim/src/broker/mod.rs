@@ -21,8 +21,6 @@ use transport_core::{
 };
 
 use crate::agent::Agent;
-use crate::wit::session::{ConfigSource, TransportRequest};
-use crate::wit::types::Level;
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateFile;
 use crate::factory;
@@ -30,6 +28,8 @@ use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::session::{Built, TransportFactory};
+use crate::wit::session::{ConfigSource, TransportRequest};
+use crate::wit::types::Level;
 use bindings::{Binding, Bindings};
 use routing::{Audience, Decision, SessionView};
 use shared::{RoutedTransport, Shared, lock};

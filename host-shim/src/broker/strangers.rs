@@ -16,9 +16,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use transport_core::{Envelope, Transport};
 
-use crate::wit::types::Level;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
+use crate::wit::types::Level;
 
 /// Most answers to strangers per minute, across every bot of the broker.
 pub const ANSWERS_PER_MINUTE: u64 = 20;

@@ -27,12 +27,12 @@ use super::seal::Gate;
 use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key};
 use super::warn;
-use crate::wit::session::TransportRequest;
-use crate::wit::types::Level;
 use crate::broker::bindings::Binding;
 use crate::broker::routing::{self, Audience, Decision, SessionView};
 use crate::broker::{BuildOne, send_notice};
 use crate::local::logging::{LogLine, LogSink};
+use crate::wit::session::TransportRequest;
+use crate::wit::types::Level;
 
 /// What an ingress node needs.
 pub struct IngressOptions {

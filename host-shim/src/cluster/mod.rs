@@ -99,8 +99,8 @@ fn redacted(url: &str) -> String {
         .join(",")
 }
 
-use crate::wit::types::Level;
 use crate::local::logging::{LogLine, LogSink};
+use crate::wit::types::Level;
 
 /// The "session" cluster log lines are filed under: they belong to a node, not a session.
 pub const LOG_SCOPE: &str = "cluster";

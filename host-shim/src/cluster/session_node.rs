@@ -34,8 +34,6 @@ use super::settle::{LedgerAgent, LedgerStore, TurnLedger};
 use super::state_store::{KvSessionStates, KvStateStore};
 use super::subjects::{Prefix, session_token};
 use crate::agent::Agent;
-use crate::wit::session::ConfigSource;
-use crate::wit::types::Level;
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateStore;
 use crate::local::clock::Clock;
@@ -44,6 +42,8 @@ use crate::local::ui::Ui;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::Runtime;
 use crate::sandbox::session::{Built, Session, SessionSpec};
+use crate::wit::session::ConfigSource;
+use crate::wit::types::Level;
 
 /// A session the cluster runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

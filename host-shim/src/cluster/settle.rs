@@ -18,9 +18,9 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc};
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
+use crate::disk::state_file::{StateStore, StateStoreError};
 use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use crate::wit::session::AgentEvent;
-use crate::disk::state_file::{StateStore, StateStoreError};
 
 /// One session's count of prompts taken and turns settled, and what its last saved
 /// document recorded.

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use tokio::sync::oneshot;
 
-use crate::wit::types::Level;
 use crate::commands::process;
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateFile;
@@ -20,6 +19,7 @@ use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
 use crate::transcript::Transcript;
 use crate::transcript::file::Rotation;
+use crate::wit::types::Level;
 
 /// What `host-shim attach` was asked to serve.
 #[derive(Debug, Clone)]

@@ -11,8 +11,6 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 
 use crate::agent::{Agent, DemoAgent};
-use crate::wit::agent::SessionInfo;
-use crate::wit::session::TransportRequest;
 use crate::broker;
 use crate::cluster::bot_lock::Holder;
 use crate::cluster::connect_options::NatsAuth;
@@ -29,6 +27,8 @@ use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogSink, StderrLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::sandbox::runtime::{Limits, Runtime};
+use crate::wit::agent::SessionInfo;
+use crate::wit::session::TransportRequest;
 
 /// What a cluster node does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

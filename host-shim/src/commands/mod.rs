@@ -3,9 +3,9 @@
 pub mod attach;
 pub mod cluster;
 pub mod doctor;
-pub mod preview;
 pub mod inspect;
 pub mod offline;
+pub mod preview;
 pub mod process;
 pub mod replay;
 pub mod run;

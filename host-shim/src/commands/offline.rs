@@ -7,9 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::agent::DemoAgent;
-use crate::wit::agent::SessionInfo;
-use crate::wit::session::TransportRequest;
-use crate::wit::types::Level;
 use crate::commands::process;
 use crate::disk::config_files::Discovery;
 use crate::disk::lock::LockDir;
@@ -21,6 +18,9 @@ use crate::local::logging::MemoryLog;
 use crate::local::ui::RecordingUi;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec, session_lock_name};
+use crate::wit::agent::SessionInfo;
+use crate::wit::session::TransportRequest;
+use crate::wit::types::Level;
 use transport_core::platform::SettingKind;
 
 /// A looking session and what it saw while starting.

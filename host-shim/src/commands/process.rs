@@ -9,10 +9,10 @@ use anyhow::{Context as _, bail};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
 
-use crate::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use crate::disk::config_files::{self, Discovery, Scope};
 use crate::disk::paths::Paths;
 use crate::sandbox::runtime::EMBEDDED_COMPONENT;
+use crate::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 
 /// The lock that keeps a second broker off one state directory.
 pub const BROKER_LOCK: &str = "broker";

@@ -9,8 +9,6 @@ use anyhow::bail;
 use transport_core::Transport;
 
 use crate::agent::DemoAgent;
-use crate::wit::agent::SessionInfo;
-use crate::wit::types::Level;
 use crate::commands::process::{self, cache_dir, debug_enabled, default_session_key, setup};
 use crate::disk::lock::LockDir;
 use crate::disk::state_file::StateFile;
@@ -23,6 +21,8 @@ use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
 use crate::transcript::Transcript;
 use crate::transcript::file::Rotation;
+use crate::wit::agent::SessionInfo;
+use crate::wit::types::Level;
 
 /// pi's program and arguments, for `--agent pi`.
 pub type PiCommand = (std::ffi::OsString, Vec<std::ffi::OsString>);

@@ -22,8 +22,6 @@ use tokio::net::UnixStream;
 use tokio::sync::watch;
 
 use crate::agent::{Agent, DemoAgent};
-use crate::wit::agent::SessionInfo;
-use crate::wit::types::Level;
 use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
 use crate::commands::process;
@@ -37,6 +35,8 @@ use crate::pi::attach::{self, Bound, Link};
 use crate::pi::link::LinkSession;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
+use crate::wit::agent::SessionInfo;
+use crate::wit::types::Level;
 
 /// The longest control line read.
 const MAX_CONTROL_LINE: u64 = 64 * 1024;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::local::terminal::TerminalTransport;
 use async_trait::async_trait;
 
-use crate::wit::types::Level;
 use crate::local::logging::level_name;
+use crate::wit::types::Level;
 use transport_core::printable::strip_invisible_keep_lines;
 
 /// The person at the terminal.

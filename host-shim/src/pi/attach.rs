@@ -26,13 +26,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
-use crate::wit::session::{AgentEvent, Note, ToolDecision};
-use crate::wit::types::Level;
 use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
 use crate::sandbox::session::Session;
+use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
+use crate::wit::session::{AgentEvent, Note, ToolDecision};
+use crate::wit::types::Level;
 
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);

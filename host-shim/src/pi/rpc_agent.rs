@@ -24,15 +24,15 @@ use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
-use crate::wit::session::{AgentEvent, ToolDecision, TurnOrigin};
-use crate::wit::types::Level;
 use crate::local::ui::Ui;
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::rpc::{
     self, PiEvent, RpcCommand, RpcImage, RpcLine, RpcResponse, StreamingBehavior, UiRequest,
 };
 use crate::pi::turns::PiTurns;
+use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use crate::wit::session::{AgentEvent, ToolDecision, TurnOrigin};
+use crate::wit::types::Level;
 
 /// The bot-connect pi extension, embedded so `run --agent pi` needs no separate install.
 pub const EXTENSION_SOURCE: &str = include_str!("../../../examples/pi-extension/index.ts");

@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 
 use crate::agent::RecentWork;
+use crate::pi::rpc::PiEvent;
 use crate::wit::agent::ShellRun;
 use crate::wit::session::{AgentEvent, ToolResult, TurnOrigin};
-use crate::pi::rpc::PiEvent;
 
 /// Follows one pi process's runs.
 #[derive(Debug)]

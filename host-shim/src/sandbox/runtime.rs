@@ -15,9 +15,9 @@ use wasmtime::{
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
 
-use crate::wit;
 use crate::sandbox::audit::{self, Verdict};
 use crate::sandbox::imports::SessionHost;
+use crate::wit;
 
 /// The component built by `build.rs` from `guest/`.
 pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guest.wasm"));

@@ -15,11 +15,6 @@ use tokio::task::JoinHandle;
 use transport_core::{Inbound, Transport};
 
 use crate::agent::{Agent, AgentSignal};
-use crate::wit::session::{
-    AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
-    ToolCall, ToolDecision,
-};
-use crate::wit::types::Level;
 use crate::disk::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::disk::state_file::StateStore;
 use crate::local::clock::Clock;
@@ -32,6 +27,11 @@ use crate::sandbox::runtime::{Instance, Runtime};
 use crate::sandbox::tool_paths::{PathContext, tool_paths};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
+use crate::wit::session::{
+    AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
+    ToolCall, ToolDecision,
+};
+use crate::wit::types::Level;
 
 /// Consecutive restarts after which a session stops trying: a trap that repeats on
 /// every fresh instance (say, in `configure`) would otherwise loop forever.

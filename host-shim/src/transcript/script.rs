@@ -4,9 +4,9 @@
 
 use std::collections::VecDeque;
 
+use crate::transcript::line::{Dir, Event};
 use crate::wit::agent::{SessionInfo, WorkFacts};
 use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
-use crate::transcript::line::{Dir, Event};
 
 /// Recorded answers, one queue per import, in recorded order. A queue that runs dry (the
 /// new build asks more than the old one did) answers like an idle, empty host, and the

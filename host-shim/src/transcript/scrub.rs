@@ -22,9 +22,9 @@
 //! only redacted: the bridge keys its state on them, a code never travels in them, and a
 //! masked id would make replay talk about another conversation.
 
+use crate::transcript::line::Event;
 use crate::wit::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
 use crate::wit::types::{Envelope, ToolDecision};
-use crate::transcript::line::Event;
 
 /// What a masked digit becomes.
 pub const MASK: char = '•';

@@ -1,9 +1,9 @@
 //! `agent`: the live coding-agent session this bridge serves.
 
 use super::SessionHost;
-use crate::wit::{agent, types};
 use crate::transcript::line::{Event, ImageMeta};
 use crate::transcript::script::Script;
+use crate::wit::{agent, types};
 
 impl agent::Host for SessionHost {
     async fn send_prompt(

@@ -1,8 +1,8 @@
 //! `clock`: the time the guest is shown, and the tick it asks for.
 
 use super::SessionHost;
-use crate::wit::clock;
 use crate::transcript::line::Event;
+use crate::wit::clock;
 
 impl clock::Host for SessionHost {
     fn now_ms(&mut self) -> wasmtime::Result<u64> {

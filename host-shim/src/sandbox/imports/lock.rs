@@ -1,10 +1,10 @@
 //! `lock`: single-instance locks (one process per bot credential), as lock files.
 
 use super::SessionHost;
-use crate::wit::lock;
 use crate::disk::lock::Claimant;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
+use crate::wit::lock;
 
 impl lock::Host for SessionHost {
     async fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
@@ -51,8 +51,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::wit::transport;
     use crate::sandbox::imports::fixture::{NOW, host};
+    use crate::wit::transport;
 
     #[tokio::test]
     async fn a_transport_lock_is_reclaimed_after_the_stale_time_the_guest_gives() {

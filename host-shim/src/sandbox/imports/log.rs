@@ -1,9 +1,9 @@
 //! `log`: the bridge's structured log lines, into the host's log sink.
 
 use super::SessionHost;
-use crate::wit::{log, types};
 use crate::local::logging::LogLine;
 use crate::transcript::line::Event;
+use crate::wit::{log, types};
 
 impl log::Host for SessionHost {
     fn write(

@@ -20,7 +20,6 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::agent::Agent;
-use crate::wit::types;
 use crate::disk::lock::{LockDir, LockGuard};
 use crate::disk::state_file::StateStore;
 use crate::local::clock::Clock;
@@ -29,6 +28,7 @@ use crate::local::ui::Ui;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::transcript::Transcript;
 use crate::transcript::script::Script;
+use crate::wit::types;
 
 /// How much guest stderr is kept for trap reports.
 const STDERR_CAPTURE: usize = 16 * 1024;

@@ -1,10 +1,10 @@
 //! `rng`: bytes from the operating system's secure source.
 
 use super::SessionHost;
-use crate::wit::rng;
 use crate::transcript::line::Event;
 use crate::transcript::script::hex_encode;
 use crate::transcript::scrub::RNG_KEEP_MIN;
+use crate::wit::rng;
 
 impl rng::Host for SessionHost {
     fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {

@@ -1,10 +1,10 @@
 //! `store`: this session's state document, in the host's state store.
 
 use super::SessionHost;
-use crate::wit::{store, types};
 use crate::local::logging::LogLine;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
+use crate::wit::{store, types};
 
 impl store::Host for SessionHost {
     async fn load(&mut self) -> Option<String> {

@@ -4,11 +4,11 @@
 //! say what to note and what the live call is, and none records by hand: a new import
 //! cannot forget one half, and replay cannot reach a messenger by a path nobody taped.
 
-use crate::wit::types;
 use crate::local::logging::LogLine;
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
+use crate::wit::types;
 
 use super::{SessionContext, SessionHost};
 

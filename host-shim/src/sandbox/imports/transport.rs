@@ -3,10 +3,10 @@
 use transport_core::{Button, OutboundMessage, TransportError};
 
 use super::SessionHost;
-use crate::wit::transport;
 use crate::sandbox::convert;
 use crate::transcript::line::{Event, FetchedMeta};
 use crate::transcript::script::Script;
+use crate::wit::transport;
 
 impl transport::Host for SessionHost {
     async fn identify(&mut self, id: String) -> Result<transport::Identity, String> {

@@ -1,9 +1,9 @@
 //! `ui`: the local terminal of the agent session.
 
 use super::SessionHost;
-use crate::wit::{types, ui};
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
+use crate::wit::{types, ui};
 
 impl ui::Host for SessionHost {
     async fn notify(&mut self, level: types::Level, text: String) {
