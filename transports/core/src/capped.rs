@@ -3,10 +3,11 @@
 //! sends more than it declared (a server may declare nothing, or lie). Pure: the caller
 //! reads the chunks and stops at the first refusal, which closes the connection.
 
-/// Why a capped body was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a capped body was refused, in words the person who sent the file can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum OverCap {
     /// The server declared a size over the limit: nothing was read.
+    #[error("the attachment is {size} bytes, over the {limit} byte limit; it was not downloaded")]
     Declared {
         /// The declared size.
         size: u64,
@@ -14,6 +15,7 @@ pub enum OverCap {
         limit: u64,
     },
     /// More bytes than the limit arrived; reading stopped there.
+    #[error("the attachment is larger than the {limit} byte limit; the download was stopped there")]
     Received {
         /// The caller's limit.
         limit: u64,

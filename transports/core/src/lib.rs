@@ -1,5 +1,8 @@
 //! The transport seam: the one [`Transport`] trait every messenger implements, the plain
-//! data it exchanges with the host, and the retry policy every platform shares.
+//! data it exchanges with the host, and the one request path every platform shares: the
+//! retry policy and its loop ([`retry`], [`http`]), the HTTP client ([`http_client`]), the
+//! capped download ([`download`]), the credential wrapper ([`Secret`]), jitter and the
+//! poison-tolerant lock.
 //!
 //! A transport moves bytes. Redaction, rendering, chunking, trust, pairing, command
 //! parsing and pause handling all happen in the bridge (the guest component). Each
@@ -8,6 +11,9 @@
 //! listener, settings) and passes the conformance kit in `transport-testing`.
 
 pub mod capped;
+pub mod download;
+pub mod http;
+pub mod http_client;
 pub mod inbound;
 pub mod jitter;
 pub mod model;

@@ -8,17 +8,19 @@
 //! Redirects are not followed: a redirect would take the header wherever `Location`
 //! points. Attachment downloads go to the CDN without the header at all.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use transport_core::Secret;
-use transport_core::capped::{CappedBody, OverCap};
+use transport_core::capped::OverCap;
+use transport_core::download::{DownloadFailure, Downloaded, read_capped};
+use transport_core::http::{Failure, Retrier};
+use transport_core::http_client::{describe, http_client, origin};
 use transport_core::jitter::Jitter;
-use transport_core::retry::{Decision, Outcome, RetryPolicy};
+use transport_core::retry::{Outcome, RetryPolicy};
 use transport_core::sync::lock;
 
 use crate::ratelimit::{Headers, RateLimits, Route, WaitStats, seconds};
@@ -147,9 +149,8 @@ pub enum ApiError {
     },
 }
 
-impl ApiError {
-    /// How the shared retry policy sees this failure.
-    pub fn outcome(&self) -> Outcome {
+impl Failure for ApiError {
+    fn outcome(&self) -> Outcome {
         match self {
             ApiError::RateLimited { retry_after_ms, .. } => Outcome::RateLimited {
                 retry_after_ms: *retry_after_ms,
@@ -174,20 +175,9 @@ pub enum DownloadError {
         /// The reference, without its query (the signature).
         reference: String,
     },
-    /// The declared size is over the caller's limit.
-    #[error("the attachment is {size} bytes, over the {limit} byte limit; it was not downloaded")]
-    Declared {
-        /// Size the CDN declared.
-        size: u64,
-        /// The caller's limit.
-        limit: u64,
-    },
-    /// More bytes arrived than the limit (whatever was declared).
-    #[error("the attachment is larger than the {limit} byte limit; the download was stopped there")]
-    Received {
-        /// The caller's limit.
-        limit: u64,
-    },
+    /// The size the CDN declared, or the bytes received, are over the caller's limit.
+    #[error(transparent)]
+    TooLarge(#[from] OverCap),
     /// The CDN answered with an error status.
     #[error(
         "the Discord CDN answered HTTP {status} for this attachment (attachment links are signed and expire after about a day; sending the file again helps)"
@@ -199,15 +189,6 @@ pub enum DownloadError {
     /// The download itself failed.
     #[error(transparent)]
     Api(#[from] ApiError),
-}
-
-impl From<OverCap> for DownloadError {
-    fn from(over: OverCap) -> Self {
-        match over {
-            OverCap::Declared { size, limit } => DownloadError::Declared { size, limit },
-            OverCap::Received { limit } => DownloadError::Received { limit },
-        }
-    }
 }
 
 pub use transport_core::retry::Retry;
@@ -236,8 +217,7 @@ pub struct RestApi {
     base: reqwest::Url,
     host: String,
     limits: Mutex<RateLimits>,
-    jitter: Mutex<Box<dyn Jitter>>,
-    retries: AtomicU64,
+    retrier: Retrier,
 }
 
 impl std::fmt::Debug for RestApi {
@@ -248,79 +228,13 @@ impl std::fmt::Debug for RestApi {
     }
 }
 
-/// rustls on the ring provider with the operating system's verifier, built here so
-/// nothing depends on a process-wide default provider. `alpn` is what the connection
-/// may speak (`h2` and `http/1.1` for REST; only `http/1.1` for the WebSocket, which
-/// tungstenite cannot run over HTTP/2).
-pub(crate) fn tls_config(alpn: &[&[u8]]) -> Result<rustls::ClientConfig, String> {
-    use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|builder| builder.with_platform_verifier())
-        .map_err(|error| format!("could not set up TLS for Discord: {error}"))?
-        .with_no_client_auth();
-    tls.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
-    Ok(tls)
-}
-
-fn is_loopback(url: &reqwest::Url) -> bool {
-    url.host_str().is_some_and(|host| {
-        host.eq_ignore_ascii_case("localhost")
-            || host
-                .trim_matches(['[', ']'])
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    })
-}
-
-fn http_client(base: &reqwest::Url) -> Result<reqwest::Client, String> {
-    let tls = tls_config(&[b"h2", b"http/1.1"])?;
-    let mut builder = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
-        // Discord requires this shape, or Cloudflare may block the bot (protocols §2.5).
-        .user_agent(concat!(
-            "DiscordBot (https://github.com/pi-bot-connect/bot-connect, ",
-            env!("CARGO_PKG_VERSION"),
-            ")"
-        ));
-    if is_loopback(base) {
-        // A loopback API (the tests') is never reached through a proxy for the outside.
-        builder = builder.no_proxy();
-    }
-    builder.build().map_err(|error| {
-        format!(
-            "could not set up the HTTP client for Discord: {}",
-            error.without_url()
-        )
-    })
-}
-
-/// Scheme, host and port of `url`: what messages may show of it.
-pub(crate) fn host_of(url: &reqwest::Url) -> String {
-    let host = url.host_str().unwrap_or("?");
-    match url.port() {
-        Some(port) => format!("{}://{host}:{port}", url.scheme()),
-        None => format!("{}://{host}", url.scheme()),
-    }
-}
-
-/// What the network stack said, every cause in the chain, with no URL.
-fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut parts: Vec<String> = Vec::new();
-    let mut current: Option<&dyn std::error::Error> = Some(&error);
-    while let Some(cause) = current {
-        let text = cause.to_string();
-        if !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
-        }
-        current = cause.source();
-    }
-    parts.join(": ")
-}
+/// Discord requires this shape of `User-Agent`, or Cloudflare may block the bot
+/// (docs/protocols.md#discord-rest).
+const USER_AGENT: &str = concat!(
+    "DiscordBot (https://github.com/pi-bot-connect/bot-connect, ",
+    env!("CARGO_PKG_VERSION"),
+    ")"
+);
 
 /// "now" for the rate limiter: tokio's clock, so tests with paused time move it.
 fn now() -> std::time::Instant {
@@ -350,22 +264,21 @@ impl RestApi {
             ));
         }
         Ok(RestApi {
-            http: http_client(&base)?,
-            host: settings.token.scrub(&host_of(&base)),
+            http: http_client("Discord", &base, USER_AGENT).map_err(|error| error.to_string())?,
+            host: settings.token.scrub(&origin(&base)),
             base,
+            retrier: Retrier::new(settings.policy, jitter),
             settings: ClientSettings {
                 base_url: trimmed,
                 ..settings
             },
             limits: Mutex::new(RateLimits::new()),
-            jitter: Mutex::new(jitter),
-            retries: AtomicU64::new(0),
         })
     }
 
     /// Retries made so far.
     pub fn retries(&self) -> u64 {
-        self.retries.load(Ordering::Relaxed)
+        self.retrier.retries()
     }
 
     /// Bucket waits and 429s so far.
@@ -513,32 +426,24 @@ impl RestApi {
         const CALL: &str = "attachment download";
         let url = self.attachment_url(reference)?;
         let timeout = self.settings.download_timeout;
-        let mut response = self
+        let response = self
             .http
             .get(url)
             .timeout(timeout)
             .send()
             .await
             .map_err(|error| self.transport_error(CALL, timeout, error))?;
-        let status = response.status().as_u16();
-        if !response.status().is_success() {
-            return Err(DownloadError::Status { status });
-        }
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        let mut body = CappedBody::new(response.content_length(), limit)?;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|error| self.transport_error(CALL, timeout, error))?
-        {
-            // Returning drops the response, which closes the connection: nothing more is read.
-            body.push(&chunk)?;
-        }
-        Ok((content_type, body.into_bytes()))
+        let Downloaded { content_type, data } =
+            read_capped(response, limit)
+                .await
+                .map_err(|failure| match failure {
+                    DownloadFailure::Status(status) => DownloadError::Status { status },
+                    DownloadFailure::TooLarge(over) => DownloadError::TooLarge(over),
+                    DownloadFailure::Read(error) => {
+                        self.transport_error(CALL, timeout, error).into()
+                    }
+                })?;
+        Ok((content_type, data))
     }
 
     fn transport_error(
@@ -585,7 +490,9 @@ impl RestApi {
         }
     }
 
-    /// One call with `retry`'s retries under the shared policy.
+    /// One call with `retry`'s retries under the shared policy, each attempt after the
+    /// route's bucket allows it. A 429's wait is already in the bucket when the loop
+    /// sleeps; the bucket wait covers the rest.
     async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         call: &'static str,
@@ -595,40 +502,14 @@ impl RestApi {
         body: Option<&B>,
         retry: Retry,
     ) -> Result<T, ApiError> {
-        let mut attempt: u32 = 1;
-        loop {
-            self.wait_for_bucket(call, &route, retry).await?;
-            let error = match self
-                .attempt(call, method.clone(), &route, segments, body)
-                .await
-            {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            };
-            let outcome = error.outcome();
-            let retried = !matches!(
-                (retry, outcome),
-                (Retry::Never, _) | (Retry::Transient, Outcome::RateLimited { .. })
-            );
-            if !retried {
-                return Err(error);
-            }
-            let decision = {
-                let mut jitter = lock(&self.jitter);
-                self.settings
-                    .policy
-                    .decide(attempt, outcome, jitter.as_mut())
-            };
-            match decision {
-                Decision::Stop => return Err(error),
-                Decision::RetryAfter(wait) => {
-                    self.retries.fetch_add(1, Ordering::Relaxed);
-                    // A 429's wait is already in the bucket; the sleep covers the rest.
-                    tokio::time::sleep(wait).await;
-                    attempt = attempt.saturating_add(1);
-                }
-            }
-        }
+        let (method, route) = (&method, &route);
+        self.retrier
+            .call(retry, move || async move {
+                self.wait_for_bucket(call, route, retry).await?;
+                self.attempt(call, method.clone(), route, segments, body)
+                    .await
+            })
+            .await
     }
 
     async fn attempt<B: Serialize + ?Sized, T: DeserializeOwned>(

@@ -30,6 +30,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use transport_core::http_client::tls_config;
 use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
 use transport_core::retry::RetryPolicy;
@@ -289,7 +290,8 @@ impl DiscordTransport {
         )
         .map_err(ConfigError::Client)?;
         // tungstenite runs over HTTP/1.1 only.
-        let tls = client::tls_config(&[b"http/1.1"]).map_err(ConfigError::Client)?;
+        let tls = tls_config("Discord", &[b"http/1.1"])
+            .map_err(|error| ConfigError::Client(error.to_string()))?;
         Ok(DiscordTransport {
             shared: Arc::new(Shared {
                 api,

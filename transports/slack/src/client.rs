@@ -9,17 +9,17 @@
 //! - file downloads send the bot token, so they go only to Slack's own hosts, and a
 //!   redirect elsewhere is refused instead of followed with the token.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use transport_core::Secret;
-use transport_core::capped::{CappedBody, OverCap};
+use transport_core::capped::OverCap;
+use transport_core::download::{DownloadFailure, Downloaded, read_capped};
+use transport_core::http::{Failure, Retrier};
+use transport_core::http_client::{USER_AGENT, describe, http_client, origin};
 use transport_core::jitter::Jitter;
-use transport_core::retry::{Decision, Outcome, RetryPolicy};
-use transport_core::sync::lock;
+use transport_core::retry::{Outcome, RetryPolicy};
 
 use crate::wire::{ApiAnswer, AuthTest, ConnectionsOpen, PostMessage, Posted, UpdateMessage};
 
@@ -161,9 +161,8 @@ const AUTH_CODES: &[&str] = &[
     "no_permission",
 ];
 
-impl ApiError {
-    /// How the shared retry policy sees this failure.
-    pub fn outcome(&self) -> Outcome {
+impl Failure for ApiError {
+    fn outcome(&self) -> Outcome {
         match self {
             ApiError::RateLimited { retry_after_ms, .. } => Outcome::RateLimited {
                 retry_after_ms: *retry_after_ms,
@@ -179,7 +178,9 @@ impl ApiError {
             _ => Outcome::Fatal,
         }
     }
+}
 
+impl ApiError {
     /// Slack's error code, for the few a caller reacts to (`message_not_found`, ...).
     pub fn code(&self) -> Option<&str> {
         match self {
@@ -230,20 +231,9 @@ pub enum DownloadError {
     /// More than [`MAX_REDIRECTS`] redirects.
     #[error("the attachment download was redirected more than {MAX_REDIRECTS} times; stopped")]
     TooManyRedirects,
-    /// The declared size is over the caller's limit.
-    #[error("the attachment is {size} bytes, over the {limit} byte limit; it was not downloaded")]
-    Declared {
-        /// Size the server declared.
-        size: u64,
-        /// The caller's limit.
-        limit: u64,
-    },
-    /// The server sent more bytes than the limit (whatever it declared).
-    #[error("the attachment is larger than the {limit} byte limit; the download was stopped there")]
-    Received {
-        /// The caller's limit.
-        limit: u64,
-    },
+    /// The size the server declared, or the bytes received, are over the caller's limit.
+    #[error(transparent)]
+    TooLarge(#[from] OverCap),
     /// The file server answered with an error status.
     #[error(
         "the Slack file server answered HTTP {status} for this attachment (the file may be deleted, or the app lacks the files:read scope)"
@@ -255,15 +245,6 @@ pub enum DownloadError {
     /// The download itself failed.
     #[error(transparent)]
     Api(#[from] ApiError),
-}
-
-impl From<OverCap> for DownloadError {
-    fn from(over: OverCap) -> Self {
-        match over {
-            OverCap::Declared { size, limit } => DownloadError::Declared { size, limit },
-            OverCap::Received { limit } => DownloadError::Received { limit },
-        }
-    }
 }
 
 pub use transport_core::retry::Retry;
@@ -295,8 +276,7 @@ pub struct WebApi {
     settings: ClientSettings,
     base: reqwest::Url,
     host: String,
-    jitter: Mutex<Box<dyn Jitter>>,
-    retries: AtomicU64,
+    retrier: Retrier,
 }
 
 impl std::fmt::Debug for WebApi {
@@ -305,74 +285,6 @@ impl std::fmt::Debug for WebApi {
             .field("host", &self.host)
             .finish_non_exhaustive()
     }
-}
-
-/// rustls on the ring provider with the operating system's certificate verifier, for the
-/// Web API (`alpn` with h2) and the Socket Mode WebSocket (HTTP/1.1 only: a WebSocket
-/// upgrade over a connection that chose h2 fails).
-pub(crate) fn tls_config(alpn: &[&[u8]]) -> Result<rustls::ClientConfig, String> {
-    use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|builder| builder.with_platform_verifier())
-        .map_err(|error| format!("could not set up TLS for Slack: {error}"))?
-        .with_no_client_auth();
-    tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Ok(tls)
-}
-
-/// Whether `host` is a loopback name or address (a test server, never behind a proxy).
-pub(crate) fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_matches(['[', ']'])
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn http_client(base: &reqwest::Url) -> Result<reqwest::Client, String> {
-    // Without ALPN from a preconfigured config reqwest never chooses HTTP/2.
-    let tls = tls_config(&[b"h2", b"http/1.1"])?;
-    let mut builder = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        // Downloads follow redirects by hand, checking each host (module docs).
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("bot-connect/", env!("CARGO_PKG_VERSION")));
-    if base.host_str().is_some_and(is_loopback) {
-        builder = builder.no_proxy();
-    }
-    builder.build().map_err(|error| {
-        format!(
-            "could not set up the HTTP client for Slack: {}",
-            error.without_url()
-        )
-    })
-}
-
-/// The URL's scheme, host and port: what error messages may show of it.
-pub(crate) fn host_of(url: &reqwest::Url) -> String {
-    let host = url.host_str().unwrap_or("?");
-    match url.port() {
-        Some(port) => format!("{}://{host}:{port}", url.scheme()),
-        None => format!("{}://{host}", url.scheme()),
-    }
-}
-
-/// What the network stack said, every cause in the chain, with no URL in it.
-fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut parts: Vec<String> = Vec::new();
-    let mut current: Option<&dyn std::error::Error> = Some(&error);
-    while let Some(cause) = current {
-        let text = cause.to_string();
-        if !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
-        }
-        current = cause.source();
-    }
-    parts.join(": ")
 }
 
 /// `Retry-After` in ms: whole seconds as Slack sends them (a date or garbage gives none).
@@ -409,18 +321,18 @@ impl WebApi {
             ));
         }
         Ok(WebApi {
-            http: http_client(&base)?,
-            host: scrub(&host_of(&base)),
+            // Downloads follow redirects by hand, checking each host (module docs).
+            http: http_client("Slack", &base, USER_AGENT).map_err(|error| error.to_string())?,
+            host: scrub(&origin(&base)),
             base,
+            retrier: Retrier::new(settings.policy, jitter),
             settings,
-            jitter: Mutex::new(jitter),
-            retries: AtomicU64::new(0),
         })
     }
 
     /// Retries made so far (for `diagnose`).
     pub fn retries(&self) -> u64 {
-        self.retries.load(Ordering::Relaxed)
+        self.retrier.retries()
     }
 
     /// `text` without either token.
@@ -433,11 +345,6 @@ impl WebApi {
     /// Where the API is, as error messages may show it.
     pub fn host(&self) -> &str {
         &self.host
-    }
-
-    fn draw<T>(&self, use_jitter: impl FnOnce(&mut dyn Jitter) -> T) -> T {
-        let mut jitter = lock(&self.jitter);
-        use_jitter(jitter.as_mut())
     }
 
     /// `auth.test` with the bot token: who the bot is.
@@ -551,13 +458,11 @@ impl WebApi {
                 host: "not a URL".to_owned(),
             })?;
         if !self.is_slack_host(&url) {
-            return Err(DownloadError::NotSlack {
-                host: host_of(&url),
-            });
+            return Err(DownloadError::NotSlack { host: origin(&url) });
         }
         let timeout = self.settings.download_timeout;
         let mut hops = 0;
-        let mut response = loop {
+        let response = loop {
             let response = self
                 .http
                 .get(url.clone())
@@ -583,30 +488,22 @@ impl WebApi {
                 })?;
             if !self.is_slack_host(&next) {
                 return Err(DownloadError::RedirectOffSlack {
-                    host: host_of(&next),
+                    host: origin(&next),
                 });
             }
             url = next;
         };
-        let status = response.status().as_u16();
-        if !response.status().is_success() {
-            return Err(DownloadError::Status { status });
-        }
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        let mut body = CappedBody::new(response.content_length(), limit)?;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|error| self.transport_error(METHOD, timeout, error))?
-        {
-            // Returning drops the response, which closes the connection: nothing more is read.
-            body.push(&chunk)?;
-        }
-        Ok((content_type, body.into_bytes()))
+        let Downloaded { content_type, data } =
+            read_capped(response, limit)
+                .await
+                .map_err(|failure| match failure {
+                    DownloadFailure::Status(status) => DownloadError::Status { status },
+                    DownloadFailure::TooLarge(over) => DownloadError::TooLarge(over),
+                    DownloadFailure::Read(error) => {
+                        self.transport_error(METHOD, timeout, error).into()
+                    }
+                })?;
+        Ok((content_type, data))
     }
 
     fn transport_error(
@@ -636,29 +533,9 @@ impl WebApi {
         params: &P,
         retry: Retry,
     ) -> Result<T, ApiError> {
-        let mut attempt: u32 = 1;
-        loop {
-            let error = match self.attempt(method, credential, params).await {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            };
-            let outcome = error.outcome();
-            let retried = !matches!(
-                (retry, outcome),
-                (Retry::Never, _) | (Retry::Transient, Outcome::RateLimited { .. })
-            );
-            if !retried {
-                return Err(error);
-            }
-            match self.draw(|jitter| self.settings.policy.decide(attempt, outcome, jitter)) {
-                Decision::Stop => return Err(error),
-                Decision::RetryAfter(wait) => {
-                    self.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(wait).await;
-                    attempt = attempt.saturating_add(1);
-                }
-            }
-        }
+        self.retrier
+            .call(retry, || self.attempt(method, credential, params))
+            .await
     }
 
     async fn attempt<P: Serialize + ?Sized, T: DeserializeOwned>(

@@ -39,6 +39,8 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use transport_core::Secret;
+use transport_core::download::served_media_type;
+use transport_core::http_client::tls_config;
 use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
 use transport_core::retry::RetryPolicy;
@@ -303,21 +305,6 @@ fn check_shape(
     })
 }
 
-/// The media type as served (before `;`, trimmed, lower-cased); when the server gives
-/// none or only `application/octet-stream`, what the bytes' magic numbers say (I25).
-pub fn served_media_type(header: Option<&str>, data: &[u8]) -> String {
-    let declared = header
-        .and_then(|value| value.split(';').next())
-        .map(|value| value.trim().to_ascii_lowercase())
-        .filter(|value| !value.is_empty() && value != "application/octet-stream");
-    declared.unwrap_or_else(|| {
-        infer::get(data).map_or_else(
-            || "application/octet-stream".to_owned(),
-            |kind| kind.mime_type().to_owned(),
-        )
-    })
-}
-
 impl SlackTransport {
     /// A stopped transport; no I/O until `identify` or `start`.
     pub fn new(config: SlackConfig) -> Result<SlackTransport, ConfigError> {
@@ -351,7 +338,8 @@ impl SlackTransport {
             config.jitter(),
         )
         .map_err(ConfigError::Client)?;
-        let tls = client::tls_config(&[b"http/1.1"]).map_err(ConfigError::Client)?;
+        let tls = tls_config("Slack", &[b"http/1.1"])
+            .map_err(|error| ConfigError::Client(error.to_string()))?;
         Ok(SlackTransport {
             shared: Arc::new(Shared {
                 api,

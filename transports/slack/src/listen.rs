@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use transport_core::InboundSink;
+use transport_core::http::Failure as _;
 use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::retry::{Backoff, Outcome, RetryPolicy};

@@ -87,7 +87,7 @@ pub(crate) async fn connect(
             parsed.scheme()
         ));
     }
-    let host = crate::client::host_of(&parsed);
+    let host = transport_core::http_client::origin(&parsed);
     let connecting = tokio_tungstenite::connect_async_tls_with_config(
         url,
         None,

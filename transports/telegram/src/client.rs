@@ -8,17 +8,17 @@
 //! independent Bot API server might echo the path), and redirects are not followed (a
 //! redirect would carry the token to wherever the `Location` points).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use transport_core::Secret;
-use transport_core::capped::{CappedBody, OverCap};
+use transport_core::capped::OverCap;
+use transport_core::download::{DownloadFailure, Downloaded, read_capped};
+use transport_core::http::{Failure, Retrier};
+use transport_core::http_client::{USER_AGENT, describe, http_client, origin};
 use transport_core::jitter::Jitter;
-use transport_core::retry::{Decision, Outcome, RetryPolicy};
-use transport_core::sync::lock;
+use transport_core::retry::{Outcome, RetryPolicy};
 
 use crate::wire::{
     AnswerCallbackQuery, ApiResponse, ChatId, EditMessageText, File, GetFile, GetUpdates,
@@ -146,9 +146,8 @@ pub enum ApiError {
     },
 }
 
-impl ApiError {
-    /// How the shared retry policy sees this failure.
-    pub fn outcome(&self) -> Outcome {
+impl Failure for ApiError {
+    fn outcome(&self) -> Outcome {
         match self {
             ApiError::RateLimited { retry_after_ms, .. } => Outcome::RateLimited {
                 retry_after_ms: *retry_after_ms,
@@ -161,7 +160,9 @@ impl ApiError {
             _ => Outcome::Fatal,
         }
     }
+}
 
+impl ApiError {
     /// The description Telegram gave, for the few errors a caller reacts to by text
     /// ("can't parse entities", "message is not modified").
     pub fn description(&self) -> Option<&str> {
@@ -175,20 +176,9 @@ impl ApiError {
 /// Why an attachment could not be fetched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DownloadError {
-    /// The declared or received size is over the caller's limit.
-    #[error("the attachment is {size} bytes, over the {limit} byte limit; it was not downloaded")]
-    Declared {
-        /// Size Telegram declared.
-        size: u64,
-        /// The caller's limit.
-        limit: u64,
-    },
-    /// The file server sent more bytes than the limit (whatever it declared).
-    #[error("the attachment is larger than the {limit} byte limit; the download was stopped there")]
-    Received {
-        /// The caller's limit.
-        limit: u64,
-    },
+    /// The size Telegram declared, or the bytes received, are over the caller's limit.
+    #[error(transparent)]
+    TooLarge(#[from] OverCap),
     /// Telegram gave no path: bots can only download files up to 20 MB.
     #[error(
         "Telegram gave no download path for this file: bots can download files of up to 20 MB only"
@@ -205,15 +195,6 @@ pub enum DownloadError {
     /// `getFile` or the download itself failed.
     #[error(transparent)]
     Api(#[from] ApiError),
-}
-
-impl From<OverCap> for DownloadError {
-    fn from(over: OverCap) -> Self {
-        match over {
-            OverCap::Declared { size, limit } => DownloadError::Declared { size, limit },
-            OverCap::Received { limit } => DownloadError::Received { limit },
-        }
-    }
 }
 
 pub use transport_core::retry::Retry;
@@ -240,8 +221,7 @@ pub struct BotApi {
     http: reqwest::Client,
     settings: ClientSettings,
     host: String,
-    jitter: Mutex<Box<dyn Jitter>>,
-    retries: AtomicU64,
+    retrier: Retrier,
 }
 
 impl std::fmt::Debug for BotApi {
@@ -250,68 +230,6 @@ impl std::fmt::Debug for BotApi {
             .field("host", &self.host)
             .finish_non_exhaustive()
     }
-}
-
-/// Builds the HTTP client: rustls on the ring provider with the operating system's
-/// certificate verifier, handed to reqwest ready-made so nothing depends on a
-/// process-wide default provider being installed by someone else.
-fn http_client(base: &reqwest::Url) -> Result<reqwest::Client, String> {
-    use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|builder| builder.with_platform_verifier())
-        .map_err(|error| format!("could not set up TLS for Telegram: {error}"))?
-        .with_no_client_auth();
-    // A preconfigured config gets no ALPN from reqwest; without it HTTP/2 is never chosen.
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let mut builder = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("bot-connect/", env!("CARGO_PKG_VERSION")));
-    let loopback = base.host_str().is_some_and(|host| {
-        host.eq_ignore_ascii_case("localhost")
-            || host
-                .trim_matches(['[', ']'])
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    });
-    if loopback {
-        // A loopback Bot API (a local server, the tests') is never reached through a proxy
-        // configured for the outside world.
-        builder = builder.no_proxy();
-    }
-    builder.build().map_err(|error| {
-        format!(
-            "could not set up the HTTP client for Telegram: {}",
-            error.without_url()
-        )
-    })
-}
-
-/// The base URL's scheme, host and port: what error messages may show of it.
-fn host_of(base: &reqwest::Url) -> String {
-    let host = base.host_str().unwrap_or("?");
-    match base.port() {
-        Some(port) => format!("{}://{host}:{port}", base.scheme()),
-        None => format!("{}://{host}", base.scheme()),
-    }
-}
-
-/// What the network stack said, every cause in the chain, with no URL in it.
-fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut parts: Vec<String> = Vec::new();
-    let mut current: Option<&dyn std::error::Error> = Some(&error);
-    while let Some(cause) = current {
-        let text = cause.to_string();
-        if !parts.iter().any(|part| part.contains(&text)) {
-            parts.push(text);
-        }
-        current = cause.source();
-    }
-    parts.join(": ")
 }
 
 impl BotApi {
@@ -330,20 +248,19 @@ impl BotApi {
             ));
         }
         Ok(BotApi {
-            http: http_client(&base)?,
-            host: settings.token.scrub(&host_of(&base)),
+            http: http_client("Telegram", &base, USER_AGENT).map_err(|error| error.to_string())?,
+            host: settings.token.scrub(&origin(&base)),
+            retrier: Retrier::new(settings.policy, jitter),
             settings: ClientSettings {
                 base_url: settings.base_url.trim_end_matches('/').to_owned(),
                 ..settings
             },
-            jitter: Mutex::new(jitter),
-            retries: AtomicU64::new(0),
         })
     }
 
     /// Retries made so far (for `diagnose`).
     pub fn retries(&self) -> u64 {
-        self.retries.load(Ordering::Relaxed)
+        self.retrier.retries()
     }
 
     /// The token, for scrubbing texts built elsewhere.
@@ -354,11 +271,6 @@ impl BotApi {
     /// Where the API is, as error messages may show it.
     pub fn host(&self) -> &str {
         &self.host
-    }
-
-    fn draw<T>(&self, use_jitter: impl FnOnce(&mut dyn Jitter) -> T) -> T {
-        let mut jitter = lock(&self.jitter);
-        use_jitter(jitter.as_mut())
     }
 
     /// `getMe`: who the bot is; the first call that proves the token.
@@ -520,32 +432,24 @@ impl BotApi {
             file_path.trim_start_matches('/')
         );
         let timeout = self.settings.download_timeout;
-        let mut response = self
+        let response = self
             .http
             .get(url)
             .timeout(timeout)
             .send()
             .await
             .map_err(|error| self.transport_error(METHOD, timeout, error))?;
-        let status = response.status().as_u16();
-        if !response.status().is_success() {
-            return Err(DownloadError::Status { status });
-        }
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        let mut body = CappedBody::new(response.content_length(), limit)?;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|error| self.transport_error(METHOD, timeout, error))?
-        {
-            // Returning drops the response, which closes the connection: nothing more is read.
-            body.push(&chunk)?;
-        }
-        Ok((content_type, body.into_bytes()))
+        let Downloaded { content_type, data } =
+            read_capped(response, limit)
+                .await
+                .map_err(|failure| match failure {
+                    DownloadFailure::Status(status) => DownloadError::Status { status },
+                    DownloadFailure::TooLarge(over) => DownloadError::TooLarge(over),
+                    DownloadFailure::Read(error) => {
+                        self.transport_error(METHOD, timeout, error).into()
+                    }
+                })?;
+        Ok((content_type, data))
     }
 
     fn transport_error(
@@ -575,29 +479,9 @@ impl BotApi {
         timeout: Duration,
         retry: Retry,
     ) -> Result<T, ApiError> {
-        let mut attempt: u32 = 1;
-        loop {
-            let error = match self.attempt(method, params, timeout).await {
-                Ok(value) => return Ok(value),
-                Err(error) => error,
-            };
-            let outcome = error.outcome();
-            let retried = !matches!(
-                (retry, outcome),
-                (Retry::Never, _) | (Retry::Transient, Outcome::RateLimited { .. })
-            );
-            if !retried {
-                return Err(error);
-            }
-            match self.draw(|jitter| self.settings.policy.decide(attempt, outcome, jitter)) {
-                Decision::Stop => return Err(error),
-                Decision::RetryAfter(wait) => {
-                    self.retries.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(wait).await;
-                    attempt = attempt.saturating_add(1);
-                }
-            }
-        }
+        self.retrier
+            .call(retry, || self.attempt(method, params, timeout))
+            .await
     }
 
     async fn attempt<P: Serialize + ?Sized, T: DeserializeOwned>(

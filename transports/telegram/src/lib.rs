@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
+use transport_core::capped::OverCap;
+use transport_core::download::served_media_type;
 use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
 use transport_core::retry::RetryPolicy;
@@ -272,21 +274,6 @@ fn send_error(error: ApiError) -> TransportError {
         }
         other => TransportError::Failed(other.to_string()),
     }
-}
-
-/// The media type as served (before `;`, trimmed, lower-cased); when the server gives
-/// none or only `application/octet-stream`, what the bytes' magic numbers say (I25).
-pub fn served_media_type(header: Option<&str>, data: &[u8]) -> String {
-    let declared = header
-        .and_then(|value| value.split(';').next())
-        .map(|value| value.trim().to_ascii_lowercase())
-        .filter(|value| !value.is_empty() && value != "application/octet-stream");
-    declared.unwrap_or_else(|| {
-        infer::get(data).map_or_else(
-            || "application/octet-stream".to_owned(),
-            |kind| kind.mime_type().to_owned(),
-        )
-    })
 }
 
 impl TelegramTransport {
@@ -604,10 +591,10 @@ impl Transport for TelegramTransport {
             if let Some(size) = file.file_size
                 && size > max_bytes
             {
-                return Err(DownloadError::Declared {
+                return Err(DownloadError::TooLarge(OverCap::Declared {
                     size,
                     limit: max_bytes,
-                });
+                }));
             }
             let path = file.file_path.ok_or(DownloadError::NoPath)?;
             self.shared.api.download(&path, max_bytes).await

@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use transport_core::InboundSink;
+use transport_core::http::Failure as _;
 use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::retry::{Backoff, RetryPolicy};
