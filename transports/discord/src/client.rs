@@ -634,7 +634,7 @@ impl RestApi {
             },
             429 => {
                 // The body's float seconds are exact; the header is whole seconds; the
-                // bucket's reset is the last resort (protocols §2.6).
+                // bucket's reset is the last resort (docs/protocols.md#discord-rate-limits).
                 let wait = body
                     .retry_after
                     .and_then(|after| Duration::try_from_secs_f64(after).ok())

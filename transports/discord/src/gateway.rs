@@ -1,5 +1,7 @@
 //! The Gateway v10 connection: HELLO → heartbeat → IDENTIFY or RESUME → READY/RESUMED →
-//! events, and every way it ends (protocols §2.1–§2.2).
+//! events, and every way it ends
+//! (docs/protocols.md#discord-connecting-heartbeats-and-resuming,
+//! docs/protocols.md#discord-close-codes).
 //!
 //! One task runs the connection loop for as long as the transport runs:
 //!
@@ -63,7 +65,7 @@ use crate::{GatewayState, Shared};
 pub const IDENTIFY_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The close code this client uses when it reconnects: anything but 1000/1001 keeps the
-/// session resumable (protocols §2.1).
+/// session resumable (docs/protocols.md#discord-connecting-heartbeats-and-resuming).
 pub const RESUMABLE_CLOSE: u16 = 4000;
 
 /// How many delivered message ids are remembered to refuse a duplicate.
@@ -76,7 +78,7 @@ const HEARTBEAT_BOUNDS: (Duration, Duration) =
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// What a close code means for the connection (protocols §2.2).
+/// What a close code means for the connection (docs/protocols.md#discord-close-codes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CloseAction {
     /// Reconnect and resume the session.

@@ -44,10 +44,11 @@ use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot
 use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget};
 use crate::normalize::TRANSPORT_ID;
 
-/// What Discord can do (architecture §3): 2000 per message, counted by Discord in code
-/// points and declared here in UTF-16 units (never more than the code points, so a piece
-/// within 2000 units is within Discord's limit whatever it holds); markdown; edits,
-/// attachments, typing. No threads: a thread is a channel of its own.
+/// What Discord can do (docs/architecture.md#transports-and-their-shared-core): 2000 per
+/// message, counted by Discord in code points and declared here in UTF-16 units (never more
+/// than the code points, so a piece within 2000 units is within Discord's limit whatever it
+/// holds); markdown; edits, attachments, typing. No threads: a thread is a channel of its
+/// own.
 pub const CAPABILITIES: Capabilities = Capabilities {
     threads: false,
     edit: true,

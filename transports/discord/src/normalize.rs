@@ -9,10 +9,11 @@
 //!
 //! # What the envelope carries
 //!
-//! - `conversation_id`: `channel_id`. A thread is a channel of its own (protocols §2.4):
-//!   a message in a thread has the thread's id as `channel_id`, and replying to that
-//!   channel replies in the thread. So `thread_id` is always `None` and the capabilities
-//!   say `threads: false`; pairing a thread pairs that thread, not its parent.
+//! - `conversation_id`: `channel_id`. A thread is a channel of its own
+//!   (docs/protocols.md#discord-messages): a message in a thread has the thread's id as
+//!   `channel_id`, and replying to that channel replies in the thread. So `thread_id` is
+//!   always `None` and the capabilities say `threads: false`; pairing a thread pairs that
+//!   thread, not its parent.
 //! - `user_id`: `author.id`.
 //! - `is_direct`: no `guild_id` (the primary DM signal; `channel_type` is missing in
 //!   older payloads).
@@ -26,16 +27,16 @@
 //!   URL expires (`ex=` in its query), so the bridge fetches promptly; the size is checked
 //!   again on the bytes received (I19).
 //!
-//! # Addressing and commands (decision 1)
+//! # Addressing and commands (docs/decisions.md#decision-1-bot-status-is-a-command)
 //!
 //! `addressed` is true when the bot was explicitly addressed: a DM; the bot's id in
 //! `mentions` (which is also how a *reply that pings* shows, with no `<@id>` in the
-//! content, protocols §2.4); `<@id>` / `<@!id>` in the content; or a reply to one of the
-//! bot's messages (`referenced_message.author.id`), pinging or not. `@everyone` and
-//! `@here` do not address the bot: they address everyone, and answering them all would
-//! turn one announcement into a flood of pairing notices. A mention of the bot's managed
-//! *role* (`<@&role>`) is not recognised: the gateway does not say which role is the
-//! bot's without the GUILDS intent, which the bridge does not ask for.
+//! content, docs/protocols.md#discord-messages); `<@id>` / `<@!id>` in the content; or a
+//! reply to one of the bot's messages (`referenced_message.author.id`), pinging or not.
+//! `@everyone` and `@here` do not address the bot: they address everyone, and answering
+//! them all would turn one announcement into a flood of pairing notices. A mention of the
+//! bot's managed *role* (`<@&role>`) is not recognised: the gateway does not say which role
+//! is the bot's without the GUILDS intent, which the bridge does not ask for.
 //!
 //! The mention is removed with what separates a *leading* mention from the words after
 //! it (whitespace, `,`, `:`, `-`), the same rule as Telegram's normalizer. In a channel:

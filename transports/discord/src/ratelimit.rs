@@ -1,6 +1,6 @@
-//! Discord's REST rate limits as plain data (protocols §2.6): per-route buckets learned
-//! from the `X-RateLimit-*` headers, the global limit (50 requests a second, and a 429
-//! with `global: true`), and what a 429 teaches.
+//! Discord's REST rate limits as plain data (docs/protocols.md#discord-rate-limits):
+//! per-route buckets learned from the `X-RateLimit-*` headers, the global limit (50
+//! requests a second, and a 429 with `global: true`), and what a 429 teaches.
 //!
 //! Why keep state at all, when a 429 says how long to wait: Discord counts 429s. Ten
 //! thousand 401/403/429 answers in ten minutes get the host's IP banned by Cloudflare for

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Gateway opcodes (protocols §2.1).
+/// Gateway opcodes (docs/protocols.md#discord-connecting-heartbeats-and-resuming).
 pub mod op {
     /// An event (`t`, `s`, `d`).
     pub const DISPATCH: u8 = 0;
@@ -29,7 +29,7 @@ pub mod op {
     pub const HEARTBEAT_ACK: u8 = 11;
 }
 
-/// Gateway intents (protocols §2.3).
+/// Gateway intents (docs/protocols.md#discord-intents).
 pub mod intents {
     /// MESSAGE_CREATE in servers.
     pub const GUILD_MESSAGES: u64 = 1 << 9;
@@ -158,7 +158,7 @@ pub struct User {
     pub system: Option<bool>,
 }
 
-/// An attachment of a message (protocols §2.4).
+/// An attachment of a message (docs/protocols.md#discord-messages).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Attachment {
     /// Snowflake.
@@ -209,7 +209,7 @@ pub struct ReferencedMessage {
     pub author: Option<User>,
 }
 
-/// A Message object plus the MESSAGE_CREATE extra fields (protocols §2.4).
+/// A Message object plus the MESSAGE_CREATE extra fields (docs/protocols.md#discord-messages).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Message {
     /// Snowflake.
@@ -263,7 +263,7 @@ pub struct AllowedMentions {
 }
 
 /// Agent text is quoted, pasted and generated: none of it may ping `@everyone`, a role or
-/// a person (protocols §2.5: `{"parse": []}`).
+/// a person (`{"parse": []}`, docs/protocols.md#discord-rest).
 pub const NO_PINGS: AllowedMentions = AllowedMentions {
     parse: [],
     replied_user: false,
@@ -298,7 +298,7 @@ pub struct SentMessage {
 /// on 429 `{"message": ..., "retry_after": 64.57, "global": false}`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ErrorBody {
-    /// Discord's JSON error code (protocols §2.6), 0 when absent.
+    /// Discord's JSON error code (docs/protocols.md#discord-rate-limits), 0 when absent.
     #[serde(default)]
     pub code: i64,
     /// What went wrong.

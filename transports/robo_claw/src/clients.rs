@@ -1,5 +1,5 @@
-//! Per-client credentials (issue 30 finding 8): who a caller is, which senders it may
-//! speak as, and which rooms and files are its own.
+//! Per-client credentials (docs/security.md#robo_claw-clients): who a caller is, which
+//! senders it may speak as, and which rooms and files are its own.
 //!
 //! Why: with one shared peer token, every holder of it could send as any `sender_id`
 //! (so as any paired identity, answering that identity's approvals) and read any room by

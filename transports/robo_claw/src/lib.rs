@@ -7,10 +7,12 @@
 //! (uploads and downloads), [`auth`] (the peer token), [`clients`] (per-client tokens,
 //! senders and room namespaces), [`settings`] (the [`PLATFORM`] declaration).
 //!
-//! What it does beyond the original (reference-behaviour §5.3): replies go only to the
-//! addressed room (decision 8) and wait in a bounded, reported buffer while the room is
-//! offline; only the configured sender id is the bot; `SendCommand`, `UploadFile` and
-//! `DownloadFile` work; optional TLS; `127.0.0.1` by default instead of `0.0.0.0`.
+//! What it does beyond the original (docs/protocols.md#robo_claw-grpc): replies go only to
+//! the addressed room
+//! (docs/decisions.md#decision-8-robo_claw-sends-only-to-the-addressed-room-and-knows-only-its-own-sender)
+//! and wait in a bounded, reported buffer while the room is offline; only the configured
+//! sender id is the bot; `SendCommand`, `UploadFile` and `DownloadFile` work; optional TLS;
+//! `127.0.0.1` by default instead of `0.0.0.0`.
 //!
 //! The peer token is only compared, never written anywhere: no error, `diagnose` line or
 //! alert contains it (I18).
@@ -53,8 +55,9 @@ use crate::normalize::TRANSPORT_ID;
 use crate::service::Messenger;
 use crate::shared::{Options, ServerState, Shared};
 
-/// What robo_claw can do (architecture §3): 4000 characters of markdown, no threads, no
-/// edits, no typing indicator; attachments through `UploadFile`.
+/// What robo_claw can do (docs/architecture.md#transports-and-their-shared-core): 4000
+/// characters of markdown, no threads, no edits, no typing indicator; attachments through
+/// `UploadFile`.
 pub const CAPABILITIES: Capabilities = Capabilities {
     threads: false,
     edit: false,

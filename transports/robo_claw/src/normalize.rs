@@ -1,7 +1,8 @@
 //! Pure: one `ChatMessage` from a client → an envelope, or the reason it is ignored; and
 //! the `ChatMessage` a reply becomes. No I/O, no clock (the caller passes the time).
 //!
-//! Rules (reference-behaviour §5.3, with architecture §5 decision 8):
+//! Rules (docs/protocols.md#robo_claw-grpc, with
+//! docs/decisions.md#decision-8-robo_claw-sends-only-to-the-addressed-room-and-knows-only-its-own-sender):
 //! - sender = trimmed `sender_id`, `"user"` when empty; only the configured self sender id
 //!   is the bot itself (the original also dropped every `"robot"`, even with a custom id);
 //! - content trimmed; no content and no `metadata.file_id` → ignored;

@@ -1,5 +1,5 @@
 //! The wire types, the server trait and the client generated from
-//! `proto/messenger.proto` (reference-behaviour §5.3, verbatim). The proto is the only
+//! `proto/messenger.proto` (verbatim, docs/protocols.md#robo_claw-grpc). The proto is the only
 //! contract with RoboClaw clients: nothing here may depend on tonic-only behaviour.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 

@@ -1,12 +1,14 @@
 //! Who gets a reply: the streams of the addressed room, else the room's bounded buffer.
 //!
-//! Decision 8 (architecture §5): a reply goes only to the streams of its conversation
-//! (`room_id`), never to every stream as the original did. While no stream of the room is
-//! connected, replies wait in a per-room buffer of at most `buffer_size` messages and are
-//! written, in order, to the first stream that joins the room. When the buffer is full the
-//! oldest reply is dropped and the caller is told how many were dropped, so the drop is
-//! reported and never silent. With `buffer_size` 0 nothing is kept: a reply for a room
-//! with no stream is refused and the bridge reports the failed send.
+//! Decision 8
+//! (docs/decisions.md#decision-8-robo_claw-sends-only-to-the-addressed-room-and-knows-only-its-own-sender):
+//! a reply goes only to the streams of its conversation (`room_id`), never to every stream
+//! as the original did. While no stream of the room is connected, replies wait in a
+//! per-room buffer of at most `buffer_size` messages and are written, in order, to the
+//! first stream that joins the room. When the buffer is full the oldest reply is dropped
+//! and the caller is told how many were dropped, so the drop is reported and never silent.
+//! With `buffer_size` 0 nothing is kept: a reply for a room with no stream is refused and
+//! the bridge reports the failed send.
 //!
 //! Everything happens under one lock with non-blocking writes, so replies reach every
 //! stream in the order they were routed. Each stream's queue has room for a full buffer

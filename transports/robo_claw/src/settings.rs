@@ -45,7 +45,7 @@ pub const TOKEN_ENV: Setting = Setting {
     summary: "name of the environment variable holding the peer token RoboClaw clients must present (optional; without it any client that reaches the port is accepted)",
 };
 
-/// `clients`: per-client tokens, senders and rooms (issue 30 finding 8; see
+/// `clients`: per-client tokens, senders and rooms (docs/security.md#robo_claw-clients; see
 /// [`crate::clients`] for the format and why).
 pub const CLIENTS: Setting = Setting {
     name: "clients",

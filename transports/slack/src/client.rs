@@ -1,7 +1,8 @@
 //! The Slack Web API over HTTP: one function per method, each with its own timeout and
 //! retry rule (I32), errors a person can act on, and two tokens that never show.
 //!
-//! Slack specifics this module owns (protocols §3.3–§3.5):
+//! Slack specifics this module owns (docs/protocols.md#slack-sending to
+//! docs/protocols.md#slack-files):
 //! - every method is `POST <baseUrl>/<method>` with the token in the `Authorization`
 //!   header (never in the URL or the body), so no URL in an error can carry it;
 //! - `ok: false` is an error even with HTTP 200, and its `error` code decides what it means;

@@ -1,6 +1,7 @@
 //! Handling each Slack message once, with bounded memory.
 //!
-//! Slack delivers the same message more than once in two ways (protocols §3.1, §3.2):
+//! Slack delivers the same message more than once in two ways (docs/protocols.md#slack-socket-mode,
+//! docs/protocols.md#slack-events):
 //! - an envelope it saw no acknowledgement for comes again in a new envelope with
 //!   `retry_attempt` ≥ 1 and the same `event_id`;
 //! - an app subscribed to both `app_mention` and `message.*` gets a mention twice, as two

@@ -55,9 +55,9 @@ use crate::dedupe::Dedupe;
 use crate::listen::{Dispatcher, Listener, OpenError, RECEIVED_CAPACITY};
 use crate::normalize::{TRANSPORT_ID, is_ts, split_conversation};
 
-/// What Slack can do (architecture §3): 4,000 characters (Slack's own guidance for
-/// `text`; it truncates at 40,000), mrkdwn, threads (`thread_ts`), edits, attachments, and
-/// no typing indicator (see the crate docs).
+/// What Slack can do (docs/architecture.md#transports-and-their-shared-core): 4,000
+/// characters (Slack's own guidance for `text`; it truncates at 40,000), mrkdwn, threads
+/// (`thread_ts`), edits, attachments, and no typing indicator (see the crate docs).
 pub const CAPABILITIES: Capabilities = Capabilities {
     threads: true,
     edit: true,

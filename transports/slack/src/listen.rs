@@ -1,7 +1,7 @@
 //! Socket Mode, kept connected: the listener opens connections and replaces them, the
 //! dispatcher turns acknowledged envelopes into envelopes for the session.
 //!
-//! The listener (protocols §3.1):
+//! The listener (docs/protocols.md#slack-socket-mode):
 //! - every connection starts with `apps.connections.open` (its URL is a single-use
 //!   ticket) and counts once its `hello` arrives;
 //! - `disconnect` with `warning` or `refresh_requested` (or a reason it does not know)

@@ -1,6 +1,7 @@
-//! Incoming Slack text to the plain text a prompt should read (protocols §3.2): `<…>`
-//! tokens resolved first, then the three escapes `&amp; &lt; &gt;` undone, in that order,
-//! because a token's label is escaped too and an escaped `&lt;` is never a token.
+//! Incoming Slack text to the plain text a prompt should read
+//! (docs/protocols.md#slack-events): `<…>` tokens resolved first, then the three escapes
+//! `&amp; &lt; &gt;` undone, in that order, because a token's label is escaped too and an
+//! escaped `&lt;` is never a token.
 //!
 //! | token | becomes |
 //! |---|---|

@@ -11,9 +11,10 @@
 //! - `user_id`: `event.user` (`U…`, or `W…` on Enterprise Grid: never assumed to be `U`).
 //! - `is_direct`: `channel_type == "im"`, or, on an `app_mention` (which has no
 //!   `channel_type`), a `D…` channel.
-//! - `conversation_id` and `thread_id`: one conversation per thread (protocols §3.2,
-//!   "conversation key = (channel, thread_ts ?? ts of the root)"), so pausing, pairing codes
-//!   and replies belong to the thread a person is talking in:
+//! - `conversation_id` and `thread_id`: one conversation per thread
+//!   (docs/protocols.md#slack-events, "conversation key = (channel, thread_ts ?? ts of the
+//!   root)"), so pausing, pairing codes and replies belong to the thread a person is
+//!   talking in:
 //!
 //! | message | `conversation_id` | `thread_id` | the bridge's replies go |
 //! |---|---|---|---|

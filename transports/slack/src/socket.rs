@@ -1,12 +1,12 @@
 //! One Socket Mode WebSocket connection: connect, read frames, acknowledge every envelope
 //! the moment it is read, and tell the listener what happened.
 //!
-//! Why the acknowledgement is sent here, before anything else looks at the envelope:
-//! Slack wants it within 3 seconds and redelivers otherwise (protocols §3.1), while
-//! handling can take as long as the session needs (a slow session pushes back on the
-//! transport). So the read loop writes `{"envelope_id"}` back, *then* hands the envelope
-//! on; it never waits for the bridge first. The dispatcher de-duplicates what Slack
-//! redelivers anyway.
+//! Why the acknowledgement is sent here, before anything else looks at the envelope: Slack
+//! wants it within 3 seconds and redelivers otherwise
+//! (docs/protocols.md#slack-socket-mode), while handling can take as long as the session
+//! needs (a slow session pushes back on the transport). So the read loop writes
+//! `{"envelope_id"}` back, *then* hands the envelope on; it never waits for the bridge
+//! first. The dispatcher de-duplicates what Slack redelivers anyway.
 //!
 //! Closing has two speeds. A graceful close (the connection is being replaced after a
 //! refresh) sends a Close frame and keeps reading, and acknowledging, until Slack closes

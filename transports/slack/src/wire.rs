@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Every Web API answer: `{"ok": true, ...}` or `{"ok": false, "error": "code", ...}`,
-/// usually with HTTP 200 either way (protocols §3.3).
+/// usually with HTTP 200 either way (docs/protocols.md#slack-sending).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ApiAnswer {
     /// Whether the call succeeded.
@@ -236,7 +236,7 @@ pub struct MessageEvent {
     pub files: Vec<File>,
 }
 
-/// A file object as a message carries it (protocols §3.5).
+/// A file object as a message carries it (docs/protocols.md#slack-files).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct File {
     /// `F…`.

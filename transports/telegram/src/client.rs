@@ -285,8 +285,9 @@ impl BotApi {
     }
 
     /// `getUpdates`, long polling for up to `timeout`. The request's own timeout is the
-    /// poll's plus 10 s, or a healthy long poll would be cut off (protocols §1.2). Updates
-    /// come back raw, so one the transport cannot parse still has an `update_id` to skip.
+    /// poll's plus 10 s, or a healthy long poll would be cut off
+    /// (docs/protocols.md#telegram-long-polling). Updates come back raw, so one the
+    /// transport cannot parse still has an `update_id` to skip.
     pub async fn get_updates(
         &self,
         offset: Option<i64>,

@@ -2,8 +2,8 @@
 //! ("can't parse entities") and the same piece is resent without `parse_mode`.
 //!
 //! Why not an HTML parser crate: the input is the narrow Telegram subset the bridge
-//! rendered (protocols §1.8), and it is already known to be malformed, so a full parser
-//! would "repair" it in ways that change the text. Only what looks like a tag
+//! rendered (docs/protocols.md#telegram-html), and it is already known to be malformed, so
+//! a full parser would "repair" it in ways that change the text. Only what looks like a tag
 //! (`<`, optional `/`, a letter, up to the next `>`) is removed; a stray `<` (often the
 //! reason for the refusal) stays as text. Entities are decoded by `html-escape`.
 

@@ -45,9 +45,10 @@ use crate::listen::{Listener, Offset, OffsetStore};
 use crate::normalize::TRANSPORT_ID;
 use crate::wire::ChatId;
 
-/// What Telegram can do (architecture §3): 4096 UTF-16 units of rendered text (safe
-/// whether Telegram counts code points or UTF-16 units, protocols §1.9), Telegram HTML,
-/// forum topics, edits, attachments, typing.
+/// What Telegram can do (docs/architecture.md#transports-and-their-shared-core): 4096
+/// UTF-16 units of rendered text (safe whether Telegram counts code points or UTF-16 units,
+/// docs/protocols.md#telegram-the-4096-limit), Telegram HTML, forum topics, edits,
+/// attachments, typing.
 pub const CAPABILITIES: Capabilities = Capabilities {
     threads: true,
     edit: true,

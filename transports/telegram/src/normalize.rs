@@ -7,19 +7,22 @@
 //!
 //! - `conversation_id`: `chat.id`. `user_id`: `from.id`, or `sender_chat.id` for an
 //!   anonymous group admin (`GroupAnonymousBot`) or someone posting as a channel
-//!   (`Channel_Bot`): those are people, keyed on the chat they speak for (protocols §1.4).
-//! - `thread_id`: `message_thread_id`, **only** when `is_topic_message` is true. A reply
-//!   in a non-forum supergroup carries a `message_thread_id` too (teloxide `issue_1107`);
-//!   that is a reply thread, not a topic, and answering "in" it would fail (protocols §1.5).
+//!   (`Channel_Bot`): those are people, keyed on the chat they speak for
+//!   (docs/protocols.md#telegram-addressing-privacy-mode-and-other-bots).
+//! - `thread_id`: `message_thread_id`, **only** when `is_topic_message` is true. A reply in
+//!   a non-forum supergroup carries a `message_thread_id` too (teloxide `issue_1107`); that
+//!   is a reply thread, not a topic, and answering "in" it would fail
+//!   (docs/protocols.md#telegram-forum-topics-and-reply-threads).
 //! - `is_direct`: `chat.type == "private"`.
 //! - `timestamp`: `date` in ms: the real send time, also for the backlog delivered after a
-//!   restart, so the bridge can decide what is too old (decision 10).
+//!   restart, so the bridge can decide what is too old
+//!   (docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers).
 //! - `text`: `text`, else `caption`, with every mention of the bot removed (by entity, in
 //!   UTF-16 offsets) and `/cmd@OurBot` rewritten to `/cmd`.
 //! - `attachments`: the largest photo size, a document (or audio, voice, video, animation,
 //!   video note, sticker), never downloaded here.
 //!
-//! # Addressing and commands (decision 1)
+//! # Addressing and commands (docs/decisions.md#decision-1-bot-status-is-a-command)
 //!
 //! `addressed` is true when the bot was explicitly addressed: a private chat, an
 //! `@OurBot` `mention` entity, a `text_mention` entity of the bot's user, a reply to one of

@@ -2,10 +2,10 @@
 //! (protocols.md §1.3; https://core.telegram.org/bots/api#available-types).
 //!
 //! Every id is `i64`: chat and user ids "may have more than 32 significant bits"
-//! (protocols §1.1), and group ids are negative. Every field that Telegram may omit is
-//! optional or defaulted, and unknown fields are ignored, so a payload from a newer Bot
-//! API version (or an independent implementation) still parses instead of stalling the
-//! poll on one update.
+//! (docs/protocols.md#telegram-requests-and-responses), and group ids are negative. Every
+//! field that Telegram may omit is optional or defaulted, and unknown fields are ignored,
+//! so a payload from a newer Bot API version (or an independent implementation) still
+//! parses instead of stalling the poll on one update.
 
 use serde::{Deserialize, Serialize};
 
@@ -213,7 +213,8 @@ pub struct FileLike {
     pub is_video: Option<bool>,
 }
 
-/// `Message`, with the fields the normalizer reads (protocols §1.3).
+/// `Message`, with the fields the normalizer reads
+/// (docs/protocols.md#telegram-messages-chats-and-entities).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Message {
     /// Id inside the chat.
@@ -379,8 +380,9 @@ pub struct GetUpdates<'a> {
     pub offset: Option<i64>,
     /// Long poll timeout in seconds (0 = answer at once).
     pub timeout: u64,
-    /// The update kinds wanted. Always sent: the filter is stored server-side and
-    /// otherwise whatever a previous program set stays in force (protocols §1.2).
+    /// The update kinds wanted. Always sent: the filter is stored server-side and otherwise
+    /// whatever a previous program set stays in force
+    /// (docs/protocols.md#telegram-long-polling).
     pub allowed_updates: &'a [&'a str],
 }
 

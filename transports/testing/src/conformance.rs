@@ -7,13 +7,14 @@
 //! the messenger side. For the fake that view is the fake's own records; for an HTTP
 //! transport it is a loopback server's record of what was posted, edited and failed.
 //!
-//! Rules (reference §5.5, plus 8–10): 1 send before start fails with `NotStarted`;
-//! 2 stop twice is safe and stops; 3 send returns a non-empty message id and posts the
-//! text; 4 a platform send failure surfaces as an error; 5 an edit key edits on an editable
-//! transport (nothing new posted), otherwise posts anew; 6 a thread id is accepted without
-//! thread support; 7 `diagnose` never contains the secret; 8 start twice fails with
-//! `AlreadyStarted`; 9 identify gives a non-empty bot id and a lock name without the secret;
-//! 10 inbound messages reach the sink in order.
+//! Rules (docs/architecture.md#transports-and-their-shared-core; 1–7 as the original had
+//! them, plus 8–10): 1 send before start fails with `NotStarted`; 2 stop twice is safe and
+//! stops; 3 send returns a non-empty message id and posts the text; 4 a platform send
+//! failure surfaces as an error; 5 an edit key edits on an editable transport (nothing new
+//! posted), otherwise posts anew; 6 a thread id is accepted without thread support; 7
+//! `diagnose` never contains the secret; 8 start twice fails with `AlreadyStarted`; 9
+//! identify gives a non-empty bot id and a lock name without the secret; 10 inbound
+//! messages reach the sink in order.
 
 use std::fmt;
 use std::future::Future;

@@ -64,7 +64,8 @@ pub const TEST_BOT_NAME: &str = "pi";
 /// The workspace id.
 pub const TEST_TEAM_ID: &str = "T0TEST";
 
-/// How long Slack waits for an acknowledgement before it redelivers (protocols §3.1).
+/// How long Slack waits for an acknowledgement before it redelivers
+/// (docs/protocols.md#slack-socket-mode).
 pub const ACK_DEADLINE: Duration = Duration::from_secs(3);
 
 /// A failure scripted for a Web API method.

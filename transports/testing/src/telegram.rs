@@ -821,9 +821,9 @@ fn release(inner: &Inner, serial: u64) {
     }
 }
 
-/// Telegram's HTML check (protocols §1.8): supported tags only, properly nested, the four
-/// named entities and numeric ones. Returns the visible text, or the reason Telegram
-/// gives after "can't parse entities: ".
+/// Telegram's HTML check (docs/protocols.md#telegram-html): supported tags only, properly
+/// nested, the four named entities and numeric ones. Returns the visible text, or the
+/// reason Telegram gives after "can't parse entities: ".
 pub fn parse_telegram_html(html: &str) -> Result<String, String> {
     const TAGS: &[&str] = &[
         "b",

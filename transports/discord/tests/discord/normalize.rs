@@ -1,6 +1,6 @@
-//! The Discord normalizer on real payload shapes (protocols §2.4; the fixtures in
-//! `tests/payloads/` follow captured MESSAGE_CREATE frames field by field): DMs and
-//! channels, mentions in both forms, a reply that pings without `<@id>` in the content,
+//! The Discord normalizer on real payload shapes (docs/protocols.md#discord-messages; the
+//! fixtures in `tests/payloads/` follow captured MESSAGE_CREATE frames field by field): DMs
+//! and channels, mentions in both forms, a reply that pings without `<@id>` in the content,
 //! threads as channels, webhooks and other bots ignored, attachments, system messages,
 //! events other than MESSAGE_CREATE, and payloads that are not messages at all (C5).
 

@@ -1,6 +1,7 @@
-//! Per-client tokens (issue 30 finding 8), tried the way an attacker would: client A holds
-//! its own valid token and tries to speak as client B's sender, read B's room, answer B's
-//! approvals and fetch B's upload. Real server on 127.0.0.1, real tonic client.
+//! Per-client tokens (docs/security.md#robo_claw-clients), tried the way an attacker would:
+//! client A holds its own valid token and tries to speak as client B's sender, read B's
+//! room, answer B's approvals and fetch B's upload. Real server on 127.0.0.1, real tonic
+//! client.
 
 use transport_core::Transport;
 use transport_robo_claw::proto::{DownloadRequest, FileChunk};

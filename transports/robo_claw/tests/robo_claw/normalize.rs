@@ -1,4 +1,5 @@
-//! The pure normalizer, rule by rule (reference-behaviour §5.3 with decision 8).
+//! The pure normalizer, rule by rule (docs/protocols.md#robo_claw-grpc, with
+//! docs/decisions.md#decision-8-robo_claw-sends-only-to-the-addressed-room-and-knows-only-its-own-sender).
 
 use std::collections::HashMap;
 
@@ -82,7 +83,8 @@ fn defaults_fill_a_missing_sender_and_room_and_a_negative_time() {
 fn only_the_configured_sender_is_the_bot() {
     let reason = ignored(normalize_message(&message("claw", "echo", &[]), "claw"));
     assert!(reason.contains("the bot itself"), "{reason}");
-    // The original also dropped every "robot"; decision 8 keeps a person of that name.
+    // The original also dropped every "robot"; decision 8 keeps a person of that name
+    // (docs/decisions.md#decision-8-robo_claw-sends-only-to-the-addressed-room-and-knows-only-its-own-sender).
     assert_eq!(
         envelope(normalize_message(&message("robot", "hi", &[]), "claw")).user_id,
         "robot"

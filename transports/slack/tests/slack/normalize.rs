@@ -1,7 +1,8 @@
-//! Normalizer table tests on payloads shaped like real Events API traffic (protocols §3.2;
-//! the shapes of slackapi/bolt-python's scenario fixtures and the python-slack-sdk mock
-//! server): IMs, app mentions, threads, bot messages with and without a subtype, edits,
-//! file shares, Enterprise Grid `W…` ids, and every wrapper `explain` accepts.
+//! Normalizer table tests on payloads shaped like real Events API traffic
+//! (docs/protocols.md#slack-events; the shapes of slackapi/bolt-python's scenario fixtures
+//! and the python-slack-sdk mock server): IMs, app mentions, threads, bot messages with and
+//! without a subtype, edits, file shares, Enterprise Grid `W…` ids, and every wrapper
+//! `explain` accepts.
 
 use serde_json::{Value, json};
 use transport_core::platform::{BotSelf, Normalized};

@@ -1,6 +1,7 @@
-//! The Telegram transport against the loopback Bot API server (real HTTP on 127.0.0.1):
-//! the conformance kit (I41), long polling, the offset across restarts, every failure
-//! issue 8 names, sending rules, topics, typing, attachments and token hygiene (I18).
+//! The Telegram transport against the loopback Bot API server (real HTTP on 127.0.0.1): the
+//! conformance kit (I41), long polling, the offset across restarts, every failure a person
+//! meets (docs/protocols.md#telegram-errors-and-rate-limits), sending rules, topics,
+//! typing, attachments and token hygiene (I18).
 //!
 //! No test sleeps to wait for something: each waits on the server's change hook or on the
 //! inbound stream, bounded by a timeout.

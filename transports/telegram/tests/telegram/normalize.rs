@@ -1,6 +1,8 @@
 //! Normalizer table tests (I40), on payloads shaped like real `getUpdates` output
-//! (protocols §1.3–§1.5): anonymous admins, forum topics and their root-reply quirk,
-//! `message_thread_id` in non-forum supergroups, mentions by entity with UTF-16 offsets.
+//! (docs/protocols.md#telegram-messages-chats-and-entities to
+//! docs/protocols.md#telegram-forum-topics-and-reply-threads): anonymous admins, forum
+//! topics and their root-reply quirk, `message_thread_id` in non-forum supergroups,
+//! mentions by entity with UTF-16 offsets.
 
 use serde_json::{Value, json};
 use transport_core::platform::{BotSelf, Normalized};
@@ -251,8 +253,9 @@ fn a_reply_to_the_bot_addresses_it() {
     assert_eq!(envelope.thread_id, None);
 }
 
-/// Real getUpdates shape (protocols §1.5): a plain message inside a topic the bot created
-/// carries `reply_to_message` = the `forum_topic_created` root, whose id is the thread id.
+/// Real getUpdates shape (docs/protocols.md#telegram-forum-topics-and-reply-threads): a
+/// plain message inside a topic the bot created carries `reply_to_message` = the
+/// `forum_topic_created` root, whose id is the thread id.
 #[test]
 fn a_topic_message_keeps_its_topic_and_the_root_reply_is_not_a_reply_to_the_bot() {
     let mut topic = text_in(forum_chat(), "hello topic", json!([]));

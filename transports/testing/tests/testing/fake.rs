@@ -1,4 +1,5 @@
-//! `FakeTransport` rules (reference §5.4): ids, switches, records, attachments.
+//! `FakeTransport` rules (docs/architecture.md#transports-and-their-shared-core): ids,
+//! switches, records, attachments.
 
 use std::collections::HashMap;
 use std::sync::Arc;
