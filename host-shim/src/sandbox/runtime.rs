@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wasmtime::component::{Component, HasData, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Component, HasData, Linker, ResourceTable};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimitsBuilder,
 };
@@ -229,7 +229,7 @@ fn link(
 ) -> Result<wit::BridgePre<SessionHost>, RuntimeError> {
     let mut linker = Linker::<SessionHost>::new(engine);
     link_allowed_wasi(&mut linker).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-    wit::Bridge::add_to_linker::<SessionHost, HasSelf<SessionHost>>(&mut linker, |s| s)
+    crate::sandbox::imports::add_to_linker(&mut linker)
         .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
     let pre = linker
         .instantiate_pre(component)

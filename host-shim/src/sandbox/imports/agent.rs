@@ -1,11 +1,43 @@
 //! `agent`: the live coding-agent session this bridge serves.
 
-use super::SessionHost;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wasmtime::component::HasData;
+
+use super::{Imports, ParkedCall, SessionContext};
+use crate::agent::Agent;
 use crate::transcript::line::{Event, ImageMeta};
 use crate::transcript::script::Script;
 use crate::wit::{agent, types};
 
-impl agent::Host for SessionHost {
+/// What the agent calls may touch: the agent, and the tool calls parked for a verdict.
+pub struct AgentPart<'a> {
+    agent: &'a Arc<dyn Agent>,
+    parked: &'a mut HashMap<String, ParkedCall>,
+}
+
+/// The agent interface's view, for the linker.
+pub struct AgentImports;
+
+impl HasData for AgentImports {
+    type Data<'a> = Imports<'a, AgentPart<'a>>;
+}
+
+impl SessionContext {
+    /// The agent interface's view of this session.
+    pub fn agent_imports(&mut self) -> Imports<'_, AgentPart<'_>> {
+        imports!(
+            self,
+            AgentPart {
+                agent: &self.agent,
+                parked: &mut self.parked,
+            }
+        )
+    }
+}
+
+impl agent::Host for Imports<'_, AgentPart<'_>> {
     async fn send_prompt(
         &mut self,
         text: String,
@@ -13,7 +45,7 @@ impl agent::Host for SessionHost {
         images: Vec<agent::PromptImage>,
     ) -> Result<(), String> {
         // Image bytes (megabytes) stay out of the transcript; their type and size are kept.
-        self.note(|| Event::Prompt {
+        self.tape.record(|| Event::Prompt {
             text: text.clone(),
             deliver_as,
             images: images
@@ -24,16 +56,15 @@ impl agent::Host for SessionHost {
                 })
                 .collect(),
         });
-        self.answer(
-            Script::prompted,
-            async |host: &mut SessionHost| {
-                host.ctx.agent.send_prompt(text, deliver_as, images).await
-            },
-            |result| Event::Prompted {
-                result: result.clone(),
-            },
-        )
-        .await
+        self.tape
+            .answer(
+                Script::prompted,
+                self.part.agent.send_prompt(text, deliver_as, images),
+                |result| Event::Prompted {
+                    result: result.clone(),
+                },
+            )
+            .await
     }
 
     fn resolve_tool_call(
@@ -41,60 +72,57 @@ impl agent::Host for SessionHost {
         id: String,
         decision: types::ToolDecision,
     ) -> wasmtime::Result<()> {
-        self.note(|| Event::Verdict {
+        self.tape.record(|| Event::Verdict {
             id: id.clone(),
             decision: decision.clone(),
         });
         // An id the host does not hold was resolved already (or never parked): ignored,
         // so a guest can never give one call two verdicts.
-        if let Some(call) = self.ctx.parked.remove(&id) {
+        if let Some(call) = self.part.parked.remove(&id) {
             call.resolve(decision);
         }
         Ok(())
     }
 
     fn abort(&mut self) -> wasmtime::Result<()> {
-        self.note(|| Event::Abort);
-        if self.ctx.script.is_none() {
-            self.ctx.agent.abort();
+        self.tape.record(|| Event::Abort);
+        if !self.tape.replaying() {
+            self.part.agent.abort();
         }
         Ok(())
     }
 
     fn is_idle(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.answer_now(
+        Ok(self.tape.answer_now(
             Script::idle,
-            |host| host.ctx.agent.is_idle(),
+            || self.part.agent.is_idle(),
             |idle| Event::Idle { idle: *idle },
         ))
     }
 
     fn info(&mut self) -> wasmtime::Result<agent::SessionInfo> {
-        Ok(self.answer_now(
+        Ok(self.tape.answer_now(
             Script::info,
-            |host| host.ctx.agent.session_info(),
+            || self.part.agent.session_info(),
             |info| Event::Info { info: info.clone() },
         ))
     }
 
     async fn work_snapshot(&mut self) -> agent::WorkFacts {
-        self.answer(
-            Script::work,
-            async |host: &mut SessionHost| host.work_live().await,
-            |facts| Event::Work {
+        self.tape
+            .answer(Script::work, self.part.work(), |facts| Event::Work {
                 facts: facts.clone(),
-            },
-        )
-        .await
+            })
+            .await
     }
 }
 
-impl SessionHost {
+impl AgentPart<'_> {
     /// The agent's recent work and the working tree's git facts.
-    async fn work_live(&mut self) -> agent::WorkFacts {
-        let cwd = self.ctx.agent.session_info().cwd;
+    async fn work(&mut self) -> agent::WorkFacts {
+        let cwd = self.agent.session_info().cwd;
         let (branch, numstat) = crate::local::work::git_facts(std::path::Path::new(&cwd)).await;
-        let facts = self.ctx.agent.recent_work();
+        let facts = self.agent.recent_work();
         agent::WorkFacts {
             branch,
             numstat,
@@ -121,7 +149,7 @@ fn output_tail(mut output: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::imports::ParkedCall;
+    use crate::sandbox::imports::SessionHost;
     use crate::sandbox::imports::fixture::host;
 
     #[test]
@@ -153,14 +181,22 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut host = host(dir.path());
         let mut verdict = park(&mut host, "ab3k");
-        agent::Host::resolve_tool_call(&mut host, "zzzz".into(), types::ToolDecision::Allow)
-            .expect("an unknown id is ignored");
+        agent::Host::resolve_tool_call(
+            &mut host.ctx.agent_imports(),
+            "zzzz".into(),
+            types::ToolDecision::Allow,
+        )
+        .expect("an unknown id is ignored");
         assert!(verdict.try_recv().is_err(), "not resolved by another id");
-        agent::Host::resolve_tool_call(&mut host, "ab3k".into(), types::ToolDecision::Allow)
-            .expect("resolves");
+        agent::Host::resolve_tool_call(
+            &mut host.ctx.agent_imports(),
+            "ab3k".into(),
+            types::ToolDecision::Allow,
+        )
+        .expect("resolves");
         // A second verdict for the same id has nobody to reach.
         agent::Host::resolve_tool_call(
-            &mut host,
+            &mut host.ctx.agent_imports(),
             "ab3k".into(),
             types::ToolDecision::Block("late".into()),
         )

@@ -1,17 +1,49 @@
 //! `clock`: the time the guest is shown, and the tick it asks for.
 
-use super::SessionHost;
+use wasmtime::component::HasData;
+
+use super::{Imports, SessionContext};
 use crate::transcript::line::Event;
 use crate::wit::clock;
 
-impl clock::Host for SessionHost {
+/// What the clock's calls may touch: the tick the guest asked for (time itself is the
+/// tape's, which a replay answers).
+pub struct ClockPart<'a> {
+    tick_at: &'a mut Option<u64>,
+}
+
+/// The clock interface's view, for the linker.
+pub struct ClockImports;
+
+impl HasData for ClockImports {
+    type Data<'a> = Imports<'a, ClockPart<'a>>;
+}
+
+impl SessionContext {
+    /// The clock interface's view of this session.
+    pub fn clock_imports(&mut self) -> Imports<'_, ClockPart<'_>> {
+        imports!(
+            self,
+            ClockPart {
+                tick_at: &mut self.tick_at
+            }
+        )
+    }
+
+    /// The time the guest is shown (see [`super::tape::Tape::guest_now_ms`]).
+    pub fn guest_now_ms(&mut self) -> u64 {
+        self.clock_imports().tape.guest_now_ms()
+    }
+}
+
+impl clock::Host for Imports<'_, ClockPart<'_>> {
     fn now_ms(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.ctx.guest_now_ms())
+        Ok(self.tape.guest_now_ms())
     }
 
     fn request_tick(&mut self, at_ms: u64) -> wasmtime::Result<()> {
-        self.note(|| Event::RequestTick { at_ms });
-        self.ctx.tick_at = Some(at_ms);
+        self.tape.record(|| Event::RequestTick { at_ms });
+        *self.part.tick_at = Some(at_ms);
         Ok(())
     }
 }
@@ -22,6 +54,7 @@ mod tests {
 
     use super::*;
     use crate::local::clock::ManualClock;
+    use crate::sandbox::imports::SessionHost;
     use crate::sandbox::imports::fixture::{NOW, host};
     use crate::transcript::Transcript;
     use crate::transcript::script::Script;
@@ -37,7 +70,9 @@ mod tests {
         host.ctx.clock = clock.clone();
         let transcript = Transcript::in_memory("t", "", NOW);
         host.ctx.transcript = Some(transcript.clone());
-        let shown = |host: &mut SessionHost| clock::Host::now_ms(host).expect("now_ms");
+        let shown = |host: &mut SessionHost| {
+            clock::Host::now_ms(&mut host.ctx.clock_imports()).expect("now_ms")
+        };
 
         let mut live = Vec::new();
         for moves in [[0, 1, 0], [2, 0, 3]] {

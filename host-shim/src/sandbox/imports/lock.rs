@@ -1,47 +1,83 @@
 //! `lock`: single-instance locks (one process per bot credential), as lock files.
 
-use super::SessionHost;
-use crate::disk::lock::Claimant;
+use std::collections::HashMap;
+
+use wasmtime::component::HasData;
+
+use super::{Imports, SessionContext};
+use crate::disk::lock::{Claimant, LockDir, LockGuard};
+use crate::local::clock::Clock;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
 use crate::wit::lock;
 
-impl lock::Host for SessionHost {
-    async fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
-        let live = name.clone();
-        self.exchange(
-            || Event::Acquire {
-                name: name.clone(),
-                stale_after_ms,
-            },
-            Script::acquired,
-            async |host: &mut SessionHost| host.acquire_live(live, stale_after_ms),
-            |result| Event::Acquired {
-                result: result.clone(),
-            },
-        )
-        .await
-    }
+/// What the lock calls may touch: the lock directory, the locks this session holds, and
+/// the clock a claim is stamped with.
+pub struct LockPart<'a> {
+    locks: &'a LockDir,
+    held: &'a mut HashMap<String, LockGuard>,
+    clock: &'a dyn Clock,
+}
 
-    async fn release(&mut self, name: String) {
-        self.note(|| Event::Release { name: name.clone() });
-        // Dropping the guard releases the file, token-verified.
-        self.ctx.held_locks.remove(&name);
+/// The lock interface's view, for the linker.
+pub struct LockImports;
+
+impl HasData for LockImports {
+    type Data<'a> = Imports<'a, LockPart<'a>>;
+}
+
+impl SessionContext {
+    /// The lock interface's view of this session.
+    pub fn lock_imports(&mut self) -> Imports<'_, LockPart<'_>> {
+        imports!(
+            self,
+            LockPart {
+                locks: &self.locks,
+                held: &mut self.held_locks,
+                clock: &*self.clock,
+            }
+        )
     }
 }
 
-impl SessionHost {
-    fn acquire_live(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
-        if self.ctx.held_locks.contains_key(&name) {
+impl lock::Host for Imports<'_, LockPart<'_>> {
+    async fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
+        let live = name.clone();
+        let part = &mut self.part;
+        self.tape
+            .exchange(
+                || Event::Acquire {
+                    name: name.clone(),
+                    stale_after_ms,
+                },
+                Script::acquired,
+                // In a block: a replay must not take the lock.
+                async move { part.acquire(live, stale_after_ms) },
+                |result| Event::Acquired {
+                    result: result.clone(),
+                },
+            )
+            .await
+    }
+
+    async fn release(&mut self, name: String) {
+        self.tape.record(|| Event::Release { name: name.clone() });
+        // Dropping the guard releases the file, token-verified.
+        self.part.held.remove(&name);
+    }
+}
+
+impl LockPart<'_> {
+    fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
+        if self.held.contains_key(&name) {
             return Ok(());
         }
-        let claimant = Claimant::this_process(self.ctx.clock.now_ms());
+        let claimant = Claimant::this_process(self.clock.now_ms());
         let guard = self
-            .ctx
             .locks
             .acquire(&name, stale_after_ms, &claimant)
             .map_err(|e| e.to_string())?;
-        self.ctx.held_locks.insert(name, guard);
+        self.held.insert(name, guard);
         Ok(())
     }
 }
@@ -63,7 +99,7 @@ mod tests {
         host.ctx
             .transports
             .insert("fake".into(), Arc::new(fake.handle()));
-        let identity = transport::Host::identify(&mut host, "fake".into())
+        let identity = transport::Host::identify(&mut host.ctx.transport_imports(), "fake".into())
             .await
             .expect("identifies");
         let lock = identity.lock_name.expect("the fake names its lock");
@@ -79,9 +115,10 @@ mod tests {
         )
         .expect("plant lock");
 
-        let refused = lock::Host::acquire(&mut host, lock.clone(), 900_000).await;
+        let refused =
+            lock::Host::acquire(&mut host.ctx.lock_imports(), lock.clone(), 900_000).await;
         assert!(refused.is_err(), "a 15-minute limit keeps a 6 s old lock");
-        lock::Host::acquire(&mut host, lock, 5_000)
+        lock::Host::acquire(&mut host.ctx.lock_imports(), lock, 5_000)
             .await
             .expect("a 5 s limit reclaims a 6 s old lock");
     }

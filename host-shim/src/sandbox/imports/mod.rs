@@ -1,6 +1,11 @@
 //! The host side of every WIT import, for one session: one file per interface, each
 //! saying only what its calls do live and what the transcript notes (`tape` applies both).
 //!
+//! Each interface is linked with its own view of the session ([`Imports`]: the tape and
+//! that interface's part), as wasmtime-wasi links each WASI interface with its own view: an
+//! import function can reach only what its interface is for (the agent's calls have no
+//! transports, the clock's no state store), and the compiler says so.
+//!
 //! Imports never panic on guest input: every failure becomes the typed error the WIT
 //! function declares. The WASI context grants nothing; stderr is captured in memory so a
 //! guest panic message can be reported with the trap.
@@ -15,7 +20,7 @@ use std::sync::Arc;
 
 use transport_core::Transport;
 use wasmtime::StoreLimits;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -28,7 +33,8 @@ use crate::local::ui::Ui;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::transcript::Transcript;
 use crate::transcript::script::Script;
-use crate::wit::types;
+use crate::wit::{self, types};
+use tape::Tape;
 
 /// How much guest stderr is kept for trap reports.
 const STDERR_CAPTURE: usize = 16 * 1024;
@@ -141,10 +147,58 @@ impl SessionHost {
     pub fn into_context(self) -> SessionContext {
         self.ctx
     }
+}
 
-    fn transport(&self, id: &str) -> Option<Arc<dyn Transport>> {
-        self.ctx.transports.get(id).cloned()
-    }
+/// One interface's view of the session: the tape every call is noted through, and `part`,
+/// the fields that interface's calls may touch.
+pub struct Imports<'a, P> {
+    tape: Tape<'a>,
+    part: P,
+}
+
+/// [`Imports`] over the session context `$ctx` with `$part`. A macro, not a method: the
+/// tape and the part borrow different fields of the context at once, which a method
+/// borrowing the whole context could not give.
+macro_rules! imports {
+    ($ctx:ident, $part:expr) => {
+        crate::sandbox::imports::Imports {
+            tape: crate::sandbox::imports::tape::Tape {
+                key: &$ctx.key,
+                clock: &*$ctx.clock,
+                log: &*$ctx.log,
+                transcript: $ctx.transcript.as_ref(),
+                script: $ctx.script.as_mut(),
+            },
+            part: $part,
+        }
+    };
+}
+
+/// Links every interface of the bridge world, each with its own view of the session.
+pub fn add_to_linker(linker: &mut Linker<SessionHost>) -> wasmtime::Result<()> {
+    wit::types::add_to_linker::<SessionHost, HasSelf<SessionHost>>(linker, |host| host)?;
+    wit::transport::add_to_linker::<SessionHost, transport::TransportImports>(linker, |host| {
+        host.ctx.transport_imports()
+    })?;
+    wit::agent::add_to_linker::<SessionHost, agent::AgentImports>(linker, |host| {
+        host.ctx.agent_imports()
+    })?;
+    wit::ui::add_to_linker::<SessionHost, ui::UiImports>(linker, |host| host.ctx.ui_imports())?;
+    wit::store::add_to_linker::<SessionHost, store::StoreImports>(linker, |host| {
+        host.ctx.store_imports()
+    })?;
+    wit::lock::add_to_linker::<SessionHost, lock::LockImports>(linker, |host| {
+        host.ctx.lock_imports()
+    })?;
+    wit::clock::add_to_linker::<SessionHost, clock::ClockImports>(linker, |host| {
+        host.ctx.clock_imports()
+    })?;
+    wit::rng::add_to_linker::<SessionHost, rng::RngImports>(linker, |host| host.ctx.rng_imports())?;
+    wit::log::add_to_linker::<SessionHost, log::LogImports>(linker, |host| host.ctx.log_imports())?;
+    wit::pairing::add_to_linker::<SessionHost, pairing::PairingImports>(linker, |host| {
+        host.ctx.pairing_imports()
+    })?;
+    Ok(())
 }
 
 impl WasiView for SessionHost {

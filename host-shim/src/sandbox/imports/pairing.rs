@@ -4,12 +4,36 @@
 
 use guest::core::pairing_budget::FailureOutcome;
 
-use super::SessionHost;
+use wasmtime::component::HasData;
+
+use super::SessionContext;
+use crate::sandbox::pairing_budget::PairingBudget;
 use crate::wit::pairing;
 
-impl pairing::Host for SessionHost {
+/// What the pairing calls may touch: the host's budget, and no tape.
+pub struct PairingPart<'a> {
+    budget: &'a PairingBudget,
+}
+
+/// The pairing interface's view, for the linker.
+pub struct PairingImports;
+
+impl HasData for PairingImports {
+    type Data<'a> = PairingPart<'a>;
+}
+
+impl SessionContext {
+    /// The pairing interface's view of this session.
+    pub fn pairing_imports(&mut self) -> PairingPart<'_> {
+        PairingPart {
+            budget: &self.pairing,
+        }
+    }
+}
+
+impl pairing::Host for PairingPart<'_> {
     fn closed_since(&mut self) -> wasmtime::Result<Option<u64>> {
-        Ok(self.ctx.pairing.lock().closed_since())
+        Ok(self.budget.lock().closed_since())
     }
 
     fn record_failure(
@@ -17,27 +41,25 @@ impl pairing::Host for SessionHost {
         now_ms: u64,
         per_hour: u32,
     ) -> wasmtime::Result<pairing::FailureOutcome> {
-        Ok(
-            match self.ctx.pairing.lock().record_failure(now_ms, per_hour) {
-                FailureOutcome::Counted => pairing::FailureOutcome::Counted,
-                FailureOutcome::JustClosed => pairing::FailureOutcome::JustClosed,
-                FailureOutcome::CountedWhileClosed => pairing::FailureOutcome::CountedWhileClosed,
-            },
-        )
+        Ok(match self.budget.lock().record_failure(now_ms, per_hour) {
+            FailureOutcome::Counted => pairing::FailureOutcome::Counted,
+            FailureOutcome::JustClosed => pairing::FailureOutcome::JustClosed,
+            FailureOutcome::CountedWhileClosed => pairing::FailureOutcome::CountedWhileClosed,
+        })
     }
 
     fn refused_unjudged(&mut self) -> wasmtime::Result<()> {
-        self.ctx.pairing.lock().refused_unjudged();
+        self.budget.lock().refused_unjudged();
         Ok(())
     }
 
     fn reopen(&mut self) -> wasmtime::Result<()> {
-        self.ctx.pairing.lock().reopen();
+        self.budget.lock().reopen();
         Ok(())
     }
 
     fn view(&mut self, now_ms: u64) -> wasmtime::Result<pairing::BudgetView> {
-        let view = self.ctx.pairing.lock().view(now_ms);
+        let view = self.budget.lock().view(now_ms);
         Ok(pairing::BudgetView {
             failures_last_hour: view.failures_last_hour,
             closed_since_ms: view.closed_at,

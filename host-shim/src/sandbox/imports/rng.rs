@@ -1,22 +1,39 @@
 //! `rng`: bytes from the operating system's secure source.
 
-use super::SessionHost;
+use wasmtime::component::HasData;
+
+use super::{Imports, SessionContext};
 use crate::transcript::line::Event;
 use crate::transcript::script::hex_encode;
 use crate::transcript::scrub::RNG_KEEP_MIN;
 use crate::wit::rng;
 
-impl rng::Host for SessionHost {
+/// The rng interface's view, for the linker: the tape alone (a replay answers with the
+/// recorded bytes).
+pub struct RngImports;
+
+impl HasData for RngImports {
+    type Data<'a> = Imports<'a, ()>;
+}
+
+impl SessionContext {
+    /// The rng interface's view of this session.
+    pub fn rng_imports(&mut self) -> Imports<'_, ()> {
+        imports!(self, ())
+    }
+}
+
+impl rng::Host for Imports<'_, ()> {
     fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
         // Not an `answer_now`: a failed source traps the call, and a trap has no answer to
         // note.
-        let bytes = match self.ctx.script.as_mut() {
+        let bytes = match self.tape.script.as_deref_mut() {
             Some(script) => script.rng(len.min(4096)),
             None => random_bytes_live(len)?,
         };
         // A code is made from short draws: those bytes never reach a transcript, or the
         // code could be rebuilt from it.
-        self.note(|| Event::Rng {
+        self.tape.record(|| Event::Rng {
             len,
             bytes: (len >= RNG_KEEP_MIN).then(|| hex_encode(&bytes)),
         });

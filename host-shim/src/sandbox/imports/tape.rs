@@ -4,26 +4,43 @@
 //! say what to note and what the live call is, and none records by hand: a new import
 //! cannot forget one half, and replay cannot reach a messenger by a path nobody taped.
 
-use crate::local::logging::LogLine;
+use crate::local::clock::Clock;
+use crate::local::logging::{LogLine, LogSink};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
 use crate::wit::types;
 
-use super::{SessionContext, SessionHost};
+use super::SessionContext;
 
-impl SessionContext {
-    /// Records `event` in the transcript, if there is one (`event` is only built then).
-    /// A transcript that cannot be written says so once in the log and stops; the
-    /// session goes on.
+/// The transcript's side of a session, as one interface's calls see it: where calls are
+/// noted (a recording) or answered from (a replay), and what noting needs.
+pub struct Tape<'a> {
+    /// Session key, for the log line that says the transcript stopped.
+    pub(super) key: &'a str,
+    /// The clock every line is stamped with.
+    pub(super) clock: &'a dyn Clock,
+    /// Where "transcript stopped" goes.
+    pub(super) log: &'a dyn LogSink,
+    /// The recording, if this session records.
+    pub(super) transcript: Option<&'a Transcript>,
+    /// The recorded answers, if this session is a replay.
+    pub(super) script: Option<&'a mut Script>,
+}
+
+impl Tape<'_> {
+    /// Records `event`, if the session records (`event` is only built then). A one-way
+    /// call (a tick asked for, a lock let go) is noted so and then done, in a replay too:
+    /// what it changes is what the replayed run must see.
     pub fn record(&self, event: impl FnOnce() -> Event) {
-        self.record_with(event, Transcript::record);
-    }
-
-    /// Records an input about to go into the guest; the clock reads it makes while
-    /// handling it are counted from here.
-    pub fn record_input(&self, event: impl FnOnce() -> Event) {
-        self.record_with(event, Transcript::record_input);
+        record_with(
+            self.key,
+            self.clock,
+            self.log,
+            self.transcript,
+            event,
+            Transcript::record,
+        );
     }
 
     /// The time the guest is shown: the clock, whose reads a recording transcript notes
@@ -31,54 +48,91 @@ impl SessionContext {
     /// showed at the same read of the same input.
     pub fn guest_now_ms(&mut self) -> u64 {
         let now = self.clock.now_ms();
-        if let Some(script) = self.script.as_mut() {
+        if let Some(script) = self.script.as_deref_mut() {
             return script.now(now);
         }
-        if let Some(transcript) = &self.transcript {
+        if let Some(transcript) = self.transcript {
             let error = transcript.clock_read(now);
-            self.stopped(error);
+            stopped(self.key, self.log, error);
         }
         now
     }
 
-    fn record_with(
-        &self,
-        event: impl FnOnce() -> Event,
-        write: impl FnOnce(&Transcript, u64, Event) -> Option<String>,
-    ) {
-        let Some(transcript) = &self.transcript else {
-            return;
-        };
-        let error = write(transcript, self.clock.now_ms(), event());
-        self.stopped(error);
-    }
-
-    /// Says in the log why the transcript stopped, the one time writing it fails.
-    fn stopped(&self, error: Option<String>) {
-        if let Some(error) = error {
-            self.log.write(
-                &self.key,
-                LogLine {
-                    level: types::Level::Warning,
-                    event: "transcript stopped".into(),
-                    fields: vec![("error".into(), error)],
-                },
-            );
-        }
+    /// This session replays a transcript: calls that would reach the world do not.
+    pub fn replaying(&self) -> bool {
+        self.script.is_some()
     }
 }
 
-impl SessionHost {
+impl SessionContext {
+    /// Records `event` in the transcript, if there is one (`event` is only built then).
+    /// A transcript that cannot be written says so once in the log and stops; the
+    /// session goes on.
+    pub fn record(&self, event: impl FnOnce() -> Event) {
+        record_with(
+            &self.key,
+            &*self.clock,
+            &*self.log,
+            self.transcript.as_ref(),
+            event,
+            Transcript::record,
+        );
+    }
+
+    /// Records an input about to go into the guest; the clock reads it makes while
+    /// handling it are counted from here.
+    pub fn record_input(&self, event: impl FnOnce() -> Event) {
+        record_with(
+            &self.key,
+            &*self.clock,
+            &*self.log,
+            self.transcript.as_ref(),
+            event,
+            Transcript::record_input,
+        );
+    }
+}
+
+fn record_with(
+    key: &str,
+    clock: &dyn Clock,
+    log: &dyn LogSink,
+    transcript: Option<&Transcript>,
+    event: impl FnOnce() -> Event,
+    write: impl FnOnce(&Transcript, u64, Event) -> Option<String>,
+) {
+    let Some(transcript) = transcript else {
+        return;
+    };
+    let error = write(transcript, clock.now_ms(), event());
+    stopped(key, log, error);
+}
+
+/// Says in the log why the transcript stopped, the one time writing it fails.
+fn stopped(key: &str, log: &dyn LogSink, error: Option<String>) {
+    if let Some(error) = error {
+        log.write(
+            key,
+            LogLine {
+                level: types::Level::Warning,
+                event: "transcript stopped".into(),
+                fields: vec![("error".into(), error)],
+            },
+        );
+    }
+}
+
+impl Tape<'_> {
     /// An awaited call: `asked` noted before, the answer from the script in a replay or
-    /// from `live`, `answered` noted after.
+    /// from `live` otherwise (built, never polled, in a replay), `answered` noted after.
     pub(super) async fn exchange<T>(
         &mut self,
         asked: impl FnOnce() -> Event,
         replayed: impl FnOnce(&mut Script) -> T,
-        live: impl AsyncFnOnce(&mut SessionHost) -> T,
+        live: impl Future<Output = T>,
         answered: impl FnOnce(&T) -> Event,
     ) -> T {
-        self.ctx.record(asked);
+        self.record(asked);
         self.answer(replayed, live, answered).await
     }
 
@@ -86,14 +140,14 @@ impl SessionHost {
     pub(super) async fn answer<T>(
         &mut self,
         replayed: impl FnOnce(&mut Script) -> T,
-        live: impl AsyncFnOnce(&mut SessionHost) -> T,
+        live: impl Future<Output = T>,
         answered: impl FnOnce(&T) -> Event,
     ) -> T {
-        let answer = match self.ctx.script.as_mut() {
+        let answer = match self.script.as_deref_mut() {
             Some(script) => replayed(script),
-            None => live(self).await,
+            None => live.await,
         };
-        self.ctx.record(|| answered(&answer));
+        self.record(|| answered(&answer));
         answer
     }
 
@@ -101,21 +155,14 @@ impl SessionHost {
     pub(super) fn answer_now<T>(
         &mut self,
         replayed: impl FnOnce(&mut Script) -> T,
-        live: impl FnOnce(&mut SessionHost) -> T,
+        live: impl FnOnce() -> T,
         answered: impl FnOnce(&T) -> Event,
     ) -> T {
-        let answer = match self.ctx.script.as_mut() {
+        let answer = match self.script.as_deref_mut() {
             Some(script) => replayed(script),
-            None => live(self),
+            None => live(),
         };
-        self.ctx.record(|| answered(&answer));
+        self.record(|| answered(&answer));
         answer
-    }
-
-    /// A one-way call: noted, then done. Replay does it too: its host has no messenger or
-    /// agent to reach, and what the call changes (a tick asked for, a lock let go) is what
-    /// the replayed run must see.
-    pub(super) fn note(&mut self, event: impl FnOnce() -> Event) {
-        self.ctx.record(event);
     }
 }

@@ -2,57 +2,93 @@
 
 use transport_core::{Button, OutboundMessage, TransportError};
 
-use super::SessionHost;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use transport_core::{InboundSink, Transport};
+use wasmtime::component::HasData;
+
+use super::{Imports, SessionContext};
 use crate::sandbox::convert;
 use crate::transcript::line::{Event, FetchedMeta};
 use crate::transcript::script::Script;
 use crate::wit::transport;
 
-impl transport::Host for SessionHost {
+/// What the transport calls may touch: the messengers created for this session, where
+/// they deliver, and which of them listen already.
+pub struct TransportPart<'a> {
+    transports: &'a BTreeMap<String, Arc<dyn Transport>>,
+    inbound: &'a InboundSink,
+    listening: &'a mut Vec<String>,
+}
+
+/// The transport interface's view, for the linker.
+pub struct TransportImports;
+
+impl HasData for TransportImports {
+    type Data<'a> = Imports<'a, TransportPart<'a>>;
+}
+
+impl SessionContext {
+    /// The transport interface's view of this session.
+    pub fn transport_imports(&mut self) -> Imports<'_, TransportPart<'_>> {
+        imports!(
+            self,
+            TransportPart {
+                transports: &self.transports,
+                inbound: &self.inbound,
+                listening: &mut self.listening,
+            }
+        )
+    }
+}
+
+impl transport::Host for Imports<'_, TransportPart<'_>> {
     async fn identify(&mut self, id: String) -> Result<transport::Identity, String> {
         let asked = id.clone();
-        self.answer(
-            |script| script.identified(&asked),
-            async |host: &mut SessionHost| host.identify_live(&id).await,
-            |result| Event::Identified {
-                transport: id.clone(),
-                result: result.clone(),
-            },
-        )
-        .await
+        self.tape
+            .answer(
+                |script| script.identified(&asked),
+                self.part.identify(&id),
+                |result| Event::Identified {
+                    transport: id.clone(),
+                    result: result.clone(),
+                },
+            )
+            .await
     }
 
     async fn listen(&mut self, id: String) -> Result<(), String> {
         let live = id.clone();
-        self.exchange(
-            || Event::Listen {
-                transport: id.clone(),
-            },
-            Script::listened,
-            async |host: &mut SessionHost| host.listen_live(live).await,
-            |result| Event::Listened {
-                transport: id.clone(),
-                result: result.clone(),
-            },
-        )
-        .await
+        self.tape
+            .exchange(
+                || Event::Listen {
+                    transport: id.clone(),
+                },
+                Script::listened,
+                self.part.listen(live),
+                |result| Event::Listened {
+                    transport: id.clone(),
+                    result: result.clone(),
+                },
+            )
+            .await
     }
 
     async fn send(
         &mut self,
         message: transport::Outbound,
     ) -> Result<transport::Receipt, transport::SendError> {
-        self.note(|| Event::Send {
+        self.tape.record(|| Event::Send {
             message: message.clone(),
         });
-        self.answer(
-            Script::sent,
-            async |host: &mut SessionHost| host.send_live(message).await,
-            |result| Event::Sent {
-                result: result.clone(),
-            },
-        )
-        .await
+        self.tape
+            .answer(Script::sent, self.part.send(message), |result| {
+                Event::Sent {
+                    result: result.clone(),
+                }
+            })
+            .await
     }
 
     fn typing(
@@ -61,12 +97,12 @@ impl transport::Host for SessionHost {
         conversation_id: String,
         thread_id: Option<String>,
     ) -> wasmtime::Result<()> {
-        self.note(|| Event::Typing {
+        self.tape.record(|| Event::Typing {
             transport: id.clone(),
             conversation_id: conversation_id.clone(),
             thread_id: thread_id.clone(),
         });
-        self.typing_live(id, conversation_id, thread_id);
+        self.part.typing(id, conversation_id, thread_id);
         Ok(())
     }
 
@@ -76,43 +112,51 @@ impl transport::Host for SessionHost {
         reference: String,
         max_bytes: u64,
     ) -> Result<transport::FetchedAttachment, String> {
-        self.answer(
-            Script::fetched,
-            async |host: &mut SessionHost| host.fetch_live(id, reference, max_bytes).await,
-            // The bytes (megabytes) stay out of the transcript; their type and size are kept.
-            |result| Event::Fetched {
-                result: result
-                    .as_ref()
-                    .map(|f| FetchedMeta {
-                        media_type: f.media_type.clone(),
-                        bytes: f.data.len(),
-                    })
-                    .map_err(Clone::clone),
-            },
-        )
-        .await
+        self.tape
+            .answer(
+                Script::fetched,
+                self.part.fetch(id, reference, max_bytes),
+                // The bytes (megabytes) stay out of the transcript; their type and size are kept.
+                |result| Event::Fetched {
+                    result: result
+                        .as_ref()
+                        .map(|f| FetchedMeta {
+                            media_type: f.media_type.clone(),
+                            bytes: f.data.len(),
+                        })
+                        .map_err(Clone::clone),
+                },
+            )
+            .await
     }
 
     async fn diagnose(&mut self, id: String) -> String {
-        let live = id.clone();
-        self.answer(
-            Script::diagnosed,
-            async |host: &mut SessionHost| match host.transport(&live) {
-                Some(t) => t.diagnose(),
-                None => "not created".into(),
-            },
-            |text| Event::Diagnosed {
-                transport: id.clone(),
-                text: text.clone(),
-            },
-        )
-        .await
+        let transport = self.part.transport(&id);
+        self.tape
+            .answer(
+                Script::diagnosed,
+                async {
+                    match transport {
+                        Some(t) => t.diagnose(),
+                        None => "not created".into(),
+                    }
+                },
+                |text| Event::Diagnosed {
+                    transport: id.clone(),
+                    text: text.clone(),
+                },
+            )
+            .await
     }
 }
 
 /// The live side of the transport imports: the transports themselves.
-impl SessionHost {
-    async fn identify_live(&mut self, id: &str) -> Result<transport::Identity, String> {
+impl TransportPart<'_> {
+    fn transport(&self, id: &str) -> Option<Arc<dyn Transport>> {
+        self.transports.get(id).cloned()
+    }
+
+    async fn identify(&mut self, id: &str) -> Result<transport::Identity, String> {
         let Some(t) = self.transport(id) else {
             return Err(format!("no transport '{id}' was created for this session"));
         };
@@ -125,22 +169,22 @@ impl SessionHost {
         })
     }
 
-    async fn listen_live(&mut self, id: String) -> Result<(), String> {
+    async fn listen(&mut self, id: String) -> Result<(), String> {
         let Some(t) = self.transport(&id) else {
             return Err(format!("no transport '{id}' was created for this session"));
         };
         // A restarted guest asks again; the transport is still running.
-        if self.ctx.listening.contains(&id) {
+        if self.listening.contains(&id) {
             return Ok(());
         }
-        t.start(self.ctx.inbound.clone())
+        t.start(self.inbound.clone())
             .await
             .map_err(|e| e.to_string())?;
-        self.ctx.listening.push(id);
+        self.listening.push(id);
         Ok(())
     }
 
-    async fn send_live(
+    async fn send(
         &mut self,
         message: transport::Outbound,
     ) -> Result<transport::Receipt, transport::SendError> {
@@ -178,7 +222,7 @@ impl SessionHost {
             })
     }
 
-    fn typing_live(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
+    fn typing(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
         if let Some(t) = self.transport(&id) {
             // Best effort by contract (I24): a failed indicator never fails a turn, so the
             // bridge does not wait for it either. A platform round trip (Telegram's
@@ -189,7 +233,7 @@ impl SessionHost {
         }
     }
 
-    async fn fetch_live(
+    async fn fetch(
         &mut self,
         id: String,
         reference: String,

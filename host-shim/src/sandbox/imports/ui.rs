@@ -1,13 +1,37 @@
 //! `ui`: the local terminal of the agent session.
 
-use super::SessionHost;
+use std::sync::Arc;
+
+use wasmtime::component::HasData;
+
+use super::{Imports, SessionContext};
+use crate::local::ui::Ui;
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
 use crate::wit::{types, ui};
 
-impl ui::Host for SessionHost {
+/// What the ui calls may touch: the local terminal.
+pub struct UiPart<'a> {
+    ui: &'a Arc<dyn Ui>,
+}
+
+/// The ui interface's view, for the linker.
+pub struct UiImports;
+
+impl HasData for UiImports {
+    type Data<'a> = Imports<'a, UiPart<'a>>;
+}
+
+impl SessionContext {
+    /// The ui interface's view of this session.
+    pub fn ui_imports(&mut self) -> Imports<'_, UiPart<'_>> {
+        imports!(self, UiPart { ui: &self.ui })
+    }
+}
+
+impl ui::Host for Imports<'_, UiPart<'_>> {
     async fn notify(&mut self, level: types::Level, text: String) {
-        self.note(|| Event::Notify {
+        self.tape.record(|| Event::Notify {
             level,
             text: text.clone(),
         });
@@ -15,19 +39,20 @@ impl ui::Host for SessionHost {
         // normaliser missed must still not reach a terminal, stderr or pi's TUI as an
         // escape, a bidi override or an invisible character.
         let text = transport_core::printable::strip_invisible_keep_lines(&text);
-        self.ctx.ui.notify(level, &text).await;
+        self.part.ui.notify(level, &text).await;
     }
 
     async fn confirm(&mut self, title: String, message: String) -> bool {
-        self.exchange(
-            || Event::Confirm {
-                title: title.clone(),
-                message: message.clone(),
-            },
-            Script::confirmed,
-            async |host: &mut SessionHost| host.ctx.ui.confirm(&title, &message).await,
-            |yes| Event::Confirmed { yes: *yes },
-        )
-        .await
+        self.tape
+            .exchange(
+                || Event::Confirm {
+                    title: title.clone(),
+                    message: message.clone(),
+                },
+                Script::confirmed,
+                self.part.ui.confirm(&title, &message),
+                |yes| Event::Confirmed { yes: *yes },
+            )
+            .await
     }
 }
