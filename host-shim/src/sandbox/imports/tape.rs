@@ -69,26 +69,27 @@ impl SessionContext {
     /// A transcript that cannot be written says so once in the log and stops; the
     /// session goes on.
     pub fn record(&self, event: impl FnOnce() -> Event) {
-        record_with(
-            &self.key,
-            &*self.clock,
-            &*self.log,
-            self.transcript.as_ref(),
-            event,
-            Transcript::record,
-        );
+        self.write(event, Transcript::record);
     }
 
     /// Records an input about to go into the guest; the clock reads it makes while
     /// handling it are counted from here.
     pub fn record_input(&self, event: impl FnOnce() -> Event) {
+        self.write(event, Transcript::record_input);
+    }
+
+    fn write(
+        &self,
+        event: impl FnOnce() -> Event,
+        write: impl FnOnce(&Transcript, u64, Event) -> Option<String>,
+    ) {
         record_with(
             &self.key,
             &*self.clock,
             &*self.log,
             self.transcript.as_ref(),
             event,
-            Transcript::record_input,
+            write,
         );
     }
 }
