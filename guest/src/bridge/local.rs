@@ -160,7 +160,7 @@ impl Bridge {
         }
         for ignored in &self.project_ignored {
             lines.push(format!(
-                "- config: ignored {ignored}: a project file may only narrow access (issue 30 §6)"
+                "- config: ignored {ignored}: a project file may only narrow access (docs/security.md#project-files-only-narrow)"
             ));
         }
         if let Some(warning) =

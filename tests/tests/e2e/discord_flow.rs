@@ -350,7 +350,6 @@ async fn a_mention_with_a_slash_command_in_a_channel_is_a_command() {
 /// `addressed: true` (see transport_discord::normalize); turning a bare command word of an
 /// addressed channel message into a command is the router's part.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the router change of decision 1 (a bare command word in an addressed channel message is a command); not on main yet"]
 async fn a_mention_with_a_bare_command_word_in_a_channel_is_a_command() {
     let d = Discord::start().await;
     d.pair().await;

@@ -599,7 +599,7 @@ fn a_broken_file_or_guard_value_fails_closed_and_says_so() {
     );
     let rows: Vec<Row> = vec![
         (
-            "issue 10: a strict config with one trailing comma",
+            "a strict config with one trailing comma",
             vec![source(
                 "override",
                 r#"{"bridge":{"remoteToolPolicy":"no-tools","remoteToolApproval":"each",}}"#,
@@ -612,7 +612,7 @@ fn a_broken_file_or_guard_value_fails_closed_and_says_so() {
             )],
         ),
         (
-            "issue 10: an invalid policy value",
+            "an invalid policy value",
             vec![source(
                 "override",
                 r#"{"bridge":{"remoteToolPolicy":"yolo"}}"#,
