@@ -22,7 +22,7 @@ use transport_core::{
 
 use crate::agent::Agent;
 use crate::disk::lock::LockDir;
-use crate::disk::state_file::StateFile;
+use crate::disk::state_db::StateReader;
 use crate::factory;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
@@ -583,10 +583,10 @@ impl Broker {
         let Some(path) = &self.state_file else {
             return views;
         };
-        match StateFile::open_read_only(path) {
-            Ok((file, _)) => {
+        match StateReader::open(path) {
+            Ok((reader, _)) => {
                 for view in &mut views {
-                    if let Some(document) = file.document(&view.key) {
+                    if let Ok(Some(document)) = reader.document(&view.key) {
                         let (state, _) =
                             guest::core::state::parse_session_state(&document, &view.key);
                         view.paired

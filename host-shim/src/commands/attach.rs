@@ -2,14 +2,13 @@
 
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use anyhow::Context as _;
 use tokio::sync::oneshot;
 
 use crate::commands::process;
 use crate::disk::lock::LockDir;
-use crate::disk::state_file::StateFile;
+use crate::disk::state_db::StateDb;
 use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::StderrLog;
@@ -84,8 +83,8 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
         }
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (state, warnings) = StateFile::open(&paths.state_file, clock.now_ms())
-        .with_context(|| format!("cannot open the state file {}", paths.state_file.display()))?;
+    // The database's own message names the file and the way back; no second layer.
+    let (state, warnings) = StateDb::open(&paths.state_file, clock.now_ms())?;
     // Compiled code is cached beside the state file, as `run` does: pi waits for this
     // process at every session start.
     let cache = state_dir.join("cache");
@@ -96,7 +95,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
         ui.notify(Level::Warning, &warning).await;
     }
     let locks = LockDir::new(&paths.lock_dir);
-    let state = Arc::new(Mutex::new(state));
+    let state = Arc::new(state);
     let debug = args.debug;
     let agent = link.agent();
     let bridge = crate::sandbox::runtime::component_digest(component);

@@ -11,13 +11,13 @@ use crate::commands::process;
 use crate::disk::config_files::Discovery;
 use crate::disk::lock::LockDir;
 use crate::disk::paths::{ConfigLocations, Paths};
-use crate::disk::state_file::StateFile;
+use crate::disk::state_db::StateReader;
 use crate::factory;
 use crate::local::clock::Clock;
 use crate::local::logging::MemoryLog;
 use crate::local::ui::RecordingUi;
 use crate::sandbox::runtime::{Limits, Runtime};
-use crate::sandbox::session::{Session, SessionSpec, session_lock_name};
+use crate::sandbox::session::{Session, SessionSpec, session_lock_dir, session_lock_name};
 use crate::wit::agent::SessionInfo;
 use crate::wit::session::TransportRequest;
 use crate::wit::types::Level;
@@ -33,6 +33,8 @@ pub struct Offline {
     pub requested: Vec<TransportRequest>,
     /// Problems with the state file, read without moving anything.
     pub state_warnings: Vec<String>,
+    /// Where the state is (the database, or a JSON file not migrated yet), for `doctor`.
+    pub state_lines: Vec<String>,
 }
 
 /// Everything an offline session is built from.
@@ -53,7 +55,8 @@ pub struct OfflineSetup<'a> {
 
 /// Starts a session that starts no transport, takes no lock and writes nothing.
 pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
-    let (state, state_warnings) = StateFile::open_read_only(&setup.paths.state_file)?;
+    let (state, state_warnings) = StateReader::open(&setup.paths.state_file)?;
+    let state_lines = state.describe(&setup.paths.state_file);
     let runtime = Arc::new(Runtime::new(setup.component, Limits::default())?);
     let requested = Arc::new(Mutex::new(Vec::new()));
     let seen = requested.clone();
@@ -77,7 +80,7 @@ pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
         }),
         agent: Arc::new(DemoAgent::new(Duration::ZERO, info)),
         ui: ui.clone(),
-        state: Arc::new(Mutex::new(state)),
+        state: Arc::new(state),
         locks: LockDir::new(&setup.paths.lock_dir),
         pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
         clock: setup.clock,
@@ -92,6 +95,7 @@ pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
         ui,
         requested,
         state_warnings,
+        state_lines,
     })
 }
 
@@ -148,13 +152,13 @@ pub async fn doctor(
     let state_file = setup.paths.state_file.clone();
     let lock_dir = setup.paths.lock_dir.clone();
     let offline = spawn(setup).await?;
-    lines.push(format!("- state file: {}", state_file.display()));
+    lines.extend(offline.state_lines.iter().cloned());
     for warning in &offline.state_warnings {
         errors += 1;
         lines.push(format!("  error: {warning}"));
     }
     lines.push(format!("- lock directory: {}", lock_dir.display()));
-    match locks.holder(&session_lock_name(&key), now) {
+    match session_lock_dir(&locks, &key).holder(&session_lock_name(&key), now) {
         Some(holder) => lines.push(format!("- session {key:?}: in use by {holder}")),
         None => lines.push(format!("- session {key:?}: no host runs it now")),
     }

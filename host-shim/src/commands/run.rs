@@ -2,7 +2,7 @@
 //! headless, and this terminal as the chat when no messenger is configured.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -11,7 +11,7 @@ use transport_core::Transport;
 use crate::agent::DemoAgent;
 use crate::commands::process::{self, cache_dir, debug_enabled, default_session_key, setup};
 use crate::disk::lock::LockDir;
-use crate::disk::state_file::StateFile;
+use crate::disk::state_db::StateDb;
 use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::StderrLog;
@@ -53,8 +53,8 @@ pub async fn run(
          /connect pair, /connect doctor, … Leave with /quit or Ctrl-D.",
     )
     .await;
-    // The state file's own message names the path and what to do; no second layer.
-    let (state, warnings) = StateFile::open(&setup.paths.state_file, clock.now_ms())?;
+    // The database's own message names the file and the way back; no second layer.
+    let (state, warnings) = StateDb::open(&setup.paths.state_file, clock.now_ms())?;
     for warning in warnings {
         ui.notify(Level::Warning, &warning).await;
     }
@@ -126,7 +126,7 @@ pub async fn run(
         }),
         agent,
         ui: ui.clone(),
-        state: Arc::new(Mutex::new(state)),
+        state: Arc::new(state),
         locks: LockDir::new(&setup.paths.lock_dir),
         pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
         clock,

@@ -11,11 +11,11 @@
 //!   broker's stderr (their pairing codes show there, labelled with the name).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
@@ -26,7 +26,7 @@ use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
 use crate::commands::process;
 use crate::disk::lock::{Claimant, LockDir, LockError};
-use crate::disk::state_file::StateFile;
+use crate::disk::state_db::StateDb;
 use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogSink, StderrLog};
@@ -69,7 +69,7 @@ enum ControlRequest {
 struct Process {
     broker: Arc<Broker>,
     runtime: Arc<Runtime>,
-    state: Arc<Mutex<StateFile>>,
+    state: Arc<StateDb>,
     state_dir: PathBuf,
     locks: LockDir,
     clock: Arc<dyn Clock>,
@@ -264,8 +264,8 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
             ),
             other => anyhow::anyhow!("cannot take the broker's lock: {other}"),
         })?;
-    let (state, warnings) = StateFile::open(&paths.state_file, clock.now_ms())
-        .with_context(|| format!("cannot open the state file {}", paths.state_file.display()))?;
+    // The database's own message names the file and the way back; no second layer.
+    let (state, warnings) = StateDb::open(&paths.state_file, clock.now_ms())?;
     for warning in warnings {
         eprintln!("[broker] warning: {warning}");
     }
@@ -305,7 +305,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
     let process = Arc::new(Process {
         broker: broker.clone(),
         runtime,
-        state: Arc::new(Mutex::new(state)),
+        state: Arc::new(state),
         state_dir,
         locks,
         clock,

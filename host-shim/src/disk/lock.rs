@@ -142,6 +142,18 @@ impl LockDir {
         }
     }
 
+    /// Who holds `name`, only when that holder may still run (on another host, or alive
+    /// on this one): a dead holder or an unreadable file is `None`.
+    pub fn live_holder(&self, name: &str, now_ms: u64) -> Option<String> {
+        validate_name(name).ok()?;
+        match read_holder(&self.dir.join(format!("{name}.lock"))) {
+            Found::Holder(holder) if holder.host != host_name() || process_alive(holder.pid) => {
+                Some(describe_holder(&holder, now_ms))
+            }
+            _ => None,
+        }
+    }
+
     /// Locks live in `dir` (created with mode 0700 on first acquire).
     pub fn new(dir: impl Into<PathBuf>) -> LockDir {
         LockDir { dir: dir.into() }

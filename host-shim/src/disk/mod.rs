@@ -4,4 +4,5 @@
 pub mod config_files;
 pub mod lock;
 pub mod paths;
+pub mod state_db;
 pub mod state_file;

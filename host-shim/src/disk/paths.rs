@@ -57,6 +57,7 @@ pub enum PathsError {
 /// or binding would outlive the turn that wrote it.
 pub fn bridge_files(state_file: &Path) -> Vec<PathBuf> {
     let mut files = vec![state_file.to_path_buf()];
+    files.extend(state_db_files(state_file));
     if let Some(dir) = state_file.parent() {
         files.extend(
             [
@@ -73,6 +74,41 @@ pub fn bridge_files(state_file: &Path) -> Vec<PathBuf> {
         );
     }
     files
+}
+
+/// The state database beside a state file path: `state.json` → `state.sqlite3`, any other
+/// name gets `.sqlite3` added. `PI_BOT_CONNECT_STATE` keeps naming the state (and the lock
+/// directory beside it) as before.
+pub fn db_path(state_file: &Path) -> PathBuf {
+    if state_file.extension().is_some_and(|ext| ext == "json") {
+        state_file.with_extension("sqlite3")
+    } else {
+        with_suffix(state_file, ".sqlite3")
+    }
+}
+
+/// Where the migrated JSON state file is kept (the backup).
+pub fn migrated_backup_path(state_file: &Path) -> PathBuf {
+    with_suffix(state_file, ".migrated")
+}
+
+/// The database, the files SQLite keeps beside it and the migration backup: all of them
+/// are bot-connect's own (an agent's tool must not read or change them).
+fn state_db_files(state_file: &Path) -> Vec<PathBuf> {
+    let db = db_path(state_file);
+    vec![
+        with_suffix(&db, "-wal"),
+        with_suffix(&db, "-shm"),
+        with_suffix(&db, "-journal"),
+        db,
+        migrated_backup_path(state_file),
+    ]
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 impl Paths {

@@ -289,6 +289,22 @@ impl StateFile {
             .map(Value::to_string)
     }
 
+    /// Every session the file holds, as `(key, document as JSON text, revision)`, sorted by
+    /// key: what the state database takes over when it migrates this file.
+    pub fn entries(&self) -> Vec<(String, String, u64)> {
+        self.contents
+            .sessions
+            .iter()
+            .map(|(key, document)| {
+                (
+                    key.clone(),
+                    document.to_string(),
+                    self.contents.revision(key),
+                )
+            })
+            .collect()
+    }
+
     /// Stores `document` for `session_key`: under an exclusive lock, re-reads the file,
     /// refuses with [`StateFileError::Conflict`] when another process saved this session
     /// since this one loaded it, and otherwise writes the file with only this session's

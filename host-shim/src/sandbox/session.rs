@@ -111,12 +111,32 @@ pub fn session_lock_name(key: &str) -> String {
     format!("session-{hex}")
 }
 
+/// The directory holding `key`'s session lock: `<locks>/sessions/<2 hex digits>/`, one of
+/// 256 shards picked by the lock name's hash. 100,000 sessions make about 390 files per
+/// directory instead of 100,000 in one (each lookup, `ls` and backup of the lock
+/// directory slowed with all of them). The lock files keep the protocol every other lock
+/// uses (pid probe, token, reclaim of a dead holder): a lock held in the database could not
+/// tell a holder killed with SIGKILL from a live one.
+pub fn session_lock_dir(locks: &LockDir, key: &str) -> LockDir {
+    let name = session_lock_name(key);
+    let shard = &name[name.len() - 2..];
+    LockDir::new(locks.dir().join("sessions").join(shard))
+}
+
 /// Takes the session lock, or says who holds it and what to do. Two hosts on one
 /// session would each save their own copy of its state over the other's, losing a
 /// pairing the other had just made. A live holder is never reclaimed for its age (a
 /// session runs for days); a dead one on this machine is.
 fn acquire_session_lock(locks: &LockDir, key: &str, now_ms: u64) -> anyhow::Result<LockGuard> {
-    locks
+    // A host-shim from before the shards may still run this session, holding its lock
+    // where it used to be: refuse while that holder lives.
+    if let Some(holder) = locks.live_holder(&session_lock_name(key), now_ms) {
+        anyhow::bail!(
+            "another host-shim already runs session {key:?} ({holder}). Stop that one first, \
+             or start this one with --session <another key>."
+        );
+    }
+    session_lock_dir(locks, key)
         .acquire(
             &session_lock_name(key),
             u64::MAX,
@@ -736,5 +756,79 @@ async fn sleep_or_forever(delay: Option<Duration>) {
     match delay {
         Some(delay) => tokio::time::sleep(delay).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn session_locks_spread_over_256_shards_not_one_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let locks = LockDir::new(dir.path());
+        let mut held = Vec::new();
+        for i in 0..512 {
+            held.push(acquire_session_lock(&locks, &format!("session {i}"), NOW).unwrap());
+        }
+        let shards = fs_entries(&dir.path().join("sessions"));
+        assert!(
+            shards.len() > 200,
+            "{} shards for 512 sessions",
+            shards.len()
+        );
+        let fullest = shards
+            .iter()
+            .map(|shard| fs_entries(&dir.path().join("sessions").join(shard)).len())
+            .max()
+            .unwrap();
+        assert!(fullest < 16, "{fullest} locks in one shard");
+        assert!(
+            fs_entries(dir.path()) == ["sessions"],
+            "no session lock in the top directory"
+        );
+        // The lock still keeps a second host off the session.
+        let refused = acquire_session_lock(&locks, "session 7", NOW).unwrap_err();
+        assert!(
+            refused.to_string().contains("already runs session"),
+            "{refused}"
+        );
+        // doctor looks where the lock is.
+        let key = "session 7";
+        assert!(
+            session_lock_dir(&locks, key)
+                .holder(&session_lock_name(key), NOW)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_live_holder_at_the_unsharded_place_still_keeps_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let locks = LockDir::new(dir.path());
+        // What a host-shim from before the shards holds while it runs.
+        let _old = locks
+            .acquire(
+                &session_lock_name("k"),
+                u64::MAX,
+                &Claimant::this_process(NOW),
+            )
+            .unwrap();
+        let refused = acquire_session_lock(&locks, "k", NOW).unwrap_err();
+        assert!(
+            refused.to_string().contains("already runs session"),
+            "{refused}"
+        );
+    }
+
+    fn fs_entries(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 }

@@ -325,6 +325,10 @@ fn preview_says_what_would_happen_to_a_telegram_group_mention() {
         !home.state_file().exists(),
         "preview must not write the state file"
     );
+    assert!(
+        !home.state_file().with_extension("sqlite3").exists(),
+        "explain must not create the state database"
+    );
 }
 
 #[test]
@@ -442,6 +446,10 @@ fn preview_reads_discord_payloads_of_every_kind() {
     assert!(
         !home.state_file().exists(),
         "preview must not write the state file"
+    );
+    assert!(
+        !home.state_file().with_extension("sqlite3").exists(),
+        "explain must not create the state database"
     );
 }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
 use host_shim::disk::lock::LockDir;
-use host_shim::disk::state_file::StateFile;
+use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
@@ -88,7 +88,7 @@ pub struct Setup {
     pub agent: Arc<dyn Agent>,
     pub config: Vec<ConfigSource>,
     pub fake: FakeTransport,
-    pub state: Arc<Mutex<StateFile>>,
+    pub state: Arc<StateDb>,
     pub locks: LockDir,
     pub runtime: Arc<Runtime>,
     pub transcript: Option<Transcript>,
@@ -97,7 +97,7 @@ pub struct Setup {
 /// A temporary directory with a state file and a lock dir.
 pub struct Dirs {
     pub dir: tempfile::TempDir,
-    pub state: Arc<Mutex<StateFile>>,
+    pub state: Arc<StateDb>,
 }
 
 impl Dirs {
@@ -107,15 +107,15 @@ impl Dirs {
         Dirs { dir, state }
     }
 
-    /// Opens the state file again, as a restarted process would.
-    pub fn open_state(dir: &tempfile::TempDir) -> Arc<Mutex<StateFile>> {
+    /// Opens the state database again, as a restarted process would.
+    pub fn open_state(dir: &tempfile::TempDir) -> Arc<StateDb> {
         let (state, warnings) =
-            StateFile::open(&dir.path().join("state.json"), 1_000).expect("state file opens");
+            StateDb::open(&dir.path().join("state.json"), 1_000).expect("state database opens");
         assert!(
             warnings.is_empty(),
             "unexpected state warnings: {warnings:?}"
         );
-        Arc::new(Mutex::new(state))
+        Arc::new(state)
     }
 
     pub fn locks(&self) -> LockDir {

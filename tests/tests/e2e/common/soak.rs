@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
 use host_shim::disk::lock::LockDir;
-use host_shim::disk::state_file::StateFile;
+use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
@@ -297,7 +297,7 @@ impl Soaked {
 
     /// Starts (or restarts, as a new host process would) the session on its state file.
     async fn start(&mut self, runtime: &Arc<Runtime>) -> anyhow::Result<()> {
-        let (state, _warnings) = StateFile::open(&self.dir.path().join("state.json"), 1_000)?;
+        let (state, _warnings) = StateDb::open(&self.dir.path().join("state.json"), 1_000)?;
         let transport: Arc<dyn Transport> = Arc::new(self.fake.handle());
         let spec = SessionSpec {
             key: self.key.clone(),
@@ -313,7 +313,7 @@ impl Soaked {
             }),
             agent: self.agent.clone(),
             ui: self.ui.clone(),
-            state: Arc::new(Mutex::new(state)),
+            state: Arc::new(state),
             locks: LockDir::new(self.dir.path().join("locks")),
             pairing: PairingBudget::default(),
             clock: Arc::new(SystemClock),

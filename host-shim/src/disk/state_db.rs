@@ -1,0 +1,1339 @@
+//! The state database (docs/state.md): one SQLite row per session key, in place
+//! of the JSON state file that every save re-read, rewrote whole and fsynced.
+//!
+//! - A save writes one row: it costs the same with 1 or 100,000 sessions stored.
+//! - Saves from many sessions share one commit: one writer thread takes every save that
+//!   arrived while the previous commit ran and writes them in one transaction (group
+//!   commit), so a busy broker pays one fsync for many sessions, not one each.
+//! - Each row carries a revision. A save names the revision this process last loaded or
+//!   wrote, and is refused ([`StateDbError::Conflict`]) when someone else wrote the session
+//!   since: a stale host never overwrites a pairing another host just made.
+//! - The JSON state file is migrated once, on the first writable open: its sessions are
+//!   copied in one transaction, then the file is renamed to `<file>.migrated` (the backup)
+//!   and a warning line says so.
+//! - A damaged or truncated database is an error naming the backup and the way back; it is
+//!   never replaced by an empty one.
+//!
+//! Several processes share the database (every `host-shim run` on a machine uses the same
+//! default path): SQLite's WAL mode lets them read at once and take turns writing.
+
+use std::collections::HashMap;
+use std::fs::{self, DirBuilder, Permissions};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use serde_json::Value;
+
+use super::state_file::{StateFile, StateStore, StateStoreError};
+
+/// The schema this code writes (`PRAGMA user_version`); a newer one is refused, never
+/// rewritten.
+const SCHEMA_VERSION: i64 = 1;
+
+/// How long a write waits for another process's transaction before reporting it.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// At most this many saves go into one transaction; the rest wait for the next commit
+/// (a bound on how long one commit holds the write lock other processes wait for).
+const MAX_BATCH: usize = 1024;
+
+/// Why the state database could not be opened, read or written.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StateDbError {
+    /// The database could not be opened or read (not damage: permissions, a full disk, ...).
+    #[error(
+        "cannot use the state database {path}: {detail}; check that its directory is writable \
+         and the disk is not full, or set PI_BOT_CONNECT_STATE to another path"
+    )]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite or the OS said.
+        detail: String,
+    },
+    /// The file is not a usable database (damaged, truncated, not SQLite). Nothing was
+    /// changed and no empty state was started in its place.
+    #[error(
+        "the state database {path} is damaged ({detail}); host-shim stopped rather than start \
+         from an empty state and lose every pairing. {way_back}"
+    )]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+        /// What to do, naming the backup when there is one.
+        way_back: String,
+    },
+    /// The database was written by a newer host-shim.
+    #[error(
+        "the state database {path} has schema version {found}, newer than this host-shim \
+         understands ({SCHEMA_VERSION}); run the newer host-shim, or move the file aside"
+    )]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// The version found.
+        found: i64,
+    },
+    /// Migrating the JSON state file failed; the file was left where it was.
+    #[error(
+        "cannot move the sessions of {from} into the state database {to}: {detail}; the old \
+         file was left as it was and is tried again at the next start"
+    )]
+    Migrate {
+        /// The JSON state file.
+        from: PathBuf,
+        /// The database.
+        to: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The guest handed over something that is not a JSON object (a guest bug).
+    #[error(
+        "the state of session {session_key:?} is not a JSON object ({detail}); nothing was \
+         written to {path}"
+    )]
+    NotAnObject {
+        /// The session whose save was refused.
+        session_key: String,
+        /// The database.
+        path: PathBuf,
+        /// What was wrong with the document.
+        detail: String,
+    },
+    /// Another process saved this session since this one loaded it; nothing was written.
+    #[error(
+        "another host-shim saved session {session_key:?} in {path} since this one loaded it, \
+         so this one did not overwrite it. Only one host may run a session: stop one of them, \
+         or start this one with --session <another key>"
+    )]
+    Conflict {
+        /// The session whose save was refused.
+        session_key: String,
+        /// The database.
+        path: PathBuf,
+    },
+    /// The commit failed; the session keeps its previous document.
+    #[error(
+        "cannot write the state database {path}: {detail}; the previous state is kept. Check \
+         that the disk is not full"
+    )]
+    Write {
+        /// The database.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// The writer thread is gone (it panicked): nothing more can be saved in this process.
+    #[error(
+        "the state database {path} cannot be written any more in this process after an \
+         earlier failure; restart host-shim"
+    )]
+    WriterGone {
+        /// The database.
+        path: PathBuf,
+    },
+}
+
+pub use super::paths::{db_path, migrated_backup_path};
+
+impl From<StateDbError> for StateStoreError {
+    fn from(error: StateDbError) -> Self {
+        StateStoreError::Backend(Box::new(error))
+    }
+}
+
+/// One save waiting for the writer thread.
+struct Job {
+    key: String,
+    document: String,
+    expected: u64,
+    reply: tokio::sync::oneshot::Sender<Result<u64, StateDbError>>,
+}
+
+/// The state database as a [`StateStore`]. Cheap to share (`Arc`); loads read through
+/// their own connection, saves go to the writer thread.
+pub struct StateDb {
+    path: PathBuf,
+    reader: Mutex<Connection>,
+    /// `None` when opened read only (`doctor`, `explain`): saves write nothing.
+    writer: Option<mpsc::Sender<Job>>,
+    /// Joined on drop, so the last commit and SQLite's checkpoint are done when the
+    /// handle is gone (a process that exits right after finds its saves on disk).
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+    /// Session key → the revision this process last loaded or wrote.
+    known: Mutex<HashMap<String, u64>>,
+    commits: Arc<AtomicU64>,
+    submitted: AtomicU64,
+}
+
+impl std::fmt::Debug for StateDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateDb")
+            .field("path", &self.path)
+            .field("read_only", &self.writer.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StateDb {
+    /// Opens (creating if need be) the database beside `state_file`, migrating the JSON
+    /// file once. The warnings are lines for the person who started host-shim (the
+    /// migration, an old file that reappeared). `now_ms` names a second backup if a first
+    /// one is already there.
+    pub fn open(state_file: &Path, now_ms: u64) -> Result<(StateDb, Vec<String>), StateDbError> {
+        let path = db_path(state_file);
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|error| open_error(&path, error.to_string()))?;
+        }
+        let existed = path.exists();
+        let mut writer = connect(&path, state_file, OpenFlags::default())?;
+        if !existed {
+            // SQLite creates the file with the umask's mode; the -wal and -shm files copy
+            // the database's, so 0600 here makes all three owner-only.
+            fs::set_permissions(&path, Permissions::from_mode(0o600))
+                .map_err(|error| open_error(&path, error.to_string()))?;
+        }
+        prepare(&writer, &path, state_file)?;
+        let warnings = migrate(&mut writer, &path, state_file, now_ms)?;
+        let reader = connect(&path, state_file, OpenFlags::default())?;
+        let commits = Arc::new(AtomicU64::new(0));
+        let (sender, jobs) = mpsc::channel();
+        let thread_path = path.clone();
+        let thread_commits = commits.clone();
+        let writer_thread = std::thread::Builder::new()
+            .name("state-db-writer".into())
+            .spawn(move || write_loop(writer, &thread_path, &jobs, &thread_commits))
+            .map_err(|error| open_error(&path, error.to_string()))?;
+        Ok((
+            StateDb {
+                path,
+                reader: Mutex::new(reader),
+                writer: Some(sender),
+                writer_thread: Some(writer_thread),
+                known: Mutex::new(HashMap::new()),
+                commits,
+                submitted: AtomicU64::new(0),
+            },
+            warnings,
+        ))
+    }
+
+    /// Opens an existing database for reading only: nothing is created, migrated or
+    /// written, and [`StateStore::save`] writes nothing.
+    pub fn open_read_only(state_file: &Path) -> Result<StateDb, StateDbError> {
+        let path = db_path(state_file);
+        let reader = connect(&path, state_file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        check_schema(&reader, &path, state_file)?;
+        Ok(StateDb {
+            path,
+            reader: Mutex::new(reader),
+            writer: None,
+            writer_thread: None,
+            known: Mutex::new(HashMap::new()),
+            commits: Arc::new(AtomicU64::new(0)),
+            submitted: AtomicU64::new(0),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Commits the writer thread has made (each may hold many sessions' saves): tests and
+    /// benchmarks check group commit with it.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Saves handed to the writer so far.
+    pub fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::Relaxed)
+    }
+
+    /// How many sessions the database holds.
+    pub fn session_count(&self) -> Result<u64, StateDbError> {
+        let reader = self.reader();
+        reader
+            .query_row("SELECT COUNT(*) FROM sessions", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
+    /// The document of `session_key` and its revision, without remembering the revision
+    /// (a reader that looks at many sessions: the broker's `/sessions`, `doctor`).
+    pub fn document(&self, session_key: &str) -> Result<Option<(String, u64)>, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare_cached("SELECT document, revision FROM sessions WHERE key = ?1")
+            .map_err(|error| read_error(&self.path, &error))?;
+        statement
+            .query_row(params![session_key], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })
+            .optional()
+            .map(|found| found.map(|(document, revision)| (document, revision as u64)))
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
+    fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A connection has no half-written state a panic could leave behind.
+        self.reader.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Loads `session_key`'s document and remembers its revision for the next save.
+    pub fn load_document(&self, session_key: &str) -> Result<Option<String>, StateDbError> {
+        let found = self.document(session_key)?;
+        let revision = found.as_ref().map_or(0, |(_, revision)| *revision);
+        self.known().insert(session_key.to_owned(), revision);
+        Ok(found.map(|(document, _)| document))
+    }
+
+    /// Saves `document` for `session_key` through the writer thread (group commit),
+    /// refusing when someone else wrote the session since this process loaded or saved it.
+    pub async fn save_document(
+        &self,
+        session_key: &str,
+        document: &str,
+    ) -> Result<(), StateDbError> {
+        check_object(&self.path, session_key, document)?;
+        let Some(writer) = &self.writer else {
+            return Ok(());
+        };
+        let expected = self.known().get(session_key).copied().unwrap_or(0);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = Job {
+            key: session_key.to_owned(),
+            document: document.to_owned(),
+            expected,
+            reply,
+        };
+        let gone = || StateDbError::WriterGone {
+            path: self.path.clone(),
+        };
+        writer.send(job).map_err(|_| gone())?;
+        self.submitted.fetch_add(1, Ordering::Relaxed);
+        let revision = answer.await.map_err(|_| gone())??;
+        self.known().insert(session_key.to_owned(), revision);
+        Ok(())
+    }
+}
+
+impl Drop for StateDb {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer's loop once it has answered every save.
+        self.writer = None;
+        if let Some(thread) = self.writer_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for StateDb {
+    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+        Ok(self.load_document(session_key)?)
+    }
+
+    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+        Ok(self.save_document(session_key, document).await?)
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
+    }
+}
+
+/// What `doctor`, `explain` and the broker's `/sessions` read: the database when there is
+/// one, else the JSON file not yet migrated (read only either way).
+#[derive(Debug)]
+pub enum StateReader {
+    /// The database.
+    Db(StateDb),
+    /// The JSON state file, not migrated yet (no writable start since this version).
+    File(Mutex<StateFile>),
+}
+
+impl StateReader {
+    /// Opens whatever holds the state beside `state_file`, for reading only, with the
+    /// problems found (an unusable JSON file not migrated yet).
+    pub fn open(state_file: &Path) -> Result<(StateReader, Vec<String>), StateStoreError> {
+        if db_path(state_file).exists() {
+            return Ok((
+                StateReader::Db(StateDb::open_read_only(state_file)?),
+                Vec::new(),
+            ));
+        }
+        let (file, problems) = StateFile::open_read_only(state_file)?;
+        Ok((StateReader::File(Mutex::new(file)), problems))
+    }
+
+    /// `doctor`'s lines on where the state is: the database and how many sessions it
+    /// holds, an old JSON file still beside it, or a JSON file not migrated yet.
+    pub fn describe(&self, state_file: &Path) -> Vec<String> {
+        let db = db_path(state_file);
+        match self {
+            StateReader::Db(reader) => {
+                let count = reader
+                    .session_count()
+                    .map_or_else(|error| error.to_string(), |n| format!("{n} session(s)"));
+                let mut lines = vec![format!("- state database: {} ({count})", db.display())];
+                if state_file.exists() {
+                    lines.push(format!(
+                        "  note: the old state file {} is still there beside it and is not \
+                         read (an older host-shim may still be running and writing it); \
+                         delete it once no older host-shim runs",
+                        state_file.display()
+                    ));
+                }
+                lines
+            }
+            StateReader::File(_) if state_file.exists() => vec![format!(
+                "- state file: {} (moved into the state database {} at the next start of \
+                 `host-shim run`, `serve` or `attach`, and kept as {})",
+                state_file.display(),
+                db.display(),
+                migrated_backup_path(state_file).display()
+            )],
+            StateReader::File(_) => vec![format!(
+                "- state database: {} (not created yet: nothing was saved)",
+                db.display()
+            )],
+        }
+    }
+
+    /// The document of `session_key`, if any.
+    pub fn document(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+        match self {
+            StateReader::Db(db) => Ok(db.document(session_key)?.map(|(document, _)| document)),
+            StateReader::File(file) => Ok(file
+                .lock()
+                .map_err(|_| StateStoreError::Unavailable)?
+                .document(session_key)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for StateReader {
+    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+        match self {
+            StateReader::Db(db) => db.load(session_key).await,
+            StateReader::File(file) => file.load(session_key).await,
+        }
+    }
+
+    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+        match self {
+            StateReader::Db(db) => db.save(session_key, document).await,
+            StateReader::File(file) => file.save(session_key, document).await,
+        }
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        match self {
+            StateReader::Db(db) => StateStore::path(db),
+            StateReader::File(file) => file.path(),
+        }
+    }
+}
+
+/// Opens a connection with the settings every connection needs.
+fn connect(path: &Path, state_file: &Path, flags: OpenFlags) -> Result<Connection, StateDbError> {
+    let connection = Connection::open_with_flags(path, flags)
+        .map_err(|error| classify(path, state_file, &error))?;
+    connection
+        .busy_timeout(BUSY_TIMEOUT)
+        .map_err(|error| classify(path, state_file, &error))?;
+    Ok(connection)
+}
+
+/// WAL (readers never wait for the writer; other processes share the file), a full
+/// fsync at every commit (a commit that returned survives a power cut too), a check of
+/// the pages, then the schema.
+fn prepare(connection: &Connection, path: &Path, state_file: &Path) -> Result<(), StateDbError> {
+    let fail = |error: rusqlite::Error| classify(path, state_file, &error);
+    let mode: String = connection
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(fail)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(open_error(
+            path,
+            format!("SQLite refused WAL mode (got {mode})"),
+        ));
+    }
+    connection
+        .execute_batch("PRAGMA synchronous = FULL;")
+        .map_err(fail)?;
+    quick_check(connection, path, state_file)?;
+    let version: i64 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(fail)?;
+    if version > SCHEMA_VERSION {
+        return Err(StateDbError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    connection
+        .execute_batch(
+            "BEGIN IMMEDIATE;
+             CREATE TABLE IF NOT EXISTS sessions (
+                 key TEXT PRIMARY KEY NOT NULL,
+                 revision INTEGER NOT NULL,
+                 document TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS meta (
+                 name TEXT PRIMARY KEY NOT NULL,
+                 value TEXT NOT NULL
+             );
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )
+        .map_err(fail)
+}
+
+/// The schema of a database opened read only.
+fn check_schema(
+    connection: &Connection,
+    path: &Path,
+    state_file: &Path,
+) -> Result<(), StateDbError> {
+    let fail = |error: rusqlite::Error| classify(path, state_file, &error);
+    quick_check(connection, path, state_file)?;
+    let version: i64 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(fail)?;
+    if version > SCHEMA_VERSION {
+        return Err(StateDbError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    if version < SCHEMA_VERSION {
+        return Err(damaged(
+            path,
+            state_file,
+            "it holds no bot-connect tables".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// `PRAGMA quick_check`: a truncated or overwritten file is found at open, not at the
+/// first save (when the session would carry on with an empty state).
+fn quick_check(
+    connection: &Connection,
+    path: &Path,
+    state_file: &Path,
+) -> Result<(), StateDbError> {
+    let verdict: String = connection
+        .query_row("PRAGMA quick_check", [], |row| row.get(0))
+        .map_err(|error| classify(path, state_file, &error))?;
+    if verdict == "ok" {
+        Ok(())
+    } else {
+        Err(damaged(path, state_file, verdict))
+    }
+}
+
+/// Copies the JSON state file's sessions in, once, in one transaction; then keeps the file
+/// as the backup. A crash before the commit leaves the file where it was (the next open
+/// migrates it); after the commit, `meta.migrated` stops a second import even if the
+/// rename did not happen.
+fn migrate(
+    connection: &mut Connection,
+    path: &Path,
+    state_file: &Path,
+    now_ms: u64,
+) -> Result<Vec<String>, StateDbError> {
+    let fail = |detail: String| StateDbError::Migrate {
+        from: state_file.to_path_buf(),
+        to: path.to_path_buf(),
+        detail,
+    };
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|error| fail(error.to_string()))?;
+    let migrated: Option<String> = transaction
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'migrated'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(|error| fail(error.to_string()))?;
+    let old_file_present = state_file.exists();
+    if migrated.is_some() {
+        drop(transaction);
+        return Ok(if old_file_present {
+            vec![format!(
+                "the old state file {} is there again beside the state database {}; it is not \
+                 read (is an older host-shim still running?). Delete it once none runs",
+                state_file.display(),
+                path.display()
+            )]
+        } else {
+            Vec::new()
+        });
+    }
+    let mut warnings = Vec::new();
+    let mut entries = Vec::new();
+    if old_file_present {
+        let (file, problems) =
+            StateFile::open_read_only(state_file).map_err(|error| fail(error.to_string()))?;
+        // Unusable (not JSON, another version): nothing is copied, and the file is kept
+        // as the backup below, exactly as it was.
+        warnings.extend(problems.iter().map(|problem| {
+            format!(
+                "the old state file {}: {}; no session could be moved from it",
+                state_file.display(),
+                problem.trim_end_matches(" (left as it is: this command never writes it)")
+            )
+        }));
+        entries = file.entries();
+    }
+    for (key, document, revision) in &entries {
+        transaction
+            .execute(
+                "INSERT INTO sessions (key, revision, document) VALUES (?1, ?2, ?3)",
+                params![key, *revision as i64, document],
+            )
+            .map_err(|error| fail(error.to_string()))?;
+    }
+    transaction
+        .execute(
+            "INSERT INTO meta (name, value) VALUES ('migrated', ?1)",
+            params![if old_file_present {
+                format!(
+                    "{} sessions from {} at {now_ms}",
+                    entries.len(),
+                    state_file.display()
+                )
+            } else {
+                format!("nothing to migrate at {now_ms}")
+            }],
+        )
+        .map_err(|error| fail(error.to_string()))?;
+    transaction
+        .commit()
+        .map_err(|error| fail(error.to_string()))?;
+    if old_file_present {
+        let backup = free_name(&migrated_backup_path(state_file), now_ms);
+        fs::rename(state_file, &backup).map_err(|error| {
+            fail(format!(
+                "the sessions were copied, but renaming the old file to {} failed: {error}",
+                backup.display()
+            ))
+        })?;
+        warnings.push(format!(
+            "moved {} session(s) from the state file {} into the state database {}; the old \
+             file is kept as {} (delete it when you no longer need it)",
+            entries.len(),
+            state_file.display(),
+            path.display(),
+            backup.display()
+        ));
+    }
+    Ok(warnings)
+}
+
+/// `wanted`, or `wanted-<now_ms>[-n]` when that is taken: an earlier backup is never replaced.
+fn free_name(wanted: &Path, now_ms: u64) -> PathBuf {
+    if !wanted.exists() {
+        return wanted.to_path_buf();
+    }
+    let mut n = 0u32;
+    loop {
+        let candidate = match n {
+            0 => with_suffix(wanted, &format!("-{now_ms}")),
+            _ => with_suffix(wanted, &format!("-{now_ms}-{n}")),
+        };
+        if !candidate.exists() {
+            return candidate;
+        }
+        n += 1;
+    }
+}
+
+/// The writer thread: waits for a save, takes every other save already waiting, writes
+/// them all in one transaction, answers each. Ends when every [`StateDb`] handle is gone.
+fn write_loop(
+    mut connection: Connection,
+    path: &Path,
+    jobs: &mpsc::Receiver<Job>,
+    commits: &AtomicU64,
+) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let results = write_batch(&mut connection, path, &batch);
+        if results.is_ok() {
+            commits.fetch_add(1, Ordering::Relaxed);
+        }
+        match results {
+            Ok(results) => {
+                for (job, result) in batch.into_iter().zip(results) {
+                    // A caller that stopped waiting needs no answer.
+                    let _ = job.reply.send(result);
+                }
+            }
+            Err(error) => {
+                for job in batch {
+                    let _ = job.reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// One transaction for the batch: each save is checked against its row's revision and
+/// written, or refused alone; `Err` when the transaction itself failed (nothing written).
+fn write_batch(
+    connection: &mut Connection,
+    path: &Path,
+    batch: &[Job],
+) -> Result<Vec<Result<u64, StateDbError>>, StateDbError> {
+    let fail = |error: rusqlite::Error| StateDbError::Write {
+        path: path.to_path_buf(),
+        detail: error.to_string(),
+    };
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(fail)?;
+    let mut results = Vec::with_capacity(batch.len());
+    {
+        let mut current = transaction
+            .prepare_cached("SELECT revision FROM sessions WHERE key = ?1")
+            .map_err(fail)?;
+        let mut upsert = transaction
+            .prepare_cached(
+                "INSERT INTO sessions (key, revision, document) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET revision = excluded.revision,
+                                                 document = excluded.document",
+            )
+            .map_err(fail)?;
+        for job in batch {
+            let on_disk = current
+                .query_row(params![job.key], |row| row.get::<_, i64>(0))
+                .optional()
+                .map_err(fail)?
+                .map_or(0, |revision| revision as u64);
+            if on_disk != job.expected {
+                results.push(Err(StateDbError::Conflict {
+                    session_key: job.key.clone(),
+                    path: path.to_path_buf(),
+                }));
+                continue;
+            }
+            let revision = on_disk + 1;
+            upsert
+                .execute(params![job.key, revision as i64, job.document])
+                .map_err(fail)?;
+            results.push(Ok(revision));
+        }
+    }
+    transaction.commit().map_err(fail)?;
+    Ok(results)
+}
+
+/// Refuses what the state file refused: a document must be a JSON object.
+fn check_object(path: &Path, session_key: &str, document: &str) -> Result<(), StateDbError> {
+    let refuse = |detail: String| StateDbError::NotAnObject {
+        session_key: session_key.to_owned(),
+        path: path.to_path_buf(),
+        detail,
+    };
+    match serde_json::from_str::<Value>(document) {
+        Ok(Value::Object(_)) => Ok(()),
+        Ok(Value::Array(_)) => Err(refuse("got an array".to_owned())),
+        Ok(Value::String(_)) => Err(refuse("got a string".to_owned())),
+        Ok(Value::Null) => Err(refuse("got null".to_owned())),
+        Ok(Value::Bool(_)) => Err(refuse("got a boolean".to_owned())),
+        Ok(Value::Number(_)) => Err(refuse("got a number".to_owned())),
+        Err(error) => Err(refuse(error.to_string())),
+    }
+}
+
+/// Damage (not a database, a torn page) is [`StateDbError::Damaged`]; anything else
+/// (permissions, a full disk) is [`StateDbError::Open`].
+fn classify(path: &Path, state_file: &Path, error: &rusqlite::Error) -> StateDbError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            damaged(path, state_file, error.to_string())
+        }
+        _ => open_error(path, error.to_string()),
+    }
+}
+
+fn damaged(path: &Path, state_file: &Path, detail: String) -> StateDbError {
+    let db = path.display();
+    let backup = migrated_backup_path(state_file);
+    let way_back = if backup.exists() {
+        format!(
+            "The way back: stop every host-shim, run `sqlite3 {db} .recover` to save what can \
+             be saved, or move {db} (with {db}-wal and {db}-shm) aside and copy the backup {} \
+             to {}: the next start migrates it again (pairings made since it was written are \
+             lost and are made again)",
+            backup.display(),
+            state_file.display()
+        )
+    } else {
+        format!(
+            "The way back: stop every host-shim, run `sqlite3 {db} .recover` to save what can \
+             be saved, or move {db} (with {db}-wal and {db}-shm) aside: the next start begins \
+             with no pairings, and remote users pair again"
+        )
+    };
+    StateDbError::Damaged {
+        path: path.to_path_buf(),
+        detail,
+        way_back,
+    }
+}
+
+fn open_error(path: &Path, detail: String) -> StateDbError {
+    StateDbError::Open {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+fn read_error(path: &Path, error: &rusqlite::Error) -> StateDbError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StateDbError::Damaged {
+            path: path.to_path_buf(),
+            detail: error.to_string(),
+            way_back: "Stop host-shim and start it again: the check at start says what to do"
+                .to_owned(),
+        },
+        _ => open_error(path, error.to_string()),
+    }
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::{Command, Stdio};
+
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    fn open(state_file: &Path) -> (StateDb, Vec<String>) {
+        StateDb::open(state_file, NOW).expect("the state database opens")
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn round_trip_survives_a_reopen_and_the_file_is_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("nested").join("state.json");
+        let rt = runtime();
+        {
+            let (db, warnings) = open(&state);
+            assert!(warnings.is_empty(), "{warnings:?}");
+            rt.block_on(db.save_document("a", "{\"trusted\":{\"telegram:1\":1}}"))
+                .unwrap();
+            rt.block_on(db.save_document("b", "{\"updatedAt\":6}"))
+                .unwrap();
+            rt.block_on(db.save_document("a", "{\"trusted\":{\"telegram:2\":2}}"))
+                .unwrap();
+        }
+        let (db, _) = open(&state);
+        assert_eq!(
+            db.load_document("a").unwrap().as_deref(),
+            Some("{\"trusted\":{\"telegram:2\":2}}")
+        );
+        assert_eq!(
+            db.load_document("b").unwrap().as_deref(),
+            Some("{\"updatedAt\":6}")
+        );
+        assert_eq!(db.load_document("c").unwrap(), None);
+        assert_eq!(db.session_count().unwrap(), 2);
+        assert_eq!(
+            db_path(&state),
+            dir.path().join("nested").join("state.sqlite3")
+        );
+        assert_eq!(mode(&db_path(&state)), 0o600);
+        assert_eq!(mode(&dir.path().join("nested")), 0o700);
+    }
+
+    #[test]
+    fn a_save_over_someone_elses_newer_document_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let rt = runtime();
+        // Two handles on one file: two processes as far as revisions go.
+        let (first, _) = open(&state);
+        let (second, _) = open(&state);
+        assert_eq!(first.load_document("k").unwrap(), None);
+        assert_eq!(second.load_document("k").unwrap(), None);
+        rt.block_on(first.save_document("k", "{\"trusted\":{\"a\":1}}"))
+            .unwrap();
+        let refused = rt
+            .block_on(second.save_document("k", "{\"trusted\":{}}"))
+            .unwrap_err();
+        assert!(
+            matches!(refused, StateDbError::Conflict { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("did not overwrite it"));
+        assert_eq!(
+            first.load_document("k").unwrap().as_deref(),
+            Some("{\"trusted\":{\"a\":1}}"),
+            "the pairing the first one made is still there"
+        );
+        // Having read the newer document, the second may write over it.
+        second.load_document("k").unwrap();
+        rt.block_on(second.save_document("k", "{\"trusted\":{\"b\":2}}"))
+            .unwrap();
+        // Other sessions are untouched by the refusal.
+        rt.block_on(second.save_document("other", "{}")).unwrap();
+    }
+
+    #[test]
+    fn documents_that_are_not_objects_are_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let (db, _) = open(&state);
+        let rt = runtime();
+        for (document, detail) in [
+            ("[]", "got an array"),
+            ("\"x\"", "got a string"),
+            ("null", "got null"),
+        ] {
+            let error = rt.block_on(db.save_document("k", document)).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "the state of session \"k\" is not a JSON object ({detail}); nothing was \
+                     written to {}",
+                    db_path(&state).display()
+                )
+            );
+        }
+        assert_eq!(db.submitted(), 0);
+        assert_eq!(db.session_count().unwrap(), 0);
+    }
+
+    #[test]
+    fn saves_of_many_sessions_share_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let (db, _) = open(&state);
+        let db = Arc::new(db);
+        // Another process holds the write lock while 64 sessions save: the writer waits,
+        // and every save that arrives meanwhile must go into the next single commit.
+        let blocker = Connection::open(db_path(&state)).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let saves: Vec<_> = (0..64)
+            .map(|i| {
+                let db = db.clone();
+                rt.spawn(async move { db.save_document(&format!("s{i}"), "{}").await })
+            })
+            .collect();
+        let mut spins = 0u64;
+        while db.submitted() < 64 {
+            spins += 1;
+            assert!(spins < 100_000_000, "the saves never reached the writer");
+            std::thread::yield_now();
+        }
+        blocker.execute_batch("COMMIT").unwrap();
+        for save in saves {
+            rt.block_on(save).unwrap().unwrap();
+        }
+        assert_eq!(db.session_count().unwrap(), 64);
+        assert!(
+            db.commits() <= 2,
+            "64 saves took {} commits: the writer does not batch",
+            db.commits()
+        );
+    }
+
+    #[test]
+    fn the_json_file_is_migrated_once_and_kept_as_the_backup() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let json = "{\"version\":1,\"revisions\":{\"a\":7},\"sessions\":{\"a\":{\"trusted\":{\"t:1\":1}},\"b\":{\"updatedAt\":2}}}";
+        fs::write(&state, json).unwrap();
+        let backup = dir.path().join("state.json.migrated");
+        {
+            let (db, warnings) = open(&state);
+            assert_eq!(
+                warnings,
+                [format!(
+                    "moved 2 session(s) from the state file {} into the state database {}; \
+                     the old file is kept as {} (delete it when you no longer need it)",
+                    state.display(),
+                    db_path(&state).display(),
+                    backup.display()
+                )]
+            );
+            assert_eq!(
+                db.load_document("a").unwrap().as_deref(),
+                Some("{\"trusted\":{\"t:1\":1}}")
+            );
+            assert_eq!(
+                db.document("a").unwrap().unwrap().1,
+                7,
+                "revisions carried over"
+            );
+            assert_eq!(
+                db.load_document("b").unwrap().as_deref(),
+                Some("{\"updatedAt\":2}")
+            );
+        }
+        assert!(!state.exists());
+        assert_eq!(
+            fs::read_to_string(&backup).unwrap(),
+            json,
+            "the backup is the file as it was"
+        );
+
+        // Reopened: nothing imported twice, nothing said.
+        let (db, warnings) = open(&state);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(db.session_count().unwrap(), 2);
+        drop(db);
+
+        // An older host-shim wrote the JSON file again: it is reported and not read.
+        fs::write(&state, "{\"version\":1,\"sessions\":{\"c\":{}}}").unwrap();
+        let (db, warnings) = open(&state);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("is there again"), "{warnings:?}");
+        assert_eq!(db.load_document("c").unwrap(), None);
+        assert!(state.exists(), "never moved or deleted");
+    }
+
+    #[test]
+    fn an_unusable_json_file_is_kept_and_said_so_never_silently_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        fs::write(&state, "{\"version\":1,\"sessions\":").unwrap();
+        let (db, warnings) = open(&state);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!(
+            warnings[0],
+            format!(
+                "the old state file {}: store file is not valid JSON, starting empty; no \
+                 session could be moved from it",
+                state.display()
+            )
+        );
+        assert!(warnings[1].contains("state.json.migrated"), "{warnings:?}");
+        assert_eq!(db.session_count().unwrap(), 0);
+        assert_eq!(
+            fs::read_to_string(dir.path().join("state.json.migrated")).unwrap(),
+            "{\"version\":1,\"sessions\":"
+        );
+    }
+
+    #[test]
+    fn a_second_backup_never_replaces_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        fs::write(dir.path().join("state.json.migrated"), "first").unwrap();
+        fs::write(&state, "{\"version\":1,\"sessions\":{}}").unwrap();
+        let (_db, warnings) = open(&state);
+        assert!(
+            warnings[0].contains(&format!("state.json.migrated-{NOW}")),
+            "{warnings:?}"
+        );
+        assert_eq!(
+            fs::read_to_string(dir.path().join("state.json.migrated")).unwrap(),
+            "first"
+        );
+    }
+
+    #[test]
+    fn a_damaged_database_is_an_error_naming_the_backup_never_a_fresh_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        fs::write(&state, "{\"version\":1,\"sessions\":{\"a\":{}}}").unwrap();
+        let rt = runtime();
+        {
+            let (db, _) = open(&state);
+            // Enough sessions that the file has many pages to cut through.
+            for i in 0..400 {
+                rt.block_on(db.save_document(
+                    &format!("s{i}"),
+                    &format!("{{\"n\":\"{}\"}}", "x".repeat(200)),
+                ))
+                .unwrap();
+            }
+        }
+        let db = db_path(&state);
+        assert!(
+            !with_suffix(&db, "-wal").exists(),
+            "closed: the log is folded in"
+        );
+        let whole = fs::read(&db).unwrap();
+        for (what, bytes) in [
+            ("truncated", whole[..whole.len() / 2].to_vec()),
+            (
+                "overwritten",
+                b"this is not a database at all, not even close......".repeat(100),
+            ),
+        ] {
+            fs::write(&db, &bytes).unwrap();
+            let error = StateDb::open(&state, NOW).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                matches!(error, StateDbError::Damaged { .. }),
+                "{what}: {text}"
+            );
+            assert!(text.contains("is damaged"), "{what}: {text}");
+            assert!(
+                text.contains(&dir.path().join("state.json.migrated").display().to_string()),
+                "{what}: the way back names the backup: {text}"
+            );
+            assert!(text.contains(".recover"), "{what}: {text}");
+            assert_eq!(
+                fs::read(&db).unwrap(),
+                bytes,
+                "{what}: the file is left as it was"
+            );
+            // doctor says the same, and changes nothing either.
+            let read = StateReader::open(&state).unwrap_err().to_string();
+            assert!(read.contains("is damaged"), "{what}: {read}");
+            assert_eq!(fs::read(&db).unwrap(), bytes);
+        }
+        // Without a backup, the way back says what starting over costs.
+        fs::remove_file(dir.path().join("state.json.migrated")).unwrap();
+        let text = StateDb::open(&state, NOW).unwrap_err().to_string();
+        assert!(text.contains("remote users pair again"), "{text}");
+    }
+
+    #[test]
+    fn reading_only_creates_nothing_and_reports_an_unmigrated_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        fs::write(&state, "{\"version\":1,\"sessions\":{\"a\":{\"x\":1}}}").unwrap();
+        let (reader, problems) = StateReader::open(&state).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(matches!(reader, StateReader::File(_)));
+        assert_eq!(reader.document("a").unwrap().as_deref(), Some("{\"x\":1}"));
+        let lines = reader.describe(&state);
+        assert!(
+            lines[0].contains("moved into the state database"),
+            "{lines:?}"
+        );
+        assert!(!db_path(&state).exists(), "doctor created the database");
+
+        let (db, _) = open(&state);
+        drop(db);
+        fs::write(&state, "{}").unwrap();
+        let (reader, problems) = StateReader::open(&state).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(matches!(reader, StateReader::Db(_)));
+        assert_eq!(reader.document("a").unwrap().as_deref(), Some("{\"x\":1}"));
+        let lines = reader.describe(&state);
+        assert_eq!(
+            lines[0],
+            format!(
+                "- state database: {} (1 session(s))",
+                db_path(&state).display()
+            )
+        );
+        assert!(lines[1].contains("is still there beside it"), "{lines:?}");
+        // A read-only save writes nothing.
+        runtime()
+            .block_on(StateStore::save(&reader, "a", "{\"x\":2}"))
+            .unwrap();
+        assert_eq!(reader.document("a").unwrap().as_deref(), Some("{\"x\":1}"));
+    }
+
+    #[test]
+    fn the_database_and_its_companions_are_bot_connects_own_files() {
+        let state = Path::new("/s/bot-connect-state.json");
+        let own = crate::disk::paths::bridge_files(state);
+        for file in [
+            "/s/bot-connect-state.sqlite3",
+            "/s/bot-connect-state.sqlite3-wal",
+            "/s/bot-connect-state.sqlite3-shm",
+            "/s/bot-connect-state.json.migrated",
+        ] {
+            assert!(
+                own.contains(&PathBuf::from(file)),
+                "{file} missing from {own:?}"
+            );
+        }
+    }
+
+    /// The child of the SIGKILL test: runs only when the parent sets the variable.
+    /// Eight sessions save at once (so commits are shared); each save adds one pairing
+    /// and one queued prompt to its session, and `ok <session> <n>` is printed only once
+    /// the save returned.
+    #[test]
+    #[ignore = "run by kill_9_at_random_moments_loses_no_acknowledged_save as its child"]
+    fn crash_child() {
+        let Some(state) = std::env::var_os("STATE_DB_CRASH_CHILD") else {
+            return;
+        };
+        let state = PathBuf::from(state);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let (db, _) = StateDb::open(&state, NOW).unwrap();
+        let db = Arc::new(db);
+        let stdout = Arc::new(Mutex::new(std::io::stdout()));
+        println!("open");
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..8)
+                .map(|s| {
+                    let db = db.clone();
+                    let stdout = stdout.clone();
+                    tokio::spawn(async move {
+                        let key = format!("s{s}");
+                        let mut document: Value = match db.load_document(&key).unwrap() {
+                            Some(text) => serde_json::from_str(&text).unwrap(),
+                            None => serde_json::json!({"trusted": {}, "queue": []}),
+                        };
+                        loop {
+                            let n = document["queue"].as_array().unwrap().len();
+                            document["trusted"][format!("telegram:{n}")] = Value::from(n);
+                            document["queue"]
+                                .as_array_mut()
+                                .unwrap()
+                                .push(Value::from(format!("prompt {n}")));
+                            db.save_document(&key, &document.to_string()).await.unwrap();
+                            let mut out = stdout.lock().unwrap();
+                            use std::io::Write as _;
+                            writeln!(out, "ok {key} {}", n + 1).unwrap();
+                            out.flush().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            // The sessions save until the parent kills this process.
+            futures_util::future::join_all(tasks).await;
+        });
+    }
+
+    /// docs/state.md: a `kill -9` at any moment loses at most the saves that had not
+    /// returned. The child is killed after a random number of acknowledged saves (0 to
+    /// 120, so also during open), the database is reopened each time, and every
+    /// acknowledged pairing and queued prompt must be there.
+    #[test]
+    fn kill_9_at_random_moments_loses_no_acknowledged_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        // A migration at the first start is part of what may be interrupted.
+        fs::write(
+            &state,
+            "{\"version\":1,\"sessions\":{\"s0\":{\"trusted\":{},\"queue\":[]}}}",
+        )
+        .unwrap();
+        let mut acknowledged: HashMap<String, u64> = HashMap::new();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let rounds = 40;
+        for round in 0..rounds {
+            // xorshift: a different, reproducible kill point each round.
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let kill_after = seed % 121;
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "disk::state_db::tests::crash_child",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("STATE_DB_CRASH_CHILD", &state)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let mut seen = 0;
+            // "open" comes first (the test harness prints its own lines around it).
+            while seen < kill_after {
+                let Some(Ok(line)) = lines.next() else {
+                    panic!("round {round}: the child stopped before it was killed");
+                };
+                let mut words = line.split(' ');
+                if words.next() != Some("ok") {
+                    continue;
+                }
+                let (Some(key), Some(n)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let n: u64 = n.parse().unwrap();
+                let known = acknowledged.entry(key.to_owned()).or_default();
+                *known = (*known).max(n);
+                seen += 1;
+            }
+            child.kill().unwrap();
+            child.wait().unwrap();
+
+            let (db, _) = StateDb::open(&state, NOW)
+                .unwrap_or_else(|error| panic!("round {round}: reopen failed: {error}"));
+            for (key, n) in &acknowledged {
+                let text = db
+                    .load_document(key)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("round {round}: session {key} lost"));
+                let document: Value = serde_json::from_str(&text).unwrap();
+                let queued = document["queue"].as_array().unwrap().len() as u64;
+                let paired = document["trusted"].as_object().unwrap().len() as u64;
+                assert!(
+                    queued >= *n,
+                    "round {round}: {key} acknowledged {n}, queue holds {queued}"
+                );
+                assert!(
+                    paired >= *n,
+                    "round {round}: {key} acknowledged {n}, {paired} pairings"
+                );
+            }
+        }
+        let total: u64 = acknowledged.values().sum();
+        assert!(
+            total > 100,
+            "the children acknowledged only {total} saves in {rounds} rounds"
+        );
+    }
+}
