@@ -56,10 +56,10 @@ use transport_core::sync::lock;
 use transport_core::{Envelope, InboundSink, Secret};
 
 use crate::normalize::{TRANSPORT_ID, normalize};
+use crate::transport::{GatewayState, Shared};
 use crate::wire::{
     Frame, Hello, Identify, IdentifyProperties, Ready, Resume, SessionStartLimit, op,
 };
-use crate::{GatewayState, Shared};
 
 /// Discord's IDENTIFY rate for one shard: one per 5 seconds.
 pub const IDENTIFY_INTERVAL: Duration = Duration::from_secs(5);

@@ -1,26 +1,6 @@
-//! The Discord transport: Gateway v10 over a WebSocket in, REST v10 out (create and edit
-//! messages with no pings, typing), attachment downloads from the CDN, on tokio,
-//! tokio-tungstenite and reqwest (rustls on ring; no OpenSSL).
-//!
-//! Modules, the same as in every platform crate: [`wire`] (gateway and REST types),
-//! [`normalize`] (pure: payload → envelope), [`client`] (REST: timeouts, retries,
-//! [`ratelimit`] buckets, token-free errors), [`gateway`] (the connection state machine),
-//! [`settings`] (the [`PLATFORM`] declaration).
-//!
-//! The token is only ever in the `Authorization` header and in IDENTIFY/RESUME. No error,
-//! `diagnose` line or alert contains it (I18): every text from a server or a library is
-//! scrubbed of it before it is kept.
-
-#![warn(missing_docs)]
-
-pub mod client;
-pub mod gateway;
-pub mod normalize;
-pub mod ratelimit;
-pub mod settings;
-pub mod wire;
-
-pub use settings::PLATFORM;
+//! The Discord transport itself: its configuration, the counters and gateway state it
+//! shares with the gateway task, and its [`transport_core::Transport`] implementation.
+//! The crate root only lists the modules and re-exports what callers use.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +23,7 @@ use transport_core::{
 use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot_token};
 use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget};
 use crate::normalize::TRANSPORT_ID;
+use crate::{gateway, settings, wire};
 
 /// What Discord can do (docs/architecture.md#transports-and-their-shared-core): 2000 per
 /// message, counted by Discord in code points and declared here in UTF-16 units (never more

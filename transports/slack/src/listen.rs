@@ -30,11 +30,11 @@ use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::retry::{Backoff, Outcome, RetryPolicy};
 
-use crate::Shared;
 use crate::client::ApiError;
 use crate::dedupe::Dedupe;
 use crate::normalize::{TRANSPORT_ID, event_of, normalize};
 use crate::socket::{self, Connection, Received, SocketEvent, SocketTimings};
+use crate::transport::Shared;
 
 /// Room for acknowledged envelopes waiting for the dispatcher. When a slow session fills
 /// it the connections stop reading (and acknowledging) until there is room again: Slack

@@ -27,9 +27,9 @@ use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::retry::{Backoff, RetryPolicy};
 
-use crate::Shared;
 use crate::client::ApiError;
 use crate::normalize::{TRANSPORT_ID, normalize};
+use crate::transport::Shared;
 
 /// How long Telegram keeps an update nobody fetched: "they will not be kept longer than
 /// 24 hours" (Bot API, Getting updates). An offset older than that confirms nothing that

@@ -1,25 +1,6 @@
-//! The Telegram transport: Bot API long polling in, `sendMessage`/`editMessageText`
-//! out, typing hints and attachment downloads, on reqwest (rustls, ring) and tokio.
-//!
-//! Modules, the same in every platform crate: [`wire`] (Bot API types), [`normalize`]
-//! (pure: update → envelope), [`client`] (HTTP, timeouts, retries, errors), [`listen`]
-//! (the long-poll loop and its offset), [`settings`] (the [`PLATFORM`] declaration).
-//!
-//! The token is only ever in request URLs. No error, `diagnose` line or alert contains it
-//! (I18): errors are built from reqwest errors without their URL, and everything the
-//! server says is scrubbed of the token before it is kept.
-
-#![warn(missing_docs)]
-
-pub mod client;
-pub mod html;
-pub mod keyboard;
-pub mod listen;
-pub mod normalize;
-pub mod settings;
-pub mod wire;
-
-pub use settings::PLATFORM;
+//! The Telegram transport itself: its configuration, the counters and offset it shares
+//! with the long poll, and its [`transport_core::Transport`] implementation. The crate
+//! root only lists the modules and re-exports what callers use.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,6 +25,7 @@ use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, looks_like_
 use crate::listen::{Listener, Offset, OffsetStore};
 use crate::normalize::TRANSPORT_ID;
 use crate::wire::ChatId;
+use crate::{html, keyboard, listen, settings};
 
 /// What Telegram can do (docs/architecture.md#transports-and-their-shared-core): 4096
 /// UTF-16 units of rendered text (safe whether Telegram counts code points or UTF-16 units,
