@@ -1,5 +1,5 @@
 //! Discord Gateway v10 and REST v10 types: the fields this transport reads and writes,
-//! nothing more (protocols.md §2).
+//! nothing more (docs/protocols.md#discord-gateway-and-rest).
 //!
 //! Every id is a string: Discord sends snowflakes as strings because they do not fit a
 //! JavaScript number. Every field Discord may omit is optional or defaulted and unknown

@@ -1,7 +1,8 @@
 //! Slack's wire shapes: the Web API answers and arguments this transport uses, the Socket
-//! Mode frames, and the Events API payloads (protocols.md §3). Only the fields the
-//! transport reads or writes; unknown fields are ignored and every field Slack may omit is
-//! optional or defaulted, so a payload from a newer Slack still parses.
+//! Mode frames, and the Events API payloads
+//! (docs/protocols.md#slack-socket-mode-and-events-api). Only the fields the transport
+//! reads or writes; unknown fields are ignored and every field Slack may omit is optional
+//! or defaulted, so a payload from a newer Slack still parses.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -159,7 +160,8 @@ impl Frame {
                     .unwrap_or("unknown")
                     .to_owned(),
             },
-            // Control frames carry no envelope id and are never acknowledged (§3.1).
+            // Control frames carry no envelope id and are never acknowledged
+            // (docs/protocols.md#slack-socket-mode).
             _ => match value.get("envelope_id").and_then(Value::as_str) {
                 Some(id) if !id.is_empty() => match Envelope::deserialize(&value) {
                     Ok(envelope) => Frame::Envelope(envelope),

@@ -337,7 +337,8 @@ fn is_me(name: &str, me: &BotSelf) -> bool {
 
 /// A reply to one of the bot's messages, except the topic root: every message in a forum
 /// topic carries `reply_to_message` = the `forum_topic_created` service message, so in a
-/// topic the bot created, everything would otherwise look like a reply to it (§1.5).
+/// topic the bot created, everything would otherwise look like a reply to it
+/// (docs/protocols.md#telegram-forum-topics-and-reply-threads).
 fn replies_to_me(message: &Message, me: &BotSelf) -> bool {
     let Some(reply) = &message.reply_to_message else {
         return false;

@@ -1,5 +1,6 @@
 //! Bot API types: the fields this transport reads and writes, nothing more
-//! (protocols.md §1.3; https://core.telegram.org/bots/api#available-types).
+//! (docs/protocols.md#telegram-messages-chats-and-entities;
+//! <https://core.telegram.org/bots/api#available-types>).
 //!
 //! Every id is `i64`: chat and user ids "may have more than 32 significant bits"
 //! (docs/protocols.md#telegram-requests-and-responses), and group ids are negative. Every

@@ -2,7 +2,8 @@
 //! `127.0.0.1:<random port>`, scriptable from tests, for the Discord transport's tests and
 //! the host's end-to-end tests.
 //!
-//! They follow Discord's documentation (protocols.md §2), not the transport:
+//! They follow Discord's documentation (docs/protocols.md#discord-gateway-and-rest), not
+//! the transport:
 //!
 //! - **Gateway** ([`GatewayServer`]): HELLO with a chosen interval on every connection;
 //!   IDENTIFY checks the token (close 4004 otherwise) and answers READY with a new

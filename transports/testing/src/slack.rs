@@ -2,7 +2,8 @@
 //! (a real WebSocket), both on `127.0.0.1:<random port>`, scriptable from tests, for the
 //! Slack transport's tests and the host's end-to-end tests.
 //!
-//! It follows Slack's documentation (protocols.md §3), not the transport:
+//! It follows Slack's documentation (docs/protocols.md#slack-socket-mode-and-events-api),
+//! not the transport:
 //! - Web API: `POST /api/<method>` with `Authorization: Bearer <token>`, JSON or form
 //!   bodies; errors are HTTP 200 with `{"ok": false, "error": ...}` (`not_authed`,
 //!   `invalid_auth`, `not_allowed_token_type` for the wrong kind of token,

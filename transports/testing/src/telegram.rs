@@ -1,16 +1,16 @@
 //! A loopback Telegram Bot API server: real HTTP/1.1 and JSON on `127.0.0.1:<random port>`,
 //! scriptable from tests, for the Telegram transport's tests and the host's end-to-end tests.
 //!
-//! It follows the Bot API documentation (protocols.md §1), not the transport: routes
-//! `POST|GET /bot<token>/<method>` (JSON, form or query parameters; method names
-//! case-insensitive) and `GET /file/bot<token>/<file_path>`; a wrong token gets 401.
-//! `getUpdates` honours `offset` (updates below it are confirmed and forgotten, a negative
-//! one keeps only the last ones), `limit` and `timeout` (the poll is held open until an
-//! update arrives or the timeout passes), and a new poll while another is held terminates
-//! the held one with 409 Conflict, as Telegram does. `sendMessage` and `editMessageText`
-//! parse `parse_mode: HTML` with Telegram's tag list and answer 400 "can't parse entities"
-//! for malformed HTML, "message is not modified" for an identical edit and "message to edit
-//! not found" for an unknown message.
+//! It follows the Bot API documentation (docs/protocols.md#telegram-bot-api), not the
+//! transport: routes `POST|GET /bot<token>/<method>` (JSON, form or query parameters;
+//! method names case-insensitive) and `GET /file/bot<token>/<file_path>`; a wrong token
+//! gets 401. `getUpdates` honours `offset` (updates below it are confirmed and forgotten, a
+//! negative one keeps only the last ones), `limit` and `timeout` (the poll is held open
+//! until an update arrives or the timeout passes), and a new poll while another is held
+//! terminates the held one with 409 Conflict, as Telegram does. `sendMessage` and
+//! `editMessageText` parse `parse_mode: HTML` with Telegram's tag list and answer 400
+//! "can't parse entities" for malformed HTML, "message is not modified" for an identical
+//! edit and "message to edit not found" for an unknown message.
 //!
 //! `reply_markup` on `sendMessage` is checked as an inline keyboard (400
 //! `BUTTON_DATA_INVALID` for `callback_data` over 64 bytes) and recorded; button presses
