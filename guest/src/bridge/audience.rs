@@ -81,7 +81,14 @@ impl Bridge {
         if turn.origin == TurnOrigin::Remote {
             join(&mut self.last_remote_audience, target.clone());
         }
-        if let Some(record) = self.state.turn.as_mut() {
+        // Only a chat not yet in the record changes it (a mutable borrow marks the state).
+        if self
+            .state
+            .turn
+            .as_ref()
+            .is_some_and(|record| !record.audience.contains(target))
+            && let Some(record) = self.state.turn.as_mut()
+        {
             join(&mut record.audience, target.clone());
         }
     }

@@ -95,6 +95,11 @@ impl Bridge {
     /// Remembers the chat; a DM follows the terminal from its first message, a group only
     /// after `/follow` (docs/security.md#who-sees-what).
     fn remember(&mut self, host: &mut dyn Host, target: &ConversationTarget, direct: bool) {
+        // A chat already remembered changes nothing; asked through the read-only view so
+        // the state is not marked changed on every message.
+        if self.state.conversations.contains(target) {
+            return;
+        }
         if self.state.remember_chat(target.clone(), direct) {
             self.save(host);
         }
@@ -245,6 +250,22 @@ impl Bridge {
         let identity = envelope.identity();
         if !self.admit(host, InputKind::Prompt, &identity, target, now) {
             return Outcome::RateLimited;
+        }
+        // Every prompt the agent takes is recorded until its turn starts; at the limit the
+        // next is refused before it reaches the agent, so the queue (and the document every
+        // save writes) stays bounded and nothing has to be cut later.
+        let limit = self.config.max_queued_prompts;
+        if self.state.queued.len() >= limit as usize {
+            host.log(
+                Level::Warning,
+                "prompt not queued",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("limit", limit.to_string()),
+                ],
+            );
+            self.reply(host, target, &notices::queue_full_notice(limit));
+            return Outcome::QueueFull { limit };
         }
         let mut images = Vec::new();
         for attachment in &attachments {

@@ -55,8 +55,12 @@ impl Bridge {
     /// The turn settled: nothing to report for it any more; an idle agent has no follow-up
     /// left either.
     pub(super) fn record_turn_end(&mut self, host: &mut dyn Host) {
-        self.state.turn = None;
-        if host.is_idle() {
+        // Checked first: a mutable borrow marks the state changed, and a turn that left
+        // nothing recorded must not cost a write.
+        if self.state.turn.is_some() {
+            self.state.turn = None;
+        }
+        if host.is_idle() && !self.state.queued.is_empty() {
             self.state.queued.clear();
         }
         self.save(host);
@@ -78,9 +82,13 @@ impl Bridge {
                 told.push(target.key());
             }
         }
-        self.state
-            .queued
-            .retain(|target| !told.contains(&target.key()));
+        // Only when a chat was told: a mutable borrow marks the state changed, and a
+        // shutdown with nothing to tell must write nothing (`doctor` leaves no state behind).
+        if !told.is_empty() {
+            self.state
+                .queued
+                .retain(|target| !told.contains(&target.key()));
+        }
     }
 
     /// At start: a turn or queue recorded by the session before is reported as lost,

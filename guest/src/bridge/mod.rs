@@ -15,6 +15,7 @@ mod outbox;
 mod pairing;
 mod preview;
 mod scope;
+mod tracked;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use crate::core::config::{self, BridgeConfig, FailedClosed};
 use crate::core::explain::DecisionLog;
 use crate::core::rate_limit::RateLimiter;
 use crate::core::scope::Scope;
-use crate::core::state::{self, SessionState};
+use crate::core::state;
 use crate::core::strangers::{StrangerGate, StrangerNotices};
 use crate::host::Host;
 use crate::keys::ConversationKey;
@@ -38,6 +39,7 @@ use crate::model::{
 const DEFAULT_LOCK_STALE_MS: u64 = 15 * 60 * 1000;
 
 use cards::Turn;
+use tracked::Tracked;
 
 /// Where one transport stands.
 #[derive(Debug, Clone)]
@@ -66,7 +68,8 @@ pub struct Bridge {
     project_ignored: Vec<String>,
     /// `transports.<id>.lockStaleMs`, by transport id.
     lock_stale_ms: BTreeMap<String, u64>,
-    state: SessionState,
+    /// The session state, marked when changed: `save` writes only then.
+    state: Tracked,
     /// The agent session, read once in `configure`: it does not change while the session
     /// lives, and asking per envelope would cost a host call on the hot path.
     session: SessionInfo,
@@ -93,9 +96,6 @@ pub struct Bridge {
     scope: Arc<Scope>,
     /// Saving failed before; the person was told once, and is not told again per message.
     save_failure_reported: bool,
-    /// The state document as last loaded or saved: shutdown writes only when the state
-    /// changed since, so `doctor` on a fresh machine leaves no state file behind.
-    persisted: Option<String>,
     /// The loaded document had pieces dropped: rewrite it at start (see `start`).
     rewrite_on_start: bool,
     shut_down: bool,
@@ -174,7 +174,7 @@ impl Bridge {
             fail_closed: Vec::new(),
             project_ignored: Vec::new(),
             lock_stale_ms: BTreeMap::new(),
-            state: SessionState::default(),
+            state: Tracked::default(),
             session: SessionInfo {
                 id: String::new(),
                 name: None,
@@ -195,7 +195,6 @@ impl Bridge {
                 None,
             )),
             save_failure_reported: false,
-            persisted: None,
             rewrite_on_start: false,
             shut_down: false,
         }
@@ -231,11 +230,10 @@ impl Bridge {
         let mut cleaned = false;
         if let Some(document) = host.load_state() {
             let (state, warnings) = state::parse_session_state(&document, &self.session.id);
-            self.state = state;
+            self.state = Tracked::clean(state);
             cleaned = !warnings.is_empty();
             notes.extend(warnings.into_iter().map(|w| Note::new(Level::Warning, w)));
         }
-        self.persisted = Some(state::serialize_session_state(&self.state));
         self.rewrite_on_start = cleaned;
         Configuration {
             notes,
@@ -293,7 +291,7 @@ impl Bridge {
                 .any(|t| matches!(t, TransportState::Running { .. }))
         {
             self.rewrite_on_start = false;
-            self.persisted = None;
+            Tracked::mark_changed(&mut self.state);
             self.save(host);
         }
         notes
@@ -415,11 +413,11 @@ impl Bridge {
 
     /// Persists the state document; a failure is told to the person once.
     fn save(&mut self, host: &mut dyn Host) {
-        // Only `save` moves `updated_at`, so an unchanged state serializes exactly as it was last
-        // loaded or saved: nothing to write
-        // (docs/decisions.md#decision-18-unpaired-senders-are-bounded — every stranger's message
-        // used to rewrite the whole document).
-        if self.persisted.as_deref() == Some(&state::serialize_session_state(&self.state)) {
+        // Unchanged since loaded or saved: nothing to write, and nothing serialised to find
+        // that out (docs/decisions.md#decision-18-unpaired-senders-are-bounded — every
+        // stranger's message used to rewrite the whole document; comparing serialised copies
+        // instead cost a whole serialisation per envelope).
+        if !Tracked::changed(&self.state) {
             return;
         }
         self.state.updated_at = host.now_ms();
@@ -427,7 +425,7 @@ impl Bridge {
         match host.save_state(&document) {
             Ok(()) => {
                 self.save_failure_reported = false;
-                self.persisted = Some(document);
+                Tracked::saved(&mut self.state);
             }
             Err(reason) => {
                 host.log(Level::Error, "state not saved", &[]);

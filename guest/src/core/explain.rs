@@ -46,6 +46,11 @@ pub enum Outcome {
     AttachmentRefused,
     /// The agent did not accept the prompt.
     PromptFailed,
+    /// As many prompts as `bridge.maxQueuedPrompts` already waited: not forwarded.
+    QueueFull {
+        /// The limit.
+        limit: u32,
+    },
     /// The prompt reached the agent, with this many images.
     Prompt {
         /// Images forwarded with it.
@@ -163,6 +168,10 @@ pub fn outcome_text(outcome: &Outcome, local_command: &str) -> String {
              terminal); the chat was told."
                 .into()
         }
+        Outcome::QueueFull { limit } => format!(
+            "not queued: {limit} prompts already waited (bridge.maxQueuedPrompts); the chat \
+             was told and nothing was forwarded."
+        ),
         Outcome::Prompt { images: 0 } => "forwarded to the agent.".into(),
         Outcome::Prompt { images } => format!("forwarded to the agent with {images} image(s)."),
     }

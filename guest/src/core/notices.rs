@@ -49,6 +49,15 @@ pub fn too_long_notice(chars: usize, limit: u32) -> String {
     )
 }
 
+/// Reply to a prompt that arrived while `limit` prompts already waited for the busy agent
+/// (`bridge.maxQueuedPrompts`): it was not forwarded, so a queue cannot grow without bound
+/// and slow every save of the session, and the sender learns why and what to do.
+pub fn queue_full_notice(limit: u32) -> String {
+    format!(
+        "Not queued: {limit} prompts already wait for the agent, the most this session keeps. Nothing was sent to pi; send it again once some have run (/status shows the agent's state)."
+    )
+}
+
 /// Reply to a prompt forwarded as a follow-up while the agent is busy
 /// (docs/decisions.md#decision-20-work-cut-short-is-reported): a visible queue, so the sender knows
 /// it was taken and roughly when it runs. `ahead` counts the running turn and the follow-ups queued

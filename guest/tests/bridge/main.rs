@@ -15,6 +15,7 @@ mod bridge_interrupted;
 mod bridge_lifecycle;
 mod bridge_pairing;
 mod bridge_pairing_budget;
+mod bridge_queue_cap;
 mod bridge_prompts;
 mod bridge_scope;
 mod bridge_strangers;

@@ -158,6 +158,8 @@ pub(super) fn apply_bridge(
             "maxInboundChars" => {
                 int_in(value, 100, 1_000_000).map(|n| config.max_inbound_chars = n as u32)
             }
+            "maxQueuedPrompts" => int_in(value, 1, i64::from(super::schema::MAX_QUEUED_PROMPTS))
+                .map(|n| config.max_queued_prompts = n as u32),
             _ => {
                 sink.warn(format!("{path}: unknown key, ignored"));
                 if let Some(guard) = Guard::misspelt(key)

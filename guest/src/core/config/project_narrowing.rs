@@ -86,6 +86,7 @@ pub fn narrow_bridge(
         remote_approval.timeout_ms => "remoteApproval.timeoutMs", at_most;
         max_chunks => "maxChunks", at_most;
         max_inbound_chars => "maxInboundChars", at_most;
+        max_queued_prompts => "maxQueuedPrompts", at_most;
     }
     // After the policy: a scope replaces the policy's preset, so it is compared with what is
     // in force for the user, preset or scope.

@@ -170,7 +170,18 @@ pub struct BridgeConfig {
     /// Longest inbound message forwarded as a prompt, in characters (Unicode scalar
     /// values); longer ones are refused with the limit named (docs/security.md#remote-input).
     pub max_inbound_chars: u32,
+    /// Most prompts waiting for a busy agent at once (taken but not started); one more is
+    /// refused with a reply, never forwarded, and never cut later without a word.
+    pub max_queued_prompts: u32,
 }
+
+/// `bridge.maxQueuedPrompts` when unset: a phone user rarely means more than a handful of
+/// follow-ups, and 100 keeps the state document small (each entry is written at every save).
+pub const DEFAULT_MAX_QUEUED_PROMPTS: u32 = 100;
+
+/// The largest `bridge.maxQueuedPrompts`: the state reader keeps at most this many queued
+/// entries, so a queue the config allowed is never cut at a restart.
+pub const MAX_QUEUED_PROMPTS: u32 = crate::core::state::MAX_ENTRIES as u32;
 
 impl Default for BridgeConfig {
     /// The original's defaults (docs/architecture.md#the-original-module-by-module), except
@@ -219,6 +230,7 @@ impl Default for BridgeConfig {
             // characters is far more than anyone types on a phone and well inside a model's
             // context; a pasted log beyond it belongs in a file.
             max_inbound_chars: 16_000,
+            max_queued_prompts: DEFAULT_MAX_QUEUED_PROMPTS,
         }
     }
 }
@@ -273,6 +285,7 @@ impl BridgeConfig {
             }),
             max_chunks: self.max_chunks,
             max_inbound_chars: self.max_inbound_chars,
+            max_queued_prompts: self.max_queued_prompts,
         };
         // Strings, booleans and integers always serialize; the fallback only keeps this total.
         let shown = serde_json::to_string_pretty(&view)
@@ -309,6 +322,7 @@ struct BridgeJson<'a> {
     remote_scope: Option<RemoteScopeJson<'a>>,
     max_chunks: u32,
     max_inbound_chars: u32,
+    max_queued_prompts: u32,
 }
 
 /// `bridge.remoteApproval` as shown.
@@ -410,7 +424,8 @@ mod tests {
     "timeoutMs": 60000
   },
   "maxChunks": 8,
-  "maxInboundChars": 16000
+  "maxInboundChars": 16000,
+  "maxQueuedPrompts": 100
 }"#;
         assert_eq!(BridgeConfig::default().to_pretty_json(), expected);
         let named = BridgeConfig {
