@@ -1201,6 +1201,103 @@ mod tests {
         }
     }
 
+    /// The figures of docs/state.md#what-a-save-costs: one session's save with 1 and with
+    /// 100,000 sessions stored, and 64 sessions saving at once. A measurement, not a rule
+    /// (timings on a shared machine are not pass/fail): run with `--ignored --nocapture`.
+    /// It still checks that the work happened: every save is there afterwards.
+    #[test]
+    #[ignore = "a measurement: cargo test -p host-shim --lib state_db::tests::measure -- --ignored --nocapture"]
+    fn measure_save_cost_against_sessions_stored() {
+        let document = format!(
+            "{{\"trusted\":{{\"telegram:1\":1}},\"queue\":[],\"pad\":\"{}\"}}",
+            "x".repeat(400)
+        );
+        let rt = runtime();
+        let mut medians = Vec::new();
+        for stored in [1u64, 100_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let state = dir.path().join("state.json");
+            let (db, _) = open(&state);
+            // The other sessions, written in one transaction (a fast way to get there).
+            let mut filler = Connection::open(db_path(&state)).unwrap();
+            let transaction = filler.transaction().unwrap();
+            for i in 1..stored {
+                transaction
+                    .execute(
+                        "INSERT INTO sessions (key, revision, document) VALUES (?1, 1, ?2)",
+                        params![format!("other-{i}"), document],
+                    )
+                    .unwrap();
+            }
+            transaction.commit().unwrap();
+            drop(filler);
+            db.load_document("measured").unwrap();
+            let mut times = Vec::new();
+            for _ in 0..200 {
+                let started = std::time::Instant::now();
+                rt.block_on(db.save_document("measured", &document))
+                    .unwrap();
+                times.push(started.elapsed());
+            }
+            times.sort();
+            let median = times[times.len() / 2];
+            assert_eq!(db.session_count().unwrap(), stored);
+            assert_eq!(
+                db.document("measured").unwrap().unwrap().1,
+                200,
+                "every save landed"
+            );
+            println!(
+                "save, {stored} session(s) stored: median {median:?}, p99 {:?}",
+                times[times.len() * 99 / 100]
+            );
+            medians.push(median);
+        }
+        println!(
+            "ratio 100,000 / 1 stored: {:.2}x (budget 1.5x)",
+            medians[1].as_secs_f64() / medians[0].as_secs_f64()
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = open(&dir.path().join("state.json"));
+        let db = Arc::new(db);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let rounds = 50u64;
+        let sessions = 64u64;
+        let started = std::time::Instant::now();
+        rt.block_on(async {
+            for _ in 0..rounds {
+                let saves: Vec<_> = (0..sessions)
+                    .map(|i| {
+                        let db = db.clone();
+                        let document = document.clone();
+                        tokio::spawn(async move {
+                            let key = format!("s{i}");
+                            db.load_document(&key).unwrap();
+                            db.save_document(&key, &document).await.unwrap();
+                        })
+                    })
+                    .collect();
+                for save in saves {
+                    save.await.unwrap();
+                }
+            }
+        });
+        let elapsed = started.elapsed();
+        let saves = rounds * sessions;
+        assert_eq!(db.session_count().unwrap(), sessions);
+        println!(
+            "{saves} saves from {sessions} sessions at once: {elapsed:?} ({:?} a save), {} \
+             commits ({:.1} saves a commit)",
+            elapsed / saves as u32,
+            db.commits(),
+            saves as f64 / db.commits() as f64
+        );
+    }
+
     /// The child of the SIGKILL test: runs only when the parent sets the variable.
     /// Eight sessions save at once (so commits are shared); each save adds one pairing
     /// and one queued prompt to its session, and `ok <session> <n>` is printed only once
