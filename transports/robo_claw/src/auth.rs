@@ -5,45 +5,10 @@
 //! its first message (for clients that cannot set call metadata). The comparison runs in
 //! constant time, so the token cannot be guessed byte by byte from response times.
 
-use subtle::ConstantTimeEq;
 use tonic::metadata::MetadataMap;
 
 use crate::clients::{Access, Caller};
-
-/// Call metadata carrying the peer token.
-pub const PEER_TOKEN_HEADER: &str = "x-robo-claw-peer-token";
-
-/// `ChatMessage.metadata` key carrying the peer token on a first message.
-pub const AUTH_TOKEN_KEY: &str = "auth_token";
-
-/// The configured peer token. `Debug` never shows it.
-#[derive(Clone)]
-pub struct PeerToken(String);
-
-impl std::fmt::Debug for PeerToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PeerToken(<hidden>)")
-    }
-}
-
-impl PeerToken {
-    /// The token, trimmed; `None` when it is empty (an exported but blank variable means
-    /// "no token", as in the original).
-    pub fn new(raw: &str) -> Option<PeerToken> {
-        let token = raw.trim();
-        (!token.is_empty()).then(|| PeerToken(token.to_owned()))
-    }
-
-    /// True when `offered` (trimmed) is the token, compared in constant time.
-    pub fn matches(&self, offered: &str) -> bool {
-        bool::from(self.0.as_bytes().ct_eq(offered.trim().as_bytes()))
-    }
-
-    /// The token's bytes, for scrubbing text that must never show it.
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+use crate::peer_token::{AUTH_TOKEN_KEY, PEER_TOKEN_HEADER};
 
 /// What the call metadata says about a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +51,7 @@ pub fn refused() -> tonic::Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::peer_token::PeerToken;
 
     fn metadata(token: Option<&str>) -> MetadataMap {
         let mut map = MetadataMap::new();
@@ -93,12 +59,6 @@ mod tests {
             map.insert(PEER_TOKEN_HEADER, token.parse().expect("ascii"));
         }
         map
-    }
-
-    #[test]
-    fn a_blank_token_means_no_token() {
-        assert!(PeerToken::new("  ").is_none());
-        assert!(PeerToken::new(" s3cret ").expect("set").matches("s3cret"));
     }
 
     #[test]

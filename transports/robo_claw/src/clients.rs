@@ -16,8 +16,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::auth::PeerToken;
 use crate::normalize::MAX_ID_BYTES;
+use crate::peer_token::PeerToken;
 
 /// The key the clients are configured under, for messages.
 pub const CLIENTS_KEY: &str = "transports.robo_claw.clients";

@@ -23,6 +23,7 @@ pub mod auth;
 pub mod clients;
 pub mod files;
 pub mod normalize;
+pub mod peer_token;
 pub mod proto;
 pub mod rooms;
 pub mod serve;

@@ -25,7 +25,7 @@ use transport_core::platform::{BotSelf, Normalized};
 use transport_core::printable::{clean_ids, strip_invisible};
 use transport_core::{Attachment, AttachmentKind, Envelope};
 
-use crate::auth::AUTH_TOKEN_KEY;
+use crate::peer_token::AUTH_TOKEN_KEY;
 use crate::proto::ChatMessage;
 
 /// Transport id, the key under `transports`.

@@ -51,10 +51,11 @@ use tonic::{Request, Response, Status, Streaming};
 use transport_core::platform::Normalized;
 use transport_core::{Envelope, InboundSink};
 
-use crate::auth::{self, AUTH_TOKEN_KEY, HeaderCheck};
+use crate::auth::{self, HeaderCheck};
 use crate::clients::Caller;
 use crate::files::{self, Upload, UploadError};
 use crate::normalize::{self, check_room, normalize_message, room_of, sender_of};
+use crate::peer_token::AUTH_TOKEN_KEY;
 use crate::proto::robo_messenger_server::RoboMessenger;
 use crate::proto::{ChatMessage, CommandResponse, DownloadRequest, FileChunk, UploadResponse};
 use crate::rooms::Outlet;

@@ -16,10 +16,10 @@ use transport_core::{
     OutboundMessage, SendReceipt, Transport, TransportError,
 };
 
-use crate::auth::PeerToken;
 use crate::clients::{Access, Client};
 use crate::files::{StoredFile, sniff_media_type};
 use crate::normalize::TRANSPORT_ID;
+use crate::peer_token::PeerToken;
 use crate::rooms::RoomStatus;
 use crate::serve::TlsFiles;
 use crate::service::Messenger;
