@@ -13,13 +13,13 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use host_shim::agent::IdleAgent;
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
-use host_shim::disk::state_file::StateFile;
+use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
@@ -55,7 +55,7 @@ struct World {
     broker: Arc<Broker>,
     fake: FakeTransport,
     runtime: Arc<Runtime>,
-    state: Arc<Mutex<StateFile>>,
+    state: Arc<StateDb>,
     dir: tempfile::TempDir,
     sessions: Vec<Session>,
 }
@@ -63,7 +63,7 @@ struct World {
 impl World {
     fn new(capacity: usize) -> World {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (state, _) = StateFile::open(&dir.path().join("state.json"), 0).expect("state");
+        let (state, _) = StateDb::open(&dir.path().join("state.json"), 0).expect("state");
         let limits = Limits {
             max_instances: capacity as u32 + 8,
             ..Limits::default()
@@ -87,7 +87,7 @@ impl World {
             broker,
             fake,
             runtime,
-            state: Arc::new(Mutex::new(state)),
+            state: Arc::new(state),
             dir,
             sessions: Vec::new(),
         }
