@@ -56,7 +56,7 @@ use transport_core::sync::lock;
 use transport_core::{Envelope, InboundSink, Secret};
 
 use crate::normalize::{TRANSPORT_ID, normalize};
-use crate::transport::{GatewayState, Shared};
+use crate::state::{GatewayState, Shared};
 use crate::wire::{
     Frame, Hello, Identify, IdentifyProperties, Ready, Resume, SessionStartLimit, op,
 };

@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod normalize;
 pub mod ratelimit;
 pub mod settings;
+mod state;
 mod transport;
 pub mod wire;
 

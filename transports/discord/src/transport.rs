@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -23,6 +23,7 @@ use transport_core::{
 use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot_token};
 use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget};
 use crate::normalize::TRANSPORT_ID;
+use crate::state::{GatewayState, Shared, Stats};
 use crate::{gateway, settings, wire};
 
 /// What Discord can do (docs/architecture.md#transports-and-their-shared-core): 2000 per
@@ -125,64 +126,6 @@ pub enum ConfigError {
     /// A URL or the HTTP client is unusable.
     #[error("{0}")]
     Client(String),
-}
-
-/// Where the gateway stands, for `diagnose`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) enum GatewayState {
-    #[default]
-    NotStarted,
-    Connecting,
-    Identifying,
-    Resuming,
-    Ready,
-    Reconnecting {
-        failures: u32,
-        reason: String,
-    },
-    Halted(String),
-    Stopped,
-}
-
-/// Counters and the last problems, for `diagnose`.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    bot: Option<String>,
-    pub(crate) state: GatewayState,
-    pub(crate) resumable: bool,
-    pub(crate) seq: Option<u64>,
-    pub(crate) last_close: Option<(u16, String)>,
-    pub(crate) received: u64,
-    pub(crate) ignored: u64,
-    pub(crate) duplicates: u64,
-    pub(crate) queued: u64,
-    pub(crate) malformed_frames: u64,
-    pub(crate) connections: u64,
-    pub(crate) identifies: u64,
-    pub(crate) resumes: u64,
-    pub(crate) reconnects: u64,
-    sent: u64,
-    edited: u64,
-    typing_failures: u64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) last_skip: Option<String>,
-}
-
-/// What the transport, its gateway and its delivery task share.
-pub(crate) struct Shared {
-    pub(crate) api: RestApi,
-    stats: Mutex<Stats>,
-}
-
-impl Shared {
-    fn stats(&self) -> MutexGuard<'_, Stats> {
-        // A panic elsewhere must not turn diagnose into a second panic.
-        lock(&self.stats)
-    }
-
-    pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
-        change(&mut self.stats());
-    }
 }
 
 /// Who the bot is, from `GET /users/@me`.

@@ -26,6 +26,7 @@ pub mod mrkdwn;
 pub mod normalize;
 pub mod settings;
 pub mod socket;
+mod state;
 mod transport;
 pub mod wire;
 

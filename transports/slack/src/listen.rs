@@ -34,7 +34,7 @@ use crate::client::ApiError;
 use crate::dedupe::Dedupe;
 use crate::normalize::{TRANSPORT_ID, event_of, normalize};
 use crate::socket::{self, Connection, Received, SocketEvent, SocketTimings};
-use crate::transport::Shared;
+use crate::state::Shared;
 
 /// Room for acknowledged envelopes waiting for the dispatcher. When a slow session fills
 /// it the connections stop reading (and acknowledging) until there is room again: Slack

@@ -24,7 +24,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::Shared;
+use crate::state::Shared;
 use crate::wire::{self, Frame};
 
 /// A connected Socket Mode WebSocket.

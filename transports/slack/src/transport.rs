@@ -3,7 +3,7 @@
 //! crate root only lists the modules and re-exports what callers use.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,6 +27,7 @@ use crate::listen::{Dispatcher, Listener, OpenError, RECEIVED_CAPACITY};
 use crate::normalize::{TRANSPORT_ID, is_ts, split_conversation};
 use crate::settings;
 use crate::socket::SocketTimings;
+use crate::state::{Shared, SocketState, Stats};
 
 /// What Slack can do (docs/architecture.md#transports-and-their-shared-core): 4,000
 /// characters (Slack's own guidance for `text`; it truncates at 40,000), mrkdwn, threads
@@ -135,92 +136,6 @@ pub enum ConfigError {
     /// The base URL or the HTTP client is unusable.
     #[error("{0}")]
     Client(String),
-}
-
-/// Where Socket Mode stands, for `diagnose`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-enum SocketState {
-    #[default]
-    NotStarted,
-    Connecting,
-    Connected,
-    Refreshing,
-    Retrying {
-        failures: u32,
-    },
-    Halted(String),
-    Stopped,
-}
-
-/// Counters and the last problems, for `diagnose`.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    bot: Option<String>,
-    state: SocketState,
-    pub(crate) open_connections: usize,
-    pub(crate) connections_opened: u64,
-    refreshes: u64,
-    pub(crate) last_disconnect: Option<String>,
-    pub(crate) acked: u64,
-    pub(crate) unreadable_frames: u64,
-    pub(crate) received: u64,
-    pub(crate) ignored: u64,
-    pub(crate) duplicates: u64,
-    connect_failures: u64,
-    sent: u64,
-    edited: u64,
-    rate_limited: u64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) last_skip: Option<String>,
-}
-
-impl Stats {
-    pub(crate) fn connecting(&mut self) {
-        if !matches!(
-            self.state,
-            SocketState::Retrying { .. } | SocketState::Refreshing
-        ) {
-            self.state = SocketState::Connecting;
-        }
-    }
-
-    pub(crate) fn connected(&mut self, open: usize) {
-        self.state = SocketState::Connected;
-        self.open_connections = open;
-    }
-
-    pub(crate) fn refreshing(&mut self) {
-        self.state = SocketState::Refreshing;
-        self.refreshes += 1;
-    }
-
-    pub(crate) fn retrying(&mut self, error: &str, failures: u32) {
-        self.state = SocketState::Retrying { failures };
-        self.connect_failures += 1;
-        self.last_error = Some(error.to_owned());
-    }
-
-    pub(crate) fn halted(&mut self, reason: &str) {
-        self.state = SocketState::Halted(reason.to_owned());
-        self.last_error = Some(reason.to_owned());
-    }
-}
-
-/// What the transport, its listener, its connections and its dispatcher share.
-pub(crate) struct Shared {
-    pub(crate) api: WebApi,
-    stats: Mutex<Stats>,
-}
-
-impl Shared {
-    pub(crate) fn stats(&self) -> MutexGuard<'_, Stats> {
-        // A panic elsewhere must not turn diagnose into a second panic.
-        lock(&self.stats)
-    }
-
-    pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
-        change(&mut self.stats());
-    }
 }
 
 /// Who the bot is, from `auth.test`.

@@ -16,7 +16,9 @@ pub mod html;
 pub mod keyboard;
 pub mod listen;
 pub mod normalize;
+pub mod offset;
 pub mod settings;
+mod state;
 mod transport;
 pub mod wire;
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -22,8 +22,10 @@ use transport_core::{
 };
 
 use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, looks_like_bot_token};
-use crate::listen::{Listener, Offset, OffsetStore};
+use crate::listen::Listener;
 use crate::normalize::TRANSPORT_ID;
+use crate::offset::{Offset, OffsetStore};
+use crate::state::{PollState, Shared, Stats};
 use crate::wire::ChatId;
 use crate::{html, keyboard, listen, settings};
 
@@ -121,77 +123,6 @@ pub enum ConfigError {
     /// The base URL or the HTTP client is unusable.
     #[error("{0}")]
     Client(String),
-}
-
-/// Where the long poll stands, for `diagnose`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-enum PollState {
-    #[default]
-    NotStarted,
-    Polling,
-    Retrying {
-        failures: u32,
-    },
-    Halted(String),
-    Stopped,
-}
-
-/// Counters and the last problems, for `diagnose`.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    bot: Option<String>,
-    state: PollState,
-    offset: Option<i64>,
-    pub(crate) received: u64,
-    pub(crate) ignored: u64,
-    sent: u64,
-    edited: u64,
-    plain_resends: u64,
-    poll_failures: u64,
-    typing_failures: u64,
-    pub(crate) last_error: Option<String>,
-    pub(crate) last_skip: Option<String>,
-}
-
-impl Stats {
-    pub(crate) fn polling(&mut self, offset: Option<i64>) {
-        self.state = PollState::Polling;
-        self.offset = offset;
-    }
-
-    pub(crate) fn retrying(&mut self, error: &str, failures: u32) {
-        self.state = PollState::Retrying { failures };
-        self.poll_failures += 1;
-        self.last_error = Some(error.to_owned());
-    }
-
-    pub(crate) fn halted(&mut self, reason: &str) {
-        self.state = PollState::Halted(reason.to_owned());
-        self.last_error = Some(reason.to_owned());
-    }
-}
-
-/// What the transport and its listener share.
-pub(crate) struct Shared {
-    pub(crate) api: BotApi,
-    stats: Mutex<Stats>,
-    /// The listener's offset, kept across a stop and start in the same process.
-    offset: Mutex<Option<Offset>>,
-}
-
-impl Shared {
-    fn stats(&self) -> MutexGuard<'_, Stats> {
-        // A panic elsewhere must not turn diagnose into a second panic.
-        lock(&self.stats)
-    }
-
-    pub(crate) fn update(&self, change: impl FnOnce(&mut Stats)) {
-        change(&mut self.stats());
-    }
-
-    pub(crate) fn remember_offset(&self, offset: Offset) {
-        *lock(&self.offset) = Some(offset);
-    }
 }
 
 /// Who the bot is, from `getMe`.
