@@ -56,6 +56,29 @@ pub trait Agent: Send + Sync {
     fn recent_work(&self) -> RecentWork;
 }
 
+/// Hands the signals an agent's reader queued to the session that attached, on a task of
+/// their own, once: `queued` is taken out of its slot (a second attach finds it empty). The
+/// reader never waits for the session: a reader blocked on a full session channel could not
+/// read the response a `send_prompt` (called by that same session) waits for. A slot whose
+/// lock a panic poisoned still gives its receiver: dropping it would lose every signal.
+pub fn feed_session(
+    queued: &Mutex<Option<mpsc::UnboundedReceiver<AgentSignal>>>,
+    signals: mpsc::Sender<AgentSignal>,
+) {
+    let queued = queued
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    let Some(mut queued) = queued else { return };
+    tokio::spawn(async move {
+        while let Some(signal) = queued.recv().await {
+            if signals.send(signal).await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
 /// What an agent remembers for the work digest (the host adds what git says).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecentWork {
@@ -466,5 +489,37 @@ impl Agent for IdleAgent {
     }
     fn recent_work(&self) -> RecentWork {
         RecentWork::default()
+    }
+}
+
+#[cfg(test)]
+mod feed_tests {
+    use super::*;
+
+    /// A slot a panic poisoned still hands its signals on, and only the first attach gets
+    /// them (a second finds the slot empty and feeds nothing twice).
+    #[tokio::test]
+    async fn a_poisoned_slot_still_feeds_the_session_once() {
+        let (queue, queued) = mpsc::unbounded_channel();
+        let slot = Arc::new(Mutex::new(Some(queued)));
+        let poisoner = slot.clone();
+        let _ = std::thread::spawn(move || {
+            let _guard = poisoner.lock().expect("first lock");
+            panic!("poison the slot");
+        })
+        .join();
+        assert!(slot.is_poisoned());
+        queue
+            .send(AgentSignal::Event(AgentEvent::TurnSettled))
+            .expect("queued");
+        let (signals, mut session) = mpsc::channel(4);
+        feed_session(&slot, signals.clone());
+        feed_session(&slot, signals);
+        assert!(matches!(
+            session.recv().await,
+            Some(AgentSignal::Event(AgentEvent::TurnSettled))
+        ));
+        drop(queue);
+        assert!(session.recv().await.is_none(), "fed once, then closed");
     }
 }

@@ -377,22 +377,7 @@ struct LinkAgent(Arc<Link>);
 #[async_trait]
 impl Agent for LinkAgent {
     fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
-        let queued = self
-            .0
-            .queued
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(mut queued) = queued else { return };
-        // The connection reader never waits for the session (which may itself be waiting
-        // for an answer that reader has to deliver); this task feeds it instead.
-        tokio::spawn(async move {
-            while let Some(signal) = queued.recv().await {
-                if signals.send(signal).await.is_err() {
-                    break;
-                }
-            }
-        });
+        crate::agent::feed_session(&self.0.queued, signals);
     }
 
     async fn send_prompt(

@@ -618,18 +618,7 @@ async fn write_lines(
 #[async_trait]
 impl Agent for PiRpcAgent {
     fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
-        let queued = self.inner.queued.lock().ok().and_then(|mut q| q.take());
-        let Some(mut queued) = queued else { return };
-        // The reader never waits for the session: it queues here, and this task feeds
-        // the session at its pace. A reader blocked on a full session channel could not
-        // read the response a `send_prompt` (called by that same session) waits for.
-        tokio::spawn(async move {
-            while let Some(signal) = queued.recv().await {
-                if signals.send(signal).await.is_err() {
-                    break;
-                }
-            }
-        });
+        crate::agent::feed_session(&self.inner.queued, signals);
     }
 
     async fn send_prompt(
