@@ -5,8 +5,8 @@
 
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
-    BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, Receipt, SendError,
-    SessionInfo, ToolDecision, WorkFacts,
+    BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, QuestionAnswer,
+    Receipt, SendError, SessionInfo, ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -38,6 +38,9 @@ pub trait Host {
     ) -> Result<(), String>;
     /// `agent.resolve-tool-call`: the verdict on a tool call left pending under `id`.
     fn resolve_tool_call(&mut self, id: &str, decision: &ToolDecision);
+    /// `agent.answer-question`: the answer to the question passed to `on_question` under
+    /// `id` (the host's id), exactly once.
+    fn answer_question(&mut self, id: &str, answer: &QuestionAnswer);
     /// `agent.abort`.
     fn abort(&mut self);
     /// `agent.is-idle`.

@@ -540,6 +540,45 @@ pub enum ToolDecision {
     Narrowed(Vec<(String, String)>),
 }
 
+/// What a question asks for (pi's `ctx.ui` dialogs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuestionKind {
+    /// One of these options, by its text.
+    Select(Vec<String>),
+    /// Yes or no.
+    Confirm,
+    /// One line of text.
+    Input,
+    /// Free text, possibly several lines.
+    Editor,
+}
+
+/// A question the agent asks the person while it waits (`session.on-question`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentQuestion {
+    /// The host's id, answered through `Host::answer_question`; never shown.
+    pub id: String,
+    /// What kind of answer it wants.
+    pub kind: QuestionKind,
+    /// The question itself.
+    pub title: String,
+    /// The confirm message, input placeholder or editor prefill; may be empty.
+    pub message: String,
+    /// The agent gives up after this many ms; `None` when it would wait for ever.
+    pub timeout_ms: Option<u64>,
+}
+
+/// The answer to an [`AgentQuestion`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuestionAnswer {
+    /// The chosen option's text, or the text typed.
+    Value(String),
+    /// Yes or no.
+    Confirmed(bool),
+    /// Dismissed: nobody answered in time.
+    Cancelled,
+}
+
 /// An approval the bridge asked for: the host parks the tool call under `id` and asks
 /// `title` / `message` locally while the chats may answer (see `wit/session.wit`).
 #[derive(Debug, Clone, PartialEq, Eq)]

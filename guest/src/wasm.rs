@@ -127,6 +127,15 @@ impl Host for Imports {
         agent::resolve_tool_call(id, &decision_to_wit(decision.clone()));
     }
 
+    fn answer_question(&mut self, id: &str, answer: &model::QuestionAnswer) {
+        let answer = match answer {
+            model::QuestionAnswer::Value(text) => agent::QuestionAnswer::Value(text.clone()),
+            model::QuestionAnswer::Confirmed(yes) => agent::QuestionAnswer::Confirmed(*yes),
+            model::QuestionAnswer::Cancelled => agent::QuestionAnswer::Cancelled,
+        };
+        agent::answer_question(id, &answer);
+    }
+
     fn abort(&mut self) {
         agent::abort();
     }
@@ -469,6 +478,22 @@ impl wit_session::Guest for Component {
                 })
             }
         }
+    }
+
+    fn on_question(question: agent::AgentQuestion) {
+        let question = model::AgentQuestion {
+            id: question.id,
+            kind: match question.kind {
+                agent::QuestionKind::Select(options) => model::QuestionKind::Select(options),
+                agent::QuestionKind::Confirm => model::QuestionKind::Confirm,
+                agent::QuestionKind::Input => model::QuestionKind::Input,
+                agent::QuestionKind::Editor => model::QuestionKind::Editor,
+            },
+            title: question.title,
+            message: question.message,
+            timeout_ms: question.timeout_ms,
+        };
+        with_bridge(|bridge, host| bridge.on_question(host, question));
     }
 
     fn on_local_answer(id: String, approved: bool) {

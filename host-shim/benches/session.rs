@@ -99,6 +99,7 @@ impl Bench {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            questions: HashMap::new(),
             transcript: None,
             script: None,
         }
@@ -229,6 +230,7 @@ impl Host for NativeHost {
         Ok(())
     }
     fn resolve_tool_call(&mut self, _: &str, _: &model::ToolDecision) {}
+    fn answer_question(&mut self, _: &str, _: &model::QuestionAnswer) {}
     fn send(&mut self, _: &model::Outbound) -> Result<model::Receipt, model::SendError> {
         Ok(model::Receipt {
             message_id: "m".into(),

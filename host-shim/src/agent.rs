@@ -13,7 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
+use crate::wit::agent::{
+    AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, SessionInfo, ShellRun,
+};
 use crate::wit::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
 
 /// What an agent tells the session it is attached to.
@@ -31,6 +33,15 @@ pub enum AgentSignal {
         input: serde_json::Value,
         /// Where the verdict goes.
         reply: oneshot::Sender<ToolDecision>,
+    },
+    /// The agent asks the person a question and waits (pi's `ctx.ui.select`, `confirm`,
+    /// `input`, `editor`). A dropped reply means the session is gone: the agent treats it
+    /// as dismissed.
+    Question {
+        /// The question; its id is the agent's own.
+        question: AgentQuestion,
+        /// Where the answer goes.
+        reply: oneshot::Sender<QuestionAnswer>,
     },
 }
 

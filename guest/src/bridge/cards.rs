@@ -237,6 +237,8 @@ impl Bridge {
         self.refresh_cards(host, false);
         // Approvals nobody answered in time are blocked now (fail closed).
         self.expire_approvals(host);
+        // Questions whose time ran out: the agent went on without an answer; say so.
+        self.expire_questions(host);
         let now = host.now_ms();
         self.flush_stranger_notices(host, now);
         self.flush_outbox(host);

@@ -81,7 +81,19 @@ impl Bridge {
                 attachments,
             } => {
                 self.remember(host, &target, envelope.is_direct);
-                self.prompt(host, &envelope, &target, text, deliver_as, attachments, now)
+                // While the agent waits for an answer asked in this chat, a plain message
+                // is that answer ("reply with your answer"), not a prompt queued behind it.
+                if self.question_waits_for(host, &identity, &conversation) {
+                    if self.admit(host, InputKind::Command, &identity, &target, now) {
+                        let reply = self.reply_as_answer(host, &text, &identity, &conversation);
+                        self.reply(host, &target, &reply);
+                        Outcome::Command(RemoteCommand::Answer.name())
+                    } else {
+                        Outcome::RateLimited
+                    }
+                } else {
+                    self.prompt(host, &envelope, &target, text, deliver_as, attachments, now)
+                }
             }
         };
         self.decisions.record(Decision {
@@ -135,10 +147,15 @@ impl Bridge {
         };
         if matches!(
             parsed.command,
-            RemoteCommand::Approve | RemoteCommand::Deny | RemoteCommand::Scope
+            RemoteCommand::Approve
+                | RemoteCommand::Deny
+                | RemoteCommand::Scope
+                | RemoteCommand::Answer
         ) {
             let text = if parsed.command == RemoteCommand::Scope {
                 self.scope_text()
+            } else if parsed.command == RemoteCommand::Answer {
+                self.answer_question_from_chat(host, &parsed.args, &identity, &conversation)
             } else {
                 self.answer_from_chat(host, parsed.command, &parsed.args, &identity, &conversation)
             };

@@ -86,6 +86,11 @@ impl Bridge {
                 Level::Info,
                 explain::explain_text(&self.decisions, now, &self.config.local_command),
             ),
+            LocalCommand::Answer => {
+                let rest = args.trim_start();
+                let rest = rest.get(rest.find(char::is_whitespace).unwrap_or(rest.len())..);
+                self.answer_question_locally(host, rest.unwrap_or(""))
+            }
             LocalCommand::Unknown(sub) => Note::new(
                 Level::Warning,
                 local::unknown_subcommand_text(&sub, &self.config.local_command),

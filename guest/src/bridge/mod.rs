@@ -14,6 +14,7 @@ mod local;
 mod outbox;
 mod pairing;
 mod preview;
+mod questions;
 mod scope;
 mod tracked;
 
@@ -158,6 +159,8 @@ struct PendingApprovals {
     audiences: BTreeMap<String, Vec<state::ConversationTarget>>,
     /// Arguments a pending approval's call runs with once approved (a narrowed search).
     narrowing: BTreeMap<String, Vec<(String, String)>>,
+    /// Questions the agent asked that wait for an answer (docs/pi.md#questions-pi-asks).
+    questions: crate::core::questions::Questions,
 }
 
 impl Default for Bridge {

@@ -155,6 +155,7 @@ impl Bridge {
             self.delivery.outbox.next_due(),
             self.trust.stranger_notices.due(),
             self.pending.approvals.next_deadline(),
+            self.pending.questions.next_deadline(),
         ]
         .into_iter()
         .flatten()

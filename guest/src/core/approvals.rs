@@ -14,7 +14,7 @@ use crate::model::Button;
 
 /// Letters of an approval id: lower-case, without the ones read alike on a phone
 /// (`0/o`, `1/l/i`), so an id read off a screen is typed right.
-const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+pub(crate) const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
 /// Characters in an id: 31^4 ≈ 920,000 ids, plenty for the few pending at once.
 pub const ID_LEN: usize = 4;
 /// Decided approvals remembered for "already decided" answers.

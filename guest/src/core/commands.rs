@@ -37,6 +37,8 @@ pub enum RemoteCommand {
     Deny,
     /// Show what a remote turn may do (docs/decisions.md#decision-16-scoped-remote-turns).
     Scope,
+    /// Answer a question the agent asked (`/answer <id> <answer>`).
+    Answer,
 }
 
 impl RemoteCommand {
@@ -142,6 +144,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         aliases: &[],
         usage: "<id>",
         summary: "Block a tool call waiting for approval",
+    },
+    CommandSpec {
+        command: RemoteCommand::Answer,
+        name: "answer",
+        aliases: &[],
+        usage: "<id> <answer>",
+        summary: "Answer a question the agent asked",
     },
     CommandSpec {
         command: RemoteCommand::Scope,
@@ -410,6 +419,7 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
             "The scope is known only to a running bridge.".to_string(),
             CommandEffect::None,
         ),
+        RemoteCommand::Answer => ("No question is waiting.".to_string(), CommandEffect::None),
     }
 }
 
@@ -592,6 +602,7 @@ mod tests {
              \x20 /disconnect — Revoke this chat's pairing for the current session\n\
              \x20 /approve <id> — Let a tool call waiting for approval run\n\
              \x20 /deny <id> — Block a tool call waiting for approval\n\
+             \x20 /answer <id> <answer> — Answer a question the agent asked\n\
              \x20 /scope — Show what a turn started from here may do\n\
              \n\
              Anything that is not a command is sent to pi as a prompt."

@@ -38,6 +38,8 @@ pub enum LocalCommand {
     Scope,
     /// What was done with the last inbound messages, and why.
     Explain,
+    /// Answer a question the agent asked (`answer <id> <answer>`).
+    Answer,
     /// Anything else, as typed.
     Unknown(String),
 }
@@ -59,6 +61,7 @@ pub fn parse_local_command(args: &str) -> LocalCommand {
         "config" => LocalCommand::Config,
         "scope" => LocalCommand::Scope,
         "explain" | "why" => LocalCommand::Explain,
+        "answer" => LocalCommand::Answer,
         _ => LocalCommand::Unknown(word.to_string()),
     }
 }
@@ -222,6 +225,10 @@ pub fn help_text(local_command: &str) -> String {
         (
             "scope",
             "what a turn started from a chat may do (frozen while it runs)",
+        ),
+        (
+            "answer <id> <answer>",
+            "answer a question the agent asked (the chats may answer too; the first answer counts)",
         ),
         ("version", "the bridge's version"),
         ("help", "this list"),

@@ -22,6 +22,7 @@ pub mod outbound;
 pub mod pairing;
 pub mod pairing_budget;
 pub mod progress;
+pub mod questions;
 pub mod rate_limit;
 pub mod readable;
 pub mod redact;

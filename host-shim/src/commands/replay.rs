@@ -104,6 +104,7 @@ fn context(
         listening: Vec::new(),
         tick_at: None,
         parked: HashMap::new(),
+        questions: HashMap::new(),
         transcript: Some(transcript),
         script: Some(script),
     })
@@ -233,6 +234,13 @@ impl Driver<'_> {
                     .call_on_tool_call(store, &call)
                     .await
                     .map(|answer| Some(Event::ToolAnswer { answer })),
+            ),
+            Event::Question { question } => (
+                calls::QUESTION,
+                bridge
+                    .call_on_question(store, &question)
+                    .await
+                    .map(|()| None),
             ),
             Event::LocalAnswer { id, approved } => (
                 calls::LOCAL_ANSWER,

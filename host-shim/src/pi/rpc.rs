@@ -203,8 +203,12 @@ pub enum UiRequest {
         method: String,
         /// Its title.
         title: String,
-        /// The confirm message, or the input placeholder.
+        /// The confirm message, the input placeholder, or the editor's prefilled text.
         body: String,
+        /// A select's options, in order (empty for the other dialogs).
+        options: Vec<String>,
+        /// pi answers the dialog itself (dismissed) after this many ms; none: it waits.
+        timeout_ms: Option<u64>,
     },
     /// A notification for the person.
     Notify {
@@ -292,12 +296,24 @@ fn parse_ui(object: &Map<String, Value>) -> RpcLine {
             };
             let body = optional_text(object, "message")
                 .or_else(|| optional_text(object, "placeholder"))
+                .or_else(|| optional_text(object, "prefill"))
                 .unwrap_or_default();
+            // Options that are not text cannot be shown or sent back as pi's value: left
+            // out, as pi's own TUI could not show them either.
+            let options = match object.get("options") {
+                Some(Value::Array(options)) => options
+                    .iter()
+                    .filter_map(|o| o.as_str().map(str::to_string))
+                    .collect(),
+                _ => Vec::new(),
+            };
             RpcLine::Ui(UiRequest::Dialog {
                 id,
                 title: text_field(object, "title"),
                 method,
                 body,
+                options,
+                timeout_ms: object.get("timeout").and_then(Value::as_u64),
             })
         }
         "notify" => RpcLine::Ui(UiRequest::Notify {
@@ -568,8 +584,30 @@ mod tests {
                 id: "u1".into(),
                 method: "input".into(),
                 title: "t".into(),
-                body: "{}".into()
+                body: "{}".into(),
+                options: Vec::new(),
+                timeout_ms: Some(5000),
             })
+        );
+        let select = parse_line(
+            r#"{"type":"extension_ui_request","id":"u5","method":"select","title":"Where?","options":["eu","us",3]}"#,
+        );
+        assert_eq!(
+            select,
+            RpcLine::Ui(UiRequest::Dialog {
+                id: "u5".into(),
+                method: "select".into(),
+                title: "Where?".into(),
+                body: String::new(),
+                options: vec!["eu".into(), "us".into()],
+                timeout_ms: None,
+            })
+        );
+        let editor = parse_line(
+            r#"{"type":"extension_ui_request","id":"u6","method":"editor","title":"Edit","prefill":"line 1"}"#,
+        );
+        assert!(
+            matches!(editor, RpcLine::Ui(UiRequest::Dialog { ref body, .. }) if body == "line 1")
         );
         let confirm = parse_line(
             r#"{"type":"extension_ui_request","id":"u2","method":"confirm","title":"Probe?","message":"Send?"}"#,

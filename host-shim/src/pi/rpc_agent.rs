@@ -30,7 +30,9 @@ use crate::pi::rpc::{
     self, PiEvent, RpcCommand, RpcImage, RpcLine, RpcResponse, StreamingBehavior, UiRequest,
 };
 use crate::pi::turns::PiTurns;
-use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use crate::wit::agent::{
+    AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, QuestionKind, SessionInfo,
+};
 use crate::wit::session::{AgentEvent, ToolDecision, TurnOrigin};
 use crate::wit::types::Level;
 
@@ -209,6 +211,55 @@ pub fn literal_prompt(text: &str) -> String {
         format!(" {text}")
     } else {
         text.to_string()
+    }
+}
+
+/// A dialog pi asked for, as the bridge's question. A method this host does not know is
+/// asked as text: pi answers every dialog with a value or a dismissal.
+pub fn question_of(
+    id: String,
+    method: &str,
+    title: String,
+    body: String,
+    options: Vec<String>,
+    timeout_ms: Option<u64>,
+) -> AgentQuestion {
+    let kind = match method {
+        "select" => QuestionKind::Select(options),
+        "confirm" => QuestionKind::Confirm,
+        "editor" => QuestionKind::Editor,
+        _ => QuestionKind::Input,
+    };
+    AgentQuestion {
+        id,
+        kind,
+        title,
+        message: body,
+        timeout_ms,
+    }
+}
+
+/// The bridge's answer as pi's `extension_ui_response`.
+pub fn ui_response(id: String, answer: QuestionAnswer) -> RpcCommand {
+    match answer {
+        QuestionAnswer::Value(value) => RpcCommand::UiResponse {
+            id,
+            value: Some(value),
+            confirmed: None,
+            cancelled: false,
+        },
+        QuestionAnswer::Confirmed(yes) => RpcCommand::UiResponse {
+            id,
+            value: None,
+            confirmed: Some(yes),
+            cancelled: false,
+        },
+        QuestionAnswer::Cancelled => RpcCommand::UiResponse {
+            id,
+            value: None,
+            confirmed: None,
+            cancelled: true,
+        },
     }
 }
 
@@ -486,30 +537,9 @@ impl PiRpcAgent {
                 method,
                 title,
                 body,
-            } => {
-                // Another extension asks the person something: a yes/no goes to the
-                // terminal, anything else cannot be answered here and is dismissed.
-                let agent = self.clone();
-                tokio::spawn(async move {
-                    let answer = if method == "confirm" {
-                        let yes = agent.inner.ui.confirm(&title, &body).await;
-                        RpcCommand::UiResponse {
-                            id,
-                            value: None,
-                            confirmed: Some(yes),
-                            cancelled: false,
-                        }
-                    } else {
-                        RpcCommand::UiResponse {
-                            id,
-                            value: None,
-                            confirmed: None,
-                            cancelled: true,
-                        }
-                    };
-                    agent.send(&answer);
-                });
-            }
+                options,
+                timeout_ms,
+            } => self.ask(question_of(id, &method, title, body, options, timeout_ms)),
             UiRequest::Notify { level, message } => {
                 self.inner
                     .ui
@@ -521,6 +551,22 @@ impl PiRpcAgent {
             }
             UiRequest::Status { .. } | UiRequest::Other(_) => {}
         }
+    }
+
+    /// Another extension asks the person something: the bridge asks the turn's chats and
+    /// the terminal, and its answer (or its dismissal) goes back as pi's
+    /// `extension_ui_response`. Before, only a confirm reached the terminal and every other
+    /// dialog was dismissed at once: the agent went on as if the person had declined.
+    fn ask(&self, question: AgentQuestion) {
+        let (reply, answer) = oneshot::channel();
+        let id = question.id.clone();
+        self.emit(AgentSignal::Question { question, reply });
+        let agent = self.clone();
+        tokio::spawn(async move {
+            // A dropped reply means the session is gone: dismissed.
+            let answer = answer.await.unwrap_or(QuestionAnswer::Cancelled);
+            agent.send(&ui_response(id, answer));
+        });
     }
 
     /// Asks the bridge for a verdict on a tool call and answers the gate's dialog.
@@ -747,6 +793,75 @@ mod tests {
         assert_eq!(
             block,
             serde_json::json!({"v":1,"verdict":"block","reason":"read-only"})
+        );
+    }
+
+    #[test]
+    fn pi_dialogs_become_questions_and_answers_become_pi_responses() {
+        let select = question_of(
+            "u1".into(),
+            "select",
+            "Where?".into(),
+            String::new(),
+            vec!["eu".into(), "us".into()],
+            Some(5_000),
+        );
+        assert_eq!(
+            select.kind,
+            QuestionKind::Select(vec!["eu".into(), "us".into()])
+        );
+        assert_eq!(select.timeout_ms, Some(5_000));
+        assert_eq!(
+            question_of(
+                "u".into(),
+                "confirm",
+                "t".into(),
+                "m".into(),
+                Vec::new(),
+                None
+            )
+            .kind,
+            QuestionKind::Confirm
+        );
+        assert_eq!(
+            question_of(
+                "u".into(),
+                "editor",
+                "t".into(),
+                "x".into(),
+                Vec::new(),
+                None
+            )
+            .kind,
+            QuestionKind::Editor
+        );
+        // A dialog pi adds later is asked as text: some answer beats none.
+        assert_eq!(
+            question_of(
+                "u".into(),
+                "pick-date",
+                "t".into(),
+                String::new(),
+                Vec::new(),
+                None
+            )
+            .kind,
+            QuestionKind::Input
+        );
+        let line = |answer| -> Value {
+            serde_json::from_str(&rpc::encode(&ui_response("u1".into(), answer))).unwrap()
+        };
+        assert_eq!(
+            line(QuestionAnswer::Value("eu".into())),
+            serde_json::json!({"type": "extension_ui_response", "id": "u1", "value": "eu"})
+        );
+        assert_eq!(
+            line(QuestionAnswer::Confirmed(false)),
+            serde_json::json!({"type": "extension_ui_response", "id": "u1", "confirmed": false})
+        );
+        assert_eq!(
+            line(QuestionAnswer::Cancelled),
+            serde_json::json!({"type": "extension_ui_response", "id": "u1", "cancelled": true})
         );
     }
 

@@ -27,6 +27,7 @@ use crate::sandbox::runtime::{Instance, Runtime};
 use crate::sandbox::tool_paths::{PathContext, tool_paths};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
+use crate::wit::agent::QuestionAnswer;
 use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
     ToolCall, ToolDecision,
@@ -202,6 +203,7 @@ impl Session {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            questions: HashMap::new(),
             transcript: spec.transcript,
             script: None,
         };
@@ -556,6 +558,25 @@ impl Actor {
                 let _: Option<()> = guest!(self, calls::AGENT_EVENT, |b, s| b
                     .call_on_agent_event(s, &event));
             }
+            AgentSignal::Question { question, reply } => {
+                self.record_input(|| Event::Question {
+                    question: question.clone(),
+                });
+                // Held before the call: the bridge may answer during it (nobody to ask).
+                let id = question.id.clone();
+                if let Some(old) = self.ctx().questions.insert(id.clone(), reply) {
+                    // The agent reused an id: the older question cannot be told apart.
+                    let _ = old.send(QuestionAnswer::Cancelled);
+                }
+                let asked: Option<()> = guest!(self, calls::QUESTION, |b, s| b
+                    .call_on_question(s, &question));
+                if asked.is_none() {
+                    // The bridge failed on it: dismissed, so the agent does not wait for ever.
+                    if let Some(reply) = self.ctx().questions.remove(&id) {
+                        let _ = reply.send(QuestionAnswer::Cancelled);
+                    }
+                }
+            }
             AgentSignal::ToolCall { name, input, reply } => {
                 let paths = tool_paths(&name, &input, &self.paths);
                 let call = ToolCall { name, paths };
@@ -734,6 +755,8 @@ pub mod calls {
     pub const AGENT_EVENT: &str = "an agent event";
     /// `on-tool-call`.
     pub const TOOL_CALL: &str = "a tool call";
+    /// `on-question`.
+    pub const QUESTION: &str = "an agent question";
     /// `on-local-command`.
     pub const LOCAL_COMMAND: &str = "a local command";
     /// `preview-envelope`.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wit::agent::{DeliverAs, SessionInfo, WorkFacts};
+use crate::wit::agent::{AgentQuestion, DeliverAs, QuestionAnswer, SessionInfo, WorkFacts};
 use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
     ToolCall,
@@ -130,6 +130,11 @@ pub enum Event {
         /// The call.
         call: ToolCall,
     },
+    /// A question the agent asks (`session.on-question`).
+    Question {
+        /// The question (its text redacted).
+        question: AgentQuestion,
+    },
     /// The terminal's answer to a pending approval.
     LocalAnswer {
         /// Approval id.
@@ -189,6 +194,13 @@ pub enum Event {
         id: String,
         /// The decision.
         decision: ToolDecision,
+    },
+    /// The answer to an agent question (`agent.answer-question`).
+    QuestionAnswered {
+        /// The agent's id for the question.
+        id: String,
+        /// The answer (typed text redacted).
+        answer: QuestionAnswer,
     },
     /// What `on-tool-call` answered.
     ToolAnswer {
@@ -374,6 +386,7 @@ impl Event {
             | Event::Preview { .. }
             | Event::AgentEvent { .. }
             | Event::ToolCall { .. }
+            | Event::Question { .. }
             | Event::LocalAnswer { .. }
             | Event::LocalCommand { .. }
             | Event::Tick
@@ -385,6 +398,7 @@ impl Event {
             | Event::Typing { .. }
             | Event::Prompt { .. }
             | Event::Verdict { .. }
+            | Event::QuestionAnswered { .. }
             | Event::ToolAnswer { .. }
             | Event::Abort
             | Event::Notify { .. }

@@ -341,6 +341,25 @@ impl Scrubber {
                 deliver_as,
                 images,
             },
+            Event::Question { mut question } => {
+                question.title = self.text(&question.title);
+                question.message = self.text(&question.message);
+                if let crate::wit::agent::QuestionKind::Select(options) = &mut question.kind {
+                    for option in options.iter_mut() {
+                        *option = self.text(option);
+                    }
+                }
+                Event::Question { question }
+            }
+            Event::QuestionAnswered { id, answer } => Event::QuestionAnswered {
+                id,
+                answer: match answer {
+                    crate::wit::agent::QuestionAnswer::Value(text) => {
+                        crate::wit::agent::QuestionAnswer::Value(self.text(&text))
+                    }
+                    other => other,
+                },
+            },
             Event::Verdict { id, decision } => Event::Verdict {
                 id,
                 decision: self.decision(decision),

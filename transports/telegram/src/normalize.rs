@@ -157,7 +157,7 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
     let text = data.trim();
     if !is_button_command(text) {
         return ignored(
-            "a button press whose data is not a bridge command (only /approve <id> and /deny <id> buttons are taken; a client can send any data)",
+            "a button press whose data is not a bridge command (only /approve <id>, /deny <id> and /answer <id> <choice> buttons are taken; a client can send any data)",
         );
     }
     let thread_id = match (message.is_topic_message, message.message_thread_id) {
@@ -180,16 +180,23 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
     }))
 }
 
+/// The commands a press may stand for with one short word after the id: an agent
+/// question's option or Yes / No (`/answer <id> 2`, `/answer <id> yes`).
+pub const ANSWER_BUTTON_COMMANDS: &[&str] = &["/answer"];
+
 /// `/approve <id>` or `/deny <id>`: a known command, then exactly one short id of letters
-/// and digits.
+/// and digits; or `/answer <id> <choice>` with a short choice of letters and digits (an
+/// option's number, yes or no), never free text.
 fn is_button_command(text: &str) -> bool {
-    let mut words = text.split_whitespace();
-    let (Some(command), Some(id), None) = (words.next(), words.next(), words.next()) else {
-        return false;
-    };
-    BUTTON_COMMANDS.contains(&command)
-        && id.len() <= 16
-        && id.chars().all(|c| c.is_ascii_alphanumeric())
+    let short = |word: &str| word.len() <= 16 && word.chars().all(|c| c.is_ascii_alphanumeric());
+    let words: Vec<&str> = text.split_whitespace().collect();
+    match words.as_slice() {
+        [command, id] => BUTTON_COMMANDS.contains(command) && short(id),
+        [command, id, choice] => {
+            ANSWER_BUTTON_COMMANDS.contains(command) && short(id) && short(choice)
+        }
+        _ => false,
+    }
 }
 
 /// Normalizes one message (see the module docs for every rule).

@@ -85,6 +85,8 @@ pub struct FakeHost {
     pub aborts: usize,
     /// `resolve_tool_call` verdicts, in order.
     pub resolved: Vec<(String, ToolDecision)>,
+    /// `answer_question` answers (host id, answer), in order.
+    pub answered: Vec<(String, guest::model::QuestionAnswer)>,
     /// How often the bridge asked for the session's facts.
     pub session_info_calls: usize,
     /// Answers `confirm` gives, in order; an empty script answers `false` (fail closed).
@@ -189,6 +191,7 @@ impl FakeHost {
             prompt_error: None,
             aborts: 0,
             resolved: Vec::new(),
+            answered: Vec::new(),
             session_info_calls: 0,
             confirm_answers: VecDeque::new(),
             confirms: Vec::new(),
@@ -389,6 +392,10 @@ impl Host for FakeHost {
 
     fn resolve_tool_call(&mut self, id: &str, decision: &ToolDecision) {
         self.resolved.push((id.to_string(), decision.clone()));
+    }
+
+    fn answer_question(&mut self, id: &str, answer: &guest::model::QuestionAnswer) {
+        self.answered.push((id.to_string(), answer.clone()));
     }
 
     fn abort(&mut self) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use wasmtime::component::HasData;
 
-use super::{Imports, ParkedCall, SessionContext};
+use super::{Imports, ParkedCall, QuestionReplies, SessionContext};
 use crate::agent::Agent;
 use crate::transcript::line::{Event, ImageMeta};
 use crate::transcript::script::Script;
@@ -15,6 +15,7 @@ use crate::wit::{agent, types};
 pub struct AgentPart<'a> {
     agent: &'a Arc<dyn Agent>,
     parked: &'a mut HashMap<String, ParkedCall>,
+    questions: &'a mut QuestionReplies,
 }
 
 /// The agent interface's view, for the linker.
@@ -32,6 +33,7 @@ impl SessionContext {
             AgentPart {
                 agent: &self.agent,
                 parked: &mut self.parked,
+                questions: &mut self.questions,
             }
         )
     }
@@ -80,6 +82,24 @@ impl agent::Host for Imports<'_, AgentPart<'_>> {
         // so a guest can never give one call two verdicts.
         if let Some(call) = self.part.parked.remove(&id) {
             call.resolve(decision);
+        }
+        Ok(())
+    }
+
+    fn answer_question(
+        &mut self,
+        id: String,
+        answer: agent::QuestionAnswer,
+    ) -> wasmtime::Result<()> {
+        self.tape.record(|| Event::QuestionAnswered {
+            id: id.clone(),
+            answer: answer.clone(),
+        });
+        // An id the host does not hold was answered already: ignored, so the agent never
+        // gets two answers to one question.
+        if let Some(reply) = self.part.questions.remove(&id) {
+            // An agent that stopped waiting (pi's own timeout) needs no answer.
+            let _ = reply.send(answer);
         }
         Ok(())
     }

@@ -70,11 +70,17 @@ pub struct SessionContext {
     pub tick_at: Option<u64>,
     /// Tool calls whose verdict is pending (remote approval), by approval id.
     pub parked: HashMap<String, ParkedCall>,
+    /// The agent's questions waiting for `agent.answer-question`, by the agent's id.
+    pub questions: QuestionReplies,
     /// Where inputs, effects and answers are recorded (opt-in).
     pub transcript: Option<Transcript>,
     /// Replay: the recorded answers the imports give instead of asking the world.
     pub script: Option<Script>,
 }
+
+/// Where each waiting agent question's answer goes, by the agent's id for it.
+pub type QuestionReplies =
+    HashMap<String, tokio::sync::oneshot::Sender<crate::wit::agent::QuestionAnswer>>;
 
 /// A tool call waiting for `agent.resolve-tool-call` (see `tool-answer` in
 /// `wit/session.wit`).
@@ -102,6 +108,11 @@ impl SessionContext {
     pub fn block_parked(&mut self, reason: &str) {
         for (_, call) in self.parked.drain() {
             call.resolve(types::ToolDecision::Block(reason.to_string()));
+        }
+        // The agent's questions too: the instance that would have answered them is gone,
+        // and the agent must not wait for ever.
+        for (_, reply) in self.questions.drain() {
+            let _ = reply.send(crate::wit::agent::QuestionAnswer::Cancelled);
         }
     }
 }
@@ -258,6 +269,7 @@ mod fixture {
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
+            questions: HashMap::new(),
             transcript: None,
             script: None,
         })

@@ -547,6 +547,21 @@ fn a_button_press_is_the_command_it_stands_for_from_the_presser() {
         (private_chat(), "/approve qd4k", "/approve qd4k", true, None),
         (private_chat(), " /deny qd4k ", "/deny qd4k", true, None),
         (group_chat(), "/approve qd4k", "/approve qd4k", false, None),
+        // An agent question's option and Yes / No (docs/pi.md#questions-pi-asks).
+        (
+            private_chat(),
+            "/answer qd4k 3",
+            "/answer qd4k 3",
+            true,
+            None,
+        ),
+        (
+            group_chat(),
+            "/answer qd4k yes",
+            "/answer qd4k yes",
+            false,
+            None,
+        ),
     ];
     for (chat, data, text, is_direct, thread) in cases {
         let conversation = chat["id"].as_i64().expect("id").to_string();
@@ -598,6 +613,11 @@ fn presses_that_are_not_our_commands_are_ignored_with_the_reason() {
         "/approve qd4k extra",
         "/approve q-d4k",
         "approve qd4k",
+        // An answer button carries one short choice, never free text a client made up.
+        "/answer qd4k",
+        "/answer qd4k run rm -rf",
+        "/answer qd4k ../x",
+        "/deny qd4k yes",
     ];
     for data in not_ours {
         let why = reason(normalize(
