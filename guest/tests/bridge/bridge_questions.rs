@@ -246,27 +246,38 @@ fn the_deadline_dismisses_it_and_the_chats_are_told() {
 
 #[test]
 fn an_unpaired_identity_cannot_answer_and_its_message_stays_what_it_was() {
+    // requirePairing off lets anyone prompt, but answering the agent needs real trust: an
+    // answer steers what the agent does next, as an approval does.
     let mut host = FakeHost::new();
-    let mut bridge = in_remote_turn(&mut host);
+    let config = r#"{"bridge":{"requirePairing":false,"allowUsers":["tg:u1"]}}"#;
+    let (mut bridge, _, _) = started(&mut host, config, &["tg"]);
+    // u1's prompt starts the turn in c1 (a group both write in).
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "deploy"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     let id = ask(
         &mut bridge,
         &mut host,
         question(QuestionKind::Confirm, None),
     );
     host.clear_records();
-    // A stranger in the same chat (a group) presses Yes.
+    // Someone else in the same chat (a group) presses Yes, then types it.
     bridge.on_envelope(
         &mut host,
         dm("tg", "c1", "stranger", &format!("/answer {id} yes")),
     );
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec!["Only a paired identity can answer the agent's questions. Pair this chat first."]
+    );
     bridge.on_envelope(&mut host, dm("tg", "c1", "stranger", "yes"));
     assert!(host.answered.is_empty(), "{:?}", host.answered);
-    assert!(
-        host.all_send_texts()
-            .iter()
-            .all(|t| !t.contains("answered")),
-        "{:?}",
-        host.all_send_texts()
+    // Their plain message is what it would have been without the question: a prompt.
+    assert_eq!(host.prompts.len(), 1);
+    // The paired user still can.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "yes"));
+    assert_eq!(
+        host.answered,
+        vec![("pi-uuid-1".to_string(), QuestionAnswer::Confirmed(true))]
     );
 }
 

@@ -199,3 +199,82 @@ async fn a_question_nobody_answers_is_dismissed_at_its_deadline() {
     assert!(reply.contains("'id':'q-late','cancelled':true"), "{reply}");
     t.stop().await;
 }
+
+/// A small extension that asks before every tool call, then runs the call with a command
+/// that echoes the answers: the model's next request holds them as the tool's result.
+const ASKING_EXTENSION: &str = r#"
+export default function (pi) {
+	pi.on("tool_call", async (event, ctx) => {
+		const where = await ctx.ui.select("Deploy where?", ["eu-west", "us-east"]);
+		const sure = await ctx.ui.confirm("Drop the cache?", "It rebuilds in an hour.");
+		const name = await ctx.ui.input("Release name?", "v1.2.3");
+		event.input.command = `echo "where=${where} sure=${sure} name=${name}"`;
+		return undefined;
+	});
+}
+"#;
+
+#[tokio::test]
+async fn the_real_pi_gets_the_chats_answers_to_an_extensions_questions() {
+    use crate::common::fake_model::FakeModel;
+    use crate::common::pi::{PI_WAIT, PiHome, require_pi};
+
+    let test = "the_real_pi_gets_the_chats_answers";
+    let Some(bin) = require_pi(test).await else {
+        return;
+    };
+    let model = FakeModel::start().await;
+    let home = PiHome::new(Some(&model.base_url));
+    let gate = write_extension(&home.dir.path().join("bot-connect")).expect("gate written");
+    let asking = home.dir.path().join("asking.ts");
+    std::fs::write(&asking, ASKING_EXTENSION).expect("extension written");
+    let mut args: Vec<OsString> = home.args().into_iter().map(OsString::from).collect();
+    args.extend([OsString::from("-e"), asking.into_os_string()]);
+    let launch = PiLaunch {
+        program: bin.into_os_string(),
+        args,
+        cwd: home.work(),
+        extension: gate,
+        key: "pi-questions-real".into(),
+        ready_timeout: PI_WAIT,
+        env: home
+            .env()
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+    };
+    let pi = PiRpcAgent::start(launch, Arc::new(RecordingUi::default()))
+        .await
+        .expect("pi starts in rpc mode");
+    let dirs = Dirs::new();
+    let mut setup = Setup::new(&dirs, "pi-questions-real");
+    setup.agent = Arc::new(pi.clone());
+    setup.config = vec![user_config(
+        r#"{"bridge":{"remoteToolPolicy":"unrestricted"}}"#,
+    )];
+    let h = setup.start().await;
+    h.pair("carol").await;
+    h.send("carol", "please TOOL").await;
+
+    let select = question_id(&h, 1).await;
+    h.send("carol", &format!("/answer {select} 2")).await;
+    let confirm = question_id(&h, 2).await;
+    h.send("carol", &format!("/answer {confirm} yes")).await;
+    question_id(&h, 3).await;
+    h.send("carol", "v2").await;
+
+    model
+        .wait("the tool's result", PI_WAIT, |m| m.seen().len() >= 2)
+        .await;
+    let seen = model.seen();
+    assert_eq!(seen[1].last_role, "tool");
+    assert!(
+        seen[1]
+            .last_text
+            .contains("where=us-east sure=true name=v2"),
+        "{:?}",
+        seen[1].last_text
+    );
+    h.session.shutdown().await.expect("session stops");
+    pi.stop().await;
+}
