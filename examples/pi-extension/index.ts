@@ -227,6 +227,9 @@ function level(value: unknown): Level {
 	return value === "error" || value === "warning" ? value : "info";
 }
 
+/** Marks pi's `ui` object once its dialogs are wrapped, so a second session start does not wrap twice. */
+const WRAPPED = Symbol.for("bot-connect.questions");
+
 function installLink(pi: ExtensionAPI) {
 	const command = process.env.PI_BOT_CONNECT_COMMAND || "connect";
 
@@ -244,6 +247,10 @@ function installLink(pi: ExtensionAPI) {
 	/** The calls waiting for a verdict, so a narrowed one can set their arguments. */
 	const pendingCalls = new Map<string, { toolName: string; input: unknown }>();
 	const pendingCommands = new Map<string, Pending<{ level: Level; text: string }>>();
+	/** Questions of a remote turn asked in pi and in the chats, by id: the chats' answer. */
+	const pendingQuestions = new Map<string, (answer: any) => void>();
+	/** pi's own dialogs, unwrapped: the bridge's approval confirm must never become a question. */
+	let localDialogs: { select?: Function; confirm?: Function; input?: Function } = {};
 
 	// Remote-turn tracking. A run (agent_start … agent_end) is remote when a prompt this
 	// extension injected started it, or when such a prompt was delivered into it
@@ -302,6 +309,8 @@ function installLink(pi: ExtensionAPI) {
 			p.resolve({ level: "error", text: `bot-connect: ${why}.` });
 			pendingCommands.delete(id);
 		}
+		// A question's dialog in pi stays open: the person there can still answer it.
+		pendingQuestions.clear();
 	};
 
 	const linkDown = (why: string, report: boolean) => {
@@ -354,6 +363,13 @@ function installLink(pi: ExtensionAPI) {
 				);
 				return;
 			}
+			case "question_answer": {
+				const answered = pendingQuestions.get(String(message.id));
+				if (!answered) return;
+				pendingQuestions.delete(String(message.id));
+				answered(message);
+				return;
+			}
 			case "command_result": {
 				const pending = pendingCommands.get(String(message.id));
 				if (!pending) return;
@@ -400,8 +416,9 @@ function installLink(pi: ExtensionAPI) {
 		let yes = false;
 		try {
 			const timeout = Number(message.timeoutMs) > 0 ? Number(message.timeoutMs) : 60_000;
+			const ask = localDialogs.confirm ?? ctx?.ui.confirm.bind(ctx?.ui);
 			yes =
-				(await ctx?.ui.confirm(plainForTerminal(String(message.title ?? "")), plainForTerminal(String(message.message ?? "")), {
+				(await ask?.(plainForTerminal(String(message.title ?? "")), plainForTerminal(String(message.message ?? "")), {
 					timeout,
 				})) === true;
 		} catch {
@@ -541,10 +558,91 @@ function installLink(pi: ExtensionAPI) {
 		}
 	};
 
+	// ------------------------------------------------------- questions of remote turns
+
+	/**
+	 * Another extension asks the person something (`ctx.ui.select`, `confirm`, `input`)
+	 * while a messenger-started run works: the chats of that turn are asked too, and the
+	 * first answer wins, in pi or from the phone (docs/pi.md#questions-pi-asks). Before, the
+	 * dialog opened in pi alone and the chat that started the turn waited on a card that
+	 * never moved. pi hands every extension the same `ui` object, so wrapping its dialogs
+	 * here reaches every extension's questions. `editor` stays pi's own: its dialog cannot
+	 * be closed from outside once the phone has answered.
+	 */
+	const wrapDialogs = (ui: any) => {
+		if (!ui || ui[WRAPPED]) return;
+		const originals: typeof localDialogs = {};
+		for (const method of ["select", "confirm", "input"] as const) {
+			const local = ui[method];
+			if (typeof local !== "function") continue;
+			const own = local.bind(ui);
+			originals[method] = own;
+			ui[method] = (title: unknown, second: unknown, opts?: any) => askBoth(method, own, title, second, opts);
+		}
+		ui[WRAPPED] = true;
+		localDialogs = originals;
+	};
+
+	const askBoth = (method: "select" | "confirm" | "input", local: Function, title: unknown, second: unknown, opts?: any): Promise<any> => {
+		// Local runs are the person's own: their questions stay in pi.
+		if (!linked || !runOpen || runOrigin === "local") return local(title, second, opts);
+		const id = `q${nextId++}`;
+		const closeLocal = new AbortController();
+		const outer: AbortSignal | undefined = opts?.signal;
+		if (outer?.aborted) return local(title, second, opts);
+		outer?.addEventListener("abort", () => closeLocal.abort(), { once: true });
+		const question = {
+			type: "question",
+			id,
+			method,
+			title: String(title ?? ""),
+			message: method === "select" ? "" : String(second ?? ""),
+			options: method === "select" && Array.isArray(second) ? second.map(String) : [],
+			timeoutMs: Number(opts?.timeout) > 0 ? Number(opts.timeout) : undefined,
+		};
+		return new Promise((resolve) => {
+			let done = false;
+			const finish = (value: unknown) => {
+				if (done) return;
+				done = true;
+				pendingQuestions.delete(id);
+				closeLocal.abort();
+				resolve(value);
+			};
+			pendingQuestions.set(id, (answer: any) => {
+				if (answer?.cancelled === true) return finish(method === "confirm" ? false : undefined);
+				if (method === "confirm") return finish(answer?.confirmed === true);
+				finish(typeof answer?.value === "string" ? answer.value : undefined);
+			});
+			if (!send(question)) {
+				pendingQuestions.delete(id);
+				done = true;
+				local(title, second, opts).then(resolve, () => resolve(method === "confirm" ? false : undefined));
+				return;
+			}
+			Promise.resolve(local(title, second, { ...opts, signal: closeLocal.signal })).then(
+				(value: unknown) => {
+					if (done) return;
+					// Answered (or dismissed) in pi first: the chats hear so.
+					const answer =
+						method === "confirm"
+							? { confirmed: value === true }
+							: typeof value === "string"
+								? { value }
+								: { cancelled: true };
+					send({ type: "question_answered", id, ...answer });
+					finish(value);
+				},
+				() => finish(method === "confirm" ? false : undefined),
+			);
+		});
+	};
+
 	// ------------------------------------------------------------- pi events -> host
 
 	pi.on("session_start", async (_event, c) => {
 		ctx = c;
+		wrapDialogs(c.ui);
 		// A new or switched session continues nothing of the last one's runs.
 		nextRunOrigin = undefined;
 		lastRunOrigin = "unknown";

@@ -496,6 +496,15 @@ impl wit_session::Guest for Component {
         with_bridge(|bridge, host| bridge.on_question(host, question));
     }
 
+    fn on_local_question_answer(id: String, answer: agent::QuestionAnswer) {
+        let answer = match answer {
+            agent::QuestionAnswer::Value(text) => model::QuestionAnswer::Value(text),
+            agent::QuestionAnswer::Confirmed(yes) => model::QuestionAnswer::Confirmed(yes),
+            agent::QuestionAnswer::Cancelled => model::QuestionAnswer::Cancelled,
+        };
+        with_bridge(|bridge, host| bridge.on_local_question_answer(host, &id, answer));
+    }
+
     fn on_local_answer(id: String, approved: bool) {
         with_bridge(|bridge, host| bridge.on_local_answer(host, &id, approved));
     }

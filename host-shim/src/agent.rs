@@ -43,6 +43,14 @@ pub enum AgentSignal {
         /// Where the answer goes.
         reply: oneshot::Sender<QuestionAnswer>,
     },
+    /// The person at the agent's own terminal answered question `id` first (pi's TUI,
+    /// where the question is asked too).
+    LocalQuestionAnswer {
+        /// The agent's id for the question.
+        id: String,
+        /// The answer given there.
+        answer: QuestionAnswer,
+    },
 }
 
 /// A live agent session.

@@ -74,6 +74,34 @@ impl Bridge {
         format!("q{}", self.pending.fallback)
     }
 
+    /// The person at the agent's own terminal answered first, in the dialog the agent
+    /// opened there (pi's TUI): the chats hear so, and the agent gets that answer.
+    pub fn on_local_question_answer(
+        &mut self,
+        host: &mut dyn Host,
+        host_id: &str,
+        answer: crate::model::QuestionAnswer,
+    ) {
+        let now = host.now_ms();
+        self.expire_questions(host);
+        match self
+            .pending
+            .questions
+            .answer_by_host_id(host_id, answer, now)
+        {
+            AnswerOutcome::Answered(closed) => self.settle_question(host, &closed, None),
+            AnswerOutcome::AlreadyClosed(closed) => {
+                host.notify(Level::Info, &questions::already_closed_text(&closed));
+            }
+            // Not one the bridge holds (asked before a restart): nothing to tell anyone.
+            AnswerOutcome::Unknown | AnswerOutcome::Unfit(_) => host.log(
+                Level::Info,
+                "local answer to a question the bridge does not hold",
+                &[],
+            ),
+        }
+    }
+
     /// `/connect answer <id> <answer>` at the terminal.
     pub(super) fn answer_question_locally(&mut self, host: &mut dyn Host, args: &str) -> Note {
         let (id, text) = split_id(args);

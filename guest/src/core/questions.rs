@@ -147,6 +147,44 @@ impl Questions {
         }))
     }
 
+    /// The terminal where the agent asked too answered the question the host knows as
+    /// `host_id`, with `answer` as given there (no parsing: it came from the agent's own
+    /// dialog). Expired questions are closed by their deadline first.
+    pub fn answer_by_host_id(
+        &mut self,
+        host_id: &str,
+        answer: QuestionAnswer,
+        now: u64,
+    ) -> AnswerOutcome {
+        if let Some(closed) = self.expire(now).into_iter().find(|c| c.host_id == host_id) {
+            return AnswerOutcome::AlreadyClosed(closed);
+        }
+        let id = self
+            .open
+            .iter()
+            .find(|(_, o)| o.question.id == host_id)
+            .map(|(id, _)| id.clone());
+        let Some(open) = id.and_then(|id| self.open.remove_entry(&id)) else {
+            return self
+                .closed
+                .iter()
+                .rev()
+                .find(|c| c.host_id == host_id)
+                .cloned()
+                .map_or(AnswerOutcome::Unknown, AnswerOutcome::AlreadyClosed);
+        };
+        let (id, open) = open;
+        AnswerOutcome::Answered(self.remember(Closed {
+            id,
+            typed: is_typed(&open.question.kind),
+            host_id: open.question.id,
+            title: open.question.title,
+            answer,
+            by: Decider::Local,
+            asked_in: open.asked_in,
+        }))
+    }
+
     /// Closes every question whose deadline has come, as dismissed.
     pub fn expire(&mut self, now: u64) -> Vec<Closed> {
         let due: Vec<String> = self

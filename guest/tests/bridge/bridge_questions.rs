@@ -369,3 +369,55 @@ fn the_question_and_its_options_are_redacted() {
     }
     assert!(!host.sent.is_empty());
 }
+
+#[test]
+fn the_agents_own_dialog_can_answer_first_and_a_late_one_learns_who_did() {
+    // Extension mode: pi's TUI shows the dialog too; its answer comes by the host's id.
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let id = ask(&mut bridge, &mut host, question(options(2), None));
+    host.clear_records();
+    bridge.on_local_question_answer(
+        &mut host,
+        "pi-uuid-1",
+        QuestionAnswer::Value("env-2".into()),
+    );
+    assert_eq!(
+        host.answered,
+        vec![(
+            "pi-uuid-1".to_string(),
+            QuestionAnswer::Value("env-2".into())
+        )]
+    );
+    let told = format!("Question {id} ('Deploy where?'): answered 'env-2' at the terminal.");
+    assert_eq!(host.texts_to("tg", "c1"), vec![told.clone()]);
+    assert_eq!(host.texts_to("dc", "c2"), vec![told.clone()]);
+
+    // The phone's answer to a second question wins; pi's dialog answering after it changes
+    // nothing, and the terminal hears who answered.
+    let mut second = question(QuestionKind::Confirm, None);
+    second.id = "pi-uuid-2".into();
+    let second_id = ask(&mut bridge, &mut host, second);
+    bridge.on_envelope(
+        &mut host,
+        dm("tg", "c1", "u1", &format!("/answer {second_id} yes")),
+    );
+    host.clear_records();
+    bridge.on_local_question_answer(&mut host, "pi-uuid-2", QuestionAnswer::Confirmed(false));
+    assert_eq!(
+        host.answered.last(),
+        Some(&("pi-uuid-2".to_string(), QuestionAnswer::Confirmed(true))),
+        "answered once, by the phone"
+    );
+    assert_eq!(host.answered.len(), 2);
+    assert!(
+        host.note_texts()
+            .iter()
+            .any(|n| n.starts_with(&format!("Question {second_id} was already closed"))),
+        "{:?}",
+        host.notes
+    );
+    // An id the bridge never held is nobody's business.
+    bridge.on_local_question_answer(&mut host, "unknown", QuestionAnswer::Cancelled);
+    assert!(host.sent.is_empty());
+}

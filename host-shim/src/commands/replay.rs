@@ -242,6 +242,13 @@ impl Driver<'_> {
                     .await
                     .map(|()| None),
             ),
+            Event::LocalQuestionAnswer { id, answer } => (
+                calls::LOCAL_QUESTION_ANSWER,
+                bridge
+                    .call_on_local_question_answer(store, &id, &answer)
+                    .await
+                    .map(|()| None),
+            ),
             Event::LocalAnswer { id, approved } => (
                 calls::LOCAL_ANSWER,
                 bridge

@@ -30,7 +30,7 @@ use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
 use crate::sandbox::session::Session;
-use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo, ShellRun};
+use crate::wit::agent::{DeliverAs, PromptImage, QuestionAnswer, SessionInfo, ShellRun};
 use crate::wit::session::{AgentEvent, Note, ToolDecision};
 use crate::wit::types::Level;
 
@@ -351,6 +351,41 @@ impl Link {
                     });
                     link.send(&link::verdict(id, decision));
                 });
+            }
+            FromExtension::Question {
+                id,
+                method,
+                title,
+                message,
+                options,
+                timeout_ms,
+            } => {
+                let question = crate::pi::rpc_agent::question_of(
+                    id.clone(),
+                    &method,
+                    title,
+                    message,
+                    options,
+                    timeout_ms,
+                );
+                let (reply, answer) = oneshot::channel();
+                self.emit(AgentSignal::Question { question, reply });
+                let link = self.clone();
+                tokio::spawn(async move {
+                    // A dropped reply means the session is gone: the dialog in pi stays
+                    // open for the person there, and this dismissal closes nothing else.
+                    let answer = answer.await.unwrap_or(QuestionAnswer::Cancelled);
+                    link.send(&link::question_answer(id, answer));
+                });
+            }
+            FromExtension::QuestionAnswered {
+                id,
+                value,
+                confirmed,
+                cancelled,
+            } => {
+                let answer = link::answered_in_pi(value, confirmed, cancelled);
+                self.emit(AgentSignal::LocalQuestionAnswer { id, answer });
             }
             FromExtension::PromptResult { id, ok, error } => {
                 if let Some(tx) = self.state(|s| s.prompts.remove(&id)) {

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wit::agent::{DeliverAs, PromptImage};
+use crate::wit::agent::{DeliverAs, PromptImage, QuestionAnswer};
 use crate::wit::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
 use crate::wit::types::Level;
 
@@ -133,6 +133,39 @@ pub enum FromExtension {
         /// Yes.
         yes: bool,
     },
+    /// Another extension asks the person something during a remote turn; the dialog is
+    /// open in pi too (docs/pi.md#questions-pi-asks).
+    Question {
+        /// Answer with `question_answer` and this id.
+        id: String,
+        /// `select`, `confirm` or `input`.
+        method: String,
+        /// The question.
+        title: String,
+        /// The confirm message or the input placeholder.
+        #[serde(default)]
+        message: String,
+        /// A select's options.
+        #[serde(default)]
+        options: Vec<String>,
+        /// The dialog closes unanswered after this many ms; absent: it waits.
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    /// The person in pi answered (or dismissed) a question first.
+    QuestionAnswered {
+        /// The question's id.
+        id: String,
+        /// The option chosen or the text typed.
+        #[serde(default)]
+        value: Option<String>,
+        /// The confirm's yes or no.
+        #[serde(default)]
+        confirmed: Option<bool>,
+        /// Dismissed.
+        #[serde(default)]
+        cancelled: bool,
+    },
     /// The session ends on purpose (pi exits, `/new`, `/reload`).
     Bye,
 }
@@ -213,6 +246,20 @@ pub enum ToExtension {
         /// Arguments to set before the call runs (a search's exclusion glob).
         #[serde(skip_serializing_if = "Option::is_none")]
         set: Option<serde_json::Map<String, serde_json::Value>>,
+    },
+    /// The chats' answer to a question (or its dismissal): pi's dialog closes.
+    QuestionAnswer {
+        /// The question's id.
+        id: String,
+        /// The option chosen or the text typed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// The confirm's yes or no.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        confirmed: Option<bool>,
+        /// Dismissed: nobody answered in time.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        cancelled: bool,
     },
     /// The answer to a `/connect` command.
     CommandResult {
@@ -320,6 +367,35 @@ pub fn check_hello(
         ));
     }
     Ok(())
+}
+
+/// The bridge's answer to question `id`, for the extension.
+pub fn question_answer(id: String, answer: QuestionAnswer) -> ToExtension {
+    let (value, confirmed, cancelled) = match answer {
+        QuestionAnswer::Value(value) => (Some(value), None, false),
+        QuestionAnswer::Confirmed(yes) => (None, Some(yes), false),
+        QuestionAnswer::Cancelled => (None, None, true),
+    };
+    ToExtension::QuestionAnswer {
+        id,
+        value,
+        confirmed,
+        cancelled,
+    }
+}
+
+/// What the person in pi answered, from a `question_answered`: a value, else a yes/no,
+/// else dismissed (also when the line says nothing usable: no answer is the safe one).
+pub fn answered_in_pi(
+    value: Option<String>,
+    confirmed: Option<bool>,
+    cancelled: bool,
+) -> QuestionAnswer {
+    match (cancelled, value, confirmed) {
+        (false, Some(value), _) => QuestionAnswer::Value(value),
+        (false, None, Some(yes)) => QuestionAnswer::Confirmed(yes),
+        _ => QuestionAnswer::Cancelled,
+    }
 }
 
 /// The bridge event a link message carries, if it is one.
@@ -566,6 +642,55 @@ mod tests {
         assert_eq!(
             json(&encode(&ToExtension::Abort)),
             serde_json::json!({"type":"abort"})
+        );
+    }
+
+    #[test]
+    fn questions_and_their_answers_cross_the_link() {
+        assert_eq!(
+            parse(
+                r#"{"type":"question","id":"q1","method":"select","title":"Where?","options":["eu","us"],"timeoutMs":5000}"#
+            ),
+            Ok(FromExtension::Question {
+                id: "q1".into(),
+                method: "select".into(),
+                title: "Where?".into(),
+                message: String::new(),
+                options: vec!["eu".into(), "us".into()],
+                timeout_ms: Some(5000),
+            })
+        );
+        assert_eq!(
+            parse(r#"{"type":"question_answered","id":"q1","value":"eu"}"#),
+            Ok(FromExtension::QuestionAnswered {
+                id: "q1".into(),
+                value: Some("eu".into()),
+                confirmed: None,
+                cancelled: false,
+            })
+        );
+        assert_eq!(
+            answered_in_pi(None, Some(false), false),
+            QuestionAnswer::Confirmed(false)
+        );
+        assert_eq!(
+            answered_in_pi(Some("x".into()), None, true),
+            QuestionAnswer::Cancelled
+        );
+        assert_eq!(answered_in_pi(None, None, false), QuestionAnswer::Cancelled);
+        assert_eq!(
+            json(&encode(&question_answer(
+                "q1".into(),
+                QuestionAnswer::Value("us".into())
+            ))),
+            serde_json::json!({"type": "question_answer", "id": "q1", "value": "us"})
+        );
+        assert_eq!(
+            json(&encode(&question_answer(
+                "q2".into(),
+                QuestionAnswer::Cancelled
+            ))),
+            serde_json::json!({"type": "question_answer", "id": "q2", "cancelled": true})
         );
     }
 

@@ -577,6 +577,14 @@ impl Actor {
                     }
                 }
             }
+            AgentSignal::LocalQuestionAnswer { id, answer } => {
+                self.record_input(|| Event::LocalQuestionAnswer {
+                    id: id.clone(),
+                    answer: answer.clone(),
+                });
+                let _: Option<()> = guest!(self, calls::LOCAL_QUESTION_ANSWER, |b, s| b
+                    .call_on_local_question_answer(s, &id, &answer));
+            }
             AgentSignal::ToolCall { name, input, reply } => {
                 let paths = tool_paths(&name, &input, &self.paths);
                 let call = ToolCall { name, paths };
@@ -757,6 +765,8 @@ pub mod calls {
     pub const TOOL_CALL: &str = "a tool call";
     /// `on-question`.
     pub const QUESTION: &str = "an agent question";
+    /// `on-local-question-answer`.
+    pub const LOCAL_QUESTION_ANSWER: &str = "a local answer to a question";
     /// `on-local-command`.
     pub const LOCAL_COMMAND: &str = "a local command";
     /// `preview-envelope`.

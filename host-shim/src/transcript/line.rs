@@ -135,6 +135,13 @@ pub enum Event {
         /// The question (its text redacted).
         question: AgentQuestion,
     },
+    /// The agent's own terminal answered a question first (`on-local-question-answer`).
+    LocalQuestionAnswer {
+        /// The agent's id for the question.
+        id: String,
+        /// The answer (typed text redacted).
+        answer: QuestionAnswer,
+    },
     /// The terminal's answer to a pending approval.
     LocalAnswer {
         /// Approval id.
@@ -387,6 +394,7 @@ impl Event {
             | Event::AgentEvent { .. }
             | Event::ToolCall { .. }
             | Event::Question { .. }
+            | Event::LocalQuestionAnswer { .. }
             | Event::LocalAnswer { .. }
             | Event::LocalCommand { .. }
             | Event::Tick

@@ -257,6 +257,19 @@ impl Scrubber {
         }
     }
 
+    /// An answer to an agent question: typed text is redacted like any text.
+    fn answer(
+        &self,
+        answer: crate::wit::agent::QuestionAnswer,
+    ) -> crate::wit::agent::QuestionAnswer {
+        match answer {
+            crate::wit::agent::QuestionAnswer::Value(text) => {
+                crate::wit::agent::QuestionAnswer::Value(self.text(&text))
+            }
+            other => other,
+        }
+    }
+
     /// `event` as a transcript may hold it. Inputs learn first (a `configure` sets the
     /// code length, a local text remembers the codes it showed).
     pub fn event(&mut self, event: Event) -> Event {
@@ -353,12 +366,11 @@ impl Scrubber {
             }
             Event::QuestionAnswered { id, answer } => Event::QuestionAnswered {
                 id,
-                answer: match answer {
-                    crate::wit::agent::QuestionAnswer::Value(text) => {
-                        crate::wit::agent::QuestionAnswer::Value(self.text(&text))
-                    }
-                    other => other,
-                },
+                answer: self.answer(answer),
+            },
+            Event::LocalQuestionAnswer { id, answer } => Event::LocalQuestionAnswer {
+                id,
+                answer: self.answer(answer),
             },
             Event::Verdict { id, decision } => Event::Verdict {
                 id,

@@ -30,7 +30,12 @@ struct Live {
 }
 
 async fn start(test: &str, bridge: &str, extra_env: &[(&str, &str)]) -> Option<Live> {
-    start_in(test, bridge, extra_env, PiHome::new).await
+    start_in(test, bridge, extra_env, PiHome::new, None).await
+}
+
+/// [`start`] with a second extension loaded after bot-connect's, from `source`.
+async fn start_with_extension(test: &str, bridge: &str, source: &str) -> Option<Live> {
+    start_in(test, bridge, &[], PiHome::new, Some(source)).await
 }
 
 async fn start_in(
@@ -38,6 +43,7 @@ async fn start_in(
     bridge: &str,
     extra_env: &[(&str, &str)],
     home: fn(Option<&str>) -> PiHome,
+    other_extension: Option<&str>,
 ) -> Option<Live> {
     let bin = require_pi(test).await?;
     let model = FakeModel::start().await;
@@ -92,6 +98,12 @@ async fn start_in(
     let mut args = home.args();
     args.push("-e".into());
     args.push(extension_path().display().to_string());
+    if let Some(source) = other_extension {
+        let path = home.dir.path().join("other-extension.ts");
+        std::fs::write(&path, source).expect("the other extension is written");
+        args.push("-e".into());
+        args.push(path.display().to_string());
+    }
     let mut env = home.env();
     env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
     for (key, value) in extra_env {
@@ -457,7 +469,7 @@ async fn a_remote_follow_up_in_a_local_run_is_restricted_from_its_delivery_on() 
 /// messenger prompt, so its tool calls meet the same policy: under read-only, the `bash`
 /// the retried stream asks for must not run (it did, when such a run was classed local).
 async fn a_run_pi_starts_by_itself_keeps_the_remote_policy(test: &str, prompt: &str) {
-    let Some(live) = start_in(test, READ_ONLY, &[], PiHome::with_retries).await else {
+    let Some(live) = start_in(test, READ_ONLY, &[], PiHome::with_retries, None).await else {
         return;
     };
     live.pair("ivan").await;
@@ -667,5 +679,98 @@ async fn a_notice_naming_a_hostile_id_reaches_pi_without_escapes() {
             "{bad:?} reached the terminal: {shown:?}"
         );
     }
+    live.finish().await;
+}
+
+/// Asks before every tool call, then runs the call with a command that echoes the answers:
+/// the model's next request holds them as the tool's result.
+const ASKING_EXTENSION: &str = r#"
+export default function (pi) {
+	pi.on("tool_call", async (event, ctx) => {
+		const where = await ctx.ui.select("Deploy where?", ["eu-west", "us-east"]);
+		const sure = await ctx.ui.confirm("Drop the cache?", "It rebuilds in an hour.");
+		event.input.command = `echo "where=${where} sure=${sure}"`;
+		return undefined;
+	});
+}
+"#;
+
+/// The id of the `n`th question posted (from 1): `Question from the agent (<id>): …`.
+async fn question_id(live: &Live, n: usize) -> String {
+    let asked = |text: &str| text.starts_with("Question from the agent (");
+    let found = live
+        .fake
+        .wait_for(WAIT, |sent, _| {
+            sent.iter().filter(|m| asked(&m.message.text)).count() >= n
+        })
+        .await;
+    assert!(found, "question {n} was not asked: {:#?}", live.texts());
+    let texts: Vec<String> = live.texts().into_iter().filter(|t| asked(t)).collect();
+    texts[n - 1]
+        .trim_start_matches("Question from the agent (")
+        .split(')')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_remote_turns_question_is_asked_in_pi_and_the_chat_and_the_first_answer_wins() {
+    let Some(mut live) = start_with_extension(
+        "extension: a_remote_turns_question_is_asked_in_pi_and_the_chat",
+        UNRESTRICTED,
+        ASKING_EXTENSION,
+    )
+    .await
+    else {
+        return;
+    };
+    live.pair("hana").await;
+    live.inject("hana", "please TOOL").await;
+
+    // The select opens in pi and in the chat; the chat answers first.
+    let in_pi = live
+        .pi
+        .wait_for("the select in pi", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "select"
+        })
+        .await;
+    assert_eq!(in_pi["title"], "Deploy where?");
+    let select = question_id(&live, 1).await;
+    live.inject("hana", &format!("/answer {select} 2")).await;
+
+    // The confirm is answered in pi first; the chat hears who answered.
+    let confirm_in_pi = live
+        .pi
+        .wait_for("the confirm in pi", |v| {
+            v["type"] == "extension_ui_request" && v["method"] == "confirm"
+        })
+        .await;
+    assert_eq!(confirm_in_pi["title"], "Drop the cache?");
+    let confirm = question_id(&live, 2).await;
+    live.pi
+        .send(
+            json!({"type": "extension_ui_response", "id": confirm_in_pi["id"], "confirmed": true}),
+        )
+        .await;
+    let told = format!("Question {confirm} ('Drop the cache?'): answered yes at the terminal.");
+    let found = live
+        .fake
+        .wait_for(WAIT, |sent, _| sent.iter().any(|m| m.message.text == told))
+        .await;
+    assert!(found, "{:#?}", live.texts());
+
+    live.model
+        .wait("the tool's result", WAIT, |m| m.seen().len() >= 2)
+        .await;
+    let seen = live.model.seen();
+    assert!(
+        seen[1].last_text.contains("where=us-east sure=true"),
+        "{:?}",
+        seen[1].last_text
+    );
+    // A late answer in the chat changes nothing.
+    live.say("hana", &format!("/answer {confirm} no"), "already closed")
+        .await;
     live.finish().await;
 }
