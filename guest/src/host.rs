@@ -6,7 +6,7 @@
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
     BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, QuestionAnswer,
-    Receipt, SendError, SessionInfo, ToolDecision, WorkFacts,
+    Receipt, SavedState, SendError, SessionInfo, StateChanges, ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -56,9 +56,9 @@ pub trait Host {
     fn confirm(&mut self, title: &str, message: &str) -> bool;
 
     /// `store.load`.
-    fn load_state(&mut self) -> Option<String>;
+    fn load_state(&mut self) -> Option<SavedState>;
     /// `store.save`.
-    fn save_state(&mut self, document: &str) -> Result<(), String>;
+    fn save_state(&mut self, changes: &StateChanges) -> Result<(), String>;
 
     /// `clock.now-ms`.
     fn now_ms(&mut self) -> u64;

@@ -658,3 +658,23 @@ pub struct Diagnostics {
     /// The guest's view of its sandbox.
     pub sandbox: SandboxView,
 }
+
+/// What a session saved (`store.saved-state`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SavedState {
+    /// The state document saved last.
+    pub document: String,
+    /// The queue's entries, oldest first, as the bridge wrote them.
+    pub queued: Vec<String>,
+}
+
+/// What changed since the last load or save (`store.state-changes`), applied atomically.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateChanges {
+    /// The new document; `None` when only the queue changed.
+    pub document: Option<String>,
+    /// How many entries left the front of the stored queue.
+    pub dequeued: u32,
+    /// Entries added at the queue's end, oldest first.
+    pub enqueued: Vec<String>,
+}

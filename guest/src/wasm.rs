@@ -176,12 +176,19 @@ impl Host for Imports {
         ui::notify(level_to_wit(level), text);
     }
 
-    fn load_state(&mut self) -> Option<String> {
-        store::load()
+    fn load_state(&mut self) -> Option<model::SavedState> {
+        store::load().map(|saved| model::SavedState {
+            document: saved.document,
+            queued: saved.queued,
+        })
     }
 
-    fn save_state(&mut self, document: &str) -> Result<(), String> {
-        store::save(document)
+    fn save_state(&mut self, changes: &model::StateChanges) -> Result<(), String> {
+        store::save(&store::StateChanges {
+            document: changes.document.clone(),
+            dequeued: changes.dequeued,
+            enqueued: changes.enqueued.clone(),
+        })
     }
 
     fn now_ms(&mut self) -> u64 {

@@ -189,6 +189,8 @@ fn envelope() -> types::Envelope {
 /// component's is (a no-op save made the native figure look cheaper than the same work).
 struct NativeHost {
     prompts: u64,
+    /// What `is_idle` answers: a busy agent keeps its queue across a turn's end.
+    idle: bool,
     state: StateDb,
     tokio: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
@@ -200,6 +202,7 @@ impl NativeHost {
         let (state, _) = StateDb::open(&dir.path().join("state.json"), 0).unwrap();
         NativeHost {
             prompts: 0,
+            idle: true,
             state,
             tokio: tokio::runtime::Builder::new_current_thread()
                 .build()
@@ -260,7 +263,7 @@ impl Host for NativeHost {
     }
     fn abort(&mut self) {}
     fn is_idle(&mut self) -> bool {
-        true
+        self.idle
     }
     fn session_info(&mut self) -> model::SessionInfo {
         model::SessionInfo {
@@ -277,12 +280,23 @@ impl Host for NativeHost {
         model::WorkFacts::default()
     }
     fn notify(&mut self, _: model::Level, _: &str) {}
-    fn load_state(&mut self) -> Option<String> {
-        self.state.load_document("native").unwrap()
+    fn load_state(&mut self) -> Option<model::SavedState> {
+        self.state
+            .load_state("native")
+            .unwrap()
+            .map(|state| model::SavedState {
+                document: state.document,
+                queued: state.queued,
+            })
     }
-    fn save_state(&mut self, document: &str) -> Result<(), String> {
+    fn save_state(&mut self, changes: &model::StateChanges) -> Result<(), String> {
+        let changes = host_shim::disk::state_store::StateChanges {
+            document: changes.document.clone(),
+            dequeued: changes.dequeued,
+            enqueued: changes.enqueued.clone(),
+        };
         self.tokio
-            .block_on(self.state.save_document("native", document))
+            .block_on(self.state.save_changes("native", &changes))
             .map_err(|error| error.to_string())
     }
     fn now_ms(&mut self) -> u64 {
@@ -454,6 +468,80 @@ fn native_cycle(bridge: &mut Bridge, host: &mut NativeHost, envelope: &model::En
     bridge.on_agent_event(host, model::AgentEvent::TurnSettled);
 }
 
+/// An envelope's cost against the queue's depth and the sessions stored: the same prompt
+/// cycle (the envelope joins the queue's end, the next turn takes its front, the turn
+/// settles with the agent still busy, so the depth stays put) on the real state database,
+/// natively, with 0, 1,000 and 9,999 prompts waiting and with 10,000 other sessions stored.
+fn report_queue_depth() {
+    const ROUNDS: u32 = 300;
+    let config = r#"{"bridge": {"allowUsers": ["fake:user-1"], "maxQueuedPrompts": 10000,
+        "rateLimit": {"promptsPerMinute": 0}}}"#;
+    let measure = |depth: usize, others: usize| {
+        let mut host = NativeHost::new();
+        for i in 0..others {
+            host.tokio
+                .block_on(
+                    host.state
+                        .save_document(&format!("other-{i}"), r#"{"trusted":{}}"#),
+                )
+                .unwrap();
+        }
+        let mut bridge = Bridge::new();
+        let sources = vec![model::ConfigSource {
+            scope: model::ConfigScope::Global,
+            path: "bench.json".into(),
+            content: model::ConfigContent::Text(config.into()),
+        }];
+        bridge.configure(&mut host, &sources, &[]);
+        bridge.start(&mut host, &["fake".to_string()]);
+        let envelope = native_envelope();
+        // A turn runs and `depth` prompts wait behind it.
+        bridge.on_envelope(&mut host, envelope.clone());
+        bridge.on_agent_event(
+            &mut host,
+            model::AgentEvent::TurnStarted(model::TurnOrigin::Remote),
+        );
+        host.idle = false;
+        for _ in 0..depth {
+            bridge.on_envelope(&mut host, envelope.clone());
+        }
+        let before = host.prompts;
+        let started = Instant::now();
+        for _ in 0..ROUNDS {
+            bridge.on_envelope(&mut host, envelope.clone());
+            bridge.on_agent_event(&mut host, model::AgentEvent::TurnSettled);
+            bridge.on_agent_event(
+                &mut host,
+                model::AgentEvent::TurnStarted(model::TurnOrigin::Remote),
+            );
+        }
+        let each = started.elapsed() / ROUNDS;
+        // The work happened: every envelope reached the agent, and the store holds the
+        // depth the figure names.
+        assert_eq!(
+            host.prompts - before,
+            u64::from(ROUNDS),
+            "prompts that reached the agent"
+        );
+        let stored = host.state.load_state("native").unwrap().expect("saved");
+        assert_eq!(stored.queued.len(), depth, "queue entries stored");
+        each
+    };
+    let base = measure(0, 0);
+    println!("envelope with the real store, queue depth 0, 1 session stored: {base:?}");
+    for (depth, others, what) in [
+        (1_000, 0, "queue depth 1,000"),
+        (9_999, 0, "queue depth 9,999"),
+        (0, 10_000, "10,000 other sessions stored"),
+    ] {
+        let each = measure(depth, others);
+        println!(
+            "envelope with the real store, {what}: {each:?} = {:.2}x depth 0 (budget 1.5x)",
+            each.as_secs_f64() / base.as_secs_f64()
+        );
+    }
+}
+
 /// Memory per idle, started session: N instances held at once, RSS before and after.
 fn report_memory() {
     let bench = setup();
@@ -483,6 +571,7 @@ criterion_group! {
 }
 
 fn main() {
+    report_queue_depth();
     report_memory();
     benches();
     Criterion::default().configure_from_args().final_summary();

@@ -53,10 +53,9 @@ impl Bridge {
     pub(super) fn take_audience(&mut self, origin: TurnOrigin) -> Vec<ConversationTarget> {
         let mut audience = Vec::new();
         if origin == TurnOrigin::Remote {
-            if self.state.queued.is_empty() {
-                audience.clone_from(&self.last_remote_audience);
-            } else {
-                audience.push(self.state.queued.remove(0));
+            match self.queue.pop_front() {
+                Some(oldest) => audience.push(oldest),
+                None => audience.clone_from(&self.last_remote_audience),
             }
         } else {
             self.last_remote_audience.clear();

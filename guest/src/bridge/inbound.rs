@@ -2,7 +2,9 @@
 //! docs/architecture.md#the-original-module-by-module).
 
 use super::Bridge;
-use crate::core::commands::{self, CommandEffect, ParsedCommand, RemoteCommand, StatusView};
+use crate::core::commands::{
+    self, CommandEffect, ParsedCommand, QueueView, RemoteCommand, StatusView,
+};
 use crate::core::explain::{Decision, Outcome};
 use crate::core::notices;
 use crate::core::rate_limit::{InputKind, RateVerdict};
@@ -151,13 +153,31 @@ impl Bridge {
                 | RemoteCommand::Deny
                 | RemoteCommand::Scope
                 | RemoteCommand::Answer
+                | RemoteCommand::Queue
         ) {
-            let text = if parsed.command == RemoteCommand::Scope {
-                self.scope_text()
-            } else if parsed.command == RemoteCommand::Answer {
-                self.answer_question_from_chat(host, &parsed.args, &identity, &conversation)
-            } else {
-                self.answer_from_chat(host, parsed.command, &parsed.args, &identity, &conversation)
+            let text = match parsed.command {
+                RemoteCommand::Scope => self.scope_text(),
+                RemoteCommand::Answer => {
+                    self.answer_question_from_chat(host, &parsed.args, &identity, &conversation)
+                }
+                RemoteCommand::Queue => commands::queue_text(&QueueView {
+                    waiting: self.queue.len(),
+                    from_here: self
+                        .queue
+                        .iter()
+                        .filter(|queued| queued.key() == conversation)
+                        .count(),
+                    turn_running: self.turn.is_some(),
+                    busy_delivery: self.config.busy_delivery,
+                    limit: self.config.max_queued_prompts,
+                }),
+                _ => self.answer_from_chat(
+                    host,
+                    parsed.command,
+                    &parsed.args,
+                    &identity,
+                    &conversation,
+                ),
             };
             host.log(
                 Level::Info,
@@ -272,7 +292,7 @@ impl Bridge {
         // next is refused before it reaches the agent, so the queue (and the document every
         // save writes) stays bounded and nothing has to be cut later.
         let limit = self.config.max_queued_prompts;
-        if self.state.queued.len() >= limit as usize {
+        if self.queue.len() >= limit as usize {
             host.log(
                 Level::Warning,
                 "prompt not queued",
@@ -319,7 +339,7 @@ impl Bridge {
             // the prompt and its turn starting is then reported to the chat, not lost without a
             // word (found by the fault soak, docs/architecture.md#how-it-is-tested).
             DeliverAs::Immediate => {
-                self.state.queued.push(target.clone());
+                self.queue.push(target.clone());
                 self.save(host);
             }
         }

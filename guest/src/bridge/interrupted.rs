@@ -27,8 +27,8 @@ impl Bridge {
         // What waits to start (prompts taken but not yet begun) is ahead, and so is the
         // running turn: "1 ahead" for the first follow-up. Busy is why this prompt is a
         // follow-up, so something is always ahead.
-        let ahead = (self.state.queued.len() + usize::from(self.turn.is_some())).max(1);
-        self.state.queued.push(target.clone());
+        let ahead = (self.queue.len() + usize::from(self.turn.is_some())).max(1);
+        self.queue.push(target.clone());
         self.save(host);
         self.reply(host, target, &notices::queued_notice(ahead));
     }
@@ -60,8 +60,8 @@ impl Bridge {
         if self.state.turn.is_some() {
             self.state.turn = None;
         }
-        if host.is_idle() && !self.state.queued.is_empty() {
-            self.state.queued.clear();
+        if host.is_idle() {
+            self.queue.clear();
         }
         self.save(host);
     }
@@ -82,20 +82,15 @@ impl Bridge {
                 told.push(target.key());
             }
         }
-        // Only when a chat was told: a mutable borrow marks the state changed, and a
-        // shutdown with nothing to tell must write nothing (`doctor` leaves no state behind).
-        if !told.is_empty() {
-            self.state
-                .queued
-                .retain(|target| !told.contains(&target.key()));
-        }
+        // A shutdown with nothing to tell writes nothing (`doctor` leaves no state behind).
+        self.queue.retain(|target| !told.contains(&target.key()));
     }
 
     /// At start: a turn or queue recorded by the session before is reported as lost,
     /// unless the agent is still busy (only this instance was replaced, the turn goes on):
     /// then its cards are adopted and keep being edited.
     pub(super) fn tell_what_was_lost(&mut self, host: &mut dyn Host) {
-        if self.state.turn.is_none() && self.state.queued.is_empty() {
+        if self.state.turn.is_none() && self.queue.is_empty() {
             return;
         }
         let reachable =
@@ -105,7 +100,7 @@ impl Bridge {
             .turn
             .iter()
             .flat_map(|t| t.cards.iter().map(|c| &c.target))
-            .chain(&self.state.queued)
+            .chain(self.queue.iter())
             .any(|target| reachable(self, target));
         if !any_reachable {
             // Nothing to tell on the transports that run now; keep the record for a start
@@ -149,7 +144,7 @@ impl Bridge {
                 self.reply(host, &target, &notices::queued_not_run_notice(count, true));
             }
         }
-        self.state.queued.clear();
+        self.queue.clear();
         self.save(host);
     }
 
@@ -157,7 +152,7 @@ impl Bridge {
     fn queued_by_chat(&self) -> Vec<(ConversationTarget, usize)> {
         let mut counts: BTreeMap<ConversationKey, (usize, ConversationTarget, usize)> =
             BTreeMap::new();
-        for (i, target) in self.state.queued.iter().enumerate() {
+        for (i, target) in self.queue.iter().enumerate() {
             counts
                 .entry(target.key())
                 .or_insert_with(|| (i, target.clone(), 0))

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use crate::core::approvals::Approvals;
 use crate::core::config::{self, BridgeConfig, FailedClosed};
 use crate::core::explain::DecisionLog;
+use crate::core::queue::PromptQueue;
 use crate::core::rate_limit::RateLimiter;
 use crate::core::scope::Scope;
 use crate::core::state;
@@ -32,7 +33,7 @@ use crate::host::Host;
 use crate::keys::ConversationKey;
 use crate::model::{
     self, Capabilities, ConfigSource, Configuration, Diagnostics, Level, Note, Platform,
-    SessionInfo, SettingValue, ToolDecision, TransportStatus,
+    SessionInfo, SettingValue, StateChanges, ToolDecision, TransportStatus,
 };
 
 /// How old another process's lock on a bot must be before it is reclaimed, when the
@@ -71,6 +72,12 @@ pub struct Bridge {
     lock_stale_ms: BTreeMap<String, u64>,
     /// The session state, marked when changed: `save` writes only then.
     state: Tracked,
+    /// Prompts taken and not yet started, by chat: saved as entries of their own, so a long
+    /// queue costs a save nothing more.
+    queue: PromptQueue,
+    /// The store holds a document for this session (loaded or saved one): until it does, a
+    /// save that changed only the queue writes the document too.
+    document_stored: bool,
     /// The agent session, read once in `configure`: it does not change while the session
     /// lives, and asking per envelope would cost a host call on the hot path.
     session: SessionInfo,
@@ -178,6 +185,8 @@ impl Bridge {
             project_ignored: Vec::new(),
             lock_stale_ms: BTreeMap::new(),
             state: Tracked::default(),
+            queue: PromptQueue::default(),
+            document_stored: false,
             session: SessionInfo {
                 id: String::new(),
                 name: None,
@@ -231,10 +240,27 @@ impl Bridge {
         let mut notes = loaded.notes;
         self.session = host.session_info();
         let mut cleaned = false;
-        if let Some(document) = host.load_state() {
-            let (state, warnings) = state::parse_session_state(&document, &self.session.id);
+        if let Some(saved) = host.load_state() {
+            let (state, mut warnings) =
+                state::parse_session_state(&saved.document, &self.session.id);
             self.state = Tracked::clean(state);
-            cleaned = !warnings.is_empty();
+            self.document_stored = true;
+            let (mut queue, queue_warnings) =
+                PromptQueue::load(&saved.queued, &format!("sessions.{}", self.session.id));
+            warnings.extend(queue_warnings);
+            let (legacy, legacy_warnings) =
+                state::parse_legacy_queue(&saved.document, &self.session.id);
+            warnings.extend(legacy_warnings);
+            // A queue kept inside the document by an older version becomes entries; the
+            // document is rewritten without it at start.
+            // Both go in one save, so the entries are never adopted twice.
+            if !legacy.is_empty() {
+                queue.adopt(legacy);
+                Tracked::mark_changed(&mut self.state);
+                cleaned = true;
+            }
+            self.queue = queue;
+            cleaned |= !warnings.is_empty();
             notes.extend(warnings.into_iter().map(|w| Note::new(Level::Warning, w)));
         }
         self.rewrite_on_start = cleaned;
@@ -420,15 +446,26 @@ impl Bridge {
         // that out (docs/decisions.md#decision-18-unpaired-senders-are-bounded — every
         // stranger's message used to rewrite the whole document; comparing serialised copies
         // instead cost a whole serialisation per envelope).
-        if !Tracked::changed(&self.state) {
+        let document_changed = Tracked::changed(&self.state);
+        if !document_changed && !self.queue.changed() {
             return;
         }
-        self.state.updated_at = host.now_ms();
-        let document = state::serialize_session_state(&self.state);
-        match host.save_state(&document) {
+        let document = (document_changed || !self.document_stored).then(|| {
+            self.state.updated_at = host.now_ms();
+            state::serialize_session_state(&self.state)
+        });
+        let queue = self.queue.changes();
+        let changes = StateChanges {
+            document,
+            dequeued: queue.dequeued,
+            enqueued: queue.enqueued,
+        };
+        match host.save_state(&changes) {
             Ok(()) => {
                 self.save_failure_reported = false;
+                self.document_stored |= changes.document.is_some();
                 Tracked::saved(&mut self.state);
+                self.queue.saved();
             }
             Err(reason) => {
                 host.log(Level::Error, "state not saved", &[]);

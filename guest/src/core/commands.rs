@@ -39,6 +39,9 @@ pub enum RemoteCommand {
     Scope,
     /// Answer a question the agent asked (`/answer <id> <answer>`).
     Answer,
+    /// Show how many prompts wait for the agent, and what happens to one sent while it is
+    /// busy.
+    Queue,
 }
 
 impl RemoteCommand {
@@ -159,7 +162,66 @@ pub const COMMANDS: &[CommandSpec] = &[
         usage: "",
         summary: "Show what a turn started from here may do",
     },
+    CommandSpec {
+        command: RemoteCommand::Queue,
+        name: "queue",
+        aliases: &["queued", "q"],
+        usage: "",
+        summary: "Show the prompts waiting for the agent",
+    },
 ];
+
+/// What `/queue` reports: counts only (the queue records chats, not prompt texts, and a chat
+/// is not told about other chats' prompts beyond their number).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueView {
+    /// Prompts waiting in all.
+    pub waiting: usize,
+    /// Of them, sent from the asking chat.
+    pub from_here: usize,
+    /// A turn is running.
+    pub turn_running: bool,
+    /// What a prompt sent while the agent is busy becomes (`bridge.busyDelivery`).
+    pub busy_delivery: crate::model::DeliverAs,
+    /// `bridge.maxQueuedPrompts`.
+    pub limit: u32,
+}
+
+/// The `/queue` reply.
+pub fn queue_text(view: &QueueView) -> String {
+    let mut lines = Vec::new();
+    if view.waiting == 0 {
+        lines.push("No prompt waits for the agent.".to_owned());
+    } else {
+        let others = view.waiting - view.from_here;
+        lines.push(format!(
+            "{} prompt(s) wait for the agent, oldest first: {} from this chat, {} from other chats. \
+             Each runs as its own turn when the one before it ends.",
+            view.waiting, view.from_here, others
+        ));
+    }
+    lines.push(if view.turn_running {
+        "A turn is running now.".to_owned()
+    } else {
+        "No turn is running now.".to_owned()
+    });
+    lines.push(match view.busy_delivery {
+        crate::model::DeliverAs::Steer => {
+            "A prompt sent while the agent is busy steers the running \
+             turn: pi reads it as soon as the current step ends, instead of waiting for a turn \
+             of its own (bridge.busyDelivery: steer)."
+                .to_owned()
+        }
+        _ => "A prompt sent while the agent is busy is a follow-up: it waits here for a turn of \
+             its own (bridge.busyDelivery: followUp; steer hands it to the running turn instead)."
+            .to_owned(),
+    });
+    lines.push(format!(
+        "At most {} wait (bridge.maxQueuedPrompts); one more is refused with a reply, never dropped.",
+        view.limit
+    ));
+    lines.join("\n")
+}
 
 /// A recognised command and the words after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -420,6 +482,10 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
             CommandEffect::None,
         ),
         RemoteCommand::Answer => ("No question is waiting.".to_string(), CommandEffect::None),
+        RemoteCommand::Queue => (
+            "The queue is known only to a running bridge.".to_string(),
+            CommandEffect::None,
+        ),
     }
 }
 
@@ -604,6 +670,7 @@ mod tests {
              \x20 /deny <id> — Block a tool call waiting for approval\n\
              \x20 /answer <id> <answer> — Answer a question the agent asked\n\
              \x20 /scope — Show what a turn started from here may do\n\
+             \x20 /queue — Show the prompts waiting for the agent\n\
              \n\
              Anything that is not a command is sent to pi as a prompt."
         );

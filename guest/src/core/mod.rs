@@ -23,6 +23,7 @@ pub mod pairing;
 pub mod pairing_budget;
 pub mod progress;
 pub mod questions;
+pub mod queue;
 pub mod rate_limit;
 pub mod readable;
 pub mod redact;

@@ -65,9 +65,6 @@ pub struct SessionState {
     /// that saw its card are told it was lost
     /// (docs/decisions.md#decision-20-work-cut-short-is-reported).
     pub turn: Option<RunningTurn>,
-    /// Prompts forwarded as follow-ups and not yet started, oldest first, by the chat they
-    /// came from: after a restart those chats are told they were not run.
-    pub queued: Vec<ConversationTarget>,
 }
 
 /// What the chats saw of a running turn.
@@ -332,13 +329,30 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
             None => warn(format!("{base}.turn: malformed turn, ignored")),
         }
     }
+    (state, warnings)
+}
+
+/// The `queued` array of a document saved before the queue was kept as entries of its own
+/// (crate::core::queue), with a warning for each part that could not be read: adopted into
+/// the queue once, so a prompt queued before the upgrade is still answered or reported.
+pub fn parse_legacy_queue(
+    document: &str,
+    session_key: &str,
+) -> (Vec<ConversationTarget>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let mut targets = Vec::new();
+    let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(document) else {
+        return (targets, warnings);
+    };
+    let base = format!("sessions.{session_key}");
+    let mut warn = |line: String| warnings.push(line);
     if let Some(queued) = fields.get("queued") {
         match queued.as_array() {
-            Some(targets) => {
-                let targets = capped(targets, &format!("{base}.queued"), &mut warn);
-                for (i, target) in targets.enumerate() {
+            Some(entries) => {
+                let entries = capped(entries, &format!("{base}.queued"), &mut warn);
+                for (i, target) in entries.enumerate() {
                     match parse_target(target) {
-                        Some(target) => state.queued.push(target),
+                        Some(target) => targets.push(target),
                         None => warn(format!("{base}.queued[{i}]: malformed target, ignored")),
                     }
                 }
@@ -346,7 +360,14 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
             None => warn(format!("{base}.queued: expected an array, ignored")),
         }
     }
-    (state, warnings)
+    (targets, warnings)
+}
+
+/// One queue entry in its stored shape (`{"transport": …, "conversationId": …,
+/// "threadId"?: …}`, as a target is everywhere in the document).
+pub fn target_entry(target: &ConversationTarget) -> String {
+    // String fields always serialize; the fallback only keeps this total.
+    serde_json::to_string(&target_json(target)).unwrap_or_else(|_| String::from("{}"))
 }
 
 /// `{"startedAt": ms, "remote": bool, "cards": [{target..., "editKey"?}], "audience"?:
@@ -465,7 +486,6 @@ pub fn serialize_session_state(state: &SessionState) -> String {
                 .collect(),
             audience: turn.audience.iter().map(target_json).collect(),
         }),
-        queued: state.queued.iter().map(target_json).collect(),
     };
     // String keys, strings and integers always serialize; the fallback only keeps this total.
     serde_json::to_string(&document).unwrap_or_else(|_| String::from("{}"))
@@ -485,8 +505,6 @@ struct StateJson<'a> {
     // Left out when there is none, so an idle session's document keeps its old shape.
     #[serde(skip_serializing_if = "Option::is_none")]
     turn: Option<TurnJson<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    queued: Vec<TargetJson<'a>>,
 }
 
 /// The stored shape of a running turn.
@@ -604,7 +622,9 @@ fn parse_challenge(value: &Value) -> Option<PendingChallenge> {
 
 /// `{"transport", "conversationId", "threadId"?}` with non-empty ids (a `null` thread is
 /// no thread).
-fn parse_target(value: &Value) -> Option<ConversationTarget> {
+/// A target as stored (`transport`, `conversationId`, optional `threadId`); `None` when
+/// malformed.
+pub fn parse_target(value: &Value) -> Option<ConversationTarget> {
     let text = |name: &str| {
         value
             .get(name)?
@@ -856,7 +876,7 @@ mod tests {
     }
 
     #[test]
-    fn a_running_turn_and_the_queue_round_trip_in_the_stored_shape() {
+    fn a_running_turn_round_trips_in_the_stored_shape() {
         let state = SessionState {
             turn: Some(RunningTurn {
                 started_at: 7,
@@ -873,7 +893,6 @@ mod tests {
                 ],
                 audience: vec![target("tg", "c1", None)],
             }),
-            queued: vec![target("tg", "c1", None), target("dc", "c2", Some("t"))],
             ..SessionState::default()
         };
         let document = serialize_session_state(&state);
@@ -885,9 +904,7 @@ mod tests {
                 r#""turn":{"startedAt":7,"remote":true,"cards":["#,
                 r#"{"transport":"tg","conversationId":"c1","editKey":"m5"},"#,
                 r#"{"transport":"dc","conversationId":"c2","threadId":"t"}],"#,
-                r#""audience":[{"transport":"tg","conversationId":"c1"}]},"#,
-                r#""queued":[{"transport":"tg","conversationId":"c1"},"#,
-                r#"{"transport":"dc","conversationId":"c2","threadId":"t"}]}"#
+                r#""audience":[{"transport":"tg","conversationId":"c1"}]}}"#
             )
         );
         assert_eq!(parse_session_state(&document, "s1"), (state, vec![]));
@@ -912,6 +929,32 @@ mod tests {
                 r#"{"turn":{"startedAt":1,"remote":true,"cards":[],"audience":{}}}"#,
                 "sessions.s1.turn: malformed turn, ignored",
             ),
+        ];
+        for (document, warning) in rows {
+            let (_, warnings) = parse_session_state(document, "s1");
+            assert_eq!(warnings, vec![warning.to_string()], "{document}");
+        }
+    }
+
+    #[test]
+    fn a_queue_saved_inside_the_document_is_read_once_for_adoption() {
+        let document = concat!(
+            r#"{"updatedAt":1,"queued":[{"transport":"tg","conversationId":"c1"},"#,
+            r#"{"transport":"dc","conversationId":"c2","threadId":"t"}]}"#
+        );
+        assert_eq!(
+            parse_legacy_queue(document, "s1"),
+            (
+                vec![target("tg", "c1", None), target("dc", "c2", Some("t"))],
+                vec![]
+            )
+        );
+        // The entries it becomes have the shape the document had.
+        assert_eq!(
+            target_entry(&target("dc", "c2", Some("t"))),
+            r#"{"transport":"dc","conversationId":"c2","threadId":"t"}"#
+        );
+        let rows = [
             (
                 r#"{"queued":{}}"#,
                 "sessions.s1.queued: expected an array, ignored",
@@ -922,9 +965,14 @@ mod tests {
             ),
         ];
         for (document, warning) in rows {
-            let (_, warnings) = parse_session_state(document, "s1");
+            let (_, warnings) = parse_legacy_queue(document, "s1");
             assert_eq!(warnings, vec![warning.to_string()], "{document}");
         }
+        // Today's documents have no queue inside.
+        assert_eq!(
+            parse_legacy_queue(r#"{"updatedAt":1}"#, "s1"),
+            (vec![], vec![])
+        );
     }
 
     #[test]

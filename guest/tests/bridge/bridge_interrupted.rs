@@ -117,8 +117,9 @@ fn at_shutdown_the_card_ends_on_stopped_and_queued_chats_are_told() {
     let doc: serde_json::Value =
         serde_json::from_str(host.saved.last().expect("saved")).expect("JSON");
     assert!(
-        doc.get("turn").is_none() && doc.get("queued").is_none(),
-        "{doc}"
+        doc.get("turn").is_none() && host.stored_queue.is_empty(),
+        "{doc} {:?}",
+        host.stored_queue
     );
 }
 
@@ -172,8 +173,9 @@ fn after_a_crash_the_restarted_session_tells_each_chat_what_was_lost() {
     let doc: serde_json::Value =
         serde_json::from_str(host.saved.last().expect("saved")).expect("JSON");
     assert!(
-        doc.get("turn").is_none() && doc.get("queued").is_none(),
-        "{doc}"
+        doc.get("turn").is_none() && host.stored_queue.is_empty(),
+        "{doc} {:?}",
+        host.stored_queue
     );
     host.clear_records();
     let mut again = Bridge::new();

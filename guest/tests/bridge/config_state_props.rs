@@ -198,17 +198,16 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
                 audience,
             }),
     );
-    let queued = prop::collection::vec(target, 0..4);
     (
         any::<u64>(),
         trusted,
         pending,
         paused,
         conversations,
-        (turn, queued, following),
+        (turn, following),
     )
         .prop_map(
-            |(updated_at, trusted, pending, paused, targets, (turn, queued, following))| {
+            |(updated_at, trusted, pending, paused, targets, (turn, following))| {
                 let mut state = SessionState {
                     updated_at,
                     trusted: trusted
@@ -229,7 +228,6 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
                         .collect(),
                     conversations: vec![],
                     turn,
-                    queued,
                 };
                 for target in targets {
                     state.remember_conversation(target);

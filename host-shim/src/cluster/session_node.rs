@@ -35,7 +35,7 @@ use super::state_store::{KvSessionStates, KvStateStore};
 use super::subjects::{Prefix, session_token};
 use crate::agent::Agent;
 use crate::disk::lock::LockDir;
-use crate::disk::state_file::StateStore;
+use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::local::ui::Ui;

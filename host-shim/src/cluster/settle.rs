@@ -8,8 +8,9 @@
 //!
 //! The ledger learns both halves without reading the bridge's mind:
 //! - [`LedgerAgent`] counts the prompts the agent accepted and the turns it settled;
-//! - [`LedgerStore`] reads every saved state document for a running turn or queued prompts
-//!   (`turn`, `queued`: what the bridge records until a turn's reply is out).
+//! - [`LedgerStore`] reads every save for a running turn (the document's `turn`) and
+//!   queued prompts (the queue's entries): what the bridge records until a turn's reply is
+//!   out.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc};
 
 use crate::agent::{Agent, AgentSignal, RecentWork};
-use crate::disk::state_file::{StateStore, StateStoreError};
+use crate::disk::state_store::{StateChanges, StateStore, StateStoreError, StoredState};
 use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use crate::wit::session::AgentEvent;
 
@@ -111,22 +112,22 @@ impl TurnLedger {
     }
 
     #[cfg(test)]
-    fn saved(&self, document: &str) {
-        self.record(document, self.mark());
+    fn saved(&self, document: &str, queued: u64) {
+        self.record(Some(document), queued, self.mark());
     }
 
-    fn record(&self, document: &str, (taken, settled): (u64, u64)) {
-        let (no_turn, no_queue) = match serde_json::from_str::<serde_json::Value>(document) {
-            Ok(value) => (
-                value.get("turn").is_none_or(serde_json::Value::is_null),
-                value
-                    .get("queued")
-                    .and_then(serde_json::Value::as_array)
-                    .is_none_or(Vec::is_empty),
-            ),
-            // Not JSON: the store refuses it anyway; nothing was recorded.
-            Err(_) => (false, false),
+    /// A save went through: `document` is the new document (`None`: it did not change),
+    /// `queued` the number of queue entries stored now.
+    fn record(&self, document: Option<&str>, queued: u64, (taken, settled): (u64, u64)) {
+        let no_turn = match document.map(serde_json::from_str::<serde_json::Value>) {
+            Some(Ok(value)) => value.get("turn").is_none_or(serde_json::Value::is_null),
+            // Not JSON: the store refuses it anyway; nothing is settled by it.
+            Some(Err(_)) => false,
+            None => self.no_turn.load(Ordering::SeqCst),
         };
+        let readable =
+            document.is_none_or(|d| serde_json::from_str::<serde_json::Value>(d).is_ok());
+        let no_queue = queued == 0 && readable;
         self.taken_at_save.store(taken, Ordering::SeqCst);
         self.settled_at_save.store(settled, Ordering::SeqCst);
         self.no_turn.store(no_turn, Ordering::SeqCst);
@@ -204,29 +205,46 @@ impl Agent for LedgerAgent {
     }
 }
 
-/// A state store whose saved documents the ledger reads.
+/// A state store whose saves the ledger reads: the document for a running turn, the
+/// queue's length for prompts still waiting.
 pub struct LedgerStore {
     inner: Arc<dyn StateStore>,
     ledger: Arc<TurnLedger>,
+    /// Queue entries the store holds for this session, followed through each save.
+    queued: AtomicU64,
 }
 
 impl LedgerStore {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn StateStore>, ledger: Arc<TurnLedger>) -> LedgerStore {
-        LedgerStore { inner, ledger }
+        LedgerStore {
+            inner,
+            ledger,
+            queued: AtomicU64::new(0),
+        }
     }
 }
 
 #[async_trait]
 impl StateStore for LedgerStore {
-    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
-        self.inner.load(session_key).await
+    async fn load(&self, session_key: &str) -> Result<Option<StoredState>, StateStoreError> {
+        let loaded = self.inner.load(session_key).await?;
+        let queued = loaded.as_ref().map_or(0, |state| state.queued.len());
+        self.queued.store(queued as u64, Ordering::SeqCst);
+        Ok(loaded)
     }
 
-    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+    async fn save(&self, session_key: &str, changes: &StateChanges) -> Result<(), StateStoreError> {
         let mark = self.ledger.mark();
-        self.inner.save(session_key, document).await?;
-        self.ledger.record(document, mark);
+        self.inner.save(session_key, changes).await?;
+        let queued = self
+            .queued
+            .load(Ordering::SeqCst)
+            .saturating_sub(u64::from(changes.dequeued))
+            .saturating_add(changes.enqueued.len() as u64);
+        self.queued.store(queued, Ordering::SeqCst);
+        self.ledger
+            .record(changes.document.as_deref(), queued, mark);
         Ok(())
     }
 
@@ -335,20 +353,19 @@ mod tests {
     }
 
     const TURN: &str = r#"{"turn":{"startedAt":1,"remote":true,"cards":[]}}"#;
-    const ONE_QUEUED: &str = r#"{"queued":[{"transport":"t","conversationId":"c"}]}"#;
 
     #[test]
     fn a_prompt_is_settled_only_once_its_turn_ended_and_that_was_saved() {
         let ledger = ledger(false);
         ledger.bump(&ledger.taken);
-        ledger.saved(TURN);
+        ledger.saved(TURN, 0);
         assert!(!ledger.is_settled(1), "turn running");
         ledger.bump(&ledger.settled);
         assert!(
             !ledger.is_settled(1),
             "settled, but the bridge has not saved the end"
         );
-        ledger.saved(r#"{"turn":null,"queued":[]}"#);
+        ledger.saved(r#"{"turn":null}"#, 0);
         assert!(ledger.is_settled(1));
     }
 
@@ -357,15 +374,15 @@ mod tests {
         let ledger = ledger(false);
         ledger.bump(&ledger.taken);
         ledger.bump(&ledger.taken);
-        ledger.saved(TURN);
+        ledger.saved(TURN, 0);
         ledger.bump(&ledger.settled);
-        ledger.saved(ONE_QUEUED);
+        ledger.saved("{}", 1);
         assert!(ledger.is_settled(1), "its reply is out");
         assert!(!ledger.is_settled(2), "the follow-up's turn has not run");
-        ledger.saved(TURN);
+        ledger.saved(TURN, 0);
         assert!(!ledger.is_settled(2));
         ledger.bump(&ledger.settled);
-        ledger.saved(r#"{"pairings":{}}"#);
+        ledger.saved(r#"{"pairings":{}}"#, 0);
         assert!(ledger.is_settled(2));
     }
 
@@ -374,14 +391,14 @@ mod tests {
         let busy = ledger(false);
         busy.bump(&busy.taken);
         busy.bump(&busy.taken);
-        busy.saved(r#"{}"#);
+        busy.saved(r#"{}"#, 0);
         assert!(!busy.is_settled(2), "agent still busy");
         let idle = ledger(true);
         idle.bump(&idle.taken);
         idle.bump(&idle.taken);
-        idle.saved(ONE_QUEUED);
+        idle.saved("{}", 1);
         assert!(!idle.is_settled(2), "the queue still holds one");
-        idle.saved(r#"{}"#);
+        idle.saved(r#"{}"#, 0);
         assert!(idle.is_settled(2));
     }
 
@@ -390,25 +407,66 @@ mod tests {
         // The agent took the prompt and has not started its turn: still idle, and the last
         // document (from before) shows no turn. Acked then, a node dying lost the prompt.
         let ledger = ledger(true);
-        ledger.saved("{}");
+        ledger.saved("{}", 0);
         ledger.bump(&ledger.taken);
         assert!(
             !ledger.is_settled(1),
             "nothing was saved since it was taken"
         );
-        ledger.saved(TURN);
+        ledger.saved(TURN, 0);
         assert!(!ledger.is_settled(1), "turn running");
         // A settle counted after the last save is not spoken for either.
         ledger.bump(&ledger.settled);
         assert!(!ledger.is_settled(1), "the end is not saved yet");
-        ledger.saved("{}");
+        ledger.saved("{}", 0);
         assert!(ledger.is_settled(1));
+    }
+
+    /// A store that takes every save, for the ledger store's own bookkeeping.
+    struct Taking;
+
+    #[async_trait]
+    impl StateStore for Taking {
+        async fn load(&self, _: &str) -> Result<Option<StoredState>, StateStoreError> {
+            Ok(Some(StoredState {
+                document: TURN.into(),
+                queued: vec!["{}".into(), "{}".into()],
+            }))
+        }
+        async fn save(&self, _: &str, _: &StateChanges) -> Result<(), StateStoreError> {
+            Ok(())
+        }
+        fn path(&self) -> Option<std::path::PathBuf> {
+            None
+        }
+    }
+
+    #[tokio::test]
+    async fn the_ledger_store_follows_the_queue_through_saves_that_change_only_it() {
+        let ledger = ledger(true);
+        let store = LedgerStore::new(Arc::new(Taking), ledger.clone());
+        store.load("s").await.expect("load");
+        ledger.bump(&ledger.taken);
+        let dequeue = |n| StateChanges {
+            document: None,
+            dequeued: n,
+            enqueued: vec![],
+        };
+        store
+            .save("s", &StateChanges::document("{}"))
+            .await
+            .expect("save");
+        assert!(!ledger.is_settled(1), "two entries still queued");
+        store.save("s", &dequeue(1)).await.expect("save");
+        assert!(!ledger.is_settled(1), "one entry still queued");
+        store.save("s", &dequeue(1)).await.expect("save");
+        assert!(ledger.is_settled(1), "nothing queued, no turn, agent idle");
     }
 
     #[test]
     fn an_unreadable_document_records_nothing() {
         let ledger = ledger(true);
-        ledger.saved("not json");
+        ledger.saved("not json", 0);
         assert!(!ledger.is_settled(0));
     }
 
@@ -416,7 +474,7 @@ mod tests {
     async fn the_wait_ends_when_the_settling_save_comes() {
         let ledger = ledger(false);
         ledger.bump(&ledger.taken);
-        ledger.saved(TURN);
+        ledger.saved(TURN, 0);
         let waiting = tokio::spawn({
             let ledger = ledger.clone();
             async move { ledger.settled(1).await }
@@ -424,7 +482,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
         ledger.bump(&ledger.settled);
-        ledger.saved("{}");
+        ledger.saved("{}", 0);
         tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
             .await
             .expect("woken")

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use super::seal::Gate;
 use super::sealed_kv::{self, ValueRefused};
 use super::subjects::{Prefix, session_token};
+use crate::disk::state_store::{QueueFold, StateChanges, StateStore, StateStoreError, StoredState};
 
 /// Why a session's state could not be loaded or saved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -216,12 +217,14 @@ fn check_object(session_key: &str, document: &str) -> Result<(), KvStateError> {
 }
 
 /// [`KvStateStore`] behind the same seam as the state file
-/// ([`crate::disk::state_file::StateStore`]): it remembers the revision of each session it
+/// ([`crate::disk::state_store::StateStore`]): it remembers the revision of each session it
 /// loaded or saved, so the caller passes none, exactly like `StateFile::load` / `save`.
 #[derive(Debug)]
 pub struct KvSessionStates {
     store: KvStateStore,
     known: Mutex<HashMap<String, u64>>,
+    /// The bucket's values are whole documents: the queue goes inside them.
+    queues: QueueFold,
 }
 
 impl KvSessionStates {
@@ -230,6 +233,7 @@ impl KvSessionStates {
         KvSessionStates {
             store,
             known: Mutex::new(HashMap::new()),
+            queues: QueueFold::default(),
         }
     }
 
@@ -241,31 +245,26 @@ impl KvSessionStates {
     }
 }
 
-impl From<KvStateError> for crate::disk::state_file::StateStoreError {
+impl From<KvStateError> for StateStoreError {
     fn from(error: KvStateError) -> Self {
-        crate::disk::state_file::StateStoreError::Backend(Box::new(error))
+        StateStoreError::Backend(Box::new(error))
     }
 }
 
 #[async_trait::async_trait]
-impl crate::disk::state_file::StateStore for KvSessionStates {
-    async fn load(
-        &self,
-        session_key: &str,
-    ) -> Result<Option<String>, crate::disk::state_file::StateStoreError> {
+impl StateStore for KvSessionStates {
+    async fn load(&self, session_key: &str) -> Result<Option<StoredState>, StateStoreError> {
         let loaded = self.store.load(session_key).await?;
         self.known().insert(session_key.to_owned(), loaded.revision);
-        Ok(loaded.document)
+        Ok(self.queues.split(session_key, loaded.document))
     }
 
-    async fn save(
-        &self,
-        session_key: &str,
-        document: &str,
-    ) -> Result<(), crate::disk::state_file::StateStoreError> {
+    async fn save(&self, session_key: &str, changes: &StateChanges) -> Result<(), StateStoreError> {
+        let (whole, folded) = self.queues.fold(session_key, changes)?;
         let expected = self.known().get(session_key).copied().unwrap_or(0);
-        let revision = self.store.save(session_key, document, expected).await?;
+        let revision = self.store.save(session_key, &whole, expected).await?;
         self.known().insert(session_key.to_owned(), revision);
+        self.queues.written(session_key, folded);
         Ok(())
     }
 

@@ -6,3 +6,4 @@ pub mod lock;
 pub mod paths;
 pub mod state_db;
 pub mod state_file;
+pub mod state_store;

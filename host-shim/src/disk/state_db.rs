@@ -28,11 +28,12 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
-use super::state_file::{StateFile, StateStore, StateStoreError};
+use super::state_file::StateFile;
+use super::state_store::{StateChanges, StateStore, StateStoreError, StoredState};
 
 /// The schema this code writes (`PRAGMA user_version`); a newer one is refused, never
 /// rewritten.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// How long a write waits for another process's transaction before reporting it.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -118,6 +119,20 @@ pub enum StateDbError {
         /// The database.
         path: PathBuf,
     },
+    /// The session's changes remove more queue entries than the database holds (a bug in
+    /// the bridge); nothing of that save was written.
+    #[error(
+        "the state of session {session_key:?} in {path} was not saved: {detail}. This is a \
+         bot-connect bug; please report it with the log"
+    )]
+    Queue {
+        /// The session whose save was refused.
+        session_key: String,
+        /// The database.
+        path: PathBuf,
+        /// What did not fit.
+        detail: String,
+    },
     /// The commit failed; the session keeps its previous document.
     #[error(
         "cannot write the state database {path}: {detail}; the previous state is kept. Check \
@@ -151,7 +166,7 @@ impl From<StateDbError> for StateStoreError {
 /// One save waiting for the writer thread.
 struct Job {
     key: String,
-    document: String,
+    changes: StateChanges,
     expected: u64,
     reply: tokio::sync::oneshot::Sender<Result<u64, StateDbError>>,
 }
@@ -297,22 +312,59 @@ impl StateDb {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The queue entries of `session_key`, oldest first.
+    pub fn queued(&self, session_key: &str) -> Result<Vec<String>, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare_cached("SELECT entry FROM queued WHERE key = ?1 ORDER BY seq")
+            .map_err(|error| read_error(&self.path, &error))?;
+        let rows = statement
+            .query_map(params![session_key], |row| row.get::<_, String>(0))
+            .map_err(|error| read_error(&self.path, &error))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
     /// Loads `session_key`'s document and remembers its revision for the next save.
     pub fn load_document(&self, session_key: &str) -> Result<Option<String>, StateDbError> {
+        Ok(self.load_state(session_key)?.map(|state| state.document))
+    }
+
+    /// Loads `session_key`'s document and queue, and remembers its revision for the next
+    /// save.
+    pub fn load_state(&self, session_key: &str) -> Result<Option<StoredState>, StateDbError> {
         let found = self.document(session_key)?;
         let revision = found.as_ref().map_or(0, |(_, revision)| *revision);
         self.known().insert(session_key.to_owned(), revision);
-        Ok(found.map(|(document, _)| document))
+        let Some((document, _)) = found else {
+            return Ok(None);
+        };
+        let queued = self.queued(session_key)?;
+        Ok(Some(StoredState { document, queued }))
     }
 
-    /// Saves `document` for `session_key` through the writer thread (group commit),
-    /// refusing when someone else wrote the session since this process loaded or saved it.
+    /// Replaces `session_key`'s document, leaving its queue as it is ([`Self::save_changes`]).
     pub async fn save_document(
         &self,
         session_key: &str,
         document: &str,
     ) -> Result<(), StateDbError> {
-        check_object(&self.path, session_key, document)?;
+        self.save_changes(session_key, &StateChanges::document(document))
+            .await
+    }
+
+    /// Applies `changes` to `session_key` through the writer thread (group commit), in one
+    /// transaction with the other sessions' saves of the batch, refusing when someone else
+    /// wrote the session since this process loaded or saved it. Costs the same whatever the
+    /// queue's length: entries are rows.
+    pub async fn save_changes(
+        &self,
+        session_key: &str,
+        changes: &StateChanges,
+    ) -> Result<(), StateDbError> {
+        if let Some(document) = &changes.document {
+            check_object(&self.path, session_key, document)?;
+        }
         let Some(writer) = &self.writer else {
             return Ok(());
         };
@@ -320,7 +372,7 @@ impl StateDb {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Job {
             key: session_key.to_owned(),
-            document: document.to_owned(),
+            changes: changes.clone(),
             expected,
             reply,
         };
@@ -347,12 +399,12 @@ impl Drop for StateDb {
 
 #[async_trait::async_trait]
 impl StateStore for StateDb {
-    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
-        Ok(self.load_document(session_key)?)
+    async fn load(&self, session_key: &str) -> Result<Option<StoredState>, StateStoreError> {
+        Ok(self.load_state(session_key)?)
     }
 
-    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
-        Ok(self.save_document(session_key, document).await?)
+    async fn save(&self, session_key: &str, changes: &StateChanges) -> Result<(), StateStoreError> {
+        Ok(self.save_changes(session_key, changes).await?)
     }
 
     fn path(&self) -> Option<PathBuf> {
@@ -432,17 +484,17 @@ impl StateReader {
 
 #[async_trait::async_trait]
 impl StateStore for StateReader {
-    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+    async fn load(&self, session_key: &str) -> Result<Option<StoredState>, StateStoreError> {
         match self {
             StateReader::Db(db) => db.load(session_key).await,
             StateReader::File(file) => file.load(session_key).await,
         }
     }
 
-    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+    async fn save(&self, session_key: &str, changes: &StateChanges) -> Result<(), StateStoreError> {
         match self {
-            StateReader::Db(db) => db.save(session_key, document).await,
-            StateReader::File(file) => file.save(session_key, document).await,
+            StateReader::Db(db) => db.save(session_key, changes).await,
+            StateReader::File(file) => file.save(session_key, changes).await,
         }
     }
 
@@ -503,7 +555,13 @@ fn prepare(connection: &Connection, path: &Path, state_file: &Path) -> Result<()
                  name TEXT PRIMARY KEY NOT NULL,
                  value TEXT NOT NULL
              );
-             PRAGMA user_version = 1;
+             CREATE TABLE IF NOT EXISTS queued (
+                 key TEXT NOT NULL,
+                 seq INTEGER NOT NULL,
+                 entry TEXT NOT NULL,
+                 PRIMARY KEY (key, seq)
+             ) WITHOUT ROWID;
+             PRAGMA user_version = 2;
              COMMIT;",
         )
         .map_err(fail)
@@ -526,12 +584,23 @@ fn check_schema(
             found: version,
         });
     }
-    if version < SCHEMA_VERSION {
+    if version < 1 {
         return Err(damaged(
             path,
             state_file,
             "it holds no bot-connect tables".to_owned(),
         ));
+    }
+    // Written by the version before queue entries were rows: readable, with no queue,
+    // until the next writable start adds the table.
+    if version < SCHEMA_VERSION {
+        connection
+            .execute_batch(
+                "CREATE TEMP TABLE IF NOT EXISTS queued (
+                     key TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL
+                 );",
+            )
+            .map_err(fail)?;
     }
     Ok(())
 }
@@ -734,6 +803,31 @@ fn write_batch(
                                                  document = excluded.document",
             )
             .map_err(fail)?;
+        // Only the queue changed: the revision moves (a stale writer is still refused),
+        // the document stays.
+        let mut bump = transaction
+            .prepare_cached(
+                "INSERT INTO sessions (key, revision, document) VALUES (?1, ?2, '{}')
+                 ON CONFLICT (key) DO UPDATE SET revision = excluded.revision",
+            )
+            .map_err(fail)?;
+        let mut dequeue = transaction
+            .prepare_cached(
+                "DELETE FROM queued WHERE key = ?1 AND seq IN
+                     (SELECT seq FROM queued WHERE key = ?1 ORDER BY seq LIMIT ?2)",
+            )
+            .map_err(fail)?;
+        let mut held = transaction
+            .prepare_cached(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM queued WHERE key = ?1 ORDER BY seq LIMIT ?2)",
+            )
+            .map_err(fail)?;
+        let mut last_seq = transaction
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM queued WHERE key = ?1")
+            .map_err(fail)?;
+        let mut enqueue = transaction
+            .prepare_cached("INSERT INTO queued (key, seq, entry) VALUES (?1, ?2, ?3)")
+            .map_err(fail)?;
         for job in batch {
             let on_disk = current
                 .query_row(params![job.key], |row| row.get::<_, i64>(0))
@@ -747,10 +841,47 @@ fn write_batch(
                 }));
                 continue;
             }
+            let changes = &job.changes;
+            if changes.dequeued > 0 {
+                // Counted before anything is written (at most `dequeued` rows are read), so
+                // a save that does not fit changes nothing.
+                let held: i64 = held
+                    .query_row(params![job.key, i64::from(changes.dequeued)], |row| {
+                        row.get(0)
+                    })
+                    .map_err(fail)?;
+                if held != i64::from(changes.dequeued) {
+                    results.push(Err(StateDbError::Queue {
+                        session_key: job.key.clone(),
+                        path: path.to_path_buf(),
+                        detail: format!(
+                            "{} queue entries to remove, {held} stored",
+                            changes.dequeued
+                        ),
+                    }));
+                    continue;
+                }
+                dequeue
+                    .execute(params![job.key, i64::from(changes.dequeued)])
+                    .map_err(fail)?;
+            }
             let revision = on_disk + 1;
-            upsert
-                .execute(params![job.key, revision as i64, job.document])
-                .map_err(fail)?;
+            match &changes.document {
+                Some(document) => upsert.execute(params![job.key, revision as i64, document]),
+                None => bump.execute(params![job.key, revision as i64]),
+            }
+            .map_err(fail)?;
+            if !changes.enqueued.is_empty() {
+                let mut seq: i64 = last_seq
+                    .query_row(params![job.key], |row| row.get(0))
+                    .map_err(fail)?;
+                for entry in &changes.enqueued {
+                    seq += 1;
+                    enqueue
+                        .execute(params![job.key, seq, entry])
+                        .map_err(fail)?;
+                }
+            }
             results.push(Ok(revision));
         }
     }
@@ -1179,7 +1310,11 @@ mod tests {
         assert!(lines[1].contains("is still there beside it"), "{lines:?}");
         // A read-only save writes nothing.
         runtime()
-            .block_on(StateStore::save(&reader, "a", "{\"x\":2}"))
+            .block_on(StateStore::save(
+                &reader,
+                "a",
+                &StateChanges::document("{\"x\":2}"),
+            ))
             .unwrap();
         assert_eq!(reader.document("a").unwrap().as_deref(), Some("{\"x\":1}"));
     }
@@ -1324,21 +1459,27 @@ mod tests {
                     let stdout = stdout.clone();
                     tokio::spawn(async move {
                         let key = format!("s{s}");
-                        let mut document: Value = match db.load_document(&key).unwrap() {
-                            Some(text) => serde_json::from_str(&text).unwrap(),
-                            None => serde_json::json!({"trusted": {}, "queue": []}),
+                        let (mut document, mut n) = match db.load_state(&key).unwrap() {
+                            Some(state) => (
+                                serde_json::from_str::<Value>(&state.document).unwrap(),
+                                state.queued.len(),
+                            ),
+                            None => (serde_json::json!({"trusted": {}}), 0),
                         };
                         loop {
-                            let n = document["queue"].as_array().unwrap().len();
+                            // A pairing and a queue entry in one save: they must never
+                            // be found apart.
                             document["trusted"][format!("telegram:{n}")] = Value::from(n);
-                            document["queue"]
-                                .as_array_mut()
-                                .unwrap()
-                                .push(Value::from(format!("prompt {n}")));
-                            db.save_document(&key, &document.to_string()).await.unwrap();
+                            let changes = StateChanges {
+                                document: Some(document.to_string()),
+                                dequeued: 0,
+                                enqueued: vec![format!("{{\"prompt\":{n}}}")],
+                            };
+                            db.save_changes(&key, &changes).await.unwrap();
+                            n += 1;
                             let mut out = stdout.lock().unwrap();
                             use std::io::Write as _;
-                            writeln!(out, "ok {key} {}", n + 1).unwrap();
+                            writeln!(out, "ok {key} {n}").unwrap();
                             out.flush().unwrap();
                         }
                     })
@@ -1347,6 +1488,60 @@ mod tests {
             // The sessions save until the parent kills this process.
             futures_util::future::join_all(tasks).await;
         });
+    }
+
+    #[test]
+    fn queue_entries_are_rows_a_save_adds_and_removes_and_a_misfit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = open(&dir.path().join("s.json"));
+        let rt = runtime();
+        let entry = |n: u32| format!("{{\"n\":{n}}}");
+        rt.block_on(db.save_changes(
+            "k",
+            &StateChanges {
+                document: Some("{\"v\":1}".into()),
+                dequeued: 0,
+                enqueued: (0..5).map(entry).collect(),
+            },
+        ))
+        .unwrap();
+        // Only the queue: two leave, one joins; the document stays.
+        rt.block_on(db.save_changes(
+            "k",
+            &StateChanges {
+                document: None,
+                dequeued: 2,
+                enqueued: vec![entry(5)],
+            },
+        ))
+        .unwrap();
+        let expected: Vec<String> = (2..6).map(entry).collect();
+        let stored = db.load_state("k").unwrap().unwrap();
+        assert_eq!(stored.document, "{\"v\":1}");
+        assert_eq!(stored.queued, expected);
+        // Removing more than is stored is refused, and nothing of that save is written.
+        let refused = rt
+            .block_on(db.save_changes(
+                "k",
+                &StateChanges {
+                    document: Some("{\"v\":2}".into()),
+                    dequeued: 9,
+                    enqueued: vec![],
+                },
+            ))
+            .unwrap_err();
+        assert!(matches!(refused, StateDbError::Queue { .. }), "{refused}");
+        let stored = db.load_state("k").unwrap().unwrap();
+        assert_eq!(stored.document, "{\"v\":1}");
+        assert_eq!(stored.queued, expected);
+        // The next save still fits (the refused one moved no revision).
+        rt.block_on(db.save_changes("k", &StateChanges::document("{\"v\":3}")))
+            .unwrap();
+        drop(db);
+        let (reopened, _) = open(&dir.path().join("s.json"));
+        let stored = reopened.load_state("k").unwrap().unwrap();
+        assert_eq!(stored.document, "{\"v\":3}");
+        assert_eq!(stored.queued, expected);
     }
 
     /// docs/state.md: a `kill -9` at any moment loses at most the saves that had not
@@ -1360,7 +1555,7 @@ mod tests {
         // A migration at the first start is part of what may be interrupted.
         fs::write(
             &state,
-            "{\"version\":1,\"sessions\":{\"s0\":{\"trusted\":{},\"queue\":[]}}}",
+            "{\"version\":1,\"sessions\":{\"s0\":{\"trusted\":{}}}}",
         )
         .unwrap();
         let mut acknowledged: HashMap<String, u64> = HashMap::new();
@@ -1410,16 +1605,20 @@ mod tests {
             let (db, _) = StateDb::open(&state, NOW)
                 .unwrap_or_else(|error| panic!("round {round}: reopen failed: {error}"));
             for (key, n) in &acknowledged {
-                let text = db
-                    .load_document(key)
+                let stored = db
+                    .load_state(key)
                     .unwrap()
                     .unwrap_or_else(|| panic!("round {round}: session {key} lost"));
-                let document: Value = serde_json::from_str(&text).unwrap();
-                let queued = document["queue"].as_array().unwrap().len() as u64;
+                let document: Value = serde_json::from_str(&stored.document).unwrap();
+                let queued = stored.queued.len() as u64;
                 let paired = document["trusted"].as_object().unwrap().len() as u64;
                 assert!(
                     queued >= *n,
                     "round {round}: {key} acknowledged {n}, queue holds {queued}"
+                );
+                assert_eq!(
+                    queued, paired,
+                    "round {round}: {key}'s document and queue were written apart"
                 );
                 assert!(
                     paired >= *n,

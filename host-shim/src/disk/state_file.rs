@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::state_store::{QueueFold, StateChanges, StateStore, StateStoreError, StoredState};
+
 /// Sessions kept in the file; older ones are pruned on write so the file cannot grow forever.
 pub const MAX_SESSIONS: usize = 20;
 
@@ -89,59 +91,22 @@ pub enum StateFileError {
     },
 }
 
-/// Where sessions' state documents live: the state file on one machine, a JetStream KV
-/// bucket in a cluster (`cluster::state_store`). The seam `store::load` / `store::save`
-/// need: each call names only the session, and the store remembers the revision it last
-/// loaded or saved, so a save over someone else's newer document is refused.
-#[async_trait::async_trait]
-pub trait StateStore: Send + Sync {
-    /// The document saved last for `session_key`, if any; remembers its revision.
-    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError>;
-
-    /// Stores `document` for `session_key`, refusing when another writer saved the session
-    /// since this store last loaded or saved it.
-    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError>;
-
-    /// The file holding the state, if it is a file (kept out of an agent's reach).
-    fn path(&self) -> Option<PathBuf>;
-
-    /// `session_key` runs in this process now: its document must never be pruned to make
-    /// room (a store that never prunes ignores this).
-    fn hold(&self, _session_key: &str) {}
-
-    /// `session_key` stopped in this process.
-    fn release(&self, _session_key: &str) {}
-}
-
-/// Why a [`StateStore`] could not load or save.
-#[derive(Debug, thiserror::Error)]
-pub enum StateStoreError {
-    /// The state file refused.
-    #[error(transparent)]
-    File(#[from] StateFileError),
-    /// Another backend refused (the cluster's KV bucket), in its own words. Boxed so the
-    /// file store need not know the backends built on its trait.
-    #[error(transparent)]
-    Backend(Box<dyn std::error::Error + Send + Sync>),
-    /// An earlier panic while the state file was in use left it unusable in this process.
-    #[error(
-        "the state file is unavailable after an earlier failure in this process; restart host-shim"
-    )]
-    Unavailable,
-}
-
 /// The state file as a [`StateStore`]: the file's own locking (a `flock` per save) makes
 /// the calls safe across processes, the mutex across this process's sessions.
 #[async_trait::async_trait]
 impl StateStore for std::sync::Mutex<StateFile> {
-    async fn load(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
+    async fn load(&self, session_key: &str) -> Result<Option<StoredState>, StateStoreError> {
         let mut state = self.lock().map_err(|_| StateStoreError::Unavailable)?;
-        Ok(state.load(session_key))
+        let document = state.load(session_key);
+        Ok(state.queues.split(session_key, document))
     }
 
-    async fn save(&self, session_key: &str, document: &str) -> Result<(), StateStoreError> {
+    async fn save(&self, session_key: &str, changes: &StateChanges) -> Result<(), StateStoreError> {
         let mut state = self.lock().map_err(|_| StateStoreError::Unavailable)?;
-        Ok(state.save(session_key, document)?)
+        let (whole, folded) = state.queues.fold(session_key, changes)?;
+        state.save(session_key, &whole)?;
+        state.queues.written(session_key, folded);
+        Ok(())
     }
 
     fn path(&self) -> Option<PathBuf> {
@@ -174,6 +139,8 @@ pub struct StateFile {
     /// Opened by `doctor` or `explain`: never written, never moved aside.
     read_only: bool,
     temp_counter: u64,
+    /// The queue each session keeps inside its document in this file.
+    queues: QueueFold,
 }
 
 /// What the file holds.
@@ -228,6 +195,7 @@ impl StateFile {
             held: BTreeSet::new(),
             read_only: set_aside_at.is_none(),
             temp_counter: 0,
+            queues: QueueFold::default(),
         };
         let warnings = match read_contents(path)? {
             Ok(contents) => {
@@ -626,8 +594,14 @@ mod tests {
         assert_eq!(first.path(), Some(path.clone()));
         assert_eq!(first.load("k").await.unwrap(), None);
         assert_eq!(second.load("k").await.unwrap(), None);
-        second.save("k", "{\"by\":2}").await.unwrap();
-        let stale = first.save("k", "{\"by\":1}").await.unwrap_err();
+        second
+            .save("k", &StateChanges::document("{\"by\":2}"))
+            .await
+            .unwrap();
+        let stale = first
+            .save("k", &StateChanges::document("{\"by\":1}"))
+            .await
+            .unwrap_err();
         assert!(
             matches!(
                 stale,
@@ -636,7 +610,12 @@ mod tests {
             "{stale}"
         );
         assert_eq!(
-            first.load("k").await.unwrap().as_deref(),
+            first
+                .load("k")
+                .await
+                .unwrap()
+                .map(|s| s.document)
+                .as_deref(),
             Some("{\"by\":2}")
         );
     }

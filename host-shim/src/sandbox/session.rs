@@ -16,7 +16,7 @@ use transport_core::{Inbound, Transport};
 
 use crate::agent::{Agent, AgentSignal};
 use crate::disk::lock::{Claimant, LockDir, LockError, LockGuard};
-use crate::disk::state_file::StateStore;
+use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::local::ui::Ui;

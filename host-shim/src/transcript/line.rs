@@ -230,11 +230,17 @@ pub enum Event {
         /// Question.
         message: String,
     },
-    /// The state document was saved. Only its size: the document holds salted code hashes
-    /// that differ on every run, and the state file is where the document itself lives.
+    /// The state was saved. Only sizes: the document holds salted code hashes that differ
+    /// on every run, and the state store is where the state itself lives.
     Save {
-        /// Bytes.
+        /// The new document's bytes; 0 when only the queue changed.
         bytes: usize,
+        /// Queue entries that left the front.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dequeued: u32,
+        /// Queue entries added at the end.
+        #[serde(default, skip_serializing_if = "is_zero_len")]
+        enqueued: usize,
     },
     /// A transport was asked to listen.
     Listen {
@@ -309,10 +315,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bytes: Option<String>,
     },
-    /// `store.load` (the saved document, which the state file holds anyway; redacted).
+    /// `store.load` (the saved document, which the state store holds anyway; redacted).
     Loaded {
         /// The document.
         document: Option<String>,
+        /// The queue's entries, oldest first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        queued: Vec<String>,
     },
     /// `store.save`'s result.
     Saved {
@@ -479,4 +488,17 @@ impl Line {
         // cannot fail, and a line that somehow did would be dropped, not half-written.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// Leaves a zero count out of a transcript line (lines written before the count existed
+/// read as zero).
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
+/// [`is_zero`] for a `usize` count.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero_len(count: &usize) -> bool {
+    *count == 0
 }

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use crate::transcript::line::{Dir, Event};
 use crate::wit::agent::{SessionInfo, WorkFacts};
+use crate::wit::store::SavedState;
 use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
 
 /// Recorded answers, one queue per import, in recorded order. A queue that runs dry (the
@@ -14,7 +15,7 @@ use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
 #[derive(Debug, Default)]
 pub struct Script {
     rng: VecDeque<Option<Vec<u8>>>,
-    loaded: VecDeque<Option<String>>,
+    loaded: VecDeque<Option<SavedState>>,
     saved: VecDeque<Result<(), String>>,
     identified: VecDeque<Result<Identity, String>>,
     listened: VecDeque<Result<(), String>>,
@@ -72,7 +73,9 @@ impl Script {
                 Event::Rng { bytes, .. } => {
                     script.rng.push_back(bytes.and_then(|h| hex_decode(&h)))
                 }
-                Event::Loaded { document } => script.loaded.push_back(document),
+                Event::Loaded { document, queued } => script
+                    .loaded
+                    .push_back(document.map(|document| SavedState { document, queued })),
                 Event::Saved { result } => script.saved.push_back(result),
                 Event::Identified { result, .. } => script.identified.push_back(result),
                 Event::Listened { result, .. } => script.listened.push_back(result),
@@ -132,7 +135,7 @@ impl Script {
     }
 
     /// `store.load`.
-    pub fn loaded(&mut self) -> Option<String> {
+    pub fn loaded(&mut self) -> Option<SavedState> {
         self.loaded.pop_front().flatten()
     }
 

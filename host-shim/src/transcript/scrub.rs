@@ -423,8 +423,9 @@ impl Scrubber {
                 call,
                 cause: self.text(&cause),
             },
-            Event::Loaded { document } => Event::Loaded {
+            Event::Loaded { document, queued } => Event::Loaded {
                 document: document.map(|d| self.plain(&d)),
+                queued: queued.iter().map(|entry| self.plain(entry)).collect(),
             },
             Event::Saved { result } => Event::Saved {
                 result: result.map_err(|e| self.text(&e)),

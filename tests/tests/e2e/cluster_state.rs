@@ -3,7 +3,7 @@
 //! the revision, so a stale writer is refused and writes nothing.
 
 use host_shim::cluster::state_store::{KvSessionStates, KvStateError, KvStateStore, Loaded};
-use host_shim::disk::state_file::{StateStore, StateStoreError};
+use host_shim::disk::state_store::{StateChanges, StateStore, StateStoreError};
 
 use crate::common::cluster::{self, nats_or_skip};
 
@@ -105,22 +105,30 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
 
     assert_eq!(node_a.load(SESSION).await.expect("load"), None);
     node_a
-        .save(SESSION, r#"{"n":1}"#)
+        .save(SESSION, &StateChanges::document(r#"{"n":1}"#))
         .await
         .expect("first save");
     node_a
-        .save(SESSION, r#"{"n":2}"#)
+        .save(SESSION, &StateChanges::document(r#"{"n":2}"#))
         .await
         .expect("its own next save");
     // B takes the session over: loads, saves.
     assert_eq!(
-        node_b.load(SESSION).await.expect("load").as_deref(),
+        node_b
+            .load(SESSION)
+            .await
+            .expect("load")
+            .map(|s| s.document)
+            .as_deref(),
         Some(r#"{"n":2}"#)
     );
-    node_b.save(SESSION, r#"{"n":3}"#).await.expect("B saves");
+    node_b
+        .save(SESSION, &StateChanges::document(r#"{"n":3}"#))
+        .await
+        .expect("B saves");
     // A, which still thinks it runs the session, is refused.
     let refused = node_a
-        .save(SESSION, r#"{"n":99}"#)
+        .save(SESSION, &StateChanges::document(r#"{"n":99}"#))
         .await
         .expect_err("stale");
     assert!(
@@ -132,7 +140,49 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         "{refused}"
     );
     assert_eq!(
-        node_b.load(SESSION).await.expect("load").as_deref(),
+        node_b
+            .load(SESSION)
+            .await
+            .expect("load")
+            .map(|s| s.document)
+            .as_deref(),
         Some(r#"{"n":3}"#)
+    );
+    // The queue goes inside the bucket's document, and a save that changes only it
+    // keeps the document.
+    let entry = |c: &str| format!(r#"{{"transport":"t","conversationId":"{c}"}}"#);
+    node_b
+        .save(
+            SESSION,
+            &StateChanges {
+                document: None,
+                dequeued: 0,
+                enqueued: vec![entry("a"), entry("b")],
+            },
+        )
+        .await
+        .expect("B queues two");
+    node_b
+        .save(
+            SESSION,
+            &StateChanges {
+                document: None,
+                dequeued: 1,
+                enqueued: vec![],
+            },
+        )
+        .await
+        .expect("B takes one");
+    let node_c: Box<dyn StateStore> = Box::new(open().await);
+    let seen = node_c.load(SESSION).await.expect("load").expect("a state");
+    assert_eq!(seen.document, r#"{"n":3}"#);
+    let queued: Vec<serde_json::Value> = seen
+        .queued
+        .iter()
+        .map(|e| serde_json::from_str(e).expect("JSON"))
+        .collect();
+    assert_eq!(
+        queued,
+        [serde_json::from_str::<serde_json::Value>(&entry("b")).unwrap()]
     );
 }

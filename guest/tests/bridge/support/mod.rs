@@ -14,8 +14,8 @@ use guest::host::Host;
 use guest::model::{
     Attachment, AttachmentKind, BotIdentity, Capabilities, ConfigContent, ConfigScope,
     ConfigSource, Configuration, DeliverAs, Envelope, FetchedAttachment, LengthUnit, Level, Markup,
-    Note, Outbound, PromptImage, Receipt, SendError, SessionInfo, ToolAnswer, ToolDecision,
-    WorkFacts,
+    Note, Outbound, PromptImage, Receipt, SavedState, SendError, SessionInfo, StateChanges,
+    ToolAnswer, ToolDecision, WorkFacts,
 };
 use guest::model::{Platform, Setting, SettingKind, SettingValue};
 
@@ -76,8 +76,12 @@ pub struct FakeHost {
     pub saved: Vec<String>,
     /// `save_state` fails with this message.
     pub save_error: Option<String>,
-    /// What `load_state` returns.
+    /// The stored document `load_state` returns.
     pub stored: Option<String>,
+    /// The stored queue entries, oldest first: what the host keeps after each save.
+    pub stored_queue: Vec<String>,
+    /// Every save's changes, in order.
+    pub changes: Vec<StateChanges>,
     pub typing: Vec<(String, String, Option<String>)>,
     pub prompts: Vec<Prompt>,
     /// `send_prompt` fails with this message.
@@ -186,6 +190,8 @@ impl FakeHost {
             saved: Vec::new(),
             save_error: None,
             stored: None,
+            stored_queue: Vec::new(),
+            changes: Vec::new(),
             typing: Vec::new(),
             prompts: Vec::new(),
             prompt_error: None,
@@ -270,6 +276,7 @@ impl FakeHost {
         self.notes.clear();
         self.logs.clear();
         self.saved.clear();
+        self.changes.clear();
         self.typing.clear();
         self.prompts.clear();
         self.confirms.clear();
@@ -424,16 +431,33 @@ impl Host for FakeHost {
         self.notes.push((level, text.to_string()));
     }
 
-    fn load_state(&mut self) -> Option<String> {
-        self.stored.clone()
+    fn load_state(&mut self) -> Option<SavedState> {
+        if self.stored.is_none() && self.stored_queue.is_empty() {
+            return None;
+        }
+        Some(SavedState {
+            document: self.stored.clone().unwrap_or_default(),
+            queued: self.stored_queue.clone(),
+        })
     }
 
-    fn save_state(&mut self, document: &str) -> Result<(), String> {
+    fn save_state(&mut self, changes: &StateChanges) -> Result<(), String> {
         if let Some(error) = &self.save_error {
             return Err(error.clone());
         }
-        self.saved.push(document.to_string());
-        self.stored = Some(document.to_string());
+        // Applied as the host's store does: the front leaves, the new entries join the end.
+        let dequeued = (changes.dequeued as usize).min(self.stored_queue.len());
+        assert_eq!(
+            dequeued, changes.dequeued as usize,
+            "the bridge dequeued more entries than the store holds"
+        );
+        self.stored_queue.drain(..dequeued);
+        self.stored_queue.extend(changes.enqueued.iter().cloned());
+        if let Some(document) = &changes.document {
+            self.saved.push(document.clone());
+            self.stored = Some(document.clone());
+        }
+        self.changes.push(changes.clone());
         Ok(())
     }
 

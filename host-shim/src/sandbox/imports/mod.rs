@@ -26,7 +26,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::agent::Agent;
 use crate::disk::lock::{LockDir, LockGuard};
-use crate::disk::state_file::StateStore;
+use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
 use crate::local::logging::LogSink;
 use crate::local::ui::Ui;

@@ -1,11 +1,11 @@
-//! `store`: this session's state document, in the host's state store.
+//! `store`: this session's state (its document and queue), in the host's state store.
 
 use std::sync::Arc;
 
 use wasmtime::component::HasData;
 
 use super::{Imports, SessionContext};
-use crate::disk::state_file::StateStore;
+use crate::disk::state_store::{StateChanges, StateStore};
 use crate::local::logging::{LogLine, LogSink};
 use crate::transcript::line::Event;
 use crate::transcript::script::Script;
@@ -41,20 +41,31 @@ impl SessionContext {
 }
 
 impl store::Host for Imports<'_, StorePart<'_>> {
-    async fn load(&mut self) -> Option<String> {
+    async fn load(&mut self) -> Option<store::SavedState> {
         self.tape
-            .answer(Script::loaded, self.part.load(), |document| Event::Loaded {
-                document: document.clone(),
+            .answer(Script::loaded, self.part.load(), |saved| Event::Loaded {
+                document: saved.as_ref().map(|saved| saved.document.clone()),
+                queued: saved
+                    .as_ref()
+                    .map(|saved| saved.queued.clone())
+                    .unwrap_or_default(),
             })
             .await
     }
 
-    async fn save(&mut self, document: String) -> Result<(), String> {
+    async fn save(&mut self, changes: store::StateChanges) -> Result<(), String> {
         self.tape.record(|| Event::Save {
-            bytes: document.len(),
+            bytes: changes.document.as_ref().map_or(0, String::len),
+            dequeued: changes.dequeued,
+            enqueued: changes.enqueued.len(),
         });
+        let changes = StateChanges {
+            document: changes.document,
+            dequeued: changes.dequeued,
+            enqueued: changes.enqueued,
+        };
         self.tape
-            .answer(Script::saved, self.part.save(&document), |result| {
+            .answer(Script::saved, self.part.save(&changes), |result| {
                 Event::Saved {
                     result: result.clone(),
                 }
@@ -64,19 +75,22 @@ impl store::Host for Imports<'_, StorePart<'_>> {
 }
 
 impl StorePart<'_> {
-    async fn save(&self, document: &str) -> Result<(), String> {
+    async fn save(&self, changes: &StateChanges) -> Result<(), String> {
         self.state
-            .save(self.key, document)
+            .save(self.key, changes)
             .await
             .map_err(|e| e.to_string())
     }
 
-    async fn load(&mut self) -> Option<String> {
+    async fn load(&mut self) -> Option<store::SavedState> {
         match self.state.load(self.key).await {
-            Ok(document) => document,
+            Ok(saved) => saved.map(|saved| store::SavedState {
+                document: saved.document,
+                queued: saved.queued,
+            }),
             Err(error) => {
-                // Starting empty is safe: the store refuses a save over the document
-                // it could not read (no revision known), so nothing is overwritten.
+                // Starting empty is safe: the store refuses a save over the state it
+                // could not read (no revision known), so nothing is overwritten.
                 self.log.write(
                     self.key,
                     LogLine::new(
