@@ -10,6 +10,7 @@
 //! same modules every time: wire types, a pure `normalize`, the HTTP client, the
 //! listener, settings) and passes the conformance kit in `transport-testing`.
 
+pub mod buttons;
 pub mod capped;
 pub mod download;
 pub mod http;

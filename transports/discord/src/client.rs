@@ -24,7 +24,10 @@ use transport_core::retry::{Outcome, RetryPolicy};
 use transport_core::sync::lock;
 
 use crate::ratelimit::{Headers, RateLimits, Route, WaitStats, seconds};
-use crate::wire::{CreateMessage, EditMessage, ErrorBody, GatewayBot, NO_PINGS, SentMessage, User};
+use crate::wire::{
+    ActionRow, CreateMessage, EditMessage, ErrorBody, GatewayBot, InteractionCallback, NO_PINGS,
+    SentMessage, User,
+};
 
 /// Hosts Discord serves attachments from. An attachment reference on any other host is
 /// refused: the reference comes from the bridge, and fetching whatever URL it names would
@@ -332,11 +335,18 @@ impl RestApi {
         .await
     }
 
-    /// `POST /channels/{id}/messages` with no pings: the new message's id.
-    pub async fn create_message(&self, channel: &str, content: &str) -> Result<String, ApiError> {
+    /// `POST /channels/{id}/messages` with no pings and `components` (buttons) under it:
+    /// the new message's id.
+    pub async fn create_message(
+        &self,
+        channel: &str,
+        content: &str,
+        components: &[ActionRow],
+    ) -> Result<String, ApiError> {
         let body = CreateMessage {
             content,
             allowed_mentions: NO_PINGS,
+            components,
         };
         let sent: SentMessage = self
             .call(
@@ -351,16 +361,19 @@ impl RestApi {
         Ok(sent.id)
     }
 
-    /// `PATCH /channels/{id}/messages/{id}` with no pings.
+    /// `PATCH /channels/{id}/messages/{id}` with no pings; `components` replace the
+    /// message's buttons (empty removes them).
     pub async fn edit_message(
         &self,
         channel: &str,
         message: &str,
         content: &str,
+        components: &[ActionRow],
     ) -> Result<(), ApiError> {
         let body = EditMessage {
             content,
             allowed_mentions: NO_PINGS,
+            components,
         };
         let _: serde_json::Value = self
             .call(
@@ -370,6 +383,28 @@ impl RestApi {
                 &["channels", channel, "messages", message],
                 Some(&body),
                 Retry::Transient,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /interactions/{id}/{token}/callback`: acknowledges a component click. One
+    /// attempt: Discord wants it within 3 seconds, and a retry after that is refused
+    /// anyway (the click then shows "This interaction failed", nothing worse).
+    pub async fn interaction_callback(
+        &self,
+        interaction: &str,
+        token: &str,
+        body: &InteractionCallback,
+    ) -> Result<(), ApiError> {
+        let _: serde_json::Value = self
+            .call(
+                "interaction callback",
+                Method::POST,
+                Route::interaction_callback(interaction),
+                &["interactions", interaction, token, "callback"],
+                Some(body),
+                Retry::Never,
             )
             .await?;
         Ok(())

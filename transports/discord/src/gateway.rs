@@ -34,6 +34,11 @@
 //!   number moves as events arrive, so a RESUME replays exactly what came after the last
 //!   one received; an event replayed at or below it is not delivered again, and the last
 //!   message ids delivered are remembered as a second guard.
+//! - **Button clicks** (INTERACTION_CREATE): acknowledged at once by a task of their own
+//!   ([`crate::interactions`]), so the 3-second deadline never waits on the session or
+//!   on the gateway loop; a taken click joins the same queue, and the delivery task hands
+//!   it on only once its acknowledgement was sent (or failed), so the session never
+//!   answers a click before Discord has heard it was taken. Interactions need no intent.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -55,6 +60,7 @@ use transport_core::retry::{Backoff, Outcome, RetryPolicy};
 use transport_core::sync::lock;
 use transport_core::{Envelope, InboundSink, Secret};
 
+use crate::interactions::acknowledgement;
 use crate::normalize::{TRANSPORT_ID, normalize};
 use crate::state::{GatewayState, Shared};
 use crate::wire::{
@@ -319,6 +325,14 @@ enum Ended {
     },
 }
 
+/// One envelope waiting for the session, in arrival order.
+pub(crate) struct Queued {
+    pub(crate) envelope: Envelope,
+    /// For a click: closes once its acknowledgement was sent or failed. The envelope is
+    /// delivered only after that, so nothing the session does can precede it.
+    pub(crate) acknowledged: Option<oneshot::Receiver<()>>,
+}
+
 /// What the gateway remembers between connections.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
@@ -336,7 +350,7 @@ pub(crate) struct Gateway {
     pub(crate) token_env: String,
     pub(crate) me: BotSelf,
     pub(crate) sink: InboundSink,
-    pub(crate) deliveries: mpsc::UnboundedSender<Envelope>,
+    pub(crate) deliveries: mpsc::UnboundedSender<Queued>,
     pub(crate) cancel: CancellationToken,
     /// In a mutex only so the gateway is `Sync` across awaits; one task uses it.
     pub(crate) jitter: std::sync::Mutex<Box<dyn Jitter>>,
@@ -736,7 +750,10 @@ impl Gateway {
                         }
                         self.shared.update(|stats| stats.queued += 1);
                         // The delivery task holds the other end until the run ends.
-                        let _ = self.deliveries.send(envelope);
+                        let _ = self.deliveries.send(Queued {
+                            envelope,
+                            acknowledged: None,
+                        });
                     }
                     Normalized::Ignored(reason) => self.shared.update(|stats| {
                         stats.ignored += 1;
@@ -744,10 +761,72 @@ impl Gateway {
                     }),
                 }
             }
+            Some("INTERACTION_CREATE") => {
+                if replayed {
+                    self.shared.update(|stats| stats.duplicates += 1);
+                    return;
+                }
+                self.interaction(&frame);
+            }
             _ => {}
         }
         if let Some(seq) = seq {
             self.shared.update(|stats| stats.seq = Some(seq));
+        }
+    }
+
+    /// A click: acknowledged in a task of its own, and queued behind its acknowledgement.
+    fn interaction(&mut self, frame: &Frame) {
+        let id = frame
+            .d
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        // A click delivered twice (a replay past the sequence guard) must not answer twice.
+        if !id.is_empty() && !self.progress.recent.insert(&format!("interaction:{id}")) {
+            self.shared.update(|stats| stats.duplicates += 1);
+            return;
+        }
+        let event = serde_json::json!({"t": "INTERACTION_CREATE", "d": frame.d});
+        let normalized = normalize(&event, &self.me);
+        let (done, acknowledged) = oneshot::channel();
+        match acknowledgement(&frame.d, &normalized) {
+            Some(ack) => {
+                let shared = self.shared.clone();
+                let taken = matches!(normalized, Normalized::Message(_));
+                tokio::spawn(async move {
+                    let sent = shared
+                        .api
+                        .interaction_callback(&ack.interaction_id, &ack.token, &ack.callback)
+                        .await;
+                    shared.update(|stats| match sent {
+                        Ok(()) if taken => stats.clicks_taken += 1,
+                        Ok(()) => stats.clicks_refused += 1,
+                        Err(error) => {
+                            stats.click_ack_failures += 1;
+                            stats.last_error = Some(format!(
+                                "a button click could not be acknowledged (the clicker saw \"This interaction failed\"): {error}"
+                            ));
+                        }
+                    });
+                    let _ = done.send(());
+                });
+            }
+            None => drop(done),
+        }
+        match normalized {
+            Normalized::Message(envelope) => {
+                self.shared.update(|stats| stats.queued += 1);
+                let _ = self.deliveries.send(Queued {
+                    envelope,
+                    acknowledged: Some(acknowledged),
+                });
+            }
+            Normalized::Ignored(reason) => self.shared.update(|stats| {
+                stats.ignored += 1;
+                stats.last_skip = Some(reason);
+            }),
         }
     }
 

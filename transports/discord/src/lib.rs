@@ -5,7 +5,8 @@
 //! Modules, the same as in every platform crate: [`wire`] (gateway and REST types),
 //! [`normalize`] (pure: payload → envelope), [`client`] (REST: timeouts, retries,
 //! [`ratelimit`] buckets, token-free errors), [`gateway`] (the connection state machine),
-//! [`settings`] (the [`PLATFORM`] declaration).
+//! [`settings`] (the [`PLATFORM`] declaration); buttons go out as [`components`] and their
+//! clicks are acknowledged by [`interactions`].
 //!
 //! The token is only ever in the `Authorization` header and in IDENTIFY/RESUME. No error,
 //! `diagnose` line or alert contains it (I18): every text from a server or a library is
@@ -14,7 +15,9 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod components;
 pub mod gateway;
+pub mod interactions;
 pub mod normalize;
 pub mod ratelimit;
 pub mod settings;

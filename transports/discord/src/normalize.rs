@@ -55,21 +55,34 @@
 //! leading `@bot`: `status` and `/status` are commands, an empty text is the bot being
 //! called by name. The flag is the only carrier of the mention.
 //!
+//! # Button clicks
+//!
+//! An INTERACTION_CREATE of type 3 (a click on a message component, the approval request's
+//! buttons) becomes the command the button stands for (its `custom_id`), from the clicker
+//! (`member.user` in a server, `user` in a DM), in the clicked message's channel,
+//! addressed, with the interaction's id as its message id (two clicks are two answers)
+//! ([`normalize_interaction`]). A `custom_id` that is not one of the bridge's button
+//! commands ([`transport_core::buttons::is_button_command`]) is refused: a client can send
+//! any `custom_id` it likes. Every click is acknowledged by the gateway, refused or not
+//! ([`crate::interactions`]).
+//!
 //! # What is ignored, and why
 //!
 //! The bot's own messages, other bots' and webhooks' (I14: two bots answering each other
 //! never stop), Discord's system user, system messages (joins, pins, boosts, thread
 //! created: every `type` other than 0 DEFAULT and 19 REPLY), messages with neither text
 //! nor a readable attachment (stickers, polls, forwards), and every event other than
-//! MESSAGE_CREATE (edits are not new prompts).
+//! MESSAGE_CREATE and component clicks (edits are not new prompts; slash commands and
+//! modals are not something the bridge registers).
 
 use serde::Deserialize;
 use serde_json::Value;
+use transport_core::buttons::is_button_command;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::printable::clean_ids;
 use transport_core::{Attachment, AttachmentKind, Envelope};
 
-use crate::wire::{Message, User};
+use crate::wire::{Interaction, MESSAGE_COMPONENT, Message, User};
 
 /// The transport id envelopes carry.
 pub const TRANSPORT_ID: &str = "discord";
@@ -91,6 +104,15 @@ pub fn normalize(payload: &Value, me: &BotSelf) -> Normalized {
     let op = fields.get("op").and_then(Value::as_u64);
     let message = match (op, event) {
         (Some(0) | None, Some("MESSAGE_CREATE")) => fields.get("d").unwrap_or(&Value::Null),
+        (Some(0) | None, Some("INTERACTION_CREATE")) => {
+            let d = fields.get("d").unwrap_or(&Value::Null);
+            return match Interaction::deserialize(d) {
+                Ok(interaction) => normalize_interaction(&interaction, me),
+                Err(_) => ignored(
+                    "an interaction this bridge cannot read (no id or type, or a field of the wrong type)",
+                ),
+            };
+        }
         (Some(0) | None, Some(other)) => {
             return Normalized::Ignored(format!(
                 "a {other} event: only new messages (MESSAGE_CREATE) become prompts or commands"
@@ -167,6 +189,56 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         attachments,
         // Snowflakes are unique across Discord.
         message_id: Some(message.id.clone()).filter(|id| !id.is_empty()),
+    }))
+}
+
+/// Normalizes one INTERACTION_CREATE (see "Button clicks" in the module docs).
+pub fn normalize_interaction(interaction: &Interaction, me: &BotSelf) -> Normalized {
+    if interaction.kind != MESSAGE_COMPONENT {
+        return Normalized::Ignored(format!(
+            "an interaction of type {} (only clicks on the bridge's buttons, type 3, are handled)",
+            interaction.kind
+        ));
+    }
+    let clicker = interaction
+        .member
+        .as_ref()
+        .and_then(|member| member.user.as_ref())
+        .or(interaction.user.as_ref());
+    let Some(clicker) = clicker.filter(|user| !user.id.is_empty()) else {
+        return ignored("a button click that names no user");
+    };
+    if is_me(&clicker.id, me) || clicker.bot == Some(true) {
+        return Normalized::Ignored(format!("a button click from a bot{}", name(clicker)));
+    }
+    let channel = interaction
+        .channel_id
+        .as_deref()
+        .filter(|channel| !channel.is_empty());
+    let Some(channel) = channel else {
+        return ignored("a button click that names no channel, so there is nowhere to answer");
+    };
+    let text = interaction
+        .data
+        .as_ref()
+        .map(|data| data.custom_id.trim())
+        .unwrap_or_default();
+    if !is_button_command(text) {
+        return ignored(
+            "a button click whose custom_id is not a bridge command (a client can send any custom_id, so only the bridge's own /approve, /deny and /details buttons are taken)",
+        );
+    }
+    Normalized::Message(clean_ids(Envelope {
+        transport: TRANSPORT_ID.to_owned(),
+        conversation_id: channel.to_owned(),
+        user_id: clicker.id.clone(),
+        thread_id: None,
+        timestamp: snowflake_ms(&interaction.id),
+        text: text.to_owned(),
+        is_direct: interaction.guild_id.is_none(),
+        addressed: true,
+        attachments: Vec::new(),
+        message_id: Some(format!("interaction:{}", interaction.id)),
     }))
 }
 

@@ -48,6 +48,15 @@ impl Route {
         }
     }
 
+    /// `POST /interactions/{interaction_id}/{token}/callback` for one interaction (each
+    /// interaction is its own resource: answering one never waits for another's bucket).
+    pub fn interaction_callback(interaction: &str) -> Route {
+        Route {
+            template: "POST /interactions/{interaction_id}/{interaction_token}/callback",
+            major: interaction.to_owned(),
+        }
+    }
+
     /// `POST /channels/{channel_id}/typing` for `channel`.
     pub fn typing(channel: &str) -> Route {
         Route {

@@ -45,6 +45,9 @@ pub(crate) struct Stats {
     pub(crate) sent: u64,
     pub(crate) edited: u64,
     pub(crate) typing_failures: u64,
+    pub(crate) clicks_taken: u64,
+    pub(crate) clicks_refused: u64,
+    pub(crate) click_ack_failures: u64,
     pub(crate) last_error: Option<String>,
     pub(crate) last_skip: Option<String>,
 }

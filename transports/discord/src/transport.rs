@@ -16,15 +16,15 @@ use transport_core::platform::BotSelf;
 use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
-    BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, Secret, SendReceipt, Transport, TransportError,
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundMessage,
+    Secret, SendReceipt, Transport, TransportError,
 };
 
 use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot_token};
-use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget};
+use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget, Queued};
 use crate::normalize::TRANSPORT_ID;
 use crate::state::{GatewayState, Shared, Stats};
-use crate::{gateway, settings, wire};
+use crate::{components, gateway, settings, wire};
 
 /// What Discord can do (docs/architecture.md#transports-and-their-shared-core): 2000 per
 /// message, counted by Discord in code points and declared here in UTF-16 units (never more
@@ -271,8 +271,9 @@ impl DiscordTransport {
         channel: &str,
         key: &str,
         text: &str,
+        rows: &[wire::ActionRow],
     ) -> Result<SendReceipt, TransportError> {
-        match self.shared.api.edit_message(channel, key, text).await {
+        match self.shared.api.edit_message(channel, key, text, rows).await {
             Ok(()) => {}
             // Unknown message (deleted), or not the bot's (403 50005): the bridge posts a
             // new message instead (I21).
@@ -302,23 +303,38 @@ impl DiscordTransport {
     }
 }
 
+/// Longest a click waits for its acknowledgement before it is delivered anyway.
+const ACK_WAIT: Duration = Duration::from_secs(10);
+
 /// Hands queued envelopes to the session one at a time, in order, each only after the
 /// previous one was handled.
 async fn deliver(
     shared: Arc<Shared>,
     sink: InboundSink,
-    mut queue: mpsc::UnboundedReceiver<Envelope>,
+    mut queue: mpsc::UnboundedReceiver<Queued>,
     cancel: CancellationToken,
 ) {
     loop {
-        let envelope = tokio::select! {
+        let Queued {
+            envelope,
+            acknowledged,
+        } = tokio::select! {
             biased;
             () = cancel.cancelled() => return,
-            envelope = queue.recv() => match envelope {
-                Some(envelope) => envelope,
+            queued = queue.recv() => match queued {
+                Some(queued) => queued,
                 None => return,
             },
         };
+        if let Some(acknowledged) = acknowledged {
+            // The callback is one bounded attempt; this bound only guards against a task
+            // that never ends, so a stuck acknowledgement cannot stall every message.
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return,
+                _ = tokio::time::timeout(ACK_WAIT, acknowledged) => {}
+            }
+        }
         shared.update(|stats| stats.queued = stats.queued.saturating_sub(1));
         let delivered = tokio::select! {
             biased;
@@ -475,9 +491,15 @@ impl Transport for DiscordTransport {
             return Err(self.not_started());
         }
         let channel = message.conversation_id.as_str();
+        let rows = components::action_rows(&message.buttons);
         let sent = match message.edit_key.as_deref() {
-            Some(key) => self.edit(channel, key, &message.text).await,
-            None => match self.shared.api.create_message(channel, &message.text).await {
+            Some(key) => self.edit(channel, key, &message.text, &rows).await,
+            None => match self
+                .shared
+                .api
+                .create_message(channel, &message.text, &rows)
+                .await
+            {
                 Ok(id) => {
                     self.shared.update(|stats| stats.sent += 1);
                     Ok(SendReceipt {
@@ -575,13 +597,16 @@ impl Transport for DiscordTransport {
             (false, _) => "no resumable session".to_owned(),
         };
         let mut line = format!(
-            "bot {bot}; {state}; {session}; received {}, ignored {}, duplicates dropped {}, queued {}, sent {}, edited {}; connections {}, identifies {}, resumes {}, reconnects {}; rate limited {}, bucket waits {} ({} ms), retries {}, typing failures {}",
+            "bot {bot}; {state}; {session}; received {}, ignored {}, duplicates dropped {}, queued {}, sent {}, edited {}; clicks taken {}, refused {}, unacknowledged {}; connections {}, identifies {}, resumes {}, reconnects {}; rate limited {}, bucket waits {} ({} ms), retries {}, typing failures {}",
             stats.received,
             stats.ignored,
             stats.duplicates,
             stats.queued,
             stats.sent,
             stats.edited,
+            stats.clicks_taken,
+            stats.clicks_refused,
+            stats.click_ack_failures,
             stats.connections,
             stats.identifies,
             stats.resumes,

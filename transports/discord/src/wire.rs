@@ -276,6 +276,9 @@ pub struct CreateMessage<'a> {
     pub content: &'a str,
     /// Never ping anyone.
     pub allowed_mentions: AllowedMentions,
+    /// Action rows of buttons; left out when there are none.
+    #[serde(skip_serializing_if = "<[ActionRow]>::is_empty")]
+    pub components: &'a [ActionRow],
 }
 
 /// `PATCH /channels/{id}/messages/{id}` body.
@@ -284,6 +287,123 @@ pub struct EditMessage<'a> {
     /// New text.
     pub content: &'a str,
     /// Never ping anyone (an edit can add mentions too).
+    pub allowed_mentions: AllowedMentions,
+    /// Always sent, even empty: an edit without buttons removes the old ones (a decided
+    /// approval must not keep buttons that look live). A PATCH that leaves the field out
+    /// would keep them.
+    pub components: &'a [ActionRow],
+}
+
+/// Component type 1: a row of up to five buttons.
+pub const ACTION_ROW: u8 = 1;
+/// Component type 2: a button.
+pub const BUTTON: u8 = 2;
+
+/// An action row (component type 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActionRow {
+    /// Always [`ACTION_ROW`].
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// Up to five buttons.
+    pub components: Vec<ComponentButton>,
+}
+
+/// A button (component type 2) whose click arrives as INTERACTION_CREATE with its
+/// `custom_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComponentButton {
+    /// Always [`BUTTON`].
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// 1 primary (blurple), 2 secondary (grey), 3 success (green), 4 danger (red).
+    pub style: u8,
+    /// What the button shows, at most 80 characters.
+    pub label: String,
+    /// What a click sends back, at most 100 characters: the bridge's command.
+    pub custom_id: String,
+}
+
+/// Interaction type 3: a click on a message component.
+pub const MESSAGE_COMPONENT: u8 = 3;
+
+/// `d` of INTERACTION_CREATE: the fields a component click needs
+/// (docs/protocols.md#discord-interactions).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Interaction {
+    /// Snowflake; with `token`, where the callback goes.
+    pub id: String,
+    /// 1 PING, 2 APPLICATION_COMMAND, 3 MESSAGE_COMPONENT, 4 autocomplete, 5 modal submit.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// Valid for 15 minutes; the callback must come within 3 seconds. Never logged.
+    #[serde(default)]
+    pub token: String,
+    /// The component's data.
+    #[serde(default)]
+    pub data: Option<ComponentData>,
+    /// Present in servers.
+    #[serde(default)]
+    pub guild_id: Option<String>,
+    /// Where the clicked message is.
+    #[serde(default)]
+    pub channel_id: Option<String>,
+    /// The clicker, in a server.
+    #[serde(default)]
+    pub member: Option<Member>,
+    /// The clicker, in a DM.
+    #[serde(default)]
+    pub user: Option<User>,
+    /// The message the button is under.
+    #[serde(default)]
+    pub message: Option<ReferencedMessage>,
+}
+
+/// `data` of a component interaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ComponentData {
+    /// The clicked button's `custom_id`.
+    #[serde(default)]
+    pub custom_id: String,
+    /// 2 for a button.
+    #[serde(default)]
+    pub component_type: u8,
+}
+
+/// A server member: only the user matters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Member {
+    /// The member's user.
+    #[serde(default)]
+    pub user: Option<User>,
+}
+
+/// Callback type 6 DEFERRED_UPDATE_MESSAGE: "taken"; the message is edited later.
+pub const DEFERRED_UPDATE_MESSAGE: u8 = 6;
+/// Callback type 4 CHANNEL_MESSAGE_WITH_SOURCE: an answer (ephemeral with flags 64).
+pub const CHANNEL_MESSAGE_WITH_SOURCE: u8 = 4;
+/// Message flag EPHEMERAL: only the clicker sees it.
+pub const EPHEMERAL: u64 = 1 << 6;
+
+/// `POST /interactions/{id}/{token}/callback` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InteractionCallback {
+    /// [`DEFERRED_UPDATE_MESSAGE`] or [`CHANNEL_MESSAGE_WITH_SOURCE`].
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// The ephemeral answer, for type 4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<CallbackData>,
+}
+
+/// `data` of a type 4 callback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallbackData {
+    /// Text, up to 2000 code points.
+    pub content: String,
+    /// [`EPHEMERAL`].
+    pub flags: u64,
+    /// Never ping anyone.
     pub allowed_mentions: AllowedMentions,
 }
 
@@ -342,6 +462,7 @@ mod tests {
         let body = serde_json::to_value(CreateMessage {
             content: "hi @everyone",
             allowed_mentions: NO_PINGS,
+            components: &[],
         })
         .expect("json");
         assert_eq!(

@@ -348,12 +348,14 @@ impl BotApi {
         message_id: i64,
         text: &str,
         parse_mode: Option<&'static str>,
+        reply_markup: Option<&InlineKeyboardMarkup>,
     ) -> Result<(), ApiError> {
         let params = EditMessageText {
             chat_id,
             message_id,
             text,
             parse_mode,
+            reply_markup,
         };
         // The result is the edited message (or `true` for inline messages): not needed.
         let _: serde_json::Value = self

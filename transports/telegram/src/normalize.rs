@@ -53,7 +53,8 @@
 //!
 //! A `callback_query` (a press on the approval request's Approve / Deny button) becomes the
 //! command the button stands for, from the presser, in the request's chat
-//! ([`normalize_callback_query`]). Data that is not one of [`BUTTON_COMMANDS`] is ignored.
+//! ([`normalize_callback_query`]). Data that is not one of the bridge's button commands
+//! ([`transport_core::buttons::is_button_command`]) is ignored.
 //!
 //! # What is ignored, and why
 //!
@@ -64,6 +65,7 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use transport_core::buttons::is_button_command;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::printable::clean_ids;
 use transport_core::{Attachment, AttachmentKind, Envelope};
@@ -123,13 +125,6 @@ pub fn normalize_update(update: &Update, raw: &Value, me: &BotSelf) -> Normalize
     ))
 }
 
-/// The commands a button press may stand for: the approval request's Approve / Deny
-/// (`/approve <id>`, `/deny <id>`). A client can send any `callback_data` it likes (the
-/// Bot API warns so), so a press is taken only when it is one of these: anything else
-/// could smuggle a prompt in under a button's name. A new kind of button adds its
-/// command here.
-pub const BUTTON_COMMANDS: &[&str] = &["/approve", "/deny"];
-
 /// Normalizes a button press (`callback_query`) into the command the button stands for,
 /// as if the presser had typed it: from `telegram:<from.id>`, in the chat (and forum
 /// topic) of the message the button was under, addressed (a press on the bot's own
@@ -157,7 +152,7 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
     let text = data.trim();
     if !is_button_command(text) {
         return ignored(
-            "a button press whose data is not a bridge command (only /approve <id>, /deny <id> and /answer <id> <choice> buttons are taken; a client can send any data)",
+            "a button press whose data is not a bridge command (a client can send any data, so only the bridge's own /approve, /deny, /details and /answer buttons are taken)",
         );
     }
     let thread_id = match (message.is_topic_message, message.message_thread_id) {
@@ -178,25 +173,6 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
         // id is the query's, not the message's.
         message_id: (!query.id.is_empty()).then(|| format!("callback:{}", query.id)),
     }))
-}
-
-/// The commands a press may stand for with one short word after the id: an agent
-/// question's option or Yes / No (`/answer <id> 2`, `/answer <id> yes`).
-pub const ANSWER_BUTTON_COMMANDS: &[&str] = &["/answer"];
-
-/// `/approve <id>` or `/deny <id>`: a known command, then exactly one short id of letters
-/// and digits; or `/answer <id> <choice>` with a short choice of letters and digits (an
-/// option's number, yes or no), never free text.
-fn is_button_command(text: &str) -> bool {
-    let short = |word: &str| word.len() <= 16 && word.chars().all(|c| c.is_ascii_alphanumeric());
-    let words: Vec<&str> = text.split_whitespace().collect();
-    match words.as_slice() {
-        [command, id] => BUTTON_COMMANDS.contains(command) && short(id),
-        [command, id, choice] => {
-            ANSWER_BUTTON_COMMANDS.contains(command) && short(id) && short(choice)
-        }
-        _ => false,
-    }
 }
 
 /// Normalizes one message (see the module docs for every rule).

@@ -306,6 +306,7 @@ impl TelegramTransport {
         chat: &ChatId,
         key: &str,
         text: &str,
+        buttons: &[Button],
     ) -> Result<SendReceipt, TransportError> {
         let receipt = SendReceipt {
             message_id: key.to_owned(),
@@ -317,13 +318,16 @@ impl TelegramTransport {
             )));
         };
         let api = &self.shared.api;
+        // Without buttons the edit sends no `reply_markup`, which removes the old keyboard.
+        let keyboard = keyboard::inline_keyboard(buttons);
+        let keyboard = keyboard.as_ref();
         let mut edited = api
-            .edit_message_text(chat, message_id, text, Some("HTML"))
+            .edit_message_text(chat, message_id, text, Some("HTML"), keyboard)
             .await;
         if edited.as_ref().is_err_and(html_refused) {
             self.shared.update(|stats| stats.plain_resends += 1);
             edited = api
-                .edit_message_text(chat, message_id, &html::html_to_plain(text), None)
+                .edit_message_text(chat, message_id, &html::html_to_plain(text), None, keyboard)
                 .await;
         }
         match edited {
@@ -440,7 +444,7 @@ impl Transport for TelegramTransport {
         }
         let chat = ChatId::parse(&message.conversation_id);
         let sent = match message.edit_key.as_deref() {
-            Some(key) => self.edit(&chat, key, &message.text).await,
+            Some(key) => self.edit(&chat, key, &message.text, &message.buttons).await,
             None => {
                 // Only a number is a topic; anything else (another transport's thread
                 // name) is ignored rather than failing the send.

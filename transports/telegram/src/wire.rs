@@ -359,6 +359,10 @@ pub struct EditMessageText<'a> {
     /// `HTML`, or absent for plain text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parse_mode: Option<&'static str>,
+    /// The buttons the message keeps; absent removes them (a decided approval's Approve /
+    /// Deny must not stay pressable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_markup: Option<&'a InlineKeyboardMarkup>,
 }
 
 /// `sendChatAction` parameters.

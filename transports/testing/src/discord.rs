@@ -21,8 +21,11 @@
 //!   `DiscordBot (...)` user agent, `GET /users/@me`, `GET /gateway/bot` (the loopback
 //!   gateway's URL and a session start limit), create and edit message (content checked:
 //!   empty → 50006, over 2000 code points → 50035; unknown message → 10008), typing (204),
-//!   `X-RateLimit-*` headers on every answer, and files under `/attachments/...` served
-//!   without authentication, as the CDN does. Scripts: a failure, a 429 with float
+//!   `X-RateLimit-*` headers on every answer, files under `/attachments/...` served
+//!   without authentication, as the CDN does, and the interaction callback
+//!   (`POST /interactions/{id}/{token}/callback`, no authentication needed): an interaction
+//!   the test did not click, a wrong token or a callback more than 3 s after the click is
+//!   10062 Unknown interaction, a second callback 40060 already acknowledged. Scripts: a failure, a 429 with float
 //!   `retry_after` (bucket or global), a dropped connection, chosen bucket headers.
 //!
 //! [`DiscordLoopback`] starts both, wired together. Tests wait with `wait_until` on either
@@ -69,6 +72,11 @@ pub const CREATE_MESSAGE: &str = "POST /channels/{channel_id}/messages";
 pub const EDIT_MESSAGE: &str = "PATCH /channels/{channel_id}/messages/{message_id}";
 /// Trigger Typing's route.
 pub const TYPING: &str = "POST /channels/{channel_id}/typing";
+/// Route of the interaction callback.
+pub const INTERACTION_CALLBACK: &str =
+    "POST /interactions/{interaction_id}/{interaction_token}/callback";
+/// How long Discord waits for an interaction's callback.
+pub const INTERACTION_DEADLINE: Duration = Duration::from_secs(3);
 /// Get Current User's route.
 pub const GET_ME: &str = "GET /users/@me";
 /// Get Gateway Bot's route.
@@ -145,6 +153,53 @@ pub fn dm_message(id: &str, channel_id: &str, author_id: &str, content: &str) ->
         "author": user(author_id, "ada"),
         "attachments": []
     })
+}
+
+/// An INTERACTION_CREATE `d` for a click on the button `custom_id` under message
+/// `message_id` in channel `channel_id`, by `user_id`: in server `guild_id` (the clicker
+/// then in `member.user`, as Discord sends it) or in a DM (`user`) when it is `None`.
+pub fn component_click(
+    interaction_id: &str,
+    token: &str,
+    channel_id: &str,
+    guild_id: Option<&str>,
+    user_id: &str,
+    message_id: &str,
+    custom_id: &str,
+) -> Value {
+    let mut click = json!({
+        "version": 1,
+        "type": 3,
+        "token": token,
+        "id": interaction_id,
+        "application_id": TEST_BOT_ID,
+        "channel_id": channel_id,
+        "channel": {"id": channel_id, "type": if guild_id.is_some() { 0 } else { 1 }},
+        "locale": "en-GB",
+        "app_permissions": "562949953421311",
+        "entitlements": [],
+        "authorizing_integration_owners": {"0": guild_id.unwrap_or("0")},
+        "message": {
+            "type": 0, "id": message_id, "channel_id": channel_id, "content": "Approval needed",
+            "author": bot_user(), "components": [], "attachments": [], "embeds": [],
+            "mentions": [], "mention_roles": [], "pinned": false, "mention_everyone": false,
+            "tts": false, "timestamp": "2024-05-01T12:00:00.000000+00:00", "flags": 0
+        },
+        "data": {"custom_id": custom_id, "component_type": 2}
+    });
+    match guild_id {
+        Some(guild) => {
+            click["guild_id"] = json!(guild);
+            click["guild_locale"] = json!("en-US");
+            click["member"] = json!({
+                "user": user(user_id, "ada"), "roles": [], "permissions": "0",
+                "joined_at": "2024-01-01T00:00:00+00:00", "deaf": false, "mute": false,
+                "flags": 0, "nick": null, "avatar": null
+            });
+        }
+        None => click["user"] = user(user_id, "ada"),
+    }
+    click
 }
 
 /// A MESSAGE_CREATE `d` in server `guild_id`'s channel `channel_id`; `mentions` are user
@@ -762,6 +817,24 @@ struct RestState {
     typing: Vec<String>,
     files: HashMap<String, ServedFile>,
     next_id: u64,
+    /// Clicks the test made: interaction id → (token, when, acknowledged).
+    interactions: HashMap<String, (String, tokio::time::Instant, bool)>,
+    callbacks: Vec<InteractionCallback>,
+    /// How long the next interaction callbacks are held before they are answered.
+    hold_callbacks: Duration,
+}
+
+/// An interaction callback the server took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InteractionCallback {
+    /// The interaction.
+    pub interaction_id: String,
+    /// The whole request body (`type`, `data.flags`, `data.content`).
+    pub body: Value,
+    /// How long after the click it came.
+    pub after: Duration,
+    /// The server has answered it (after any hold).
+    pub answered: bool,
 }
 
 #[derive(Debug)]
@@ -967,6 +1040,26 @@ impl RestServer {
             .count()
     }
 
+    /// Registers a click the gateway is about to dispatch, so its callback is accepted
+    /// within [`INTERACTION_DEADLINE`] of now.
+    pub fn expect_interaction(&self, interaction_id: &str, token: &str) {
+        self.inner.state().interactions.insert(
+            interaction_id.to_owned(),
+            (token.to_owned(), tokio::time::Instant::now(), false),
+        );
+    }
+
+    /// Holds every later interaction callback this long before answering it (a slow
+    /// Discord), so a test can tell "sent" from "answered".
+    pub fn hold_callbacks(&self, hold: Duration) {
+        self.inner.state().hold_callbacks = hold;
+    }
+
+    /// Interaction callbacks taken, oldest first.
+    pub fn callbacks(&self) -> Vec<InteractionCallback> {
+        self.inner.state().callbacks.clone()
+    }
+
     /// Messages created, oldest first.
     pub fn created(&self) -> Vec<CreatedMessage> {
         self.inner.state().created.clone()
@@ -1079,6 +1172,10 @@ fn route_of(method: &str, path: &str) -> (String, Vec<String>) {
         ("POST", ["channels", channel, "typing"]) => {
             (TYPING.to_owned(), vec![(*channel).to_owned()])
         }
+        ("POST", ["interactions", id, token, "callback"]) => (
+            INTERACTION_CALLBACK.to_owned(),
+            vec![(*id).to_owned(), (*token).to_owned()],
+        ),
         _ => (format!("{method} {path}"), Vec::new()),
     }
 }
@@ -1124,6 +1221,14 @@ async fn rest_handle(inner: Arc<RestInner>, request: Request<Incoming>) -> Resul
         .await
         .map(|collected| collected.to_bytes())
         .unwrap_or_default();
+    if let Some(interaction) = path
+        .strip_prefix("/api/v10/interactions/")
+        .and_then(|rest| rest.split('/').next())
+        .map(str::to_owned)
+        && method == "POST"
+    {
+        return Ok(interaction_callback(&inner, &interaction, &path, &bytes).await);
+    }
     let answer = rest_route(
         &inner,
         &method,
@@ -1134,6 +1239,68 @@ async fn rest_handle(inner: Arc<RestInner>, request: Request<Incoming>) -> Resul
         &bytes,
     );
     inner.changed.notify_waiters();
+    answer
+}
+
+/// `POST /interactions/{id}/{token}/callback`, as Discord checks it: the interaction must
+/// be one the test clicked, the token its own, the callback within 3 s and the first.
+async fn interaction_callback(
+    inner: &RestInner,
+    interaction: &str,
+    path: &str,
+    bytes: &[u8],
+) -> Answer {
+    let (_, ids) = route_of("POST", path.trim_start_matches("/api/v10"));
+    let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let (verdict, hold, index) = {
+        let mut state = inner.state();
+        state.requests.push(RecordedRequest {
+            line: format!("POST /interactions/{interaction}/<token>/callback"),
+            route: INTERACTION_CALLBACK.to_owned(),
+            authorized: false,
+            body: body.clone(),
+        });
+        let token = ids.get(1).cloned().unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        let verdict = match state.interactions.get_mut(interaction) {
+            Some((expected, at, _)) if *expected != token || now - *at > INTERACTION_DEADLINE => {
+                Err(error(404, 10062, "Unknown interaction"))
+            }
+            Some((_, _, true)) => Err(error(
+                400,
+                40060,
+                "Interaction has already been acknowledged.",
+            )),
+            Some((_, at, acknowledged)) => {
+                *acknowledged = true;
+                Ok(now - *at)
+            }
+            None => Err(error(404, 10062, "Unknown interaction")),
+        };
+        let hold = state.hold_callbacks;
+        let index = verdict.as_ref().ok().map(|after| {
+            state.callbacks.push(InteractionCallback {
+                interaction_id: interaction.to_owned(),
+                body: body.clone(),
+                after: *after,
+                answered: false,
+            });
+            state.callbacks.len() - 1
+        });
+        (verdict, hold, index)
+    };
+    inner.changed.notify_waiters();
+    let answer = match verdict {
+        Err(refused) => refused,
+        Ok(_) => {
+            tokio::time::sleep(hold).await;
+            answer(204, None, &[])
+        }
+    };
+    if let Some(index) = index {
+        inner.state().callbacks[index].answered = true;
+        inner.changed.notify_waiters();
+    }
     answer
 }
 
@@ -1356,6 +1523,19 @@ impl DiscordLoopback {
     /// The token both accept.
     pub fn token(&self) -> String {
         TEST_TOKEN.to_owned()
+    }
+
+    /// A click on a button, as Discord delivers it: the REST server learns of the
+    /// interaction (its 3 s deadline starts now), then the gateway dispatches
+    /// INTERACTION_CREATE with `click` (see [`component_click`]).
+    pub fn click(&self, click: Value) -> Option<u64> {
+        let id = click.get("id").and_then(Value::as_str).unwrap_or_default();
+        let token = click
+            .get("token")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.rest.expect_interaction(id, token);
+        self.gateway.dispatch("INTERACTION_CREATE", click)
     }
 }
 

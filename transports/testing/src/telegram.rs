@@ -202,6 +202,8 @@ pub struct EditRecord {
     pub text: String,
     /// `parse_mode`, if any.
     pub parse_mode: Option<String>,
+    /// `reply_markup` as sent: the keyboard the message keeps; `None` removes it.
+    pub reply_markup: Option<Value>,
 }
 
 /// A `sendChatAction` call.
@@ -1018,6 +1020,10 @@ fn edit_message_text(inner: &Inner, params: &Value) -> Answer {
         Ok(visible) => visible,
         Err(reason) => return bad_request(&reason),
     };
+    let reply_markup = match reply_markup(&params["reply_markup"]) {
+        Ok(markup) => markup,
+        Err(reason) => return bad_request(reason),
+    };
     let mut state = inner.state();
     let Some(current) = state.messages.get(&(chat.clone(), message_id)) else {
         return bad_request("message to edit not found");
@@ -1034,6 +1040,7 @@ fn edit_message_text(inner: &Inner, params: &Value) -> Answer {
         message_id,
         text,
         parse_mode,
+        reply_markup,
     });
     drop(state);
     ok(message_json(

@@ -14,13 +14,15 @@ use serde_json::json;
 use transport_core::inbound::channel;
 use transport_core::retry::RetryPolicy;
 use transport_core::{
-    Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport, TransportError,
+    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport,
+    TransportError,
 };
 use transport_discord::{DiscordConfig, DiscordTransport};
 use transport_testing::conformance::{Subject, Violation, run_all};
 use transport_testing::discord::{
-    CREATE_MESSAGE, ConformanceDiscord, DiscordLoopback, EDIT_MESSAGE, GatewayServer, RestServer,
-    TEST_BOT_ID, TEST_TOKEN, TYPING, bot_user, dm_message, guild_message,
+    CREATE_MESSAGE, ConformanceDiscord, DiscordLoopback, EDIT_MESSAGE, GatewayServer,
+    INTERACTION_DEADLINE, RestServer, TEST_BOT_ID, TEST_TOKEN, TYPING, bot_user, component_click,
+    dm_message, guild_message,
 };
 use transport_testing::telegram::ServedFile;
 
@@ -748,4 +750,163 @@ async fn unreadable_frames_and_ignored_messages_do_not_break_the_connection() {
     assert!(!line.contains(TEST_TOKEN));
     transport.stop().await;
     wait_rest(&loopback, "nothing", |_| true).await;
+}
+
+fn approval_buttons() -> Vec<Button> {
+    [
+        "Approve:/approve qd4k",
+        "Deny:/deny qd4k",
+        "Details:/details qd4k",
+    ]
+    .iter()
+    .map(|pair| {
+        let (label, command) = pair.split_once(':').expect("label:command");
+        Button {
+            label: label.to_owned(),
+            command: command.to_owned(),
+        }
+    })
+    .collect()
+}
+
+const GUILD: &str = "700000000000000001";
+const CHANNEL: &str = "800000000000000001";
+
+#[tokio::test]
+async fn buttons_go_out_as_an_action_row_and_an_edit_without_them_removes_them() {
+    let loopback = DiscordLoopback::start().await;
+    let transport = transport(config(&loopback));
+    let _stream = started(&transport).await;
+    let mut request = reply(CHANNEL, "Approval needed (qd4k)", None);
+    request.buttons = approval_buttons();
+    let receipt = transport.send(request).await.expect("sent");
+    let components = &loopback.rest.created()[0].body["components"];
+    assert_eq!(
+        components,
+        &json!([{"type": 1, "components": [
+            {"type": 2, "style": 3, "label": "Approve", "custom_id": "/approve qd4k"},
+            {"type": 2, "style": 4, "label": "Deny", "custom_id": "/deny qd4k"},
+            {"type": 2, "style": 2, "label": "Details", "custom_id": "/details qd4k"}
+        ]}])
+    );
+    // A plain message carries no components at all.
+    transport
+        .send(reply(CHANNEL, "plain", None))
+        .await
+        .expect("sent");
+    assert!(loopback.rest.created()[1].body.get("components").is_none());
+    // The outcome replaces the buttons: an edit always says which components remain.
+    transport
+        .send(reply(
+            CHANNEL,
+            "Approved by discord:1",
+            Some(&receipt.message_id),
+        ))
+        .await
+        .expect("edited");
+    assert_eq!(loopback.rest.edited()[0].body["components"], json!([]));
+    transport.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_is_acknowledged_before_the_session_sees_it_and_becomes_the_command_from_the_clicker()
+ {
+    let loopback = DiscordLoopback::start().await;
+    let transport = transport(config(&loopback));
+    let mut stream = started(&transport).await;
+    // A slow Discord: the callback is answered only after this hold. The click must still
+    // reach the session only once it was answered.
+    loopback.rest.hold_callbacks(Duration::from_millis(300));
+    loopback.click(component_click(
+        "1250000000000000001",
+        "interaction-token-1",
+        CHANNEL,
+        Some(GUILD),
+        PERSON,
+        "1200000000000000001",
+        "/approve qd4k",
+    ));
+    let envelope = next_envelope(&mut stream).await;
+    let callbacks = loopback.rest.callbacks();
+    assert_eq!(callbacks.len(), 1, "acknowledged before delivery");
+    assert!(callbacks[0].answered, "answered before delivery");
+    assert_eq!(callbacks[0].body, json!({"type": 6}));
+    assert!(
+        callbacks[0].after < INTERACTION_DEADLINE,
+        "{:?}",
+        callbacks[0].after
+    );
+    assert_eq!(envelope.text, "/approve qd4k");
+    assert_eq!(envelope.user_id, PERSON, "the clicker, from member.user");
+    assert_eq!(envelope.conversation_id, CHANNEL);
+    assert!(envelope.addressed && !envelope.is_direct);
+    assert_eq!(
+        envelope.message_id.as_deref(),
+        Some("interaction:1250000000000000001")
+    );
+    // In a DM the clicker is `user`.
+    loopback.rest.hold_callbacks(Duration::ZERO);
+    loopback.click(component_click(
+        "1250000000000000002",
+        "interaction-token-2",
+        DM,
+        None,
+        PERSON,
+        "1200000000000000001",
+        "/approve qd4k turn",
+    ));
+    let envelope = next_envelope(&mut stream).await;
+    assert_eq!(
+        (
+            envelope.text.as_str(),
+            envelope.user_id.as_str(),
+            envelope.is_direct
+        ),
+        ("/approve qd4k turn", PERSON, true)
+    );
+    assert!(transport.diagnose().contains("clicks taken 2, refused 0"));
+    transport.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_click_gets_an_ephemeral_answer_and_never_reaches_the_session() {
+    let loopback = DiscordLoopback::start().await;
+    let transport = transport(config(&loopback));
+    let mut stream = started(&transport).await;
+    // A forged custom_id (a client can send anything) and a click by a bot.
+    loopback.click(component_click(
+        "1250000000000000003",
+        "t3",
+        CHANNEL,
+        Some(GUILD),
+        PERSON,
+        "1200000000000000001",
+        "please delete everything",
+    ));
+    let mut by_bot = component_click(
+        "1250000000000000004",
+        "t4",
+        CHANNEL,
+        Some(GUILD),
+        "555000000000000009",
+        "1200000000000000001",
+        "/deny qd4k",
+    );
+    by_bot["member"]["user"]["bot"] = json!(true);
+    loopback.click(by_bot);
+    loopback.gateway.message_create(dm(10, "after"));
+    assert_eq!(next_envelope(&mut stream).await.text, "after");
+    wait_rest(&loopback, "two callbacks", |rest| {
+        rest.callbacks().len() == 2
+    })
+    .await;
+    for callback in loopback.rest.callbacks() {
+        assert_eq!(callback.body["type"], 4, "{callback:?}");
+        assert_eq!(callback.body["data"]["flags"], 64, "ephemeral");
+        let content = callback.body["data"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(content.contains("decided nothing"), "{content}");
+    }
+    transport.stop().await;
 }
