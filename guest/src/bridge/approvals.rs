@@ -2,30 +2,58 @@
 //! tool call that needs approval is left pending, the turn's chats (its audience,
 //! docs/security.md#who-sees-what) are asked with a short id, and the first answer — the local
 //! confirm, a trusted `/approve` or `/deny`, or the deadline — settles it through
-//! `Host::resolve_tool_call`. Every side hears who decided.
+//! `Host::resolve_tool_call`. Every side hears who decided, and each request message is
+//! edited to its outcome in place, its buttons gone, so a decided request never looks live
+//! (a second press on it decides nothing and says so).
 
+use super::delivery::Delivery;
 use super::{Bridge, scope};
-use crate::core::approvals::{self, AnswerOutcome, Decider, ID_LEN, Settled};
+use crate::core::approvals::{self, AnswerOutcome, Choice, Decider, ID_LEN, Settled};
 use crate::core::commands::RemoteCommand;
+use crate::core::scope::{AskReason, ask_detail};
+use crate::core::state::ConversationTarget;
 use crate::core::tool_policy;
 use crate::host::Host;
 use crate::keys::{ConversationKey, Identity};
-use crate::model::{ApprovalRequest, Level, OutboundKind, ToolAnswer, ToolCall, ToolDecision};
+use crate::model::{
+    ApprovalRequest, Level, OutboundKind, PathAccess, ToolAnswer, ToolCall, ToolDecision,
+};
+
+/// One approval's request as the chats got it: what edits it to its outcome (or its
+/// details) later.
+#[derive(Debug, Clone)]
+pub(super) struct Request {
+    /// The request text as sent.
+    text: String,
+    /// What was asked, one line: heads the outcome that replaces the request.
+    asked: String,
+    /// The request messages that can be edited: one per chat it reached.
+    posted: Vec<(ConversationTarget, String)>,
+    /// `/approve <id> turn` is offered.
+    for_turn: bool,
+    /// Why it asks and what it touches, for `/details`.
+    why: String,
+    paths: Vec<(&'static str, String)>,
+}
 
 /// Random bytes drawn per id attempt round: several candidates, so a collision with a
 /// pending id costs no second host call.
 const ID_CANDIDATES: usize = 4;
 
 impl Bridge {
-    /// Opens a pending approval for `tool`: the chats are asked, the host parks the call
-    /// and asks locally. Returns what `on_tool_call` answers.
+    /// Opens a pending approval for `call`, asked because of `reason`: the chats are asked
+    /// (with the turn choice when `for_turn`), the host parks the call and asks locally.
+    /// Returns what `on_tool_call` answers.
     pub(super) fn ask_for_approval(
         &mut self,
         host: &mut dyn Host,
         call: &ToolCall,
-        detail: Option<&str>,
+        reason: &AskReason,
+        for_turn: bool,
     ) -> ToolAnswer {
         let tool = call.name.as_str();
+        let detail = ask_detail(reason);
+        let detail = detail.as_deref();
         let now = host.now_ms();
         // Settle what is overdue first, so its id is free and its chats hear of it.
         self.expire_approvals(host);
@@ -42,14 +70,40 @@ impl Bridge {
         self.pending
             .subjects
             .insert(id.clone(), scope::subject(call));
-        let request = approvals::request_text(&id, tool, detail, timeout_ms);
-        // Buttons where the platform has them (Telegram); their presses arrive as the
-        // same `/approve` / `/deny` commands, so everything below treats them alike.
-        let buttons = approvals::request_buttons(&id);
+        let text = approvals::request_text(&id, tool, detail, timeout_ms, for_turn);
+        // Buttons where the platform has them; their presses arrive as the same commands
+        // the text names, so everything below treats them alike.
+        let buttons = approvals::request_buttons(&id, for_turn);
         // Only the turn's own chats: another chat would learn what a private prompt made
         // the agent do, and could answer for it.
         let audience = self.audience();
-        self.publish_to(host, &audience, OutboundKind::Notice, &request, &buttons);
+        let mut posted = Vec::new();
+        for target in &audience {
+            if let Ok(Delivery::Sent(receipt)) =
+                self.deliver_with_buttons(host, target, OutboundKind::Notice, &text, None, &buttons)
+                && let Some(key) = receipt.edit_key
+            {
+                posted.push((target.clone(), key));
+            }
+        }
+        let on = detail.map(|d| format!(" on {d}")).unwrap_or_default();
+        self.pending.requests.insert(
+            id.clone(),
+            Request {
+                asked: format!(
+                    "Approval {id}: a messenger-started turn asked to run '{tool}'{on}."
+                ),
+                text,
+                posted,
+                for_turn,
+                why: why_asked(reason, tool),
+                paths: call
+                    .paths
+                    .iter()
+                    .map(|p| (access_word(p.access), p.path.clone()))
+                    .collect(),
+            },
+        );
         self.pending.audiences.insert(id.clone(), audience);
         self.request_ticks(host);
         ToolAnswer::Pending(ApprovalRequest {
@@ -104,8 +158,20 @@ impl Bridge {
         conversation: &ConversationKey,
     ) -> String {
         let name = command.name();
-        let Some(id) = args.split_whitespace().next() else {
+        let mut words = args.split_whitespace();
+        let (Some(id), option, None) = (words.next(), words.next(), words.next()) else {
             return format!("Usage: /{name} <id> (the id is in the approval request).");
+        };
+        let choice = match (command, option.map(str::to_lowercase).as_deref()) {
+            (RemoteCommand::Approve, None) => Choice::Once,
+            (RemoteCommand::Approve, Some("turn")) => Choice::Turn,
+            (RemoteCommand::Deny, None) => Choice::Deny,
+            (RemoteCommand::Details, None) => Choice::Once,
+            _ => {
+                return format!(
+                    "Usage: /approve <id>, /approve <id> turn, /deny <id> or /details <id> (the id is in the approval request)."
+                );
+            }
         };
         if !self.state.is_trusted(identity) && !self.config.allow_users.contains(identity) {
             host.log(
@@ -131,19 +197,102 @@ impl Bridge {
                 "Approval {id} was not asked in this chat. Only the chat that started the turn, or the terminal, can answer it."
             );
         }
-        let approved = command == RemoteCommand::Approve;
+        if command == RemoteCommand::Details {
+            return self.show_details(host, id, conversation, now);
+        }
+        // A turn-wide yes only where the request offered it: a protected path or a path
+        // outside the working directory is asked about every time.
+        let key = approvals::normalize_id(id);
+        let offered = self.pending.requests.get(&key).is_some_and(|r| r.for_turn);
+        let (choice, once_only) = match choice {
+            Choice::Turn if !offered => (Choice::Once, true),
+            other => (other, false),
+        };
         match self
             .pending
             .approvals
-            .answer(id, approved, Decider::Remote(identity.clone()), now)
+            .choose(id, choice, Decider::Remote(identity.clone()), now)
         {
             AnswerOutcome::Decided(settled) => {
                 self.settle(host, &settled, Some(conversation));
-                approvals::settled_text(&settled)
+                let text = approvals::settled_text(&settled);
+                if once_only {
+                    format!(
+                        "{text} Approved once only: this call is asked about each time (a protected path, or one outside the working directory), so it cannot be allowed for the whole turn."
+                    )
+                } else {
+                    text
+                }
             }
             AnswerOutcome::AlreadyDecided(settled) => approvals::already_decided_text(&settled),
             AnswerOutcome::Unknown => approvals::unknown_id_text(id),
         }
+    }
+
+    /// `/details <id>` in `conversation`: the request there is edited to show why it asks
+    /// and what the call touches, its deciding buttons kept; where it cannot be edited,
+    /// the details are the reply.
+    fn show_details(
+        &mut self,
+        host: &mut dyn Host,
+        id: &str,
+        conversation: &ConversationKey,
+        now: u64,
+    ) -> String {
+        let key = approvals::normalize_id(id);
+        let (Some(request), Some(deadline)) = (
+            self.pending.requests.get(&key).cloned(),
+            self.pending.approvals.deadline(&key),
+        ) else {
+            return match self.pending.approvals.settled(&key) {
+                Some(settled) => format!(
+                    "Approval {} is no longer waiting. {}",
+                    settled.id,
+                    approvals::settled_text(&settled)
+                ),
+                None => approvals::unknown_id_text(id),
+            };
+        };
+        let paths: Vec<(&str, &str)> = request
+            .paths
+            .iter()
+            .map(|(access, path)| (*access, path.as_str()))
+            .collect();
+        let details = approvals::details_text(
+            self.pending_tool(&key),
+            &request.why,
+            &paths,
+            deadline.saturating_sub(now),
+        );
+        let buttons = approvals::decision_buttons(&key, request.for_turn);
+        let text = format!("{}\n\n{details}", request.text);
+        let mut shown = false;
+        for (target, edit_key) in &request.posted {
+            if target.key() == *conversation {
+                shown |= matches!(
+                    self.deliver_with_buttons(
+                        host,
+                        target,
+                        OutboundKind::Notice,
+                        &text,
+                        Some(edit_key.clone()),
+                        &buttons,
+                    ),
+                    Ok(Delivery::Sent(_) | Delivery::Queued)
+                );
+            }
+        }
+        if shown {
+            format!("Details of approval {key} are shown on the request above.")
+        } else {
+            details
+        }
+    }
+
+    fn pending_tool(&self, id: &str) -> &str {
+        self.pending.subjects.get(id).map_or("the tool", |subject| {
+            subject.split('`').nth(1).unwrap_or(subject.as_str())
+        })
     }
 
     /// Settles every overdue approval as blocked and says so everywhere.
@@ -177,6 +326,26 @@ impl Bridge {
             (_, false) => ToolDecision::Block(tool_policy::declined_reason(&settled.tool)),
         };
         host.resolve_tool_call(&settled.id, &decision);
+        let request = self.pending.requests.remove(&settled.id);
+        if settled.approved && settled.for_turn && request.as_ref().is_some_and(|r| r.for_turn) {
+            self.turn_or_adopt()
+                .allowed_for_turn
+                .insert(settled.tool.clone());
+        }
+        // Each request message becomes its outcome, buttons gone: a decided request that
+        // still showed Approve / Deny would invite presses that decide nothing.
+        if let Some(request) = &request {
+            let outcome = approvals::outcome_text(settled, &request.asked);
+            for (target, key) in &request.posted {
+                let _ = self.deliver(
+                    host,
+                    target,
+                    OutboundKind::Notice,
+                    &outcome,
+                    Some(key.clone()),
+                );
+            }
+        }
         let subject = self
             .pending
             .subjects
@@ -184,6 +353,12 @@ impl Bridge {
             .unwrap_or_else(|| format!("`{}`", settled.tool));
         let verdict = match (&settled.by, settled.approved) {
             (Decider::Timeout, _) => format!("blocked {subject}: no answer in time"),
+            (by, true) if settled.for_turn => {
+                format!(
+                    "approved {subject} {} for the rest of the turn",
+                    by.describe()
+                )
+            }
             (by, true) => format!("approved {subject} {}", by.describe()),
             (by, false) => format!("denied {subject} {}", by.describe()),
         };
@@ -228,5 +403,29 @@ impl Bridge {
             }
         }
         self.request_ticks(host);
+    }
+}
+
+/// Why a call was asked about, for `/details`.
+fn why_asked(reason: &AskReason, tool: &str) -> String {
+    match reason {
+        AskReason::AskTool => format!("'{tool}' is in the scope's askTools"),
+        AskReason::EachCall => {
+            "remoteToolApproval is each: every tool call of a remote turn is asked about".into()
+        }
+        other => format!(
+            "it touches {}",
+            ask_detail(other).unwrap_or_else(|| "something the scope protects".into())
+        ),
+    }
+}
+
+/// How `/details` names a path's access.
+fn access_word(access: PathAccess) -> &'static str {
+    match access {
+        PathAccess::Read => "reads",
+        PathAccess::Write => "writes",
+        PathAccess::Glob => "filters by",
+        PathAccess::Unjudgeable => "names (unreadable)",
     }
 }

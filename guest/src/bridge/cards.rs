@@ -6,7 +6,7 @@
 //! a trailing edge: a throttled update is kept and shown once the interval has passed (through a
 //! tick), so a card never ends on `▶ tool` for a tool that already finished.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::Bridge;
@@ -58,6 +58,10 @@ pub(super) struct Turn {
     /// The chats this turn answers: whose prompt started it and who steered into it
     /// (docs/security.md#who-sees-what; `audience.rs` decides who that is).
     pub(super) audience: Vec<ConversationTarget>,
+    /// Tools a trusted answer let run unasked for the rest of this turn
+    /// (`/approve <id> turn`); they end with the turn. Only asks that allow it reach here
+    /// (never a protected path, never a call outside the working directory).
+    pub(super) allowed_for_turn: BTreeSet<String>,
 }
 
 impl Turn {
@@ -71,6 +75,7 @@ impl Turn {
             blocked_running: Vec::new(),
             scope: None,
             audience: Vec::new(),
+            allowed_for_turn: BTreeSet::new(),
         }
     }
 

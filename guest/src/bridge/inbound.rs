@@ -151,6 +151,7 @@ impl Bridge {
             parsed.command,
             RemoteCommand::Approve
                 | RemoteCommand::Deny
+                | RemoteCommand::Details
                 | RemoteCommand::Scope
                 | RemoteCommand::Answer
                 | RemoteCommand::Queue

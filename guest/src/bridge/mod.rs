@@ -168,6 +168,9 @@ struct PendingApprovals {
     narrowing: BTreeMap<String, Vec<(String, String)>>,
     /// Questions the agent asked that wait for an answer (docs/pi.md#questions-pi-asks).
     questions: crate::core::questions::Questions,
+    /// Each approval's request messages and what they asked, so the outcome replaces the
+    /// buttons in place once it is decided (kept until then, and for `/details`).
+    requests: BTreeMap<String, approvals::Request>,
 }
 
 impl Default for Bridge {

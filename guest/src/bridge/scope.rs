@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Bridge;
-use crate::core::scope::{self, Scope, Tier};
+use crate::core::scope::{self, AskReason, Scope, Tier};
 use crate::core::tool_policy;
 use crate::host::Host;
 use crate::model::{Level, ToolAnswer, ToolCall, ToolDecision, TurnOrigin};
@@ -105,8 +105,24 @@ impl Bridge {
             }
             Tier::Approval(reason) => {
                 let detail = scope::ask_detail(&reason);
+                // Only an ask about the tool itself may be waived for the turn: a protected
+                // path or one outside the working directory is asked about every time.
+                let turnable = matches!(reason, AskReason::AskTool | AskReason::EachCall);
+                if turnable
+                    && self
+                        .turn
+                        .as_ref()
+                        .is_some_and(|turn| turn.allowed_for_turn.contains(tool))
+                {
+                    self.work
+                        .verdicts
+                        .push(format!("allowed {} for this turn", subject(call)));
+                    let decision = allow();
+                    self.show_verdict(host, tool, &decision);
+                    return ToolAnswer::Decided(decision);
+                }
                 if self.config.remote_approval.enabled {
-                    let answer = self.ask_for_approval(host, call, detail.as_deref());
+                    let answer = self.ask_for_approval(host, call, &reason, turnable);
                     if let (ToolAnswer::Pending(request), Some(arguments)) = (&answer, narrowing) {
                         self.pending.narrowing.insert(request.id.clone(), arguments);
                     }

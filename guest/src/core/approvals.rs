@@ -42,6 +42,18 @@ impl Decider {
     }
 }
 
+/// What an answer chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// Approve this one call (`/approve <id>`).
+    Once,
+    /// Approve it, and let the same tool run without asking for the rest of the turn
+    /// (`/approve <id> turn`), where the ask allows that.
+    Turn,
+    /// Deny it (`/deny <id>`).
+    Deny,
+}
+
 /// A settled approval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
@@ -51,8 +63,12 @@ pub struct Settled {
     pub tool: String,
     /// The call may run.
     pub approved: bool,
+    /// The tool may run without asking for the rest of the turn (only with `approved`).
+    pub for_turn: bool,
     /// Who decided.
     pub by: Decider,
+    /// When, in ms since the Unix epoch.
+    pub at_ms: u64,
 }
 
 /// What an answer did.
@@ -105,10 +121,16 @@ impl Approvals {
         );
     }
 
-    /// Answers approval `id` (any case, surrounding spaces ignored). Expired approvals
-    /// are settled by their deadline first, so an answer after the deadline never wins
-    /// even when the tick that would have expired it has not come yet.
+    /// Answers approval `id` yes or no, for this call only. See [`Approvals::choose`].
     pub fn answer(&mut self, id: &str, approved: bool, by: Decider, now: u64) -> AnswerOutcome {
+        let choice = if approved { Choice::Once } else { Choice::Deny };
+        self.choose(id, choice, by, now)
+    }
+
+    /// Answers approval `id` (any case, surrounding spaces ignored) with `choice`. Expired
+    /// approvals are settled by their deadline first, so an answer after the deadline
+    /// never wins even when the tick that would have expired it has not come yet.
+    pub fn choose(&mut self, id: &str, choice: Choice, by: Decider, now: u64) -> AnswerOutcome {
         let id = normalize_id(id);
         let expired = self.expire(now);
         if let Some(settled) = expired.into_iter().find(|s| s.id == id) {
@@ -118,8 +140,10 @@ impl Approvals {
             Some(pending) => AnswerOutcome::Decided(self.remember(Settled {
                 id,
                 tool: pending.tool,
-                approved,
+                approved: choice != Choice::Deny,
+                for_turn: choice == Choice::Turn,
                 by,
+                at_ms: now,
             })),
             None => self
                 .decided
@@ -141,11 +165,14 @@ impl Approvals {
         due.into_iter()
             .filter_map(|id| {
                 let pending = self.pending.remove(&id)?;
+                let at_ms = pending.expires_at;
                 Some(self.remember(Settled {
                     id,
                     tool: pending.tool,
                     approved: false,
+                    for_turn: false,
                     by: Decider::Timeout,
+                    at_ms,
                 }))
             })
             .collect()
@@ -154,6 +181,17 @@ impl Approvals {
     /// The earliest deadline of a pending approval.
     pub fn next_deadline(&self) -> Option<u64> {
         self.pending.values().map(|p| p.expires_at).min()
+    }
+
+    /// How approval `id` was settled, if it was recently; nothing is settled by asking.
+    pub fn settled(&self, id: &str) -> Option<Settled> {
+        let id = normalize_id(id);
+        self.decided.iter().find(|d| d.id == id).cloned()
+    }
+
+    /// When pending approval `id` is due, if it is still pending.
+    pub fn deadline(&self, id: &str) -> Option<u64> {
+        self.pending.get(&normalize_id(id)).map(|p| p.expires_at)
     }
 
     /// Ids still waiting for an answer.
@@ -176,28 +214,113 @@ pub fn normalize_id(id: &str) -> String {
 }
 
 /// The request a chat receives: the tool's name and the id, never its arguments (I11).
-pub fn request_text(id: &str, tool: &str, detail: Option<&str>, timeout_ms: u64) -> String {
+/// `for_turn` says whether `/approve <id> turn` is offered (see [`request_buttons`]).
+pub fn request_text(
+    id: &str,
+    tool: &str,
+    detail: Option<&str>,
+    timeout_ms: u64,
+    for_turn: bool,
+) -> String {
     let on = detail.map(|d| format!(" on {d}")).unwrap_or_default();
+    let turn = if for_turn {
+        format!(" (/approve {id} turn also lets '{tool}' run unasked for the rest of this turn)")
+    } else {
+        String::new()
+    };
     format!(
-        "Approval needed ({id}): a messenger-started turn wants to run '{tool}'{on}. Reply /approve {id} or /deny {id} within {}. The terminal can answer too; the first answer counts.",
+        "Approval needed ({id}): a messenger-started turn wants to run '{tool}'{on}. Reply /approve {id}{turn} or /deny {id} within {}; /details {id} shows what it touches. The terminal can answer too; the first answer counts.",
         crate::core::text::format_duration(i64::try_from(timeout_ms).unwrap_or(i64::MAX))
     )
 }
 
-/// The request's Approve / Deny buttons: each stands for the command the request text
-/// names, so a press and a typed answer are one and the same (and a transport without
-/// buttons loses nothing). `/deny qd4k` is far below Telegram's 64-byte `callback_data`.
-pub fn request_buttons(id: &str) -> Vec<Button> {
-    vec![
+/// The request's buttons: Approve once · Deny · Allow this tool for the rest of this turn
+/// (only when `for_turn`: never for a protected path or a call outside the working
+/// directory) · Details. Each stands for the command the request text names, so a press
+/// and a typed answer are one and the same (and a transport without buttons loses
+/// nothing). `/approve qd4k turn` is far below Telegram's 64-byte `callback_data`.
+pub fn request_buttons(id: &str, for_turn: bool) -> Vec<Button> {
+    let mut buttons = decision_buttons(id, for_turn);
+    buttons.push(Button {
+        label: "Details".into(),
+        command: format!("/details {id}"),
+    });
+    buttons
+}
+
+/// The buttons that decide: what stays under the request once its details are shown.
+pub fn decision_buttons(id: &str, for_turn: bool) -> Vec<Button> {
+    let mut buttons = vec![
         Button {
-            label: "Approve".into(),
+            label: "Approve once".into(),
             command: format!("/approve {id}"),
         },
         Button {
             label: "Deny".into(),
             command: format!("/deny {id}"),
         },
-    ]
+    ];
+    if for_turn {
+        buttons.push(Button {
+            label: "Allow for this turn".into(),
+            command: format!("/approve {id} turn"),
+        });
+    }
+    buttons
+}
+
+/// `HH:MM UTC` of `ms` since the Unix epoch.
+pub fn clock(ms: u64) -> String {
+    let minutes = ms / 60_000;
+    format!("{:02}:{:02} UTC", (minutes / 60) % 24, minutes % 60)
+}
+
+/// What the request message becomes once the approval is settled: the request's first
+/// line (what was asked) and the outcome (who, when), with no buttons left under it.
+pub fn outcome_text(settled: &Settled, asked: &str) -> String {
+    let at = clock(settled.at_ms);
+    let outcome = match (&settled.by, settled.approved, settled.for_turn) {
+        (Decider::Timeout, _, _) => {
+            format!("Expired at {at}: nobody answered, so the call was blocked.")
+        }
+        (by, true, true) => format!(
+            "Allowed for the rest of this turn {} at {at}: '{}' runs unasked until the turn ends.",
+            by.describe(),
+            settled.tool
+        ),
+        (by, true, false) => format!("Approved once {} at {at}.", by.describe()),
+        (by, false, _) => format!("Denied {} at {at}.", by.describe()),
+    };
+    format!("{asked}\n{outcome}")
+}
+
+/// Paths `/details` lists at most; more are counted.
+const DETAIL_PATHS: usize = 5;
+/// Characters of one path `/details` shows.
+const DETAIL_PATH_CHARS: usize = 80;
+
+/// What `/details <id>` shows under the request: why it asks, and the paths the call
+/// touches (each shortened, at most five), never the tool's other arguments (I11: the
+/// guest never holds them). `paths` are `(access, path)` pairs as the host named them.
+pub fn details_text(tool: &str, why: &str, paths: &[(&str, &str)], left_ms: u64) -> String {
+    let mut lines = vec![format!("Details: '{tool}' is asked about because {why}.")];
+    if paths.is_empty() {
+        lines.push("It names no path the host could read (a shell command, say).".into());
+    }
+    for (access, path) in paths.iter().take(DETAIL_PATHS) {
+        lines.push(format!(
+            "- {access} {}",
+            crate::core::text::one_line(path, DETAIL_PATH_CHARS)
+        ));
+    }
+    if paths.len() > DETAIL_PATHS {
+        lines.push(format!("- …and {} more", paths.len() - DETAIL_PATHS));
+    }
+    lines.push(format!(
+        "Undecided; it is blocked in {} without an answer.",
+        crate::core::text::format_duration(i64::try_from(left_ms).unwrap_or(i64::MAX))
+    ));
+    lines.join("\n")
 }
 
 /// What every side hears once an approval is settled.
@@ -206,6 +329,13 @@ pub fn settled_text(settled: &Settled) -> String {
         (Decider::Timeout, _) => format!(
             "Approval {} ('{}'): no answer in time, so the call was blocked.",
             settled.id, settled.tool
+        ),
+        (by, true) if settled.for_turn => format!(
+            "Approval {} ('{}'): approved {}, and '{}' runs unasked for the rest of this turn.",
+            settled.id,
+            settled.tool,
+            by.describe(),
+            settled.tool
         ),
         (by, true) => format!(
             "Approval {} ('{}'): approved {}.",
@@ -292,18 +422,108 @@ mod tests {
 
     #[test]
     fn the_buttons_stand_for_the_commands_the_request_names() {
-        let text = request_text("qd4k", "bash", None, 60_000);
-        let buttons = request_buttons("qd4k");
-        let labels: Vec<&str> = buttons.iter().map(|b| b.label.as_str()).collect();
-        assert_eq!(labels, ["Approve", "Deny"]);
-        for button in &buttons {
-            assert!(
-                text.contains(&button.command),
-                "{text} / {}",
-                button.command
-            );
-            assert!(button.command.len() <= 64, "fits Telegram's callback_data");
+        for for_turn in [true, false] {
+            let text = request_text("qd4k", "bash", None, 60_000, for_turn);
+            let buttons = request_buttons("qd4k", for_turn);
+            let labels: Vec<&str> = buttons.iter().map(|b| b.label.as_str()).collect();
+            if for_turn {
+                assert_eq!(
+                    labels,
+                    ["Approve once", "Deny", "Allow for this turn", "Details"]
+                );
+            } else {
+                assert_eq!(labels, ["Approve once", "Deny", "Details"]);
+                assert!(!text.contains("turn also"), "{text}");
+            }
+            for button in &buttons {
+                assert!(
+                    text.contains(&button.command),
+                    "{text} / {}",
+                    button.command
+                );
+                assert!(button.command.len() <= 64, "fits Telegram's callback_data");
+            }
         }
+        // The longest id a host with repeating randomness makes still fits.
+        let long = request_buttons("x4294967295", true);
+        assert!(long.iter().all(|b| b.command.len() <= 64), "{long:?}");
+    }
+
+    #[test]
+    fn the_outcome_says_who_decided_what_and_when() {
+        let settled = |approved, for_turn, by| Settled {
+            id: "ab3k".into(),
+            tool: "bash".into(),
+            approved,
+            for_turn,
+            by,
+            at_ms: 1_700_000_000_000 + 120_000,
+        };
+        assert_eq!(clock(1_700_000_000_000), "22:13 UTC");
+        assert_eq!(
+            outcome_text(&settled(true, false, phone()), "Asked."),
+            "Asked.\nApproved once by tg:u1 from the chat at 22:15 UTC."
+        );
+        assert_eq!(
+            outcome_text(&settled(false, false, Decider::Local), "Asked."),
+            "Asked.\nDenied at the terminal at 22:15 UTC."
+        );
+        assert_eq!(
+            outcome_text(&settled(true, true, phone()), "Asked."),
+            "Asked.\nAllowed for the rest of this turn by tg:u1 from the chat at 22:15 UTC: 'bash' runs unasked until the turn ends."
+        );
+        assert_eq!(
+            outcome_text(&settled(false, false, Decider::Timeout), "Asked."),
+            "Asked.\nExpired at 22:15 UTC: nobody answered, so the call was blocked."
+        );
+    }
+
+    #[test]
+    fn details_name_why_and_the_paths_shortened_and_counted() {
+        let long = "d/".repeat(60);
+        let paths: Vec<(&str, &str)> = vec![
+            ("writes", "src/a.rs"),
+            ("reads", long.as_str()),
+            ("reads", "3"),
+            ("reads", "4"),
+            ("reads", "5"),
+            ("reads", "6"),
+        ];
+        let text = details_text("edit", "it is in askTools", &paths, 61_000);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Details: 'edit' is asked about because it is in askTools."
+        );
+        assert_eq!(lines[1], "- writes src/a.rs");
+        assert_eq!(lines[2].chars().count(), "- reads ".len() + 80);
+        assert_eq!(lines[6], "- …and 1 more");
+        assert_eq!(
+            lines[7],
+            "Undecided; it is blocked in 1m without an answer."
+        );
+        let bare = details_text("bash", "every call is asked about", &[], 0);
+        assert!(bare.contains("names no path"), "{bare}");
+    }
+
+    #[test]
+    fn a_turn_choice_is_remembered_and_an_expiry_is_dated_at_its_deadline() {
+        let mut approvals = Approvals::default();
+        approvals.open("ab3k", "bash", 1_000);
+        approvals.open("cd4m", "bash", 2_000);
+        let AnswerOutcome::Decided(settled) = approvals.choose("ab3k", Choice::Turn, phone(), 10)
+        else {
+            panic!("decided");
+        };
+        assert!(settled.approved && settled.for_turn);
+        assert_eq!(settled.at_ms, 10);
+        assert_eq!(approvals.deadline("cd4m"), Some(2_000));
+        let expired = approvals.expire(9_000);
+        assert_eq!(
+            expired[0].at_ms, 2_000,
+            "expired when due, not when noticed"
+        );
+        assert_eq!(approvals.deadline("cd4m"), None);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub enum RemoteCommand {
     Approve,
     /// Deny a pending tool call (`/deny <id>`).
     Deny,
+    /// Show what a pending tool call touches (`/details <id>`), in place on the request.
+    Details,
     /// Show what a remote turn may do (docs/decisions.md#decision-16-scoped-remote-turns).
     Scope,
     /// Answer a question the agent asked (`/answer <id> <answer>`).
@@ -138,8 +140,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         command: RemoteCommand::Approve,
         name: "approve",
         aliases: &[],
-        usage: "<id>",
-        summary: "Let a tool call waiting for approval run",
+        usage: "<id> [turn]",
+        summary: "Let a tool call waiting for approval run (turn: and the same tool for the rest of the turn)",
     },
     CommandSpec {
         command: RemoteCommand::Deny,
@@ -147,6 +149,13 @@ pub const COMMANDS: &[CommandSpec] = &[
         aliases: &[],
         usage: "<id>",
         summary: "Block a tool call waiting for approval",
+    },
+    CommandSpec {
+        command: RemoteCommand::Details,
+        name: "details",
+        aliases: &[],
+        usage: "<id>",
+        summary: "Show what a tool call waiting for approval touches",
     },
     CommandSpec {
         command: RemoteCommand::Answer,
@@ -474,7 +483,7 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
         ),
         // The bridge answers these itself (it holds the pending approvals); this text is
         // only what a caller without them would say.
-        RemoteCommand::Approve | RemoteCommand::Deny => {
+        RemoteCommand::Approve | RemoteCommand::Deny | RemoteCommand::Details => {
             ("No approval is waiting.".to_string(), CommandEffect::None)
         }
         RemoteCommand::Scope => (
@@ -666,8 +675,9 @@ mod tests {
              \x20 /abort — Abort the current agent turn\n\
              \x20 /whoami — Show the paired identity for this chat\n\
              \x20 /disconnect — Revoke this chat's pairing for the current session\n\
-             \x20 /approve <id> — Let a tool call waiting for approval run\n\
+             \x20 /approve <id> [turn] — Let a tool call waiting for approval run (turn: and the same tool for the rest of the turn)\n\
              \x20 /deny <id> — Block a tool call waiting for approval\n\
+             \x20 /details <id> — Show what a tool call waiting for approval touches\n\
              \x20 /answer <id> <answer> — Answer a question the agent asked\n\
              \x20 /scope — Show what a turn started from here may do\n\
              \x20 /queue — Show the prompts waiting for the agent\n\

@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use guest::bridge::Bridge;
-use guest::model::{AgentEvent, Level, ToolAnswer, ToolDecision, TurnOrigin};
+use guest::core::approvals::clock;
+use guest::model::{
+    AgentEvent, Level, PathAccess, ToolAnswer, ToolCall, ToolDecision, ToolPath, TurnOrigin,
+};
 use proptest::prelude::*;
 
 use crate::support::{FakeHost, dm, pair, started};
@@ -49,11 +52,11 @@ fn every_paired_chat_is_asked_and_a_trusted_approve_lets_the_call_run() {
     let id = ask(&mut bridge, &mut host, "bash");
     assert!(host.resolved.is_empty(), "nothing decided yet");
     let request = format!(
-        "Approval needed ({id}): a messenger-started turn wants to run 'bash'. Reply /approve {id} or /deny {id} within 1m. The terminal can answer too; the first answer counts."
+        "Approval needed ({id}): a messenger-started turn wants to run 'bash'. Reply /approve {id} (/approve {id} turn also lets 'bash' run unasked for the rest of this turn) or /deny {id} within 1m; /details {id} shows what it touches. The terminal can answer too; the first answer counts."
     );
     assert_eq!(host.texts_to("tg", "c1"), vec![request.clone()]);
     assert_eq!(host.texts_to("dc", "c2"), vec![request]);
-    // The request carries Approve / Deny buttons standing for the same commands.
+    // The request carries the choices as buttons standing for the same commands.
     let commands: Vec<Vec<(String, String)>> = host
         .sent
         .iter()
@@ -65,8 +68,13 @@ fn every_paired_chat_is_asked_and_a_trusted_approve_lets_the_call_run() {
         })
         .collect();
     let expected = vec![
-        ("Approve".to_string(), format!("/approve {id}")),
+        ("Approve once".to_string(), format!("/approve {id}")),
         ("Deny".to_string(), format!("/deny {id}")),
+        (
+            "Allow for this turn".to_string(),
+            format!("/approve {id} turn"),
+        ),
+        ("Details".to_string(), format!("/details {id}")),
     ];
     assert_eq!(commands, vec![expected.clone(), expected]);
 
@@ -74,12 +82,24 @@ fn every_paired_chat_is_asked_and_a_trusted_approve_lets_the_call_run() {
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &format!("/approve {id}")));
     assert_eq!(host.resolved, vec![(id.clone(), ToolDecision::Allow)]);
     let told = format!("Approval {id} ('bash'): approved by tg:u1 from the chat.");
-    // The one who answered, the other chat and the terminal all hear who decided.
-    assert_eq!(host.texts_to("tg", "c1"), vec![told.clone()]);
-    assert_eq!(host.texts_to("dc", "c2"), vec![told.clone()]);
+    let outcome = format!(
+        "Approval {id}: a messenger-started turn asked to run 'bash'.\nApproved once by tg:u1 from the chat at {}.",
+        clock(host.now)
+    );
+    // Each request message becomes the outcome in place; the one who answered, the
+    // other chat and the terminal all hear who decided.
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec![outcome.clone(), told.clone()]
+    );
+    assert_eq!(host.texts_to("dc", "c2"), vec![outcome, told.clone()]);
     assert_eq!(host.notes, vec![(Level::Info, told)]);
     assert!(host.prompts.is_empty(), "an answer is never a prompt");
-    // Only the request carries buttons: the verdicts are plain messages.
+    // The outcome edits the request messages, and nothing after the request has buttons.
+    assert_eq!(
+        host.sent.iter().filter_map(|m| m.edit_key.clone()).count(),
+        2
+    );
     assert!(host.sent.iter().all(|m| m.buttons.is_empty()));
 }
 
@@ -100,10 +120,15 @@ fn deny_blocks_and_a_second_answer_learns_who_decided() {
     assert_eq!(host.resolved, vec![(id.clone(), declined("write"))]);
     let denied = format!("Approval {id} ('write'): denied by dc:u2 from the chat.");
     let late = format!("Approval {id} was already decided; your answer changed nothing. {denied}");
-    // The card shows the call blocked; then who decided, then the late answer's reply.
+    // The request becomes its outcome; the card shows the call blocked; then who decided,
+    // then the late answer's reply.
     assert_eq!(
         host.texts_to("tg", "c1"),
         vec![
+            format!(
+                "Approval {id}: a messenger-started turn asked to run 'write'.\nDenied by dc:u2 from the chat at {}.",
+                clock(host.now)
+            ),
             "⊘ write (blocked)".to_string(),
             denied.clone(),
             late.clone()
@@ -126,8 +151,15 @@ fn the_local_answer_can_come_first_and_the_chats_are_told() {
     bridge.on_local_answer(&mut host, &id, true);
     assert_eq!(host.resolved, vec![(id.clone(), ToolDecision::Allow)]);
     let told = format!("Approval {id} ('bash'): approved at the terminal.");
-    assert_eq!(host.texts_to("tg", "c1"), vec![told.clone()]);
-    assert_eq!(host.texts_to("dc", "c2"), vec![told]);
+    let outcome = format!(
+        "Approval {id}: a messenger-started turn asked to run 'bash'.\nApproved once at the terminal at {}.",
+        clock(host.now)
+    );
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec![outcome.clone(), told.clone()]
+    );
+    assert_eq!(host.texts_to("dc", "c2"), vec![outcome, told]);
     assert!(host.notes.is_empty(), "the terminal knows: it answered");
 }
 
@@ -230,6 +262,247 @@ fn local_turns_and_policy_blocks_are_never_asked() {
     assert!(host.confirms.is_empty());
 }
 
+/// The command of the button labelled `label` under the last request sent to
+/// `transport:conversation`: what a press on it sends, exactly (the button route).
+fn press(host: &FakeHost, transport: &str, conversation: &str, label: &str) -> String {
+    host.sent
+        .iter()
+        .rev()
+        .filter(|m| m.transport == transport && m.conversation_id == conversation)
+        .flat_map(|m| m.buttons.iter())
+        .find(|b| b.label == label)
+        .map(|b| b.command.clone())
+        .unwrap_or_else(|| panic!("no {label} button sent to {transport}:{conversation}"))
+}
+
+/// Edits of approval requests (the progress cards are edited too, and left out).
+fn edits(host: &FakeHost) -> Vec<(String, String)> {
+    host.sent
+        .iter()
+        .filter(|m| m.text.starts_with("Approval"))
+        .filter_map(|m| m.edit_key.clone().map(|k| (k, m.text.clone())))
+        .collect()
+}
+
+#[test]
+fn a_press_decides_once_and_a_second_press_on_the_decided_request_says_so() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let id = ask(&mut bridge, &mut host, "bash");
+    let deny = press(&host, "dc", "c2", "Deny");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    host.clear_records();
+
+    bridge.on_envelope(&mut host, dm("dc", "c2", "u2", &deny));
+    assert_eq!(host.resolved, vec![(id.clone(), declined("bash"))]);
+    assert_eq!(
+        edits(&host).len(),
+        2,
+        "both request messages show the outcome"
+    );
+    host.clear_records();
+    // The other chat's button, pressed after the decision: nothing changes.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &approve));
+    assert_eq!(host.resolved.len(), 1);
+    assert!(
+        edits(&host).is_empty(),
+        "a decided request is not edited again"
+    );
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec![format!(
+            "Approval {id} was already decided; your answer changed nothing. Approval {id} ('bash'): denied by dc:u2 from the chat."
+        )]
+    );
+}
+
+#[test]
+fn an_unpaired_press_decides_nothing_and_leaves_the_request_live() {
+    let mut host = FakeHost::new();
+    let config = r#"{"bridge":{"requirePairing":false,"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":"on"}}"#;
+    let (mut bridge, _, _) = started(&mut host, config, &["tg"]);
+    bridge.on_envelope(&mut host, dm("tg", "c1", "stranger", "hello"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    let _id = ask(&mut bridge, &mut host, "bash");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    host.clear_records();
+
+    bridge.on_envelope(&mut host, dm("tg", "c1", "stranger", &approve));
+    assert!(host.resolved.is_empty());
+    assert!(
+        edits(&host).is_empty(),
+        "the buttons stay for someone who may decide"
+    );
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec!["Only a paired identity can answer approvals. Pair this chat first."]
+    );
+}
+
+#[test]
+fn an_expired_request_shows_when_it_expired_and_a_late_press_says_so() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let start = host.now;
+    let id = ask(&mut bridge, &mut host, "bash");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    host.clear_records();
+
+    // The tick comes late; the outcome still names the deadline.
+    host.now = start + 90_000;
+    bridge.tick(&mut host);
+    let expired = format!(
+        "Approval {id}: a messenger-started turn asked to run 'bash'.\nExpired at {}: nobody answered, so the call was blocked.",
+        clock(start + 60_000)
+    );
+    let edited = edits(&host);
+    assert_eq!(edited.len(), 2, "{edited:?}");
+    assert!(
+        edited.iter().all(|(_, text)| *text == expired),
+        "{edited:?}"
+    );
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &approve));
+    assert_eq!(host.resolved.len(), 1, "only the deadline decided");
+    assert!(
+        host.texts_to("tg", "c1")[0].starts_with(&format!("Approval {id} was already decided"))
+    );
+}
+
+#[test]
+fn allow_for_this_turn_lets_the_same_tool_run_unasked_until_the_turn_ends() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let id = ask(&mut bridge, &mut host, "bash");
+    let turn = press(&host, "tg", "c1", "Allow for this turn");
+    assert_eq!(turn, format!("/approve {id} turn"));
+    host.clear_records();
+
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &turn));
+    assert_eq!(host.resolved, vec![(id.clone(), ToolDecision::Allow)]);
+    assert!(edits(&host).iter().all(|(_, text)| {
+        text.contains("Allowed for the rest of this turn by tg:u1 from the chat")
+    }));
+    host.clear_records();
+    // The same tool runs unasked; another tool is still asked about.
+    assert_eq!(
+        bridge.on_tool_call(&mut host, &guest::model::ToolCall::named("bash")),
+        ToolAnswer::Decided(ToolDecision::Allow)
+    );
+    assert!(
+        host.sent.iter().all(|m| m.buttons.is_empty()),
+        "nobody was asked"
+    );
+    let _write = ask(&mut bridge, &mut host, "write");
+    // The next turn asks again.
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    let _again = ask(&mut bridge, &mut host, "bash");
+}
+
+#[test]
+fn a_protected_path_is_never_allowed_for_the_turn() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let secret = ToolCall {
+        name: "read".into(),
+        paths: vec![ToolPath {
+            path: ".env".into(),
+            access: PathAccess::Read,
+            bridge_owned: false,
+        }],
+    };
+    let ToolAnswer::Pending(request) = bridge.on_tool_call(&mut host, &secret) else {
+        panic!("a protected path is asked about");
+    };
+    let id = request.id;
+    let labels: Vec<String> = host.sent[0]
+        .buttons
+        .iter()
+        .map(|b| b.label.clone())
+        .collect();
+    assert_eq!(
+        labels,
+        ["Approve once", "Deny", "Details"],
+        "no turn choice offered"
+    );
+    assert!(
+        !host.sent[0].text.contains("turn also"),
+        "{}",
+        host.sent[0].text
+    );
+    host.clear_records();
+    // Typed anyway: approved once only, and said so.
+    bridge.on_envelope(
+        &mut host,
+        dm("tg", "c1", "u1", &format!("/approve {id} turn")),
+    );
+    assert_eq!(host.resolved, vec![(id, ToolDecision::Allow)]);
+    let reply = host
+        .texts_to("tg", "c1")
+        .last()
+        .cloned()
+        .unwrap_or_default();
+    assert!(reply.contains("Approved once only"), "{reply}");
+    host.clear_records();
+    assert!(matches!(
+        bridge.on_tool_call(&mut host, &secret),
+        ToolAnswer::Pending(_)
+    ));
+}
+
+#[test]
+fn details_show_in_place_with_the_deciding_buttons_and_never_decide() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let call = ToolCall {
+        name: "write".into(),
+        paths: vec![ToolPath {
+            path: "src/main.rs".into(),
+            access: PathAccess::Write,
+            bridge_owned: false,
+        }],
+    };
+    let ToolAnswer::Pending(request) = bridge.on_tool_call(&mut host, &call) else {
+        panic!("asked");
+    };
+    let id = request.id;
+    let details = press(&host, "tg", "c1", "Details");
+    let request_key = host.sent[0].edit_key.clone();
+    host.clear_records();
+
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &details));
+    assert!(host.resolved.is_empty(), "details decide nothing");
+    let shown = &host.sent[0];
+    assert_eq!(shown.conversation_id, "c1", "only the chat that asked");
+    assert!(shown.edit_key.is_some(), "in place");
+    assert!(
+        shown.text.contains("- writes src/main.rs"),
+        "{}",
+        shown.text
+    );
+    assert!(
+        shown.text.contains("remoteToolApproval is each"),
+        "{}",
+        shown.text
+    );
+    let labels: Vec<&str> = shown.buttons.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(labels, ["Approve once", "Deny", "Allow for this turn"]);
+    assert_eq!(
+        host.texts_to("tg", "c1").last().map(String::as_str),
+        Some(format!("Details of approval {id} are shown on the request above.").as_str())
+    );
+    assert!(host.texts_to("dc", "c2").is_empty());
+    let _ = request_key;
+    // Once decided, details say so instead.
+    bridge.on_local_answer(&mut host, &id, false);
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &details));
+    assert!(
+        host.texts_to("tg", "c1")[0].starts_with(&format!("Approval {id} is no longer waiting."))
+    );
+}
+
 /// One step of an interleaving.
 #[derive(Debug, Clone)]
 enum Step {
@@ -239,6 +512,8 @@ enum Step {
     Local(usize, bool),
     /// A chat answers the `n`-th call: (trusted sender, approve).
     Remote(usize, bool, bool),
+    /// A trusted chat allows the `n`-th call's tool for the rest of the turn.
+    RemoteTurn(usize),
     /// A chat answers an id that never existed.
     WrongId(bool),
     /// Time passes and the tick comes.
@@ -252,6 +527,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => Just(Step::Call),
         3 => (0usize..6, any::<bool>()).prop_map(|(n, yes)| Step::Local(n, yes)),
         4 => (0usize..6, any::<bool>(), any::<bool>()).prop_map(|(n, t, yes)| Step::Remote(n, t, yes)),
+        1 => (0usize..6).prop_map(Step::RemoteTurn),
         1 => any::<bool>().prop_map(Step::WrongId),
         2 => (0u64..90_000).prop_map(Step::Wait),
         1 => Just(Step::Restart),
@@ -297,13 +573,29 @@ proptest! {
         let mut verdicts: BTreeMap<usize, Vec<ToolDecision>> = BTreeMap::new();
         let mut stray: Vec<String> = Vec::new();
         let mut seen = 0;
+        let mut allowed_for_turn = false;
         for step in steps {
             match step {
-                Step::Call => {
-                    let id = ask(&mut bridge, &mut host, "bash");
-                    prop_assert!(!parked.iter().any(|(_, p)| *p == id), "id {} reused while pending", id);
-                    parked.push((calls.len(), id.clone()));
-                    calls.push(id);
+                Step::Call => match bridge.on_tool_call(&mut host, &ToolCall::named("bash")) {
+                    ToolAnswer::Pending(request) => {
+                        let id = request.id;
+                        prop_assert!(!parked.iter().any(|(_, p)| *p == id), "id {} reused while pending", id);
+                        parked.push((calls.len(), id.clone()));
+                        calls.push(id);
+                    }
+                    // Allowed for the turn: decided at once, never asked.
+                    ToolAnswer::Decided(decision) => {
+                        prop_assert!(allowed_for_turn, "decided unasked without a turn allowance: {:?}", decision);
+                        verdicts.entry(calls.len()).or_default().push(decision);
+                        calls.push(String::new());
+                    }
+                },
+                Step::RemoteTurn(n) => {
+                    if let Some(id) = calls.get(n).cloned().filter(|id| !id.is_empty()) {
+                        let before = host.resolved.len();
+                        bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &format!("/approve {id} turn")));
+                        allowed_for_turn |= host.resolved.len() > before;
+                    }
                 }
                 Step::Local(n, yes) => {
                     if let Some(id) = calls.get(n).cloned() {
@@ -336,6 +628,7 @@ proptest! {
                         verdicts.entry(call).or_default().push(ToolDecision::Block("restarted".into()));
                     }
                     bridge = started(&mut host, CONFIG, &["tg", "dc"]).0;
+                    allowed_for_turn = false;
                     seen = host.resolved.len();
                     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
                 }

@@ -395,8 +395,13 @@ async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
     assert_eq!(
         request.buttons(),
         vec![
-            ("Approve".to_owned(), format!("/approve {id}")),
+            ("Approve once".to_owned(), format!("/approve {id}")),
             ("Deny".to_owned(), format!("/deny {id}")),
+            (
+                "Allow for this turn".to_owned(),
+                format!("/approve {id} turn")
+            ),
+            ("Details".to_owned(), format!("/details {id}")),
         ]
     );
     // Only the request carries buttons.
@@ -448,6 +453,18 @@ async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
         .wait_until(WAIT, |s| s.sent().iter().any(|m| m.text == told))
         .await;
     assert!(found, "sent: {:#?}", t.server.sent());
+    // The request itself now shows the outcome, its keyboard gone (no reply_markup).
+    let outcome = t
+        .server
+        .edited()
+        .into_iter()
+        .find(|e| e.message_id == request.message_id)
+        .expect("the request was edited to its outcome");
+    assert!(
+        outcome.text.contains("Approved once by telegram:"),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.reply_markup, None, "{outcome:?}");
     let answered = t
         .server
         .wait_until(WAIT, |s| s.callback_answers().len() == 2)
