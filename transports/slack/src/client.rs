@@ -22,7 +22,9 @@ use transport_core::http_client::{USER_AGENT, describe, http_client, origin};
 use transport_core::jitter::Jitter;
 use transport_core::retry::{Outcome, RetryPolicy};
 
-use crate::wire::{ApiAnswer, AuthTest, ConnectionsOpen, PostMessage, Posted, UpdateMessage};
+use crate::wire::{
+    ApiAnswer, AuthTest, ConnectionsOpen, PostEphemeral, PostMessage, Posted, UpdateMessage,
+};
 
 /// How many redirects a download follows (all within Slack).
 pub const MAX_REDIRECTS: usize = 3;
@@ -395,6 +397,7 @@ impl WebApi {
         channel: &str,
         thread_ts: Option<&str>,
         text: &str,
+        blocks: &[serde_json::Value],
     ) -> Result<Posted, ApiError> {
         let params = PostMessage {
             channel,
@@ -403,6 +406,7 @@ impl WebApi {
             mrkdwn: true,
             unfurl_links: false,
             unfurl_media: false,
+            blocks,
         };
         self.call(
             "chat.postMessage",
@@ -413,16 +417,43 @@ impl WebApi {
         .await
     }
 
-    /// `chat.update`.
+    /// `chat.update`; `blocks` replace the message's blocks (empty removes its buttons).
     pub async fn update_message(
         &self,
         channel: &str,
         ts: &str,
         text: &str,
+        blocks: &[serde_json::Value],
     ) -> Result<Posted, ApiError> {
-        let params = UpdateMessage { channel, ts, text };
+        let params = UpdateMessage {
+            channel,
+            ts,
+            text,
+            blocks,
+        };
         self.call("chat.update", Credential::Bot, &params, Retry::Transient)
             .await
+    }
+
+    /// `chat.postEphemeral`: `text` shown to `user` alone, in `channel` (and thread).
+    /// One attempt: it answers a click, and a late answer helps nobody.
+    pub async fn post_ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), ApiError> {
+        let params = PostEphemeral {
+            channel,
+            user,
+            text,
+            thread_ts,
+        };
+        let _: serde_json::Value = self
+            .call("chat.postEphemeral", Credential::Bot, &params, Retry::Never)
+            .await?;
+        Ok(())
     }
 
     /// Whether the bot token may be sent to `url`: Slack's own hosts over https, or the

@@ -6,7 +6,7 @@
 //! (pure: payload → envelope, with [`mrkdwn`] for the text), [`client`] (the Web API:
 //! timeouts, retries, errors), [`listen`] (keeping Socket Mode connected, and the
 //! dispatcher) with [`socket`] (one connection) and [`dedupe`], [`settings`] (the
-//! [`PLATFORM`] declaration).
+//! [`PLATFORM`] declaration); buttons go out as Block Kit [`blocks`].
 //!
 //! Two credentials, both read by the host from environment variables the config names:
 //! the bot token (`xoxb-…`, `tokenEnv`) for the Web API and downloads, and the app-level
@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blocks;
 pub mod client;
 pub mod dedupe;
 pub mod listen;

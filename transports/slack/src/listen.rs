@@ -32,7 +32,7 @@ use transport_core::retry::{Backoff, Outcome, RetryPolicy};
 
 use crate::client::ApiError;
 use crate::dedupe::Dedupe;
-use crate::normalize::{TRANSPORT_ID, event_of, normalize};
+use crate::normalize::{TRANSPORT_ID, event_of, normalize, refusal};
 use crate::socket::{self, Connection, Received, SocketEvent, SocketTimings};
 use crate::state::Shared;
 
@@ -456,12 +456,39 @@ impl Dispatcher {
                 return true;
             }
         }
+        if envelope.kind == "interactive" {
+            // A click Slack delivered twice (a redelivery) must not answer twice.
+            let text = |value: Option<&serde_json::Value>, key: &str| {
+                value
+                    .and_then(|value| value.get(key))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let action = payload.get("actions").and_then(|actions| actions.get(0));
+            let click = format!(
+                "action:{}:{}",
+                text(payload.get("user"), "id"),
+                text(action, "action_ts")
+            );
+            if let Err(duplicate) = self.dedupe.check(Some(&click), None) {
+                self.shared.update(|stats| {
+                    stats.duplicates += 1;
+                    stats.last_skip = Some(duplicate.to_string());
+                });
+                return true;
+            }
+        }
         let wrapped = serde_json::json!({
             "envelope_id": envelope.envelope_id,
             "type": envelope.kind,
             "payload": envelope.payload,
         });
-        match normalize(&wrapped, &self.me) {
+        let normalized = normalize(&wrapped, &self.me);
+        if let Some(refused) = refusal(&wrapped["payload"], &normalized, &self.me) {
+            self.refuse(refused);
+        }
+        match normalized {
             Normalized::Message(envelope) => {
                 let delivered = tokio::select! {
                     biased;
@@ -482,5 +509,31 @@ impl Dispatcher {
             }),
         }
         true
+    }
+
+    /// Tells a refused clicker why, in a message only they see. In its own task, best
+    /// effort: the next envelope must not wait for it, and a failure only leaves the
+    /// click unanswered (counted for `diagnose`).
+    fn refuse(&self, refused: crate::normalize::Refusal) {
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let sent = shared
+                .api
+                .post_ephemeral(
+                    &refused.channel,
+                    &refused.user,
+                    refused.thread_ts.as_deref(),
+                    &refused.text,
+                )
+                .await;
+            shared.update(|stats| match sent {
+                Ok(()) => stats.clicks_refused += 1,
+                Err(error) => {
+                    stats.last_error = Some(format!(
+                        "a refused button click could not be answered: {error}"
+                    ));
+                }
+            });
+        });
     }
 }

@@ -33,6 +33,20 @@
 //! - `attachments`: every file with a `url_private_download` (the reference the transport
 //!   downloads with the bot token); deleted or hidden files have none and are left out.
 //!
+//! # Button clicks
+//!
+//! An `interactive` envelope whose payload is `block_actions` (a click on the approval
+//! request's buttons, [`crate::blocks`]) becomes the command the button stands for (its
+//! `value`), from the clicker (`user.id`), in the clicked message's conversation: its
+//! channel, and its thread (`message.thread_ts`, or `container.thread_ts`) when it is in
+//! one, exactly the conversation the bridge posted the request to; addressed, direct in a
+//! `D…` channel, with `action:<action_ts>` as its message id (two clicks are two answers)
+//! ([`normalize_block_actions`]). A `value` that is not one of the bridge's button
+//! commands ([`transport_core::buttons::is_button_command`]) is refused: a client can send
+//! any value it likes. The envelope is acknowledged on the socket like every other
+//! ([`crate::socket`]); a refused clicker is told why by a message only they see
+//! ([`refusal`]).
+//!
 //! # What is ignored, and why
 //!
 //! - The bot's own messages (`user` is the bot user) and every other bot's (I14): modern
@@ -50,6 +64,7 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+use transport_core::buttons::is_button_command;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::printable::clean_ids;
 use transport_core::{Attachment, AttachmentKind, Envelope};
@@ -111,11 +126,17 @@ pub fn event_of(payload: &Value) -> &Value {
 pub fn normalize(payload: &Value, me: &BotSelf) -> Normalized {
     if let Some(kind) = payload.get("envelope_id").and(payload.get("type")) {
         let kind = kind.as_str().unwrap_or_default();
+        if kind == "interactive" {
+            return normalize_interactive(payload.get("payload").unwrap_or(&Value::Null), me);
+        }
         if kind != "events_api" {
             return Normalized::Ignored(format!(
                 "a Socket Mode {kind:?} envelope: the bridge only handles events (messages)"
             ));
         }
+    }
+    if payload.get("type").and_then(Value::as_str) == Some("block_actions") {
+        return normalize_block_actions(payload, me);
     }
     let event = event_of(payload);
     let Some(kind) = event.get("type").and_then(Value::as_str) else {
@@ -202,6 +223,125 @@ pub fn normalize_message(message: &MessageEvent, me: &BotSelf) -> Normalized {
         // `app_mention` pair of one post both carry the same one.
         message_id: Some(format!("{channel}:{ts}")),
     }))
+}
+
+/// Normalizes an `interactive` envelope's payload: only `block_actions` is handled.
+pub fn normalize_interactive(payload: &Value, me: &BotSelf) -> Normalized {
+    match payload.get("type").and_then(Value::as_str) {
+        Some("block_actions") => normalize_block_actions(payload, me),
+        other => Normalized::Ignored(format!(
+            "an interactive payload of type {:?}: only clicks on the bridge's buttons (block_actions) are handled",
+            other.unwrap_or_default()
+        )),
+    }
+}
+
+/// The channel and thread of the message a `block_actions` payload's button is under.
+fn clicked_place(payload: &Value) -> (Option<&str>, Option<&str>) {
+    fn text<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+    }
+    let container = payload.get("container").unwrap_or(&Value::Null);
+    let channel = payload
+        .get("channel")
+        .and_then(|channel| text(channel, "id"))
+        .or_else(|| text(container, "channel_id"));
+    let thread = payload
+        .get("message")
+        .and_then(|message| text(message, "thread_ts"))
+        .or_else(|| text(container, "thread_ts"))
+        .filter(|thread| is_ts(thread));
+    (channel, thread)
+}
+
+/// Normalizes one `block_actions` payload (see "Button clicks" in the module docs).
+pub fn normalize_block_actions(payload: &Value, me: &BotSelf) -> Normalized {
+    let user = payload
+        .get("user")
+        .and_then(|user| user.get("id"))
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty());
+    let Some(user) = user else {
+        return ignored("a button click that names no user");
+    };
+    if !me.id.is_empty() && user == me.id {
+        return ignored("a button click by the bot itself");
+    }
+    let (Some(channel), thread) = clicked_place(payload) else {
+        return ignored("a button click that names no channel, so there is nowhere to answer");
+    };
+    let action = payload
+        .get("actions")
+        .and_then(Value::as_array)
+        .and_then(|actions| actions.first())
+        .unwrap_or(&Value::Null);
+    let value = action
+        .get("value")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .trim();
+    if !is_button_command(value) {
+        return ignored(
+            "a button click whose value is not a bridge command (a client can send any value, so only the bridge's own /approve, /deny and /details buttons are taken)",
+        );
+    }
+    let action_ts = action
+        .get("action_ts")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Normalized::Message(clean_ids(Envelope {
+        transport: TRANSPORT_ID.to_owned(),
+        conversation_id: conversation_id(channel, thread),
+        user_id: user.to_owned(),
+        thread_id: thread.map(str::to_owned),
+        timestamp: ts_to_ms(action_ts),
+        text: value.to_owned(),
+        is_direct: channel.starts_with('D'),
+        addressed: true,
+        attachments: Vec::new(),
+        message_id: (!action_ts.is_empty()).then(|| format!("action:{user}:{action_ts}")),
+    }))
+}
+
+/// A message only the clicker sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Where the click was.
+    pub channel: String,
+    /// In which thread.
+    pub thread_ts: Option<String>,
+    /// Who clicked.
+    pub user: String,
+    /// Why nothing happened.
+    pub text: String,
+}
+
+/// What a refused click's clicker is told (`chat.postEphemeral`), given what the normalizer
+/// made of `payload` (a `block_actions` payload): `None` for a click that was taken, and
+/// for one that names no channel or user (nowhere to answer) or is the bot's own.
+pub fn refusal(payload: &Value, normalized: &Normalized, me: &BotSelf) -> Option<Refusal> {
+    let Normalized::Ignored(reason) = normalized else {
+        return None;
+    };
+    if payload.get("type").and_then(Value::as_str) != Some("block_actions") {
+        return None;
+    }
+    let user = payload.get("user")?.get("id")?.as_str()?;
+    if user.is_empty() || user == me.id {
+        return None;
+    }
+    let (Some(channel), thread) = clicked_place(payload) else {
+        return None;
+    };
+    Some(Refusal {
+        channel: channel.to_owned(),
+        thread_ts: thread.map(str::to_owned),
+        user: user.to_owned(),
+        text: format!("This click was not taken and decided nothing: {reason}."),
+    })
 }
 
 fn ignored(reason: &str) -> Normalized {

@@ -41,6 +41,7 @@ pub(crate) struct Stats {
     pub(crate) sent: u64,
     pub(crate) edited: u64,
     pub(crate) rate_limited: u64,
+    pub(crate) clicks_refused: u64,
     pub(crate) last_error: Option<String>,
     pub(crate) last_skip: Option<String>,
 }

@@ -17,17 +17,17 @@ use transport_core::platform::BotSelf;
 use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundMessage,
-    SendReceipt, Transport, TransportError,
+    BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
+    OutboundMessage, SendReceipt, Transport, TransportError,
 };
 
 use crate::client::{ApiError, ClientSettings, WebApi, has_shape};
 use crate::dedupe::Dedupe;
 use crate::listen::{Dispatcher, Listener, OpenError, RECEIVED_CAPACITY};
 use crate::normalize::{TRANSPORT_ID, is_ts, split_conversation};
-use crate::settings;
 use crate::socket::SocketTimings;
 use crate::state::{Shared, SocketState, Stats};
+use crate::{blocks, settings};
 
 /// What Slack can do (docs/architecture.md#transports-and-their-shared-core): 4,000
 /// characters (Slack's own guidance for `text`; it truncates at 40,000), mrkdwn, threads
@@ -280,11 +280,13 @@ impl SlackTransport {
         channel: &str,
         thread: Option<&str>,
         text: &str,
+        buttons: &[Button],
     ) -> Result<SendReceipt, TransportError> {
+        let blocks = blocks::message_blocks(text, buttons);
         let posted = self
             .shared
             .api
-            .post_message(channel, thread, text)
+            .post_message(channel, thread, text, &blocks)
             .await
             .map_err(|error| self.send_error(error))?;
         if posted.ts.is_empty() {
@@ -304,14 +306,21 @@ impl SlackTransport {
         channel: &str,
         key: &str,
         text: &str,
+        buttons: &[Button],
     ) -> Result<SendReceipt, TransportError> {
         let key = key.trim();
+        let blocks = blocks::message_blocks(text, buttons);
         if !is_ts(key) {
             return Err(TransportError::EditRejected(format!(
                 "{key:?} is not a Slack message ts, so there is nothing to edit"
             )));
         }
-        match self.shared.api.update_message(channel, key, text).await {
+        match self
+            .shared
+            .api
+            .update_message(channel, key, text, &blocks)
+            .await
+        {
             Ok(_) => {}
             Err(error)
                 if error
@@ -438,7 +447,10 @@ impl Transport for SlackTransport {
         }
         let (channel, conversation_thread) = split_conversation(&message.conversation_id);
         let sent = match message.edit_key.as_deref() {
-            Some(key) => self.edit(channel, key, &message.text).await,
+            Some(key) => {
+                self.edit(channel, key, &message.text, &message.buttons)
+                    .await
+            }
             None => {
                 // Only a ts is a thread; anything else (another transport's thread name)
                 // is ignored rather than failing the send.
@@ -448,7 +460,8 @@ impl Transport for SlackTransport {
                     .map(str::trim)
                     .filter(|thread| is_ts(thread))
                     .or(conversation_thread);
-                self.post(channel, thread, &message.text).await
+                self.post(channel, thread, &message.text, &message.buttons)
+                    .await
             }
         };
         // A rate limit or a refused edit is ordinary flow the bridge handles; a failed
@@ -512,7 +525,7 @@ impl Transport for SlackTransport {
             SocketState::Stopped => "socket stopped".to_owned(),
         };
         let mut line = format!(
-            "bot {bot}; {state}; connections opened {}, refreshes {}, last disconnect {}; envelopes acked {}, received {}, ignored {}, duplicates {}; sent {}, edited {}, rate limited {}, retries {}; typing: none (Slack has no bot typing indicator)",
+            "bot {bot}; {state}; connections opened {}, refreshes {}, last disconnect {}; envelopes acked {}, received {}, ignored {}, duplicates {}, refused clicks answered {}; sent {}, edited {}, rate limited {}, retries {}; typing: none (Slack has no bot typing indicator)",
             stats.connections_opened,
             stats.refreshes,
             stats.last_disconnect.as_deref().unwrap_or("none"),
@@ -520,6 +533,7 @@ impl Transport for SlackTransport {
             stats.received,
             stats.ignored,
             stats.duplicates,
+            stats.clicks_refused,
             stats.sent,
             stats.edited,
             stats.rate_limited,

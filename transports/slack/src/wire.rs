@@ -67,6 +67,10 @@ pub struct PostMessage<'a> {
     pub unfurl_links: bool,
     /// False, for the same reason.
     pub unfurl_media: bool,
+    /// Block Kit blocks (the text and its buttons); left out when there are none, and
+    /// `text` is then what Slack shows.
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    pub blocks: &'a [Value],
 }
 
 /// `chat.update` arguments.
@@ -78,6 +82,23 @@ pub struct UpdateMessage<'a> {
     pub ts: &'a str,
     /// The new text.
     pub text: &'a str,
+    /// Always sent, even empty: Slack keeps a message's old blocks when an update leaves
+    /// the field out, and a decided approval must not keep live buttons.
+    pub blocks: &'a [Value],
+}
+
+/// `chat.postEphemeral` arguments: a message only `user` sees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PostEphemeral<'a> {
+    /// Channel the user is in.
+    pub channel: &'a str,
+    /// Who sees it.
+    pub user: &'a str,
+    /// The text.
+    pub text: &'a str,
+    /// The thread it belongs in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_ts: Option<&'a str>,
 }
 
 /// What `chat.postMessage` and `chat.update` answer with, as far as it is kept.

@@ -93,6 +93,8 @@ pub struct PostedRecord {
     pub thread_ts: Option<String>,
     /// `mrkdwn` as sent (`None` when absent, which Slack reads as true).
     pub mrkdwn: Option<bool>,
+    /// `blocks` as sent, if any.
+    pub blocks: Option<Value>,
 }
 
 /// An update the server applied.
@@ -103,6 +105,21 @@ pub struct UpdatedRecord {
     /// The updated message.
     pub ts: String,
     /// The new text.
+    pub text: String,
+    /// `blocks` as sent: `Some([])` removes the old ones, `None` keeps them.
+    pub blocks: Option<Value>,
+}
+
+/// A `chat.postEphemeral` the server took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EphemeralRecord {
+    /// Channel.
+    pub channel: String,
+    /// The only user who sees it.
+    pub user: String,
+    /// Thread, if any.
+    pub thread_ts: Option<String>,
+    /// Text.
     pub text: String,
 }
 
@@ -214,6 +231,50 @@ pub fn app_mention(channel: &str, user: &str, ts: &str, text: &str) -> Value {
     })
 }
 
+/// A `block_actions` payload (an `interactive` envelope's) for a click by `user` on the
+/// button whose value is `value`, under the bot's message `message_ts` in `channel`
+/// (inside thread `thread_ts` when given), as Slack sends it.
+pub fn block_actions(
+    channel: &str,
+    user: &str,
+    message_ts: &str,
+    thread_ts: Option<&str>,
+    value: &str,
+    action_ts: &str,
+) -> Value {
+    let mut container = json!({
+        "type": "message", "message_ts": message_ts, "channel_id": channel, "is_ephemeral": false
+    });
+    let mut message = json!({
+        "type": "message", "user": TEST_BOT_USER_ID, "bot_id": TEST_BOT_ID, "ts": message_ts,
+        "text": "Approval needed", "team": TEST_TEAM_ID, "blocks": []
+    });
+    if let Some(thread) = thread_ts {
+        container["thread_ts"] = json!(thread);
+        message["thread_ts"] = json!(thread);
+    }
+    json!({
+        "type": "block_actions",
+        "user": {"id": user, "username": "ada", "name": "ada", "team_id": TEST_TEAM_ID},
+        "api_app_id": "A0TEST",
+        "token": "verification-token-unused",
+        "container": container,
+        "trigger_id": "1234.5678.abcd",
+        "team": {"id": TEST_TEAM_ID, "domain": "loopback"},
+        "enterprise": null,
+        "is_enterprise_install": false,
+        "channel": {"id": channel, "name": "general"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": "https://hooks.slack.com/actions/T0TEST/1/loopback",
+        "actions": [{
+            "action_id": "bridge-0", "block_id": "bridge-buttons",
+            "text": {"type": "plain_text", "text": "Approve once", "emoji": true},
+            "value": value, "type": "button", "action_ts": action_ts
+        }]
+    })
+}
+
 /// The Events API body around `event`.
 pub fn event_callback(event: Value, event_id: &str) -> Value {
     json!({
@@ -271,6 +332,7 @@ struct State {
     messages: HashMap<(String, String), String>,
     posted: Vec<PostedRecord>,
     updated: Vec<UpdatedRecord>,
+    ephemeral: Vec<EphemeralRecord>,
     files: HashMap<String, ServedFile>,
     timeline: Vec<String>,
 }
@@ -433,6 +495,11 @@ impl SlackServer {
     /// Messages posted, oldest first.
     pub fn posted(&self) -> Vec<PostedRecord> {
         self.inner.state().posted.clone()
+    }
+
+    /// Ephemeral messages, oldest first.
+    pub fn ephemeral(&self) -> Vec<EphemeralRecord> {
+        self.inner.state().ephemeral.clone()
     }
 
     /// Updates applied, oldest first.
@@ -947,6 +1014,7 @@ async fn call(inner: &Arc<Inner>, method: &str, bearer: Option<&str>, params: Va
         })),
         "chat.postMessage" => post_message(inner, &params),
         "chat.update" => update_message(inner, &params),
+        "chat.postEphemeral" => post_ephemeral(inner, &params),
         _ => error("unknown_method"),
     }
 }
@@ -996,6 +1064,7 @@ fn post_message(inner: &Inner, params: &Value) -> Answer {
         text: message.clone(),
         thread_ts: thread_ts.clone(),
         mrkdwn,
+        blocks: blocks(&params["blocks"]),
     });
     drop(state);
     let mut posted = json!({
@@ -1009,6 +1078,37 @@ fn post_message(inner: &Inner, params: &Value) -> Answer {
         posted["thread_ts"] = json!(thread);
     }
     ok(json!({"channel": channel, "ts": ts, "message": posted}))
+}
+
+/// `blocks` as JSON (Slack takes them as a JSON array, or as a string holding one).
+fn blocks(value: &Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::String(text) => serde_json::from_str(text).ok(),
+        other => Some(other.clone()),
+    }
+}
+
+fn post_ephemeral(inner: &Inner, params: &Value) -> Answer {
+    let Some(channel) = text(&params["channel"]).filter(|c| !c.is_empty()) else {
+        return error("channel_not_found");
+    };
+    let Some(user) = text(&params["user"]).filter(|u| !u.is_empty()) else {
+        return error("user_not_in_channel");
+    };
+    let Some(message) = text(&params["text"]).filter(|t| !t.trim().is_empty()) else {
+        return error("no_text");
+    };
+    let mut state = inner.state();
+    let ts = state.next_ts();
+    state.ephemeral.push(EphemeralRecord {
+        channel,
+        user,
+        thread_ts: text(&params["thread_ts"]),
+        text: message,
+    });
+    drop(state);
+    ok(json!({"message_ts": ts}))
 }
 
 fn update_message(inner: &Inner, params: &Value) -> Answer {
@@ -1028,6 +1128,7 @@ fn update_message(inner: &Inner, params: &Value) -> Answer {
         channel: channel.clone(),
         ts: ts.clone(),
         text: message.clone(),
+        blocks: blocks(&params["blocks"]),
     });
     drop(state);
     ok(json!({"channel": channel, "ts": ts, "text": message}))

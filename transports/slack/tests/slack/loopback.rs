@@ -13,13 +13,14 @@ use serde_json::json;
 use transport_core::inbound::channel;
 use transport_core::retry::RetryPolicy;
 use transport_core::{
-    Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport, TransportError,
+    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport,
+    TransportError,
 };
 use transport_slack::{SlackConfig, SlackTransport, SocketTimings};
 use transport_testing::conformance::{Subject, Violation, run_all};
 use transport_testing::slack::{
     ACK_DEADLINE, ConformanceSlack, ServedFile, SlackFailure, SlackServer, TEST_BOT_USER_ID,
-    app_mention, channel_message, im_message, in_thread,
+    app_mention, block_actions, channel_message, im_message, in_thread,
 };
 
 /// Long enough for a loaded 2-core machine, short enough that a hang fails fast.
@@ -791,5 +792,161 @@ async fn thread_replies_top_level_channel_messages_and_ims_keep_their_conversati
         ("D1", None)
     );
     assert!(third.is_direct && third.addressed);
+    transport.stop().await;
+}
+
+fn approval_buttons() -> Vec<Button> {
+    [("Approve once", "/approve qd4k"), ("Deny", "/deny qd4k")]
+        .iter()
+        .map(|(label, command)| Button {
+            label: (*label).to_owned(),
+            command: (*command).to_owned(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn buttons_go_out_as_block_kit_and_an_update_without_them_removes_them() {
+    let server = SlackServer::start().await;
+    let transport = transport(config(&server));
+    let _stream = started(&transport, 4).await;
+    let mut request = reply("C1/1700000000.000001", None, "Approval needed (qd4k)", None);
+    request.buttons = approval_buttons();
+    let receipt = transport.send(request).await.expect("sent");
+    let posted = &server.posted()[0];
+    assert_eq!(
+        posted.text, "Approval needed (qd4k)",
+        "the fallback text stays"
+    );
+    let blocks = posted.blocks.clone().expect("blocks");
+    assert_eq!(blocks[0]["type"], "section");
+    assert_eq!(blocks[1]["type"], "actions");
+    assert_eq!(blocks[1]["elements"][0]["value"], "/approve qd4k");
+    assert_eq!(blocks[1]["elements"][1]["value"], "/deny qd4k");
+    transport
+        .send(reply("C1", None, "plain", None))
+        .await
+        .expect("sent");
+    assert_eq!(server.posted()[1].blocks, None, "no buttons, no blocks");
+    transport
+        .send(reply(
+            "C1/1700000000.000001",
+            None,
+            "Approved once by slack:U1",
+            receipt.edit_key.as_deref(),
+        ))
+        .await
+        .expect("updated");
+    assert_eq!(
+        server.updated()[0].blocks,
+        Some(json!([])),
+        "the buttons are removed"
+    );
+    transport.stop().await;
+}
+
+#[tokio::test]
+async fn a_click_is_acknowledged_on_the_socket_and_becomes_the_command_from_the_clicker() {
+    let server = SlackServer::start().await;
+    let transport = transport(config(&server));
+    // Room for one message only, and nobody reads yet: the ack must not wait for the session.
+    let mut stream = started(&transport, 1).await;
+    let id = connection(&server);
+    let root = "1700000000.000001";
+    let clicks: Vec<String> = [
+        ("C1", Some(root), "U1", "/approve qd4k"),
+        ("D1", None, "U2", "/deny qd4k"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(n, (channel, thread, user, value))| {
+        let payload = block_actions(
+            channel,
+            user,
+            "1700000000.000009",
+            *thread,
+            value,
+            &format!("1700000001.00000{n}"),
+        );
+        server
+            .send_envelope(id, "interactive", payload, 0)
+            .expect("sent")
+    })
+    .collect();
+    wait(&server, "both acknowledgements", |server| {
+        clicks.iter().all(|click| server.acked(click))
+    })
+    .await;
+    for ack in server.acks() {
+        let after = ack.after.expect("an envelope the server sent");
+        assert!(after < ACK_DEADLINE, "acknowledged after {after:?}");
+    }
+    let first = next_envelope(&mut stream).await;
+    assert_eq!(first.text, "/approve qd4k");
+    assert_eq!(first.user_id, "U1", "the clicker");
+    assert_eq!(
+        first.conversation_id,
+        format!("C1/{root}"),
+        "the request's thread"
+    );
+    assert_eq!(first.thread_id.as_deref(), Some(root));
+    assert!(first.addressed && !first.is_direct);
+    let second = next_envelope(&mut stream).await;
+    assert_eq!(
+        (
+            second.text.as_str(),
+            second.conversation_id.as_str(),
+            second.is_direct
+        ),
+        ("/deny qd4k", "D1", true)
+    );
+    assert!(server.ephemeral().is_empty(), "taken clicks get no refusal");
+    transport.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_click_is_told_only_to_the_clicker_and_never_reaches_the_session() {
+    let server = SlackServer::start().await;
+    let transport = transport(config(&server));
+    let mut stream = started(&transport, 4).await;
+    let id = connection(&server);
+    let root = "1700000000.000001";
+    let forged = block_actions(
+        "C1",
+        "U1",
+        "1700000000.000009",
+        Some(root),
+        "rm -rf /",
+        "1700000001.000001",
+    );
+    server
+        .send_envelope(id, "interactive", forged.clone(), 0)
+        .expect("sent");
+    // Redelivered: answered once, not twice.
+    let again = server
+        .send_envelope(id, "interactive", forged, 1)
+        .expect("sent");
+    wait(&server, "the redelivery's ack", |server| {
+        server.acked(&again)
+    })
+    .await;
+    let ts = server.new_ts();
+    server.send_event(id, im_message("D1", "U1", &ts, "after"));
+    assert_eq!(next_envelope(&mut stream).await.text, "after");
+    wait(&server, "the ephemeral refusal", |server| {
+        !server.ephemeral().is_empty()
+    })
+    .await;
+    let refusal = &server.ephemeral()[0];
+    assert_eq!(
+        (
+            refusal.channel.as_str(),
+            refusal.user.as_str(),
+            refusal.thread_ts.as_deref()
+        ),
+        ("C1", "U1", Some(root))
+    );
+    assert!(refusal.text.contains("decided nothing"), "{refusal:?}");
+    assert_eq!(server.ephemeral().len(), 1);
     transport.stop().await;
 }

@@ -395,3 +395,45 @@ fn one_post_has_one_message_id_as_app_mention_and_as_message() {
         Some("C222:1.000001")
     );
 }
+
+#[test]
+fn a_block_actions_click_is_the_buttons_command_from_the_clicker_in_the_requests_thread() {
+    let click = json!({
+        "type": "block_actions",
+        "user": {"id": "W2", "username": "ada", "team_id": "T1"},
+        "container": {"type": "message", "message_ts": "1.000002", "channel_id": "C1", "thread_ts": "1.000001"},
+        "channel": {"id": "C1", "name": "general"},
+        "message": {"type": "message", "ts": "1.000002", "thread_ts": "1.000001", "bot_id": "B1"},
+        "actions": [{"type": "button", "action_id": "bridge-0", "value": "/approve qd4k turn", "action_ts": "1700000001.5"}]
+    });
+    let envelope = message(normalize(
+        &socket_envelope_of("interactive", click.clone()),
+        &me(),
+    ));
+    assert_eq!(envelope.text, "/approve qd4k turn");
+    assert_eq!(envelope.user_id, "W2");
+    assert_eq!(envelope.conversation_id, "C1/1.000001");
+    assert_eq!(envelope.thread_id.as_deref(), Some("1.000001"));
+    assert!(envelope.addressed && !envelope.is_direct);
+    assert_eq!(
+        envelope.message_id.as_deref(),
+        Some("action:W2:1700000001.5")
+    );
+    // The bare payload (what a person pastes into `explain`) reads the same.
+    assert_eq!(message(normalize(&click, &me())).text, "/approve qd4k turn");
+    let mut forged = click.clone();
+    forged["actions"][0]["value"] = json!("please delete everything");
+    assert!(reason(normalize(&forged, &me())).contains("not a bridge command"));
+    let mut by_me = click.clone();
+    by_me["user"]["id"] = json!(BOT);
+    assert!(reason(normalize(&by_me, &me())).contains("by the bot itself"));
+    let view = json!({"type": "view_submission", "user": {"id": "U2"}});
+    assert!(
+        reason(normalize(&socket_envelope_of("interactive", view), &me()))
+            .contains("view_submission")
+    );
+}
+
+fn socket_envelope_of(kind: &str, payload: Value) -> Value {
+    json!({"envelope_id": "e1", "type": kind, "payload": payload, "accepts_response_payload": true})
+}
