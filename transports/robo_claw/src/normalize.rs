@@ -23,7 +23,7 @@ use std::borrow::Cow;
 
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::printable::{clean_ids, strip_invisible};
-use transport_core::{Attachment, AttachmentKind, Envelope};
+use transport_core::{Attachment, AttachmentKind, Button, Envelope};
 
 use crate::peer_token::AUTH_TOKEN_KEY;
 use crate::proto::ChatMessage;
@@ -42,6 +42,12 @@ pub const DEFAULT_SENDER: &str = "user";
 
 /// `metadata` key naming the room (the conversation).
 pub const ROOM_KEY: &str = "room_id";
+
+/// `metadata` key of a reply's choices (the approval request's buttons): a JSON array of
+/// `{"label", "command"}`. A client may show each as a button whose press sends
+/// `command` as an ordinary message's `content`, exactly as if the person had typed it;
+/// a client that ignores the key loses nothing, since the text says what to type.
+pub const CHOICES_KEY: &str = "choices";
 
 /// `metadata` key referring to an uploaded file.
 pub const FILE_ID_KEY: &str = "file_id";
@@ -178,13 +184,29 @@ pub fn command_text(content: &str) -> String {
 }
 
 /// The `ChatMessage` a reply to `room` becomes: sent by the bot at `timestamp_ms`, with the
-/// room in `metadata.room_id` so a client can tell rooms apart.
-pub fn outbound(self_sender_id: &str, room: &str, text: &str, timestamp_ms: u64) -> ChatMessage {
+/// room in `metadata.room_id` so a client can tell rooms apart, and its `buttons`, if any,
+/// in `metadata.choices` ([`CHOICES_KEY`]).
+pub fn outbound(
+    self_sender_id: &str,
+    room: &str,
+    text: &str,
+    timestamp_ms: u64,
+    buttons: &[Button],
+) -> ChatMessage {
+    let mut metadata = HashMap::from([(ROOM_KEY.to_owned(), room.to_owned())]);
+    let choices: Vec<Value> = buttons
+        .iter()
+        .filter(|b| !b.command.trim().is_empty())
+        .map(|b| serde_json::json!({"label": b.label, "command": b.command}))
+        .collect();
+    if !choices.is_empty() {
+        metadata.insert(CHOICES_KEY.to_owned(), Value::Array(choices).to_string());
+    }
     ChatMessage {
         sender_id: self_sender_id.to_owned(),
         content: text.to_owned(),
         timestamp: i64::try_from(timestamp_ms).unwrap_or(i64::MAX),
-        metadata: HashMap::from([(ROOM_KEY.to_owned(), room.to_owned())]),
+        metadata,
     }
 }
 

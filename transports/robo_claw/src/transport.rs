@@ -574,6 +574,7 @@ impl Transport for RoboClawTransport {
             self.shared.options.access.client_room(room),
             &message.text,
             now,
+            &message.buttons,
         );
         self.shared.route(room, kind_name(message.kind), reply)?;
         let number = self.receipts.fetch_add(1, Ordering::Relaxed);

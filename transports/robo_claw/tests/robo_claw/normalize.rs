@@ -144,13 +144,38 @@ fn a_command_gets_the_slash_it_lacks() {
 
 #[test]
 fn a_reply_names_the_bot_the_time_and_the_room() {
-    let reply = outbound("robot", "lab", "done", 1_700_000_000_000);
+    let reply = outbound("robot", "lab", "done", 1_700_000_000_000, &[]);
     assert_eq!(reply.sender_id, "robot");
     assert_eq!(reply.content, "done");
     assert_eq!(reply.timestamp, 1_700_000_000_000);
     assert_eq!(
         reply.metadata.get("room_id").map(String::as_str),
         Some("lab")
+    );
+    assert_eq!(reply.metadata.get("choices"), None, "no buttons, no choices");
+}
+
+#[test]
+fn a_request_carries_its_choices_as_json_in_the_metadata() {
+    let buttons = [
+        transport_core::Button {
+            label: "Approve once".into(),
+            command: "/approve qd4k".into(),
+        },
+        transport_core::Button {
+            label: "Deny".into(),
+            command: "/deny qd4k".into(),
+        },
+    ];
+    let reply = outbound("robot", "lab", "Approval needed (qd4k)", 1, &buttons);
+    let choices: serde_json::Value =
+        serde_json::from_str(reply.metadata.get("choices").expect("choices")).expect("json");
+    assert_eq!(
+        choices,
+        serde_json::json!([
+            {"label": "Approve once", "command": "/approve qd4k"},
+            {"label": "Deny", "command": "/deny qd4k"}
+        ])
     );
 }
 
