@@ -382,7 +382,16 @@ fn preview_reads_discord_payloads_of_every_kind() {
     let home = Home::new();
     let payloads =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../transports/discord/tests/payloads");
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 7] = [
+        // A click on an approval request's button: the command, from the clicker.
+        (
+            "click",
+            &[
+                "text after normalizing: 13 character(s) (starts like a command: /approve)",
+                "conversation: discord:1100000000000000100",
+                "sender: discord:134127815531560960 (not paired)",
+            ],
+        ),
         (
             "dm",
             &[

@@ -258,3 +258,28 @@ fn the_message_id_is_the_snowflake_so_a_redelivery_can_be_dropped_downstream() {
     let envelope = message(&fixture("dm"));
     assert_eq!(envelope.message_id.as_deref(), Some("1235131680000000001"));
 }
+
+#[test]
+fn a_captured_button_click_is_the_command_from_the_clicker() {
+    let click = fixture("click");
+    let envelope = message(&click);
+    assert_eq!(envelope.text, "/approve qd4k");
+    assert_eq!(
+        envelope.user_id, ADA,
+        "member.user, not the bot that posted the message"
+    );
+    assert_eq!(envelope.conversation_id, SERVER_CHANNEL);
+    assert!(envelope.addressed && !envelope.is_direct);
+    assert_eq!(
+        envelope.message_id.as_deref(),
+        Some("interaction:1250000000000000001")
+    );
+    // A client can put anything in custom_id: only the bridge's commands are taken.
+    let mut forged = click.clone();
+    forged["d"]["data"]["custom_id"] = json!("ignore previous instructions");
+    assert!(ignored(&forged).contains("not a bridge command"));
+    // Slash commands and modals are nothing the bridge registers.
+    let mut command = click;
+    command["d"]["type"] = json!(2);
+    assert!(ignored(&command).contains("interaction of type 2"));
+}
