@@ -33,6 +33,7 @@ pub mod scan;
 pub mod scope;
 pub mod secret_families;
 pub mod secret_generic;
+pub mod secret_keywords;
 pub mod secret_spans;
 pub mod secret_values;
 pub mod secrets;

@@ -36,6 +36,7 @@ use regex_lite::Regex;
 
 use crate::core::secret_families::{FAMILIES, Family};
 use crate::core::secret_generic::GENERIC;
+use crate::core::secret_keywords::Keywords;
 use crate::core::secret_values::{is_placeholder, is_plain_value, is_secret_like, names_no_secret};
 
 /// A secret found in a text.
@@ -77,6 +78,9 @@ struct Rule {
 }
 
 struct Engine {
+    /// The keyword scan: [`Keywords`], or aho-corasick's automaton where a keyword is too
+    /// short for it (none in today's catalog).
+    scan: Option<Keywords>,
     keywords: AhoCorasick,
     /// For each keyword (by pattern id), the rules it stands for.
     owners: Vec<Vec<usize>>,
@@ -142,6 +146,7 @@ fn build() -> Engine {
         })
         .unwrap_or_else(|_| AhoCorasick::new(std::iter::empty::<&str>()).expect("empty"));
     Engine {
+        scan: Keywords::new(&words),
         keywords,
         owners,
         rules,
@@ -305,15 +310,17 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     let bytes = text.as_bytes();
     // (rule, window start, window end) for every hit that can start a match.
     let mut windows: Vec<(usize, usize, usize)> = Vec::new();
-    for hit in engine.keywords.find_overlapping_iter(text) {
-        let at = hit.start();
+    let hits: Vec<(usize, usize)> = match &engine.scan {
+        Some(scan) => scan.find_all(bytes),
+        None => engine
+            .keywords
+            .find_overlapping_iter(text)
+            .map(|hit| (hit.pattern().as_usize(), hit.start()))
+            .collect(),
+    };
+    for (keyword, at) in hits {
         let before_is_word = at > 0 && bytes.get(at - 1).copied().is_some_and(is_word);
-        for &r in engine
-            .owners
-            .get(hit.pattern().as_usize())
-            .into_iter()
-            .flatten()
-        {
+        for &r in engine.owners.get(keyword).into_iter().flatten() {
             let Some(rule) = engine.rules.get(r) else {
                 continue;
             };

@@ -1,0 +1,257 @@
+//! Where the catalog's keywords occur in a text: the first step of the span stage
+//! (`secret_spans.rs`), run on the text and on each of redaction's views of it.
+//!
+//! Three hundred and fifty keywords, compared without ASCII case, defeat aho-corasick's
+//! prefilters, and its DFA then reads about 3 ns a byte whatever the API: that scan was three
+//! quarters of the span stage, and redaction runs the stage four or five times per text
+//! (docs/benchmarks.md). Every keyword is at least two bytes, and its first three (two for
+//! the two short ones) are one of under three hundred grams, which ordinary text meets at a
+//! few positions in a hundred. So each position's three bytes, case-folded, are hashed by
+//! table lookups into a bit set of those grams; only where the bit is set are the keywords
+//! of that gram compared. What is found is exactly what aho-corasick's overlapping search
+//! finds: every occurrence of every keyword (the tests hold the two equal).
+
+/// One occurrence: the keyword's index (in the list given to [`Keywords::new`]) and the
+/// byte offset where it starts.
+pub type Hit = (usize, usize);
+
+/// Bits in the gram set: 65,536 bits (8 KiB) keep it in the first-level cache, and with a
+/// few hundred grams (plus the short keywords' grams, one per third byte) a position
+/// passes falsely about once in a hundred.
+const SET_BITS: u32 = 16;
+
+/// The keywords, ready to be searched for.
+pub struct Keywords {
+    /// Each keyword in lower case, by index.
+    words: Vec<Vec<u8>>,
+    /// Per byte position in a gram, a random word per (case-folded) byte value: a gram's
+    /// hash is the XOR of its three words (tabulation hashing: three loads, no multiply).
+    tables: [[u16; 256]; 3],
+    /// One bit per gram hash: set where some keyword starts with that gram.
+    set: Vec<u64>,
+    /// The keywords of each exact gram (three folded bytes packed into a `u32`), grouped
+    /// by the gram's hash; a two-byte keyword is under each of its grams.
+    grams: Vec<(u32, usize)>,
+    /// Where each hash's group starts in `grams` (one more entry than hashes): a position
+    /// whose bit is set reads its few candidates at once, where a binary search over
+    /// `grams` cost more than the scan itself.
+    starts: Vec<u32>,
+}
+
+/// ASCII upper case to lower case, every other byte as it is: the keywords' comparison.
+fn fold(b: u8) -> u8 {
+    b.to_ascii_lowercase()
+}
+
+impl Keywords {
+    /// The scanner for `words` (compared without ASCII case); `None` when one is shorter
+    /// than two bytes, which this scan cannot find (the caller then keeps aho-corasick).
+    pub fn new(words: &[&str]) -> Option<Keywords> {
+        if words.iter().any(|w| w.len() < 2) {
+            return None;
+        }
+        let words: Vec<Vec<u8>> = words
+            .iter()
+            .map(|w| w.bytes().map(fold).collect())
+            .collect();
+        // Fixed seed: the same tables in every run, so a figure is repeatable.
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u16
+        };
+        let mut tables = [[0u16; 256]; 3];
+        for table in &mut tables {
+            let mut by_folded = [0u16; 256];
+            for slot in &mut by_folded {
+                *slot = next();
+            }
+            for (b, entry) in table.iter_mut().enumerate() {
+                *entry = by_folded[usize::from(fold(b as u8))];
+            }
+        }
+        let mut scanner = Keywords {
+            words,
+            tables,
+            set: vec![0; 1 << (SET_BITS - 6)],
+            grams: Vec::new(),
+            starts: Vec::new(),
+        };
+        let mut grams = Vec::new();
+        for (index, word) in scanner.words.iter().enumerate() {
+            let thirds: Vec<u8> = match word.get(2) {
+                Some(&third) => vec![third],
+                // A two-byte keyword is met whatever follows it, the text's end included:
+                // every folded third byte is one of its grams, and the end is read as 0.
+                None => (0..=255u8).filter(|&b| fold(b) == b).collect(),
+            };
+            for third in thirds {
+                let gram = [word[0], word[1], third];
+                grams.push((pack(gram), index));
+            }
+        }
+        let hash_of = |gram: u32| {
+            let [a, b, c, _] = gram.to_le_bytes();
+            scanner.hash(a, b, c)
+        };
+        // By hash, then gram, then keyword index: a position's hits come out in keyword
+        // order.
+        grams.sort_unstable_by_key(|&(gram, index)| (hash_of(gram), gram, index));
+        grams.dedup();
+        let mut starts = vec![0u32; (1 << SET_BITS) + 1];
+        let mut set = vec![0u64; 1 << (SET_BITS - 6)];
+        for &(gram, _) in &grams {
+            let bit = hash_of(gram);
+            set[bit >> 6] |= 1 << (bit & 63);
+            starts[bit + 1] += 1;
+        }
+        scanner.set = set;
+        for k in 1..starts.len() {
+            starts[k] += starts[k - 1];
+        }
+        scanner.grams = grams;
+        scanner.starts = starts;
+        Some(scanner)
+    }
+
+    fn hash(&self, a: u8, b: u8, c: u8) -> usize {
+        usize::from(
+            self.tables[0][usize::from(a)]
+                ^ self.tables[1][usize::from(b)]
+                ^ self.tables[2][usize::from(c)],
+        )
+    }
+
+    /// Every occurrence of every keyword in `text`, overlapping ones included, sorted by
+    /// start then keyword index.
+    pub fn find_all(&self, text: &[u8]) -> Vec<Hit> {
+        let mut hits = Vec::new();
+        let n = text.len();
+        if n < 2 {
+            return hits;
+        }
+        let at = |i: usize| text.get(i).copied().unwrap_or(0);
+        let check = |i: usize, h: usize, hits: &mut Vec<Hit>| {
+            let gram = pack([fold(at(i)), fold(at(i + 1)), fold(at(i + 2))]);
+            let first = self.starts.get(h).map_or(0, |&k| k as usize);
+            let last = self.starts.get(h + 1).map_or(0, |&k| k as usize);
+            for &(g, index) in self.grams.get(first..last).unwrap_or_default() {
+                if g != gram {
+                    continue;
+                }
+                let word = &self.words[index];
+                let found = text
+                    .get(i..i + word.len())
+                    .is_some_and(|s| s.iter().zip(word).all(|(&t, &w)| fold(t) == w));
+                if found {
+                    hits.push((index, i));
+                }
+            }
+        };
+        // The hot loop: three table loads and a bit test per position. The last two
+        // positions read past the end as 0, which no keyword's gram holds but a two-byte
+        // keyword's at the very end, whose grams include the 0 third byte.
+        let (t0, t1, t2) = (&self.tables[0], &self.tables[1], &self.tables[2]);
+        let set = &self.set;
+        let mut i = 0;
+        if n >= 3 {
+            let mut h1 = t0[usize::from(text[0])] ^ t1[usize::from(text[1])];
+            let mut h2 = t0[usize::from(text[1])];
+            while i + 2 < n {
+                // h1: the gram at i without its third byte; h2: the gram at i + 1 without
+                // its second and third.
+                let c = usize::from(text[i + 2]);
+                let h = h1 ^ t2[c];
+                if set[usize::from(h) >> 6] & (1 << (h & 63)) != 0 {
+                    check(i, usize::from(h), &mut hits);
+                }
+                h1 = h2 ^ t1[c];
+                h2 = t0[c];
+                i += 1;
+            }
+        }
+        while i + 1 < n {
+            let h = self.hash(fold(at(i)), fold(at(i + 1)), fold(at(i + 2)));
+            if set[h >> 6] & (1 << (h & 63)) != 0 {
+                check(i, h, &mut hits);
+            }
+            i += 1;
+        }
+        hits
+    }
+}
+
+fn pack([a, b, c]: [u8; 3]) -> u32 {
+    u32::from_le_bytes([a, b, c, 0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::secret_families::FAMILIES;
+    use crate::core::secret_generic::GENERIC;
+    use aho_corasick::{AhoCorasick, MatchKind};
+    use proptest::prelude::*;
+
+    fn reference(words: &[&str], text: &str) -> Vec<Hit> {
+        let ac = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(words)
+            .expect("builds");
+        let mut hits: Vec<Hit> = ac
+            .find_overlapping_iter(text)
+            .map(|m| (m.pattern().as_usize(), m.start()))
+            .collect();
+        hits.sort_unstable_by_key(|&(index, at)| (at, index));
+        hits
+    }
+
+    const WORDS: [&str; 9] = ["sk", "q~", "token", "tok", "ghp_", "-us", "sk_live", "ab", "bab"];
+
+    proptest! {
+        /// Every occurrence aho-corasick's overlapping search finds, and no other, on text
+        /// made of the keywords' letters in any case, non-ASCII and the text's edges.
+        #[test]
+        fn finds_what_aho_corasick_finds(text in "([sSkKqQ~tToOkKeEnNgGhHpP_uU\\-aAbB ]|é|ſ|\u{212A}){0,40}") {
+            let scan = Keywords::new(&WORDS).expect("two bytes or more");
+            let mut found = scan.find_all(text.as_bytes());
+            found.sort_unstable_by_key(|&(index, at)| (at, index));
+            prop_assert_eq!(found, reference(&WORDS, &text));
+        }
+    }
+
+    #[test]
+    fn a_short_keyword_at_the_very_end_is_found() {
+        let scan = Keywords::new(&WORDS).expect("two bytes or more");
+        assert_eq!(scan.find_all(b"a SK"), [(0, 2)]);
+        assert_eq!(scan.find_all(b"sk"), [(0, 0)]);
+        assert_eq!(scan.find_all(b"Q~"), [(1, 0)]);
+        assert!(scan.find_all(b"s").is_empty());
+        assert!(Keywords::new(&["a"]).is_none());
+    }
+
+    #[test]
+    fn the_catalog_keywords_are_found_as_aho_corasick_finds_them() {
+        // The catalog and the generic shapes, as the span stage reads them (named here,
+        // not through that stage, which imports this module).
+        let families = || FAMILIES.iter().chain(GENERIC.iter());
+        let mut words: Vec<&str> = Vec::new();
+        for keyword in families().flat_map(|f| f.keywords.iter().copied()) {
+            if !words.contains(&keyword) {
+                words.push(keyword);
+            }
+        }
+        let scan = Keywords::new(&words).expect("the catalog's keywords are two bytes or more");
+        for family in families() {
+            for sample in family.positives.iter().chain(family.near_misses) {
+                let text = format!("x {sample} Token: {} y", sample.to_uppercase());
+                let mut found = scan.find_all(text.as_bytes());
+                found.sort_unstable_by_key(|&(index, at)| (at, index));
+                assert_eq!(found, reference(&words, &text), "{text}");
+            }
+        }
+    }
+}
