@@ -227,6 +227,16 @@ function level(value: unknown): Level {
 	return value === "error" || value === "warning" ? value : "info";
 }
 
+/** The card line a notify, status or widget stands for; undefined when it shows no text. */
+function noticeText(method: "notify" | "setStatus" | "setWidget", args: any[]): string | undefined {
+	if (method === "notify") return String(args[0] ?? "");
+	if (method === "setStatus") return args[1] === undefined ? "" : String(args[1]);
+	const content = args[1];
+	if (content === undefined) return "";
+	if (!Array.isArray(content)) return undefined; // a component: nothing a chat can show
+	return String(content.find((line: unknown) => typeof line === "string" && line.trim() !== "") ?? "");
+}
+
 /** Marks pi's `ui` object once its dialogs are wrapped, so a second session start does not wrap twice. */
 const WRAPPED = Symbol.for("bot-connect.questions");
 
@@ -249,8 +259,11 @@ function installLink(pi: ExtensionAPI) {
 	const pendingCommands = new Map<string, Pending<{ level: Level; text: string }>>();
 	/** Questions of a remote turn asked in pi and in the chats, by id: the chats' answer. */
 	const pendingQuestions = new Map<string, (answer: any) => void>();
-	/** pi's own dialogs, unwrapped: the bridge's approval confirm must never become a question. */
-	let localDialogs: { select?: Function; confirm?: Function; input?: Function } = {};
+	/**
+	 * pi's own dialogs and notices, unwrapped: the bridge's approval confirm must never become a
+	 * question, and its own notices (pairing codes among them) must never reach a chat.
+	 */
+	let localDialogs: { select?: Function; confirm?: Function; input?: Function; notify?: Function } = {};
 
 	// Remote-turn tracking. A run (agent_start … agent_end) is remote when a prompt this
 	// extension injected started it, or when such a prompt was delivered into it
@@ -280,7 +293,8 @@ function installLink(pi: ExtensionAPI) {
 
 	const notify = (text: string, lvl: Level = "info") => {
 		try {
-			ctx?.ui.notify(`[bot-connect] ${plainForTerminal(text)}`, lvl);
+			const show = localDialogs.notify ?? ctx?.ui.notify.bind(ctx?.ui);
+			show?.(`[bot-connect] ${plainForTerminal(text)}`, lvl);
 		} catch {
 			// A stale context after a session switch: nothing left to show it on.
 		}
@@ -579,6 +593,22 @@ function installLink(pi: ExtensionAPI) {
 			originals[method] = own;
 			ui[method] = (title: unknown, second: unknown, opts?: any) => askBoth(method, own, title, second, opts);
 		}
+		// Another extension's notify, status or widget during a remote run: the card's one
+		// notice line (the host keeps only the latest), never a message of its own.
+		for (const method of ["notify", "setStatus", "setWidget"] as const) {
+			const local = ui[method];
+			if (typeof local !== "function") continue;
+			const own = local.bind(ui);
+			if (method === "notify") originals.notify = own;
+			ui[method] = (...args: any[]) => {
+				const result = own(...args);
+				if (linked && runOpen && runOrigin !== "local") {
+					const text = noticeText(method, args);
+					if (text !== undefined) send({ type: "notice", text });
+				}
+				return result;
+			};
+		}
 		ui[WRAPPED] = true;
 		localDialogs = originals;
 	};
@@ -824,7 +854,9 @@ function installLink(pi: ExtensionAPI) {
 				pendingCommands.set(id, { resolve, timer });
 				send({ type: "command", id, args: args.trim() });
 			});
-			c.ui.notify(plainForTerminal(answer.text), answer.level);
+			// pi's own notify: a `/connect pair` answer holds codes, and never reaches a card.
+			const show = localDialogs.notify ?? c.ui.notify.bind(c.ui);
+			show(plainForTerminal(answer.text), answer.level);
 		},
 	});
 

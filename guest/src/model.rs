@@ -478,6 +478,8 @@ pub enum AgentEvent {
     },
     /// Visible assistant text.
     AssistantMessage(String),
+    /// A line shown on the turn's card, the latest replacing the last; empty clears it.
+    Notice(String),
     /// The turn is over.
     TurnSettled,
 }

@@ -450,6 +450,7 @@ impl wit_session::Guest for Component {
             wit_session::AgentEvent::AssistantMessage(text) => {
                 model::AgentEvent::AssistantMessage(text)
             }
+            wit_session::AgentEvent::Notice(text) => model::AgentEvent::Notice(text),
             wit_session::AgentEvent::TurnSettled => model::AgentEvent::TurnSettled,
         };
         with_bridge(|bridge, host| bridge.on_agent_event(host, event));

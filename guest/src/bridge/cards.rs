@@ -20,6 +20,8 @@ use crate::model::{AgentEvent, OutboundKind, SendError, TurnOrigin};
 
 /// Lines a card keeps: enough to see the recent steps, short enough for a phone.
 const CARD_LINES: usize = 8;
+/// Characters of an agent's notice a card shows: one line under the steps, not a log.
+const NOTICE_CHARS: usize = 120;
 
 /// One conversation's card in the current turn.
 #[derive(Debug, Default)]
@@ -62,6 +64,9 @@ pub(super) struct Turn {
     /// (`/approve <id> turn`); they end with the turn. Only asks that allow it reach here
     /// (never a protected path, never a call outside the working directory).
     pub(super) allowed_for_turn: BTreeSet<String>,
+    /// The agent's latest notice (an extension's notify or status), shown under the steps:
+    /// one line that the next replaces, so notices never become messages of their own.
+    notice: Option<String>,
 }
 
 impl Turn {
@@ -76,6 +81,7 @@ impl Turn {
             scope: None,
             audience: Vec::new(),
             allowed_for_turn: BTreeSet::new(),
+            notice: None,
         }
     }
 
@@ -155,11 +161,34 @@ impl Turn {
     }
 
     fn text(&self) -> String {
-        if self.lines.is_empty() {
-            return progress::thinking_label();
+        let steps = if self.lines.is_empty() {
+            progress::thinking_label()
+        } else {
+            let skip = self.lines.len().saturating_sub(CARD_LINES);
+            self.lines[skip..].join("\n")
+        };
+        match &self.notice {
+            Some(notice) => format!("{steps}\nℹ {notice}"),
+            None => steps,
         }
-        let skip = self.lines.len().saturating_sub(CARD_LINES);
-        self.lines[skip..].join("\n")
+    }
+
+    /// Shows `text` as the card's notice line: its first line, shortened; blank clears it.
+    fn set_notice(&mut self, text: &str) {
+        let line = text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
+        self.notice = if line.is_empty() {
+            None
+        } else if line.chars().count() <= NOTICE_CHARS {
+            Some(line.to_string())
+        } else {
+            let mut short: String = line.chars().take(NOTICE_CHARS - 1).collect();
+            short.push('…');
+            Some(short)
+        };
     }
 
     /// Replaces the running line of `name` with its end label, or appends.
@@ -195,11 +224,20 @@ impl Bridge {
             self.record_turn_start(host, origin);
             return;
         }
+        // A notice belongs on a turn's card; with no turn there is no card, and a message
+        // of its own per notice would let a chatty extension flood the chats.
+        if let AgentEvent::Notice(text) = &event {
+            if let Some(turn) = self.turn.as_mut() {
+                turn.set_notice(text);
+                self.refresh_cards(host, false);
+            }
+            return;
+        }
         // An event with no turn open means the bridge was restarted mid-turn: adopt the
         // turn (as remote, so the tool policy fails closed) rather than lose its reply.
         let turn = self.turn_or_adopt();
         match event {
-            AgentEvent::TurnStarted(_) => {}
+            AgentEvent::TurnStarted(_) | AgentEvent::Notice(_) => {}
             AgentEvent::ToolStarted(name) => {
                 if Turn::take(&mut turn.blocked, &name) {
                     turn.blocked_running.push(name);

@@ -13,6 +13,7 @@ mod bridge_fail_closed;
 mod bridge_inbound_cap;
 mod bridge_interrupted;
 mod bridge_lifecycle;
+mod bridge_notices;
 mod bridge_pairing;
 mod bridge_pairing_budget;
 mod bridge_prompts;

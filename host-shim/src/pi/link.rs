@@ -166,6 +166,12 @@ pub enum FromExtension {
         #[serde(default)]
         cancelled: bool,
     },
+    /// Another extension's notify, status or widget during a remote run: the card's
+    /// notice line (empty clears it).
+    Notice {
+        /// The line.
+        text: String,
+    },
     /// The session ends on purpose (pi exits, `/new`, `/reload`).
     Bye,
 }
@@ -411,6 +417,7 @@ pub fn agent_event(message: &FromExtension) -> Option<AgentEvent> {
             ok: *ok,
         }),
         FromExtension::AssistantMessage { text } => AgentEvent::AssistantMessage(text.clone()),
+        FromExtension::Notice { text } => AgentEvent::Notice(text.clone()),
         FromExtension::TurnSettled => AgentEvent::TurnSettled,
         _ => return None,
     })
@@ -678,6 +685,13 @@ mod tests {
             QuestionAnswer::Cancelled
         );
         assert_eq!(answered_in_pi(None, None, false), QuestionAnswer::Cancelled);
+        assert_eq!(
+            parse(r#"{"type":"notice","text":"indexing 3/9"}"#)
+                .ok()
+                .as_ref()
+                .and_then(agent_event),
+            Some(AgentEvent::Notice("indexing 3/9".into()))
+        );
         assert_eq!(
             json(&encode(&question_answer(
                 "q1".into(),

@@ -224,7 +224,14 @@ pub enum UiRequest {
         /// Its text; none clears it.
         text: Option<String>,
     },
-    /// Another fire-and-forget method (`setWidget`, `setTitle`, …).
+    /// A widget (lines of text above or below pi's editor) was set or cleared.
+    Widget {
+        /// The widget's key.
+        key: String,
+        /// Its lines; none clears it.
+        lines: Option<Vec<String>>,
+    },
+    /// Another fire-and-forget method (`setTitle`, `set_editor_text`, …).
     Other(String),
 }
 
@@ -323,6 +330,18 @@ fn parse_ui(object: &Map<String, Value>) -> RpcLine {
         "setStatus" => RpcLine::Ui(UiRequest::Status {
             key: text_field(object, "statusKey"),
             text: optional_text(object, "statusText"),
+        }),
+        "setWidget" => RpcLine::Ui(UiRequest::Widget {
+            key: text_field(object, "widgetKey"),
+            lines: match object.get("widgetLines") {
+                Some(Value::Array(lines)) => Some(
+                    lines
+                        .iter()
+                        .filter_map(|l| l.as_str().map(str::to_string))
+                        .collect(),
+                ),
+                _ => None,
+            },
         }),
         _ => RpcLine::Ui(UiRequest::Other(method)),
     }
@@ -639,6 +658,24 @@ mod tests {
             parse_line(r#"{"type":"extension_ui_request","method":"confirm","title":"x"}"#),
             RpcLine::Invalid(_)
         ));
+        assert_eq!(
+            parse_line(
+                r#"{"type":"extension_ui_request","id":"u7","method":"setWidget","widgetKey":"w","widgetLines":["a","b"]}"#
+            ),
+            RpcLine::Ui(UiRequest::Widget {
+                key: "w".into(),
+                lines: Some(vec!["a".into(), "b".into()])
+            })
+        );
+        assert_eq!(
+            parse_line(
+                r#"{"type":"extension_ui_request","id":"u8","method":"setWidget","widgetKey":"w"}"#
+            ),
+            RpcLine::Ui(UiRequest::Widget {
+                key: "w".into(),
+                lines: None
+            })
+        );
     }
 
     #[test]

@@ -541,6 +541,9 @@ impl PiRpcAgent {
                 timeout_ms,
             } => self.ask(question_of(id, &method, title, body, options, timeout_ms)),
             UiRequest::Notify { level, message } => {
+                // On the card too, as its one notice line: the chat sees what the
+                // terminal sees, and a burst of notices replaces itself there.
+                self.emit(AgentSignal::Event(AgentEvent::Notice(message.clone())));
                 self.inner
                     .ui
                     .notify(level_of(&level), &format!("pi: {message}"))
@@ -549,7 +552,21 @@ impl PiRpcAgent {
             UiRequest::Status { key, text } if key == GATE_STATUS_KEY => {
                 self.shared(|s| s.gate_ready = text.is_some());
             }
-            UiRequest::Status { .. } | UiRequest::Other(_) => {}
+            UiRequest::Status { text, .. } => {
+                self.emit(AgentSignal::Event(AgentEvent::Notice(
+                    text.unwrap_or_default(),
+                )));
+            }
+            UiRequest::Widget { lines, .. } => {
+                let first = lines
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or_default();
+                self.emit(AgentSignal::Event(AgentEvent::Notice(first)));
+            }
+            // A window title or the editor's text means nothing on a phone.
+            UiRequest::Other(_) => {}
         }
     }
 

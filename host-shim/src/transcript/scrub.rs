@@ -309,6 +309,7 @@ impl Scrubber {
                     AgentEvent::AssistantMessage(text) => {
                         AgentEvent::AssistantMessage(self.text(&text))
                     }
+                    AgentEvent::Notice(text) => AgentEvent::Notice(self.text(&text)),
                     other => other,
                 },
             },
