@@ -31,6 +31,10 @@ pub const HOUR_MS: u64 = 3_600_000;
 /// that keeps a year of guessing at every allowed moment near 8 % (see the README's odds).
 pub const MAX_FAILURES_PER_HOUR: u32 = 10;
 
+/// Most failure times a kept budget is read with; far above what an hour can hold (the
+/// budget plus the terminal-code exception).
+pub const MAX_KEPT_FAILURES: usize = 1_000;
+
 /// What one recorded failure did to the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureOutcome {
@@ -116,6 +120,47 @@ impl FailureBudget {
         }
     }
 
+    /// The budget in the shape the host keeps it across restarts (`{"failures": [ms…],
+    /// "closedAt": ms|null, "unjudged": n}`): a host killed and started again must not
+    /// hand a guesser a fresh budget.
+    pub fn to_stored(&self) -> String {
+        serde_json::json!({
+            "failures": self.failures,
+            "closedAt": self.closed_at,
+            "unjudged": self.unjudged,
+        })
+        .to_string()
+    }
+
+    /// A budget kept by [`FailureBudget::to_stored`]; a reason for a person when the text is
+    /// not one. At most [`MAX_KEPT_FAILURES`] failures are kept (a damaged or forged store
+    /// must not make the host allocate without bound).
+    pub fn from_stored(text: &str) -> Result<FailureBudget, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|error| format!("not JSON ({error})"))?;
+        let failures = value
+            .get("failures")
+            .and_then(serde_json::Value::as_array)
+            .ok_or("no failures list")?;
+        let mut kept = VecDeque::with_capacity(failures.len().min(MAX_KEPT_FAILURES));
+        for at in failures.iter().take(MAX_KEPT_FAILURES) {
+            kept.push_back(at.as_u64().ok_or("a failure time is not a number")?);
+        }
+        let closed_at = match value.get("closedAt") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(at) => Some(at.as_u64().ok_or("closedAt is not a number")?),
+        };
+        let unjudged = value
+            .get("unjudged")
+            .map_or(Some(0), serde_json::Value::as_u64)
+            .ok_or("unjudged is not a number")?;
+        Ok(FailureBudget {
+            failures: kept,
+            closed_at,
+            unjudged,
+        })
+    }
+
     fn forget_old(&mut self, now: u64) {
         while self
             .failures
@@ -166,6 +211,31 @@ pub fn doctor_line(view: &BudgetView, per_hour: u32, now: u64, local_command: &s
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_kept_budget_reads_back_as_it_was_and_damage_is_a_reason() {
+        let mut budget = super::FailureBudget::default();
+        budget.record_failure(1_000, 2);
+        budget.record_failure(2_000, 2);
+        budget.refused_unjudged();
+        let kept = super::FailureBudget::from_stored(&budget.to_stored()).expect("kept");
+        assert_eq!(kept, budget);
+        assert_eq!(kept.closed_since(), Some(2_000));
+        for bad in [
+            "",
+            "{}",
+            r#"{"failures":["x"]}"#,
+            r#"{"failures":[],"closedAt":"y"}"#,
+        ] {
+            assert!(super::FailureBudget::from_stored(bad).is_err(), "{bad:?}");
+        }
+        let many = format!(r#"{{"failures":[{}]}}"#, vec!["1"; 5_000].join(","));
+        let capped = super::FailureBudget::from_stored(&many).expect("read");
+        assert_eq!(
+            capped.view(2).failures_last_hour,
+            super::MAX_KEPT_FAILURES as u32
+        );
+    }
+
     use super::*;
 
     #[test]

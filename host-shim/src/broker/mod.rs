@@ -114,6 +114,9 @@ pub struct BrokerOptions {
     pub bindings: Bindings,
     /// Where to keep the list of attached sessions for `doctor` (none in tests).
     pub status_file: Option<PathBuf>,
+    /// The pairing failure budget every attached session shares (kept in the state
+    /// database by `serve`; a fresh one in tests).
+    pub pairing: PairingBudget,
 }
 
 /// What `doctor` reads of a running broker.
@@ -203,7 +206,7 @@ impl Broker {
             }),
             routers: Mutex::new(Vec::new()),
             answers: OnceLock::new(),
-            pairing: PairingBudget::default(),
+            pairing: options.pairing,
         })
     }
 

@@ -14,6 +14,7 @@ use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::StderrLog;
 use crate::pi::attach::{self, Bound, Link};
 use crate::pi::link::LinkSession;
+use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
 use crate::transcript::Transcript;
@@ -130,6 +131,12 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                         }
                     }
                 });
+            // One session in this process: the budget is its own, kept under its key.
+            let (pairing, warning) =
+                PairingBudget::kept_in(state.clone(), &format!("session:{}", described.key));
+            if let Some(warning) = warning {
+                ui.notify(Level::Warning, &warning).await;
+            }
             let spec = SessionSpec {
                 key: described.key,
                 config_sources,
@@ -149,8 +156,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                 ui,
                 state,
                 locks,
-                // One session in this process: the budget is its own.
-                pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
+                pairing,
                 clock,
                 log,
                 exclusive: true,

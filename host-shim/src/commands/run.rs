@@ -17,6 +17,7 @@ use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::StderrLog;
 use crate::local::terminal::{TerminalEvent, TerminalTransport};
 use crate::local::ui::{TerminalUi, Ui};
+use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
 use crate::transcript::Transcript;
@@ -105,6 +106,12 @@ pub async fn run(
         }
         None => None,
     };
+    let state = Arc::new(state);
+    // One session in this process: the budget is its own, kept under its key.
+    let (pairing, warning) = PairingBudget::kept_in(state.clone(), &format!("session:{key}"));
+    if let Some(warning) = warning {
+        ui.notify(Level::Warning, &warning).await;
+    }
     let agent: Arc<dyn crate::agent::Agent> = match &pi {
         Some(pi) => Arc::new(pi.clone()),
         None => Arc::new(DemoAgent::new(Duration::from_secs_f64(pace), info)),
@@ -126,9 +133,9 @@ pub async fn run(
         }),
         agent,
         ui: ui.clone(),
-        state: Arc::new(state),
+        state,
         locks: LockDir::new(&setup.paths.lock_dir),
-        pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
+        pairing,
         clock,
         log: Arc::new(StderrLog::new(debug_enabled())),
         exclusive: true,

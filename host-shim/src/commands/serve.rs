@@ -33,6 +33,7 @@ use crate::local::logging::{LogSink, StderrLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::pi::attach::{self, Bound, Link};
 use crate::pi::link::LinkSession;
+use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
 use crate::wit::agent::SessionInfo;
@@ -284,6 +285,11 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         eprintln!("[broker] warning: {warning}");
     }
     let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
+    let state = Arc::new(state);
+    let (pairing, warning) = PairingBudget::kept_in(state.clone(), "serve");
+    if let Some(warning) = warning {
+        eprintln!("[broker] warning: {warning}");
+    }
     let broker = Broker::new(BrokerOptions {
         locks: locks.clone(),
         clock: clock.clone(),
@@ -292,6 +298,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         state_file: Some(paths.state_file.clone()),
         bindings,
         status_file: Some(broker::status_path_beside(&paths.state_file)),
+        pairing,
     });
     let control_path = crate::disk::paths::control_socket_path(&state_dir);
     let listener = match attach::bind(&control_path).await? {
@@ -305,7 +312,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
     let process = Arc::new(Process {
         broker: broker.clone(),
         runtime,
-        state: Arc::new(state),
+        state,
         state_dir,
         locks,
         clock,

@@ -163,12 +163,22 @@ impl From<StateDbError> for StateStoreError {
     }
 }
 
-/// One save waiting for the writer thread.
+/// One write waiting for the writer thread.
 struct Job {
-    key: String,
-    changes: StateChanges,
-    expected: u64,
+    write: Write,
     reply: tokio::sync::oneshot::Sender<Result<u64, StateDbError>>,
+}
+
+/// What a [`Job`] writes.
+enum Write {
+    /// A session's changes, refused if the session moved past `expected`.
+    Session {
+        key: String,
+        changes: StateChanges,
+        expected: u64,
+    },
+    /// A value the host keeps for itself (`meta`), such as the pairing failure budget.
+    Kept { name: String, value: String },
 }
 
 /// The state database as a [`StateStore`]. Cheap to share (`Arc`); loads read through
@@ -343,6 +353,41 @@ impl StateDb {
         Ok(Some(StoredState { document, queued }))
     }
 
+    /// The value kept under `name` ([`StateDb::keep`]), if any.
+    pub fn kept(&self, name: &str) -> Result<Option<String>, StateDbError> {
+        let reader = self.reader();
+        reader
+            .query_row(
+                "SELECT value FROM meta WHERE name = ?1",
+                params![name],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
+    /// Keeps `value` under `name` with the next commit, without waiting for it: for what
+    /// the host changes from a synchronous call (the pairing failure budget). A `kill -9`
+    /// may lose the writes of the last commit window (a few milliseconds), never more.
+    pub fn keep(&self, name: &str, value: String) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        // Nobody waits for the answer: a failed commit is reported to the sessions whose
+        // saves shared it.
+        let (reply, _) = tokio::sync::oneshot::channel();
+        let job = Job {
+            write: Write::Kept {
+                name: name.to_owned(),
+                value,
+            },
+            reply,
+        };
+        if writer.send(job).is_ok() {
+            self.submitted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Replaces `session_key`'s document, leaving its queue as it is ([`Self::save_changes`]).
     pub async fn save_document(
         &self,
@@ -371,9 +416,11 @@ impl StateDb {
         let expected = self.known().get(session_key).copied().unwrap_or(0);
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Job {
-            key: session_key.to_owned(),
-            changes: changes.clone(),
-            expected,
+            write: Write::Session {
+                key: session_key.to_owned(),
+                changes: changes.clone(),
+                expected,
+            },
             reply,
         };
         let gone = || StateDbError::WriterGone {
@@ -828,31 +875,46 @@ fn write_batch(
         let mut enqueue = transaction
             .prepare_cached("INSERT INTO queued (key, seq, entry) VALUES (?1, ?2, ?3)")
             .map_err(fail)?;
+        let mut keep = transaction
+            .prepare_cached(
+                "INSERT INTO meta (name, value) VALUES (?1, ?2)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            )
+            .map_err(fail)?;
         for job in batch {
+            let (key, changes, expected) = match &job.write {
+                Write::Session {
+                    key,
+                    changes,
+                    expected,
+                } => (key, changes, *expected),
+                Write::Kept { name, value } => {
+                    keep.execute(params![name, value]).map_err(fail)?;
+                    results.push(Ok(0));
+                    continue;
+                }
+            };
             let on_disk = current
-                .query_row(params![job.key], |row| row.get::<_, i64>(0))
+                .query_row(params![key], |row| row.get::<_, i64>(0))
                 .optional()
                 .map_err(fail)?
                 .map_or(0, |revision| revision as u64);
-            if on_disk != job.expected {
+            if on_disk != expected {
                 results.push(Err(StateDbError::Conflict {
-                    session_key: job.key.clone(),
+                    session_key: key.clone(),
                     path: path.to_path_buf(),
                 }));
                 continue;
             }
-            let changes = &job.changes;
             if changes.dequeued > 0 {
                 // Counted before anything is written (at most `dequeued` rows are read), so
                 // a save that does not fit changes nothing.
                 let held: i64 = held
-                    .query_row(params![job.key, i64::from(changes.dequeued)], |row| {
-                        row.get(0)
-                    })
+                    .query_row(params![key, i64::from(changes.dequeued)], |row| row.get(0))
                     .map_err(fail)?;
                 if held != i64::from(changes.dequeued) {
                     results.push(Err(StateDbError::Queue {
-                        session_key: job.key.clone(),
+                        session_key: key.clone(),
                         path: path.to_path_buf(),
                         detail: format!(
                             "{} queue entries to remove, {held} stored",
@@ -862,24 +924,22 @@ fn write_batch(
                     continue;
                 }
                 dequeue
-                    .execute(params![job.key, i64::from(changes.dequeued)])
+                    .execute(params![key, i64::from(changes.dequeued)])
                     .map_err(fail)?;
             }
             let revision = on_disk + 1;
             match &changes.document {
-                Some(document) => upsert.execute(params![job.key, revision as i64, document]),
-                None => bump.execute(params![job.key, revision as i64]),
+                Some(document) => upsert.execute(params![key, revision as i64, document]),
+                None => bump.execute(params![key, revision as i64]),
             }
             .map_err(fail)?;
             if !changes.enqueued.is_empty() {
                 let mut seq: i64 = last_seq
-                    .query_row(params![job.key], |row| row.get(0))
+                    .query_row(params![key], |row| row.get(0))
                     .map_err(fail)?;
                 for entry in &changes.enqueued {
                     seq += 1;
-                    enqueue
-                        .execute(params![job.key, seq, entry])
-                        .map_err(fail)?;
+                    enqueue.execute(params![key, seq, entry]).map_err(fail)?;
                 }
             }
             results.push(Ok(revision));

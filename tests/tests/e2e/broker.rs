@@ -57,6 +57,7 @@ impl World {
             state_file: Some(state_file.clone()),
             bindings,
             status_file: Some(host_shim::broker::status_path_beside(&state_file)),
+            pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
         });
         World {
             dirs,

@@ -46,6 +46,7 @@ fn broker(server: &BotApiServer, dirs: &Dirs) -> Arc<Broker> {
         state_file: Some(dirs.dir.path().join("state.json")),
         bindings: Bindings::in_memory(),
         status_file: None,
+        pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
     })
 }
 

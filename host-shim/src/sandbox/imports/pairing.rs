@@ -41,20 +41,22 @@ impl pairing::Host for PairingPart<'_> {
         now_ms: u64,
         per_hour: u32,
     ) -> wasmtime::Result<pairing::FailureOutcome> {
-        Ok(match self.budget.lock().record_failure(now_ms, per_hour) {
-            FailureOutcome::Counted => pairing::FailureOutcome::Counted,
-            FailureOutcome::JustClosed => pairing::FailureOutcome::JustClosed,
-            FailureOutcome::CountedWhileClosed => pairing::FailureOutcome::CountedWhileClosed,
-        })
+        Ok(
+            match self.budget.update(|b| b.record_failure(now_ms, per_hour)) {
+                FailureOutcome::Counted => pairing::FailureOutcome::Counted,
+                FailureOutcome::JustClosed => pairing::FailureOutcome::JustClosed,
+                FailureOutcome::CountedWhileClosed => pairing::FailureOutcome::CountedWhileClosed,
+            },
+        )
     }
 
     fn refused_unjudged(&mut self) -> wasmtime::Result<()> {
-        self.budget.lock().refused_unjudged();
+        self.budget.update(|b| b.refused_unjudged());
         Ok(())
     }
 
     fn reopen(&mut self) -> wasmtime::Result<()> {
-        self.budget.lock().reopen();
+        self.budget.update(|b| b.reopen());
         Ok(())
     }
 
