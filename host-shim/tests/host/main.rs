@@ -9,6 +9,7 @@ mod hash_seed_adapter;
 mod pi_attach_process;
 mod rooms;
 mod serve_cluster;
+mod serve_kill;
 mod serve_with_pi;
 mod terminal;
 mod terminal_conformance;
