@@ -13,7 +13,7 @@ pub mod shared;
 pub mod strangers;
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use transport_core::{
@@ -23,6 +23,7 @@ use transport_core::{
 use crate::agent::Agent;
 use crate::disk::lock::LockDir;
 use crate::disk::state_db::StateReader;
+use crate::disk::state_store::StateStoreError;
 use crate::factory;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
@@ -188,6 +189,10 @@ pub struct Broker {
     /// The one pairing failure budget of every session attached here: a guesser facing
     /// ten sessions of the shared bot gets the judged guesses of one.
     pairing: PairingBudget,
+    /// The state database, opened for reading once: opening it checks the whole file
+    /// (`PRAGMA quick_check`), which at 10,000 sessions cost more than the message that
+    /// asked (`/sessions`, `/switch`). A reader sees every commit made since it opened.
+    reader: Mutex<Option<Arc<StateReader>>>,
 }
 
 impl Broker {
@@ -207,6 +212,7 @@ impl Broker {
             routers: Mutex::new(Vec::new()),
             answers: OnceLock::new(),
             pairing: options.pairing,
+            reader: Mutex::new(None),
         })
     }
 
@@ -586,8 +592,8 @@ impl Broker {
         let Some(path) = &self.state_file else {
             return views;
         };
-        match StateReader::open(path) {
-            Ok((reader, _)) => {
+        match self.state_reader(path) {
+            Ok(reader) => {
                 for view in &mut views {
                     if let Ok(Some(document)) = reader.document(&view.key) {
                         let (state, _) =
@@ -604,6 +610,24 @@ impl Broker {
             ),
         }
         views
+    }
+
+    /// The state reader, opened at the first need and kept once it reads the database (a
+    /// JSON file not yet migrated is read afresh each time: the database may appear).
+    fn state_reader(&self, path: &Path) -> Result<Arc<StateReader>, StateStoreError> {
+        let mut slot = self
+            .reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(reader) = slot.as_ref() {
+            return Ok(reader.clone());
+        }
+        let (reader, _) = StateReader::open(path)?;
+        let reader = Arc::new(reader);
+        if matches!(*reader, StateReader::Db(_)) {
+            *slot = Some(reader.clone());
+        }
+        Ok(reader)
     }
 
     /// Binds `conversation` to `session`: written down when `keep` (its sender is paired
