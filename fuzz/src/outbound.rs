@@ -220,7 +220,9 @@ fn marker_at(text: &str) -> Option<usize> {
     // A marker runs to its first `]`: the one whole candidate is that far.
     let close = text.find(']')?;
     let candidate = &text[..=close];
-    markers().any(|marker| marker == candidate).then_some(candidate.len())
+    markers()
+        .any(|marker| marker == candidate)
+        .then_some(candidate.len())
 }
 
 /// Nothing of a secret shape is in `message`, and no secret of the input (`planted`).

@@ -285,7 +285,10 @@ mod tests {
     fn one_automaton_counts_what_a_search_per_needle_counts() {
         // Overlapping places (`'v='v='`), a needle twice, one that is a piece of another,
         // an empty one, non-ASCII text, and one found nowhere.
-        let texts = ["KEY='v='v=' and 'v=' é€ abcabc".to_owned(), "abca'v='".to_owned()];
+        let texts = [
+            "KEY='v='v=' and 'v=' é€ abcabc".to_owned(),
+            "abca'v='".to_owned(),
+        ];
         let needles: Vec<String> = ["'v='", "abc", "abc", "bca", "", "€ a", "zzz", "a"]
             .iter()
             .map(|n| (*n).to_owned())

@@ -209,7 +209,9 @@ mod tests {
         hits
     }
 
-    const WORDS: [&str; 9] = ["sk", "q~", "token", "tok", "ghp_", "-us", "sk_live", "ab", "bab"];
+    const WORDS: [&str; 9] = [
+        "sk", "q~", "token", "tok", "ghp_", "-us", "sk_live", "ab", "bab",
+    ];
 
     proptest! {
         /// Every occurrence aho-corasick's overlapping search finds, and no other, on text

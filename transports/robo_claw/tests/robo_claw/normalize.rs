@@ -152,7 +152,11 @@ fn a_reply_names_the_bot_the_time_and_the_room() {
         reply.metadata.get("room_id").map(String::as_str),
         Some("lab")
     );
-    assert_eq!(reply.metadata.get("choices"), None, "no buttons, no choices");
+    assert_eq!(
+        reply.metadata.get("choices"),
+        None,
+        "no buttons, no choices"
+    );
 }
 
 #[test]
