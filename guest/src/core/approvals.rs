@@ -17,6 +17,19 @@ use crate::model::Button;
 pub(crate) const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
 /// Characters in an id: 31^4 ≈ 920,000 ids, plenty for the few pending at once.
 pub const ID_LEN: usize = 4;
+
+/// The first id the `random` bytes give ([`ID_LEN`] bytes each, read into [`ID_ALPHABET`])
+/// that is not `taken`; `None` when every one is (the caller draws more bytes). Approvals
+/// and agent questions draw their ids alike, so one can be typed where the other is.
+pub(crate) fn draw_id(random: &[u8], taken: impl Fn(&str) -> bool) -> Option<String> {
+    random.chunks_exact(ID_LEN).find_map(|chunk| {
+        let id: String = chunk
+            .iter()
+            .map(|b| char::from(ID_ALPHABET[usize::from(*b) % ID_ALPHABET.len()]))
+            .collect();
+        (!taken(&id)).then_some(id)
+    })
+}
 /// Decided approvals remembered for "already decided" answers.
 const REMEMBERED: usize = 32;
 
@@ -100,13 +113,8 @@ impl Approvals {
     /// An id for a new approval from `random` bytes; `None` only if every candidate the
     /// bytes give is already pending (the caller draws more bytes).
     pub fn new_id(&self, random: &[u8]) -> Option<String> {
-        random.chunks_exact(ID_LEN).find_map(|chunk| {
-            let id: String = chunk
-                .iter()
-                .map(|b| char::from(ID_ALPHABET[usize::from(*b) % ID_ALPHABET.len()]))
-                .collect();
-            (!self.pending.contains_key(&id) && !self.decided.iter().any(|d| d.id == id))
-                .then_some(id)
+        draw_id(random, |id| {
+            self.pending.contains_key(id) || self.decided.iter().any(|d| d.id == id)
         })
     }
 

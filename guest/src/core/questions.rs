@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::core::approvals::{Decider, ID_ALPHABET, ID_LEN, normalize_id};
+use crate::core::approvals::{Decider, draw_id, normalize_id};
 use crate::core::redact;
 use crate::core::state::ConversationTarget;
 use crate::keys::ConversationKey;
@@ -81,12 +81,8 @@ impl Questions {
     /// An id for a new question from `random` bytes; `None` only when every candidate is
     /// taken (the caller draws more).
     pub fn new_id(&self, random: &[u8]) -> Option<String> {
-        random.chunks_exact(ID_LEN).find_map(|chunk| {
-            let id: String = chunk
-                .iter()
-                .map(|b| char::from(ID_ALPHABET[usize::from(*b) % ID_ALPHABET.len()]))
-                .collect();
-            (!self.open.contains_key(&id) && !self.closed.iter().any(|c| c.id == id)).then_some(id)
+        draw_id(random, |id| {
+            self.open.contains_key(id) || self.closed.iter().any(|c| c.id == id)
         })
     }
 
