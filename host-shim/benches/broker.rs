@@ -82,6 +82,7 @@ impl World {
             state_file: Some(dir.path().join("state.json")),
             bindings: Bindings::in_memory(),
             status_file: None,
+            pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
         });
         World {
             broker,

@@ -168,9 +168,8 @@ impl Bridge {
             (RemoteCommand::Deny, None) => Choice::Deny,
             (RemoteCommand::Details, None) => Choice::Once,
             _ => {
-                return format!(
-                    "Usage: /approve <id>, /approve <id> turn, /deny <id> or /details <id> (the id is in the approval request)."
-                );
+                return "Usage: /approve <id>, /approve <id> turn, /deny <id> or /details <id> (the id is in the approval request)."
+                    .to_owned();
             }
         };
         if !self.state.is_trusted(identity) && !self.config.allow_users.contains(identity) {
