@@ -91,6 +91,12 @@ pub enum StateFileError {
     },
 }
 
+impl From<StateFileError> for StateStoreError {
+    fn from(error: StateFileError) -> Self {
+        StateStoreError::Backend(Box::new(error))
+    }
+}
+
 /// The state file as a [`StateStore`]: the file's own locking (a `flock` per save) makes
 /// the calls safe across processes, the mutex across this process's sessions.
 #[async_trait::async_trait]
@@ -605,7 +611,8 @@ mod tests {
         assert!(
             matches!(
                 stale,
-                StateStoreError::File(StateFileError::Conflict { .. })
+                StateStoreError::Backend(ref error)
+                    if matches!(error.downcast_ref(), Some(StateFileError::Conflict { .. }))
             ),
             "{stale}"
         );

@@ -10,8 +10,6 @@ use std::sync::{Mutex, PoisonError};
 
 use serde_json::Value;
 
-use super::state_file::StateFileError;
-
 /// What a session saved: its document and its queue's entries, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoredState {
@@ -68,11 +66,9 @@ pub trait StateStore: Send + Sync {
 /// Why a [`StateStore`] could not load or save.
 #[derive(Debug, thiserror::Error)]
 pub enum StateStoreError {
-    /// The state file refused.
-    #[error(transparent)]
-    File(#[from] StateFileError),
-    /// Another backend refused (the state database, the cluster's KV bucket), in its own
-    /// words. Boxed so this seam need not know the backends built on it.
+    /// A backend refused (the state database, the JSON state file, the cluster's KV
+    /// bucket), in its own words. Boxed so this seam need not know the backends built on it
+    /// (each converts its own error).
     #[error(transparent)]
     Backend(Box<dyn std::error::Error + Send + Sync>),
     /// An earlier panic while the state file was in use left it unusable in this process.
