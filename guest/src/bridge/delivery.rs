@@ -36,8 +36,11 @@ impl Bridge {
         self.deliver_with_buttons(host, target, kind, text, edit_key, &[])
     }
 
-    /// [`Self::deliver`] with `buttons` under the last message: a text split in pieces
-    /// ends with them, where the reader finishes reading what they answer.
+    /// [`Self::deliver`] with `buttons` under the first message only. The first message's
+    /// receipt is the one handed back, the handle a caller keeps to edit the message later
+    /// (an approval to its outcome), so the buttons must ride on exactly that part: on a
+    /// later part of a split text they would stay live after the outcome replaced the
+    /// first, and a press on them would look like it could still decide.
     pub(super) fn deliver_with_buttons(
         &mut self,
         host: &mut dyn Host,
@@ -86,10 +89,10 @@ impl Bridge {
                 buttons: Vec::new(),
             })
             .collect();
-        let Some(last) = messages.last_mut() else {
+        let Some(first) = messages.first_mut() else {
             return Ok(Delivery::Empty);
         };
-        last.buttons = buttons.to_vec();
+        first.buttons = buttons.to_vec();
         let parts = messages.len();
         let mut messages = messages.into_iter();
         let queueable = kind != OutboundKind::Progress;

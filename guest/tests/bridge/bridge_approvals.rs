@@ -11,7 +11,8 @@ use guest::model::{
 };
 use proptest::prelude::*;
 
-use crate::support::{FakeHost, dm, pair, started};
+use crate::support::{FakeHost, caps, dm, pair, started};
+use guest::model::{LengthUnit, Markup};
 
 const CONFIG: &str = r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#;
 
@@ -500,6 +501,46 @@ fn details_show_in_place_with_the_deciding_buttons_and_never_decide() {
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &details));
     assert!(
         host.texts_to("tg", "c1")[0].starts_with(&format!("Approval {id} is no longer waiting."))
+    );
+}
+
+/// A request longer than the platform's limit goes out in parts, with its buttons on the
+/// first part only: the part whose receipt the bridge keeps and edits to the outcome. On
+/// any other part they would outlive the decision (a split Details view posts new parts
+/// too). Checked on what every message shows at the end, not on who was edited.
+#[test]
+fn a_request_split_in_parts_keeps_no_live_button_once_decided() {
+    let mut host = FakeHost::new();
+    host.set_capabilities("tg", caps(true, Markup::Markdown, LengthUnit::Chars, 120));
+    let mut bridge = in_remote_turn(&mut host);
+    let id = ask(&mut bridge, &mut host, "bash");
+    let to_tg: Vec<&guest::model::Outbound> = host
+        .sent
+        .iter()
+        .filter(|m| m.transport == "tg" && m.conversation_id == "c1")
+        .collect();
+    assert!(to_tg.len() > 1, "the request is split: {to_tg:?}");
+    let carrying: Vec<usize> = (0..to_tg.len())
+        .filter(|&i| !to_tg[i].buttons.is_empty())
+        .collect();
+    assert_eq!(carrying, [0], "buttons on the first part only");
+
+    // Details edit the first part and overflow into new parts; none of those has buttons.
+    let details = press(&host, "tg", "c1", "Details");
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &details));
+    assert_eq!(
+        host.live_buttons.len(),
+        2,
+        "one live request per chat: {:?}",
+        host.live_buttons
+    );
+
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &format!("/approve {id}")));
+    assert_eq!(host.resolved, vec![(id, ToolDecision::Allow)]);
+    assert!(
+        host.live_buttons.is_empty(),
+        "a decided request leaves no part with buttons: {:?}",
+        host.live_buttons
     );
 }
 

@@ -54,6 +54,9 @@ pub struct FakeHost {
     pub listen_errors: BTreeMap<String, String>,
     /// Successful sends, in order.
     pub sent: Vec<Outbound>,
+    /// Per message id, the buttons that message shows now (an edit replaces them). The
+    /// world's state, not a record: `clear_records` keeps it.
+    pub live_buttons: BTreeMap<String, Vec<guest::model::Button>>,
     /// Refused sends, in order, with the error returned.
     pub failed: Vec<(Outbound, SendError)>,
     /// Every send fails with this error.
@@ -178,6 +181,7 @@ impl FakeHost {
             identities,
             listen_errors: BTreeMap::new(),
             sent: Vec::new(),
+            live_buttons: BTreeMap::new(),
             failed: Vec::new(),
             fail_all_sends: None,
             fail_edits: false,
@@ -330,7 +334,7 @@ impl Host for FakeHost {
             return Err(error);
         }
         self.sent.push(message.clone());
-        let receipt = match &message.edit_key {
+        let receipt: Receipt = match &message.edit_key {
             Some(key) => Receipt {
                 message_id: key.clone(),
                 edit_key: Some(key.clone()),
@@ -348,6 +352,12 @@ impl Host for FakeHost {
                 }
             }
         };
+        if message.buttons.is_empty() {
+            self.live_buttons.remove(&receipt.message_id);
+        } else {
+            self.live_buttons
+                .insert(receipt.message_id.clone(), message.buttons.clone());
+        }
         Ok(receipt)
     }
 
