@@ -62,6 +62,9 @@ pub struct Envelope {
     pub addressed: bool,
     /// Attachments.
     pub attachments: Vec<Attachment>,
+    /// The transport's reference to the button press this message is, `None` for a typed
+    /// message: what [`Outbound::answers_press`] names to answer the presser alone.
+    pub press: Option<String>,
 }
 
 impl Envelope {
@@ -184,6 +187,9 @@ pub struct Outbound {
     pub edit_key: Option<String>,
     /// Buttons under the message, one row; usually empty.
     pub buttons: Vec<Button>,
+    /// Answers this press ([`Envelope::press`]) privately: only the presser sees it, and a
+    /// transport that cannot do that fails without posting.
+    pub answers_press: Option<String>,
 }
 
 /// Proof that a message was posted.

@@ -68,6 +68,7 @@ impl Host for Imports {
                     command: b.command.clone(),
                 })
                 .collect(),
+            answers_press: m.answers_press.clone(),
         };
         transport::send(&message)
             .map(|r| model::Receipt {
@@ -325,6 +326,7 @@ fn envelope_from_wit(e: types::Envelope) -> model::Envelope {
                 size_bytes: a.size_bytes,
             })
             .collect(),
+        press: e.press,
     }
 }
 

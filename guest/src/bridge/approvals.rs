@@ -172,7 +172,7 @@ impl Bridge {
                     .to_owned();
             }
         };
-        if !self.state.is_trusted(identity) && !self.config.allow_users.contains(identity) {
+        if !self.may_decide(identity) {
             host.log(
                 Level::Warning,
                 "approval answer from an untrusted identity refused",

@@ -87,6 +87,7 @@ impl Bridge {
                 text,
                 edit_key: edit_key.take(),
                 buttons: Vec::new(),
+                answers_press: None,
             })
             .collect();
         let Some(first) = messages.first_mut() else {
@@ -150,6 +151,59 @@ impl Bridge {
     /// `deliver` and goes no further: one chat's failure never stops a turn (I30).
     pub(super) fn reply(&mut self, host: &mut dyn Host, target: &ConversationTarget, text: &str) {
         let _ = self.deliver(host, target, OutboundKind::Notice, text, None);
+    }
+
+    /// Answers a button press with `text` for the presser's eyes only (Telegram's press
+    /// notification, Discord's ephemeral follow-up, Slack's `chat.postEphemeral`), or
+    /// replies in the conversation when `press` is `None` (a typed command).
+    ///
+    /// Why: the bridge's refusal of a press (an unpaired or untrusted clicker) concerns the
+    /// clicker alone, and in a group an ordinary reply would show everyone who tried.
+    /// Where the transport cannot answer privately (no such platform feature, or the press
+    /// is too old for it) the answer is said in the conversation instead, as a typed
+    /// command's would be: a refusal nobody hears would leave the clicker pressing again.
+    pub(super) fn answer_press(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        press: Option<&str>,
+        text: &str,
+    ) {
+        let Some(press) = press else {
+            self.reply(host, target, text);
+            return;
+        };
+        let Some(capabilities) = self.capabilities(&target.transport) else {
+            self.reply(host, target, text);
+            return;
+        };
+        // Rendered like any message (redacted, within the platform's limit); a refusal is
+        // one short message, so only the first part goes and the platform cuts the rest.
+        let prepared = outbound::prepare(text, &capabilities, 1);
+        let Some(first) = prepared.messages.into_iter().next() else {
+            return;
+        };
+        let message = Outbound {
+            transport: target.transport.clone(),
+            conversation_id: target.conversation_id.clone(),
+            thread_id: target.thread_id.clone(),
+            kind: OutboundKind::Notice,
+            text: first,
+            edit_key: None,
+            buttons: Vec::new(),
+            answers_press: Some(press.to_owned()),
+        };
+        if let Err(error) = host.send(&message) {
+            host.log(
+                Level::Info,
+                "press answered in the conversation",
+                &[
+                    ("transport", target.transport.clone()),
+                    ("error", error.to_string()),
+                ],
+            );
+            self.reply(host, target, text);
+        }
     }
 
     /// Sends `text` to each of `targets` (from [`Self::audience`] or [`Self::followers`], never

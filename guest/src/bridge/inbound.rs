@@ -63,6 +63,12 @@ impl Bridge {
                 );
                 Outcome::Ignored(reason)
             }
+            // A press is never a pairing attempt: its text is a button's command, and a
+            // code made for it would be minted (and a public "not paired" said in a group)
+            // for someone who only tapped a button.
+            Route::Pair if envelope.press.is_some() => {
+                self.refuse_press(host, &envelope, &target, now)
+            }
             Route::Pair => self.pair(host, &envelope, &target, pending, now),
             Route::Command(command) => {
                 self.remember(host, &target, envelope.is_direct);
@@ -133,6 +139,20 @@ impl Bridge {
             return Outcome::RateLimited;
         }
         let conversation = envelope.conversation_key();
+        // A press by someone who may prompt (requirePairing off) but is not trusted to
+        // decide: refused like an unpaired one, to the presser alone.
+        if envelope.press.is_some()
+            && matches!(
+                parsed.command,
+                RemoteCommand::Approve
+                    | RemoteCommand::Deny
+                    | RemoteCommand::Details
+                    | RemoteCommand::Answer
+            )
+            && !self.may_decide(&identity)
+        {
+            return self.refuse_press(host, envelope, target, now);
+        }
         let info = self.session.clone();
         let view = StatusView {
             transport: envelope.transport.clone(),

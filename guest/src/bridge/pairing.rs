@@ -23,11 +23,55 @@ use crate::core::pairing_budget::{self, FailureOutcome};
 use crate::core::state::{ConversationTarget, PendingChallenge};
 use crate::core::strangers::{self, Room};
 use crate::host::Host;
-use crate::keys::ConversationKey;
+use crate::keys::{ConversationKey, Identity};
 use crate::model::{Envelope, Level};
 
 impl Bridge {
     /// Carries out the pairing decision for one message from an unpaired sender.
+    /// A press on the bridge's buttons by an identity that may not answer: nothing is
+    /// decided, no pairing code is made, and only the presser hears why (where the
+    /// platform allows; see [`Bridge::answer_press`]). Strangers' presses pass the same
+    /// flood gate as their messages, so a flood of taps costs no flood of answers.
+    pub(super) fn refuse_press(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        now: u64,
+    ) -> Outcome {
+        let identity = envelope.identity();
+        if !self.state.is_trusted(&identity) {
+            self.flush_stranger_notices(host, now);
+            if !self.trust.stranger_gate.admit(&envelope.transport, now) {
+                self.trust.stranger_notices.dropped(now);
+                self.request_ticks(host);
+                return Outcome::StrangerFlood;
+            }
+        }
+        host.log(
+            Level::Warning,
+            "button press from an identity that may not answer refused",
+            &[
+                ("transport", envelope.transport.clone()),
+                ("identity", identity.to_string()),
+            ],
+        );
+        self.answer_press(
+            host,
+            target,
+            envelope.press.as_deref(),
+            notices::PRESS_REFUSED_NOTICE,
+        );
+        Outcome::PressRefused
+    }
+
+    /// May `identity` decide an approval or answer a question? Trust by pairing or
+    /// `allowUsers`, never merely `requirePairing: false` (an approval lets a tool run that
+    /// the policy held back, so "anyone may prompt" is not enough).
+    pub(super) fn may_decide(&self, identity: &Identity) -> bool {
+        self.state.is_trusted(identity) || self.config.allow_users.contains(identity)
+    }
+
     pub(super) fn pair(
         &mut self,
         host: &mut dyn Host,

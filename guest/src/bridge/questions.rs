@@ -199,7 +199,7 @@ impl Bridge {
     }
 
     fn may_answer(&self, identity: &Identity) -> bool {
-        self.state.is_trusted(identity) || self.config.allow_users.contains(identity)
+        self.may_decide(identity)
     }
 
     fn answer_question(

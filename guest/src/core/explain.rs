@@ -24,6 +24,9 @@ pub enum Outcome {
     Paired,
     /// An unpaired sender over the strangers' rate limit: dropped without a reply.
     StrangerFlood,
+    /// A press on the bridge's buttons by an identity that may not answer: refused (to
+    /// the presser alone where the platform allows), nothing decided, no pairing code made.
+    PressRefused,
     /// A new unpaired chat while the pairing codes were full: told to try later.
     PairingFull,
     /// Pairing is closed after too many wrong codes: the message was not judged
@@ -122,6 +125,9 @@ pub fn outcome_text(outcome: &Outcome, local_command: &str) -> String {
             format!("not paired: {why}. See it with /{local_command} pair.")
         }
         Outcome::Paired => "paired with the code from this terminal.".into(),
+        Outcome::PressRefused => "refused: a button press by an identity that may not answer \
+            approvals or questions decided nothing; only the presser was told."
+            .into(),
         Outcome::StrangerFlood => "ignored: too many messages from unpaired senders at once \
             (a flood is limited per transport and overall); no reply was sent."
             .into(),

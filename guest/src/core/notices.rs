@@ -31,6 +31,11 @@ pub const PROMPT_NOT_DELIVERED_NOTICE: &str =
 /// Reply to a prompt sent to a paused conversation (I9): says why nothing happens and how to undo it.
 pub const PAUSED_NOTICE: &str = "Delivery is paused. Send /resume to continue.";
 
+/// A press on an approval's or a question's button by an identity that may not answer
+/// (not paired, or only allowed to prompt): said to the presser alone where the platform
+/// allows, so a group does not watch who tried.
+pub const PRESS_REFUSED_NOTICE: &str = "Your press decided nothing: only a paired identity can answer approvals and the agent's questions. To pair, send the bot a message and type the code its terminal shows.";
+
 /// Reply to the first rate-limited input in a minute (I37); later denials stay silent.
 pub const RATE_LIMITED_NOTICE: &str =
     "Too many messages. Please wait a moment before sending more.";

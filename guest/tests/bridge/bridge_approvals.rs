@@ -11,7 +11,8 @@ use guest::model::{
 };
 use proptest::prelude::*;
 
-use crate::support::{FakeHost, caps, dm, pair, started};
+use crate::support::{FakeHost, caps, dm, pair, press_in_group, started};
+use guest::core::notices;
 use guest::model::{LengthUnit, Markup};
 
 const CONFIG: &str = r#"{"bridge":{"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":{"enabled":true,"timeoutMs":60000}}}"#;
@@ -337,6 +338,118 @@ fn an_unpaired_press_decides_nothing_and_leaves_the_request_live() {
     assert_eq!(
         host.texts_to("tg", "c1"),
         vec!["Only a paired identity can answer approvals. Pair this chat first."]
+    );
+}
+
+/// The private answer every refused press gets.
+fn refused_privately(host: &FakeHost, press: &str) {
+    let answers: Vec<(Option<&str>, &str, &str)> = host
+        .private
+        .iter()
+        .map(|m| {
+            (
+                m.answers_press.as_deref(),
+                m.conversation_id.as_str(),
+                m.text.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![(Some(press), "c1", notices::PRESS_REFUSED_NOTICE)],
+        "one private answer to the press"
+    );
+}
+
+#[test]
+fn an_unpaired_press_in_a_group_is_refused_to_the_presser_alone_and_decides_nothing() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let id = ask(&mut bridge, &mut host, "bash");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    host.clear_records();
+
+    bridge.on_envelope(
+        &mut host,
+        press_in_group("tg", "c1", "stranger", &approve, "press:1"),
+    );
+    assert!(host.resolved.is_empty(), "nothing decided");
+    refused_privately(&host, "press:1");
+    assert!(
+        host.texts_to("tg", "c1").is_empty(),
+        "the group hears nothing: {:?}",
+        host.texts_to("tg", "c1")
+    );
+    assert!(
+        host.notes.is_empty(),
+        "no pairing code is made for a press: {:?}",
+        host.notes
+    );
+    assert_eq!(
+        host.live_buttons.len(),
+        2,
+        "the request stays live for those who may decide"
+    );
+    // The paired owner's press still decides, in the open.
+    bridge.on_envelope(
+        &mut host,
+        press_in_group("tg", "c1", "u1", &approve, "press:2"),
+    );
+    assert_eq!(host.resolved, vec![(id, ToolDecision::Allow)]);
+    assert_eq!(
+        host.private.len(),
+        1,
+        "a deciding press is answered in the chat"
+    );
+}
+
+#[test]
+fn a_press_by_an_identity_that_may_prompt_but_not_decide_is_refused_privately() {
+    let mut host = FakeHost::new();
+    let config = r#"{"bridge":{"requirePairing":false,"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":"on"}}"#;
+    let (mut bridge, _, _) = started(&mut host, config, &["tg"]);
+    bridge.on_envelope(&mut host, dm("tg", "c1", "stranger", "hello"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    let _id = ask(&mut bridge, &mut host, "bash");
+    let deny = press(&host, "tg", "c1", "Deny");
+    host.clear_records();
+
+    bridge.on_envelope(
+        &mut host,
+        press_in_group("tg", "c1", "stranger", &deny, "press:7"),
+    );
+    assert!(host.resolved.is_empty());
+    refused_privately(&host, "press:7");
+    assert!(host.texts_to("tg", "c1").is_empty());
+    assert_eq!(
+        host.logs_named("button press from an identity that may not answer refused")
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn where_a_press_cannot_be_answered_privately_the_refusal_is_said_in_the_chat() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let _id = ask(&mut bridge, &mut host, "bash");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    host.clear_records();
+    host.fail_private = true;
+
+    bridge.on_envelope(
+        &mut host,
+        press_in_group("tg", "c1", "stranger", &approve, "press:old"),
+    );
+    assert!(host.resolved.is_empty());
+    assert_eq!(
+        host.texts_to("tg", "c1"),
+        vec![notices::PRESS_REFUSED_NOTICE],
+        "never a refusal nobody hears"
+    );
+    assert_eq!(
+        host.logs_named("press answered in the conversation").len(),
+        1
     );
 }
 

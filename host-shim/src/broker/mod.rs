@@ -92,6 +92,7 @@ pub async fn send_notice(
                 text,
                 edit_key: None,
                 buttons: Vec::new(),
+                answers_press: None,
             })
             .await?;
     }

@@ -705,6 +705,7 @@ mod tests {
                 label: "Approve".into(),
                 command: "/approve ab12".into(),
             }],
+            answers_press: None,
         };
         let text = serde_json::to_string(&WireRequest::Send {
             message: message.clone(),

@@ -451,6 +451,7 @@ fn chat_envelope(text: String) -> Envelope {
         attachments: Vec::new(),
         // A typed line is never redelivered, so it needs no id.
         message_id: None,
+        press: None,
     }
 }
 
@@ -555,6 +556,13 @@ impl Transport for TerminalTransport {
             }
             state.posted
         };
+        // The terminal hands out no presses, so none can be answered privately; posting
+        // the answer in the chat instead is the bridge's choice, never the transport's.
+        if let Some(press) = &message.answers_press {
+            return Err(TransportError::Failed(format!(
+                "the terminal has no button press {press} to answer privately"
+            )));
+        }
         let receipt = match message.edit_key {
             Some(key) => {
                 let n = posted_number(&key, posted).ok_or_else(|| {

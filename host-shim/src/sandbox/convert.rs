@@ -61,5 +61,6 @@ pub fn envelope_to_wit(e: Envelope) -> types::Envelope {
                 size_bytes: a.size_bytes,
             })
             .collect(),
+        press: e.press,
     }
 }

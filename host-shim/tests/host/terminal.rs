@@ -20,6 +20,7 @@ fn message(text: &str, edit_key: Option<&str>) -> OutboundMessage {
         text: text.to_owned(),
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
@@ -35,6 +36,7 @@ fn chat(text: &str) -> Envelope {
         addressed: true,
         attachments: vec![],
         message_id: None,
+        press: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn reply(text: &str) -> OutboundMessage {
         text: text.into(),
         edit_key: None,
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 

@@ -414,19 +414,46 @@ async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
         1
     );
 
-    // A stranger presses Approve (a forwarded request, or a forged press): it is handled
-    // as any unpaired message (told to pair) and decides nothing.
-    t.say(
-        button_press(
-            "press-stranger",
-            STRANGER,
-            None,
-            request.message_id,
-            &format!("/approve {id}"),
-        ),
-        "not paired",
-    )
-    .await;
+    // A stranger presses Approve (a forwarded request, or a forged press): it decides
+    // nothing, makes no pairing code, and only the stranger is told, in the press's own
+    // answer (an alert), never in the chat.
+    let sent_before = t.server.sent().len();
+    t.server.queue_update(button_press(
+        "press-stranger",
+        STRANGER,
+        None,
+        request.message_id,
+        &format!("/approve {id}"),
+    ));
+    let refused = t
+        .server
+        .wait_until(WAIT, |s| {
+            s.callback_answers()
+                .iter()
+                .any(|a| a.callback_query_id == "press-stranger")
+        })
+        .await;
+    assert!(refused, "{:#?}", t.server.callback_answers());
+    let refusal = t
+        .server
+        .callback_answers()
+        .into_iter()
+        .find(|a| a.callback_query_id == "press-stranger")
+        .expect("answered");
+    assert!(refusal.show_alert, "{refusal:?}");
+    assert!(
+        refusal
+            .text
+            .as_deref()
+            .is_some_and(|text| text.starts_with("Your press decided nothing")),
+        "{refusal:?}"
+    );
+    assert_eq!(
+        t.server.sent().len(),
+        sent_before,
+        "nothing said in the chat: {:#?}",
+        t.server.sent()
+    );
     assert!(
         !waiting.is_finished(),
         "a stranger's press decided the call"

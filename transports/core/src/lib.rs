@@ -19,6 +19,7 @@ pub mod inbound;
 pub mod jitter;
 pub mod model;
 pub mod platform;
+pub mod presses;
 pub mod printable;
 pub mod retry;
 pub mod secret;

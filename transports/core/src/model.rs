@@ -64,6 +64,13 @@ pub struct Envelope {
     /// `Nats-Msg-Id`, docs/scaling.md). The bridge itself does not read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// Set only when this message is a press on one of the bridge's buttons: the
+    /// transport's own reference to that press (`callback:<id>`, `interaction:<id>`,
+    /// `action:<user>:<ts>`), for [`OutboundMessage::answers_press`]. It names a press the
+    /// transport remembers, never a credential (a Discord interaction token stays inside
+    /// the transport). `None` for a typed message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub press: Option<String>,
 }
 
 /// How a platform counts message length.
@@ -170,6 +177,14 @@ pub struct OutboundMessage {
     /// buttons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buttons: Vec<Button>,
+    /// When set, the message answers this press ([`Envelope::press`]) privately: only the
+    /// person who pressed sees it (Telegram: the press's notification; Discord: an
+    /// ephemeral follow-up; Slack: `chat.postEphemeral`). `edit_key` and `buttons` are
+    /// ignored then. A transport that cannot answer privately, or no longer knows the
+    /// press, fails and posts nothing: posting the answer in the conversation would show
+    /// everyone what was meant for one person, so that choice is the caller's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers_press: Option<String>,
 }
 
 /// Proof that a message was posted.

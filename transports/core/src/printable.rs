@@ -68,6 +68,11 @@ pub fn clean_ids(mut envelope: Envelope) -> Envelope {
     if let Some(id) = &mut envelope.message_id {
         clean(id);
     }
+    // A transport remembers a press under the id the envelope ends up with, so the id
+    // the bridge answers with is this cleaned one.
+    if let Some(press) = &mut envelope.press {
+        clean(press);
+    }
     for attachment in &mut envelope.attachments {
         if let Some(name) = &mut attachment.name {
             clean(name);
@@ -110,11 +115,13 @@ mod tests {
             addressed: true,
             attachments: Vec::new(),
             message_id: Some("m\u{200B}1".into()),
+            press: Some("p\u{200B}1".into()),
         });
         assert_eq!(envelope.conversation_id, "lab]52;c;ZXZpbA==");
         assert_eq!(envelope.user_id, "adnimda");
         assert_eq!(envelope.thread_id.as_deref(), Some("t1"));
         assert_eq!(envelope.message_id.as_deref(), Some("m1"));
+        assert_eq!(envelope.press.as_deref(), Some("p1"));
         assert_eq!(envelope.text, "text \u{202E} is kept");
         for c in [
             '\u{200A}', '\u{2010}', '\u{2027}', '\u{202F}', '\u{205F}', '\u{2065}', '\u{206A}', ' ',

@@ -25,8 +25,8 @@ use transport_core::sync::lock;
 
 use crate::ratelimit::{Headers, RateLimits, Route, WaitStats, seconds};
 use crate::wire::{
-    ActionRow, CreateMessage, EditMessage, ErrorBody, GatewayBot, InteractionCallback, NO_PINGS,
-    SentMessage, User,
+    ActionRow, CallbackData, CreateMessage, EPHEMERAL, EditMessage, ErrorBody, GatewayBot,
+    InteractionCallback, NO_PINGS, SentMessage, User,
 };
 
 /// Hosts Discord serves attachments from. An attachment reference on any other host is
@@ -408,6 +408,33 @@ impl RestApi {
             )
             .await?;
         Ok(())
+    }
+
+    /// `POST /webhooks/{application_id}/{interaction_token}` with flags 64: an ephemeral
+    /// follow-up to a click, shown to the clicker alone, no pings; the new message's id.
+    pub async fn create_followup(
+        &self,
+        application: &str,
+        interaction: &str,
+        token: &str,
+        content: &str,
+    ) -> Result<String, ApiError> {
+        let body = CallbackData {
+            content: content.to_owned(),
+            flags: EPHEMERAL,
+            allowed_mentions: NO_PINGS,
+        };
+        let sent: SentMessage = self
+            .call(
+                "follow-up message",
+                Method::POST,
+                Route::followup(interaction),
+                &["webhooks", application, token],
+                Some(&body),
+                Retry::Transient,
+            )
+            .await?;
+        Ok(sent.id)
     }
 
     /// `POST /channels/{id}/typing`: one attempt with a short timeout, since the hint is

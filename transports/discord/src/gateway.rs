@@ -62,7 +62,7 @@ use transport_core::{Envelope, InboundSink, Secret};
 
 use crate::interactions::acknowledgement;
 use crate::normalize::{TRANSPORT_ID, normalize};
-use crate::state::{GatewayState, Shared};
+use crate::state::{GatewayState, PressToken, Shared};
 use crate::wire::{
     Frame, Hello, Identify, IdentifyProperties, Ready, Resume, SessionStartLimit, op,
 };
@@ -793,6 +793,27 @@ impl Gateway {
         let (done, acknowledged) = oneshot::channel();
         match acknowledgement(&frame.d, &normalized) {
             Some(ack) => {
+                // A taken click's token is kept (inside the transport) so the bridge can
+                // answer the clicker alone later: an ephemeral follow-up needs it.
+                if let Normalized::Message(Envelope {
+                    press: Some(press), ..
+                }) = &normalized
+                    && let Some(application_id) = frame
+                        .d
+                        .get("application_id")
+                        .and_then(Value::as_str)
+                        .filter(|id| !id.is_empty())
+                {
+                    self.shared.presses.remember(
+                        press,
+                        std::time::Instant::now(),
+                        PressToken {
+                            application_id: application_id.to_owned(),
+                            interaction_id: ack.interaction_id.clone(),
+                            token: ack.token.clone(),
+                        },
+                    );
+                }
                 let shared = self.shared.clone();
                 let taken = matches!(normalized, Normalized::Message(_));
                 tokio::spawn(async move {

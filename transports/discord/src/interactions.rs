@@ -101,6 +101,7 @@ mod tests {
             addressed: true,
             attachments: Vec::new(),
             message_id: None,
+            press: None,
         }
     }
 

@@ -189,6 +189,7 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         attachments,
         // Snowflakes are unique across Discord.
         message_id: Some(message.id.clone()).filter(|id| !id.is_empty()),
+        press: None,
     }))
 }
 
@@ -239,6 +240,9 @@ pub fn normalize_interaction(interaction: &Interaction, me: &BotSelf) -> Normali
         addressed: true,
         attachments: Vec::new(),
         message_id: Some(format!("interaction:{}", interaction.id)),
+        // The interaction's token answers it privately; the transport keeps it under
+        // this id, the bridge never sees it.
+        press: Some(format!("interaction:{}", interaction.id)),
     }))
 }
 

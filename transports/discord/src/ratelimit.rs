@@ -57,6 +57,15 @@ impl Route {
         }
     }
 
+    /// `POST /webhooks/{application_id}/{interaction_token}` (a follow-up) for one
+    /// interaction: keyed by the interaction's id, never by its token.
+    pub fn followup(interaction: &str) -> Route {
+        Route {
+            template: "POST /webhooks/{application_id}/{interaction_token}",
+            major: interaction.to_owned(),
+        }
+    }
+
     /// `POST /channels/{channel_id}/typing` for `channel`.
     pub fn typing(channel: &str) -> Route {
         Route {

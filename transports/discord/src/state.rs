@@ -4,9 +4,31 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use transport_core::presses::Presses;
 use transport_core::sync::lock;
 
 use crate::client::RestApi;
+
+/// What answers one taken click privately: its application and interaction token.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct PressToken {
+    /// `application_id` of the interaction (the follow-up's webhook id).
+    pub(crate) application_id: String,
+    /// The interaction's id (the follow-up's rate-limit resource; never the token).
+    pub(crate) interaction_id: String,
+    /// The interaction token: a credential for 15 minutes, never logged.
+    pub(crate) token: String,
+}
+
+impl std::fmt::Debug for PressToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PressToken")
+            .field("application_id", &self.application_id)
+            .field("interaction_id", &self.interaction_id)
+            .field("token", &"<hidden>")
+            .finish()
+    }
+}
 
 /// Where the gateway stands, for `diagnose`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,6 +78,9 @@ pub(crate) struct Stats {
 pub(crate) struct Shared {
     pub(crate) api: RestApi,
     pub(crate) stats: Mutex<Stats>,
+    /// Taken clicks the bridge may still answer privately (a follow-up within the
+    /// token's 15 minutes), by the press id their envelope carries.
+    pub(crate) presses: Presses<PressToken>,
 }
 
 impl Shared {

@@ -221,6 +221,7 @@ impl DiscordTransport {
             shared: Arc::new(Shared {
                 api,
                 stats: Mutex::new(Stats::default()),
+                presses: transport_core::presses::Presses::default(),
             }),
             config,
             token,
@@ -229,6 +230,39 @@ impl DiscordTransport {
             started: AtomicBool::new(false),
             typing: Mutex::new(HashMap::new()),
             tls: Arc::new(tls),
+        })
+    }
+
+    /// Answers press `press` with `text` in an ephemeral follow-up only the clicker sees
+    /// (`POST /webhooks/{application_id}/{interaction_token}`, flags 64): the click was
+    /// already acknowledged with a deferred update, so a follow-up is the one way left to
+    /// say something to the clicker alone. A press the book no longer has (older than the
+    /// token's 15 minutes) fails, and nothing is posted.
+    async fn answer_privately(
+        &self,
+        press: &str,
+        text: &str,
+    ) -> Result<SendReceipt, TransportError> {
+        let Some(answer) = self.shared.presses.get(press, std::time::Instant::now()) else {
+            return Err(TransportError::Failed(format!(
+                "Discord can no longer answer button click {press} privately: its interaction token expired after 15 minutes, or it was never handed out"
+            )));
+        };
+        let id = self
+            .shared
+            .api
+            .create_followup(
+                &answer.application_id,
+                &answer.interaction_id,
+                &answer.token,
+                text,
+            )
+            .await
+            .map_err(send_error)?;
+        self.shared.update(|stats| stats.sent += 1);
+        Ok(SendReceipt {
+            message_id: id,
+            edit_key: None,
         })
     }
 
@@ -489,6 +523,9 @@ impl Transport for DiscordTransport {
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         if !self.is_started() {
             return Err(self.not_started());
+        }
+        if let Some(press) = &message.answers_press {
+            return self.answer_privately(press, &message.text).await;
         }
         let channel = message.conversation_id.as_str();
         let rows = components::action_rows(&message.buttons);

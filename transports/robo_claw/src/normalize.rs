@@ -120,6 +120,7 @@ pub fn normalize_message(message: &ChatMessage, self_sender_id: &str) -> Normali
         addressed: true,
         attachments: attachment.into_iter().collect(),
         message_id: message_id(&message.metadata),
+        press: None,
     }))
 }
 

@@ -566,6 +566,14 @@ impl Transport for RoboClawTransport {
         if !self.is_started() {
             return Err(self.not_started());
         }
+        // A robo_claw choice arrives as an ordinary message (the client sends the command
+        // as content), so no press is ever handed out and none can be answered privately:
+        // the room's streams may belong to several people, so the answer is not posted.
+        if let Some(press) = &message.answers_press {
+            return Err(TransportError::Failed(format!(
+                "robo_claw has no button press {press} to answer privately (choices arrive as ordinary messages)"
+            )));
+        }
         let now = (self.shared.options.clock)();
         let room = message.conversation_id.trim();
         // The client knows its room by its own name, not by the namespaced conversation id.

@@ -32,9 +32,9 @@ use transport_core::retry::{Backoff, Outcome, RetryPolicy};
 
 use crate::client::ApiError;
 use crate::dedupe::Dedupe;
-use crate::normalize::{TRANSPORT_ID, event_of, normalize, refusal};
+use crate::normalize::{TRANSPORT_ID, event_of, normalize, refusal, split_conversation};
 use crate::socket::{self, Connection, Received, SocketEvent, SocketTimings};
-use crate::state::Shared;
+use crate::state::{Clicked, Shared};
 
 /// Room for acknowledged envelopes waiting for the dispatcher. When a slow session fills
 /// it the connections stop reading (and acknowledging) until there is room again: Slack
@@ -490,6 +490,20 @@ impl Dispatcher {
         }
         match normalized {
             Normalized::Message(envelope) => {
+                // A taken click is remembered, so the bridge can answer the clicker alone
+                // (`chat.postEphemeral`) by the press id the envelope carries.
+                if let Some(press) = &envelope.press {
+                    let (channel, thread) = split_conversation(&envelope.conversation_id);
+                    self.shared.presses.remember(
+                        press,
+                        std::time::Instant::now(),
+                        Clicked {
+                            channel: channel.to_owned(),
+                            thread_ts: thread.map(str::to_owned),
+                            user: envelope.user_id.clone(),
+                        },
+                    );
+                }
                 let delivered = tokio::select! {
                     biased;
                     () = self.cancel.cancelled() => return false,

@@ -222,6 +222,7 @@ pub fn normalize_message(message: &MessageEvent, me: &BotSelf) -> Normalized {
         // A ts is unique within its channel; Slack's retries and the `message` /
         // `app_mention` pair of one post both carry the same one.
         message_id: Some(format!("{channel}:{ts}")),
+        press: None,
     }))
 }
 
@@ -303,6 +304,7 @@ pub fn normalize_block_actions(payload: &Value, me: &BotSelf) -> Normalized {
         addressed: true,
         attachments: Vec::new(),
         message_id: (!action_ts.is_empty()).then(|| format!("action:{user}:{action_ts}")),
+        press: (!action_ts.is_empty()).then(|| format!("action:{user}:{action_ts}")),
     }))
 }
 

@@ -4,6 +4,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use transport_core::presses::Presses;
 use transport_core::sync::lock;
 
 use crate::client::WebApi;
@@ -82,6 +83,17 @@ impl Stats {
 pub(crate) struct Shared {
     pub(crate) api: WebApi,
     pub(crate) stats: Mutex<Stats>,
+    /// Taken clicks the bridge may still answer privately, by the press id their
+    /// envelope carries: where (`channel`, thread) and to whom (`chat.postEphemeral`).
+    pub(crate) presses: Presses<Clicked>,
+}
+
+/// Where a taken click happened and who clicked: what `chat.postEphemeral` needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Clicked {
+    pub(crate) channel: String,
+    pub(crate) thread_ts: Option<String>,
+    pub(crate) user: String,
 }
 
 impl Shared {

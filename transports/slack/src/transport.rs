@@ -232,6 +232,7 @@ impl SlackTransport {
             shared: Arc::new(Shared {
                 api,
                 stats: Mutex::new(Stats::default()),
+                presses: transport_core::presses::Presses::default(),
             }),
             config,
             tls: Arc::new(tls),
@@ -273,6 +274,36 @@ impl SlackTransport {
         });
         *lock(&self.me) = Some(me.clone());
         Ok(me)
+    }
+
+    /// Answers press `press` with `text` shown to the clicker alone (`chat.postEphemeral`
+    /// in the click's channel and thread). A press the book no longer has fails, and
+    /// nothing is posted.
+    async fn answer_privately(
+        &self,
+        press: &str,
+        text: &str,
+    ) -> Result<SendReceipt, TransportError> {
+        let Some(clicked) = self.shared.presses.get(press, std::time::Instant::now()) else {
+            return Err(TransportError::Failed(format!(
+                "Slack can no longer answer button click {press} privately: it is too old, or was never handed out"
+            )));
+        };
+        self.shared
+            .api
+            .post_ephemeral(
+                &clicked.channel,
+                &clicked.user,
+                clicked.thread_ts.as_deref(),
+                text,
+            )
+            .await
+            .map_err(|error| self.send_error(error))?;
+        self.shared.update(|stats| stats.sent += 1);
+        Ok(SendReceipt {
+            message_id: press.to_owned(),
+            edit_key: None,
+        })
     }
 
     async fn post(
@@ -444,6 +475,9 @@ impl Transport for SlackTransport {
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         if !self.is_started() {
             return Err(TransportError::NotStarted(TRANSPORT_ID.to_owned()));
+        }
+        if let Some(press) = &message.answers_press {
+            return self.answer_privately(press, &message.text).await;
         }
         let (channel, conversation_thread) = split_conversation(&message.conversation_id);
         let sent = match message.edit_key.as_deref() {

@@ -389,16 +389,19 @@ impl BotApi {
     }
 
     /// `answerCallbackQuery`: stops the spinner on the presser's phone, with `text` as a
-    /// short notification when given. One attempt with a short timeout: Telegram refuses
-    /// an answer after about 15 s anyway, and a late spinner stop is worth nothing.
+    /// short notification when given (an alert to dismiss with `show_alert`). Only the
+    /// presser sees it. One attempt with a short timeout: Telegram refuses an answer after
+    /// about 15 s anyway, and a late spinner stop is worth nothing.
     pub async fn answer_callback_query(
         &self,
         callback_query_id: &str,
         text: Option<&str>,
+        show_alert: bool,
     ) -> Result<(), ApiError> {
         let params = AnswerCallbackQuery {
             callback_query_id,
             text,
+            show_alert,
         };
         let timeout = self.settings.request_timeout.min(Duration::from_secs(5));
         let _: serde_json::Value = self

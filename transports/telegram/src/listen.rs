@@ -16,14 +16,14 @@
 //! `diagnose`: retrying cannot fix a revoked token or a second poller.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
-use transport_core::InboundSink;
 use transport_core::http::Failure as _;
 use transport_core::jitter::Jitter;
 use transport_core::platform::{BotSelf, Normalized};
 use transport_core::retry::{Backoff, RetryPolicy};
+use transport_core::{Envelope, InboundSink};
 
 use crate::client::ApiError;
 use crate::normalize::{TRANSPORT_ID, normalize};
@@ -105,16 +105,41 @@ impl Listener {
     async fn handle(&mut self, update: serde_json::Value) -> bool {
         let update_id = update.get("update_id").and_then(serde_json::Value::as_i64);
         let normalized = normalize(&update, &self.me);
+        // A taken press stays unanswered while the bridge handles it, so the bridge can
+        // answer it privately (only once: Telegram takes one answer per query); whatever
+        // the bridge left unanswered is answered plainly once it is done.
+        let mut held_press = None;
         if let Some(query_id) = callback_query_id(&update) {
-            self.answer_press(query_id, &normalized);
+            match &normalized {
+                Normalized::Message(Envelope {
+                    press: Some(press), ..
+                }) => {
+                    self.shared
+                        .presses
+                        .remember(press, Instant::now(), query_id);
+                    held_press = Some(press.clone());
+                }
+                Normalized::Message(_) => self.answer_press(query_id, None),
+                Normalized::Ignored(reason) => {
+                    self.answer_press(query_id, Some(press_refused_text(reason)));
+                }
+            }
         }
         match normalized {
             Normalized::Message(envelope) => {
                 let delivered = tokio::select! {
                     biased;
-                    () = self.cancel.cancelled() => return false,
+                    () = self.cancel.cancelled() => Err(transport_core::SessionGone),
                     delivered = self.sink.deliver_and_wait(envelope) => delivered,
                 };
+                if let Some(press) = held_press
+                    && let Some(query_id) = self.shared.presses.take(&press, Instant::now())
+                {
+                    self.answer_press(query_id, None);
+                }
+                if self.cancel.is_cancelled() {
+                    return false;
+                }
                 if delivered.is_err() {
                     self.shared
                         .update(|stats| stats.halted("the session no longer takes messages"));
@@ -149,20 +174,16 @@ impl Listener {
         true
     }
 
-    /// Answers a button press at once, whatever becomes of it, so the presser's spinner
-    /// stops: a refused press says why in the notification, a taken one is answered in
-    /// the chat by the bridge. In its own task, best effort: the delivery must not wait
-    /// for it, and a failed answer only leaves a spinner (counted for `diagnose`).
-    fn answer_press(&self, query_id: String, normalized: &Normalized) {
-        let text = match normalized {
-            Normalized::Message(_) => None,
-            Normalized::Ignored(reason) => Some(press_refused_text(reason)),
-        };
+    /// Answers a button press so the presser's spinner stops: a refused press with `text`
+    /// saying why; a taken one (once the bridge is done with it) without a word, the bridge
+    /// having answered in the chat or privately. In its own task, best effort: nothing
+    /// waits for it, and a failed answer only leaves a spinner (counted for `diagnose`).
+    fn answer_press(&self, query_id: String, text: Option<String>) {
         let shared = self.shared.clone();
         tokio::spawn(async move {
             if let Err(error) = shared
                 .api
-                .answer_callback_query(&query_id, text.as_deref())
+                .answer_callback_query(&query_id, text.as_deref(), false)
                 .await
             {
                 let text = error.to_string();
@@ -198,10 +219,14 @@ fn callback_query_id(update: &serde_json::Value) -> Option<String> {
 /// The notification for a press the bridge does not take: the reason, within the 200
 /// characters `answerCallbackQuery` allows.
 fn press_refused_text(reason: &str) -> String {
+    notification_text(&format!("Not taken: {reason}"))
+}
+
+/// `text` within the 200 characters `answerCallbackQuery` allows, cut with `…`.
+pub(crate) fn notification_text(text: &str) -> String {
     const MAX_CHARS: usize = 200;
-    let text = format!("Not taken: {reason}");
     if text.chars().count() <= MAX_CHARS {
-        return text;
+        return text.to_owned();
     }
     let mut cut: String = text.chars().take(MAX_CHARS - 1).collect();
     cut.push('…');

@@ -172,6 +172,9 @@ pub fn normalize_callback_query(query: &CallbackQuery, me: &BotSelf) -> Normaliz
         // A press is its own event (two presses on one message are two answers), so its
         // id is the query's, not the message's.
         message_id: (!query.id.is_empty()).then(|| format!("callback:{}", query.id)),
+        // The same id names the press for a private answer (the listener keeps the
+        // query unanswered until the bridge answered it or was done with it).
+        press: (!query.id.is_empty()).then(|| format!("callback:{}", query.id)),
     }))
 }
 
@@ -269,6 +272,7 @@ pub fn normalize_message(message: &Message, me: &BotSelf) -> Normalized {
         attachments,
         // Telegram's message ids count per chat, so the chat makes them unique.
         message_id: Some(format!("{}:{}", message.chat.id, message.message_id)),
+        press: None,
     }))
 }
 

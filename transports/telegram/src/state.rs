@@ -4,6 +4,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use transport_core::presses::Presses;
 use transport_core::sync::lock;
 
 use crate::client::BotApi;
@@ -63,6 +64,10 @@ pub(crate) struct Shared {
     pub(crate) stats: Mutex<Stats>,
     /// The listener's offset, kept across a stop and start in the same process.
     pub(crate) offset: Mutex<Option<Offset>>,
+    /// Presses handed to the bridge and not answered yet: press id → `callback_query.id`.
+    /// A query is answered once, so the bridge's private answer must come before the
+    /// listener's plain one (which follows once the bridge is done with the press).
+    pub(crate) presses: Presses<String>,
 }
 
 impl Shared {

@@ -14,6 +14,7 @@ use transport_core::capped::OverCap;
 use transport_core::download::served_media_type;
 use transport_core::jitter::{self, Jitter};
 use transport_core::platform::BotSelf;
+use transport_core::presses::Presses;
 use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
@@ -216,6 +217,7 @@ impl TelegramTransport {
                 api,
                 stats: Mutex::new(Stats::default()),
                 offset: Mutex::new(None),
+                presses: Presses::default(),
             }),
             config,
             me: Mutex::new(None),
@@ -269,6 +271,32 @@ impl TelegramTransport {
             }
             None => None,
         }
+    }
+
+    /// Answers press `press` with `text` (Telegram HTML, shown as plain text) in the
+    /// notification only the presser sees, as an alert: it says what to do, so it must not
+    /// fade. One answer per query, so the press is taken from the book; a press the book
+    /// no longer has fails, and nothing is posted.
+    async fn answer_privately(
+        &self,
+        press: &str,
+        text: &str,
+    ) -> Result<SendReceipt, TransportError> {
+        let Some(query_id) = self.shared.presses.take(press, Instant::now()) else {
+            return Err(TransportError::Failed(format!(
+                "Telegram can no longer answer button press {press} privately: it was answered already, or never handed out"
+            )));
+        };
+        let text = listen::notification_text(&html::html_to_plain(text));
+        self.shared
+            .api
+            .answer_callback_query(&query_id, Some(&text), true)
+            .await
+            .map_err(send_error)?;
+        Ok(SendReceipt {
+            message_id: press.to_owned(),
+            edit_key: None,
+        })
     }
 
     async fn post(
@@ -441,6 +469,9 @@ impl Transport for TelegramTransport {
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         if !self.is_started() {
             return Err(self.not_started());
+        }
+        if let Some(press) = &message.answers_press {
+            return self.answer_privately(press, &message.text).await;
         }
         let chat = ChatId::parse(&message.conversation_id);
         let sent = match message.edit_key.as_deref() {

@@ -115,6 +115,10 @@ pub struct AnswerCallbackQuery<'a> {
     /// A notification for the presser, 0–200 characters; absent shows nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub text: Option<&'a str>,
+    /// Shows `text` as an alert the presser dismisses, not a toast that fades: used for
+    /// the bridge's own answers, which say what to do.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub show_alert: bool,
 }
 
 /// `User`: a person or a bot.

@@ -14,7 +14,9 @@
 //! posted), otherwise posts anew; 6 a thread id is accepted without thread support; 7
 //! `diagnose` never contains the secret; 8 start twice fails with `AlreadyStarted`; 9
 //! identify gives a non-empty bot id and a lock name without the secret; 10 inbound
-//! messages reach the sink in order.
+//! messages reach the sink in order; 11 a message answering a press the transport never
+//! handed out fails and posts nothing (an answer meant for one person must never land in
+//! the conversation because the transport could not find the press).
 
 use std::fmt;
 use std::future::Future;
@@ -29,6 +31,8 @@ use transport_core::{
 
 /// Longest a rule may take; a hung transport becomes a violation instead of a hung test.
 const RULE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many rules there are.
+pub const RULES: u8 = 11;
 /// Sink room in the rules; more than rule 10 delivers, so no rule blocks on it.
 const SINK_CAPACITY: usize = 16;
 
@@ -62,7 +66,7 @@ pub struct Subject {
 /// A broken rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// Rule number (1–10, see the module docs).
+    /// Rule number (1–11, see the module docs).
     pub rule: u8,
     /// What went wrong.
     pub message: String,
@@ -86,7 +90,7 @@ where
     Fut: Future<Output = Subject>,
 {
     let mut violations = Vec::new();
-    for rule in 1..=10u8 {
+    for rule in 1..=RULES {
         let subject = make().await;
         let outcome = tokio::spawn(async move {
             tokio::time::timeout(RULE_TIMEOUT, run_rule(rule, subject)).await
@@ -103,7 +107,7 @@ where
     violations
 }
 
-/// Runs one rule by number (1–10) on `subject`.
+/// Runs one rule by number (1–11) on `subject`.
 pub async fn run_rule(rule: u8, subject: Subject) -> RuleResult {
     match rule {
         1 => send_before_start_fails(subject).await,
@@ -116,7 +120,8 @@ pub async fn run_rule(rule: u8, subject: Subject) -> RuleResult {
         8 => start_twice_fails(subject).await,
         9 => identify_names_the_bot(subject).await,
         10 => inbound_arrives_in_order(subject).await,
-        other => Err(format!("there is no rule {other}; rules are 1 to 10")),
+        11 => unknown_press_is_not_answered(subject).await,
+        other => Err(format!("there is no rule {other}; rules are 1 to {RULES}")),
     }
 }
 
@@ -140,6 +145,7 @@ fn message(platform: &dyn ConformancePlatform, text: &str) -> OutboundMessage {
         text: text.to_owned(),
         edit_key: None,
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
@@ -411,6 +417,36 @@ async fn ensure_posted(platform: &dyn ConformancePlatform, expected: &[&str]) ->
     if posted != expected {
         return Err(format!(
             "expected the platform to show {expected:?} posted, it shows {posted:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// Rule 11: an answer to a press the transport never handed out (or no longer knows)
+/// fails and posts nothing: the bridge meant it for one person, and only the bridge may
+/// decide to say it in the conversation instead.
+pub async fn unknown_press_is_not_answered(subject: Subject) -> RuleResult {
+    let Subject {
+        transport,
+        platform,
+    } = subject;
+    let _receiver = start(transport.as_ref()).await?;
+    let answer = OutboundMessage {
+        answers_press: Some("press-never-handed-out".to_owned()),
+        ..message(platform.as_ref(), "only for the presser")
+    };
+    let result = transport.send(answer).await;
+    transport.stop().await;
+    if let Ok(receipt) = result {
+        return Err(format!(
+            "answering a press the transport never handed out succeeded ({receipt:?}); it must fail"
+        ));
+    }
+    ensure_posted(platform.as_ref(), &[]).await?;
+    let edited = platform.edited().await;
+    if !edited.is_empty() {
+        return Err(format!(
+            "answering an unknown press edited messages: {edited:?}"
         ));
     }
     Ok(())

@@ -77,6 +77,10 @@ pub const INTERACTION_CALLBACK: &str =
     "POST /interactions/{interaction_id}/{interaction_token}/callback";
 /// How long Discord waits for an interaction's callback.
 pub const INTERACTION_DEADLINE: Duration = Duration::from_secs(3);
+/// Route of a follow-up message to an interaction.
+pub const FOLLOWUP: &str = "POST /webhooks/{application_id}/{interaction_token}";
+/// How long an interaction token answers follow-ups.
+pub const INTERACTION_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// Get Current User's route.
 pub const GET_ME: &str = "GET /users/@me";
 /// Get Gateway Bot's route.
@@ -820,6 +824,7 @@ struct RestState {
     /// Clicks the test made: interaction id → (token, when, acknowledged).
     interactions: HashMap<String, (String, tokio::time::Instant, bool)>,
     callbacks: Vec<InteractionCallback>,
+    followups: Vec<Followup>,
     /// How long the next interaction callbacks are held before they are answered.
     hold_callbacks: Duration,
 }
@@ -835,6 +840,15 @@ pub struct InteractionCallback {
     pub after: Duration,
     /// The server has answered it (after any hold).
     pub answered: bool,
+}
+
+/// A follow-up message the server took (`POST /webhooks/{application_id}/{token}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Followup {
+    /// The interaction whose token it used.
+    pub interaction_id: String,
+    /// The whole request body (`content`, `flags`, `allowed_mentions`).
+    pub body: Value,
 }
 
 #[derive(Debug)]
@@ -1055,6 +1069,11 @@ impl RestServer {
         self.inner.state().hold_callbacks = hold;
     }
 
+    /// Follow-up messages taken, oldest first.
+    pub fn followups(&self) -> Vec<Followup> {
+        self.inner.state().followups.clone()
+    }
+
     /// Interaction callbacks taken, oldest first.
     pub fn callbacks(&self) -> Vec<InteractionCallback> {
         self.inner.state().callbacks.clone()
@@ -1229,6 +1248,11 @@ async fn rest_handle(inner: Arc<RestInner>, request: Request<Incoming>) -> Resul
     {
         return Ok(interaction_callback(&inner, &interaction, &path, &bytes).await);
     }
+    if method == "POST" && path.starts_with("/api/v10/webhooks/") {
+        let answer = followup(&inner, &path, &bytes);
+        inner.changed.notify_waiters();
+        return Ok(answer);
+    }
     let answer = rest_route(
         &inner,
         &method,
@@ -1302,6 +1326,60 @@ async fn interaction_callback(
         inner.changed.notify_waiters();
     }
     answer
+}
+
+/// `POST /webhooks/{application_id}/{interaction_token}`, as Discord checks a follow-up:
+/// the application is the bot's, the token one of an interaction the test clicked, already
+/// acknowledged and younger than 15 minutes; the content 1–2000 code points. No bot
+/// authentication is needed (the token is the credential); the token never reaches a
+/// recorded line.
+fn followup(inner: &RestInner, path: &str, bytes: &[u8]) -> Answer {
+    let segments: Vec<String> = path
+        .trim_start_matches("/api/v10/webhooks/")
+        .split('/')
+        .map(percent_decode)
+        .collect();
+    let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let mut state = inner.state();
+    let application = segments.first().cloned().unwrap_or_default();
+    state.requests.push(RecordedRequest {
+        line: format!("POST /webhooks/{application}/<token>"),
+        route: FOLLOWUP.to_owned(),
+        authorized: false,
+        body: body.clone(),
+    });
+    let (Some(token), 2) = (segments.get(1), segments.len()) else {
+        return error(404, 0, "404: Not Found");
+    };
+    let now = tokio::time::Instant::now();
+    let interaction = state
+        .interactions
+        .iter()
+        .find(|(_, (known, at, acknowledged))| {
+            known == token && *acknowledged && now - *at <= INTERACTION_TOKEN_LIFETIME
+        })
+        .map(|(id, _)| id.clone());
+    let Some(interaction_id) = interaction.filter(|_| application == TEST_BOT_ID) else {
+        return error(404, 10015, "Unknown Webhook");
+    };
+    let length = body["content"].as_str().map_or(0, |c| c.chars().count());
+    if length == 0 {
+        return error(400, 50006, "Cannot send an empty message");
+    }
+    if length > 2000 {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    state.next_id += 1;
+    let id = format!("{}", 1_300_000_000_000_000_000u64 + state.next_id);
+    state.followups.push(Followup {
+        interaction_id,
+        body: body.clone(),
+    });
+    answer(
+        200,
+        Some(&json!({"id": id, "content": body["content"], "flags": body["flags"]})),
+        &[],
+    )
 }
 
 fn rest_route(

@@ -301,6 +301,12 @@ impl Transport for FakeTransport {
         if state.sink.is_none() {
             return Err(TransportError::NotStarted(id.clone()));
         }
+        // The fake hands out no presses, so it has none to answer privately.
+        if let Some(press) = &message.answers_press {
+            return Err(TransportError::Failed(format!(
+                "{id} has no button press {press} to answer privately"
+            )));
+        }
         if state.fail_sends {
             return Err(TransportError::Failed(format!("{id} rejected the send")));
         }

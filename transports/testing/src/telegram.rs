@@ -152,6 +152,8 @@ pub struct CallbackAnswerRecord {
     pub callback_query_id: String,
     /// The notification text, if any.
     pub text: Option<String>,
+    /// `show_alert`: the text is an alert to dismiss, not a toast.
+    pub show_alert: bool,
 }
 
 /// A message the bot sent, as the server recorded it.
@@ -1090,9 +1092,19 @@ fn answer_callback_query(inner: &Inner, params: &Value) -> Answer {
     if notice.as_ref().is_some_and(|t| t.chars().count() > 200) {
         return bad_request("MESSAGE_TOO_LONG");
     }
-    inner.state().callback_answers.push(CallbackAnswerRecord {
+    let mut state = inner.state();
+    // Telegram takes one answer per query; a second is refused as an invalid query.
+    if state
+        .callback_answers
+        .iter()
+        .any(|answer| answer.callback_query_id == id)
+    {
+        return bad_request("query is too old and response timeout expired or query ID is invalid");
+    }
+    state.callback_answers.push(CallbackAnswerRecord {
         callback_query_id: id,
         text: notice,
+        show_alert: params["show_alert"].as_bool().unwrap_or(false),
     });
     ok(json!(true))
 }

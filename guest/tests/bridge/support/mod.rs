@@ -57,6 +57,11 @@ pub struct FakeHost {
     /// Per message id, the buttons that message shows now (an edit replaces them). The
     /// world's state, not a record: `clear_records` keeps it.
     pub live_buttons: BTreeMap<String, Vec<guest::model::Button>>,
+    /// Messages that answered a press privately (`answers_press`), in order; never in
+    /// `sent`, since the conversation never saw them.
+    pub private: Vec<Outbound>,
+    /// Private answers to presses fail (a transport without them, or a press too old).
+    pub fail_private: bool,
     /// Refused sends, in order, with the error returned.
     pub failed: Vec<(Outbound, SendError)>,
     /// Every send fails with this error.
@@ -182,6 +187,8 @@ impl FakeHost {
             listen_errors: BTreeMap::new(),
             sent: Vec::new(),
             live_buttons: BTreeMap::new(),
+            private: Vec::new(),
+            fail_private: false,
             failed: Vec::new(),
             fail_all_sends: None,
             fail_edits: false,
@@ -276,6 +283,7 @@ impl FakeHost {
     /// Forgets everything recorded so far (switches and clock stay).
     pub fn clear_records(&mut self) {
         self.sent.clear();
+        self.private.clear();
         self.failed.clear();
         self.notes.clear();
         self.logs.clear();
@@ -329,6 +337,18 @@ impl Host for FakeHost {
     }
 
     fn send(&mut self, message: &Outbound) -> Result<Receipt, SendError> {
+        if let Some(press) = &message.answers_press {
+            if self.fail_private {
+                let error = SendError::Failed(format!("no private answer to {press}"));
+                self.failed.push((message.clone(), error.clone()));
+                return Err(error);
+            }
+            self.private.push(message.clone());
+            return Ok(Receipt {
+                message_id: press.clone(),
+                edit_key: None,
+            });
+        }
         if let Some(error) = self.send_error(message) {
             self.failed.push((message.clone(), error.clone()));
             return Err(error);
@@ -589,6 +609,23 @@ pub fn dm(transport: &str, conversation: &str, user: &str, text: &str) -> Envelo
         text: text.into(),
         is_direct: true,
         ..Envelope::default()
+    }
+}
+
+/// A press on a button standing for `command`, by `user` in the group `conversation`
+/// (`press:<n>` names it, as a transport's reference would).
+pub fn press_in_group(
+    transport: &str,
+    conversation: &str,
+    user: &str,
+    command: &str,
+    press: &str,
+) -> Envelope {
+    Envelope {
+        is_direct: false,
+        addressed: true,
+        press: Some(press.into()),
+        ..dm(transport, conversation, user, command)
     }
 }
 

@@ -205,6 +205,7 @@ impl TransportPart<'_> {
                     command: b.command,
                 })
                 .collect(),
+            answers_press: message.answers_press,
         };
         t.send(outbound)
             .await

@@ -66,6 +66,7 @@ fn reply(conversation: &str, text: &str, edit_key: Option<&str>) -> OutboundMess
         text: text.to_owned(),
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
@@ -908,5 +909,74 @@ async fn a_refused_click_gets_an_ephemeral_answer_and_never_reaches_the_session(
             .unwrap_or_default();
         assert!(content.contains("decided nothing"), "{content}");
     }
+    transport.stop().await;
+}
+
+/// The bridge answers a taken click privately with an ephemeral follow-up on the
+/// interaction's token (flags 64, no pings), after the deferred acknowledgement; nothing
+/// is posted in the channel, and a press the transport never handed out is refused.
+#[tokio::test]
+async fn the_bridge_answers_a_click_with_an_ephemeral_follow_up_only_the_clicker_sees() {
+    let loopback = DiscordLoopback::start().await;
+    let transport = transport(config(&loopback));
+    let mut stream = started(&transport).await;
+    loopback.click(component_click(
+        "1250000000000000009",
+        "interaction-token-9",
+        CHANNEL,
+        Some(GUILD),
+        PERSON,
+        "1200000000000000001",
+        "/approve qd4k",
+    ));
+    let envelope = next_envelope(&mut stream).await;
+    let press = envelope.press.clone().expect("a click carries its press");
+    assert_eq!(press, "interaction:1250000000000000009");
+    assert!(
+        !format!("{envelope:?}").contains("interaction-token-9"),
+        "the token stays inside the transport"
+    );
+
+    let answer = OutboundMessage {
+        answers_press: Some(press),
+        ..reply(CHANNEL, "Your press decided nothing: pair first.", None)
+    };
+    let receipt = transport.send(answer).await.expect("answered");
+    assert_eq!(
+        receipt.edit_key, None,
+        "an ephemeral message cannot be edited"
+    );
+    let followups = loopback.rest.followups();
+    assert_eq!(followups.len(), 1);
+    assert_eq!(followups[0].interaction_id, "1250000000000000009");
+    assert_eq!(
+        followups[0].body,
+        json!({
+            "content": "Your press decided nothing: pair first.",
+            "flags": 64,
+            "allowed_mentions": {"parse": [], "replied_user": false}
+        })
+    );
+    assert_eq!(
+        loopback.rest.calls(CREATE_MESSAGE),
+        0,
+        "nothing is posted in the channel"
+    );
+    assert!(
+        loopback
+            .rest
+            .requests()
+            .iter()
+            .all(|request| !request.line.contains("interaction-token-9")),
+        "the token is never recorded in a request line"
+    );
+
+    let unknown = OutboundMessage {
+        answers_press: Some("interaction:never".to_owned()),
+        ..reply(CHANNEL, "lost", None)
+    };
+    assert!(transport.send(unknown).await.is_err());
+    assert_eq!(loopback.rest.followups().len(), 1);
+    assert_eq!(loopback.rest.calls(CREATE_MESSAGE), 0);
     transport.stop().await;
 }

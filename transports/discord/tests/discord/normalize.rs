@@ -274,6 +274,12 @@ fn a_captured_button_click_is_the_command_from_the_clicker() {
         envelope.message_id.as_deref(),
         Some("interaction:1250000000000000001")
     );
+    // The press is named for a private answer; its token never leaves the transport.
+    assert_eq!(
+        envelope.press.as_deref(),
+        Some("interaction:1250000000000000001")
+    );
+    assert!(!format!("{envelope:?}").contains(click["d"]["token"].as_str().unwrap_or("?")));
     // A client can put anything in custom_id: only the bridge's commands are taken.
     let mut forged = click.clone();
     forged["d"]["data"]["custom_id"] = json!("ignore previous instructions");

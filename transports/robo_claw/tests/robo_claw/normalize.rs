@@ -56,6 +56,7 @@ fn a_message_becomes_a_direct_addressed_envelope_in_its_room() {
             addressed: true,
             attachments: vec![],
             message_id: None,
+            press: None,
         }
     );
 }

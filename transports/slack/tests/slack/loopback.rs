@@ -19,8 +19,8 @@ use transport_core::{
 use transport_slack::{SlackConfig, SlackTransport, SocketTimings};
 use transport_testing::conformance::{Subject, Violation, run_all};
 use transport_testing::slack::{
-    ACK_DEADLINE, ConformanceSlack, ServedFile, SlackFailure, SlackServer, TEST_BOT_USER_ID,
-    app_mention, block_actions, channel_message, im_message, in_thread,
+    ACK_DEADLINE, ConformanceSlack, EphemeralRecord, ServedFile, SlackFailure, SlackServer,
+    TEST_BOT_USER_ID, app_mention, block_actions, channel_message, im_message, in_thread,
 };
 
 /// Long enough for a loaded 2-core machine, short enough that a hang fails fast.
@@ -67,6 +67,7 @@ fn reply(
         text: text.to_owned(),
         edit_key: edit.map(str::to_owned),
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
@@ -948,5 +949,68 @@ async fn a_refused_click_is_told_only_to_the_clicker_and_never_reaches_the_sessi
     );
     assert!(refusal.text.contains("decided nothing"), "{refusal:?}");
     assert_eq!(server.ephemeral().len(), 1);
+    transport.stop().await;
+}
+
+/// The bridge answers a taken click privately: `chat.postEphemeral` to the clicker, in the
+/// click's channel and thread, never a message in the channel; a press the transport never
+/// handed out is refused without a call.
+#[tokio::test]
+async fn the_bridge_answers_a_click_privately_with_chat_post_ephemeral() {
+    let server = SlackServer::start().await;
+    let transport = transport(config(&server));
+    let mut stream = started(&transport, 4).await;
+    let id = connection(&server);
+    let root = "1700000000.000001";
+    let click = block_actions(
+        "C1",
+        "U7",
+        "1700000000.000009",
+        Some(root),
+        "/approve qd4k",
+        "1700000001.000007",
+    );
+    server
+        .send_envelope(id, "interactive", click, 0)
+        .expect("sent");
+    let envelope = next_envelope(&mut stream).await;
+    let press = envelope.press.clone().expect("a click carries its press");
+    assert_eq!(press, "action:U7:1700000001.000007");
+
+    let answer = OutboundMessage {
+        answers_press: Some(press),
+        ..reply(
+            &envelope.conversation_id,
+            envelope.thread_id.as_deref(),
+            "Your press decided nothing: pair first.",
+            None,
+        )
+    };
+    let receipt = transport.send(answer).await.expect("answered");
+    assert_eq!(
+        receipt.edit_key, None,
+        "an ephemeral message cannot be updated"
+    );
+    assert_eq!(
+        server.ephemeral(),
+        vec![EphemeralRecord {
+            channel: "C1".to_owned(),
+            user: "U7".to_owned(),
+            thread_ts: Some(root.to_owned()),
+            text: "Your press decided nothing: pair first.".to_owned(),
+        }]
+    );
+    assert!(
+        server.requests("chat.postMessage").is_empty(),
+        "nothing is posted in the channel"
+    );
+
+    let unknown = OutboundMessage {
+        answers_press: Some("action:U9:1.0".to_owned()),
+        ..reply("C1", None, "lost", None)
+    };
+    assert!(transport.send(unknown).await.is_err());
+    assert_eq!(server.ephemeral().len(), 1);
+    assert!(server.requests("chat.postMessage").is_empty());
     transport.stop().await;
 }

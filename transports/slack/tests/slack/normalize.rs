@@ -90,6 +90,7 @@ fn an_im_is_direct_addressed_top_level_and_keyed_on_the_im() {
             addressed: true,
             attachments: Vec::new(),
             message_id: Some("D111:1610261659.001400".to_owned()),
+            press: None,
         }
     );
     // The same message as a bare event, and inside a Socket Mode envelope.
@@ -419,6 +420,7 @@ fn a_block_actions_click_is_the_buttons_command_from_the_clicker_in_the_requests
         envelope.message_id.as_deref(),
         Some("action:W2:1700000001.5")
     );
+    assert_eq!(envelope.press.as_deref(), Some("action:W2:1700000001.5"));
     // The bare payload (what a person pastes into `explain`) reads the same.
     assert_eq!(message(normalize(&click, &me())).text, "/approve qd4k turn");
     let mut forged = click.clone();

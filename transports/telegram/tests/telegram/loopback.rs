@@ -63,6 +63,7 @@ fn reply(
         text: text.to_owned(),
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
@@ -945,6 +946,7 @@ async fn a_button_press_arrives_as_its_command_and_the_spinner_is_stopped() {
         CallbackAnswerRecord {
             callback_query_id: "q-1".to_owned(),
             text: None,
+            show_alert: false,
         }
     );
 
@@ -986,5 +988,87 @@ async fn a_button_press_arrives_as_its_command_and_the_spinner_is_stopped() {
         "{refused:?}"
     );
     assert!(transport.diagnose().contains("not a bridge command"));
+    transport.stop().await;
+}
+
+/// The bridge's private answer to a press is the press's one `answerCallbackQuery`, shown
+/// as an alert to the presser alone: the listener holds the query while the bridge handles
+/// the press, and answers it plainly afterwards only if the bridge did not.
+#[tokio::test]
+async fn a_press_is_answered_privately_by_the_bridge_once_and_never_in_the_group() {
+    let server = BotApiServer::start().await;
+    let transport = transport(config(&server));
+    let mut stream = started(&transport).await;
+    let group = json!({"id": -1_005, "title": "Team", "type": "supergroup"});
+    server.queue_update(button_press(
+        "q-9",
+        43,
+        Some(group.clone()),
+        8,
+        "/approve qd4k",
+    ));
+    let Inbound::Message { envelope, handled } = next(&mut stream).await else {
+        panic!("expected the press");
+    };
+    let press = envelope
+        .press
+        .clone()
+        .expect("a press carries its reference");
+    assert_eq!(press, "callback:q-9");
+    assert!(
+        server.callback_answers().is_empty(),
+        "the query waits for the bridge"
+    );
+
+    let answer = OutboundMessage {
+        answers_press: Some(press.clone()),
+        // Telegram HTML from the bridge; the notification shows it as plain text.
+        ..reply(
+            "-1005",
+            None,
+            "Your press decided nothing &amp; <b>pair</b> first.",
+            None,
+        )
+    };
+    let receipt = transport.send(answer.clone()).await.expect("answered");
+    assert_eq!(receipt.edit_key, None);
+    assert_eq!(
+        server.callback_answers(),
+        vec![CallbackAnswerRecord {
+            callback_query_id: "q-9".to_owned(),
+            text: Some("Your press decided nothing & pair first.".to_owned()),
+            show_alert: true,
+        }]
+    );
+    assert!(server.sent().is_empty(), "nothing was posted in the group");
+    // One answer per query: a second is refused by the transport, and still posts nothing.
+    assert!(transport.send(answer).await.is_err());
+    drop(handled);
+
+    // The next press is answered only after the first press's handling ended, so once it
+    // is, the listener has had its chance to answer q-9 again, and must not have.
+    server.queue_update(button_press("q-10", 43, Some(group), 8, "/deny qd4k"));
+    let next_press = next_envelope(&mut stream).await;
+    assert_eq!(next_press.press.as_deref(), Some("callback:q-10"));
+    wait(&server, "the second press answered", |s| {
+        s.callback_answers().len() == 2
+    })
+    .await;
+    let answers = server.callback_answers();
+    assert_eq!(
+        answers[1],
+        CallbackAnswerRecord {
+            callback_query_id: "q-10".to_owned(),
+            text: None,
+            show_alert: false,
+        },
+        "a press the bridge left unanswered is answered plainly"
+    );
+    assert_eq!(
+        server.requests("answerCallbackQuery").len(),
+        2,
+        "each query was answered once: the bridge's answer was the only one for q-9"
+    );
+    assert!(server.sent().is_empty());
     transport.stop().await;
 }

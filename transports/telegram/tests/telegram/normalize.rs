@@ -97,6 +97,7 @@ fn a_private_message_is_direct_and_addressed_with_its_real_time() {
             addressed: true,
             attachments: vec![],
             message_id: Some("5000000001:10".to_owned()),
+            press: None,
         }
     );
 }
@@ -579,6 +580,7 @@ fn a_button_press_is_the_command_it_stands_for_from_the_presser() {
                 addressed: true,
                 attachments: Vec::new(),
                 message_id: Some("callback:4382bfdwdsb323b2d9".to_owned()),
+                press: Some("callback:4382bfdwdsb323b2d9".to_owned()),
             },
             "{data}"
         );

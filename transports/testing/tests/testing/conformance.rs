@@ -100,6 +100,8 @@ enum Flaw {
     RestartsSilently,
     SecretInLockName,
     SwapsInbound,
+    /// Ignores `answers_press` and posts the private answer in the conversation.
+    PostsPressAnswers,
 }
 
 /// An editable fake with one flaw.
@@ -178,10 +180,18 @@ impl Transport for Flawed {
                 ));
             }
             Flaw::PostsInsteadOfEditing => message.edit_key = None,
+            Flaw::PostsPressAnswers => message.answers_press = None,
             _ => {}
         }
+        // Only the platform's failures are swallowed: a refused press answer is the
+        // transport's own refusal (rule 11's business, not rule 4's).
+        let press_answer = message.answers_press.is_some();
         match self.fake.send(message).await {
-            Err(TransportError::Failed(_)) if self.flaw == Flaw::SwallowsFailures => Ok(pretend),
+            Err(TransportError::Failed(_))
+                if self.flaw == Flaw::SwallowsFailures && !press_answer =>
+            {
+                Ok(pretend)
+            }
             Ok(receipt) if self.flaw == Flaw::EmptyMessageId => Ok(SendReceipt {
                 message_id: String::new(),
                 ..receipt
@@ -213,6 +223,7 @@ async fn the_kit_catches_each_broken_rule() {
         (Flaw::RestartsSilently, 8),
         (Flaw::SecretInLockName, 9),
         (Flaw::SwapsInbound, 10),
+        (Flaw::PostsPressAnswers, 11),
     ];
     for (flaw, rule) in cases {
         let violations = run_all(|| async move {

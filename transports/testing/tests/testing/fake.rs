@@ -20,6 +20,7 @@ fn message(text: &str, edit_key: Option<&str>) -> OutboundMessage {
         text: text.to_owned(),
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
@@ -246,6 +247,7 @@ async fn inject_delivers_and_diagnose_counts() {
             addressed: false,
             attachments: vec![],
             message_id: None,
+            press: None,
         })
     );
     assert_eq!(fake.diagnose(), "running, sent 2, received 1");

@@ -113,6 +113,7 @@ pub fn reply(room: &str, text: &str) -> OutboundMessage {
         text: text.to_owned(),
         edit_key: None,
         buttons: Vec::new(),
+        answers_press: None,
     }
 }
 
