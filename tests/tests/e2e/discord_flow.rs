@@ -16,7 +16,7 @@ use host_shim::sandbox::session::{Session, SessionSpec};
 use host_shim::wit::session::{AgentEvent, ToolResult, TurnOrigin};
 use serde_json::{Value, json};
 use transport_testing::discord::{
-    DiscordLoopback, TEST_BOT_ID, bot_user, dm_message, guild_message,
+    DiscordLoopback, TEST_BOT_ID, bot_user, component_click, dm_message, guild_message,
 };
 
 use crate::common::{self, Dirs, ScriptAgent, WAIT};
@@ -25,6 +25,8 @@ const USER: &str = "555000000000000001";
 const DM: &str = "900000000000000001";
 const CHANNEL: &str = "700000000000000001";
 const SERVER: &str = "800000000000000001";
+/// A member of the server who never paired.
+const STRANGER: &str = "555000000000000099";
 
 struct Discord {
     loopback: Arc<DiscordLoopback>,
@@ -40,11 +42,12 @@ fn spec(
     dirs: &Dirs,
     agent: Arc<ScriptAgent>,
     ui: Arc<RecordingUi>,
+    bridge: Value,
 ) -> SessionSpec {
     let token = loopback.token();
     let state_dir = dirs.dir.path().to_path_buf();
     // The gateway URL comes from the loopback REST server's GET /gateway/bot.
-    let config = json!({"transports": {"discord": {
+    let config = json!({"bridge": bridge, "transports": {"discord": {
         "enabled": true,
         "tokenEnv": "DISCORD_TEST_TOKEN",
         "baseUrl": loopback.base_url(),
@@ -80,13 +83,18 @@ fn spec(
 
 impl Discord {
     async fn start() -> Discord {
+        Discord::start_with(json!({})).await
+    }
+
+    /// A session whose configuration has `bridge` as its `bridge` section.
+    async fn start_with(bridge: Value) -> Discord {
         let loopback = Arc::new(DiscordLoopback::start().await);
         let dirs = Dirs::new();
         let agent = Arc::new(ScriptAgent::default());
         let ui = Arc::new(RecordingUi::default());
         let session = Session::spawn(
             common::runtime(),
-            spec(&loopback, &dirs, agent.clone(), ui.clone()),
+            spec(&loopback, &dirs, agent.clone(), ui.clone(), bridge),
         )
         .await
         .expect("session starts");
@@ -358,6 +366,169 @@ async fn a_mention_with_a_bare_command_word_in_a_channel_is_a_command() {
         d.agent.prompts.lock().unwrap().is_empty(),
         "not a prompt: {:?}",
         d.agent.prompts.lock().unwrap()
+    );
+    d.session.shutdown().await.expect("clean shutdown");
+}
+
+/// A tap to decide, through the real host and component on the loopback gateway and REST
+/// server: the approval request of a turn started in a server channel carries an action row;
+/// a stranger's click decides nothing and is answered with an ephemeral follow-up only they
+/// see (nothing is posted in the channel); the paired owner's click approves, and the
+/// request is edited to the outcome with its buttons removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_click_is_refused_privately_and_the_owners_click_approves_in_place() {
+    let d = Discord::start_with(json!({
+        "remoteToolPolicy": "unrestricted",
+        "remoteToolApproval": "each",
+        "remoteApproval": {"enabled": true, "timeoutMs": 60000},
+    }))
+    .await;
+    d.pair().await;
+    assert!(
+        d.loopback
+            .gateway
+            .message_create(d.mention("run the tests"))
+            .is_some()
+    );
+    let agent = d.agent.clone();
+    let prompted = d
+        .loopback
+        .rest
+        .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
+        .await;
+    assert!(prompted, "the prompt reached the agent");
+    d.agent.busy.store(true, Ordering::SeqCst);
+    d.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let waiting = {
+        let agent = d.agent.clone();
+        tokio::spawn(async move { agent.tool_call("bash").await })
+    };
+    let asked = d
+        .loopback
+        .rest
+        .wait_until(WAIT, |rest| {
+            rest.created()
+                .iter()
+                .any(|m| m.channel_id == CHANNEL && m.content.starts_with("Approval needed ("))
+        })
+        .await;
+    assert!(asked, "the request: {:#?}", d.loopback.rest.created());
+    let request = d
+        .loopback
+        .rest
+        .created()
+        .into_iter()
+        .find(|m| m.content.starts_with("Approval needed ("))
+        .expect("the request");
+    let command = |label: &str| -> String {
+        request.body["components"][0]["components"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|button| button["label"] == label)
+            .and_then(|button| button["custom_id"].as_str())
+            .unwrap_or_else(|| panic!("no {label} button: {}", request.body))
+            .to_owned()
+    };
+    let approve = command("Approve once");
+    let codes = |d: &Discord| {
+        d.ui.notes()
+            .iter()
+            .filter(|(_, note)| note.contains("Messenger pairing code:"))
+            .count()
+    };
+    let codes_before = codes(&d);
+    let created_before = d.loopback.rest.created().len();
+
+    d.loopback.click(component_click(
+        "1400000000000000001",
+        "stranger-interaction-token",
+        CHANNEL,
+        Some(SERVER),
+        STRANGER,
+        &request.id,
+        &approve,
+    ));
+    let refused = d
+        .loopback
+        .rest
+        .wait_until(WAIT, |rest| !rest.followups().is_empty())
+        .await;
+    assert!(
+        refused,
+        "the stranger was answered: {:#?}",
+        d.loopback.rest.requests()
+    );
+    let followup = &d.loopback.rest.followups()[0];
+    assert_eq!(followup.interaction_id, "1400000000000000001");
+    assert_eq!(followup.body["flags"], 64, "ephemeral: the clicker alone");
+    assert!(
+        followup.body["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("Your press decided nothing")),
+        "{followup:?}"
+    );
+    assert_eq!(
+        d.loopback.rest.created().len(),
+        created_before,
+        "nothing said in the channel: {:#?}",
+        d.loopback.rest.created()
+    );
+    assert!(!waiting.is_finished(), "the stranger decided nothing");
+    assert_eq!(
+        codes(&d),
+        codes_before,
+        "no pairing code was made for a click"
+    );
+    assert!(
+        d.loopback.rest.edited().iter().all(|e| e.id != request.id),
+        "the request stays live"
+    );
+
+    d.loopback.click(component_click(
+        "1400000000000000002",
+        "owner-interaction-token",
+        CHANNEL,
+        Some(SERVER),
+        USER,
+        &request.id,
+        &approve,
+    ));
+    let verdict = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("a verdict in time")
+        .expect("the task ran");
+    assert_eq!(verdict, host_shim::wit::session::ToolDecision::Allow);
+    let decided = d
+        .loopback
+        .rest
+        .wait_until(WAIT, |rest| {
+            rest.edited().iter().any(|e| {
+                e.id == request.id
+                    && e.content
+                        .contains(&format!("Approved once by discord:{USER}"))
+            })
+        })
+        .await;
+    assert!(
+        decided,
+        "edited to the outcome: {:#?}",
+        d.loopback.rest.edited()
+    );
+    let outcome = d
+        .loopback
+        .rest
+        .edited()
+        .into_iter()
+        .rfind(|e| e.id == request.id)
+        .expect("the outcome");
+    assert_eq!(outcome.body["components"], json!([]), "its buttons removed");
+    assert_eq!(
+        d.loopback.rest.followups().len(),
+        1,
+        "the owner's click is answered in the open"
     );
     d.session.shutdown().await.expect("clean shutdown");
 }

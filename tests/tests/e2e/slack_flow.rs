@@ -17,7 +17,8 @@ use host_shim::wit::session::{AgentEvent, ToolResult, TurnOrigin};
 use serde_json::{Value, json};
 use transport_core::platform::{BotSelf, Normalized};
 use transport_testing::slack::{
-    SlackServer, TEST_BOT_USER_ID, channel_message, event_callback, im_message, in_thread,
+    SlackServer, TEST_BOT_USER_ID, block_actions, channel_message, event_callback, im_message,
+    in_thread,
 };
 
 use crate::common::{self, Dirs, ScriptAgent, WAIT};
@@ -25,6 +26,8 @@ use crate::common::{self, Dirs, ScriptAgent, WAIT};
 const USER: &str = "U0ADA";
 const IM: &str = "D0ADA";
 const CHANNEL: &str = "C0TEAM";
+/// A member of the channel who never paired.
+const STRANGER: &str = "U0STRANGER";
 
 struct Slack {
     server: Arc<SlackServer>,
@@ -39,9 +42,10 @@ fn spec(
     dirs: &Dirs,
     agent: Arc<ScriptAgent>,
     ui: Arc<RecordingUi>,
+    bridge: Value,
 ) -> SessionSpec {
     let (bot, app) = (server.bot_token(), server.app_token());
-    let config = json!({"transports": {"slack": {
+    let config = json!({"bridge": bridge, "transports": {"slack": {
         "enabled": true,
         "tokenEnv": "SLACK_E2E_BOT",
         "appTokenEnv": "SLACK_E2E_APP",
@@ -81,13 +85,18 @@ fn spec(
 
 impl Slack {
     async fn start() -> Slack {
+        Slack::start_with(json!({})).await
+    }
+
+    /// A session whose configuration has `bridge` as its `bridge` section.
+    async fn start_with(bridge: Value) -> Slack {
         let server = Arc::new(SlackServer::start().await);
         let dirs = Dirs::new();
         let agent = Arc::new(ScriptAgent::default());
         let ui = Arc::new(RecordingUi::default());
         let session = Session::spawn(
             common::runtime(),
-            spec(&server, &dirs, agent.clone(), ui.clone()),
+            spec(&server, &dirs, agent.clone(), ui.clone(), bridge),
         )
         .await
         .expect("session starts");
@@ -408,4 +417,176 @@ fn explain_slack_on_an_im_an_app_mention_a_thread_reply_a_bot_message_and_an_edi
             Normalized::Message(m) => panic!("{m:?} should be ignored"),
         }
     }
+}
+
+/// A tap to decide, through the real host and component on the loopback Socket Mode and Web
+/// API: the approval request of a turn started in a channel thread carries Block Kit
+/// buttons; a stranger's click decides nothing and is answered with `chat.postEphemeral` to
+/// them alone (nothing posted in the thread); the paired owner's click approves, and the
+/// request is updated to the outcome with its blocks removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strangers_click_is_refused_privately_and_the_owners_click_approves_in_place() {
+    let t = Slack::start_with(json!({
+        "remoteToolPolicy": "unrestricted",
+        "remoteToolApproval": "each",
+        "remoteApproval": {"enabled": true, "timeoutMs": 60000},
+    }))
+    .await;
+    t.pair().await;
+    let root = t.server.new_ts();
+    t.send(channel_message(
+        CHANNEL,
+        USER,
+        &root,
+        &format!("<@{TEST_BOT_USER_ID}> run the tests"),
+    ));
+    let agent = t.agent.clone();
+    assert!(
+        t.server
+            .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
+            .await,
+        "the prompt reached the agent"
+    );
+    t.agent.busy.store(true, Ordering::SeqCst);
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let waiting = {
+        let agent = t.agent.clone();
+        tokio::spawn(async move { agent.tool_call("bash").await })
+    };
+    assert!(
+        t.server
+            .wait_until(WAIT, |s| s
+                .posted()
+                .iter()
+                .any(|m| m.text.starts_with("Approval needed (")))
+            .await,
+        "the request: {:#?}",
+        t.server.posted()
+    );
+    let request = t
+        .server
+        .posted()
+        .into_iter()
+        .find(|m| m.text.starts_with("Approval needed ("))
+        .expect("the request");
+    assert_eq!(
+        (request.channel.as_str(), request.thread_ts.as_deref()),
+        (CHANNEL, Some(root.as_str())),
+        "asked in the turn's thread"
+    );
+    let approve = request
+        .blocks
+        .iter()
+        .flat_map(|blocks| blocks.as_array().into_iter().flatten())
+        .flat_map(|block| block["elements"].as_array().into_iter().flatten())
+        .find(|button| button["text"]["text"] == "Approve once")
+        .and_then(|button| button["value"].as_str())
+        .unwrap_or_else(|| panic!("no Approve once button: {:?}", request.blocks))
+        .to_owned();
+    let codes = |t: &Slack| {
+        t.ui.notes()
+            .iter()
+            .filter(|(_, note)| note.contains("Messenger pairing code:"))
+            .count()
+    };
+    let codes_before = codes(&t);
+    let posted_before = t.server.posted().len();
+    let connection = t.server.latest_connection().expect("connected");
+
+    t.server
+        .send_envelope(
+            connection,
+            "interactive",
+            block_actions(
+                CHANNEL,
+                STRANGER,
+                &request.ts,
+                Some(&root),
+                &approve,
+                "1700000100.000001",
+            ),
+            0,
+        )
+        .expect("sent");
+    assert!(
+        t.server
+            .wait_until(WAIT, |s| !s.ephemeral().is_empty())
+            .await,
+        "the stranger was answered: posted {:#?}",
+        t.server.posted()
+    );
+    let refusal = &t.server.ephemeral()[0];
+    assert_eq!(
+        (
+            refusal.channel.as_str(),
+            refusal.user.as_str(),
+            refusal.thread_ts.as_deref()
+        ),
+        (CHANNEL, STRANGER, Some(root.as_str())),
+        "to the stranger alone, in the request's thread"
+    );
+    assert!(
+        refusal.text.starts_with("Your press decided nothing"),
+        "{refusal:?}"
+    );
+    assert_eq!(
+        t.server.posted().len(),
+        posted_before,
+        "nothing said in the thread: {:#?}",
+        t.server.posted()
+    );
+    assert!(!waiting.is_finished(), "the stranger decided nothing");
+    assert_eq!(
+        codes(&t),
+        codes_before,
+        "no pairing code was made for a click"
+    );
+    assert!(
+        t.server.updated().iter().all(|u| u.ts != request.ts),
+        "the request stays live"
+    );
+
+    t.server
+        .send_envelope(
+            connection,
+            "interactive",
+            block_actions(
+                CHANNEL,
+                USER,
+                &request.ts,
+                Some(&root),
+                &approve,
+                "1700000100.000002",
+            ),
+            0,
+        )
+        .expect("sent");
+    let verdict = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("a verdict in time")
+        .expect("the task ran");
+    assert_eq!(verdict, host_shim::wit::session::ToolDecision::Allow);
+    assert!(
+        t.server
+            .wait_until(WAIT, |s| s.updated().iter().any(|u| u.ts == request.ts
+                && u.text.contains(&format!("Approved once by slack:{USER}"))))
+            .await,
+        "updated to the outcome: {:#?}",
+        t.server.updated()
+    );
+    let outcome = t
+        .server
+        .updated()
+        .into_iter()
+        .rfind(|u| u.ts == request.ts)
+        .expect("the outcome");
+    assert_eq!(outcome.blocks, Some(json!([])), "its buttons removed");
+    assert_eq!(
+        t.server.ephemeral().len(),
+        1,
+        "the owner's click is answered in the open"
+    );
+    t.session.shutdown().await.expect("clean shutdown");
 }
