@@ -20,6 +20,7 @@ mod doc_references;
 mod pairing_flow;
 mod pi_extension;
 mod pi_headless;
+mod pi_notices;
 mod pi_questions;
 mod remote_approval;
 mod robo_claw_flow;
