@@ -7,7 +7,7 @@
 use guest::bridge::Bridge;
 use guest::model::{AgentEvent, AgentQuestion, Level, QuestionAnswer, QuestionKind, TurnOrigin};
 
-use crate::support::{FakeHost, dm, pair, started};
+use crate::support::{FakeHost, dm, pair, press_in_group, started};
 
 /// A bridge with two paired chats, `tg:c1` (u1) and `dc:c2` (u2), in a remote turn.
 fn in_remote_turn(host: &mut FakeHost) -> Bridge {
@@ -274,6 +274,53 @@ fn an_unpaired_identity_cannot_answer_and_its_message_stays_what_it_was() {
     // Their plain message is what it would have been without the question: a prompt.
     assert_eq!(host.prompts.len(), 1);
     // The paired user still can.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "yes"));
+    assert_eq!(
+        host.answered,
+        vec![("pi-uuid-1".to_string(), QuestionAnswer::Confirmed(true))]
+    );
+}
+
+/// A press on a question's button by someone who may not answer (here: allowed to prompt,
+/// not trusted) is refused to the presser alone, and the question stays open.
+#[test]
+fn a_press_by_someone_who_may_not_answer_is_refused_privately() {
+    let mut host = FakeHost::new();
+    let config = r#"{"bridge":{"requirePairing":false,"allowUsers":["tg:u1"]}}"#;
+    let (mut bridge, _, _) = started(&mut host, config, &["tg"]);
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "deploy"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    let id = ask(
+        &mut bridge,
+        &mut host,
+        question(QuestionKind::Confirm, None),
+    );
+    host.clear_records();
+    bridge.on_envelope(
+        &mut host,
+        press_in_group(
+            "tg",
+            "c1",
+            "stranger",
+            &format!("/answer {id} yes"),
+            "press:3",
+        ),
+    );
+    assert!(host.answered.is_empty(), "{:?}", host.answered);
+    assert!(
+        host.texts_to("tg", "c1").is_empty(),
+        "the group hears nothing"
+    );
+    let private: Vec<(Option<&str>, &str)> = host
+        .private
+        .iter()
+        .map(|m| (m.answers_press.as_deref(), m.text.as_str()))
+        .collect();
+    assert_eq!(
+        private,
+        vec![(Some("press:3"), guest::core::notices::PRESS_REFUSED_NOTICE)]
+    );
+    // The one asked still answers.
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "yes"));
     assert_eq!(
         host.answered,
