@@ -37,7 +37,11 @@ macro_rules! assigned {
 
 /// The password key words, as keywords.
 const PASSWORD_WORDS: &[&str] = &["password", "passwd", "passphrase", "pwd"];
-/// The token, key and secret key words, as keywords.
+/// The token, key and secret key words, as keywords: every spelling the patterns' key
+/// alternation accepts (`access[_.-]?key` is four), since the engine runs a pattern only
+/// around a keyword. Without `accesskey`, `accesskey=…` alone was never searched, yet found
+/// when some other keyword's window happened to cover it: a secret went out or not
+/// depending on the line above (`SECRET=U` before it; found by fuzzing the pipeline).
 const SECRET_WORDS: &[&str] = &[
     "secret",
     "token",
@@ -48,12 +52,15 @@ const SECRET_WORDS: &[&str] = &[
     "access_key",
     "access-key",
     "access.key",
+    "accesskey",
     "private_key",
     "private-key",
     "private.key",
+    "privatekey",
     "auth_key",
     "auth-key",
     "auth.key",
+    "authkey",
     "credential",
 ];
 
@@ -197,3 +204,84 @@ pub static GENERIC: &[Family] = &[
         near_misses: &["ZXlKaGJHY2lP"],
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every spelling a key alternation such as `secret|api[_.-]?key|credentials?` accepts,
+    /// lower case: each `[…]?` and `c?` taken and left out.
+    fn spellings(alternation: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for word in alternation.split('|') {
+            let mut forms = vec![String::new()];
+            let mut rest = word;
+            while let Some(c) = rest.chars().next() {
+                let (options, len): (Vec<char>, usize) = match c {
+                    '[' => {
+                        let close = rest.find(']').expect("a closed class");
+                        (rest[1..close].chars().collect(), close + 1)
+                    }
+                    _ => (vec![c], c.len_utf8()),
+                };
+                rest = &rest[len..];
+                let optional = rest.starts_with('?');
+                if optional {
+                    rest = &rest[1..];
+                }
+                let mut next = Vec::new();
+                for form in &forms {
+                    if optional {
+                        next.push(form.clone());
+                    }
+                    for option in &options {
+                        next.push(format!("{form}{}", option.to_ascii_lowercase()));
+                    }
+                }
+                forms = next;
+            }
+            out.extend(forms);
+        }
+        out
+    }
+
+    #[test]
+    fn every_key_spelling_a_generic_pattern_accepts_holds_one_of_its_keywords() {
+        // The engine searches a family only around its keywords: a spelling the pattern
+        // accepts without a keyword is found only when another hit's window covers it
+        // (`accesskey=…` after `SECRET=U`), so whether it is redacted depends on the text
+        // around it.
+        let mut checked = 0;
+        for family in GENERIC {
+            let Some(open) = family.pattern.find("(?i:") else {
+                continue;
+            };
+            let body = &family.pattern[open + 4..];
+            let alternation = &body[..body.find(')').expect("a closed group")];
+            // A nested group (mysql's tool names) is not a plain alternation of words.
+            if alternation.contains('(') {
+                continue;
+            }
+            // A literal before the group (the flags' `-`) is part of every keyword.
+            let before = &family.pattern[..open];
+            let prefix = match before.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                true => before,
+                false => "",
+            };
+            for spelling in spellings(alternation) {
+                let spelling = format!("{prefix}{spelling}");
+                checked += 1;
+                assert!(
+                    family.keywords.iter().any(|k| spelling.contains(k)),
+                    "{}: the key spelling {spelling:?} holds none of its keywords",
+                    family.label
+                );
+            }
+        }
+        assert!(checked > 20, "only {checked} spellings: the patterns changed shape");
+        assert_eq!(
+            spellings("api[_.-]?key|tokens?"),
+            ["apikey", "api_key", "api.key", "api-key", "token", "tokens"]
+        );
+    }
+}

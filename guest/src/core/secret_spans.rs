@@ -565,6 +565,26 @@ mod tests {
     }
 
     #[test]
+    fn a_key_spelt_without_a_separator_is_searched_on_its_own() {
+        // `accesskey` had no keyword: its value was found only inside another keyword's
+        // window (`SECRET=U` above it), and sent when the shapes had replaced that line
+        // (found by fuzzing the pipeline, 2026-12-06).
+        for text in [
+            "accesskey=0jVOenF/w5sA",
+            "SECRET=U\naccesskey=0jVOenF/w5sA",
+            "SECRET=[redacted]\naccesskey=0jVOenF/w5sA",
+            "privatekey: 0jVOenF/w5sA",
+            "AuthKey = 0jVOenF/w5sA",
+        ] {
+            let found: Vec<&str> = find_spans(text)
+                .iter()
+                .map(|s| &text[s.start..s.end])
+                .collect();
+            assert_eq!(found.last(), Some(&"0jVOenF/w5sA"), "{text:?}");
+        }
+    }
+
+    #[test]
     fn the_dfa_finds_what_regex_lite_finds() {
         // A Kelvin sign anywhere in a text sends every search through regex-lite alone, so
         // the same text with one on a line of its own after it is the reference.
