@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use crate::core::secrets::{
     self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
 };
+use crate::core::secret_spans::Span;
 use crate::core::{delimiters, emphasis, invisible, secret_spans};
 
 /// The redacted text and the names of the rules that changed it.
@@ -127,7 +128,7 @@ pub fn repeat_passes(text: &str, once: impl Fn(&str) -> Redacted) -> Redacted {
     // context matches (a header's, a variable's name) come first, so a provider pattern that
     // runs into that context cannot take it away before they see it, and a token the shapes
     // replaced is a marker no family matches.
-    let once = |text: &str| with_spans(once(text));
+    let once = |text: &str| shapes_then_spans(text, once(text));
     let first = once(text);
     // Text without secrets (most replies) costs one pass, not a second to confirm it.
     if first.rules.is_empty() {
@@ -244,20 +245,101 @@ fn looks(written: &Redacted, passes: &impl Fn(&str) -> Redacted) -> Option<Redac
     None
 }
 
-/// `done` with the catalog's secrets (and the generic shapes') replaced by
-/// `[redacted:LABEL]`, their labels added to the rule names.
-fn with_spans(done: Redacted) -> Redacted {
-    let spans = secret_spans::find_spans(&done.text);
-    match secret_spans::replace_spans(&done.text, &spans) {
-        Some(text) => {
+/// `shaped` (the shapes' pass over `text`) with the catalog's secrets (and the generic
+/// shapes') replaced by `[redacted:LABEL]`, their labels added to the rule names.
+///
+/// The spans are found in what the shapes left, so a token shape cannot take a context
+/// away first. But a shape's match can take the key that names a span's value: an
+/// assignment's value runs to the next blank and a token's characters run on, so
+/// `SECRET=password: 9c6f…` and `sk-…rduty_api_key:gvQ3…` lost their `password` and
+/// `api_key` to the shape, and the values they named went out bare (found by fuzzing the
+/// pipeline). So when the shapes changed the text, the secrets found in it before them
+/// are redacted too, wherever the shapes left them whole.
+fn shapes_then_spans(text: &str, shaped: Redacted) -> Redacted {
+    let spans = secret_spans::find_spans(&shaped.text);
+    let lost = match shaped.text == text {
+        true => Vec::new(),
+        false => lost_secrets(text, &shaped.text, &spans),
+    };
+    let mut done = match secret_spans::replace_spans(&shaped.text, &spans) {
+        Some(replaced) => {
             let labels: Vec<&'static str> = spans.iter().map(|s| s.label).collect();
             Redacted {
-                rules: union(&done.rules, &labels),
-                text,
+                rules: union(&shaped.rules, &labels),
+                text: replaced,
             }
         }
-        None => done,
+        None => shaped,
+    };
+    for (secret, label) in lost {
+        if let Some(replaced) = replace_outside_markers(&done.text, secret, label) {
+            done.text = replaced;
+            done.rules = union(&done.rules, &[label]);
+        }
     }
+    done
+}
+
+/// The secrets the spans find in `text` (before the shapes) more often than in `shaped`
+/// (after them, `spans`): those whose context a shape took. Each with its label; text
+/// whose spans all survive the shapes (nearly all text) gives none.
+fn lost_secrets<'t>(text: &'t str, shaped: &str, spans: &[Span]) -> Vec<(&'t str, &'static str)> {
+    let before = secret_spans::find_spans(text);
+    let mut lost: Vec<(&'t str, &'static str)> = Vec::new();
+    let mut kept: Vec<&str> = spans
+        .iter()
+        .filter_map(|s| shaped.get(s.start..s.end))
+        .collect();
+    for span in before {
+        let Some(secret) = text.get(span.start..span.end) else {
+            continue;
+        };
+        match kept.iter().position(|k| *k == secret) {
+            Some(at) => {
+                kept.swap_remove(at);
+            }
+            None if !lost.iter().any(|(s, _)| *s == secret) => lost.push((secret, span.label)),
+            None => {}
+        }
+    }
+    lost
+}
+
+/// `text` with every occurrence of `secret` that is not inside one of redaction's markers
+/// replaced by `[redacted:LABEL]`; `None` when there is none.
+fn replace_outside_markers(text: &str, secret: &str, label: &str) -> Option<String> {
+    if secret.is_empty() {
+        return None;
+    }
+    // Where the markers are: every marker is one bracketed run (`[redacted:…]`).
+    let mut marked: Vec<(usize, usize)> = Vec::new();
+    for (open, _) in text.match_indices('[') {
+        let Some(close) = text.get(open..).and_then(|rest| rest.find(']')) else {
+            break;
+        };
+        let run = &text[open..=open + close];
+        if secrets::markers().any(|marker| marker == run) {
+            marked.push((open, open + close + 1));
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (at, _) in text.match_indices(secret) {
+        let end = at + secret.len();
+        if at < copied || marked.iter().any(|&(s, e)| at < e && s < end) {
+            continue;
+        }
+        out.push_str(&text[copied..at]);
+        out.push_str("[redacted:");
+        out.push_str(label);
+        out.push(']');
+        copied = end;
+    }
+    if copied == 0 {
+        return None;
+    }
+    out.push_str(&text[copied..]);
+    Some(out)
 }
 
 /// The rule names in either list, in rule order: the shapes', then the catalog's labels.
@@ -627,6 +709,22 @@ mod tests {
         // A lone trailing underscore is not emphasis: the near-miss stays as it is.
         let near = "npm_abcdefghijklmnopqrstuvwxyz0123456789_";
         assert_eq!(redact(near).text, near);
+    }
+
+    #[test]
+    fn a_value_whose_key_an_assignment_took_is_redacted_too() {
+        // The assignment's value runs to the blank, over the key that names the password
+        // (`…password: 7ff9…`), and the value after it went out bare (found by fuzzing the
+        // pipeline, 2026-12-06).
+        let out = redact("SECRET=password: 9c6f9393 rest");
+        assert_eq!(out.text, "SECRET=[redacted]: [redacted:password] rest");
+        assert_eq!(out.rules, ["env-secret-assignment", "password"]);
+        let out = redact("MIXPANEL_API_SECRET=998761270c5e8419939x_password: 7ff9c6f9393fbc5029bc7446f9189a8d");
+        assert!(!out.text.contains("7ff9c6f9"), "{}", out.text);
+        assert_eq!(redact(&out.text).text, out.text);
+        // A value the shapes leave its key is replaced once, as before.
+        let out = redact("SECRET=x1 and password: 9c6f9393 rest");
+        assert_eq!(out.text, "SECRET=[redacted] and password: [redacted:password] rest");
     }
 
     #[test]
