@@ -728,6 +728,24 @@ mod tests {
     }
 
     #[test]
+    fn a_value_whose_key_a_token_ran_into_is_redacted_too() {
+        // `_` is a character of an OpenAI key: the key's match ran on over the name
+        // `pagerduty_api_key`, and the value that name holds went out bare (found by
+        // fuzzing the pipeline in Telegram HTML, 2026-12-06).
+        let text = "export X=sk-svcacct-ouvh0H3pM5vykURPG7_TcBlzKHE4Ktc-mwpagerduty_api_key: mgvQ3zdCIrGVhnEF4iRW";
+        let out = redact(text);
+        assert_eq!(
+            out.text,
+            "export X=[redacted:openai-key]: [redacted:pagerduty-api-key]",
+            "{text}"
+        );
+        assert_eq!(out.rules, ["openai-key", "pagerduty-api-key"]);
+        assert_eq!(redact(&out.text).text, out.text);
+        let out = redact("=sk-svcrduty_api_key:gvQ3zdCIrGVh");
+        assert_eq!(out.text, "=[redacted:openai-key]:[redacted:secret]");
+    }
+
+    #[test]
     fn a_header_kept_for_its_bearer_value_hides_no_header_after_it() {
         // The first header's value runs to the line's end and starts with `Bearer`, so it
         // is kept for the bearer shape; the second header on the line is still a header
