@@ -542,6 +542,61 @@ fn report_queue_depth() {
     }
 }
 
+/// Where a session's start goes: instantiating the component, `configure` (config parsed and
+/// validated, scope compiled) and `start` (transports started, the first state load and save).
+/// The attach budget (2 ms) is for the sum; this split says which part to work on.
+fn report_start_phases() {
+    const ROUNDS: u32 = 200;
+    let bench = setup();
+    let (mut instantiate, mut configure, mut start) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut started = 0u32;
+    for _ in 0..ROUNDS {
+        let t0 = Instant::now();
+        let mut instance = bench
+            .tokio
+            .block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx())))
+            .unwrap();
+        let t1 = Instant::now();
+        let session = instance.bridge.pi_bot_connect_session();
+        bench
+            .tokio
+            .block_on(session.call_configure(
+                &mut instance.store,
+                &sources(),
+                &host_shim::factory::declarations(),
+            ))
+            .unwrap();
+        let t2 = Instant::now();
+        bench
+            .tokio
+            .block_on(session.call_start(&mut instance.store, &["fake".to_string()]))
+            .unwrap();
+        let t3 = Instant::now();
+        instantiate += t1 - t0;
+        configure += t2 - t1;
+        start += t3 - t2;
+        // The proof that `start` did its work: it started the transport. Stopping it (as the
+        // host's shutdown does) keeps the next round's start from being an early return on a
+        // running transport.
+        assert!(bench.fake_handle.is_running(), "start did not start the transport");
+        started += 1;
+        bench
+            .tokio
+            .block_on(session.call_shutdown(&mut instance.store))
+            .unwrap();
+        bench.tokio.block_on(bench.fake.stop());
+    }
+    let total = instantiate + configure + start;
+    println!(
+        "session start, mean of {ROUNDS}: {:.2?} (budget 2 ms) = instantiate {:.2?} + configure {:.2?} + start {:.2?} ({started} transports started)",
+        total / ROUNDS,
+        instantiate / ROUNDS,
+        configure / ROUNDS,
+        start / ROUNDS,
+    );
+}
+
 /// Memory per idle, started session: N instances held at once, RSS before and after.
 fn report_memory() {
     let bench = setup();
@@ -571,6 +626,7 @@ criterion_group! {
 }
 
 fn main() {
+    report_start_phases();
     report_queue_depth();
     report_memory();
     benches();

@@ -32,9 +32,14 @@ pub struct Keywords {
     /// The keywords of each exact gram (three folded bytes packed into a `u32`), grouped
     /// by the gram's hash; a two-byte keyword is under each of its grams.
     grams: Vec<(u32, usize)>,
-    /// Where each hash's group starts in `grams` (one more entry than hashes): a position
-    /// whose bit is set reads its few candidates at once, where a binary search over
-    /// `grams` cost more than the scan itself.
+    /// How many bits of `set` come before each of its words: with a popcount inside the
+    /// word, a set bit's rank among the set bits, which is its group's index in `starts`.
+    ranks: Vec<u16>,
+    /// Where each set bit's group starts in `grams` (one more entry than set bits): a
+    /// position whose bit is set reads its few candidates at once, where a binary search
+    /// over `grams` cost more than the scan itself. Indexed by rank, not by hash: a table
+    /// per hash was 256 KiB, built again by every session's component (a third of an idle
+    /// session's memory).
     starts: Vec<u32>,
 }
 
@@ -77,6 +82,7 @@ impl Keywords {
             tables,
             set: vec![0; 1 << (SET_BITS - 6)],
             grams: Vec::new(),
+            ranks: Vec::new(),
             starts: Vec::new(),
         };
         let mut grams = Vec::new();
@@ -100,20 +106,38 @@ impl Keywords {
         // order.
         grams.sort_unstable_by_key(|&(gram, index)| (hash_of(gram), gram, index));
         grams.dedup();
-        let mut starts = vec![0u32; (1 << SET_BITS) + 1];
         let mut set = vec![0u64; 1 << (SET_BITS - 6)];
-        for &(gram, _) in &grams {
+        // `grams` is sorted by hash, so each group is a run; its start is recorded as the
+        // run begins, in the order of the hashes, which is the order of their ranks.
+        let mut starts = Vec::new();
+        let mut previous = None;
+        for (k, &(gram, _)) in grams.iter().enumerate() {
             let bit = hash_of(gram);
             set[bit >> 6] |= 1 << (bit & 63);
-            starts[bit + 1] += 1;
+            if previous != Some(bit) {
+                starts.push(u32::try_from(k).ok()?);
+                previous = Some(bit);
+            }
+        }
+        starts.push(u32::try_from(grams.len()).ok()?);
+        let mut ranks = Vec::with_capacity(set.len());
+        let mut before = 0u32;
+        for word in &set {
+            ranks.push(u16::try_from(before).ok()?);
+            before += word.count_ones();
         }
         scanner.set = set;
-        for k in 1..starts.len() {
-            starts[k] += starts[k - 1];
-        }
+        scanner.ranks = ranks;
         scanner.grams = grams;
         scanner.starts = starts;
         Some(scanner)
+    }
+
+    /// The set bit `h`'s index among the set bits (`h` must be set).
+    fn rank(&self, h: usize) -> usize {
+        let word = self.set.get(h >> 6).copied().unwrap_or(0);
+        let below = word & ((1u64 << (h & 63)) - 1);
+        usize::from(self.ranks.get(h >> 6).copied().unwrap_or(0)) + below.count_ones() as usize
     }
 
     fn hash(&self, a: u8, b: u8, c: u8) -> usize {
@@ -135,8 +159,9 @@ impl Keywords {
         let at = |i: usize| text.get(i).copied().unwrap_or(0);
         let check = |i: usize, h: usize, hits: &mut Vec<Hit>| {
             let gram = pack([fold(at(i)), fold(at(i + 1)), fold(at(i + 2))]);
-            let first = self.starts.get(h).map_or(0, |&k| k as usize);
-            let last = self.starts.get(h + 1).map_or(0, |&k| k as usize);
+            let rank = self.rank(h);
+            let first = self.starts.get(rank).map_or(0, |&k| k as usize);
+            let last = self.starts.get(rank + 1).map_or(0, |&k| k as usize);
             for &(g, index) in self.grams.get(first..last).unwrap_or_default() {
                 if g != gram {
                     continue;

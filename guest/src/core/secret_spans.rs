@@ -25,6 +25,7 @@
 //! group keeps its context (the key name, `=`, quotes), and nothing after the match is
 //! touched, so a closing backtick, quote or full stop stays.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -78,10 +79,8 @@ struct Rule {
 }
 
 struct Engine {
-    /// The keyword scan: [`Keywords`], or aho-corasick's automaton where a keyword is too
-    /// short for it (none in today's catalog).
-    scan: Option<Keywords>,
-    keywords: AhoCorasick,
+    /// The keyword scan.
+    scan: Scan,
     /// For each keyword (by pattern id), the rules it stands for.
     owners: Vec<Vec<usize>>,
     rules: Vec<Rule>,
@@ -92,6 +91,15 @@ pub fn families() -> impl Iterator<Item = &'static Family> {
     FAMILIES.iter().chain(GENERIC.iter())
 }
 
+/// How the keywords are found: [`Keywords`]' gram filter, or aho-corasick's automaton where a
+/// keyword is too short for the filter (none in today's catalog). Only one is built: every
+/// session's component builds its engine afresh, and the automaton alone cost it about 4 ms
+/// of its start and most of its memory when both were.
+enum Scan {
+    Grams(Keywords),
+    Automaton(AhoCorasick),
+}
+
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(build)
@@ -100,12 +108,16 @@ fn engine() -> &'static Engine {
 fn build() -> Engine {
     let mut words: Vec<&'static str> = Vec::new();
     let mut owners: Vec<Vec<usize>> = Vec::new();
+    // Each keyword's index in `words`: every session's component builds this engine as it
+    // starts, and a search through `words` per keyword was quadratic in the catalog.
+    let mut known: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut rules = Vec::new();
     for (index, family) in families().enumerate() {
         for keyword in family.keywords {
-            match words.iter().position(|w| w == keyword) {
-                Some(at) => owners[at].push(index),
+            match known.get(keyword) {
+                Some(&at) => owners[at].push(index),
                 None => {
+                    known.insert(keyword, words.len());
                     words.push(keyword);
                     owners.push(vec![index]);
                 }
@@ -130,27 +142,29 @@ fn build() -> Engine {
             assignment: index >= FAMILIES.len() && family.pattern.contains(ASSIGNMENT_SIGNS),
         });
     }
-    // A DFA: the keywords are few hundred short literals, and a DFA reads a byte per step
-    // whatever their number. The catalog's keywords are lower case and compared without
-    // ASCII case, as `Family::keywords` says.
-    let keywords = AhoCorasick::builder()
+    Engine {
+        scan: Keywords::new(&words).map_or_else(|| Scan::Automaton(automaton(&words)), Scan::Grams),
+        owners,
+        rules,
+    }
+}
+
+/// A DFA: the keywords are a few hundred short literals, and a DFA reads a byte per step
+/// whatever their number. The catalog's keywords are lower case and compared without ASCII
+/// case, as `Family::keywords` says.
+fn automaton(words: &[&str]) -> AhoCorasick {
+    AhoCorasick::builder()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
         .kind(Some(AhoCorasickKind::DFA))
-        .build(&words)
+        .build(words)
         .or_else(|_| {
             AhoCorasick::builder()
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::Standard)
-                .build(&words)
+                .build(words)
         })
-        .unwrap_or_else(|_| AhoCorasick::new(std::iter::empty::<&str>()).expect("empty"));
-    Engine {
-        scan: Keywords::new(&words),
-        keywords,
-        owners,
-        rules,
-    }
+        .unwrap_or_else(|_| AhoCorasick::new(std::iter::empty::<&str>()).expect("empty"))
 }
 
 impl Rule {
@@ -311,9 +325,8 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     // (rule, window start, window end) for every hit that can start a match.
     let mut windows: Vec<(usize, usize, usize)> = Vec::new();
     let hits: Vec<(usize, usize)> = match &engine.scan {
-        Some(scan) => scan.find_all(bytes),
-        None => engine
-            .keywords
+        Scan::Grams(scan) => scan.find_all(bytes),
+        Scan::Automaton(automaton) => automaton
             .find_overlapping_iter(text)
             .map(|hit| (hit.pattern().as_usize(), hit.start()))
             .collect(),
