@@ -141,16 +141,7 @@ impl Bridge {
         let conversation = envelope.conversation_key();
         // A press by someone who may prompt (requirePairing off) but is not trusted to
         // decide: refused like an unpaired one, to the presser alone.
-        if envelope.press.is_some()
-            && matches!(
-                parsed.command,
-                RemoteCommand::Approve
-                    | RemoteCommand::Deny
-                    | RemoteCommand::Details
-                    | RemoteCommand::Answer
-            )
-            && !self.may_decide(&identity)
-        {
+        if envelope.press.is_some() && parsed.command.decides() && !self.may_decide(&identity) {
             return self.refuse_press(host, envelope, target, now);
         }
         let info = self.session.clone();

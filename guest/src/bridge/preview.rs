@@ -85,6 +85,16 @@ impl Bridge {
                  and the message is older than the pairing window (bridge.pairingTtlMs), so \
                  no code would be made for it"
                 .to_string(),
+            // As `on_envelope` does: a press is never a pairing attempt, and one that may
+            // not decide is refused to the presser alone.
+            Route::Pair if envelope.press.is_some() => PRESS_REFUSED.to_string(),
+            Route::Command(parsed)
+                if envelope.press.is_some()
+                    && parsed.command.decides()
+                    && !self.may_decide(&identity) =>
+            {
+                PRESS_REFUSED.to_string()
+            }
             Route::Pair if pairing_closed && !self.trust.terminal_codes.contains(&conversation) => {
                 "pairing: closed after too many wrong codes (bridge.pairingMaxFailuresPerHour); \
                  the text would not be checked against any code"
@@ -159,6 +169,11 @@ impl Bridge {
         lines.join("\n")
     }
 }
+
+/// The verdict on a press by someone who may not answer approvals or questions.
+const PRESS_REFUSED: &str = "refused: a button press by someone who may not answer approvals or \
+     questions decides nothing; only the presser would be told why (privately where the \
+     platform allows), and no pairing code would be made";
 
 /// `, thread <id>` when the message is in one.
 fn thread(envelope: &Envelope) -> String {

@@ -47,6 +47,18 @@ pub enum RemoteCommand {
 }
 
 impl RemoteCommand {
+    /// Answers an approval or an agent question (`/approve`, `/deny`, `/details`,
+    /// `/answer`): only an identity trusted to decide may, whatever else it may do.
+    pub fn decides(self) -> bool {
+        matches!(
+            self,
+            RemoteCommand::Approve
+                | RemoteCommand::Deny
+                | RemoteCommand::Details
+                | RemoteCommand::Answer
+        )
+    }
+
     /// Canonical name from the command table (for audit log lines).
     pub fn name(self) -> &'static str {
         COMMANDS

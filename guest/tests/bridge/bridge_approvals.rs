@@ -428,6 +428,23 @@ fn a_press_by_an_identity_that_may_prompt_but_not_decide_is_refused_privately() 
     );
 }
 
+/// `explain` of a captured press says what the live bridge does with it: refused to the
+/// presser, no pairing code; the owner's press is the command it stands for.
+#[test]
+fn explaining_a_strangers_press_says_it_is_refused_and_makes_no_code() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let _id = ask(&mut bridge, &mut host, "bash");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    let stranger = press_in_group("tg", "c1", "stranger", &approve, "press:1");
+    let preview = bridge.preview_envelope(&mut host, &stranger);
+    assert!(preview.contains("refused: a button press"), "{preview}");
+    assert!(preview.contains("no pairing code"), "{preview}");
+    let owner = press_in_group("tg", "c1", "u1", &approve, "press:2");
+    let preview = bridge.preview_envelope(&mut host, &owner);
+    assert!(preview.contains("command: /approve"), "{preview}");
+}
+
 #[test]
 fn where_a_press_cannot_be_answered_privately_the_refusal_is_said_in_the_chat() {
     let mut host = FakeHost::new();
