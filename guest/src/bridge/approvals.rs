@@ -36,6 +36,16 @@ pub(super) struct Request {
     paths: Vec<(&'static str, String)>,
 }
 
+/// The reply to a chat's answer to an approval.
+pub(super) enum ChatAnswer {
+    /// It decided the approval (or showed its details): said in the chat, where everyone
+    /// asked should see it.
+    Said(String),
+    /// It changed nothing (already decided, a wrong id, a usage error): only the one who
+    /// answered needs to hear why, so a press is answered to the presser alone.
+    ToAnswerer(String),
+}
+
 /// Random bytes drawn per id attempt round: several candidates, so a collision with a
 /// pending id costs no second host call.
 const ID_CANDIDATES: usize = 4;
@@ -146,7 +156,7 @@ impl Bridge {
     }
 
     /// `/approve <id>` or `/deny <id>` from `identity` in `conversation`; returns the
-    /// reply for that chat. Only an identity this session trusts decides: trust by
+    /// reply for that chat, and whether it concerns the one who answered alone. Only an identity this session trusts decides: trust by
     /// pairing or `allowUsers`, never merely `requirePairing: false` (an approval lets a
     /// tool run that the policy held back, so "anyone may prompt" is not enough).
     pub(super) fn answer_from_chat(
@@ -156,11 +166,13 @@ impl Bridge {
         args: &str,
         identity: &Identity,
         conversation: &ConversationKey,
-    ) -> String {
+    ) -> ChatAnswer {
         let name = command.name();
         let mut words = args.split_whitespace();
         let (Some(id), option, None) = (words.next(), words.next(), words.next()) else {
-            return format!("Usage: /{name} <id> (the id is in the approval request).");
+            return ChatAnswer::ToAnswerer(format!(
+                "Usage: /{name} <id> (the id is in the approval request)."
+            ));
         };
         let choice = match (command, option.map(str::to_lowercase).as_deref()) {
             (RemoteCommand::Approve, None) => Choice::Once,
@@ -168,8 +180,10 @@ impl Bridge {
             (RemoteCommand::Deny, None) => Choice::Deny,
             (RemoteCommand::Details, None) => Choice::Once,
             _ => {
-                return "Usage: /approve <id>, /approve <id> turn, /deny <id> or /details <id> (the id is in the approval request)."
-                    .to_owned();
+                return ChatAnswer::ToAnswerer(
+                    "Usage: /approve <id>, /approve <id> turn, /deny <id> or /details <id> (the id is in the approval request)."
+                        .to_owned(),
+                );
             }
         };
         if !self.may_decide(identity) {
@@ -178,7 +192,9 @@ impl Bridge {
                 "approval answer from an untrusted identity refused",
                 &[("identity", identity.to_string())],
             );
-            return "Only a paired identity can answer approvals. Pair this chat first.".into();
+            return ChatAnswer::ToAnswerer(
+                "Only a paired identity can answer approvals. Pair this chat first.".into(),
+            );
         }
         let now = host.now_ms();
         self.expire_approvals(host);
@@ -192,12 +208,14 @@ impl Bridge {
                 "approval answer from a chat that was not asked refused",
                 &[("identity", identity.to_string()), ("id", id.to_string())],
             );
-            return format!(
+            return ChatAnswer::ToAnswerer(format!(
                 "Approval {id} was not asked in this chat. Only the chat that started the turn, or the terminal, can answer it."
-            );
+            ));
         }
         if command == RemoteCommand::Details {
-            return self.show_details(host, id, conversation, now);
+            // Said in the chat: the details may be long (a press's private answer is
+            // short on some platforms), and they are shown on the request anyway.
+            return ChatAnswer::Said(self.show_details(host, id, conversation, now));
         }
         // A turn-wide yes only where the request offered it: a protected path or a path
         // outside the working directory is asked about every time.
@@ -215,16 +233,18 @@ impl Bridge {
             AnswerOutcome::Decided(settled) => {
                 self.settle(host, &settled, Some(conversation));
                 let text = approvals::settled_text(&settled);
-                if once_only {
+                ChatAnswer::Said(if once_only {
                     format!(
                         "{text} Approved once only: this call is asked about each time (a protected path, or one outside the working directory), so it cannot be allowed for the whole turn."
                     )
                 } else {
                     text
-                }
+                })
             }
-            AnswerOutcome::AlreadyDecided(settled) => approvals::already_decided_text(&settled),
-            AnswerOutcome::Unknown => approvals::unknown_id_text(id),
+            AnswerOutcome::AlreadyDecided(settled) => {
+                ChatAnswer::ToAnswerer(approvals::already_decided_text(&settled))
+            }
+            AnswerOutcome::Unknown => ChatAnswer::ToAnswerer(approvals::unknown_id_text(id)),
         }
     }
 

@@ -2,6 +2,7 @@
 //! docs/architecture.md#the-original-module-by-module).
 
 use super::Bridge;
+use super::approvals::ChatAnswer;
 use crate::core::commands::{
     self, CommandEffect, ParsedCommand, QueueView, RemoteCommand, StatusView,
 };
@@ -167,6 +168,7 @@ impl Bridge {
                 | RemoteCommand::Answer
                 | RemoteCommand::Queue
         ) {
+            let mut to_answerer = false;
             let text = match parsed.command {
                 RemoteCommand::Scope => self.scope_text(),
                 RemoteCommand::Answer => {
@@ -183,13 +185,19 @@ impl Bridge {
                     busy_delivery: self.config.busy_delivery,
                     limit: self.config.max_queued_prompts,
                 }),
-                _ => self.answer_from_chat(
+                _ => match self.answer_from_chat(
                     host,
                     parsed.command,
                     &parsed.args,
                     &identity,
                     &conversation,
-                ),
+                ) {
+                    ChatAnswer::Said(text) => text,
+                    ChatAnswer::ToAnswerer(text) => {
+                        to_answerer = true;
+                        text
+                    }
+                },
             };
             host.log(
                 Level::Info,
@@ -200,7 +208,13 @@ impl Bridge {
                     ("command", parsed.command.name().into()),
                 ],
             );
-            self.reply(host, target, &text);
+            // A press on a decided request, say, changed nothing: the presser alone is told
+            // (a typed command has no press, and is answered in the chat as before).
+            if to_answerer {
+                self.answer_press(host, target, envelope.press.as_deref(), &text);
+            } else {
+                self.reply(host, target, &text);
+            }
             return Outcome::Command(parsed.command.name());
         }
         let (text, effect) = commands::run_remote_command(parsed.command, &view);

@@ -445,6 +445,43 @@ fn explaining_a_strangers_press_says_it_is_refused_and_makes_no_code() {
     assert!(preview.contains("command: /approve"), "{preview}");
 }
 
+/// A press that changes nothing (the request was decided already) is answered to the
+/// presser alone; the same words typed are answered in the chat, as before.
+#[test]
+fn a_press_on_a_decided_request_is_told_so_privately() {
+    let mut host = FakeHost::new();
+    let mut bridge = in_remote_turn(&mut host);
+    let id = ask(&mut bridge, &mut host, "bash");
+    let approve = press(&host, "tg", "c1", "Approve once");
+    bridge.on_local_answer(&mut host, &id, false);
+    host.clear_records();
+
+    bridge.on_envelope(
+        &mut host,
+        press_in_group("tg", "c1", "u1", &approve, "press:late"),
+    );
+    assert_eq!(host.resolved.len(), 1, "only the terminal decided");
+    assert!(
+        host.texts_to("tg", "c1").is_empty(),
+        "the group hears nothing"
+    );
+    assert_eq!(host.private.len(), 1);
+    assert_eq!(host.private[0].answers_press.as_deref(), Some("press:late"));
+    assert!(
+        host.private[0]
+            .text
+            .starts_with(&format!("Approval {id} was already decided")),
+        "{:?}",
+        host.private[0]
+    );
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", &approve));
+    assert!(host.private.is_empty());
+    assert!(
+        host.texts_to("tg", "c1")[0].starts_with(&format!("Approval {id} was already decided"))
+    );
+}
+
 #[test]
 fn where_a_press_cannot_be_answered_privately_the_refusal_is_said_in_the_chat() {
     let mut host = FakeHost::new();
