@@ -554,7 +554,7 @@ impl Broker {
         if let Some(decision) = fast {
             return (decision, None);
         }
-        let views = self.views(fingerprint);
+        let views = self.views(fingerprint, identity);
         let bound = self.inner(|inner| inner.bindings.get(conversation).cloned());
         let decision = routing::decide(
             text,
@@ -572,10 +572,11 @@ impl Broker {
         (decision, Some(paired))
     }
 
-    /// The sessions on one shared bot, with who is paired with each (from the state file,
-    /// read fresh: a session may have paired someone a moment ago) and who its config
-    /// allows.
-    fn views(&self, fingerprint: &str) -> Vec<SessionView> {
+    /// The sessions on one shared bot, each with `identity` among its paired ones when its
+    /// config allows it or its state trusts it (read fresh: a session may have paired it a
+    /// moment ago). Only `identity` is looked up: the database indexes who trusts whom, so
+    /// a chat's first message costs one read, not a read and a parse per session.
+    fn views(&self, fingerprint: &str, identity: &str) -> Vec<SessionView> {
         let mut views: Vec<SessionView> = self.inner(|inner| {
             inner
                 .sessions
@@ -586,21 +587,26 @@ impl Broker {
                     name: s.name.clone(),
                     cwd: s.cwd.clone(),
                     busy: !s.agent.is_idle(),
-                    paired: s.allowed.clone(),
+                    paired: if s.allowed.contains(identity) {
+                        BTreeSet::from([identity.to_owned()])
+                    } else {
+                        BTreeSet::new()
+                    },
                 })
                 .collect()
         });
         let Some(path) = &self.state_file else {
             return views;
         };
-        match self.state_reader(path) {
-            Ok(reader) => {
+        let keys: Vec<&str> = views.iter().map(|view| view.key.as_str()).collect();
+        match self
+            .state_reader(path)
+            .and_then(|reader| reader.trusting(identity, &keys))
+        {
+            Ok(trusting) => {
                 for view in &mut views {
-                    if let Ok(Some(document)) = reader.document(&view.key) {
-                        let (state, _) =
-                            guest::core::state::parse_session_state(&document, &view.key);
-                        view.paired
-                            .extend(state.trusted.keys().map(|i| i.as_str().to_owned()));
+                    if trusting.contains(&view.key) {
+                        view.paired.insert(identity.to_owned());
                     }
                 }
             }

@@ -27,7 +27,8 @@ pub struct SessionView {
     pub cwd: String,
     /// A turn is running.
     pub busy: bool,
-    /// Identities (`transport:userId`) paired with it.
+    /// Identities (`transport:userId`) paired with it; the broker fills in only the
+    /// sender's (the one a decision asks about).
     pub paired: BTreeSet<String>,
 }
 

@@ -17,7 +17,7 @@
 //! Several processes share the database (every `host-shim run` on a machine uses the same
 //! default path): SQLite's WAL mode lets them read at once and take turns writing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, DirBuilder, Permissions};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ use super::state_store::{StateChanges, StateStore, StateStoreError, StoredState}
 
 /// The schema this code writes (`PRAGMA user_version`); a newer one is refused, never
 /// rewritten.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// How long a write waits for another process's transaction before reporting it.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -313,6 +313,20 @@ impl StateDb {
             .map_err(|error| read_error(&self.path, &error))
     }
 
+    /// The sessions whose documents trust `identity` (`transport:userId`): one indexed
+    /// read, however many sessions are stored.
+    pub fn trusting(&self, identity: &str) -> Result<BTreeSet<String>, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare_cached("SELECT key FROM trusted WHERE identity = ?1")
+            .map_err(|error| read_error(&self.path, &error))?;
+        let rows = statement
+            .query_map(params![identity], |row| row.get::<_, String>(0))
+            .map_err(|error| read_error(&self.path, &error))?;
+        rows.collect::<Result<BTreeSet<_>, _>>()
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
     fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A connection has no half-written state a panic could leave behind.
         self.reader.lock().unwrap_or_else(PoisonError::into_inner)
@@ -517,6 +531,34 @@ impl StateReader {
         }
     }
 
+    /// Which of `keys` trust `identity`: the database's index, or (a JSON file not
+    /// migrated yet) each of those sessions' documents read.
+    pub fn trusting(
+        &self,
+        identity: &str,
+        keys: &[&str],
+    ) -> Result<BTreeSet<String>, StateStoreError> {
+        match self {
+            StateReader::Db(db) => Ok(db
+                .trusting(identity)?
+                .into_iter()
+                .filter(|key| keys.contains(&key.as_str()))
+                .collect()),
+            StateReader::File(_) => {
+                let mut trusting = BTreeSet::new();
+                for key in keys {
+                    if let Some(document) = self.document(key)? {
+                        let (state, _) = guest::core::state::parse_session_state(&document, key);
+                        if state.trusted.keys().any(|i| i.as_str() == identity) {
+                            trusting.insert((*key).to_owned());
+                        }
+                    }
+                }
+                Ok(trusting)
+            }
+        }
+    }
+
     /// The document of `session_key`, if any.
     pub fn document(&self, session_key: &str) -> Result<Option<String>, StateStoreError> {
         match self {
@@ -563,6 +605,14 @@ fn connect(path: &Path, state_file: &Path, flags: OpenFlags) -> Result<Connectio
     Ok(connection)
 }
 
+/// Fills the `trusted` index from the documents of every session, or of session `?1` (the
+/// `trusted` object's keys are the identities it trusts; a document whose `trusted` is not
+/// an object trusts nobody, as the bridge reads it). Run when a schema older than 3 is
+/// opened and after the JSON file is migrated; a save keeps the index itself.
+const FILL_TRUSTED: &str = "INSERT OR IGNORE INTO trusted (identity, key)
+     SELECT j.key, s.key FROM sessions s, json_each(s.document, '$.trusted') j
+     WHERE json_type(s.document, '$.trusted') = 'object'";
+
 /// WAL (readers never wait for the writer; other processes share the file), a full
 /// fsync at every commit (a commit that returned survives a power cut too), a check of
 /// the pages, then the schema.
@@ -608,9 +658,22 @@ fn prepare(connection: &Connection, path: &Path, state_file: &Path) -> Result<()
                  entry TEXT NOT NULL,
                  PRIMARY KEY (key, seq)
              ) WITHOUT ROWID;
-             PRAGMA user_version = 2;
-             COMMIT;",
+             CREATE TABLE IF NOT EXISTS trusted (
+                 identity TEXT NOT NULL,
+                 key TEXT NOT NULL,
+                 PRIMARY KEY (identity, key)
+             ) WITHOUT ROWID;
+             CREATE INDEX IF NOT EXISTS trusted_by_key ON trusted (key);",
         )
+        .map_err(fail)?;
+    // Who trusts whom, as its own rows: the broker asks which sessions a sender is paired
+    // with at a chat's first message, and reading every session's document for that cost
+    // tens of milliseconds at 10,000 sessions.
+    if version < 3 {
+        connection.execute_batch(FILL_TRUSTED).map_err(fail)?;
+    }
+    connection
+        .execute_batch("PRAGMA user_version = 3; COMMIT;")
         .map_err(fail)
 }
 
@@ -640,13 +703,24 @@ fn check_schema(
     }
     // Written by the version before queue entries were rows: readable, with no queue,
     // until the next writable start adds the table.
-    if version < SCHEMA_VERSION {
+    if version < 2 {
         connection
             .execute_batch(
                 "CREATE TEMP TABLE IF NOT EXISTS queued (
                      key TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL
                  );",
             )
+            .map_err(fail)?;
+    }
+    // Written before the trust index: built here, in memory, for this reader.
+    if version < 3 {
+        connection
+            .execute_batch(&format!(
+                "CREATE TEMP TABLE IF NOT EXISTS trusted (
+                     identity TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (identity, key)
+                 );
+                 {FILL_TRUSTED};"
+            ))
             .map_err(fail)?;
     }
     Ok(())
@@ -731,6 +805,11 @@ fn migrate(
                 "INSERT INTO sessions (key, revision, document) VALUES (?1, ?2, ?3)",
                 params![key, *revision as i64, document],
             )
+            .map_err(|error| fail(error.to_string()))?;
+    }
+    if !entries.is_empty() {
+        transaction
+            .execute_batch(FILL_TRUSTED)
             .map_err(|error| fail(error.to_string()))?;
     }
     transaction
@@ -875,6 +954,16 @@ fn write_batch(
         let mut enqueue = transaction
             .prepare_cached("INSERT INTO queued (key, seq, entry) VALUES (?1, ?2, ?3)")
             .map_err(fail)?;
+        let mut untrust = transaction
+            .prepare_cached("DELETE FROM trusted WHERE key = ?1")
+            .map_err(fail)?;
+        let mut trust = transaction
+            .prepare_cached(
+                "INSERT OR IGNORE INTO trusted (identity, key)
+                 SELECT j.key, ?1 FROM json_each(?2, '$.trusted') j
+                 WHERE json_type(?2, '$.trusted') = 'object'",
+            )
+            .map_err(fail)?;
         let mut keep = transaction
             .prepare_cached(
                 "INSERT INTO meta (name, value) VALUES (?1, ?2)
@@ -929,10 +1018,17 @@ fn write_batch(
             }
             let revision = on_disk + 1;
             match &changes.document {
-                Some(document) => upsert.execute(params![key, revision as i64, document]),
-                None => bump.execute(params![key, revision as i64]),
+                Some(document) => {
+                    upsert
+                        .execute(params![key, revision as i64, document])
+                        .map_err(fail)?;
+                    untrust.execute(params![key]).map_err(fail)?;
+                    trust.execute(params![key, document]).map_err(fail)?;
+                }
+                None => {
+                    bump.execute(params![key, revision as i64]).map_err(fail)?;
+                }
             }
-            .map_err(fail)?;
             if !changes.enqueued.is_empty() {
                 let mut seq: i64 = last_seq
                     .query_row(params![key], |row| row.get(0))
@@ -1209,6 +1305,11 @@ mod tests {
                 db.document("a").unwrap().unwrap().1,
                 7,
                 "revisions carried over"
+            );
+            assert_eq!(
+                db.trusting("t:1").unwrap(),
+                BTreeSet::from(["a".to_owned()]),
+                "the trust index is built from the migrated documents"
             );
             assert_eq!(
                 db.load_document("b").unwrap().as_deref(),
@@ -1602,6 +1703,73 @@ mod tests {
         let stored = reopened.load_state("k").unwrap().unwrap();
         assert_eq!(stored.document, "{\"v\":3}");
         assert_eq!(stored.queued, expected);
+    }
+
+    /// The broker asks who trusts a sender at a chat's first message: the index follows
+    /// every save of a document (pairing, unpairing), a queue-only save leaves it, and a
+    /// document whose `trusted` is not an object trusts nobody.
+    #[test]
+    fn the_trust_index_follows_each_saved_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = open(&dir.path().join("s.json"));
+        let rt = runtime();
+        let save = |key: &str, document: &str| {
+            rt.block_on(db.save_changes(key, &StateChanges::document(document)))
+                .unwrap();
+        };
+        let trusting = |identity: &str| db.trusting(identity).unwrap().into_iter().collect::<Vec<_>>();
+        save("a", r#"{"trusted":{"telegram:1":5,"telegram:2":6}}"#);
+        save("b", r#"{"trusted":{"telegram:1":7}}"#);
+        save("c", r#"{"trusted":["telegram:1"]}"#);
+        assert_eq!(trusting("telegram:1"), ["a", "b"]);
+        assert_eq!(trusting("telegram:2"), ["a"]);
+        // Unpaired in a: gone from the index at the same save.
+        save("a", r#"{"trusted":{"telegram:2":6}}"#);
+        assert_eq!(trusting("telegram:1"), ["b"]);
+        rt.block_on(db.save_changes(
+            "b",
+            &StateChanges {
+                document: None,
+                dequeued: 0,
+                enqueued: vec!["{}".into()],
+            },
+        ))
+        .unwrap();
+        assert_eq!(trusting("telegram:1"), ["b"]);
+        assert!(trusting("telegram:9").is_empty());
+    }
+
+    /// A database an older version wrote (schema 2, no index) is indexed once when it is
+    /// opened for writing, and indexed in memory by a reader that may not write it.
+    #[test]
+    fn a_schema_2_database_gets_its_trust_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let state_file = dir.path().join("s.json");
+        {
+            let (db, _) = open(&state_file);
+            runtime()
+                .block_on(db.save_changes(
+                    "a",
+                    &StateChanges::document(r#"{"trusted":{"slack:U1":5}}"#),
+                ))
+                .unwrap();
+        }
+        // What schema 2 had: no trust table.
+        let connection = Connection::open(db_path(&state_file)).unwrap();
+        connection
+            .execute_batch("DROP TABLE trusted; PRAGMA user_version = 2;")
+            .unwrap();
+        drop(connection);
+        let reader = StateDb::open_read_only(&state_file).unwrap();
+        assert_eq!(reader.trusting("slack:U1").unwrap(), BTreeSet::from(["a".to_owned()]));
+        drop(reader);
+        let (db, _) = open(&state_file);
+        assert_eq!(db.trusting("slack:U1").unwrap(), BTreeSet::from(["a".to_owned()]));
+        let version: i64 = Connection::open(db_path(&state_file))
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
     }
 
     /// docs/state.md: a `kill -9` at any moment loses at most the saves that had not
