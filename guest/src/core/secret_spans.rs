@@ -312,6 +312,53 @@ fn assigned_after(bytes: &[u8], at: usize) -> bool {
     })
 }
 
+/// The `key` and `secret` groups of a generic assignment's match `whole` (see
+/// `secret_generic.rs`'s `assigned!`), read off the match without a capture engine; `None`
+/// when the match is not of that shape.
+///
+/// The reading is forced at every step, so it is what the engine's leftmost-first groups
+/// are: the key is the match's leading run of `[A-Za-z0-9_.-]`, since what must follow it
+/// (a quote, a blank, a sign) is none of those; then an optional quote, blanks, the sign
+/// (`=>` before `=`, `:=` before `:`: a value never starts with `>` or `=`), blanks; the
+/// value is the rest of the match (it ends the pattern), inside its quotes when the match
+/// ends with the quote that closes a quoted value (a bare value holds no quote).
+fn assignment_groups(text: &str, whole: Range<usize>) -> Option<(Range<usize>, Range<usize>)> {
+    let bytes = text.as_bytes().get(whole.clone())?;
+    let is_key = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let blanks = |from: usize| {
+        from + bytes
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count()
+    };
+    let key = bytes.iter().take_while(|b| is_key(b)).count();
+    let mut at = key;
+    if matches!(bytes.get(at), Some(b'"' | b'\'')) {
+        at += 1;
+    }
+    at = blanks(at);
+    let sign = [&b"=>"[..], b":=", b"=", b":"]
+        .into_iter()
+        .find(|sign| bytes.get(at..).is_some_and(|rest| rest.starts_with(sign)))?;
+    at = blanks(at + sign.len());
+    let quoted = matches!(bytes.get(at), Some(b'"' | b'\''))
+        && bytes.len() >= at + 3
+        && matches!(bytes.last(), Some(b'"' | b'\''));
+    let value = match quoted {
+        true => at + 1..bytes.len() - 1,
+        false => at..bytes.len(),
+    };
+    if value.is_empty() {
+        return None;
+    }
+    Some((
+        whole.start..whole.start + key,
+        whole.start + value.start..whole.start + value.end,
+    ))
+}
+
 /// `\w` as regex-lite reads it: ASCII only.
 fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
@@ -350,7 +397,7 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     if windows.is_empty() {
         return Vec::new();
     }
-    windows.sort_unstable();
+    let windows = by_rule(windows, engine.rules.len());
     // The two characters whose Unicode case folding is an ASCII letter: K (U+212A KELVIN
     // SIGN) and ſ (U+017F LATIN SMALL LETTER LONG S); see `dfa_pattern`.
     let folds = text.contains('\u{212A}') || text.contains('\u{17F}');
@@ -374,6 +421,40 @@ pub fn find_spans(text: &str) -> Vec<Span> {
         }
     }
     merge(spans)
+}
+
+/// `windows` (rule, start, end) sorted, as `sort_unstable` sorts them.
+///
+/// The keyword hits come in text order, so each rule's windows already do: a counting
+/// sort by rule keeps that order, where a comparison sort of every window was a tenth of
+/// the span stage on text dense with keywords (a config dump holds ten a line).
+fn by_rule(windows: Vec<(usize, usize, usize)>, rules: usize) -> Vec<(usize, usize, usize)> {
+    let mut next = vec![0usize; rules + 1];
+    for &(rule, _, _) in &windows {
+        if let Some(count) = next.get_mut(rule + 1) {
+            *count += 1;
+        }
+    }
+    for k in 1..next.len() {
+        next[k] += next[k - 1];
+    }
+    let mut sorted = vec![(0, 0, 0); windows.len()];
+    for window in &windows {
+        let Some(slot) = next.get_mut(window.0) else {
+            // A rule past the list, which `find_spans` never makes: sort them all.
+            let mut all = windows;
+            all.sort_unstable();
+            return all;
+        };
+        sorted[*slot] = *window;
+        *slot += 1;
+    }
+    // Hits out of text order (aho-corasick's overlapping search, where a keyword is too
+    // short for the gram scan) leave a rule's windows unsorted.
+    if !sorted.is_sorted() {
+        sorted.sort_unstable();
+    }
+    sorted
 }
 
 /// Where one rule is searched: its windows that touch, merged.
@@ -409,6 +490,57 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
     // from the match's start, was a third of redaction's time.
     if let Some((dfa, bounded)) = rule.dfa().filter(|_| !folds) {
         let mut caps = dfa.create_captures();
+        // A generic assignment's groups follow from its match (see `assignment_groups`):
+        // the match alone is found, and the groups read off it. Filling the groups was
+        // most of the time on a config dump, whose values mostly stay (`changeme`,
+        // `${VAR}`, `3600`): 14-20 ms per 64 KiB for matches the value check then refused.
+        if rule.assignment {
+            let mut at = start;
+            while at < end {
+                let Some(whole) = dfa
+                    .search(&Input::new(hay).range(at..))
+                    .filter(|m| m.start() < end)
+                else {
+                    break;
+                };
+                match assignment_groups(text, whole.range()) {
+                    Some((key, secret)) => {
+                        // The debug builds (every test) hold the reading to the engine's.
+                        #[cfg(debug_assertions)]
+                        {
+                            let input = Input::new(hay)
+                                .span(whole.range())
+                                .anchored(Anchored::Yes);
+                            dfa.search_captures(&input, &mut caps);
+                            let group = |name| caps.get_group_by_name(name).map(|g| g.range());
+                            debug_assert_eq!(
+                                (group("key"), group("secret")),
+                                (Some(key.clone()), Some(secret.clone())),
+                                "{}: {:?}",
+                                rule.family.label,
+                                text.get(whole.range())
+                            );
+                        }
+                        judge(rule, text, secret, text.get(key), spans);
+                        at = next(whole.range());
+                    }
+                    // Not the shape the reading knows: the engine fills the groups.
+                    None => {
+                        let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
+                        dfa.search_captures(&input, &mut caps);
+                        if let Some(found) = caps.get_match() {
+                            let secret = caps.get_group_by_name("secret").unwrap_or(found.span());
+                            let key = caps
+                                .get_group_by_name("key")
+                                .and_then(|k| text.get(k.range()));
+                            judge(rule, text, secret.range(), key, spans);
+                        }
+                        at = next(whole.range());
+                    }
+                }
+            }
+            return;
+        }
         // Judges the match `caps` holds; gives where the next search starts.
         let mut take = |caps: &Captures, whole: Match| {
             let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
@@ -595,6 +727,60 @@ mod tests {
                 .collect();
             assert_eq!(found.last(), Some(&"0jVOenF/w5sA"), "{text:?}");
         }
+    }
+
+    #[test]
+    fn an_assignments_groups_read_off_its_match_are_the_engines() {
+        // Each text through the DFA's path (groups read off the match, checked against
+        // the capture engine in debug builds) and through regex-lite's (a Kelvin sign on a
+        // line of its own after it): the same spans.
+        let texts = [
+            "password=hunter2x9Q",
+            "db_password = \"hunter2 x9Q\" rest",
+            "\"api_key\":\"q8Zp2vR7kW3mN9xT4c\",",
+            "'client_secret'\t:\t'q8Zp2vR7kW3mN9xT4c'",
+            "apiKey := q8Zp2vR7kW3mN9xT4c;",
+            "token => q8Zp2vR7kW3mN9xT4c",
+            "token=>q8Zp2vR7kW3mN9xT4c",
+            "token:=q8Z=p2v:R7kW3mN9xT4c",
+            "x.token-name.v2:q8Zp2vR7kW3mN9xT4c.",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaapassword=q8Zp2vR7kW3m",
+            "password=changeme secret: ${APP_SECRET} api_key: <your-api-key> token=3600",
+            "PASSWORD='' token=\"\" secret='q8Zp2vR7kW3mN9xT4c' pwd=\"x'",
+            "token:   'q8Zp2vR7kW3mN9xT4c\nnext' and secret=a\"b",
+            "é token=q8Zp2vR7kW3mN9xT4cé and password=ü9Zp2vR7kW3m",
+        ];
+        for text in texts {
+            let reference: Vec<Span> = find_spans(&format!("{text}\n\u{212A}"))
+                .into_iter()
+                .filter(|s| s.end <= text.len())
+                .collect();
+            assert_eq!(find_spans(text), reference, "{text:?}");
+        }
+        // And the reading itself, where it is plain to see.
+        let text = "x db_password = 'hunter2 x' y";
+        let whole = 2..text.len() - 2;
+        assert_eq!(assignment_groups(text, whole), Some((2..13, 17..26)));
+        assert_eq!(assignment_groups("token", 0..5), None);
+    }
+
+    #[test]
+    fn windows_come_out_sorted_as_a_sort_would_sort_them() {
+        let rows = [
+            vec![],
+            vec![(1, 5, 9)],
+            vec![(2, 0, 4), (0, 3, 8), (2, 1, 5), (0, 7, 9), (1, 2, 2)],
+            // Out of text order within a rule, as aho-corasick's overlapping search gives.
+            vec![(0, 9, 12), (0, 3, 6), (1, 0, 1), (0, 3, 5)],
+            vec![(0, 1, 2), (0, 1, 2)],
+        ];
+        for windows in rows {
+            let mut expected = windows.clone();
+            expected.sort_unstable();
+            assert_eq!(by_rule(windows.clone(), 3), expected, "{windows:?}");
+        }
+        // A rule past the count is sorted with the rest rather than dropped.
+        assert_eq!(by_rule(vec![(5, 0, 1), (0, 2, 3)], 3), [(0, 2, 3), (5, 0, 1)]);
     }
 
     #[test]
