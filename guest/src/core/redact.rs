@@ -283,8 +283,25 @@ fn shapes_then_spans(text: &str, shaped: Redacted) -> Redacted {
 /// The secrets the spans find in `text` (before the shapes) more often than in `shaped`
 /// (after them, `spans`): those whose context a shape took. Each with its label; text
 /// whose spans all survive the shapes (nearly all text) gives none.
+///
+/// Only the lines the shapes can change are read again (their regions, see
+/// [`shape_regions`]): reading the whole text a second time cost 0.7 ms per 64 KiB of
+/// secret-laden text, two thirds more redaction, for keys that can only be lost where a
+/// shape matched.
 fn lost_secrets<'t>(text: &'t str, shaped: &str, spans: &[Span]) -> Vec<(&'t str, &'static str)> {
-    let before = secret_spans::find_spans(text);
+    let before: Vec<Span> = shape_regions(text)
+        .into_iter()
+        .flat_map(|(start, end)| {
+            let region = text.get(start..end).unwrap_or_default();
+            secret_spans::find_spans(region)
+                .into_iter()
+                .map(move |span| Span {
+                    start: span.start + start,
+                    end: span.end + start,
+                    label: span.label,
+                })
+        })
+        .collect();
     let mut lost: Vec<(&'t str, &'static str)> = Vec::new();
     let mut kept: Vec<&str> = spans
         .iter()
@@ -305,15 +322,62 @@ fn lost_secrets<'t>(text: &'t str, shaped: &str, spans: &[Span]) -> Vec<(&'t str
     lost
 }
 
+/// The parts of `text` (whole lines, in order, none sharing a line) where the shapes change
+/// it: the regions [`redact_once`] redacts (the lines of a shape's candidates, as far as
+/// their matches can reach) that a shape changes, and the line after each, where a value
+/// can follow a key over a line break. The shapes change nothing outside them.
+fn shape_regions(text: &str) -> Vec<(usize, usize)> {
+    let mut candidates = secrets::candidates(text);
+    candidates.retain(|c| c.shape != PRIVATE_KEY);
+    let mut reach = Reach::new(text, &candidates);
+    let mut regions: Vec<(usize, usize)> = Vec::new();
+    let mut k = 0;
+    let mut floor = 0;
+    while let Some(first) = candidates.get(k) {
+        let start = line_start(text, first.at.max(floor), floor);
+        let mut end = reach.of(first);
+        let from = k;
+        k += 1;
+        while let Some(c) = candidates.get(k).filter(|c| c.at < end) {
+            end = end.max(reach.of(c));
+            k += 1;
+        }
+        // As `redact_region` decides: a region no shape changes as it is stays as it is.
+        // Most regions are a URL or a `$TOKEN` reference; reading them all again cost as
+        // much as reading the whole text.
+        let region = text.get(start..end).unwrap_or_default();
+        let changes = candidates.get(from..k).unwrap_or_default().iter().any(|c| {
+            SHAPES.get(c.shape).is_some_and(|shape| {
+                shape
+                    .find(region, c.at.saturating_sub(start), 0)
+                    .is_some_and(|f| shape.replace(region, &f).is_some())
+            })
+        });
+        if !changes {
+            floor = end;
+            continue;
+        }
+        let end = line_end(text, end.min(text.len())).max(start);
+        match regions.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => regions.push((start, end)),
+        }
+        floor = end;
+    }
+    regions
+}
+
 /// `text` with every occurrence of `secret` that is not inside one of redaction's markers
 /// replaced by `[redacted:LABEL]`; `None` when there is none.
 fn replace_outside_markers(text: &str, secret: &str, label: &str) -> Option<String> {
-    if secret.is_empty() {
+    // Nearly always the secret is gone (its span only moved): one search says so before
+    // any marker is looked for.
+    if secret.is_empty() || !text.contains(secret) {
         return None;
     }
     // Where the markers are: every marker is one bracketed run (`[redacted:…]`).
     let mut marked: Vec<(usize, usize)> = Vec::new();
-    for (open, _) in text.match_indices('[') {
+    for (open, _) in text.match_indices("[redacted") {
         let Some(close) = text.get(open..).and_then(|rest| rest.find(']')) else {
             break;
         };
@@ -725,6 +789,25 @@ mod tests {
         // A value the shapes leave its key is replaced once, as before.
         let out = redact("SECRET=x1 and password: 9c6f9393 rest");
         assert_eq!(out.text, "SECRET=[redacted] and password: [redacted:password] rest");
+    }
+
+    #[test]
+    fn the_regions_read_again_hold_every_line_a_shape_changes_and_the_next() {
+        let text = "a\nTOKEN=x y\nkey: v\nb\nc\nAuthorization: z\n\nsee https://x.io $TOKEN\n";
+        let regions: Vec<&str> = shape_regions(text)
+            .into_iter()
+            .map(|(s, e)| &text[s..e])
+            .collect();
+        // The assignment's reach may go a line further (a value can run on to a bearer
+        // token there); more is read again, never less.
+        // The URL and the reference are candidates no shape changes: not read again.
+        assert_eq!(regions.len(), 2, "{regions:?}");
+        assert!(regions[0].starts_with("TOKEN=x y\nkey: v\n"), "{regions:?}");
+        assert_eq!(regions[1], "Authorization: z\n\n");
+        // A quoted value over lines reaches its closing quote's line.
+        let text = "A_TOKEN='x\ny' z\nw\nq";
+        assert_eq!(shape_regions(text), [(0, text.len() - 1)]);
+        assert_eq!(shape_regions("nothing here"), []);
     }
 
     #[test]
