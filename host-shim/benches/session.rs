@@ -181,6 +181,7 @@ fn envelope() -> types::Envelope {
         is_direct: true,
         addressed: true,
         attachments: Vec::new(),
+        press: None,
     }
 }
 
@@ -337,6 +338,7 @@ fn native_envelope() -> model::Envelope {
         is_direct: true,
         addressed: true,
         attachments: Vec::new(),
+        press: None,
     }
 }
 
