@@ -811,6 +811,15 @@ mod tests {
     }
 
     #[test]
+    fn a_bearer_token_under_a_header_line_with_an_invisible_character_is_redacted() {
+        // Read line by line without its invisible characters, the header line lost its
+        // `Bearer`, and the token under it went out (found by fuzzing the pipeline).
+        let out = redact("\u{200D}Authorization::Bearer\nlQQQQQSQQQQQQQQQQQQU rest");
+        assert!(!out.text.contains("lQQQQQSQQQQ"), "{}", out.text);
+        assert_eq!(redact(&out.text).text, out.text);
+    }
+
+    #[test]
     fn a_value_whose_key_a_token_ran_into_is_redacted_too() {
         // `_` is a character of an OpenAI key: the key's match ran on over the name
         // `pagerduty_api_key`, and the value that name holds went out bare (found by
