@@ -602,18 +602,56 @@ fn report_start_phases() {
 /// Memory per idle, started session: N instances held at once, RSS before and after.
 fn report_memory() {
     let bench = setup();
+    let n = IDLE_SESSIONS as f64;
     let before = resident_kib();
     let started = Instant::now();
-    let instances: Vec<Instance> = (0..IDLE_SESSIONS)
-        .map(|_| bench.tokio.block_on(bench.started_instance()))
+    let mut instances: Vec<Instance> = (0..IDLE_SESSIONS)
+        .map(|_| {
+            bench
+                .tokio
+                .block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx())))
+                .unwrap()
+        })
         .collect();
+    let instantiated = resident_kib();
+    for instance in &mut instances {
+        let session = instance.bridge.pi_bot_connect_session();
+        bench
+            .tokio
+            .block_on(session.call_configure(
+                &mut instance.store,
+                &sources(),
+                &host_shim::factory::declarations(),
+            ))
+            .unwrap();
+        bench
+            .tokio
+            .block_on(session.call_start(&mut instance.store, &["fake".to_string()]))
+            .unwrap();
+    }
     let elapsed = started.elapsed();
     let after = resident_kib();
+    let grown = instances
+        .iter()
+        .map(|i| i.guest_memory_bytes())
+        .sum::<usize>() as f64
+        / 1024.0
+        / n;
+    // A guest whose memory never grew did not run: the figure would be an empty shell's.
+    assert!(grown > 0.0, "the instances' guests never ran");
     println!(
-        "memory per idle session: {:.1} KiB ({} sessions held, RSS {} KiB -> {} KiB; created in {:.1?}, {:.1?} each)",
-        (after.saturating_sub(before)) as f64 / IDLE_SESSIONS as f64,
+        "memory per idle session: {:.1} KiB = {:.1} KiB instantiated (wasmtime's instance, the \
+         guest's data and the stack it touched, the session's host state) + {:.1} KiB \
+         configured and started (the guest's heap: config, scope, state, the redaction \
+         engine's tables); the guest's linear memory grew to {grown:.0} KiB, partly \
+         untouched and not resident ({} sessions held, RSS {} KiB -> {} KiB -> {} KiB; \
+         created in {:.1?}, {:.1?} each)",
+        after.saturating_sub(before) as f64 / n,
+        instantiated.saturating_sub(before) as f64 / n,
+        after.saturating_sub(instantiated) as f64 / n,
         IDLE_SESSIONS,
         before,
+        instantiated,
         after,
         elapsed,
         elapsed / IDLE_SESSIONS as u32,

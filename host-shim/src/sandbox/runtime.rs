@@ -80,6 +80,14 @@ pub struct Instance {
     pub bridge: wit::Bridge,
 }
 
+impl Instance {
+    /// How large the guest's linear memory has grown, in bytes: its heap and data, the
+    /// guest's part of what a session costs.
+    pub fn guest_memory_bytes(&self) -> usize {
+        self.store.data().limits.memory_bytes
+    }
+}
+
 /// Why a component cannot run here. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -169,7 +177,7 @@ impl Runtime {
 
     /// A fresh, sandboxed instance whose imports are served by `host`.
     pub async fn instantiate(&self, mut host: SessionHost) -> anyhow::Result<Instance> {
-        host.limits = StoreLimitsBuilder::new()
+        host.limits.caps = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(16)
             .build();

@@ -117,13 +117,68 @@ impl SessionContext {
     }
 }
 
+/// The store's limiter: wasmtime's [`StoreLimits`] (the memory cap), and the size the
+/// guest's linear memory has grown to, so a session's memory can be told apart from the
+/// host's share (the benchmarks report both).
+#[derive(Default)]
+pub struct GuestLimits {
+    /// The caps.
+    pub caps: StoreLimits,
+    /// The largest size, in bytes, a linear memory of this instance was allowed to grow to.
+    pub memory_bytes: usize,
+}
+
+impl wasmtime::ResourceLimiter for GuestLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.caps.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.memory_bytes = self.memory_bytes.max(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.caps.memory_grow_failed(error)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.caps.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.caps.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.caps.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.caps.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.caps.memories()
+    }
+}
+
 /// The per-instance store data: WASI (granting nothing), limits, and the session.
 pub struct SessionHost {
     wasi: WasiCtx,
     table: ResourceTable,
     stderr: MemoryOutputPipe,
-    /// Memory cap of this instance.
-    pub limits: StoreLimits,
+    /// Memory cap of this instance, and how far its memory grew.
+    pub limits: GuestLimits,
     /// Fuel each export call starts with.
     pub call_fuel: u64,
     /// The session behind the imports.
@@ -141,7 +196,7 @@ impl SessionHost {
             wasi,
             table: ResourceTable::new(),
             stderr,
-            limits: StoreLimits::default(),
+            limits: GuestLimits::default(),
             call_fuel: 0,
             ctx,
         }
