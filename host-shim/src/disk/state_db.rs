@@ -531,19 +531,17 @@ impl StateReader {
         }
     }
 
-    /// Which of `keys` trust `identity`: the database's index, or (a JSON file not
-    /// migrated yet) each of those sessions' documents read.
+    /// The sessions that trust `identity`, at least among `keys`: the database's index
+    /// names every stored one (not filtered: an identity paired with every session would make
+    /// a filter against `keys` quadratic), a JSON file not migrated yet is read for `keys`
+    /// alone.
     pub fn trusting(
         &self,
         identity: &str,
         keys: &[&str],
     ) -> Result<BTreeSet<String>, StateStoreError> {
         match self {
-            StateReader::Db(db) => Ok(db
-                .trusting(identity)?
-                .into_iter()
-                .filter(|key| keys.contains(&key.as_str()))
-                .collect()),
+            StateReader::Db(db) => Ok(db.trusting(identity)?),
             StateReader::File(_) => {
                 let mut trusting = BTreeSet::new();
                 for key in keys {
