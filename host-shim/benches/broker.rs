@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use host_shim::agent::{Agent, AgentSignal, IdleAgent, RecentWork};
-use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::broker::bindings::Bindings;
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::disk::state_db::StateDb;
@@ -28,6 +27,7 @@ use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
+use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use support::resident_kib;
 use transport_core::Transport;
@@ -227,7 +227,10 @@ fn main() {
         }
         let rss_end = resident_kib();
         summary(
-            &format!("attach, the first {SLICE} (0 to {} already attached)", SLICE - 1),
+            &format!(
+                "attach, the first {SLICE} (0 to {} already attached)",
+                SLICE - 1
+            ),
             &attach_times[..SLICE],
             "p99 ≤ 2 ms",
         );
@@ -240,11 +243,7 @@ fn main() {
             &attach_times[total - SLICE..],
             "p99 ≤ 2 ms",
         );
-        summary(
-            &format!("attach, all {total}"),
-            &attach_times,
-            "p99 ≤ 2 ms",
-        );
+        summary(&format!("attach, all {total}"), &attach_times, "p99 ≤ 2 ms");
         println!(
             "resident memory with {total} idle sessions attached: {:.2} GiB ({:.0} KiB each; \
              RSS {} MiB at start)   budget: 10,000 in ≤ 5 GiB",

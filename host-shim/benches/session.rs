@@ -581,7 +581,10 @@ fn report_start_phases() {
         // The proof that `start` did its work: it started the transport. Stopping it (as the
         // host's shutdown does) keeps the next round's start from being an early return on a
         // running transport.
-        assert!(bench.fake_handle.is_running(), "start did not start the transport");
+        assert!(
+            bench.fake_handle.is_running(),
+            "start did not start the transport"
+        );
         started += 1;
         bench
             .tokio

@@ -1715,7 +1715,12 @@ mod tests {
             rt.block_on(db.save_changes(key, &StateChanges::document(document)))
                 .unwrap();
         };
-        let trusting = |identity: &str| db.trusting(identity).unwrap().into_iter().collect::<Vec<_>>();
+        let trusting = |identity: &str| {
+            db.trusting(identity)
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
         save("a", r#"{"trusted":{"telegram:1":5,"telegram:2":6}}"#);
         save("b", r#"{"trusted":{"telegram:1":7}}"#);
         save("c", r#"{"trusted":["telegram:1"]}"#);
@@ -1759,10 +1764,16 @@ mod tests {
             .unwrap();
         drop(connection);
         let reader = StateDb::open_read_only(&state_file).unwrap();
-        assert_eq!(reader.trusting("slack:U1").unwrap(), BTreeSet::from(["a".to_owned()]));
+        assert_eq!(
+            reader.trusting("slack:U1").unwrap(),
+            BTreeSet::from(["a".to_owned()])
+        );
         drop(reader);
         let (db, _) = open(&state_file);
-        assert_eq!(db.trusting("slack:U1").unwrap(), BTreeSet::from(["a".to_owned()]));
+        assert_eq!(
+            db.trusting("slack:U1").unwrap(),
+            BTreeSet::from(["a".to_owned()])
+        );
         let version: i64 = Connection::open(db_path(&state_file))
             .unwrap()
             .query_row("PRAGMA user_version", [], |row| row.get(0))
