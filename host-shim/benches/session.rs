@@ -147,12 +147,14 @@ fn sources() -> Vec<ConfigSource> {
 }
 
 impl Bench {
-    async fn started_instance(&self) -> Instance {
-        let mut instance = self
-            .runtime
+    async fn instance(&self) -> Instance {
+        self.runtime
             .instantiate(SessionHost::new(self.ctx()))
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    async fn configure(&self, instance: &mut Instance) {
         let session = instance.bridge.pi_bot_connect_session();
         session
             .call_configure(
@@ -162,10 +164,20 @@ impl Bench {
             )
             .await
             .unwrap();
+    }
+
+    async fn start(&self, instance: &mut Instance) {
+        let session = instance.bridge.pi_bot_connect_session();
         session
             .call_start(&mut instance.store, &["fake".to_string()])
             .await
             .unwrap();
+    }
+
+    async fn started_instance(&self) -> Instance {
+        let mut instance = self.instance().await;
+        self.configure(&mut instance).await;
+        self.start(&mut instance).await;
         instance
     }
 }
@@ -346,12 +358,7 @@ fn bench_sessions(c: &mut Criterion) {
     let bench = setup();
 
     c.bench_function("instantiate a session (fresh store + instance)", |b| {
-        b.iter(|| {
-            bench
-                .tokio
-                .block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx())))
-                .unwrap()
-        })
+        b.iter(|| bench.tokio.block_on(bench.instance()))
     });
 
     c.bench_function("instantiate + configure + start a session", |b| {
@@ -555,25 +562,11 @@ fn report_start_phases() {
     let mut started = 0u32;
     for _ in 0..ROUNDS {
         let t0 = Instant::now();
-        let mut instance = bench
-            .tokio
-            .block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx())))
-            .unwrap();
+        let mut instance = bench.tokio.block_on(bench.instance());
         let t1 = Instant::now();
-        let session = instance.bridge.pi_bot_connect_session();
-        bench
-            .tokio
-            .block_on(session.call_configure(
-                &mut instance.store,
-                &sources(),
-                &host_shim::factory::declarations(),
-            ))
-            .unwrap();
+        bench.tokio.block_on(bench.configure(&mut instance));
         let t2 = Instant::now();
-        bench
-            .tokio
-            .block_on(session.call_start(&mut instance.store, &["fake".to_string()]))
-            .unwrap();
+        bench.tokio.block_on(bench.start(&mut instance));
         let t3 = Instant::now();
         instantiate += t1 - t0;
         configure += t2 - t1;
@@ -588,7 +581,12 @@ fn report_start_phases() {
         started += 1;
         bench
             .tokio
-            .block_on(session.call_shutdown(&mut instance.store))
+            .block_on(
+                instance
+                    .bridge
+                    .pi_bot_connect_session()
+                    .call_shutdown(&mut instance.store),
+            )
             .unwrap();
         bench.tokio.block_on(bench.fake.stop());
     }
@@ -609,28 +607,12 @@ fn report_memory() {
     let before = resident_kib();
     let started = Instant::now();
     let mut instances: Vec<Instance> = (0..IDLE_SESSIONS)
-        .map(|_| {
-            bench
-                .tokio
-                .block_on(bench.runtime.instantiate(SessionHost::new(bench.ctx())))
-                .unwrap()
-        })
+        .map(|_| bench.tokio.block_on(bench.instance()))
         .collect();
     let instantiated = resident_kib();
     for instance in &mut instances {
-        let session = instance.bridge.pi_bot_connect_session();
-        bench
-            .tokio
-            .block_on(session.call_configure(
-                &mut instance.store,
-                &sources(),
-                &host_shim::factory::declarations(),
-            ))
-            .unwrap();
-        bench
-            .tokio
-            .block_on(session.call_start(&mut instance.store, &["fake".to_string()]))
-            .unwrap();
+        bench.tokio.block_on(bench.configure(instance));
+        bench.tokio.block_on(bench.start(instance));
     }
     let elapsed = started.elapsed();
     let after = resident_kib();
