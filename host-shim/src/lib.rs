@@ -10,6 +10,7 @@ pub mod disk;
 pub mod factory;
 pub mod local;
 pub mod native_guest;
+pub mod ops;
 pub mod pi;
 pub mod sandbox;
 pub mod transcript;

@@ -85,6 +85,10 @@ enum Command {
         /// With --nats: seconds a dead node's bot locks and session leases outlive it.
         #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
         lock_ttl: f64,
+        /// Serve Prometheus metrics (/metrics), /healthz and /readyz on this address, e.g.
+        /// 127.0.0.1:9464 (off by default; see docs/operations.md).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
         /// With --nats: how the node logs in and the cluster key.
         #[command(flatten)]
         trust: commands::cluster::TrustFlags,
@@ -204,6 +208,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             role,
             prefix,
             lock_ttl,
+            metrics,
             trust,
         } => {
             if !(0.0..=60.0).contains(&pace) {
@@ -219,6 +224,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 pace: Duration::from_secs_f64(pace),
                 max_sessions,
                 debug: process::debug_enabled(),
+                metrics,
             };
             if let (Some(url), Some(role)) = (nats, role) {
                 if !(1.0..=600.0).contains(&lock_ttl) {

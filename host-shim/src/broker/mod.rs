@@ -27,6 +27,9 @@ use crate::disk::state_store::StateStoreError;
 use crate::factory;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
+use crate::ops::counted_transport::CountedTransport;
+use crate::ops::health::Check;
+use crate::ops::metrics::Metrics;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::session::{Built, TransportFactory};
 use crate::wit::session::{ConfigSource, TransportRequest};
@@ -194,6 +197,8 @@ pub struct Broker {
     /// (`PRAGMA quick_check`), which at 10,000 sessions cost more than the message that
     /// asked (`/sessions`, `/switch`). A reader sees every commit made since it opened.
     reader: Mutex<Option<Arc<StateReader>>>,
+    /// The operator's metrics, when `--metrics` asked for them.
+    metrics: OnceLock<Arc<Metrics>>,
 }
 
 impl Broker {
@@ -214,7 +219,31 @@ impl Broker {
             answers: OnceLock::new(),
             pairing: options.pairing,
             reader: Mutex::new(None),
+            metrics: OnceLock::new(),
         })
+    }
+
+    /// Counts what passes through the shared bots in `metrics` from now on (set once; a
+    /// second call is ignored).
+    pub fn count_in(&self, metrics: Arc<Metrics>) {
+        let _ = self.metrics.set(metrics);
+    }
+
+    pub(crate) fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.get().map(Arc::as_ref)
+    }
+
+    /// One readiness check per shared bot: ready once its connection runs (identified,
+    /// its lock held by this broker, started). A bot no session has asked for yet is
+    /// not listed: the broker starts bots on a session's demand.
+    pub fn bot_checks(&self) -> Vec<Check> {
+        let shared: Vec<Arc<Shared>> = self.inner(|inner| inner.shared.values().cloned().collect());
+        let mut checks: Vec<Check> = shared
+            .iter()
+            .map(|shared| Check::new(format!("bot {}", shared.real.id()), shared.readiness()))
+            .collect();
+        checks.sort_by(|a, b| a.name.cmp(&b.name));
+        checks
     }
 
     /// The pairing failure budget the sessions attached here share (their
@@ -351,6 +380,12 @@ impl Broker {
                     let Some(real) = one.transports.pop() else {
                         continue;
                     };
+                    // Every path to the platform goes through `real`: counted there once.
+                    let real = match self.metrics.get() {
+                        Some(metrics) => Arc::new(CountedTransport::new(real, metrics.clone()))
+                            as Arc<dyn Transport>,
+                        None => real,
+                    };
                     let shared = Shared::new(fingerprint.clone(), real);
                     // Two sessions building the same bot at once keep the first.
                     self.inner(|inner| inner.shared.entry(fingerprint).or_insert(shared).clone())
@@ -442,6 +477,9 @@ impl Broker {
             }
             Inbound::Message { envelope, handled } => (envelope, handled),
         };
+        if let Some(metrics) = self.metrics() {
+            metrics.envelope_received(&envelope.transport);
+        }
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
         let audience = Audience::of(envelope.is_direct, envelope.addressed);

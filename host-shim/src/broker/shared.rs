@@ -91,6 +91,19 @@ impl Shared {
         Ok(identity)
     }
 
+    /// Whether the real connection runs, for `/readyz`; a start in progress (its lock
+    /// taken) is not ready yet.
+    pub(super) fn readiness(&self) -> Result<(), String> {
+        match self.started.try_lock() {
+            Ok(started) => match started.as_ref() {
+                Some(Started { running: true, .. }) => Ok(()),
+                Some(_) => Err("identified, not started yet".into()),
+                None => Err("not connected yet".into()),
+            },
+            Err(_) => Err("connecting".into()),
+        }
+    }
+
     /// Forgets the identity and releases the bot's lock (the broker stops).
     pub(super) async fn release(&self) {
         self.started.lock().await.take();
@@ -170,6 +183,9 @@ impl Transport for RoutedTransport {
         let broker = self.broker()?;
         if let Some(other) = self.bound_elsewhere(&broker, &message.conversation_id) {
             // The chat moved on with /switch: its messages now come from that session.
+            if let Some(metrics) = broker.metrics() {
+                metrics.envelope_refused(self.id());
+            }
             return Err(TransportError::Failed(format!(
                 "not sent: this chat now talks to another session ({other})"
             )));

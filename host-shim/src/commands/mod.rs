@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod doctor;
 pub mod inspect;
 pub mod offline;
+pub mod operator;
 pub mod preview;
 pub mod process;
 pub mod replay;

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use crate::agent::{Agent, DemoAgent};
 use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
-use crate::commands::process;
+use crate::commands::{operator, process};
 use crate::disk::lock::{Claimant, LockDir, LockError};
 use crate::disk::state_db::StateDb;
 use crate::factory;
@@ -53,6 +53,8 @@ pub struct ServeArgs {
     pub max_sessions: u32,
     /// Log info lines too.
     pub debug: bool,
+    /// Serve metrics, `/healthz` and `/readyz` on this address (`--metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// One request on the control socket.
@@ -284,7 +286,8 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
     if let Some(warning) = warning {
         eprintln!("[broker] warning: {warning}");
     }
-    let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
+    let metrics = args.metrics.map(|_| operator::metrics());
+    let log = operator::counted(Arc::new(StderrLog::new(args.debug)), metrics.as_ref());
     let state = Arc::new(state);
     let (pairing, warning) = PairingBudget::kept_in(state.clone(), "serve");
     if let Some(warning) = warning {
@@ -300,6 +303,14 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         status_file: Some(broker::status_path_beside(&paths.state_file)),
         pairing,
     });
+    // Bound before any session starts, so a port in use stops the broker at once.
+    let _listener = match (args.metrics, metrics) {
+        (Some(addr), Some(metrics)) => {
+            broker.count_in(metrics.clone());
+            Some(operator::listen_for_broker(addr, metrics, &broker).await?)
+        }
+        _ => None,
+    };
     let control_path = crate::disk::paths::control_socket_path(&state_dir);
     let listener = match attach::bind(&control_path).await? {
         Bound::Listening(listener) => listener,

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::routing::PAIRING_ANSWER;
 use host_shim::broker::{Broker, BrokerOptions};
+use host_shim::commands::operator;
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
+use host_shim::ops::metrics::Metrics;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::wit::session::{AgentEvent, TurnOrigin};
@@ -31,6 +33,9 @@ struct World {
     broker: Arc<Broker>,
     clock: Arc<ManualClock>,
     runtime: Arc<Runtime>,
+    /// The operator's metrics, counted by the broker and every session attached after
+    /// they are set (`World::counted`).
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl World {
@@ -65,7 +70,17 @@ impl World {
             broker,
             clock: Arc::new(ManualClock::new(1_700_000_000_000)),
             runtime: runtime(),
+            metrics: None,
         }
+    }
+
+    /// Counts the broker's traffic and the log of every session attached from now on in
+    /// fresh metrics (as `serve --metrics` does), which it returns.
+    fn counted(&mut self) -> Arc<Metrics> {
+        let metrics = Arc::new(Metrics::new(["fake"]));
+        self.broker.count_in(metrics.clone());
+        self.metrics = Some(metrics.clone());
+        metrics
     }
 
     /// Attaches a session named `name` whose config lets `allowed` in without pairing.
@@ -95,7 +110,7 @@ impl World {
             locks: self.dirs.locks(),
             pairing: self.broker.pairing(),
             clock: self.clock.clone(),
-            log: Arc::new(MemoryLog::default()),
+            log: operator::counted(Arc::new(MemoryLog::default()), self.metrics.as_ref()),
             exclusive: true,
             transcript: None,
         };
@@ -457,6 +472,7 @@ async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
         ..Limits::default()
     };
     world.runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("compiles"));
+    let metrics = world.counted();
     let api = world.attach("api", &["user-1"]).await;
     let web = world.attach("web", &["user-1"]).await;
     world
@@ -488,6 +504,15 @@ async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
         "api's instance was replaced: {health:?}"
     );
     assert_eq!(web.session.health().await.expect("health").restarts, 0);
+    assert_eq!(
+        sample(
+            &parse(&metrics.render()),
+            "botconnect_component_traps_total",
+            &[]
+        ),
+        Some(1.0),
+        "the operator's metrics count the trap"
+    );
     // Both still answer through the one bot, each in its own chat.
     world.send("user-1", "dm-2", "for web").await;
     web.agent.wait_for_prompts(1).await;
@@ -622,6 +647,159 @@ async fn strangers_guessing_at_two_sessions_draw_on_one_pairing_budget() {
                 .any(|(_, t)| t.starts_with("Paired ")),
             "a guess paired"
         );
+    }
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+}
+
+/// `GET path` on the operator's listener at `addr`: the status code and the body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+            )
+            .await
+            .expect("writes");
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await.expect("reads");
+        reply
+    };
+    let reply = tokio::time::timeout(WAIT, exchange)
+        .await
+        .expect("answers in time");
+    let status = reply
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of the sample `metric` whose labels are exactly `labels`, parsed by a
+/// Prometheus text-format parser (not by matching strings: a malformed line fails here).
+fn sample(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == metric
+                && s.labels.len() == labels.len()
+                && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+        })
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+fn parse(text: &str) -> prometheus_parse::Scrape {
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parses")
+}
+
+#[tokio::test]
+async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
+    let mut world = World::new();
+    let metrics = world.counted();
+    let listener =
+        operator::listen_for_broker("127.0.0.1:0".parse().unwrap(), metrics, &world.broker)
+            .await
+            .expect("listens");
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &[]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    world.send("user-1", "dm-1", "build it").await;
+    api.agent.wait_for_prompts(1).await;
+    world
+        .say(
+            "stranger-77",
+            "dm-s",
+            "/switch web",
+            "If a session of that name",
+        )
+        .await;
+    world.send("stranger-77", "dm-s", "let me in").await;
+    shown(&web.ui, "Messenger pairing code:").await;
+    let code: String = web
+        .ui
+        .notes()
+        .iter()
+        .rev()
+        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
+        .expect("a code");
+    world.say("stranger-77", "dm-s", &code, "Paired").await;
+
+    // Replies may still be on their way when the last answer arrived: scrape until the
+    // sent count has caught up with what the bot recorded (bounded by WAIT).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let (text, scrape) = loop {
+        let (status, text) = get(listener.addr(), "/metrics").await;
+        assert_eq!(status, 200, "{text}");
+        let scrape = parse(&text);
+        let sent = sample(
+            &scrape,
+            "botconnect_envelopes_sent_total",
+            &[("transport", "fake"), ("outcome", "sent")],
+        );
+        if sent == Some(world.fake.sent().len() as f64) || tokio::time::Instant::now() > deadline {
+            break (text, scrape);
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(
+        sample(
+            &scrape,
+            "botconnect_envelopes_sent_total",
+            &[("transport", "fake"), ("outcome", "sent")]
+        ),
+        Some(world.fake.sent().len() as f64),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            "botconnect_envelopes_received_total",
+            &[("transport", "fake")]
+        ),
+        Some(5.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            "botconnect_pairing_total",
+            &[("outcome", "paired")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    let active = sample(&scrape, "botconnect_sessions", &[("state", "active")]).expect("active");
+    let idle = sample(&scrape, "botconnect_sessions", &[("state", "idle")]).expect("idle");
+    assert_eq!(active + idle, 2.0, "{text}");
+    assert!(
+        scrape.docs.contains_key("botconnect_envelopes_received"),
+        "{text}"
+    );
+    // No user, chat, session key or code anywhere in the scrape.
+    for secret in ["user-1", "stranger-77", "dm-", "key-", code.as_str()] {
+        assert!(!text.contains(secret), "{secret:?} in {text}");
     }
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");

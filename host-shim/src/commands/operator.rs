@@ -1,0 +1,89 @@
+//! `--metrics ADDR` of `host-shim serve`: the metrics of this process and the listener that
+//! serves them with `/healthz` and `/readyz` (docs/operations.md).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::factory;
+use crate::local::logging::LogSink;
+use crate::ops::listener::{self, Endpoints, Listener, Readiness, Refresh};
+use crate::ops::metrics::Metrics;
+use crate::ops::metrics_log::MetricsLog;
+
+/// This process's metrics: every platform this build knows may appear as a `transport`
+/// label, nothing else.
+pub fn metrics() -> Arc<Metrics> {
+    Arc::new(Metrics::new(
+        factory::declarations()
+            .into_iter()
+            .map(|platform| platform.id),
+    ))
+}
+
+/// `log`, counted in `metrics` first when there are metrics.
+pub fn counted(log: Arc<dyn LogSink>, metrics: Option<&Arc<Metrics>>) -> Arc<dyn LogSink> {
+    match metrics {
+        Some(metrics) => Arc::new(MetricsLog::new(metrics.clone(), log)),
+        None => log,
+    }
+}
+
+/// Starts the listener on `addr` and says where at the terminal. An address other than
+/// loopback is served as asked (a Kubernetes probe needs one), with a warning: the pages
+/// hold no secret, but they tell anyone who reaches them how busy the bot is.
+pub async fn listen(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    refresh: Refresh,
+    ready: Readiness,
+) -> anyhow::Result<Listener> {
+    let listener = listener::start(
+        addr,
+        Endpoints {
+            metrics,
+            refresh,
+            ready,
+        },
+    )
+    .await?;
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "[ops] warning: --metrics listens on {addr}, beyond this machine: anyone who reaches \
+             it reads the metrics and health (no secrets, but the traffic). Use 127.0.0.1 unless \
+             a probe or scraper on another host needs it."
+        );
+    }
+    println!(
+        "host-shim serve: metrics on http://{0}/metrics, health on http://{0}/healthz and \
+         http://{0}/readyz",
+        listener.addr()
+    );
+    Ok(listener)
+}
+
+/// The listener of a broker (`serve` without `--nats`): sessions by state and the
+/// strangers' dropped answers at each scrape; ready while every bot a session asked for
+/// runs.
+pub async fn listen_for_broker(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    broker: &Arc<Broker>,
+) -> anyhow::Result<Listener> {
+    let weak = Arc::downgrade(broker);
+    let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
+        if let Some(broker) = weak.upgrade() {
+            let sessions = broker.sessions();
+            let active = sessions.iter().filter(|s| s.busy).count();
+            metrics.set_sessions(active, sessions.len() - active);
+            metrics.set_stranger_answers_dropped(broker.strangers_dropped());
+        }
+    });
+    let weak = Arc::downgrade(broker);
+    let ready: Readiness = Arc::new(move || {
+        weak.upgrade()
+            .map(|broker| broker.bot_checks())
+            .unwrap_or_default()
+    });
+    listen(addr, metrics, refresh, ready).await
+}

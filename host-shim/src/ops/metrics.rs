@@ -1,0 +1,442 @@
+//! The operator's counters and gauges (issue 37 §1), kept in one `prometheus-client` registry
+//! per process and rendered as OpenMetrics text for `GET /metrics`.
+//!
+//! What feeds them: the log lines every session, the broker and the cluster already write
+//! ([`Metrics::observe`], through [`super::metrics_log::MetricsLog`]), the broker's own
+//! inbound and outbound paths, and gauges read at scrape time ([`Metrics::set_sessions`] and
+//! friends). No label carries a user id, a chat id, a session key or any text a user typed:
+//! every label value is one of a fixed set named here, or `other` (a metric per chat would
+//! both leak who talks to the bot and grow without bound).
+
+use std::collections::BTreeSet;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use transport_core::TransportError;
+
+use crate::local::logging::LogLine;
+
+/// The label value of anything outside a family's fixed set.
+const OTHER: &str = "other";
+
+/// A transport's label (`telegram`, `discord`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransportLabel {
+    /// The transport id, or `other`.
+    pub transport: String,
+}
+
+/// A transport and what happened to one outbound message.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SendLabels {
+    /// The transport id, or `other`.
+    pub transport: String,
+    /// `sent`, `refused` (the chat talks to another session) or `failed`.
+    pub outcome: String,
+}
+
+/// A transport and the kind of error its platform gave.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// The transport id, or `other`.
+    pub transport: String,
+    /// `rate_limited`, `not_started`, `edit_rejected`, `unsupported` or `failed`.
+    pub kind: String,
+}
+
+/// One label named `state`, `outcome`, `kind` or `reason`, with a value from a fixed set.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// The state.
+    pub state: String,
+}
+
+/// One `outcome` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// The outcome.
+    pub outcome: String,
+}
+
+/// One `kind` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// The kind.
+    pub kind: String,
+}
+
+/// One `reason` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// The reason.
+    pub reason: String,
+}
+
+/// Every family this process exports, and the registry that renders them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Transport ids that may appear as label values (the platforms this build knows).
+    transports: BTreeSet<String>,
+    sessions: Family<StateLabel, Gauge>,
+    envelopes_received: Family<TransportLabel, Counter>,
+    envelopes_sent: Family<SendLabels, Counter>,
+    platform_errors: Family<ErrorLabels, Counter>,
+    deliveries_lost: Family<TransportLabel, Counter>,
+    inbound_rate_limited: Family<KindLabel, Counter>,
+    approvals: Family<OutcomeLabel, Counter>,
+    pairing: Family<OutcomeLabel, Counter>,
+    ignored: Family<ReasonLabel, Counter>,
+    stranger_answers_dropped: Counter,
+    traps: Counter,
+    nats_refused: Counter,
+    nats_leases: Family<KindLabel, Counter>,
+}
+
+impl Metrics {
+    /// Empty families; `transports` are the ids allowed as a `transport` label's value
+    /// (anything else counts as `other`).
+    pub fn new<I, S>(transports: I) -> Metrics
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut registry = Registry::with_prefix("botconnect");
+        let metrics = Metrics {
+            transports: transports.into_iter().map(Into::into).collect(),
+            sessions: Family::default(),
+            envelopes_received: Family::default(),
+            envelopes_sent: Family::default(),
+            platform_errors: Family::default(),
+            deliveries_lost: Family::default(),
+            inbound_rate_limited: Family::default(),
+            approvals: Family::default(),
+            pairing: Family::default(),
+            ignored: Family::default(),
+            stranger_answers_dropped: Counter::default(),
+            traps: Counter::default(),
+            nats_refused: Counter::default(),
+            nats_leases: Family::default(),
+            registry: Registry::default(),
+        };
+        // Counters are registered without `_total`: the encoder adds it (OpenMetrics).
+        registry.register(
+            "sessions",
+            "Sessions attached to this broker, by state (active: a turn runs; idle)",
+            metrics.sessions.clone(),
+        );
+        registry.register(
+            "envelopes_received",
+            "Messages received from a platform, by transport",
+            metrics.envelopes_received.clone(),
+        );
+        registry.register(
+            "envelopes_sent",
+            "Messages handed to a platform, by transport and outcome (sent, refused, failed)",
+            metrics.envelopes_sent.clone(),
+        );
+        registry.register(
+            "platform_errors",
+            "Errors a platform gave on send, by transport and kind (rate_limited is a rate-limit wait)",
+            metrics.platform_errors.clone(),
+        );
+        registry.register(
+            "deliveries_reported_lost",
+            "Replies the bridge gave up on and reported at the terminal, by transport",
+            metrics.deliveries_lost.clone(),
+        );
+        registry.register(
+            "inbound_rate_limited",
+            "Remote inputs refused by the per-sender rate limit, by kind (prompt, command)",
+            metrics.inbound_rate_limited.clone(),
+        );
+        registry.register(
+            "approvals",
+            "Remote approvals, by outcome (asked, approved, denied, expired)",
+            metrics.approvals.clone(),
+        );
+        registry.register(
+            "pairing",
+            "Pairing events, by outcome (paired, budget_closed)",
+            metrics.pairing.clone(),
+        );
+        registry.register(
+            "messages_ignored",
+            "Messages the bridge ignored, by reason (empty, unaddressed, stale_unpaired)",
+            metrics.ignored.clone(),
+        );
+        registry.register(
+            "stranger_answers_dropped",
+            "Broker answers to unpaired senders dropped because their queue was full",
+            metrics.stranger_answers_dropped.clone(),
+        );
+        registry.register(
+            "component_traps",
+            "Traps of a session's component (each is followed by a restart, up to a limit)",
+            metrics.traps.clone(),
+        );
+        registry.register(
+            "nats_envelopes_refused",
+            "Cluster envelopes refused by the seal check (forged, stale or replayed)",
+            metrics.nats_refused.clone(),
+        );
+        registry.register(
+            "nats_lease_changes",
+            "Bot locks and session leases taken or lost by this node, by kind",
+            metrics.nats_leases.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// The families as OpenMetrics text (ends with `# EOF`).
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail; a failure would be a bug in the encoder, and
+        // an empty scrape is what Prometheus then shows (`up` stays 1, series vanish).
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+
+    fn transport(&self, id: &str) -> String {
+        if self.transports.contains(id) {
+            id.to_owned()
+        } else {
+            OTHER.to_owned()
+        }
+    }
+
+    /// Sessions attached now: `active` ones run a turn.
+    pub fn set_sessions(&self, active: usize, idle: usize) {
+        for (state, count) in [("active", active), ("idle", idle)] {
+            self.sessions
+                .get_or_create(&StateLabel {
+                    state: state.into(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Raises a counter that mirrors a monotonic count kept elsewhere to `total`.
+    fn mirror(counter: &Counter, total: u64) {
+        let seen = counter.get();
+        if total > seen {
+            counter.inc_by(total - seen);
+        }
+    }
+
+    /// The broker's count of answers to strangers dropped so far.
+    pub fn set_stranger_answers_dropped(&self, total: u64) {
+        Self::mirror(&self.stranger_answers_dropped, total);
+    }
+
+    /// The seal gate's count of refused envelopes so far.
+    pub fn set_nats_envelopes_refused(&self, total: u64) {
+        Self::mirror(&self.nats_refused, total);
+    }
+
+    /// One message received from `transport`'s platform.
+    pub fn envelope_received(&self, transport: &str) {
+        self.envelopes_received
+            .get_or_create(&TransportLabel {
+                transport: self.transport(transport),
+            })
+            .inc();
+    }
+
+    /// One message handed to `transport`'s platform, and what came of it.
+    pub fn envelope_sent(&self, transport: &str, result: Result<(), &TransportError>) {
+        let transport = self.transport(transport);
+        let outcome = match result {
+            Ok(()) => "sent",
+            Err(error) => {
+                self.platform_errors
+                    .get_or_create(&ErrorLabels {
+                        transport: transport.clone(),
+                        kind: error_kind(error).into(),
+                    })
+                    .inc();
+                "failed"
+            }
+        };
+        self.envelopes_sent
+            .get_or_create(&SendLabels {
+                transport,
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// A send the broker refused before the platform saw it (the chat talks to another
+    /// session).
+    pub fn envelope_refused(&self, transport: &str) {
+        self.envelopes_sent
+            .get_or_create(&SendLabels {
+                transport: self.transport(transport),
+                outcome: "refused".into(),
+            })
+            .inc();
+    }
+
+    /// Counts what one log line says happened, if it is one of the events measured here.
+    /// The line's free-text fields are never copied into a label: each value is matched
+    /// against a fixed set.
+    pub fn observe(&self, line: &LogLine) {
+        let field = |name: &str| {
+            line.fields
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.as_str())
+        };
+        let count = |family: &Family<OutcomeLabel, Counter>, outcome: &str| {
+            family
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.into(),
+                })
+                .inc();
+        };
+        let lease = |kind: &str| {
+            self.nats_leases
+                .get_or_create(&KindLabel { kind: kind.into() })
+                .inc();
+        };
+        match line.event.as_str() {
+            "remote approval requested" => count(&self.approvals, "asked"),
+            "remote approval settled" => {
+                let outcome = match (field("by"), field("approved")) {
+                    (Some("timeout"), _) => "expired",
+                    (_, Some("true")) => "approved",
+                    (_, Some("false")) => "denied",
+                    _ => OTHER,
+                };
+                count(&self.approvals, outcome);
+            }
+            "paired remote identity" => count(&self.pairing, "paired"),
+            "pairing closed" => count(&self.pairing, "budget_closed"),
+            "outbound send failed" => {
+                let transport = self.transport(field("transport").unwrap_or_default());
+                self.deliveries_lost
+                    .get_or_create(&TransportLabel { transport })
+                    .inc();
+            }
+            "remote input rate limited" => {
+                let kind = match field("kind") {
+                    Some(kind @ ("prompt" | "command")) => kind,
+                    _ => OTHER,
+                };
+                self.inbound_rate_limited
+                    .get_or_create(&KindLabel { kind: kind.into() })
+                    .inc();
+            }
+            "ignored message" => {
+                let reason = match field("reason") {
+                    Some(reason @ ("empty" | "unaddressed")) => reason,
+                    Some(reason) if reason.starts_with("unpaired and older") => "stale_unpaired",
+                    _ => OTHER,
+                };
+                self.ignored
+                    .get_or_create(&ReasonLabel {
+                        reason: reason.into(),
+                    })
+                    .inc();
+            }
+            "guest trap" => {
+                self.traps.inc();
+            }
+            "bot held" => lease("bot_held"),
+            "bot lock lost" => lease("bot_lost"),
+            "session started" | "session started no bot" => lease("session_taken"),
+            "session lease lost" => lease("session_lost"),
+            _ => {}
+        }
+    }
+}
+
+/// A transport error's kind, as the `kind` label says it.
+fn error_kind(error: &TransportError) -> &'static str {
+    match error {
+        TransportError::RateLimited { .. } => "rate_limited",
+        TransportError::NotStarted(_) => "not_started",
+        TransportError::AlreadyStarted(_) => "already_started",
+        TransportError::EditRejected(_) => "edit_rejected",
+        TransportError::Unsupported(_) => "unsupported",
+        TransportError::Failed(_) => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wit::types::Level;
+
+    fn line(event: &str, fields: &[(&str, &str)]) -> LogLine {
+        let fields: Vec<(&str, String)> = fields.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        LogLine::new(Level::Info, event, &fields)
+    }
+
+    #[test]
+    fn no_label_takes_a_value_from_outside_its_fixed_set() {
+        let metrics = Metrics::new(["telegram"]);
+        // A user id where a transport id belongs, and one where a kind or reason belongs.
+        metrics.envelope_received("4242424242");
+        metrics.envelope_received("telegram");
+        metrics.observe(&line(
+            "remote input rate limited",
+            &[("kind", "alice-4242"), ("identity", "telegram:4242424242")],
+        ));
+        metrics.observe(&line("ignored message", &[("reason", "chat 4242424242")]));
+        metrics.observe(&line(
+            "remote approval settled",
+            &[("by", "telegram:4242424242"), ("approved", "true")],
+        ));
+        let text = metrics.render();
+        assert!(!text.contains("4242"), "{text}");
+        assert!(!text.contains("alice"), "{text}");
+        assert!(
+            text.contains("botconnect_envelopes_received_total{transport=\"other\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("botconnect_approvals_total{outcome=\"approved\"} 1"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn an_approval_that_timed_out_counts_as_expired() {
+        let metrics = Metrics::new(Vec::<String>::new());
+        metrics.observe(&line(
+            "remote approval settled",
+            &[("by", "timeout"), ("approved", "false")],
+        ));
+        let text = metrics.render();
+        assert!(
+            text.contains("botconnect_approvals_total{outcome=\"expired\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("outcome=\"denied\""), "{text}");
+    }
+
+    #[test]
+    fn a_mirrored_count_never_goes_back() {
+        let metrics = Metrics::new(Vec::<String>::new());
+        metrics.set_stranger_answers_dropped(5);
+        metrics.set_stranger_answers_dropped(3);
+        metrics.set_stranger_answers_dropped(7);
+        assert!(
+            metrics
+                .render()
+                .contains("botconnect_stranger_answers_dropped_total 7"),
+            "{}",
+            metrics.render()
+        );
+    }
+}

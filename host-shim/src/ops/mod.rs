@@ -1,0 +1,8 @@
+//! The operator's view of a running `serve` (issue 37, docs/operations.md): Prometheus
+//! metrics, health and readiness on one opt-in HTTP listener.
+
+pub mod counted_transport;
+pub mod health;
+pub mod listener;
+pub mod metrics;
+pub mod metrics_log;
