@@ -12,7 +12,8 @@ pub mod routing;
 pub mod shared;
 pub mod strangers;
 
-use std::collections::{BTreeSet, HashMap};
+use std::cell::OnceCell;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -35,7 +36,8 @@ use crate::sandbox::session::{Built, TransportFactory};
 use crate::wit::session::{ConfigSource, TransportRequest};
 use crate::wit::types::Level;
 use bindings::{Binding, Bindings};
-use routing::{Audience, Decision, SessionView};
+use indexmap::IndexMap;
+use routing::{Audience, Census, Decision, Roster, SessionView};
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
 
@@ -157,10 +159,18 @@ struct Attached {
     sinks: HashMap<String, InboundSink>,
 }
 
+/// The broker's books. Every question a message asks is one lookup here: with 10,000
+/// sessions, scanning them all for each chat's first message cost 15 ms.
 #[derive(Default)]
 struct Inner {
-    /// Attached sessions, in attach order (the order `/sessions` numbers them).
-    sessions: Vec<Attached>,
+    /// Attached sessions by key, in attach order (the order `/sessions` numbers them).
+    sessions: IndexMap<String, Attached>,
+    /// Attached sessions' keys by lower-cased name (`/switch <name>`; unique names).
+    names: HashMap<String, String>,
+    /// The sessions with a sink on each shared bot, by fingerprint.
+    on_bot: HashMap<String, HashSet<String>>,
+    /// The sessions whose config allows each identity without pairing (`allowUsers`).
+    allowing: HashMap<String, HashSet<String>>,
     bindings: Bindings,
     shared: HashMap<String, Arc<Shared>>,
 }
@@ -271,14 +281,14 @@ impl Broker {
         config_sources: &[ConfigSource],
         agent: Arc<dyn Agent>,
     ) -> Result<String, BrokerError> {
-        let allowed = crate::native_guest::read_config_natively(config_sources)
+        let allowed: BTreeSet<String> = crate::native_guest::read_config_natively(config_sources)
             .bridge
             .allow_users
             .iter()
             .map(|identity| identity.as_str().to_owned())
             .collect();
         let name = self.inner(|inner| {
-            if inner.sessions.iter().any(|s| s.key == key) {
+            if inner.sessions.contains_key(key) {
                 return Err(BrokerError::AlreadyAttached(key.to_owned()));
             }
             let base = if name.trim().is_empty() {
@@ -286,26 +296,33 @@ impl Broker {
             } else {
                 name.trim()
             };
-            let taken = |n: &str| {
-                inner
-                    .sessions
-                    .iter()
-                    .any(|s| s.name.eq_ignore_ascii_case(n))
-            };
             let mut unique = base.to_owned();
             let mut n = 2;
-            while taken(&unique) {
+            while inner.names.contains_key(&unique.to_ascii_lowercase()) {
                 unique = format!("{base}-{n}");
                 n += 1;
             }
-            inner.sessions.push(Attached {
-                key: key.to_owned(),
-                name: unique.clone(),
-                cwd: cwd.to_owned(),
-                agent,
-                allowed,
-                sinks: HashMap::new(),
-            });
+            inner
+                .names
+                .insert(unique.to_ascii_lowercase(), key.to_owned());
+            for identity in &allowed {
+                inner
+                    .allowing
+                    .entry(identity.clone())
+                    .or_default()
+                    .insert(key.to_owned());
+            }
+            inner.sessions.insert(
+                key.to_owned(),
+                Attached {
+                    key: key.to_owned(),
+                    name: unique.clone(),
+                    cwd: cwd.to_owned(),
+                    agent,
+                    allowed,
+                    sinks: HashMap::new(),
+                },
+            );
             Ok(unique)
         })?;
         self.log(
@@ -321,7 +338,26 @@ impl Broker {
     /// reported locally by that shutdown). Its bindings stay: its chats hear that it is
     /// away until it comes back or they `/switch`.
     pub fn detach(&self, key: &str) {
-        self.inner(|inner| inner.sessions.retain(|s| s.key != key));
+        self.inner(|inner| {
+            // Removed in place, keeping the others' attach order (their `/sessions` numbers).
+            let Some(gone) = inner.sessions.shift_remove(key) else {
+                return;
+            };
+            inner.names.remove(&gone.name.to_ascii_lowercase());
+            for identity in &gone.allowed {
+                if let Some(keys) = inner.allowing.get_mut(identity) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        inner.allowing.remove(identity);
+                    }
+                }
+            }
+            for fingerprint in gone.sinks.keys() {
+                if let Some(keys) = inner.on_bot.get_mut(fingerprint) {
+                    keys.remove(key);
+                }
+            }
+        });
         self.log(
             Level::Info,
             "session detached",
@@ -408,7 +444,7 @@ impl Broker {
         sink: InboundSink,
     ) -> Result<(), transport_core::TransportError> {
         self.inner(|inner| {
-            let Some(attached) = inner.sessions.iter_mut().find(|s| s.key == session) else {
+            let Some(attached) = inner.sessions.get_mut(session) else {
                 return Err(transport_core::TransportError::Failed(
                     "this session is not attached to the broker (a host bug)".into(),
                 ));
@@ -419,26 +455,28 @@ impl Broker {
                 ));
             }
             attached.sinks.insert(fingerprint.to_owned(), sink);
+            inner
+                .on_bot
+                .entry(fingerprint.to_owned())
+                .or_default()
+                .insert(session.to_owned());
             Ok(())
         })
     }
 
     fn unregister_sink(&self, session: &str, fingerprint: &str) {
         self.inner(|inner| {
-            if let Some(attached) = inner.sessions.iter_mut().find(|s| s.key == session) {
+            if let Some(attached) = inner.sessions.get_mut(session) {
                 attached.sinks.remove(fingerprint);
+            }
+            if let Some(keys) = inner.on_bot.get_mut(fingerprint) {
+                keys.remove(session);
             }
         });
     }
 
     fn sessions_on(&self, fingerprint: &str) -> usize {
-        self.inner(|inner| {
-            inner
-                .sessions
-                .iter()
-                .filter(|s| s.sinks.contains_key(fingerprint))
-                .count()
-        })
+        self.inner(|inner| inner.on_bot.get(fingerprint).map_or(0, HashSet::len))
     }
 
     /// Starts routing the real transport's stream; called once per shared transport.
@@ -483,37 +521,19 @@ impl Broker {
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
-        let (decision, paired_with) = self.decide(
+        let (decision, stranger) = self.decide(
             &shared.fingerprint,
             &conversation,
             &identity,
             audience,
             &envelope.text,
         );
-        // Paired with no session: the broker's answers to it wait in the stranger queue.
-        let stranger = paired_with.as_ref().is_some_and(BTreeSet::is_empty);
-        let paired = |session: &str| paired_with.as_ref().is_none_or(|p| p.contains(session));
-        // A stranger's chat is written down once its sender is paired with its session.
-        let provisional = self.inner(|inner| {
-            inner
-                .bindings
-                .is_provisional(&conversation)
-                .then(|| inner.bindings.get(&conversation).map(|b| b.session.clone()))
-                .flatten()
-        });
-        if let Some(session) = provisional.filter(|session| paired(session)) {
-            self.bind(&conversation, &session, true);
-        }
         match decision {
-            Decision::Deliver { session, bind } => {
-                if bind {
-                    self.bind(&conversation, &session, paired(&session));
-                }
+            Decision::Deliver { session, .. } => {
                 let sink = self.inner(|inner| {
                     inner
                         .sessions
-                        .iter()
-                        .find(|s| s.key == session)
+                        .get(&session)
                         .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
                 });
                 let message = Inbound::Message { envelope, handled };
@@ -559,14 +579,16 @@ impl Broker {
         self.inner(|inner| {
             inner
                 .sessions
-                .iter()
+                .values()
                 .filter_map(|s| s.sinks.get(fingerprint).cloned())
                 .collect()
         })
     }
 
-    /// The decision, and (when it needed them) the keys of the sessions `identity` is
-    /// paired with; `None` on the fast path of a written-down chat.
+    /// What to do with `text` from `identity` in `conversation`, and whether its sender is
+    /// a stranger (paired with no session of this bot: the broker's answers to it wait in
+    /// the stranger queue). The conversation is bound as the decision says; a stranger's
+    /// chat is written down once its sender is paired with its session.
     fn decide(
         &self,
         fingerprint: &str,
@@ -574,25 +596,16 @@ impl Broker {
         identity: &str,
         audience: Audience,
         text: &str,
-    ) -> (Decision, Option<BTreeSet<String>>) {
-        // The common case (a paired chat writing to its session) needs no view of who is
-        // paired where, so it reads no file. A stranger's chat (bound in memory only)
-        // takes the long way, which also tells when it has paired.
-        let fast = self.inner(|inner| {
-            let bound = inner.bindings.get_kept(conversation)?;
-            let attached = inner
-                .sessions
-                .iter()
-                .any(|s| s.key == bound.session && s.sinks.contains_key(fingerprint));
-            (attached && !routing::is_broker_command(text)).then(|| Decision::Deliver {
-                session: bound.session.clone(),
-                bind: false,
-            })
-        });
-        if let Some(decision) = fast {
-            return (decision, None);
+    ) -> (Decision, bool) {
+        if let Some(decision) = self.fast_path(fingerprint, conversation, text) {
+            return (decision, false);
         }
-        let views = self.views(fingerprint, identity);
+        let roster = BotRoster {
+            broker: self,
+            fingerprint,
+            identity,
+            trusting: OnceCell::new(),
+        };
         let bound = self.inner(|inner| inner.bindings.get(conversation).cloned());
         let decision = routing::decide(
             text,
@@ -600,61 +613,64 @@ impl Broker {
             audience,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
-            &views,
+            &roster,
         );
-        let paired = views
-            .into_iter()
-            .filter(|view| view.paired.contains(identity))
-            .map(|view| view.key)
-            .collect();
-        (decision, Some(paired))
+        let provisional = self.inner(|inner| {
+            inner
+                .bindings
+                .is_provisional(conversation)
+                .then(|| inner.bindings.get(conversation).map(|b| b.session.clone()))
+                .flatten()
+        });
+        if let Some(session) = provisional.filter(|session| roster.is_paired(session, identity)) {
+            self.bind(conversation, &session, true);
+        }
+        if let Decision::Deliver {
+            session,
+            bind: true,
+        } = &decision
+        {
+            self.bind(conversation, session, roster.is_paired(session, identity));
+        }
+        (decision, !roster.paired_with_any())
     }
 
-    /// The sessions on one shared bot, each with `identity` among its paired ones when its
-    /// config allows it or its state trusts it (read fresh: a session may have paired it a
-    /// moment ago). Only `identity` is looked up: the database indexes who trusts whom, so
-    /// a chat's first message costs one read, not a read and a parse per session.
-    fn views(&self, fingerprint: &str, identity: &str) -> Vec<SessionView> {
-        let mut views: Vec<SessionView> = self.inner(|inner| {
-            inner
+    /// The decision for a written-down chat writing to its attached session, which needs
+    /// no view of who is paired where; `None` sends the message the long way (a stranger's
+    /// chat, bound in memory only, takes it too, which also tells when it has paired).
+    fn fast_path(&self, fingerprint: &str, conversation: &str, text: &str) -> Option<Decision> {
+        self.inner(|inner| {
+            let bound = inner.bindings.get_kept(conversation)?;
+            let attached = inner
                 .sessions
-                .iter()
-                .filter(|s| s.sinks.contains_key(fingerprint))
-                .map(|s| SessionView {
-                    key: s.key.clone(),
-                    name: s.name.clone(),
-                    cwd: s.cwd.clone(),
-                    busy: !s.agent.is_idle(),
-                    paired: if s.allowed.contains(identity) {
-                        BTreeSet::from([identity.to_owned()])
-                    } else {
-                        BTreeSet::new()
-                    },
-                })
-                .collect()
-        });
-        let Some(path) = &self.state_file else {
-            return views;
-        };
-        let keys: Vec<&str> = views.iter().map(|view| view.key.as_str()).collect();
-        match self
-            .state_reader(path)
-            .and_then(|reader| reader.trusting(identity, &keys))
-        {
-            Ok(trusting) => {
-                for view in &mut views {
-                    if trusting.contains(&view.key) {
-                        view.paired.insert(identity.to_owned());
-                    }
-                }
+                .get(&bound.session)
+                .is_some_and(|s| s.sinks.contains_key(fingerprint));
+            (attached && !routing::is_broker_command(text)).then(|| Decision::Deliver {
+                session: bound.session.clone(),
+                bind: false,
+            })
+        })
+    }
+
+    /// Who trusts `identity` among the stored sessions (read fresh: a session may have
+    /// paired it a moment ago), or `None` with a warning when the state cannot be read
+    /// (the config's `allowUsers` still count).
+    fn trusted_by<R>(
+        &self,
+        read: impl FnOnce(&StateReader) -> Result<R, StateStoreError>,
+    ) -> Option<R> {
+        let path = self.state_file.as_ref()?;
+        match self.state_reader(path).and_then(|reader| read(&reader)) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                self.log(
+                    Level::Warning,
+                    "state file unreadable",
+                    &[("error", e.to_string())],
+                );
+                None
             }
-            Err(e) => self.log(
-                Level::Warning,
-                "state file unreadable",
-                &[("error", e.to_string())],
-            ),
         }
-        views
     }
 
     /// The state reader, opened at the first need and kept once it reads the database (a
@@ -681,8 +697,7 @@ impl Broker {
         let written = self.inner(|inner| {
             let name = inner
                 .sessions
-                .iter()
-                .find(|s| s.key == session)
+                .get(session)
                 .map(|s| s.name.clone())
                 .unwrap_or_default();
             let binding = Binding {
@@ -746,7 +761,7 @@ impl Broker {
         self.inner(|inner| {
             inner
                 .sessions
-                .iter()
+                .values()
                 .map(|s| SessionSummary {
                     key: s.key.clone(),
                     name: s.name.clone(),
@@ -775,6 +790,166 @@ impl Broker {
         if let Some(path) = &self.status_file {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+/// Routing's questions about one shared bot, for one sender, answered from the broker's
+/// books and the state database's trust index (see [`Roster`]).
+struct BotRoster<'a> {
+    broker: &'a Broker,
+    fingerprint: &'a str,
+    identity: &'a str,
+    /// Who trusts the sender, read once for a list (`/sessions`, `/switch <n>`).
+    trusting: OnceCell<BTreeSet<String>>,
+}
+
+impl BotRoster<'_> {
+    /// Session `key` as routing sees it, when it is attached to this bot. Whether the
+    /// sender is paired is asked after the books are let go (it may read the database).
+    fn view(&self, key: &str) -> Option<SessionView> {
+        let mut view = self.broker.inner(|inner| {
+            inner
+                .sessions
+                .get(key)
+                .filter(|s| s.sinks.contains_key(self.fingerprint))
+                .map(|s| SessionView {
+                    key: s.key.clone(),
+                    name: s.name.clone(),
+                    cwd: s.cwd.clone(),
+                    busy: !s.agent.is_idle(),
+                    paired: BTreeSet::new(),
+                })
+        })?;
+        if self.is_paired(key, self.identity) {
+            view.paired.insert(self.identity.to_owned());
+        }
+        Some(view)
+    }
+
+    /// Whether the sender is paired with any session of this bot (else it is a stranger,
+    /// answered through the rate-limited queue).
+    fn paired_with_any(&self) -> bool {
+        let allowed = self.broker.inner(|inner| {
+            let (Some(allowing), Some(on_bot)) = (
+                inner.allowing.get(self.identity),
+                inner.on_bot.get(self.fingerprint),
+            ) else {
+                return false;
+            };
+            allowing.iter().any(|key| on_bot.contains(key))
+        });
+        allowed
+            || self
+                .broker
+                .trusted_by(|reader| {
+                    reader.trusts_any(self.identity, &|key| {
+                        self.broker.inner(|inner| {
+                            inner
+                                .on_bot
+                                .get(self.fingerprint)
+                                .is_some_and(|keys| keys.contains(key))
+                        })
+                    })
+                })
+                .unwrap_or(false)
+    }
+}
+
+impl Roster for BotRoster<'_> {
+    fn census(&self) -> Census {
+        let only = self.broker.inner(|inner| {
+            let keys = inner.on_bot.get(self.fingerprint)?;
+            match keys.len() {
+                0 => None,
+                1 => keys.iter().next().cloned().map(Ok),
+                _ => Some(Err(())),
+            }
+        });
+        match only {
+            None => Census::Empty,
+            Some(Err(())) => Census::Several,
+            Some(Ok(key)) => self.view(&key).map_or(Census::Empty, Census::Only),
+        }
+    }
+
+    fn is_attached(&self, key: &str) -> bool {
+        self.broker.inner(|inner| {
+            inner
+                .sessions
+                .get(key)
+                .is_some_and(|s| s.sinks.contains_key(self.fingerprint))
+        })
+    }
+
+    fn named(&self, wanted: &str, identity: &str) -> Option<SessionView> {
+        // Names are unique among attached sessions, but a name may equal another's key.
+        let by_name = self
+            .broker
+            .inner(|inner| inner.names.get(&wanted.to_ascii_lowercase()).cloned());
+        let candidates: Vec<SessionView> = [by_name, Some(wanted.to_owned())]
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.view(&key))
+            .collect();
+        let first = candidates.first().cloned();
+        candidates
+            .into_iter()
+            .find(|view| view.paired.contains(identity))
+            .or(first)
+    }
+
+    fn is_paired(&self, key: &str, identity: &str) -> bool {
+        let allowed = self.broker.inner(|inner| {
+            inner
+                .allowing
+                .get(identity)
+                .is_some_and(|keys| keys.contains(key))
+        });
+        if allowed {
+            return true;
+        }
+        match self.trusting.get() {
+            Some(trusting) => trusting.contains(key),
+            None => self
+                .broker
+                .trusted_by(|reader| reader.trusts(identity, key))
+                .unwrap_or(false),
+        }
+    }
+
+    fn paired_with(&self, identity: &str) -> Vec<SessionView> {
+        let trusting = self.trusting.get_or_init(|| {
+            // The keys matter only to a JSON file not migrated yet (read per session).
+            let keys: Vec<String> = self.broker.inner(|inner| {
+                inner
+                    .on_bot
+                    .get(self.fingerprint)
+                    .map(|keys| keys.iter().cloned().collect())
+                    .unwrap_or_default()
+            });
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            self.broker
+                .trusted_by(|reader| reader.trusting(identity, &keys))
+                .unwrap_or_default()
+        });
+        self.broker.inner(|inner| {
+            let allowing = inner.allowing.get(identity);
+            inner
+                .sessions
+                .values()
+                .filter(|s| s.sinks.contains_key(self.fingerprint))
+                .filter(|s| {
+                    trusting.contains(&s.key) || allowing.is_some_and(|keys| keys.contains(&s.key))
+                })
+                .map(|s| SessionView {
+                    key: s.key.clone(),
+                    name: s.name.clone(),
+                    cwd: s.cwd.clone(),
+                    busy: !s.agent.is_idle(),
+                    paired: BTreeSet::from([identity.to_owned()]),
+                })
+                .collect()
+        })
     }
 }
 

@@ -365,7 +365,7 @@ impl Shared {
             audience,
             bound.as_ref().map(|b| b.session.as_str()),
             bound.as_ref().map(|b| b.name.as_str()),
-            &views,
+            views.as_slice(),
         );
         match decision {
             Decision::Deliver { session, bind } => {

@@ -327,6 +327,44 @@ impl StateDb {
             .map_err(|error| read_error(&self.path, &error))
     }
 
+    /// Whether session `key`'s document trusts `identity`: one lookup in the index.
+    pub fn trusts(&self, identity: &str, key: &str) -> Result<bool, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare_cached("SELECT 1 FROM trusted WHERE identity = ?1 AND key = ?2")
+            .map_err(|error| read_error(&self.path, &error))?;
+        statement
+            .exists(params![identity, key])
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
+    /// Whether a session `accept` takes trusts `identity`; reads the index only until
+    /// the first one (an identity paired with every stored session is one row away, not
+    /// ten thousand).
+    pub fn trusts_any(
+        &self,
+        identity: &str,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Result<bool, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare_cached("SELECT key FROM trusted WHERE identity = ?1")
+            .map_err(|error| read_error(&self.path, &error))?;
+        let mut rows = statement
+            .query(params![identity])
+            .map_err(|error| read_error(&self.path, &error))?;
+        while let Some(row) = rows
+            .next()
+            .map_err(|error| read_error(&self.path, &error))?
+        {
+            let key: String = row.get(0).map_err(|error| read_error(&self.path, &error))?;
+            if accept(&key) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn reader(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A connection has no half-written state a panic could leave behind.
         self.reader.lock().unwrap_or_else(PoisonError::into_inner)
@@ -545,14 +583,45 @@ impl StateReader {
             StateReader::File(_) => {
                 let mut trusting = BTreeSet::new();
                 for key in keys {
-                    if let Some(document) = self.document(key)? {
-                        let (state, _) = guest::core::state::parse_session_state(&document, key);
-                        if state.trusted.keys().any(|i| i.as_str() == identity) {
-                            trusting.insert((*key).to_owned());
-                        }
+                    if self
+                        .document(key)?
+                        .is_some_and(|document| document_trusts(&document, key, identity))
+                    {
+                        trusting.insert((*key).to_owned());
                     }
                 }
                 Ok(trusting)
+            }
+        }
+    }
+
+    /// Whether session `key` trusts `identity` (the database's index, or the JSON file's
+    /// document of `key` when it is not migrated yet).
+    pub fn trusts(&self, identity: &str, key: &str) -> Result<bool, StateStoreError> {
+        match self {
+            StateReader::Db(db) => Ok(db.trusts(identity, key)?),
+            StateReader::File(_) => Ok(self
+                .document(key)?
+                .is_some_and(|document| document_trusts(&document, key, identity))),
+        }
+    }
+
+    /// Whether any session `accept` takes trusts `identity`.
+    pub fn trusts_any(
+        &self,
+        identity: &str,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Result<bool, StateStoreError> {
+        match self {
+            StateReader::Db(db) => Ok(db.trusts_any(identity, accept)?),
+            StateReader::File(file) => {
+                let entries = file
+                    .lock()
+                    .map_err(|_| StateStoreError::Unavailable)?
+                    .entries();
+                Ok(entries.iter().any(|(key, document, _)| {
+                    accept(key) && document_trusts(document, key, identity)
+                }))
             }
         }
     }
@@ -591,6 +660,12 @@ impl StateStore for StateReader {
             StateReader::File(file) => file.path(),
         }
     }
+}
+
+/// Whether a session document (JSON, as the guest saves it) trusts `identity`.
+fn document_trusts(document: &str, key: &str, identity: &str) -> bool {
+    let (state, _) = guest::core::state::parse_session_state(document, key);
+    state.trusted.keys().any(|i| i.as_str() == identity)
 }
 
 /// Opens a connection with the settings every connection needs.
