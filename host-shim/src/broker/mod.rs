@@ -117,7 +117,7 @@ pub struct BrokerOptions {
     pub build: BuildOne,
     /// The state file, read (never written) for who is paired with which session.
     pub state_file: Option<PathBuf>,
-    /// Conversation bindings (from the file beside the state file).
+    /// Conversation bindings (kept in the state database by `serve`).
     pub bindings: Bindings,
     /// Where to keep the list of attached sessions for `doctor` (none in tests).
     pub status_file: Option<PathBuf>,
@@ -195,6 +195,11 @@ pub struct Broker {
     log: Arc<dyn LogSink>,
     build: BuildOne,
     state_file: Option<PathBuf>,
+    /// Wakes the thread that writes the status file for `doctor` (none in tests).
+    status: Option<Mutex<std::sync::mpsc::Sender<()>>>,
+    /// Held while the status file is written or removed; `true` once the broker stopped
+    /// (a write after the removal would leave a running broker's file behind).
+    status_stopped: Arc<Mutex<bool>>,
     status_file: Option<PathBuf>,
     inner: Mutex<Inner>,
     routers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -214,7 +219,18 @@ pub struct Broker {
 impl Broker {
     /// A broker with no session attached yet.
     pub fn new(options: BrokerOptions) -> Arc<Broker> {
-        Arc::new(Broker {
+        let status_stopped = Arc::new(Mutex::new(false));
+        Arc::new_cyclic(|me| Broker {
+            status: options.status_file.as_ref().and_then(|path| {
+                spawn_status_writer(
+                    me.clone(),
+                    path.clone(),
+                    status_stopped.clone(),
+                    options.log.as_ref(),
+                )
+                .map(Mutex::new)
+            }),
+            status_stopped,
             locks: options.locks,
             clock: options.clock,
             log: options.log,
@@ -366,14 +382,24 @@ impl Broker {
         self.write_status();
     }
 
+    /// Asks the status thread to write the status file. Never waits: the file lists every
+    /// attached session, and writing it in each attach cost O(sessions) there.
     fn write_status(&self) {
-        let Some(path) = &self.status_file else {
-            return;
-        };
+        if let Some(status) = &self.status {
+            let _ = lock(status).send(());
+        }
+    }
+
+    /// Writes the status file now (the status thread).
+    fn write_status_now(&self, path: &Path) {
         let status = Status {
             pid: std::process::id(),
             sessions: self.sessions(),
         };
+        let stopped = lock(&self.status_stopped);
+        if *stopped {
+            return;
+        }
         let written = serde_json::to_string_pretty(&status)
             .map_err(|e| e.to_string())
             .and_then(|text| {
@@ -382,6 +408,7 @@ impl Broker {
                     .and_then(|()| std::fs::rename(&temporary, path))
                     .map_err(|e| e.to_string())
             });
+        drop(stopped);
         if let Err(error) = written {
             self.log(
                 Level::Warning,
@@ -694,7 +721,7 @@ impl Broker {
     /// Binds `conversation` to `session`: written down when `keep` (its sender is paired
     /// with the session), in memory only otherwise (a stranger on its way to pairing).
     fn bind(&self, conversation: &str, session: &str, keep: bool) {
-        let written = self.inner(|inner| {
+        self.inner(|inner| {
             let name = inner
                 .sessions
                 .get(session)
@@ -705,15 +732,11 @@ impl Broker {
                 name,
             };
             if keep {
-                inner.bindings.bind(conversation, binding)
+                inner.bindings.bind(conversation, binding);
             } else {
                 inner.bindings.bind_provisional(conversation, binding);
-                Ok(())
             }
         });
-        if let Err(error) = written {
-            self.log(Level::Warning, "bindings not saved", &[("error", error)]);
-        }
     }
 
     /// Answers `envelope`: a paired sender at once, a stranger through the rate-limited
@@ -787,8 +810,69 @@ impl Broker {
             shared.real.stop().await;
             shared.release().await;
         }
+        // Bindings are written with the database's next commit: a clean stop waits for it.
+        if let Some(store) = self.inner(|inner| inner.bindings.store())
+            && let Err(error) = store.committed().await
+        {
+            self.log(
+                Level::Warning,
+                "bindings not saved",
+                &[("error", error.to_string())],
+            );
+        }
         if let Some(path) = &self.status_file {
+            *lock(&self.status_stopped) = true;
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Starts the thread that writes the status file whenever it is asked to, taking every
+/// request that arrived meanwhile as one: a burst of attaches writes the file a few times,
+/// not once each. It ends with the broker.
+fn spawn_status_writer(
+    broker: Weak<Broker>,
+    path: PathBuf,
+    stopped: Arc<Mutex<bool>>,
+    log: &dyn LogSink,
+) -> Option<std::sync::mpsc::Sender<()>> {
+    let shown = path.display().to_string();
+    let (sender, requests) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("broker-status".into())
+        .spawn(move || {
+            while requests.recv().is_ok() {
+                while requests.try_recv().is_ok() {}
+                let Some(broker) = broker.upgrade() else {
+                    return;
+                };
+                if *lock(&stopped) {
+                    return;
+                }
+                broker.write_status_now(&path);
+            }
+        });
+    match spawned {
+        Ok(_) => Some(sender),
+        Err(error) => {
+            log.write(
+                LOG_NAME,
+                LogLine::new(
+                    Level::Warning,
+                    "broker status not written",
+                    &[
+                        ("path", shown),
+                        (
+                            "error",
+                            format!(
+                                "cannot start its thread ({error}); `doctor` will not list \
+                                 the attached sessions"
+                            ),
+                        ),
+                    ],
+                ),
+            );
+            None
         }
     }
 }

@@ -282,13 +282,14 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         limits,
         Some(&state_dir.join("cache")),
     )?);
-    let (bindings, warning) = Bindings::load(&bindings::path_beside(&paths.state_file));
-    if let Some(warning) = warning {
-        eprintln!("[broker] warning: {warning}");
-    }
     let metrics = args.metrics.map(|_| operator::metrics());
     let log = operator::counted(Arc::new(StderrLog::new(args.debug)), metrics.as_ref());
     let state = Arc::new(state);
+    let (bindings, warnings) =
+        Bindings::kept_in(state.clone(), &bindings::path_beside(&paths.state_file)).await?;
+    for warning in warnings {
+        eprintln!("[broker] warning: {warning}");
+    }
     let (pairing, warning) = PairingBudget::kept_in(state.clone(), "serve");
     if let Some(warning) = warning {
         eprintln!("[broker] warning: {warning}");

@@ -179,6 +179,14 @@ enum Write {
     },
     /// A value the host keeps for itself (`meta`), such as the pairing failure budget.
     Kept { name: String, value: String },
+    /// The broker's binding of a conversation to a session (`bindings`).
+    Bound {
+        conversation: String,
+        session: String,
+        name: String,
+    },
+    /// Nothing: answered once every write handed over before it is committed.
+    Barrier,
 }
 
 /// The state database as a [`StateStore`]. Cheap to share (`Arc`); loads read through
@@ -422,22 +430,97 @@ impl StateDb {
     /// the host changes from a synchronous call (the pairing failure budget). A `kill -9`
     /// may lose the writes of the last commit window (a few milliseconds), never more.
     pub fn keep(&self, name: &str, value: String) {
+        self.submit_unanswered(Write::Kept {
+            name: name.to_owned(),
+            value,
+        });
+    }
+
+    /// Binds `conversation` to `session` (called `name`) with the next commit, without
+    /// waiting for it ([`Self::keep`]'s terms): one row, however many chats are bound (the
+    /// broker's JSON file of every binding was rewritten and fsynced for each one).
+    pub fn keep_binding(&self, conversation: &str, session: &str, name: &str) {
+        self.submit_unanswered(Write::Bound {
+            conversation: conversation.to_owned(),
+            session: session.to_owned(),
+            name: name.to_owned(),
+        });
+    }
+
+    /// Hands `write` to the next commit. Nobody waits for the answer: a failed commit is
+    /// reported to the sessions whose saves shared it. Read only: nothing is written.
+    fn submit_unanswered(&self, write: Write) {
         let Some(writer) = &self.writer else {
             return;
         };
-        // Nobody waits for the answer: a failed commit is reported to the sessions whose
-        // saves shared it.
         let (reply, _) = tokio::sync::oneshot::channel();
-        let job = Job {
-            write: Write::Kept {
-                name: name.to_owned(),
-                value,
-            },
-            reply,
-        };
-        if writer.send(job).is_ok() {
+        if writer.send(Job { write, reply }).is_ok() {
             self.submitted.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Binds each `(conversation, session, name)` and waits until they are committed (the
+    /// broker's one-time move of its old bindings file, renamed only after).
+    pub async fn keep_bindings_now<'a>(
+        &self,
+        bindings: impl Iterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Result<(), StateDbError> {
+        let Some(writer) = &self.writer else {
+            return Ok(());
+        };
+        let gone = || StateDbError::WriterGone {
+            path: self.path.clone(),
+        };
+        let mut answers = Vec::new();
+        for (conversation, session, name) in bindings {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let write = Write::Bound {
+                conversation: conversation.to_owned(),
+                session: session.to_owned(),
+                name: name.to_owned(),
+            };
+            writer.send(Job { write, reply }).map_err(|_| gone())?;
+            self.submitted.fetch_add(1, Ordering::Relaxed);
+            answers.push(answer);
+        }
+        for answer in answers {
+            answer.await.map_err(|_| gone())??;
+        }
+        Ok(())
+    }
+
+    /// Waits until every write handed over so far (the unanswered ones of [`Self::keep`]
+    /// and [`Self::keep_binding`] too) is committed: a broker that stops cleanly loses
+    /// none of them.
+    pub async fn committed(&self) -> Result<(), StateDbError> {
+        let Some(writer) = &self.writer else {
+            return Ok(());
+        };
+        let gone = || StateDbError::WriterGone {
+            path: self.path.clone(),
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        writer
+            .send(Job {
+                write: Write::Barrier,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())??;
+        Ok(())
+    }
+
+    /// Every kept binding, as `(conversation, session, name)`.
+    pub fn bindings(&self) -> Result<Vec<(String, String, String)>, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare("SELECT conversation, session, name FROM bindings")
+            .map_err(|error| read_error(&self.path, &error))?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .map_err(|error| read_error(&self.path, &error))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|error| read_error(&self.path, &error))
     }
 
     /// Replaces `session_key`'s document, leaving its queue as it is ([`Self::save_changes`]).
@@ -730,6 +813,11 @@ fn prepare(connection: &Connection, path: &Path, state_file: &Path) -> Result<()
                  seq INTEGER NOT NULL,
                  entry TEXT NOT NULL,
                  PRIMARY KEY (key, seq)
+             ) WITHOUT ROWID;
+             CREATE TABLE IF NOT EXISTS bindings (
+                 conversation TEXT PRIMARY KEY NOT NULL,
+                 session TEXT NOT NULL,
+                 name TEXT NOT NULL
              ) WITHOUT ROWID;
              CREATE TABLE IF NOT EXISTS trusted (
                  identity TEXT NOT NULL,
@@ -1043,6 +1131,13 @@ fn write_batch(
                  ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             )
             .map_err(fail)?;
+        let mut bind = transaction
+            .prepare_cached(
+                "INSERT INTO bindings (conversation, session, name) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (conversation) DO UPDATE
+                 SET session = excluded.session, name = excluded.name",
+            )
+            .map_err(fail)?;
         for job in batch {
             let (key, changes, expected) = match &job.write {
                 Write::Session {
@@ -1052,6 +1147,20 @@ fn write_batch(
                 } => (key, changes, *expected),
                 Write::Kept { name, value } => {
                     keep.execute(params![name, value]).map_err(fail)?;
+                    results.push(Ok(0));
+                    continue;
+                }
+                Write::Bound {
+                    conversation,
+                    session,
+                    name,
+                } => {
+                    bind.execute(params![conversation, session, name])
+                        .map_err(fail)?;
+                    results.push(Ok(0));
+                    continue;
+                }
+                Write::Barrier => {
                     results.push(Ok(0));
                     continue;
                 }

@@ -39,17 +39,20 @@ struct World {
 }
 
 impl World {
-    fn new() -> World {
+    async fn new() -> World {
         let dirs = Dirs::new();
         let fake = editable_fake();
-        World::with(dirs, fake)
+        World::with(dirs, fake).await
     }
 
     /// A broker over `dirs` (a restart reuses them) whose one bot is `fake`.
-    fn with(dirs: Dirs, fake: FakeTransport) -> World {
+    async fn with(dirs: Dirs, fake: FakeTransport) -> World {
         let state_file = dirs.dir.path().join("state.json");
-        let (bindings, warning) = Bindings::load(&bindings::path_beside(&state_file));
-        assert_eq!(warning, None);
+        let (bindings, warnings) =
+            Bindings::kept_in(dirs.state.clone(), &bindings::path_beside(&state_file))
+                .await
+                .expect("bindings");
+        assert_eq!(warnings, Vec::<String>::new());
         let bot = fake.handle();
         let broker = Broker::new(BrokerOptions {
             locks: dirs.locks(),
@@ -206,7 +209,7 @@ fn prompts(agent: &ScriptAgent) -> Vec<String> {
 
 #[tokio::test]
 async fn two_sessions_share_one_bot_and_a_chat_talks_to_the_one_it_picked() {
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &["user-1"]).await;
     let web = world.attach("web", &["user-1", "user-2"]).await;
     assert!(
@@ -261,7 +264,7 @@ async fn two_sessions_share_one_bot_and_a_chat_talks_to_the_one_it_picked() {
 
 #[tokio::test]
 async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &[]).await;
     let web = world.attach("web", &[]).await;
     let help = world
@@ -311,9 +314,18 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
     world.say("stranger", "dm-s", code, "Paired").await;
     // Bound in memory only until now: nothing of the stranger's reached the file before
     // it paired; its next message writes its chat down.
-    let file = bindings::path_beside(&world.dirs.dir.path().join("state.json"));
-    let kept = |path: &std::path::Path| Bindings::load(path).0.get_kept("fake:dm-s").cloned();
-    assert_eq!(kept(&file), None);
+    let state = world.dirs.state.clone();
+    let kept = || async {
+        state.committed().await.expect("committed");
+        state
+            .bindings()
+            .expect("bindings")
+            .into_iter()
+            .filter(|(conversation, _, _)| conversation == "fake:dm-s")
+            .map(|(_, _, name)| name)
+            .next()
+    };
+    assert_eq!(kept().await, None);
     let mine = world
         .say(
             "stranger",
@@ -323,15 +335,14 @@ async fn a_stranger_learns_nothing_and_pairs_with_the_session_it_names() {
         )
         .await;
     assert!(mine.contains("web") && !mine.contains("api"), "{mine}");
-    assert_eq!(kept(&file).map(|b| b.name), Some("web".to_owned()));
-    assert!(Bindings::load(&file).0.get_kept("fake:dm-x").is_none());
+    assert_eq!(kept().await, Some("web".to_owned()));
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");
 }
 
 #[tokio::test]
 async fn group_chatter_in_an_unbound_chat_is_never_answered() {
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &[]).await;
     let web = world.attach("web", &[]).await;
     // People talking in a group the bot is in: with several sessions, an answer to each
@@ -382,7 +393,7 @@ async fn group_chatter_in_an_unbound_chat_is_never_answered() {
 
 #[tokio::test]
 async fn the_only_session_gets_an_unbound_chat_and_keeps_it_but_never_posts_after_a_switch() {
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &["user-1"]).await;
     world.send("user-1", "dm-1", "first").await;
     api.agent.wait_for_prompts(1).await;
@@ -424,7 +435,7 @@ async fn the_only_session_gets_an_unbound_chat_and_keeps_it_but_never_posts_afte
 
 #[tokio::test]
 async fn a_detached_session_keeps_its_chats_which_hear_it_is_away_and_bindings_survive_a_restart() {
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &["user-1"]).await;
     let web = world.attach("web", &["user-1"]).await;
     world
@@ -456,7 +467,7 @@ async fn a_detached_session_keeps_its_chats_which_hear_it_is_away_and_bindings_s
     // A new broker on the same state directory: the chat still talks to api.
     let World { dirs, fake, .. } = world;
     assert!(!fake.is_running(), "the broker stopped the bot");
-    let again = World::with(dirs, fake);
+    let again = World::with(dirs, fake).await;
     let api = again.attach("api", &["user-1"]).await;
     let _web = again.attach("web", &["user-1"]).await;
     again.send("user-1", "dm-1", "back again").await;
@@ -466,7 +477,7 @@ async fn a_detached_session_keeps_its_chats_which_hear_it_is_away_and_bindings_s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
-    let mut world = World::new();
+    let mut world = World::new().await;
     let limits = Limits {
         memory_bytes: 24 << 20,
         ..Limits::default()
@@ -525,8 +536,7 @@ async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
 #[tokio::test]
 async fn a_flood_of_strangers_neither_delays_a_paired_user_nor_leaves_bindings() {
     use host_shim::broker::strangers::{ANSWERS_PER_MINUTE, QUEUE};
-    use std::os::unix::fs::PermissionsExt as _;
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &["user-1"]).await;
     let web = world.attach("web", &[]).await;
     world
@@ -566,13 +576,16 @@ async fn a_flood_of_strangers_neither_delays_a_paired_user_nor_leaves_bindings()
         "{dropped} dropped"
     );
 
-    // No stranger's chat was written down; the file holds the paired chat only, 0600.
-    let file = bindings::path_beside(&world.dirs.dir.path().join("state.json"));
-    let (kept, _) = Bindings::load(&file);
-    assert_eq!(kept.kept(), 1);
-    assert!(kept.get_kept("fake:dm-1").is_some());
-    let mode = std::fs::metadata(&file).expect("meta").permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
+    // No stranger's chat was written down; the database holds the paired chat only.
+    let state = world.dirs.state.clone();
+    state.committed().await.expect("committed");
+    let kept: Vec<String> = state
+        .bindings()
+        .expect("bindings")
+        .into_iter()
+        .map(|(conversation, _, _)| conversation)
+        .collect();
+    assert_eq!(kept, vec!["fake:dm-1".to_owned()]);
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");
 }
@@ -595,7 +608,7 @@ fn unshown_code(uis: &[&RecordingUi]) -> String {
 #[tokio::test]
 async fn strangers_guessing_at_two_sessions_draw_on_one_pairing_budget() {
     const CLOSED: &str = "Pairing is closed after too many wrong codes. The person at the local pi terminal can run /connect pair for a fresh code.";
-    let world = World::new();
+    let world = World::new().await;
     let api = world.attach("api", &[]).await;
     let web = world.attach("web", &[]).await;
     for (chat, name) in [("dm-a", "api"), ("dm-w", "web")] {
