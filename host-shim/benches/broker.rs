@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use host_shim::agent::{Agent, AgentSignal, IdleAgent, RecentWork};
-use host_shim::broker::bindings::Bindings;
+use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
@@ -66,9 +66,16 @@ struct World {
 }
 
 impl World {
-    fn new(capacity: usize) -> World {
+    /// A broker as `serve` builds it: bindings kept in the state database, a status file
+    /// for `doctor`, the pairing budget shared.
+    async fn new(capacity: usize) -> World {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (state, _) = StateDb::open(&dir.path().join("state.json"), 0).expect("state");
+        let state_file = dir.path().join("state.json");
+        let (state, _) = StateDb::open(&state_file, 0).expect("state");
+        let state = Arc::new(state);
+        let (bindings, _) = Bindings::kept_in(state.clone(), &bindings::path_beside(&state_file))
+            .await
+            .expect("bindings");
         let limits = Limits {
             max_instances: capacity as u32 + 8,
             ..Limits::default()
@@ -85,15 +92,15 @@ impl World {
                 notes: Vec::new(),
             }),
             state_file: Some(dir.path().join("state.json")),
-            bindings: Bindings::in_memory(),
-            status_file: None,
+            bindings,
+            status_file: Some(host_shim::broker::status_path_beside(&state_file)),
             pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
         });
         World {
             broker,
             fake,
             runtime,
-            state: Arc::new(state),
+            state,
             dir,
             sessions: Vec::new(),
         }
@@ -219,7 +226,7 @@ fn main() {
         .build()
         .expect("tokio");
     tokio.block_on(async {
-        let mut world = World::new(total);
+        let mut world = World::new(total).await;
         let rss_start = resident_kib();
         let mut attach_times = Vec::with_capacity(total);
         for i in 0..total {
@@ -268,6 +275,10 @@ fn main() {
             );
             first.push(elapsed);
         }
+        // Each /switch wrote its chat's binding down, as `serve` does.
+        world.state.committed().await.expect("bindings committed");
+        let kept = world.state.bindings().expect("bindings").len();
+        assert_eq!(kept, CHATS, "every chat's /switch was written down");
         let mut repeats = Vec::with_capacity(REPEATS);
         for k in 0..REPEATS {
             let chat = (k * 7919) % CHATS;

@@ -13,7 +13,6 @@
 //! writes.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -204,27 +203,6 @@ fn read_old(path: &Path) -> Result<Option<HashMap<String, Binding>>, String> {
             path.display()
         )),
     }
-}
-
-/// Writes `bytes` to a new file at `path` readable by this user only (0600) and syncs
-/// it. A leftover at `path` is removed first: reopening it would keep its old mode (the
-/// bindings file used to be 0644), or follow a link planted there.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 #[cfg(test)]

@@ -41,6 +41,10 @@ use routing::{Audience, Census, Decision, Roster, SessionView};
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
 
+/// The shortest time between two writes of the status file: `doctor` may show an attach a
+/// second late.
+const STATUS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The log's session name for the broker's own lines.
 const LOG_NAME: &str = "broker";
 
@@ -404,7 +408,7 @@ impl Broker {
             .map_err(|e| e.to_string())
             .and_then(|text| {
                 let temporary = path.with_extension("json.tmp");
-                bindings::write_private(&temporary, text.as_bytes())
+                write_private(&temporary, text.as_bytes())
                     .and_then(|()| std::fs::rename(&temporary, path))
                     .map_err(|e| e.to_string())
             });
@@ -781,18 +785,30 @@ impl Broker {
 
     /// The attached sessions, in attach order.
     pub fn sessions(&self) -> Vec<SessionSummary> {
-        self.inner(|inner| {
+        // Each agent is asked whether it is busy after the books are let go: 10,000 of them
+        // would hold up routing meanwhile.
+        let listed: Vec<(SessionSummary, Arc<dyn Agent>)> = self.inner(|inner| {
             inner
                 .sessions
                 .values()
-                .map(|s| SessionSummary {
-                    key: s.key.clone(),
-                    name: s.name.clone(),
-                    cwd: s.cwd.clone(),
-                    busy: !s.agent.is_idle(),
+                .map(|s| {
+                    let summary = SessionSummary {
+                        key: s.key.clone(),
+                        name: s.name.clone(),
+                        cwd: s.cwd.clone(),
+                        busy: false,
+                    };
+                    (summary, s.agent.clone())
                 })
                 .collect()
-        })
+        });
+        listed
+            .into_iter()
+            .map(|(summary, agent)| SessionSummary {
+                busy: !agent.is_idle(),
+                ..summary
+            })
+            .collect()
     }
 
     /// Stops every real transport and releases the bots' locks. Sessions are shut down
@@ -827,9 +843,31 @@ impl Broker {
     }
 }
 
-/// Starts the thread that writes the status file whenever it is asked to, taking every
-/// request that arrived meanwhile as one: a burst of attaches writes the file a few times,
-/// not once each. It ends with the broker.
+/// Writes `bytes` to a new file at `path` readable by this user only (0600) and syncs
+/// it. A leftover at `path` is removed first: reopening it would keep its old mode (the
+/// bindings file of older versions was 0644), or follow a link planted there.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.sync_all()
+}
+
+/// Starts the thread that writes the status file when asked, at most once per
+/// [`STATUS_INTERVAL`], taking every request that arrived meanwhile as one: the file lists
+/// every session, so a burst of 10,000 attaches writing it back to back kept a core busy
+/// and the attaches waiting. It ends with the broker.
 fn spawn_status_writer(
     broker: Weak<Broker>,
     path: PathBuf,
@@ -850,6 +888,9 @@ fn spawn_status_writer(
                     return;
                 }
                 broker.write_status_now(&path);
+                drop(broker);
+                // Requests made meanwhile wait in the channel for the next write.
+                std::thread::sleep(STATUS_INTERVAL);
             }
         });
     match spawned {
@@ -1042,6 +1083,20 @@ mod tests {
     use super::*;
     use transport_core::{Capabilities, LengthUnit, Markup};
     use transport_testing::fake::{FakeConfig, FakeTransport};
+
+    #[cfg(unix)]
+    #[test]
+    fn the_status_file_is_private_even_over_a_leftover_with_another_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("broker-status.json");
+        std::fs::write(&path, "old").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_private(&path, b"{}").expect("written");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "{}");
+    }
 
     #[tokio::test]
     async fn a_notice_cut_at_its_cap_says_so() {
