@@ -721,7 +721,7 @@ fn parse(text: &str) -> prometheus_parse::Scrape {
 
 #[tokio::test]
 async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
-    let mut world = World::new();
+    let mut world = World::new().await;
     let metrics = world.counted();
     let listener =
         operator::listen_for_broker("127.0.0.1:0".parse().unwrap(), metrics, &world.broker)
