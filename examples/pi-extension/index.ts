@@ -240,6 +240,27 @@ function noticeText(method: "notify" | "setStatus" | "setWidget", args: any[]): 
 /** Marks pi's `ui` object once its dialogs are wrapped, so a second session start does not wrap twice. */
 const WRAPPED = Symbol.for("bot-connect.questions");
 
+/** Tokens and cost as the link's `session_result` carries them (PROTOCOL.md). */
+type Tokens = { input: number; output: number; cacheRead: number; cacheWrite: number; costMicros?: number };
+
+function emptyTokens(): Tokens {
+	return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+}
+
+/** Adds one message's `usage` (pi's counts and `cost.total` in dollars) to `sum`. */
+function addTokens(sum: Tokens, usage: any) {
+	if (!usage || typeof usage !== "object") return;
+	const count = (value: unknown) => (typeof value === "number" && Number.isFinite(value) && value > 0 ? Math.round(value) : 0);
+	sum.input += count(usage.input);
+	sum.output += count(usage.output);
+	sum.cacheRead += count(usage.cacheRead);
+	sum.cacheWrite += count(usage.cacheWrite);
+	const cost = usage.cost?.total;
+	if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) {
+		sum.costMicros = (sum.costMicros ?? 0) + Math.round(cost * 1_000_000);
+	}
+}
+
 function installLink(pi: ExtensionAPI) {
 	const command = process.env.PI_BOT_CONNECT_COMMAND || "connect";
 
@@ -290,6 +311,9 @@ function installLink(pi: ExtensionAPI) {
 	let queuedRemote: string[] = [];
 	let queuedLocal: string[] = [];
 	const bashCommands = new Map<string, string>();
+	/** Tokens and cost of the run in progress, and of the last finished one (`/usage`). */
+	let turnUsage = emptyTokens();
+	let lastTurnUsage: Tokens | undefined;
 
 	const notify = (text: string, lvl: Level = "info") => {
 		try {
@@ -384,6 +408,8 @@ function installLink(pi: ExtensionAPI) {
 				answered(message);
 				return;
 			}
+			case "session_command":
+				return void runSessionCommand(message);
 			case "command_result": {
 				const pending = pendingCommands.get(String(message.id));
 				if (!pending) return;
@@ -395,6 +421,102 @@ function installLink(pi: ExtensionAPI) {
 			default:
 				// A newer host may send more; ignoring unknown messages keeps this version working.
 				return;
+		}
+	};
+
+	/**
+	 * A session command from a chat (`/new`, `/compact`, `/model`, `/thinking`, `/usage`),
+	 * through pi's extension API; answered with `session_result`.
+	 */
+	const runSessionCommand = async (message: any) => {
+		const id = String(message.id ?? "");
+		const arg = typeof message.arg === "string" && message.arg.trim() ? message.arg.trim() : undefined;
+		const answer = (result: Record<string, unknown>) => send({ type: "session_result", id, ...result });
+		const fail = (error: string) => answer({ ok: false, error });
+		const c = ctx;
+		if (!c) return fail("the pi session has not started yet");
+		try {
+			switch (message.command) {
+				case "new_session":
+					// pi's extension API starts a session only from a command typed in pi
+					// (ExtensionCommandContext.newSession); a message from the link has none.
+					return fail("pi starts a new session only from its own terminal here: type /new in pi (headless `run --agent pi` can do it from the chat)");
+				case "compact":
+					return c.compact({
+						customInstructions: arg,
+						onComplete: (result: any) =>
+							answer({
+								ok: true,
+								text:
+									typeof result?.tokensBefore === "number"
+										? `Compacted: the conversation so far (${result.tokensBefore} tokens) is now a summary.`
+										: "Compacted: the conversation so far is now a summary.",
+							}),
+						onError: (error: Error) => fail(`compaction failed: ${describe(error)}`),
+					});
+				case "list_models": {
+					const models = await c.modelRegistry.getAvailable();
+					return answer({
+						ok: true,
+						current: c.model ? `${c.model.provider}/${c.model.id}` : undefined,
+						models: models.map((m: any) => `${m.provider}/${m.id}`),
+					});
+				}
+				case "set_model": {
+					const models: any[] = await c.modelRegistry.getAvailable();
+					const wanted = String(arg ?? "").toLowerCase();
+					const exact = models.filter((m) => `${m.provider}/${m.id}`.toLowerCase() === wanted);
+					const byId = models.filter((m) => String(m.id).toLowerCase() === wanted);
+					const found = exact.length === 1 ? exact : byId;
+					if (found.length !== 1) {
+						return fail(
+							found.length === 0
+								? `pi has no model '${arg ?? ""}'; send /model to see the ones it has`
+								: `'${arg}' is offered by several providers (${found.map((m) => `${m.provider}/${m.id}`).join(", ")}); name it as provider/id`,
+						);
+					}
+					const model = found[0];
+					if (!(await pi.setModel(model))) return fail(`pi has no API key for ${model.provider}/${model.id}`);
+					return answer({ ok: true, text: `Model: ${model.provider}/${model.id}` });
+				}
+				case "thinking": {
+					const levels = ["off", "minimal", "low", "medium", "high", "xhigh"];
+					if (arg !== undefined) {
+						const level = arg.toLowerCase();
+						if (!levels.includes(level)) return fail(`'${arg}' is no thinking level; pi knows ${levels.join(", ")}`);
+						pi.setThinkingLevel(level as any);
+						const now = pi.getThinkingLevel();
+						return answer({
+							ok: true,
+							text:
+								now === level
+									? `Thinking level: ${now}`
+									: `Thinking level: ${now} (pi did not take '${level}': this model does not support it)`,
+						});
+					}
+					return answer({ ok: true, text: `Thinking level: ${pi.getThinkingLevel()}` });
+				}
+				case "usage": {
+					const session = emptyTokens();
+					for (const entry of c.sessionManager.getBranch() as any[]) {
+						if (entry?.type === "message" && entry.message?.role === "assistant") addTokens(session, entry.message.usage);
+					}
+					const context = c.getContextUsage();
+					return answer({
+						ok: true,
+						usage: {
+							session,
+							lastTurn: lastTurnUsage,
+							contextTokens: typeof context?.tokens === "number" ? Math.round(context.tokens) : undefined,
+							contextWindow: context?.contextWindow,
+						},
+					});
+				}
+				default:
+					return fail(`this extension does not know the session command ${JSON.stringify(String(message.command))}; update it`);
+			}
+		} catch (error) {
+			return fail(describe(error));
 		}
 	};
 
@@ -718,6 +840,7 @@ function installLink(pi: ExtensionAPI) {
 
 	pi.on("agent_start", async (_event, c) => {
 		ctx = c;
+		turnUsage = emptyTokens();
 		runOpen = true;
 		runHasOwnPrompt = nextRunOrigin !== undefined;
 		runOrigin = nextRunOrigin ?? lastRunOrigin;
@@ -784,6 +907,7 @@ function installLink(pi: ExtensionAPI) {
 	pi.on("message_end", async (event) => {
 		const message: any = event.message;
 		if (message?.role !== "assistant") return;
+		addTokens(turnUsage, message.usage);
 		const text = visibleText(message.content);
 		if (text.trim()) {
 			send({ type: "assistant_message", text });
@@ -793,6 +917,8 @@ function installLink(pi: ExtensionAPI) {
 	});
 
 	pi.on("agent_end", async () => {
+		// Before turn_settled: the bridge asks for the last turn's usage when it hears it.
+		lastTurnUsage = turnUsage;
 		runOpen = false;
 		bashCommands.clear();
 		send({ type: "turn_settled" });

@@ -6,7 +6,8 @@
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
     BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, QuestionAnswer,
-    Receipt, SavedState, SendError, SessionInfo, StateChanges, ToolDecision, WorkFacts,
+    Receipt, SavedState, SendError, SessionCommand, SessionInfo, SessionReply, StateChanges,
+    ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -49,6 +50,12 @@ pub trait Host {
     fn session_info(&mut self) -> SessionInfo;
     /// `agent.work-snapshot`: raw facts for the digest; what is unknown is `None`.
     fn work_snapshot(&mut self) -> WorkFacts;
+    /// `agent.run-session-command`. A host without session commands (test fakes written
+    /// before them) refuses, so the chat hears that rather than nothing.
+    fn session_command(&mut self, command: &SessionCommand) -> Result<SessionReply, String> {
+        let _ = command;
+        Err("this agent has no session commands".into())
+    }
 
     /// `ui.notify`: the local terminal, the only place a pairing code goes.
     fn notify(&mut self, level: Level, text: &str);

@@ -302,6 +302,68 @@ pub struct WorkFacts {
     pub last_prompt: Option<String>,
 }
 
+/// A session command for the agent (`agent.session-command`): `/new`, `/compact`,
+/// `/model`, `/thinking`, `/usage` typed in a chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// Start a new session.
+    NewSession,
+    /// Summarise the conversation; the text guides the summary.
+    Compact(Option<String>),
+    /// Switch to the model named.
+    SetModel(String),
+    /// List the models the agent can switch to.
+    ListModels,
+    /// Set the thinking level; `None` reports it.
+    Thinking(Option<String>),
+    /// Report token use and cost.
+    Usage,
+}
+
+/// Tokens and cost of some model calls (`agent.token-use`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenUse {
+    /// Input tokens not read from the cache.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the cache.
+    pub cache_read: u64,
+    /// Tokens written to the cache.
+    pub cache_write: u64,
+    /// Cost in millionths of a dollar, when known.
+    pub cost_micros: Option<u64>,
+}
+
+/// What `usage` reports (`agent.usage-report`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UsageReport {
+    /// The whole session.
+    pub session: TokenUse,
+    /// The last finished turn.
+    pub last_turn: Option<TokenUse>,
+    /// Tokens in the model's context now.
+    pub context_tokens: Option<u64>,
+    /// The model's context window.
+    pub context_window: Option<u64>,
+}
+
+/// The agent's answer to a [`SessionCommand`] (`agent.session-reply`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionReply {
+    /// Done; what changed.
+    Done(String),
+    /// The models: the current one and every one available, as `provider/id`.
+    Models {
+        /// In use.
+        current: Option<String>,
+        /// Available.
+        available: Vec<String>,
+    },
+    /// Token use.
+    Usage(UsageReport),
+}
+
 /// A message from the guest to the person at the terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {

@@ -155,6 +155,40 @@ impl Host for Imports {
         }
     }
 
+    fn session_command(
+        &mut self,
+        command: &model::SessionCommand,
+    ) -> Result<model::SessionReply, String> {
+        let command = match command.clone() {
+            model::SessionCommand::NewSession => agent::SessionCommand::NewSession,
+            model::SessionCommand::Compact(text) => agent::SessionCommand::Compact(text),
+            model::SessionCommand::SetModel(name) => agent::SessionCommand::SetModel(name),
+            model::SessionCommand::ListModels => agent::SessionCommand::ListModels,
+            model::SessionCommand::Thinking(level) => agent::SessionCommand::Thinking(level),
+            model::SessionCommand::Usage => agent::SessionCommand::Usage,
+        };
+        let tokens = |t: agent::TokenUse| model::TokenUse {
+            input: t.input,
+            output: t.output,
+            cache_read: t.cache_read,
+            cache_write: t.cache_write,
+            cost_micros: t.cost_micros,
+        };
+        Ok(match agent::run_session_command(&command)? {
+            agent::SessionReply::Done(text) => model::SessionReply::Done(text),
+            agent::SessionReply::Models(list) => model::SessionReply::Models {
+                current: list.current,
+                available: list.available,
+            },
+            agent::SessionReply::Usage(report) => model::SessionReply::Usage(model::UsageReport {
+                session: tokens(report.session),
+                last_turn: report.last_turn.map(tokens),
+                context_tokens: report.context_tokens,
+                context_window: report.context_window,
+            }),
+        })
+    }
+
     fn confirm(&mut self, title: &str, message: &str) -> bool {
         ui::confirm(title, message)
     }

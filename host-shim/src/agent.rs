@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::wit::agent::{
-    AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, SessionInfo, ShellRun,
+    AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, SessionCommand, SessionInfo,
+    SessionReply, ShellRun,
 };
 use crate::wit::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
 
@@ -73,6 +74,13 @@ pub trait Agent: Send + Sync {
     fn session_info(&self) -> SessionInfo;
     /// What the agent remembers for the work digest.
     fn recent_work(&self) -> RecentWork;
+    /// Runs a session command (`/new`, `/compact`, `/model`, `/thinking`, `/usage`). An
+    /// agent without such operations (the demo, test fakes) refuses, and the chat is told
+    /// so: a command that pretended to work would mislead the person on the phone.
+    async fn session_command(&self, command: SessionCommand) -> Result<SessionReply, String> {
+        let _ = command;
+        Err("this agent has no session commands".into())
+    }
 }
 
 /// Hands the signals an agent's reader queued to the session that attached, on a task of

@@ -10,10 +10,13 @@ use crate::core::explain::{Decision, Outcome};
 use crate::core::notices;
 use crate::core::rate_limit::{InputKind, RateVerdict};
 use crate::core::router::{self, IgnoreReason, Route, RouteInput};
+use crate::core::session_commands;
 use crate::core::state::ConversationTarget;
 use crate::host::Host;
 use crate::keys::Identity;
-use crate::model::{Attachment, DeliverAs, Envelope, Level, PromptImage};
+use crate::model::{
+    Attachment, DeliverAs, Envelope, Level, OutboundKind, PromptImage, SessionCommand, SessionReply,
+};
 
 impl Bridge {
     /// Handles one inbound message.
@@ -145,6 +148,24 @@ impl Bridge {
         if envelope.press.is_some() && parsed.command.decides() && !self.may_decide(&identity) {
             return self.refuse_press(host, envelope, target, now);
         }
+        if self.config.deny_commands.contains(&parsed.command) {
+            host.log(
+                Level::Info,
+                "remote command turned off",
+                &[
+                    ("transport", envelope.transport.clone()),
+                    ("identity", identity.to_string()),
+                    ("command", parsed.command.name().into()),
+                ],
+            );
+            let text = session_commands::denied_text(parsed.command);
+            self.answer_press(host, target, envelope.press.as_deref(), &text);
+            return Outcome::Command(parsed.command.name());
+        }
+        if let Some(command) = session_commands::session_command(parsed.command, &parsed.args) {
+            self.session_command(host, envelope, target, &parsed, command, busy);
+            return Outcome::Command(parsed.command.name());
+        }
         let info = self.session.clone();
         let view = StatusView {
             transport: envelope.transport.clone(),
@@ -217,7 +238,10 @@ impl Bridge {
             }
             return Outcome::Command(parsed.command.name());
         }
-        let (text, effect) = commands::run_remote_command(parsed.command, &view);
+        let (mut text, effect) = commands::run_remote_command(parsed.command, &view);
+        if parsed.command == RemoteCommand::Help {
+            text = commands::help_text_denying(&self.config.deny_commands);
+        }
         match effect {
             CommandEffect::None => {}
             CommandEffect::Pause => {
@@ -261,6 +285,61 @@ impl Bridge {
         );
         self.reply(host, target, &text);
         Outcome::Command(parsed.command.name())
+    }
+
+    /// Runs a session command (`/new`, `/compact`, `/model`, `/thinking`, `/usage`) on the
+    /// agent and says what came of it. `/new` asks first while a turn runs or prompts
+    /// wait: starting over from a phone must not throw away work by a slip of the thumb.
+    fn session_command(
+        &mut self,
+        host: &mut dyn Host,
+        envelope: &Envelope,
+        target: &ConversationTarget,
+        parsed: &ParsedCommand,
+        command: SessionCommand,
+        busy: bool,
+    ) {
+        // Audit: who ran what, never the arguments (I38).
+        host.log(
+            Level::Info,
+            "remote command",
+            &[
+                ("transport", envelope.transport.clone()),
+                ("identity", envelope.identity().to_string()),
+                ("command", parsed.command.name().into()),
+            ],
+        );
+        if command == SessionCommand::NewSession {
+            if let Some((text, button)) =
+                session_commands::new_needs_confirmation(&parsed.args, busy, self.queue.len())
+            {
+                let _ = self.deliver_with_buttons(
+                    host,
+                    target,
+                    OutboundKind::Notice,
+                    &text,
+                    None,
+                    &[button],
+                );
+                return;
+            }
+            if busy {
+                host.abort();
+            }
+        }
+        let (text, buttons) = match host.session_command(&command) {
+            Ok(SessionReply::Done(text)) => (text, Vec::new()),
+            Ok(SessionReply::Models { current, available }) => {
+                session_commands::models_reply(current.as_deref(), &available)
+            }
+            Ok(SessionReply::Usage(report)) => (session_commands::usage_text(&report), Vec::new()),
+            Err(why) => (
+                format!("/{} failed: {why}", parsed.command.name()),
+                Vec::new(),
+            ),
+        };
+        let _ =
+            self.deliver_with_buttons(host, target, OutboundKind::Notice, &text, None, &buttons);
     }
 
     /// A message over `maxInboundChars`: never forwarded (docs/security.md#remote-input). It is

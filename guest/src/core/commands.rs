@@ -44,6 +44,16 @@ pub enum RemoteCommand {
     /// Show how many prompts wait for the agent, and what happens to one sent while it is
     /// busy.
     Queue,
+    /// Start a new agent session (asks first while a turn runs or prompts wait).
+    New,
+    /// Summarise the conversation to free context (`/compact [instructions]`).
+    Compact,
+    /// Switch model (`/model <name>`), or list the models (`/model`).
+    Model,
+    /// Set or show the thinking level (`/thinking [level]`).
+    Thinking,
+    /// Show tokens, cost and context used.
+    Usage,
 }
 
 impl RemoteCommand {
@@ -189,6 +199,41 @@ pub const COMMANDS: &[CommandSpec] = &[
         aliases: &["queued", "q"],
         usage: "",
         summary: "Show the prompts waiting for the agent",
+    },
+    CommandSpec {
+        command: RemoteCommand::New,
+        name: "new",
+        aliases: &[],
+        usage: "",
+        summary: "Start a new agent session (earlier turns are forgotten)",
+    },
+    CommandSpec {
+        command: RemoteCommand::Compact,
+        name: "compact",
+        aliases: &[],
+        usage: "[instructions]",
+        summary: "Summarise the conversation to free context",
+    },
+    CommandSpec {
+        command: RemoteCommand::Model,
+        name: "model",
+        aliases: &["models"],
+        usage: "[name]",
+        summary: "Switch model, or list the models",
+    },
+    CommandSpec {
+        command: RemoteCommand::Thinking,
+        name: "thinking",
+        aliases: &["think"],
+        usage: "[level]",
+        summary: "Set or show the thinking level",
+    },
+    CommandSpec {
+        command: RemoteCommand::Usage,
+        name: "usage",
+        aliases: &["cost", "tokens"],
+        usage: "",
+        summary: "Show tokens, cost and context used",
     },
 ];
 
@@ -411,6 +456,12 @@ fn help() -> ParsedCommand {
 
 /// The `/help` reply, generated from [`COMMANDS`].
 pub fn help_text() -> String {
+    help_text_denying(&[])
+}
+
+/// The `/help` reply where the owner turned `denied` off (`bridge.denyCommands`): they are
+/// still listed, marked, so the person learns why one is refused instead of guessing.
+pub fn help_text_denying(denied: &[RemoteCommand]) -> String {
     let mut lines = vec!["pi-bot-connect commands:".to_string()];
     for spec in COMMANDS {
         let usage = if spec.usage.is_empty() {
@@ -418,7 +469,12 @@ pub fn help_text() -> String {
         } else {
             format!(" {}", spec.usage)
         };
-        lines.push(format!("  /{}{usage} — {}", spec.name, spec.summary));
+        let off = if denied.contains(&spec.command) {
+            " (turned off here)"
+        } else {
+            ""
+        };
+        lines.push(format!("  /{}{usage} — {}{off}", spec.name, spec.summary));
     }
     lines.push(String::new());
     lines.push("Anything that is not a command is sent to pi as a prompt.".to_string());
@@ -507,6 +563,14 @@ pub fn run_remote_command(command: RemoteCommand, view: &StatusView) -> (String,
             "The queue is known only to a running bridge.".to_string(),
             CommandEffect::None,
         ),
+        RemoteCommand::New
+        | RemoteCommand::Compact
+        | RemoteCommand::Model
+        | RemoteCommand::Thinking
+        | RemoteCommand::Usage => (
+            "Session commands need a running bridge and agent.".to_string(),
+            CommandEffect::None,
+        ),
     }
 }
 
@@ -593,6 +657,15 @@ mod tests {
             ("unfollow", Unfollow),
             ("unsubscribe", Unfollow),
             (" //STATUS ", Status),
+            ("new", New),
+            ("compact", Compact),
+            ("model", Model),
+            ("models", Model),
+            ("thinking", Thinking),
+            ("think", Thinking),
+            ("usage", Usage),
+            ("cost", Usage),
+            ("tokens", Usage),
             ("Me", Whoami),
         ];
         for (name, expected) in rows {
@@ -693,9 +766,27 @@ mod tests {
              \x20 /answer <id> <answer> — Answer a question the agent asked\n\
              \x20 /scope — Show what a turn started from here may do\n\
              \x20 /queue — Show the prompts waiting for the agent\n\
+             \x20 /new — Start a new agent session (earlier turns are forgotten)\n\
+             \x20 /compact [instructions] — Summarise the conversation to free context\n\
+             \x20 /model [name] — Switch model, or list the models\n\
+             \x20 /thinking [level] — Set or show the thinking level\n\
+             \x20 /usage — Show tokens, cost and context used\n\
              \n\
              Anything that is not a command is sent to pi as a prompt."
         );
+    }
+
+    #[test]
+    fn help_marks_the_commands_the_owner_turned_off() {
+        let text = help_text_denying(&[Model, New]);
+        assert!(
+            text.contains("/model [name] — Switch model, or list the models (turned off here)")
+        );
+        assert!(text.contains(
+            "/new — Start a new agent session (earlier turns are forgotten) (turned off here)"
+        ));
+        assert_eq!(text.matches("(turned off here)").count(), 2, "{text}");
+        assert_eq!(help_text_denying(&[]), help_text());
     }
 
     #[test]

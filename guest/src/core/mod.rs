@@ -37,6 +37,7 @@ pub mod secret_keywords;
 pub mod secret_spans;
 pub mod secret_values;
 pub mod secrets;
+pub mod session_commands;
 pub mod state;
 pub mod strangers;
 pub mod text;

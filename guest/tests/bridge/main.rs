@@ -20,6 +20,7 @@ mod bridge_prompts;
 mod bridge_questions;
 mod bridge_queue_cap;
 mod bridge_scope;
+mod bridge_session_commands;
 mod bridge_strangers;
 mod bridge_turns;
 mod config_state_props;

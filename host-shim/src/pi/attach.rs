@@ -30,7 +30,9 @@ use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
 use crate::sandbox::session::Session;
-use crate::wit::agent::{DeliverAs, PromptImage, QuestionAnswer, SessionInfo, ShellRun};
+use crate::wit::agent::{
+    DeliverAs, PromptImage, QuestionAnswer, SessionCommand, SessionInfo, SessionReply, ShellRun,
+};
 use crate::wit::session::{AgentEvent, Note, ToolDecision};
 use crate::wit::types::Level;
 
@@ -38,6 +40,10 @@ use crate::wit::types::Level;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a prompt may wait for the extension to inject it.
 const PROMPT_ACK_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a session command may wait for the extension's answer.
+const SESSION_COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long `/compact` may take: the extension answers when the summary is written.
+const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Notifications kept for a pi that has not connected yet.
 const BACKLOG: usize = 50;
 /// The longest line accepted from the extension.
@@ -201,6 +207,7 @@ struct LinkState {
     awaiting_ack: u32,
     prompts: HashMap<String, oneshot::Sender<Result<(), String>>>,
     confirms: HashMap<String, oneshot::Sender<bool>>,
+    sessions: HashMap<String, oneshot::Sender<FromExtension>>,
     backlog: VecDeque<String>,
     work: RecentWork,
 }
@@ -401,6 +408,12 @@ impl Link {
                     let _ = tx.send(yes);
                 }
             }
+            FromExtension::SessionResult { ref id, .. } => {
+                let id = id.clone();
+                if let Some(tx) = self.state(|s| s.sessions.remove(&id)) {
+                    let _ = tx.send(message);
+                }
+            }
             // Handled by the connection (hello, command, bye) or mapped above.
             _ => {}
         }
@@ -473,6 +486,49 @@ impl Agent for LinkAgent {
 
     fn recent_work(&self) -> RecentWork {
         self.0.state(|s| s.work.clone())
+    }
+
+    async fn session_command(&self, command: SessionCommand) -> Result<SessionReply, String> {
+        let id = self.0.id("s");
+        let (tx, rx) = oneshot::channel();
+        let connected = self.0.state(|s| {
+            if s.conn.is_none() {
+                return false;
+            }
+            s.sessions.insert(id.clone(), tx);
+            true
+        });
+        if !connected {
+            return Err("the pi session is not connected to host-shim".into());
+        }
+        self.0
+            .send(&link::session_command(id.clone(), command.clone()));
+        // A compaction is a model call: it may take minutes.
+        let wait = if matches!(command, SessionCommand::Compact(_)) {
+            COMPACT_TIMEOUT
+        } else {
+            SESSION_COMMAND_TIMEOUT
+        };
+        let result = tokio::time::timeout(wait, rx).await;
+        self.0.state(|s| s.sessions.remove(&id));
+        match result {
+            Ok(Ok(FromExtension::SessionResult {
+                ok,
+                error,
+                text,
+                current,
+                models,
+                usage,
+                ..
+            })) => link::session_reply(&command, ok, error, text, current, models, usage),
+            Ok(Ok(_)) => Err("the pi extension answered something else".into()),
+            Ok(Err(_)) => Err("the pi session disconnected".into()),
+            // An extension older than session commands ignores the message.
+            Err(_) => Err(format!(
+                "pi did not answer within {} s (an older bot-connect extension has no session commands; install the one matching host-shim)",
+                wait.as_secs()
+            )),
+        }
     }
 }
 

@@ -10,7 +10,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wit::agent::{DeliverAs, PromptImage, QuestionAnswer};
+use crate::wit::agent::{
+    DeliverAs, ModelList, PromptImage, QuestionAnswer, SessionCommand, SessionReply, TokenUse,
+    UsageReport,
+};
 use crate::wit::session::{AgentEvent, ToolDecision, ToolResult, TurnOrigin};
 use crate::wit::types::Level;
 
@@ -172,8 +175,60 @@ pub enum FromExtension {
         /// The line.
         text: String,
     },
+    /// The answer to a `session_command`.
+    SessionResult {
+        /// The command's id.
+        id: String,
+        /// pi did it.
+        ok: bool,
+        /// Why not, for a person.
+        #[serde(default)]
+        error: Option<String>,
+        /// What changed (`new_session`, `compact`, `set_model`, `thinking`).
+        #[serde(default)]
+        text: Option<String>,
+        /// `list_models`: the model in use, as `provider/id`.
+        #[serde(default)]
+        current: Option<String>,
+        /// `list_models`: every model available, as `provider/id`.
+        #[serde(default)]
+        models: Option<Vec<String>>,
+        /// `usage`: the figures.
+        #[serde(default)]
+        usage: Option<LinkUsage>,
+    },
     /// The session ends on purpose (pi exits, `/new`, `/reload`).
     Bye,
+}
+
+/// Tokens and cost as the extension sums them from pi's messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LinkTokens {
+    /// Input tokens not read from the cache.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the cache.
+    pub cache_read: u64,
+    /// Tokens written to the cache.
+    pub cache_write: u64,
+    /// Cost in millionths of a dollar, when pi priced it.
+    pub cost_micros: Option<u64>,
+}
+
+/// The `usage` of a `session_result`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LinkUsage {
+    /// The session's messages.
+    pub session: LinkTokens,
+    /// The last finished run's messages.
+    pub last_turn: Option<LinkTokens>,
+    /// Tokens in the context now (`ctx.getContextUsage()`).
+    pub context_tokens: Option<u64>,
+    /// The model's context window.
+    pub context_window: Option<u64>,
 }
 
 /// An image as the extension hands it to pi (`ImageContent`).
@@ -267,6 +322,17 @@ pub enum ToExtension {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         cancelled: bool,
     },
+    /// Run a session command: `command` is `new_session`, `compact`, `set_model`,
+    /// `list_models`, `thinking` or `usage`; `arg` the instructions, model name or level.
+    SessionCommand {
+        /// Answer with `session_result` and this id.
+        id: String,
+        /// Which command.
+        command: &'static str,
+        /// Its argument, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arg: Option<String>,
+    },
     /// The answer to a `/connect` command.
     CommandResult {
         /// The command's id.
@@ -276,6 +342,58 @@ pub enum ToExtension {
         /// Text for the terminal.
         text: String,
     },
+}
+
+/// A session command as the link's `session_command` message.
+pub fn session_command(id: String, command: SessionCommand) -> ToExtension {
+    let (command, arg) = match command {
+        SessionCommand::NewSession => ("new_session", None),
+        SessionCommand::Compact(text) => ("compact", text),
+        SessionCommand::SetModel(name) => ("set_model", Some(name)),
+        SessionCommand::ListModels => ("list_models", None),
+        SessionCommand::Thinking(level) => ("thinking", level),
+        SessionCommand::Usage => ("usage", None),
+    };
+    ToExtension::SessionCommand { id, command, arg }
+}
+
+/// The extension's `session_result` as the reply to `command`: a result that lacks what
+/// the command needs is an error that says so, never an empty answer.
+pub fn session_reply(
+    command: &SessionCommand,
+    ok: bool,
+    error: Option<String>,
+    text: Option<String>,
+    current: Option<String>,
+    models: Option<Vec<String>>,
+    usage: Option<LinkUsage>,
+) -> Result<SessionReply, String> {
+    if !ok {
+        return Err(error.unwrap_or_else(|| "pi did not do it".into()));
+    }
+    let tokens = |t: LinkTokens| TokenUse {
+        input: t.input,
+        output: t.output,
+        cache_read: t.cache_read,
+        cache_write: t.cache_write,
+        cost_micros: t.cost_micros,
+    };
+    match command {
+        SessionCommand::ListModels => models
+            .map(|available| SessionReply::Models(ModelList { current, available }))
+            .ok_or_else(|| "the pi extension sent no model list".into()),
+        SessionCommand::Usage => usage
+            .map(|u| {
+                SessionReply::Usage(UsageReport {
+                    session: tokens(u.session),
+                    last_turn: u.last_turn.map(tokens),
+                    context_tokens: u.context_tokens,
+                    context_window: u.context_window,
+                })
+            })
+            .ok_or_else(|| "the pi extension sent no usage figures".into()),
+        _ => Ok(SessionReply::Done(text.unwrap_or_else(|| "Done.".into()))),
+    }
 }
 
 /// Reads one line from the extension. Total: `Err` says why a line is unusable.
@@ -732,6 +850,91 @@ mod tests {
                 &[]
             ))),
             serde_json::json!({"type":"prompt","id":"p2","text":"x","deliverAs":"immediate"})
+        );
+    }
+
+    #[test]
+    fn session_commands_cross_the_link_and_come_back_as_replies() {
+        let line = encode(&session_command(
+            "s1".into(),
+            SessionCommand::Compact(Some("keep it".into())),
+        ));
+        assert_eq!(
+            json(&line),
+            serde_json::json!({"type":"session_command","id":"s1","command":"compact","arg":"keep it"})
+        );
+        let line = encode(&session_command("s2".into(), SessionCommand::Usage));
+        assert_eq!(
+            json(&line),
+            serde_json::json!({"type":"session_command","id":"s2","command":"usage"})
+        );
+        let usage = r#"{"type":"session_result","id":"s2","ok":true,"usage":{"session":{"input":20,"output":10,"costMicros":30},"lastTurn":{"input":10,"output":5},"contextTokens":15,"contextWindow":32000}}"#;
+        let Ok(FromExtension::SessionResult {
+            ok,
+            error,
+            text,
+            current,
+            models,
+            usage,
+            ..
+        }) = parse(usage)
+        else {
+            panic!("parses: {:?}", parse(usage));
+        };
+        let reply = session_reply(
+            &SessionCommand::Usage,
+            ok,
+            error,
+            text,
+            current,
+            models,
+            usage,
+        );
+        let Ok(SessionReply::Usage(report)) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(report.session.cost_micros, Some(30));
+        assert_eq!(report.last_turn.map(|t| t.output), Some(5));
+        assert_eq!(report.context_window, Some(32000));
+        // A result without what the command needs is an error, not an empty answer.
+        assert!(
+            session_reply(
+                &SessionCommand::ListModels,
+                true,
+                None,
+                None,
+                None,
+                None,
+                None
+            )
+            .is_err()
+        );
+        assert_eq!(
+            session_reply(
+                &SessionCommand::NewSession,
+                false,
+                Some("type /new in pi".into()),
+                None,
+                None,
+                None,
+                None
+            ),
+            Err("type /new in pi".into())
+        );
+        assert_eq!(
+            session_reply(
+                &SessionCommand::ListModels,
+                true,
+                None,
+                None,
+                Some("a/b".into()),
+                Some(vec!["a/b".into()]),
+                None
+            ),
+            Ok(SessionReply::Models(ModelList {
+                current: Some("a/b".into()),
+                available: vec!["a/b".into()]
+            }))
         );
     }
 

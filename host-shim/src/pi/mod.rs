@@ -6,4 +6,5 @@ pub mod json_lines;
 pub mod link;
 pub mod rpc;
 pub mod rpc_agent;
+pub mod session_commands;
 pub mod turns;

@@ -74,6 +74,46 @@ pub enum RpcCommand {
         /// Correlation id.
         id: String,
     },
+    /// Starts a fresh session (`/new`); an extension may cancel it.
+    NewSession {
+        /// Correlation id.
+        id: String,
+    },
+    /// Summarises the conversation so far (`/compact`).
+    Compact {
+        /// Correlation id.
+        id: String,
+        /// What the summary should keep.
+        #[serde(rename = "customInstructions", skip_serializing_if = "Option::is_none")]
+        custom_instructions: Option<String>,
+    },
+    /// Switches the model (`/model <name>`).
+    SetModel {
+        /// Correlation id.
+        id: String,
+        /// The model's provider.
+        provider: String,
+        /// The model's id at that provider.
+        #[serde(rename = "modelId")]
+        model_id: String,
+    },
+    /// Lists the models pi can switch to.
+    GetAvailableModels {
+        /// Correlation id.
+        id: String,
+    },
+    /// Sets the thinking level (`/thinking <level>`).
+    SetThinkingLevel {
+        /// Correlation id.
+        id: String,
+        /// `off` … `xhigh`.
+        level: String,
+    },
+    /// Token use, cost and context of the session (`/usage`, the footer).
+    GetSessionStats {
+        /// Correlation id.
+        id: String,
+    },
     /// Answers a dialog an extension opened (`extension_ui_request`).
     #[serde(rename = "extension_ui_response")]
     UiResponse {
@@ -153,6 +193,8 @@ pub enum PiEvent {
         stop_reason: Option<String>,
         /// Why the model call failed, when it did.
         error_message: Option<String>,
+        /// What the model call cost, as pi reports it (assistant messages).
+        usage: Option<Usage>,
     },
     /// A tool started.
     ToolStart {
@@ -190,6 +232,70 @@ pub enum PiEvent {
         /// What it threw.
         error: String,
     },
+}
+
+/// Tokens and cost of model calls, as pi's `usage` object reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens not read from the cache.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the cache.
+    pub cache_read: u64,
+    /// Tokens written to the cache.
+    pub cache_write: u64,
+    /// Cost in millionths of a dollar; none when pi gave none.
+    pub cost_micros: Option<u64>,
+}
+
+impl Usage {
+    /// Reads pi's `usage` (`input`, `output`, `cacheRead`, `cacheWrite`, `cost.total`, or a
+    /// plain `cost` number as `get_session_stats` gives it). A missing or negative count is
+    /// zero: a figure pi did not report is not invented, and one it got wrong is not
+    /// allowed to wrap.
+    pub fn from_pi(value: Option<&Value>) -> Option<Usage> {
+        let value = value?.as_object()?;
+        let count = |key: &str| {
+            value
+                .get(key)
+                .and_then(Value::as_f64)
+                .filter(|n| n.is_finite() && *n > 0.0)
+                .map_or(0, |n| n as u64)
+        };
+        let cost = match value.get("cost") {
+            Some(Value::Object(cost)) => cost.get("total"),
+            other => other,
+        };
+        Some(Usage {
+            input: count("input"),
+            output: count("output"),
+            cache_read: count("cacheRead"),
+            cache_write: count("cacheWrite"),
+            cost_micros: cost_micros(cost),
+        })
+    }
+
+    /// Both together (a turn of several model calls).
+    pub fn add(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cache_read: self.cache_read.saturating_add(other.cache_read),
+            cache_write: self.cache_write.saturating_add(other.cache_write),
+            cost_micros: match (self.cost_micros, other.cost_micros) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+            },
+        }
+    }
+}
+
+/// A cost in dollars as millionths; none when it is not a usable number.
+fn cost_micros(cost: Option<&Value>) -> Option<u64> {
+    cost.and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c >= 0.0)
+        .map(|c| (c * 1_000_000.0).round() as u64)
 }
 
 /// A request from an extension to the client.
@@ -361,6 +467,7 @@ fn parse_message(kind: &str, object: &Map<String, Value>) -> RpcLine {
         text,
         stop_reason: optional_text(message, "stopReason"),
         error_message: optional_text(message, "errorMessage"),
+        usage: Usage::from_pi(message.get("usage")),
     })
 }
 
@@ -416,6 +523,54 @@ pub struct PiState {
     pub session_name: Option<String>,
     /// pi is working on a run.
     pub streaming: bool,
+    /// The model in use, as `provider/id`.
+    pub model: Option<String>,
+    /// The thinking level in use.
+    pub thinking_level: Option<String>,
+}
+
+/// A model object of pi's (`get_state`'s `model`, `set_model`'s answer) as `provider/id`.
+pub fn model_name(model: Option<&Value>) -> Option<String> {
+    let model = model?;
+    let provider = model.get("provider").and_then(Value::as_str)?;
+    let id = model.get("id").and_then(Value::as_str)?;
+    Some(format!("{provider}/{id}"))
+}
+
+/// The models in a `get_available_models` answer, as (provider, id), in pi's order.
+pub fn parse_models(data: Option<&Value>) -> Vec<(String, String)> {
+    data.and_then(|d| d.get("models"))
+        .and_then(Value::as_array)
+        .map(|models| {
+            models
+                .iter()
+                .filter_map(|m| {
+                    Some((
+                        m.get("provider")?.as_str()?.to_string(),
+                        m.get("id")?.as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The figures of a `get_session_stats` answer: the session's tokens and cost, and the
+/// context used of the window (each none when pi did not know it, as right after a
+/// compaction).
+pub fn parse_stats(data: Option<&Value>) -> (Usage, Option<u64>, Option<u64>) {
+    let mut usage = Usage::from_pi(data.and_then(|d| d.get("tokens"))).unwrap_or_default();
+    // The stats give the cost beside `tokens`, as a plain number.
+    usage.cost_micros = cost_micros(data.and_then(|d| d.get("cost")));
+    let context = data.and_then(|d| d.get("contextUsage"));
+    let figure = |key: &str| {
+        context
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_f64)
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n as u64)
+    };
+    (usage, figure("tokens"), figure("contextWindow"))
 }
 
 /// Reads the `data` of a `get_state` response; missing fields stay empty.
@@ -432,6 +587,8 @@ pub fn parse_state(data: Option<&Value>) -> PiState {
             .and_then(|d| d.get("isStreaming"))
             .and_then(Value::as_bool)
             == Some(true),
+        model: model_name(data.and_then(|d| d.get("model"))),
+        thinking_level: field("thinkingLevel"),
     }
 }
 
@@ -574,7 +731,8 @@ mod tests {
                 role: "assistant".into(),
                 text: "one\ntwo".into(),
                 stop_reason: Some("stop".into()),
-                error_message: None
+                error_message: None,
+                usage: None,
             })
         );
         let failed = r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"Connection error."}}"#;
@@ -721,10 +879,117 @@ mod tests {
             PiState {
                 session_id: Some("abc".into()),
                 session_name: Some("work".into()),
-                streaming: true
+                streaming: true,
+                model: None,
+                thinking_level: None,
             }
         );
         assert_eq!(parse_state(None), PiState::default());
+        let data = serde_json::json!({"model":{"provider":"fake","id":"m2","name":"M"},"thinkingLevel":"high"});
+        let state = parse_state(Some(&data));
+        assert_eq!(state.model.as_deref(), Some("fake/m2"));
+        assert_eq!(state.thinking_level.as_deref(), Some("high"));
+    }
+
+    #[test]
+    fn session_commands_are_pis_rpc_commands() {
+        let rows = [
+            (
+                RpcCommand::NewSession { id: "n".into() },
+                serde_json::json!({"type":"new_session","id":"n"}),
+            ),
+            (
+                RpcCommand::Compact {
+                    id: "c".into(),
+                    custom_instructions: None,
+                },
+                serde_json::json!({"type":"compact","id":"c"}),
+            ),
+            (
+                RpcCommand::Compact {
+                    id: "c".into(),
+                    custom_instructions: Some("keep the API".into()),
+                },
+                serde_json::json!({"type":"compact","id":"c","customInstructions":"keep the API"}),
+            ),
+            (
+                RpcCommand::SetModel {
+                    id: "m".into(),
+                    provider: "fake".into(),
+                    model_id: "m2".into(),
+                },
+                serde_json::json!({"type":"set_model","id":"m","provider":"fake","modelId":"m2"}),
+            ),
+            (
+                RpcCommand::GetAvailableModels { id: "a".into() },
+                serde_json::json!({"type":"get_available_models","id":"a"}),
+            ),
+            (
+                RpcCommand::SetThinkingLevel {
+                    id: "t".into(),
+                    level: "high".into(),
+                },
+                serde_json::json!({"type":"set_thinking_level","id":"t","level":"high"}),
+            ),
+            (
+                RpcCommand::GetSessionStats { id: "s".into() },
+                serde_json::json!({"type":"get_session_stats","id":"s"}),
+            ),
+        ];
+        for (command, expected) in rows {
+            assert_eq!(json(&encode(&command)), expected);
+        }
+    }
+
+    #[test]
+    fn usage_is_read_from_messages_and_stats() {
+        let line = r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"hi"}],"stopReason":"stop","usage":{"input":10,"output":5,"cacheRead":2,"cacheWrite":0,"totalTokens":17,"cost":{"input":0.00001,"output":0.0000125,"total":0.0000225}}}}"#;
+        let RpcLine::Event(PiEvent::MessageEnd {
+            usage: Some(usage), ..
+        }) = parse_line(line)
+        else {
+            panic!("usage read: {:?}", parse_line(line));
+        };
+        assert_eq!(
+            usage,
+            Usage {
+                input: 10,
+                output: 5,
+                cache_read: 2,
+                cache_write: 0,
+                cost_micros: Some(23)
+            }
+        );
+        assert_eq!(usage.add(usage).input, 20);
+        assert_eq!(usage.add(usage).cost_micros, Some(46));
+        // Nonsense counts are zero, not a wrapped or invented figure.
+        let odd = serde_json::json!({"input": -3, "output": "many", "cost": {"total": -1}});
+        assert_eq!(Usage::from_pi(Some(&odd)), Some(Usage::default()));
+        let stats = serde_json::json!({"tokens":{"input":50000,"output":10000,"cacheRead":40000,"cacheWrite":5000,"total":105000},
+            "cost":0.45,"contextUsage":{"tokens":60000,"contextWindow":200000,"percent":30}});
+        let (session, used, window) = parse_stats(Some(&stats));
+        assert_eq!(session.input, 50000);
+        assert_eq!(session.cache_write, 5000);
+        assert_eq!(session.cost_micros, Some(450_000));
+        assert_eq!((used, window), (Some(60000), Some(200000)));
+        // Right after a compaction pi does not know the context: none, not zero.
+        let fresh =
+            serde_json::json!({"tokens":{},"contextUsage":{"tokens":null,"contextWindow":32000}});
+        assert_eq!(parse_stats(Some(&fresh)).1, None);
+        assert_eq!(parse_stats(Some(&fresh)).0.cost_micros, None);
+    }
+
+    #[test]
+    fn available_models_are_provider_and_id() {
+        let data = serde_json::json!({"models":[{"provider":"fake","id":"a"},{"id":"no-provider"},{"provider":"x","id":"b"}]});
+        assert_eq!(
+            parse_models(Some(&data)),
+            vec![
+                ("fake".to_string(), "a".to_string()),
+                ("x".to_string(), "b".to_string())
+            ]
+        );
+        assert!(parse_models(None).is_empty());
     }
 
     proptest! {

@@ -27,11 +27,13 @@ use crate::agent::{Agent, AgentSignal, RecentWork};
 use crate::local::ui::Ui;
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::rpc::{
-    self, PiEvent, RpcCommand, RpcImage, RpcLine, RpcResponse, StreamingBehavior, UiRequest,
+    self, PiEvent, RpcCommand, RpcImage, RpcLine, RpcResponse, StreamingBehavior, UiRequest, Usage,
 };
+use crate::pi::session_commands;
 use crate::pi::turns::PiTurns;
 use crate::wit::agent::{
-    AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, QuestionKind, SessionInfo,
+    AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, QuestionKind, SessionCommand,
+    SessionInfo, SessionReply, UsageReport,
 };
 use crate::wit::session::{AgentEvent, ToolDecision, TurnOrigin};
 use crate::wit::types::Level;
@@ -50,6 +52,10 @@ pub const GATE_VERSION: u64 = 1;
 
 /// How long a prompt may wait for pi to accept it.
 const PROMPT_ACK_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a session command may wait for pi's answer; a compaction is a model call.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long `/compact` may take: pi answers when the summary is written.
+const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest stdout line kept: `agent_end` repeats the whole run, which can be large.
 const MAX_LINE: usize = 64 << 20;
 /// How much of pi's stderr is kept for the report when it exits.
@@ -281,6 +287,10 @@ struct Shared {
     session_name: Option<String>,
     stderr: Vec<u8>,
     warnings: u32,
+    /// The model calls of the run in progress.
+    turn_usage: Usage,
+    /// The model calls of the last finished run (`/usage`, the footer).
+    last_turn: Option<Usage>,
 }
 
 struct Inner {
@@ -422,6 +432,56 @@ impl PiRpcAgent {
         rx
     }
 
+    /// Sends a command and waits for its answer's `data`: `Err` says, for a person, why
+    /// pi did not do it.
+    async fn call(
+        &self,
+        what: &str,
+        make: impl FnOnce(String) -> RpcCommand,
+        timeout: Duration,
+    ) -> Result<Option<Value>, String> {
+        if let Some(why) = self.shared(|s| s.exited.clone()) {
+            return Err(format!("pi is not running: {why}"));
+        }
+        let id = self.next_id(what);
+        let answer = self.request(make(id.clone()), &id);
+        let result = tokio::time::timeout(timeout, answer).await;
+        self.shared(|s| s.pending.remove(&id));
+        match result {
+            Ok(Ok(response)) if response.success => Ok(response.data),
+            Ok(Ok(response)) => Err(response
+                .error
+                .unwrap_or_else(|| format!("pi refused {what}"))),
+            Ok(Err(_)) => Err("pi exited before it answered".into()),
+            Err(_) => Err(format!(
+                "pi did not answer {what} within {} s",
+                timeout.as_secs()
+            )),
+        }
+    }
+
+    async fn state(&self) -> Result<rpc::PiState, String> {
+        let data = self
+            .call(
+                "get_state",
+                |id| RpcCommand::GetState { id },
+                COMMAND_TIMEOUT,
+            )
+            .await?;
+        Ok(rpc::parse_state(data.as_ref()))
+    }
+
+    async fn available_models(&self) -> Result<Vec<(String, String)>, String> {
+        let data = self
+            .call(
+                "get_available_models",
+                |id| RpcCommand::GetAvailableModels { id },
+                COMMAND_TIMEOUT,
+            )
+            .await?;
+        Ok(rpc::parse_models(data.as_ref()))
+    }
+
     fn send(&self, command: &RpcCommand) {
         // A closed writer means pi is gone; the exit report says so.
         let _ = self.inner.writer.send(rpc::encode(command));
@@ -504,6 +564,18 @@ impl PiRpcAgent {
                 self.inner.ui.notify(Level::Warning, &text).await;
             }
             RpcLine::Event(event) => {
+                // Before the turn's events go out: the bridge asks for the last turn's usage
+                // as soon as it hears the turn settled.
+                self.shared(|s| match &event {
+                    PiEvent::AgentStart => s.turn_usage = Usage::default(),
+                    PiEvent::MessageEnd {
+                        role,
+                        usage: Some(usage),
+                        ..
+                    } if role == "assistant" => s.turn_usage = s.turn_usage.add(*usage),
+                    PiEvent::AgentEnd => s.last_turn = Some(s.turn_usage),
+                    _ => {}
+                });
                 let events = {
                     let mut turns = self
                         .inner
@@ -769,6 +841,116 @@ impl Agent for PiRpcAgent {
             .lock()
             .map(|t| t.recent_work())
             .unwrap_or_default()
+    }
+
+    async fn session_command(&self, command: SessionCommand) -> Result<SessionReply, String> {
+        match command {
+            SessionCommand::NewSession => {
+                let data = self
+                    .call(
+                        "new_session",
+                        |id| RpcCommand::NewSession { id },
+                        COMMAND_TIMEOUT,
+                    )
+                    .await?;
+                let cancelled = data
+                    .as_ref()
+                    .and_then(|d| d.get("cancelled"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+                if cancelled {
+                    return Err("an extension in pi cancelled the new session".into());
+                }
+                self.shared(|s| {
+                    s.last_turn = None;
+                    s.turn_usage = Usage::default();
+                });
+                Ok(SessionReply::Done(
+                    "New session started: the earlier turns are no longer in the model's context."
+                        .into(),
+                ))
+            }
+            SessionCommand::Compact(instructions) => {
+                let data = self
+                    .call(
+                        "compact",
+                        |id| RpcCommand::Compact {
+                            id,
+                            custom_instructions: instructions,
+                        },
+                        COMPACT_TIMEOUT,
+                    )
+                    .await?;
+                Ok(SessionReply::Done(session_commands::compacted_text(
+                    data.as_ref(),
+                )))
+            }
+            SessionCommand::SetModel(name) => {
+                let available = self.available_models().await?;
+                let (provider, model_id) = session_commands::resolve_model(&name, &available)?;
+                let data = self
+                    .call(
+                        "set_model",
+                        |id| RpcCommand::SetModel {
+                            id,
+                            provider: provider.clone(),
+                            model_id: model_id.clone(),
+                        },
+                        COMMAND_TIMEOUT,
+                    )
+                    .await?;
+                let now = rpc::model_name(data.as_ref())
+                    .unwrap_or_else(|| format!("{provider}/{model_id}"));
+                Ok(SessionReply::Done(format!("Model: {now}")))
+            }
+            SessionCommand::ListModels => {
+                let available = self.available_models().await?;
+                let current = self.state().await?.model;
+                Ok(SessionReply::Models(session_commands::model_list(
+                    current, &available,
+                )))
+            }
+            SessionCommand::Thinking(level) => {
+                let asked = match level {
+                    Some(level) => {
+                        let level = session_commands::thinking_level(&level)?;
+                        self.call(
+                            "set_thinking_level",
+                            |id| RpcCommand::SetThinkingLevel {
+                                id,
+                                level: level.clone(),
+                            },
+                            COMMAND_TIMEOUT,
+                        )
+                        .await?;
+                        Some(level)
+                    }
+                    None => None,
+                };
+                let now = self.state().await?.thinking_level;
+                Ok(SessionReply::Done(session_commands::thinking_text(
+                    asked.as_deref(),
+                    now.as_deref(),
+                )))
+            }
+            SessionCommand::Usage => {
+                let data = self
+                    .call(
+                        "get_session_stats",
+                        |id| RpcCommand::GetSessionStats { id },
+                        COMMAND_TIMEOUT,
+                    )
+                    .await?;
+                let (session, context_tokens, context_window) = rpc::parse_stats(data.as_ref());
+                let last_turn = self.shared(|s| s.last_turn);
+                Ok(SessionReply::Usage(UsageReport {
+                    session: session_commands::token_use(session),
+                    last_turn: last_turn.map(session_commands::token_use),
+                    context_tokens,
+                    context_window,
+                }))
+            }
+        }
     }
 }
 

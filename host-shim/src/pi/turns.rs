@@ -70,6 +70,7 @@ impl PiTurns {
                 text,
                 stop_reason,
                 error_message,
+                ..
             } => {
                 if role != "assistant" {
                     return Vec::new();
@@ -142,6 +143,7 @@ mod tests {
             text: text.into(),
             stop_reason: Some(stop.into()),
             error_message: None,
+            usage: None,
         }
     }
 

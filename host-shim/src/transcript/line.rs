@@ -6,7 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wit::agent::{AgentQuestion, DeliverAs, QuestionAnswer, SessionInfo, WorkFacts};
+use crate::wit::agent::{
+    AgentQuestion, DeliverAs, QuestionAnswer, SessionCommand, SessionInfo, SessionReply, WorkFacts,
+};
 use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
     ToolCall,
@@ -216,6 +218,11 @@ pub enum Event {
     },
     /// The agent's turn was aborted.
     Abort,
+    /// A session command handed to the agent (`/new`, `/model`, ...).
+    SessionCommand {
+        /// The command.
+        command: SessionCommand,
+    },
     /// A local notification.
     Notify {
         /// Level.
@@ -364,6 +371,11 @@ pub enum Event {
         /// Result.
         result: Result<(), String>,
     },
+    /// `agent.session-command`'s result.
+    SessionReplied {
+        /// Result.
+        result: Result<SessionReply, String>,
+    },
     /// `agent.is-idle`.
     Idle {
         /// Idle or busy.
@@ -418,6 +430,7 @@ impl Event {
             | Event::QuestionAnswered { .. }
             | Event::ToolAnswer { .. }
             | Event::Abort
+            | Event::SessionCommand { .. }
             | Event::Notify { .. }
             | Event::Confirm { .. }
             | Event::Save { .. }
@@ -440,6 +453,7 @@ impl Event {
             | Event::Fetched { .. }
             | Event::Diagnosed { .. }
             | Event::Prompted { .. }
+            | Event::SessionReplied { .. }
             | Event::Idle { .. }
             | Event::Info { .. }
             | Event::Work { .. }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::transcript::line::{Dir, Event};
-use crate::wit::agent::{SessionInfo, WorkFacts};
+use crate::wit::agent::{SessionInfo, SessionReply, WorkFacts};
 use crate::wit::store::SavedState;
 use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
 
@@ -23,6 +23,7 @@ pub struct Script {
     fetched: VecDeque<Result<(String, usize), String>>,
     diagnosed: VecDeque<String>,
     prompted: VecDeque<Result<(), String>>,
+    session_replied: VecDeque<Result<SessionReply, String>>,
     idle: VecDeque<bool>,
     info: VecDeque<SessionInfo>,
     work: VecDeque<WorkFacts>,
@@ -85,6 +86,7 @@ impl Script {
                     .push_back(result.map(|m| (m.media_type, m.bytes))),
                 Event::Diagnosed { text, .. } => script.diagnosed.push_back(text),
                 Event::Prompted { result } => script.prompted.push_back(result),
+                Event::SessionReplied { result } => script.session_replied.push_back(result),
                 Event::Idle { idle } => script.idle.push_back(idle),
                 Event::Info { info } => script.info.push_back(info),
                 Event::Work { facts } => script.work.push_back(facts),
@@ -189,6 +191,14 @@ impl Script {
     /// `agent.send-prompt`.
     pub fn prompted(&mut self) -> Result<(), String> {
         self.prompted.pop_front().unwrap_or(Ok(()))
+    }
+
+    /// `agent.session-command`: the recorded answer; without one, a refusal (the
+    /// replayed bridge then says what a refused command says).
+    pub fn session_replied(&mut self) -> Result<SessionReply, String> {
+        self.session_replied
+            .pop_front()
+            .unwrap_or_else(|| Err("the transcript recorded no answer to this command".into()))
     }
 
     /// `agent.is-idle`.

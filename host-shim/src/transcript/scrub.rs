@@ -23,6 +23,7 @@
 //! masked id would make replay talk about another conversation.
 
 use crate::transcript::line::Event;
+use crate::wit::agent::{SessionCommand, SessionReply};
 use crate::wit::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
 use crate::wit::types::{Envelope, ToolDecision};
 
@@ -455,6 +456,20 @@ impl Scrubber {
             },
             Event::Prompted { result } => Event::Prompted {
                 result: result.map_err(|e| self.text(&e)),
+            },
+            // Compaction instructions and the agent's answers are typed or written text:
+            // scrubbed like a prompt.
+            Event::SessionCommand {
+                command: SessionCommand::Compact(Some(text)),
+            } => Event::SessionCommand {
+                command: SessionCommand::Compact(Some(self.text(&text))),
+            },
+            Event::SessionReplied { result } => Event::SessionReplied {
+                result: match result {
+                    Ok(SessionReply::Done(text)) => Ok(SessionReply::Done(self.text(&text))),
+                    Ok(other) => Ok(other),
+                    Err(e) => Err(self.text(&e)),
+                },
             },
             Event::Work { mut facts } => {
                 facts.numstat = facts.numstat.map(|n| self.plain(&n));

@@ -355,3 +355,49 @@ async fn a_remote_search_is_narrowed_out_of_protected_files() {
     );
     t.stop().await;
 }
+
+/// Session commands from the chat are pi's own operations
+/// (docs/pi.md#session-commands-from-the-chat). Before, `/new` and `/model` reached pi as
+/// prompts (text for the model); now `/model` switches the model the
+/// next request names, `/usage` shows the fake model's own token counts, and `/new` starts a
+/// conversation without the earlier turns.
+#[tokio::test]
+async fn session_commands_from_the_chat_switch_the_model_and_start_over() {
+    let Some(t) = start("session_commands_from_the_chat", "read-only", None).await else {
+        return;
+    };
+    t.harness.pair("alice").await;
+    t.harness
+        .say("alice", "first question", "You said: first question")
+        .await;
+    t.harness.say("alice", "/model", "fake/fake-model-2").await;
+    t.harness
+        .say("alice", "/model fake-model-2", "Model: fake/fake-model-2")
+        .await;
+    t.harness
+        .say("alice", "second question", "You said: second question")
+        .await;
+    let seen = t.model.seen();
+    let second = seen.last().expect("a request");
+    assert_eq!(second.model, "fake-model-2", "the switch reached the model");
+    assert_eq!(second.user_texts, ["first question", "second question"]);
+    // The fake model reports 10 prompt and 5 completion tokens per call.
+    t.harness
+        .say("alice", "/usage", "last turn: 10 in, 5 out")
+        .await;
+    t.harness.say("alice", "/compact", "Compacted").await;
+    t.harness.say("alice", "/new", "New session started").await;
+    t.harness.say("alice", "third", "You said: third").await;
+    let seen = t.model.seen();
+    assert_eq!(
+        seen.last().expect("a request").user_texts,
+        ["third"],
+        "the new session shows the model none of the earlier turns"
+    );
+    assert!(
+        seen.iter()
+            .all(|s| !s.last_text.contains("/model") && !s.last_text.contains("/new")),
+        "no command reached the model as a prompt: {seen:#?}"
+    );
+    t.stop().await;
+}

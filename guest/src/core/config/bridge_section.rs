@@ -8,7 +8,7 @@ use super::fail_closed::{Guard, Guards};
 use super::readers::{boolean, holds_secret, int_in, nested, quoted_or_type, string, strings};
 use super::schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
-    RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
+    RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy, UsageFooter,
 };
 use crate::core::globs::validate_glob;
 use crate::keys::Identity;
@@ -160,6 +160,18 @@ pub(super) fn apply_bridge(
             }
             "maxQueuedPrompts" => int_in(value, 1, i64::from(super::schema::MAX_QUEUED_PROMPTS))
                 .map(|n| config.max_queued_prompts = n as u32),
+            "denyCommands" => deny_commands(value, config),
+            "usageFooter" => match value.as_str() {
+                Some("off") => Ok(UsageFooter::Off),
+                Some("tokens") => Ok(UsageFooter::Tokens),
+                Some("tokens-cost") => Ok(UsageFooter::TokensCost),
+                Some("context") => Ok(UsageFooter::Context),
+                _ => Err(format!(
+                    "expected \"off\", \"tokens\", \"tokens-cost\" or \"context\", got {}",
+                    quoted_or_type(value)
+                )),
+            }
+            .map(|footer| config.usage_footer = footer),
             _ => {
                 sink.warn(format!("{path}: unknown key, ignored"));
                 if let Some(guard) = Guard::misspelt(key)
@@ -187,6 +199,36 @@ pub(super) fn apply_bridge(
                 }
             }
         }
+    }
+}
+
+/// `bridge.denyCommands`: remote command names (or aliases) the owner turns off. A name
+/// that is no command is reported, and the names that are still apply: an owner who
+/// misspelt one of three should not get none of them turned off.
+fn deny_commands(value: &Value, config: &mut BridgeConfig) -> Result<(), String> {
+    use crate::core::commands::{RemoteCommand, resolve_remote_command_name};
+    let names = strings(value)?;
+    let mut denied: Vec<RemoteCommand> = Vec::new();
+    let mut unknown = Vec::new();
+    for name in &names {
+        match resolve_remote_command_name(name) {
+            // Help stays: it is how a person learns what is turned off.
+            Some(RemoteCommand::Help) => {
+                unknown.push(format!("{name} (help cannot be turned off)"))
+            }
+            Some(command) if !denied.contains(&command) => denied.push(command),
+            Some(_) => {}
+            None => unknown.push(name.clone()),
+        }
+    }
+    config.deny_commands = denied;
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not remote commands: {}; the others apply (see /help for the names)",
+            unknown.join(", ")
+        ))
     }
 }
 

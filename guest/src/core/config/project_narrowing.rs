@@ -62,6 +62,8 @@ pub fn narrow_bridge(
         pairing_max_attempts => "pairingMaxAttempts",
         pairing_max_failures_per_hour => "pairingMaxFailuresPerHour",
         allow_users => "allowUsers",
+        // What the chats see of the owner's spending is the owner's to choose.
+        usage_footer => "usageFooter",
     }
     narrow_only! {
         require_pairing => "requirePairing", |p: &bool, _: &bool| *p;
@@ -87,6 +89,10 @@ pub fn narrow_bridge(
         max_chunks => "maxChunks", at_most;
         max_inbound_chars => "maxInboundChars", at_most;
         max_queued_prompts => "maxQueuedPrompts", at_most;
+        // A repository may turn more commands off, never one the user turned off back on.
+        deny_commands => "denyCommands", |p: &Vec<crate::core::commands::RemoteCommand>, u: &Vec<crate::core::commands::RemoteCommand>| {
+            u.iter().all(|c| p.contains(c))
+        };
     }
     // After the policy: a scope replaces the policy's preset, so it is compared with what is
     // in force for the user, preset or scope.

@@ -53,6 +53,32 @@ impl RemoteToolApproval {
     }
 }
 
+/// What the final card of a turn says about its cost (`bridge.usageFooter`), from the
+/// agent's own usage reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageFooter {
+    /// Nothing.
+    Off,
+    /// The turn's tokens in and out.
+    Tokens,
+    /// Tokens and the turn's cost.
+    TokensCost,
+    /// The share of the model's context the conversation now takes.
+    Context,
+}
+
+impl UsageFooter {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageFooter::Off => "off",
+            UsageFooter::Tokens => "tokens",
+            UsageFooter::TokensCost => "tokens-cost",
+            UsageFooter::Context => "context",
+        }
+    }
+}
+
 /// `bridge.attachments`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttachmentSettings {
@@ -173,6 +199,11 @@ pub struct BridgeConfig {
     /// Most prompts waiting for a busy agent at once (taken but not started); one more is
     /// refused with a reply, never forwarded, and never cut later without a word.
     pub max_queued_prompts: u32,
+    /// Remote commands the owner turned off (`bridge.denyCommands`): refused with a reply
+    /// naming the key, still listed in `/help` as turned off.
+    pub deny_commands: Vec<crate::core::commands::RemoteCommand>,
+    /// The final card's usage line (`bridge.usageFooter`).
+    pub usage_footer: UsageFooter,
 }
 
 /// `bridge.maxQueuedPrompts` when unset: a phone user rarely means more than a handful of
@@ -231,6 +262,8 @@ impl Default for BridgeConfig {
             // context; a pasted log beyond it belongs in a file.
             max_inbound_chars: 16_000,
             max_queued_prompts: DEFAULT_MAX_QUEUED_PROMPTS,
+            deny_commands: Vec::new(),
+            usage_footer: UsageFooter::Off,
         }
     }
 }
@@ -286,6 +319,8 @@ impl BridgeConfig {
             max_chunks: self.max_chunks,
             max_inbound_chars: self.max_inbound_chars,
             max_queued_prompts: self.max_queued_prompts,
+            deny_commands: self.deny_commands.iter().map(|c| c.name()).collect(),
+            usage_footer: self.usage_footer.as_str(),
         };
         // Strings, booleans and integers always serialize; the fallback only keeps this total.
         let shown = serde_json::to_string_pretty(&view)
@@ -323,6 +358,8 @@ struct BridgeJson<'a> {
     max_chunks: u32,
     max_inbound_chars: u32,
     max_queued_prompts: u32,
+    deny_commands: Vec<&'static str>,
+    usage_footer: &'static str,
 }
 
 /// `bridge.remoteApproval` as shown.
@@ -425,7 +462,9 @@ mod tests {
   },
   "maxChunks": 8,
   "maxInboundChars": 16000,
-  "maxQueuedPrompts": 100
+  "maxQueuedPrompts": 100,
+  "denyCommands": [],
+  "usageFooter": "off"
 }"#;
         assert_eq!(BridgeConfig::default().to_pretty_json(), expected);
         let named = BridgeConfig {

@@ -1184,3 +1184,62 @@ fn a_shell_in_the_remote_scope_is_warned_about_at_start() {
         loaded.notes
     );
 }
+
+#[test]
+fn deny_commands_turns_commands_off_and_a_project_may_only_add_to_it() {
+    use crate::core::commands::RemoteCommand;
+    let loaded = load_config(&[source(
+        "global",
+        r#"{"bridge":{"denyCommands":["model","/NEW","models","usage"],"usageFooter":"tokens-cost"}}"#,
+    )]);
+    assert_eq!(
+        loaded.bridge.deny_commands,
+        [
+            RemoteCommand::Model,
+            RemoteCommand::New,
+            RemoteCommand::Usage
+        ],
+        "names and aliases, each once"
+    );
+    assert_eq!(loaded.bridge.usage_footer, schema::UsageFooter::TokensCost);
+    // A misspelt name is reported; the names that are commands still apply.
+    let loaded = load_config(&[source(
+        "global",
+        r#"{"bridge":{"denyCommands":["modle","compact","help"],"usageFooter":"dollars"}}"#,
+    )]);
+    assert_eq!(loaded.bridge.deny_commands, [RemoteCommand::Compact]);
+    assert!(
+        loaded.notes.iter().any(|n| n.level == Level::Error
+            && n.text.contains(
+                "bridge.denyCommands: not remote commands: modle, help (help cannot be turned off)"
+            )),
+        "{:#?}",
+        loaded.notes
+    );
+    assert!(loaded.notes.iter().any(|n| n.level == Level::Error
+        && n.text.contains(
+            "bridge.usageFooter: expected \"off\", \"tokens\", \"tokens-cost\" or \"context\""
+        )));
+    // A project may turn more off, never turn the user's back on, and not choose the footer.
+    let user = source("global", r#"{"bridge":{"denyCommands":["model"]}}"#);
+    let narrower = source("project", r#"{"bridge":{"denyCommands":["model","new"]}}"#);
+    let loaded = load_config(&[user.clone(), narrower]);
+    assert_eq!(
+        loaded.bridge.deny_commands,
+        [RemoteCommand::Model, RemoteCommand::New]
+    );
+    let wider = source(
+        "project",
+        r#"{"bridge":{"denyCommands":[],"usageFooter":"tokens-cost"}}"#,
+    );
+    let loaded = load_config(&[user, wider]);
+    assert_eq!(loaded.bridge.deny_commands, [RemoteCommand::Model]);
+    assert_eq!(loaded.bridge.usage_footer, schema::UsageFooter::Off);
+    for key in ["bridge.denyCommands", "bridge.usageFooter"] {
+        assert!(
+            loaded.project_ignored.iter().any(|i| i.starts_with(key)),
+            "{key}: {:?}",
+            loaded.project_ignored
+        );
+    }
+}

@@ -95,6 +95,10 @@ pub struct FakeHost {
     /// `send_prompt` fails with this message.
     pub prompt_error: Option<String>,
     pub aborts: usize,
+    /// `session_command` calls, in order.
+    pub session_commands: Vec<guest::model::SessionCommand>,
+    /// What `session_command` answers, in order; an empty script refuses.
+    pub session_replies: VecDeque<Result<guest::model::SessionReply, String>>,
     /// `resolve_tool_call` verdicts, in order.
     pub resolved: Vec<(String, ToolDecision)>,
     /// `answer_question` answers (host id, answer), in order.
@@ -207,6 +211,8 @@ impl FakeHost {
             prompts: Vec::new(),
             prompt_error: None,
             aborts: 0,
+            session_commands: Vec::new(),
+            session_replies: VecDeque::new(),
             resolved: Vec::new(),
             answered: Vec::new(),
             session_info_calls: 0,
@@ -441,6 +447,16 @@ impl Host for FakeHost {
 
     fn is_idle(&mut self) -> bool {
         self.idle
+    }
+
+    fn session_command(
+        &mut self,
+        command: &guest::model::SessionCommand,
+    ) -> Result<guest::model::SessionReply, String> {
+        self.session_commands.push(command.clone());
+        self.session_replies
+            .pop_front()
+            .unwrap_or_else(|| Err("the fake host has no answer scripted".into()))
     }
 
     fn session_info(&mut self) -> SessionInfo {

@@ -112,6 +112,24 @@ impl agent::Host for Imports<'_, AgentPart<'_>> {
         Ok(())
     }
 
+    async fn run_session_command(
+        &mut self,
+        command: agent::SessionCommand,
+    ) -> Result<agent::SessionReply, String> {
+        self.tape.record(|| Event::SessionCommand {
+            command: command.clone(),
+        });
+        self.tape
+            .answer(
+                Script::session_replied,
+                self.part.agent.session_command(command),
+                |result| Event::SessionReplied {
+                    result: result.clone(),
+                },
+            )
+            .await
+    }
+
     fn is_idle(&mut self) -> wasmtime::Result<bool> {
         Ok(self.tape.answer_now(
             Script::idle,

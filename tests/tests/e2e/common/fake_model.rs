@@ -41,6 +41,11 @@ pub struct Seen {
     pub last_role: String,
     /// Text of the last message.
     pub last_text: String,
+    /// The model the request named (`fake-model`, `fake-model-2`).
+    pub model: String,
+    /// The texts of every user message in the request, oldest first: what the model was
+    /// shown of the conversation.
+    pub user_texts: Vec<String>,
 }
 
 #[derive(Default)]
@@ -284,7 +289,24 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Response<Strea
         .and_then(|m| m.last())
         .cloned()
         .unwrap_or(Value::Null);
+    let user_texts = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|messages| {
+            messages
+                .iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+                .map(text_of)
+                .collect()
+        })
+        .unwrap_or_default();
     let seen = Seen {
+        model: request
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        user_texts,
         last_role: last
             .get("role")
             .and_then(Value::as_str)

@@ -183,8 +183,12 @@ impl PiHome {
             let models = json!({"providers": {"fake": {
                 "baseUrl": base_url, "api": "openai-completions", "apiKey": "fake-key",
                 "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+                // Two models, so a test can switch (`/model`) and see the next request name
+                // the other one.
                 "models": [{"id": "fake-model", "name": "Fake Model", "reasoning": false,
-                    "contextWindow": 32000, "maxTokens": 1024}],
+                    "contextWindow": 32000, "maxTokens": 1024},
+                    {"id": "fake-model-2", "name": "Fake Model 2", "reasoning": false,
+                    "contextWindow": 64000, "maxTokens": 1024}],
             }}});
             std::fs::write(dir.path().join("agent/models.json"), models.to_string())
                 .expect("models.json");

@@ -1,0 +1,140 @@
+//! Scenarios: session commands from a chat (`/new`, `/compact`, `/model`, `/thinking`,
+//! `/usage`; docs/pi.md#session-commands-from-the-chat). Before them `/new` reached the
+//! agent as a plain prompt; now each is the agent's own operation, the owner can turn any of
+//! them off (`bridge.denyCommands`), and `/new` asks first when it would throw work away.
+
+use guest::model::{AgentEvent, SessionCommand, SessionReply, TokenUse, TurnOrigin, UsageReport};
+
+use crate::support::{FakeHost, dm, pair, started};
+
+fn bridge(config: &str) -> (guest::bridge::Bridge, FakeHost) {
+    let mut host = FakeHost::new();
+    let mut bridge = started(&mut host, config, &["tg"]).0;
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    host.clear_records();
+    (bridge, host)
+}
+
+#[test]
+fn model_without_a_name_lists_the_models_with_buttons_and_with_one_switches() {
+    let (mut bridge, mut host) = bridge("{}");
+    host.session_replies.push_back(Ok(SessionReply::Models {
+        current: Some("fake/fake-model".into()),
+        available: vec!["fake/fake-model".into(), "fake/fake-model-2".into()],
+    }));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/model"));
+    assert_eq!(host.session_commands, [SessionCommand::ListModels]);
+    let sent = host.sent.last().expect("a reply");
+    assert!(
+        sent.text.contains("fake/fake-model (in use)"),
+        "{}",
+        sent.text
+    );
+    let commands: Vec<&str> = sent.buttons.iter().map(|b| b.command.as_str()).collect();
+    assert_eq!(commands, ["/model fake/fake-model-2"]);
+    assert!(host.prompts.is_empty(), "never a prompt");
+
+    host.session_replies
+        .push_back(Ok(SessionReply::Done("Model: fake/fake-model-2".into())));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/model fake/fake-model-2"));
+    assert_eq!(
+        host.session_commands.last(),
+        Some(&SessionCommand::SetModel("fake/fake-model-2".into()))
+    );
+    assert!(
+        host.all_send_texts()
+            .iter()
+            .any(|t| t.contains("Model: fake/fake-model-2"))
+    );
+    // The agent's refusal reaches the chat with the command named.
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/thinking max"));
+    let last = host.sent.last().expect("a reply").text.clone();
+    assert!(
+        last.contains("/thinking failed: the fake host has no answer scripted"),
+        "{last}"
+    );
+    assert!(host.prompts.is_empty());
+}
+
+#[test]
+fn new_asks_first_while_a_turn_runs_and_goes_ahead_when_confirmed() {
+    let (mut bridge, mut host) = bridge("{}");
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.idle = false;
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/new"));
+    assert!(host.session_commands.is_empty(), "nothing started over yet");
+    assert_eq!(host.aborts, 0);
+    let ask = host.sent.last().expect("a question");
+    assert!(ask.text.contains("A turn is running"), "{}", ask.text);
+    assert_eq!(ask.buttons[0].command, "/new confirm");
+
+    host.session_replies
+        .push_back(Ok(SessionReply::Done("New session started".into())));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/new confirm"));
+    assert_eq!(host.aborts, 1, "the running turn is aborted first");
+    assert_eq!(host.session_commands, [SessionCommand::NewSession]);
+    assert!(
+        host.all_send_texts()
+            .iter()
+            .any(|t| t.contains("New session started"))
+    );
+}
+
+#[test]
+fn new_while_idle_starts_at_once() {
+    let (mut bridge, mut host) = bridge("{}");
+    host.session_replies
+        .push_back(Ok(SessionReply::Done("New session started".into())));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/new"));
+    assert_eq!(host.session_commands, [SessionCommand::NewSession]);
+    assert_eq!(host.aborts, 0);
+}
+
+#[test]
+fn a_command_the_owner_turned_off_is_refused_and_never_reaches_the_agent() {
+    let (mut bridge, mut host) = bridge(r#"{"bridge":{"denyCommands":["model","new"]}}"#);
+    for text in ["/model fake/x", "/models", "/new confirm"] {
+        bridge.on_envelope(&mut host, dm("tg", "c1", "u1", text));
+    }
+    assert!(
+        host.session_commands.is_empty(),
+        "{:?}",
+        host.session_commands
+    );
+    assert!(host.prompts.is_empty(), "not a prompt either");
+    let texts = host.all_send_texts();
+    assert_eq!(
+        texts
+            .iter()
+            .filter(
+                |t| t.contains("turned off for the chats here by the owner (bridge.denyCommands)")
+            )
+            .count(),
+        3,
+        "{texts:#?}"
+    );
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/help"));
+    let help = host.sent.last().expect("help").text.clone();
+    assert!(help.contains("(turned off here)"), "{help}");
+    // Those left on still work.
+    host.session_replies
+        .push_back(Ok(SessionReply::Usage(UsageReport {
+            session: TokenUse {
+                input: 10,
+                output: 5,
+                ..TokenUse::default()
+            },
+            ..UsageReport::default()
+        })));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/usage"));
+    assert_eq!(host.session_commands, [SessionCommand::Usage]);
+    assert!(
+        host.sent
+            .last()
+            .expect("usage")
+            .text
+            .contains("10 in, 5 out")
+    );
+}
