@@ -19,6 +19,7 @@ const ROOMS_TOP_DOWN: &[&str] = &[
     "sandbox",
     "transcript",
     "native_guest",
+    "ops",
     "factory",
     "local",
     "agent",
