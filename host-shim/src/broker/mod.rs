@@ -268,10 +268,7 @@ impl Broker {
     /// not listed: the broker starts bots on a session's demand.
     pub fn bot_checks(&self) -> Vec<Check> {
         let shared: Vec<Arc<Shared>> = self.inner(|inner| inner.shared.values().cloned().collect());
-        let mut checks: Vec<Check> = shared
-            .iter()
-            .map(|shared| Check::new(format!("bot {}", shared.real.id()), shared.readiness()))
-            .collect();
+        let mut checks: Vec<Check> = shared.iter().map(|shared| shared.readiness()).collect();
         checks.sort_by(|a, b| a.name.cmp(&b.name));
         checks
     }

@@ -18,6 +18,7 @@ use transport_core::{
 
 use super::Broker;
 use crate::disk::lock::{Claimant, LockError, LockGuard};
+use crate::ops::health::Check;
 
 /// Messages in flight from one real transport to the router.
 const ROUTER_CAPACITY: usize = 256;
@@ -93,14 +94,17 @@ impl Shared {
 
     /// Whether the real connection runs, for `/readyz`; a start in progress (its lock
     /// taken) is not ready yet.
-    pub(super) fn readiness(&self) -> Result<(), String> {
+    pub(super) fn readiness(&self) -> Check {
+        let name = format!("bot {}", self.real.id());
         match self.started.try_lock() {
             Ok(started) => match started.as_ref() {
-                Some(Started { running: true, .. }) => Ok(()),
-                Some(_) => Err("identified, not started yet".into()),
-                None => Err("not connected yet".into()),
+                Some(Started { running: true, .. }) => {
+                    Check::ready(name, "running, its lock held here")
+                }
+                Some(_) => Check::not_ready(name, "identified, not started yet"),
+                None => Check::not_ready(name, "not connected yet"),
             },
-            Err(_) => Err("connecting".into()),
+            Err(_) => Check::not_ready(name, "connecting"),
         }
     }
 

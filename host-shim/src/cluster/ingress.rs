@@ -9,7 +9,7 @@
 //! while a session moves between nodes waits in the stream instead of being lost.
 
 use futures_util::StreamExt as _;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +31,7 @@ use crate::broker::bindings::Binding;
 use crate::broker::routing::{self, Audience, Decision, SessionView};
 use crate::broker::{BuildOne, send_notice};
 use crate::local::logging::{LogLine, LogSink};
+use crate::ops::health::Check;
 use crate::wit::session::TransportRequest;
 use crate::wit::types::Level;
 
@@ -79,6 +80,8 @@ struct Shared {
     options: IngressOptions,
     /// The platform connections held now.
     live: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
+    /// Where each bot stands, by transport id, for `/readyz`.
+    standing: std::sync::Mutex<BTreeMap<String, Check>>,
 }
 
 impl Ingress {
@@ -116,6 +119,15 @@ impl Ingress {
             publisher,
             options,
             live: std::sync::Mutex::new(Vec::new()),
+            standing: std::sync::Mutex::new(
+                requests
+                    .iter()
+                    .map(|r| {
+                        let name = format!("bot {}", r.id);
+                        (r.id.clone(), Check::not_ready(name, "waiting for its lock"))
+                    })
+                    .collect(),
+            ),
         });
         let (stop, stopping) = watch::channel(false);
         let bots = requests
@@ -128,6 +140,20 @@ impl Ingress {
     /// Envelopes and stored values this node refused (not sealed with the cluster key).
     pub fn refused(&self) -> u64 {
         self.shared.options.gate.refused()
+    }
+
+    /// `/readyz`: the NATS connection, then each bot: ready when held here or when another
+    /// node holds it (this one stands by), not ready while its lock cannot be read or its
+    /// connection does not start.
+    pub fn readiness(&self) -> Vec<Check> {
+        self.shared.readiness()
+    }
+
+    /// [`Ingress::readiness`] for the listener, which outlives no ingress: it is stopped
+    /// first.
+    pub fn probe(&self) -> Arc<dyn Fn() -> Vec<Check> + Send + Sync> {
+        let shared = self.shared.clone();
+        Arc::new(move || shared.readiness())
     }
 
     /// Stops every bot: its platform connection closes and its lock is released, so a
@@ -162,6 +188,29 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn readiness(&self) -> Vec<Check> {
+        let mut checks = vec![super::readiness::nats(&self.client)];
+        checks.extend(self.standing().values().cloned());
+        checks
+    }
+
+    fn standing(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Check>> {
+        self.standing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records where the bot of `transport` stands.
+    fn stand(&self, transport: &str, ready: bool, detail: &str) {
+        let name = format!("bot {transport}");
+        let check = if ready {
+            Check::ready(name, detail)
+        } else {
+            Check::not_ready(name, detail)
+        };
+        self.standing().insert(transport.to_owned(), check);
+    }
+
     fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
         self.options
             .log
@@ -190,6 +239,11 @@ impl Shared {
             let lock = match self.locks.try_acquire(&key, &self.options.holder).await {
                 Ok(lock) => lock,
                 Err(error) => {
+                    if matches!(error, BotLockError::Held { .. }) {
+                        self.stand(&request.id, true, "standing by: another node holds it");
+                    } else {
+                        self.stand(&request.id, false, "cannot read its lock in NATS");
+                    }
                     if !said_standby || !matches!(error, BotLockError::Held { .. }) {
                         self.log(
                             Level::Info,
@@ -232,6 +286,7 @@ impl Shared {
                         ("error", error.to_string()),
                     ],
                 );
+                self.stand(&request.id, false, "its platform connection did not start");
                 let _ = kept.release().await;
                 tokio::select! {
                     _ = tokio::time::sleep(ttl) => continue,
@@ -270,9 +325,11 @@ impl Shared {
                 "bot held",
                 &[("transport", request.id.clone())],
             );
+            self.stand(&request.id, true, "held here");
             let stop = tokio::select! {
                 () = self.route_all(transport.as_ref(), stream) => false,
                 lost = kept.lost() => {
+                    self.stand(&request.id, false, "its lock was lost; taking it again");
                     // Another node has the bot now: stop at once, so two pollers overlap
                     // for one renewal at most.
                     self.log(

@@ -16,6 +16,7 @@ pub mod inbound;
 pub mod ingress;
 pub mod outbound;
 pub mod placement;
+pub mod readiness;
 pub mod seal;
 pub mod sealed_kv;
 pub mod session_node;

@@ -39,6 +39,7 @@ use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::local::ui::Ui;
+use crate::ops::health::Check;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::Runtime;
 use crate::sandbox::session::{Built, Session, SessionSpec};
@@ -213,6 +214,28 @@ impl SessionNode {
     /// Envelopes and stored values this node refused (not sealed with the cluster key).
     pub fn refused(&self) -> u64 {
         self.gate.refused()
+    }
+
+    /// `/readyz`: the NATS connection (sessions here are fed and saved through it), and how
+    /// many sessions run here (none is ready too: the others may run them all).
+    pub fn readiness(&self) -> Vec<Check> {
+        (self.probe())()
+    }
+
+    /// [`SessionNode::readiness`] for the listener.
+    pub fn probe(&self) -> Arc<dyn Fn() -> Vec<Check> + Send + Sync> {
+        let client = self.client.clone();
+        let running = self.running.clone();
+        Arc::new(move || {
+            let running = running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len();
+            vec![
+                super::readiness::nats(&client),
+                Check::ready("sessions", format!("{running} running here")),
+            ]
+        })
     }
 
     /// The sessions running on this node now, by key.

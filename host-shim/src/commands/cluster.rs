@@ -20,11 +20,12 @@ use crate::cluster::seal::Gate;
 use crate::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use crate::cluster::subjects::Prefix;
 use crate::cluster::trust_settings::{self, TrustSettings};
-use crate::commands::process;
 use crate::commands::serve::ServeArgs;
+use crate::commands::operator;
+use crate::commands::process;
 use crate::disk::lock::LockDir;
 use crate::local::clock::{Clock, SystemClock};
-use crate::local::logging::{LogSink, StderrLog};
+use crate::local::logging::StderrLog;
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::wit::agent::SessionInfo;
@@ -171,7 +172,11 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         ),
         _ => {}
     }
-    let build = broker::build_from_environment(process::transport_state_dir(&paths.state_file));
+    let metrics = args.metrics.map(|_| operator::metrics());
+    let build = operator::counted_build(
+        broker::build_from_environment(process::transport_state_dir(&paths.state_file)),
+        metrics.as_ref(),
+    );
     if cluster.role == Role::Ingress {
         // A missing token would leave the ingress "ready" with no bot: say it now.
         for request in &requests {
@@ -183,9 +188,10 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         }
     }
     let (client, jetstream) = crate::cluster::connect(&cluster.url, &trust.auth).await?;
-    let log: Arc<dyn LogSink> = Arc::new(StderrLog::new(args.debug));
+    let log = operator::counted(Arc::new(StderrLog::new(args.debug)), metrics.as_ref());
     let holder = Holder::this_process();
     let gate = Gate::new(trust.key.clone(), Arc::new(SystemClock), log.clone());
+    let gate_for_metrics = gate.clone();
     let inbound = InboundSettings::for_lease_ttl(cluster.lock_ttl);
     let stop = async {
         let terminate = process::terminated();
@@ -216,6 +222,13 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                     gate,
                     log,
                 },
+            )
+            .await?;
+            let _listener = operator::listen_for_node(
+                args.metrics,
+                metrics,
+                &gate_for_metrics,
+                ingress.probe(),
             )
             .await?;
             println!(
@@ -279,6 +292,9 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                 },
             )
             .await?;
+            let _listener =
+                operator::listen_for_node(args.metrics, metrics, &gate_for_metrics, node.probe())
+                    .await?;
             println!(
                 "host-shim serve: session node ({}) ready for {}; it runs its share of them and \
                  takes over a dead node's. Stop with Ctrl-C.",

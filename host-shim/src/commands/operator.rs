@@ -4,9 +4,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::broker::Broker;
+use transport_core::Transport;
+
+use crate::broker::{Broker, BuildOne};
+use crate::cluster::seal::Gate;
 use crate::factory;
 use crate::local::logging::LogSink;
+use crate::ops::counted_transport::CountedTransport;
+use crate::ops::health::Check;
 use crate::ops::listener::{self, Endpoints, Listener, Readiness, Refresh};
 use crate::ops::metrics::Metrics;
 use crate::ops::metrics_log::MetricsLog;
@@ -27,6 +32,25 @@ pub fn counted(log: Arc<dyn LogSink>, metrics: Option<&Arc<Metrics>>) -> Arc<dyn
         Some(metrics) => Arc::new(MetricsLog::new(metrics.clone(), log)),
         None => log,
     }
+}
+
+/// `build`, its transports counted in `metrics` when there are metrics (the cluster's
+/// ingress builds its bots this way; the broker wraps its own).
+pub fn counted_build(build: BuildOne, metrics: Option<&Arc<Metrics>>) -> BuildOne {
+    let Some(metrics) = metrics.cloned() else {
+        return build;
+    };
+    Arc::new(move |request| {
+        let mut built = build(request);
+        built.transports = built
+            .transports
+            .into_iter()
+            .map(|transport| {
+                Arc::new(CountedTransport::new(transport, metrics.clone())) as Arc<dyn Transport>
+            })
+            .collect();
+        built
+    })
 }
 
 /// Starts the listener on `addr` and says where at the terminal. An address other than
@@ -86,4 +110,22 @@ pub async fn listen_for_broker(
             .unwrap_or_default()
     });
     listen(addr, metrics, refresh, ready).await
+}
+
+/// The listener of a cluster node, when `--metrics` asked for one: refused envelopes at each
+/// scrape; ready as the node's `probe` says (NATS connected, its bots held or standing by).
+pub async fn listen_for_node(
+    addr: Option<SocketAddr>,
+    metrics: Option<Arc<Metrics>>,
+    gate: &Gate,
+    probe: Arc<dyn Fn() -> Vec<Check> + Send + Sync>,
+) -> anyhow::Result<Option<Listener>> {
+    let (Some(addr), Some(metrics)) = (addr, metrics) else {
+        return Ok(None);
+    };
+    let gate = gate.clone();
+    let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
+        metrics.set_nats_envelopes_refused(gate.refused());
+    });
+    listen(addr, metrics, refresh, probe).await.map(Some)
 }

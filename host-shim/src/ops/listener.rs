@@ -188,14 +188,11 @@ mod tests {
             metrics: Arc::new(Metrics::new(["telegram"])),
             refresh: Arc::new(|metrics: &Metrics| metrics.set_sessions(1, 2)),
             ready: Arc::new(move || {
-                vec![Check::new(
-                    "transport telegram",
-                    if ready {
-                        Ok(())
-                    } else {
-                        Err("not connected".into())
-                    },
-                )]
+                vec![if ready {
+                    Check::ready("bot telegram", "running")
+                } else {
+                    Check::not_ready("bot telegram", "not connected yet")
+                }]
             }),
         }
     }
@@ -219,7 +216,9 @@ mod tests {
         let answer = respond(&Method::GET, "/readyz", &endpoints(false));
         assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(
-            answer.body.contains("transport telegram: not connected"),
+            answer
+                .body
+                .contains("bot telegram: NOT READY: not connected yet"),
             "{}",
             answer.body
         );

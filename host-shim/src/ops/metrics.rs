@@ -1,5 +1,5 @@
-//! The operator's counters and gauges (issue 37 §1), kept in one `prometheus-client` registry
-//! per process and rendered as OpenMetrics text for `GET /metrics`.
+//! The operator's counters and gauges (docs/operations.md#metrics), kept in one
+//! `prometheus-client` registry per process and rendered as OpenMetrics text for `GET /metrics`.
 //!
 //! What feeds them: the log lines every session, the broker and the cluster already write
 //! ([`Metrics::observe`], through [`super::metrics_log::MetricsLog`]), the broker's own

@@ -1,5 +1,5 @@
-//! The operator's view of a running `serve` (issue 37, docs/operations.md): Prometheus
-//! metrics, health and readiness on one opt-in HTTP listener.
+//! The operator's view of a running `serve` (docs/operations.md#operating-bot-connect):
+//! Prometheus metrics, health and readiness on one opt-in HTTP listener.
 
 pub mod counted_transport;
 pub mod health;

@@ -18,7 +18,7 @@ use host_shim::wit::session::{AgentEvent, TurnOrigin};
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::FakeTransport;
 
-use crate::common::{Dirs, ScriptAgent, WAIT, editable_fake, runtime, user_config};
+use crate::common::{Dirs, ScriptAgent, WAIT, editable_fake, http_get, runtime, user_config};
 
 /// One attached session.
 struct Attached {
@@ -665,37 +665,6 @@ async fn strangers_guessing_at_two_sessions_draw_on_one_pairing_budget() {
     web.session.shutdown().await.expect("shutdown");
 }
 
-/// `GET path` on the operator's listener at `addr`: the status code and the body.
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .expect("connects");
-        stream
-            .write_all(
-                format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-            )
-            .await
-            .expect("writes");
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply).await.expect("reads");
-        reply
-    };
-    let reply = tokio::time::timeout(WAIT, exchange)
-        .await
-        .expect("answers in time");
-    let status = reply
-        .get(9..12)
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let body = reply
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
 /// The value of the sample `metric` whose labels are exactly `labels`, parsed by a
 /// Prometheus text-format parser (not by matching strings: a malformed line fails here).
 fn sample(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -763,7 +732,7 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
     // sent count has caught up with what the bot recorded (bounded by WAIT).
     let deadline = tokio::time::Instant::now() + WAIT;
     let (text, scrape) = loop {
-        let (status, text) = get(listener.addr(), "/metrics").await;
+        let (status, text) = http_get(listener.addr(), "/metrics").await;
         assert_eq!(status, 200, "{text}");
         let scrape = parse(&text);
         let sent = sample(

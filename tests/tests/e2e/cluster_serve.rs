@@ -17,6 +17,7 @@ use host_shim::cluster::seal::Gate;
 use host_shim::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use host_shim::cluster::subjects::{Prefix, session_consumer};
 use host_shim::commands::cluster::messenger_requests;
+use host_shim::commands::operator;
 use host_shim::factory::{self, Environment};
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
@@ -26,7 +27,7 @@ use host_shim::wit::session::ConfigSource;
 use transport_testing::telegram::{BotApiServer, private_text};
 
 use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip, prefix};
-use crate::common::{Dirs, runtime, user_config};
+use crate::common::{Dirs, http_get, runtime, user_config};
 
 const USER: i64 = 4242;
 /// A dead node's locks and leases age out this fast here (15 s in production).
@@ -547,6 +548,63 @@ async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_ap
     // Three envelopes, the request, the state (read at least once): all counted.
     let refused = cluster.gate.refused() - refused_before;
     assert!(refused >= 5, "refused {refused}");
+    node.shutdown().await;
+    ingress.shutdown().await;
+}
+
+/// `/readyz` of an ingress and a session node (docs/operations.md#the-listener) through a NATS
+/// outage: ready while connected with the bot held, not ready (503, naming NATS) while the
+/// server is down, ready again once it is back; `/healthz` answers 200 throughout (a restart
+/// would not bring NATS back). The listener is the one `serve --nats --metrics` starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
+    let nats = nats_or_skip!();
+    let mut cluster = Cluster::new(nats, "ready").await;
+    let ingress = cluster.ingress().await;
+    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let listen = |probe| {
+        operator::listen_for_node(Some(addr), Some(operator::metrics()), &cluster.gate, probe)
+    };
+    let at_ingress = listen(ingress.probe())
+        .await
+        .expect("listens")
+        .expect("asked");
+    let at_node = listen(node.probe()).await.expect("listens").expect("asked");
+    let (ingress_addr, node_addr) = (at_ingress.addr(), at_node.addr());
+    let ready = |addr, want: u16, needle: &'static str| async move {
+        let (status, body) = http_get(addr, "/readyz").await;
+        (status == want && body.contains(needle)).then_some(body)
+    };
+    eventually("the ingress is ready with the bot held", || {
+        ready(ingress_addr, 200, "bot telegram: ok (held here)")
+    })
+    .await;
+    eventually("the session node is ready", || {
+        ready(node_addr, 200, "nats: ok (connected)")
+    })
+    .await;
+
+    cluster.nats.kill();
+    for addr in [ingress_addr, node_addr] {
+        let body = eventually("not ready while NATS is down", || {
+            ready(addr, 503, "nats: NOT READY: disconnected")
+        })
+        .await;
+        assert!(body.ends_with("not ready\n"), "{body}");
+        assert_eq!(http_get(addr, "/healthz").await, (200, "ok\n".to_owned()));
+    }
+
+    cluster.nats.restart();
+    eventually("the ingress is ready again, the bot held again", || {
+        ready(ingress_addr, 200, "bot telegram: ok (held here)")
+    })
+    .await;
+    eventually("the session node is ready again", || {
+        ready(node_addr, 200, "nats: ok (connected)")
+    })
+    .await;
+    drop((at_ingress, at_node));
     node.shutdown().await;
     ingress.shutdown().await;
 }

@@ -501,3 +501,34 @@ pub fn project_config(json: &str) -> ConfigSource {
         content: ConfigContent::Text(json.into()),
     }
 }
+
+/// `GET path` on the operator's listener at `addr`: the status code and the body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+            )
+            .await
+            .expect("writes");
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await.expect("reads");
+        reply
+    };
+    let reply = tokio::time::timeout(WAIT, exchange)
+        .await
+        .expect("answers in time");
+    let status = reply
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
