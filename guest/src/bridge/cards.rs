@@ -11,12 +11,14 @@ use std::sync::Arc;
 
 use super::Bridge;
 use super::delivery::Delivery;
+use crate::core::config::schema::UsageFooter;
 use crate::core::progress;
 use crate::core::scope::Scope;
+use crate::core::session_commands;
 use crate::core::state::{CardRecord, ConversationTarget};
 use crate::host::Host;
 use crate::keys::ConversationKey;
-use crate::model::{AgentEvent, OutboundKind, SendError, TurnOrigin};
+use crate::model::{AgentEvent, OutboundKind, SendError, SessionCommand, SessionReply, TurnOrigin};
 
 /// Lines a card keeps: enough to see the recent steps, short enough for a phone.
 const CARD_LINES: usize = 8;
@@ -266,9 +268,36 @@ impl Bridge {
                 if let Some(reply) = self.turn.take().and_then(|t| t.last_assistant)
                     && self.config.broadcast.replies
                 {
+                    let reply = match self.usage_footer(host) {
+                        Some(footer) => format!("{reply}\n\n{footer}"),
+                        None => reply,
+                    };
                     self.publish_to(host, &audience, OutboundKind::Reply, &reply, &[]);
                 }
                 self.record_turn_end(host);
+            }
+        }
+    }
+
+    /// The line under a turn's answer (`bridge.usageFooter`), from the agent's own report
+    /// of the turn that just ended. Asked only when the owner switched it on: it costs the
+    /// agent a round trip per turn. An agent that cannot say gets no footer, never a guess.
+    fn usage_footer(&mut self, host: &mut dyn Host) -> Option<String> {
+        if self.config.usage_footer == UsageFooter::Off {
+            return None;
+        }
+        match host.session_command(&SessionCommand::Usage) {
+            Ok(SessionReply::Usage(report)) => {
+                session_commands::footer(&report, self.config.usage_footer)
+            }
+            Ok(_) => None,
+            Err(why) => {
+                host.log(
+                    crate::model::Level::Info,
+                    "no usage footer",
+                    &[("reason", why)],
+                );
+                None
             }
         }
     }

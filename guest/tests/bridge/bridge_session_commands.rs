@@ -7,7 +7,7 @@ use guest::model::{AgentEvent, SessionCommand, SessionReply, TokenUse, TurnOrigi
 
 use crate::support::{FakeHost, dm, pair, started};
 
-fn bridge(config: &str) -> (guest::bridge::Bridge, FakeHost) {
+fn paired(config: &str) -> (guest::bridge::Bridge, FakeHost) {
     let mut host = FakeHost::new();
     let mut bridge = started(&mut host, config, &["tg"]).0;
     pair(&mut bridge, &mut host, "tg", "c1", "u1");
@@ -17,7 +17,7 @@ fn bridge(config: &str) -> (guest::bridge::Bridge, FakeHost) {
 
 #[test]
 fn model_without_a_name_lists_the_models_with_buttons_and_with_one_switches() {
-    let (mut bridge, mut host) = bridge("{}");
+    let (mut bridge, mut host) = paired("{}");
     host.session_replies.push_back(Ok(SessionReply::Models {
         current: Some("fake/fake-model".into()),
         available: vec!["fake/fake-model".into(), "fake/fake-model-2".into()],
@@ -58,7 +58,7 @@ fn model_without_a_name_lists_the_models_with_buttons_and_with_one_switches() {
 
 #[test]
 fn new_asks_first_while_a_turn_runs_and_goes_ahead_when_confirmed() {
-    let (mut bridge, mut host) = bridge("{}");
+    let (mut bridge, mut host) = paired("{}");
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
     bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
     host.idle = false;
@@ -84,7 +84,7 @@ fn new_asks_first_while_a_turn_runs_and_goes_ahead_when_confirmed() {
 
 #[test]
 fn new_while_idle_starts_at_once() {
-    let (mut bridge, mut host) = bridge("{}");
+    let (mut bridge, mut host) = paired("{}");
     host.session_replies
         .push_back(Ok(SessionReply::Done("New session started".into())));
     bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/new"));
@@ -94,7 +94,7 @@ fn new_while_idle_starts_at_once() {
 
 #[test]
 fn a_command_the_owner_turned_off_is_refused_and_never_reaches_the_agent() {
-    let (mut bridge, mut host) = bridge(r#"{"bridge":{"denyCommands":["model","new"]}}"#);
+    let (mut bridge, mut host) = paired(r#"{"bridge":{"denyCommands":["model","new"]}}"#);
     for text in ["/model fake/x", "/models", "/new confirm"] {
         bridge.on_envelope(&mut host, dm("tg", "c1", "u1", text));
     }
@@ -137,4 +137,70 @@ fn a_command_the_owner_turned_off_is_refused_and_never_reaches_the_agent() {
             .text
             .contains("10 in, 5 out")
     );
+}
+
+fn usage(input: u64, output: u64, cost_micros: Option<u64>) -> SessionReply {
+    SessionReply::Usage(UsageReport {
+        last_turn: Some(TokenUse {
+            input,
+            output,
+            cost_micros,
+            ..TokenUse::default()
+        }),
+        context_tokens: Some(8_000),
+        context_window: Some(32_000),
+        ..UsageReport::default()
+    })
+}
+
+fn a_turn(bridge: &mut guest::bridge::Bridge, host: &mut FakeHost) {
+    bridge.on_envelope(host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    bridge.on_agent_event(host, AgentEvent::AssistantMessage("All done.".into()));
+    bridge.on_agent_event(host, AgentEvent::TurnSettled);
+}
+
+#[test]
+fn the_final_answer_carries_the_usage_footer_the_owner_chose() {
+    let rows = [
+        ("tokens", "All done.\n\nTokens: 1.2k in, 340 out"),
+        (
+            "tokens-cost",
+            "All done.\n\nTokens: 1.2k in, 340 out · $0.0123",
+        ),
+        ("context", "All done.\n\nContext: 8k of 32k (25%)"),
+    ];
+    for (mode, expected) in rows {
+        let (mut bridge, mut host) = paired(&format!(r#"{{"bridge":{{"usageFooter":"{mode}"}}}}"#));
+        host.session_replies
+            .push_back(Ok(usage(1_200, 340, Some(12_300))));
+        a_turn(&mut bridge, &mut host);
+        assert_eq!(host.session_commands, [SessionCommand::Usage], "{mode}");
+        let texts = host.all_send_texts();
+        assert!(
+            texts.iter().any(|t| t.contains(expected)),
+            "{mode}: {texts:#?}"
+        );
+    }
+}
+
+#[test]
+fn no_footer_when_off_or_when_the_agent_cannot_say() {
+    let (mut bridge, mut host) = paired("{}");
+    a_turn(&mut bridge, &mut host);
+    assert!(
+        host.session_commands.is_empty(),
+        "off by default: the agent is not asked"
+    );
+    assert!(
+        host.all_send_texts()
+            .iter()
+            .any(|t| t.ends_with("All done."))
+    );
+    let (mut bridge, mut host) = paired(r#"{"bridge":{"usageFooter":"tokens"}}"#);
+    // No answer scripted: the agent refuses, and the answer goes out without a footer.
+    a_turn(&mut bridge, &mut host);
+    let texts = host.all_send_texts();
+    assert!(texts.iter().any(|t| t.ends_with("All done.")), "{texts:#?}");
+    assert!(!texts.iter().any(|t| t.contains("Tokens:")));
 }

@@ -359,11 +359,17 @@ async fn a_remote_search_is_narrowed_out_of_protected_files() {
 /// Session commands from the chat are pi's own operations
 /// (docs/pi.md#session-commands-from-the-chat). Before, `/new` and `/model` reached pi as
 /// prompts (text for the model); now `/model` switches the model the
-/// next request names, `/usage` shows the fake model's own token counts, and `/new` starts a
-/// conversation without the earlier turns.
+/// next request names, `/usage` and the answer's footer (`bridge.usageFooter`) show the fake
+/// model's own token counts, and `/new` starts a conversation without the earlier turns.
 #[tokio::test]
 async fn session_commands_from_the_chat_switch_the_model_and_start_over() {
-    let Some(t) = start("session_commands_from_the_chat", "read-only", None).await else {
+    let Some(t) = start_with(
+        "session_commands_from_the_chat",
+        r#"{"bridge":{"remoteToolPolicy":"read-only","usageFooter":"tokens"}}"#,
+        None,
+    )
+    .await
+    else {
         return;
     };
     t.harness.pair("alice").await;
@@ -374,8 +380,13 @@ async fn session_commands_from_the_chat_switch_the_model_and_start_over() {
     t.harness
         .say("alice", "/model fake-model-2", "Model: fake/fake-model-2")
         .await;
+    // The answer carries the footer, from pi's usage report of the fake model's counts.
     t.harness
-        .say("alice", "second question", "You said: second question")
+        .say(
+            "alice",
+            "second question",
+            "You said: second question\n\nTokens: 10 in, 5 out",
+        )
         .await;
     let seen = t.model.seen();
     let second = seen.last().expect("a request");
