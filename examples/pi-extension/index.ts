@@ -17,9 +17,11 @@
 
 import { type ExtensionAPI, type ExtensionContext, VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
 import { type ChildProcess, spawn } from "node:child_process";
+import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import { fileURLToPath } from "node:url";
 
 const EXTENSION_VERSION = "0.1.0";
 /** Agent-link protocol version (PROTOCOL.md). */
@@ -198,6 +200,55 @@ function plainForTerminal(text: string): string {
 
 function describe(error: unknown): string {
 	return error instanceof Error ? error.message : String(error);
+}
+
+// ---------------------------------------------------------------------------------------
+// Finding host-shim
+
+/** What to do when no host-shim is found: the one command that installs it. */
+const INSTALL_HINT =
+	"host-shim is not installed: run `cargo install --path host-shim` in your bot-connect checkout (it puts host-shim on PATH), or set PI_BOT_CONNECT_HOST_SHIM=/path/to/host-shim";
+
+function isExecutable(file: string): boolean {
+	try {
+		fs.accessSync(file, fs.constants.X_OK);
+		return fs.statSync(file).isFile();
+	} catch {
+		return false;
+	}
+}
+
+/** The directory this file was loaded from (pi loads it through jiti, as an ES module). */
+function ownDirectory(): string | undefined {
+	try {
+		return path.dirname(fileURLToPath(import.meta.url));
+	} catch {
+		return undefined;
+	}
+}
+
+/**
+ * The host-shim to start: `PI_BOT_CONNECT_HOST_SHIM`; else one next to this file (a release
+ * unpacked beside it, or the checkout's own `target/release` and `target/debug` when pi was
+ * pointed at `examples/pi-extension`); else `host-shim` on PATH. Undefined when there is
+ * none, so the person is told how to get it instead of reading a spawn error.
+ */
+export function findHostShim(env: NodeJS.ProcessEnv = process.env, here = ownDirectory()): string | undefined {
+	const named = env.PI_BOT_CONNECT_HOST_SHIM;
+	if (named) return named;
+	const beside = here
+		? [
+				path.join(here, "host-shim"),
+				path.join(here, "bin", "host-shim"),
+				path.join(here, "..", "..", "target", "release", "host-shim"),
+				path.join(here, "..", "..", "target", "debug", "host-shim"),
+			]
+		: [];
+	const onPath = (env.PATH ?? "")
+		.split(path.delimiter)
+		.filter((dir) => dir !== "")
+		.map((dir) => path.join(dir, "host-shim"));
+	return [...beside, ...onPath].find(isExecutable);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -617,7 +668,11 @@ function installLink(pi: ExtensionAPI) {
 				connect(direct);
 				return resolve();
 			}
-			const program = process.env.PI_BOT_CONNECT_HOST_SHIM || "host-shim";
+			const program = findHostShim();
+			if (!program) {
+				notify(INSTALL_HINT, "error");
+				return resolve();
+			}
 			const args = ["attach", "--session", session.key];
 			let started: ChildProcess;
 			try {

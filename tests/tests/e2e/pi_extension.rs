@@ -30,12 +30,23 @@ struct Live {
 }
 
 async fn start(test: &str, bridge: &str, extra_env: &[(&str, &str)]) -> Option<Live> {
-    start_in(test, bridge, extra_env, PiHome::new, None).await
+    start_in(test, bridge, extra_env, PiHome::new, Load::Flag).await
+}
+
+/// How pi gets the bot-connect extension.
+enum Load<'a> {
+    /// `-e examples/pi-extension/index.ts`, for this run.
+    Flag,
+    /// As [`Load::Flag`], with a second extension after it, from its source.
+    FlagWith(&'a str),
+    /// `pi install examples/pi-extension` first, as a user installs a pi package; then pi
+    /// finds it in its settings (extension discovery on).
+    Installed,
 }
 
 /// [`start`] with a second extension loaded after bot-connect's, from `source`.
 async fn start_with_extension(test: &str, bridge: &str, source: &str) -> Option<Live> {
-    start_in(test, bridge, &[], PiHome::new, Some(source)).await
+    start_in(test, bridge, &[], PiHome::new, Load::FlagWith(source)).await
 }
 
 async fn start_in(
@@ -43,7 +54,7 @@ async fn start_in(
     bridge: &str,
     extra_env: &[(&str, &str)],
     home: fn(Option<&str>) -> PiHome,
-    other_extension: Option<&str>,
+    load: Load<'_>,
 ) -> Option<Live> {
     let bin = require_pi(test).await?;
     let model = FakeModel::start().await;
@@ -96,9 +107,15 @@ async fn start_in(
         let _ = stopped.await;
     }));
     let mut args = home.args();
-    args.push("-e".into());
-    args.push(extension_path().display().to_string());
-    if let Some(source) = other_extension {
+    if let Load::Installed = load {
+        install_package(&bin, &home).await;
+        // `-ne` turns off discovery, and with it the installed package.
+        args.retain(|a| a != "-ne");
+    } else {
+        args.push("-e".into());
+        args.push(extension_path().display().to_string());
+    }
+    if let Load::FlagWith(source) = load {
         let path = home.dir.path().join("other-extension.ts");
         std::fs::write(&path, source).expect("the other extension is written");
         args.push("-e".into());
@@ -123,6 +140,43 @@ async fn start_in(
         home,
         _dirs: dirs,
     })
+}
+
+/// `pi install <examples/pi-extension>` into `home`, as the README tells a user to.
+async fn install_package(bin: &std::path::Path, home: &PiHome) {
+    let package = extension_path()
+        .parent()
+        .expect("the extension sits in its package")
+        .to_path_buf();
+    let mut command = tokio::process::Command::new(bin);
+    command
+        .arg("install")
+        .arg(&package)
+        .current_dir(home.work())
+        .envs(home.env())
+        .kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PI_") && key != "PI_CODING_AGENT_DIR" {
+            command.env_remove(&key);
+        }
+    }
+    let out = tokio::time::timeout(WAIT, command.output())
+        .await
+        .expect("pi install finishes in time")
+        .expect("pi install runs");
+    assert!(
+        out.status.success(),
+        "pi install {} failed: {}{}",
+        package.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings = std::fs::read_to_string(home.dir.path().join("agent/settings.json"))
+        .expect("pi wrote its settings");
+    assert!(
+        settings.contains("pi-extension"),
+        "the package is in pi's settings: {settings}"
+    );
 }
 
 impl Live {
@@ -208,6 +262,63 @@ impl Live {
 
 const UNRESTRICTED: &str = r#"{"remoteToolPolicy":"unrestricted"}"#;
 const READ_ONLY: &str = r#"{"remoteToolPolicy":"read-only"}"#;
+
+/// The extension is a pi package (docs/pi.md#install): `pi install <path>` and a plain `pi`
+/// load it from the package's `pi` manifest, and a chat pairs and prompts through it.
+#[tokio::test]
+async fn installed_as_a_pi_package_it_loads_and_pairs() {
+    let Some(live) = start_in(
+        "installed_as_a_pi_package",
+        READ_ONLY,
+        &[],
+        PiHome::new,
+        Load::Installed,
+    )
+    .await
+    else {
+        return;
+    };
+    live.pair("alice").await;
+    live.say("alice", "hello pi", "You said: hello pi").await;
+    live.finish().await;
+}
+
+/// Without host-shim anywhere (not named, not next to the extension, not on PATH) pi says
+/// the one command that installs it, instead of a spawn error.
+#[tokio::test]
+async fn without_host_shim_pi_says_how_to_install_it() {
+    let Some(bin) = require_pi("without_host_shim").await else {
+        return;
+    };
+    // A model pi can name at start; no request reaches it.
+    let home = PiHome::new(Some("http://127.0.0.1:9/v1"));
+    // A copy of the package alone: no checkout's target/ next to it.
+    let package = home.dir.path().join("package");
+    std::fs::create_dir_all(&package).expect("package dir");
+    std::fs::copy(extension_path(), package.join("index.ts")).expect("extension copied");
+    // pi runs on node, so PATH keeps node's directory and nothing else.
+    let node_dir = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).find(|dir| dir.join("node").is_file()))
+        .expect("node is on PATH when pi is available");
+    assert!(
+        !node_dir.join("host-shim").exists(),
+        "{} holds a host-shim: this test needs a PATH without one",
+        node_dir.display()
+    );
+    let mut args = home.args();
+    args.push("-e".into());
+    args.push(package.join("index.ts").display().to_string());
+    let mut env = home.env();
+    env.push(("PATH".into(), node_dir.display().to_string()));
+    let pi = PiProcess::start(&bin, &home.work(), &args, &env).await;
+    let note = pi.notified("host-shim is not installed").await;
+    let text = note["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("cargo install --path host-shim"),
+        "names the install command: {text}"
+    );
+    pi.close().await;
+}
 
 #[tokio::test]
 async fn a_remote_prompt_starts_a_turn_in_the_live_session() {
@@ -469,7 +580,7 @@ async fn a_remote_follow_up_in_a_local_run_is_restricted_from_its_delivery_on() 
 /// messenger prompt, so its tool calls meet the same policy: under read-only, the `bash`
 /// the retried stream asks for must not run (it did, when such a run was classed local).
 async fn a_run_pi_starts_by_itself_keeps_the_remote_policy(test: &str, prompt: &str) {
-    let Some(live) = start_in(test, READ_ONLY, &[], PiHome::with_retries, None).await else {
+    let Some(live) = start_in(test, READ_ONLY, &[], PiHome::with_retries, Load::Flag).await else {
         return;
     };
     live.pair("ivan").await;
