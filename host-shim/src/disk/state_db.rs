@@ -1779,7 +1779,8 @@ mod tests {
     /// The child of the SIGKILL test: runs only when the parent sets the variable.
     /// Eight sessions save at once (so commits are shared); each save adds one pairing
     /// and one queued prompt to its session, and `ok <session> <n>` is printed only once
-    /// the save returned.
+    /// the save returned. Before each save the host's own writes that nobody waits for are
+    /// handed over too (a pairing failure budget, a chat binding), numbered alike.
     #[test]
     #[ignore = "run by kill_9_at_random_moments_loses_no_acknowledged_save as its child"]
     fn crash_child() {
@@ -1810,6 +1811,10 @@ mod tests {
                             None => (serde_json::json!({"trusted": {}}), 0),
                         };
                         loop {
+                            // Unanswered writes ride on the next commit: once the save
+                            // after them returned, they are on disk too.
+                            db.keep(&format!("pairing-budget:{key}"), n.to_string());
+                            db.keep_binding(&format!("chat-{key}"), &key, &n.to_string());
                             // A pairing and a queue entry in one save: they must never
                             // be found apart.
                             document["trusted"][format!("telegram:{n}")] = Value::from(n);
@@ -2044,6 +2049,28 @@ mod tests {
                 assert!(
                     paired >= *n,
                     "round {round}: {key} acknowledged {n}, {paired} pairings"
+                );
+                // The budget and the binding handed over before the n-th save carry n - 1.
+                let budget: u64 = db
+                    .kept(&format!("pairing-budget:{key}"))
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("round {round}: {key}'s budget lost"))
+                    .parse()
+                    .unwrap();
+                assert!(
+                    budget + 1 >= *n,
+                    "round {round}: {key} acknowledged {n}, its budget was kept at {budget}"
+                );
+                let bound = db
+                    .bindings()
+                    .unwrap()
+                    .into_iter()
+                    .find(|(conversation, _, _)| *conversation == format!("chat-{key}"))
+                    .unwrap_or_else(|| panic!("round {round}: {key}'s binding lost"));
+                assert!(
+                    bound.2.parse::<u64>().unwrap() + 1 >= *n,
+                    "round {round}: {key} acknowledged {n}, its binding was kept at {}",
+                    bound.2
                 );
             }
         }
