@@ -265,6 +265,11 @@ impl Bridge {
                 self.refresh_cards(host, true);
                 // Decided while the turn is still open: the answer goes where its card went.
                 let audience = self.audience();
+                let remote = self
+                    .turn
+                    .as_ref()
+                    .is_some_and(|t| t.origin == TurnOrigin::Remote);
+                let started_at = self.state.turn.as_ref().map(|t| t.started_at);
                 if let Some(reply) = self.turn.take().and_then(|t| t.last_assistant)
                     && self.config.broadcast.replies
                 {
@@ -273,6 +278,9 @@ impl Bridge {
                         None => reply,
                     };
                     self.publish_to(host, &audience, OutboundKind::Reply, &reply, &[]);
+                }
+                if remote && let Some(started_at) = started_at {
+                    self.done_notice(host, &audience, started_at);
                 }
                 self.record_turn_end(host);
             }
@@ -300,6 +308,35 @@ impl Bridge {
                 None
             }
         }
+    }
+
+    /// Ends a long remote turn with one short new message (`bridge.doneNoticeAfterMs`): the
+    /// card's edits do not make a phone buzz, so whoever asked from the phone and put it
+    /// away would not learn the work is done. Once per turn, to the turn's chats only.
+    fn done_notice(
+        &mut self,
+        host: &mut dyn Host,
+        audience: &[ConversationTarget],
+        started_at: u64,
+    ) {
+        let after = self.config.done_notice_after_ms;
+        let took = host.now_ms().saturating_sub(started_at);
+        if after == 0 || took < after || audience.is_empty() {
+            return;
+        }
+        let facts = host.work_snapshot();
+        let files = facts
+            .numstat
+            .as_deref()
+            .map(|n| crate::core::work::parse_git_numstat(n, None).len());
+        let tests = facts.last_shell.as_ref().and_then(|run| {
+            crate::core::work::is_test_command(&run.command).then(|| {
+                crate::core::work::extract_test_summary(&run.output)
+                    .unwrap_or_else(|| if run.failed { "failed" } else { "ok" }.into())
+            })
+        });
+        let text = session_commands::done_text(took, files, tests.as_deref());
+        self.publish_to(host, audience, OutboundKind::Notice, &text, &[]);
     }
 
     /// Time has come for throttled card updates.

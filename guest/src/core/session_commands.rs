@@ -196,6 +196,36 @@ pub fn footer(report: &UsageReport, mode: UsageFooter) -> Option<String> {
     }
 }
 
+/// A turn's length as a phone shows it: `45s`, `4m12s`, `1h03m`.
+pub fn elapsed(ms: u64) -> String {
+    let secs = ms / 1_000;
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3_599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3_600, (secs % 3_600) / 60),
+    }
+}
+
+/// The one short message that ends a long turn (`bridge.doneNoticeAfterMs`): card edits do
+/// not make a phone buzz, a new message does. `files` is how many files differ from HEAD,
+/// `tests` the last test run's summary, each left out when unknown.
+pub fn done_text(ms: u64, files: Option<usize>, tests: Option<&str>) -> String {
+    let mut facts = Vec::new();
+    match files {
+        Some(0) | None => {}
+        Some(1) => facts.push("1 file changed".to_string()),
+        Some(n) => facts.push(format!("{n} files changed")),
+    }
+    if let Some(tests) = tests {
+        facts.push(format!("tests: {tests}"));
+    }
+    if facts.is_empty() {
+        format!("Done in {}.", elapsed(ms))
+    } else {
+        format!("Done in {}: {}.", elapsed(ms), facts.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +384,29 @@ mod tests {
         // Nothing reported: no footer rather than a made-up zero.
         assert_eq!(footer(&UsageReport::default(), UsageFooter::Tokens), None);
         assert_eq!(footer(&UsageReport::default(), UsageFooter::Context), None);
+    }
+
+    #[test]
+    fn a_long_turn_ends_with_how_long_it_took_and_what_it_left() {
+        let rows = [
+            (45_000, "45s"),
+            (252_000, "4m12s"),
+            (3_780_000, "1h03m"),
+            (999, "0s"),
+        ];
+        for (ms, text) in rows {
+            assert_eq!(elapsed(ms), text);
+        }
+        assert_eq!(
+            done_text(252_000, Some(3), Some("12 passed, 0 failed")),
+            "Done in 4m12s: 3 files changed, tests: 12 passed, 0 failed."
+        );
+        assert_eq!(
+            done_text(61_000, Some(1), None),
+            "Done in 1m01s: 1 file changed."
+        );
+        assert_eq!(done_text(61_000, Some(0), None), "Done in 1m01s.");
+        assert_eq!(done_text(61_000, None, None), "Done in 1m01s.");
     }
 
     #[test]

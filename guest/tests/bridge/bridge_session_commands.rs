@@ -204,3 +204,69 @@ fn no_footer_when_off_or_when_the_agent_cannot_say() {
     assert!(texts.iter().any(|t| t.ends_with("All done.")), "{texts:#?}");
     assert!(!texts.iter().any(|t| t.contains("Tokens:")));
 }
+
+/// A long remote turn ends with one new message saying so (docs/pi.md#the-done-message);
+/// a short one, a local one, or one with the notice off does not.
+#[test]
+fn a_long_remote_turn_ends_with_one_done_message() {
+    let (mut bridge, mut host) = paired(r#"{"bridge":{"doneNoticeAfterMs":60000}}"#);
+    host.work.numstat = Some("3\t1\tsrc/a.rs\n10\t0\tsrc/b.rs\n".into());
+    host.work.last_shell = Some(guest::model::ShellRun {
+        command: "cargo test".into(),
+        failed: false,
+        output: "test result: ok. 12 passed; 0 failed; 0 ignored".into(),
+    });
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 252_000;
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage("All done.".into()));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    let done: Vec<String> = host
+        .all_send_texts()
+        .into_iter()
+        .filter(|t| t.starts_with("Done in"))
+        .collect();
+    assert_eq!(
+        done,
+        ["Done in 4m12s: 2 files changed, tests: 12 passed, 0 failed."],
+        "once, after the answer"
+    );
+    assert!(
+        host.all_send_texts()
+            .last()
+            .is_some_and(|t| t.starts_with("Done in")),
+        "the ping comes after the answer"
+    );
+
+    // Short: no ping.
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "quick"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 59_000;
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    // A turn typed at the terminal: nobody on a phone asked for it.
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Local));
+    host.now += 600_000;
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert!(
+        !host
+            .all_send_texts()
+            .iter()
+            .any(|t| t.starts_with("Done in")),
+        "{:#?}",
+        host.all_send_texts()
+    );
+
+    // Off by default.
+    let (mut bridge, mut host) = paired("{}");
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.now += 3_600_000;
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    assert!(
+        !host
+            .all_send_texts()
+            .iter()
+            .any(|t| t.starts_with("Done in"))
+    );
+}

@@ -360,12 +360,13 @@ async fn a_remote_search_is_narrowed_out_of_protected_files() {
 /// (docs/pi.md#session-commands-from-the-chat). Before, `/new` and `/model` reached pi as
 /// prompts (text for the model); now `/model` switches the model the
 /// next request names, `/usage` and the answer's footer (`bridge.usageFooter`) show the fake
-/// model's own token counts, and `/new` starts a conversation without the earlier turns.
+/// model's own token counts, `/new` starts a conversation without the earlier turns, and each
+/// turn longer than `bridge.doneNoticeAfterMs` ends with one done message.
 #[tokio::test]
 async fn session_commands_from_the_chat_switch_the_model_and_start_over() {
     let Some(t) = start_with(
         "session_commands_from_the_chat",
-        r#"{"bridge":{"remoteToolPolicy":"read-only","usageFooter":"tokens"}}"#,
+        r#"{"bridge":{"remoteToolPolicy":"read-only","usageFooter":"tokens","doneNoticeAfterMs":1}}"#,
         None,
     )
     .await

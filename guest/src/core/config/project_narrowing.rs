@@ -64,6 +64,8 @@ pub fn narrow_bridge(
         allow_users => "allowUsers",
         // What the chats see of the owner's spending is the owner's to choose.
         usage_footer => "usageFooter",
+        // Messages to the owner's chats are the owner's to choose.
+        done_notice_after_ms => "doneNoticeAfterMs",
     }
     narrow_only! {
         require_pairing => "requirePairing", |p: &bool, _: &bool| *p;

@@ -204,6 +204,9 @@ pub struct BridgeConfig {
     pub deny_commands: Vec<crate::core::commands::RemoteCommand>,
     /// The final card's usage line (`bridge.usageFooter`).
     pub usage_footer: UsageFooter,
+    /// A remote turn that ran at least this long ends with one short new message
+    /// (`bridge.doneNoticeAfterMs`); 0 turns it off.
+    pub done_notice_after_ms: u64,
 }
 
 /// `bridge.maxQueuedPrompts` when unset: a phone user rarely means more than a handful of
@@ -264,6 +267,7 @@ impl Default for BridgeConfig {
             max_queued_prompts: DEFAULT_MAX_QUEUED_PROMPTS,
             deny_commands: Vec::new(),
             usage_footer: UsageFooter::Off,
+            done_notice_after_ms: 0,
         }
     }
 }
@@ -321,6 +325,7 @@ impl BridgeConfig {
             max_queued_prompts: self.max_queued_prompts,
             deny_commands: self.deny_commands.iter().map(|c| c.name()).collect(),
             usage_footer: self.usage_footer.as_str(),
+            done_notice_after_ms: self.done_notice_after_ms,
         };
         // Strings, booleans and integers always serialize; the fallback only keeps this total.
         let shown = serde_json::to_string_pretty(&view)
@@ -360,6 +365,7 @@ struct BridgeJson<'a> {
     max_queued_prompts: u32,
     deny_commands: Vec<&'static str>,
     usage_footer: &'static str,
+    done_notice_after_ms: u64,
 }
 
 /// `bridge.remoteApproval` as shown.
@@ -464,7 +470,8 @@ mod tests {
   "maxInboundChars": 16000,
   "maxQueuedPrompts": 100,
   "denyCommands": [],
-  "usageFooter": "off"
+  "usageFooter": "off",
+  "doneNoticeAfterMs": 0
 }"#;
         assert_eq!(BridgeConfig::default().to_pretty_json(), expected);
         let named = BridgeConfig {

@@ -1230,12 +1230,17 @@ fn deny_commands_turns_commands_off_and_a_project_may_only_add_to_it() {
     );
     let wider = source(
         "project",
-        r#"{"bridge":{"denyCommands":[],"usageFooter":"tokens-cost"}}"#,
+        r#"{"bridge":{"denyCommands":[],"usageFooter":"tokens-cost","doneNoticeAfterMs":1000}}"#,
     );
     let loaded = load_config(&[user, wider]);
     assert_eq!(loaded.bridge.deny_commands, [RemoteCommand::Model]);
     assert_eq!(loaded.bridge.usage_footer, schema::UsageFooter::Off);
-    for key in ["bridge.denyCommands", "bridge.usageFooter"] {
+    assert_eq!(loaded.bridge.done_notice_after_ms, 0);
+    for key in [
+        "bridge.denyCommands",
+        "bridge.usageFooter",
+        "bridge.doneNoticeAfterMs",
+    ] {
         assert!(
             loaded.project_ignored.iter().any(|i| i.starts_with(key)),
             "{key}: {:?}",
