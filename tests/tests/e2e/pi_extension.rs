@@ -283,6 +283,42 @@ async fn installed_as_a_pi_package_it_loads_and_pairs() {
     live.finish().await;
 }
 
+/// Session commands reach the live pi through the extension's API
+/// (docs/pi.md#session-commands-from-the-chat): `/model` switches the model of the session
+/// in the TUI, `/usage` sums pi's own figures, and `/new`, which pi's extension API cannot
+/// do from outside a typed command, says so instead of pretending.
+#[tokio::test]
+async fn session_commands_reach_the_live_session_through_the_extension() {
+    let Some(live) = start(
+        "extension: session_commands_reach_the_live_session",
+        READ_ONLY,
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    live.pair("alice").await;
+    live.say("alice", "first", "You said: first").await;
+    live.say("alice", "/model", "fake/fake-model-2").await;
+    live.say("alice", "/model fake-model-2", "Model: fake/fake-model-2")
+        .await;
+    live.say("alice", "second", "You said: second").await;
+    let seen = live.model.seen();
+    assert_eq!(seen.last().expect("a request").model, "fake-model-2");
+    live.say("alice", "/usage", "last turn: 10 in, 5 out").await;
+    live.say("alice", "/thinking", "Thinking level:").await;
+    live.say("alice", "/new", "type /new in pi").await;
+    assert!(
+        live.model
+            .seen()
+            .iter()
+            .all(|s| !s.last_text.contains("/model") && !s.last_text.contains("/new")),
+        "no command reached the model"
+    );
+    live.finish().await;
+}
+
 /// Without host-shim anywhere (not named, not next to the extension, not on PATH) pi says
 /// the one command that installs it, instead of a spawn error.
 #[tokio::test]
