@@ -277,7 +277,7 @@ impl Usage {
     }
 
     /// Both together (a turn of several model calls).
-    pub fn add(self, other: Usage) -> Usage {
+    pub fn plus(self, other: Usage) -> Usage {
         Usage {
             input: self.input.saturating_add(other.input),
             output: self.output.saturating_add(other.output),
@@ -960,8 +960,8 @@ mod tests {
                 cost_micros: Some(23)
             }
         );
-        assert_eq!(usage.add(usage).input, 20);
-        assert_eq!(usage.add(usage).cost_micros, Some(46));
+        assert_eq!(usage.plus(usage).input, 20);
+        assert_eq!(usage.plus(usage).cost_micros, Some(46));
         // Nonsense counts are zero, not a wrapped or invented figure.
         let odd = serde_json::json!({"input": -3, "output": "many", "cost": {"total": -1}});
         assert_eq!(Usage::from_pi(Some(&odd)), Some(Usage::default()));

@@ -572,7 +572,7 @@ impl PiRpcAgent {
                         role,
                         usage: Some(usage),
                         ..
-                    } if role == "assistant" => s.turn_usage = s.turn_usage.add(*usage),
+                    } if role == "assistant" => s.turn_usage = s.turn_usage.plus(*usage),
                     PiEvent::AgentEnd => s.last_turn = Some(s.turn_usage),
                     _ => {}
                 });
