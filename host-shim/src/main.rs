@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use host_shim::commands::{self, process};
+use host_shim::local::log_output;
 use host_shim::transcript;
 use transport_core::platform::BotSelf;
 
@@ -133,6 +134,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = install_logging() {
+        eprintln!("host-shim: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -154,6 +159,24 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Log lines through `tracing` on stderr (docs/operations.md#logs): human lines on a terminal,
+/// JSON otherwise or with PI_BOT_CONNECT_LOG_FORMAT=json; RUST_LOG filters. Bad settings stop
+/// the process before anything starts, rather than logging nothing.
+fn install_logging() -> Result<(), log_output::LogSettingsError> {
+    use std::io::IsTerminal as _;
+    let terminal = std::io::stderr().is_terminal();
+    let format = log_output::format(
+        std::env::var(log_output::FORMAT_VAR).ok().as_deref(),
+        terminal,
+    )?;
+    let filter = log_output::filter(
+        std::env::var("RUST_LOG").ok().as_deref(),
+        process::debug_enabled(),
+    )?;
+    log_output::install(format, filter, terminal);
+    Ok(())
 }
 
 /// Which agent `run` drives.

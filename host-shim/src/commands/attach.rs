@@ -11,7 +11,7 @@ use crate::disk::lock::LockDir;
 use crate::disk::state_db::StateDb;
 use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
-use crate::local::logging::StderrLog;
+use crate::local::logging::TracingLog;
 use crate::pi::attach::{self, Bound, Link};
 use crate::pi::link::LinkSession;
 use crate::sandbox::pairing_budget::PairingBudget;
@@ -97,7 +97,6 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
     }
     let locks = LockDir::new(&paths.lock_dir);
     let state = Arc::new(state);
-    let debug = args.debug;
     let agent = link.agent();
     let bridge = crate::sandbox::runtime::component_digest(component);
     let starter: attach::SessionStarter = Box::new(move |described: LinkSession| {
@@ -105,7 +104,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
             // The project config is the one of pi's working directory.
             let config_sources = process::config_sources_in(Path::new(&described.cwd))?;
             let transport_state = Some(state_dir);
-            let log: Arc<dyn crate::local::logging::LogSink> = Arc::new(StderrLog::new(debug));
+            let log: Arc<dyn crate::local::logging::LogSink> = Arc::new(TracingLog::new());
             // Opt-in through the environment (pi starts this command); a transcript that
             // cannot be written is reported and the session runs without it.
             let transcript = crate::transcript::directory(None, &|name| std::env::var(name).ok())

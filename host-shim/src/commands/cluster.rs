@@ -20,12 +20,12 @@ use crate::cluster::seal::Gate;
 use crate::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
 use crate::cluster::subjects::Prefix;
 use crate::cluster::trust_settings::{self, TrustSettings};
-use crate::commands::serve::ServeArgs;
 use crate::commands::operator;
 use crate::commands::process;
+use crate::commands::serve::ServeArgs;
 use crate::disk::lock::LockDir;
 use crate::local::clock::{Clock, SystemClock};
-use crate::local::logging::StderrLog;
+use crate::local::logging::{TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::wit::agent::SessionInfo;
@@ -141,7 +141,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     let prefix = Prefix::new(&cluster.prefix)?;
     let config = crate::native_guest::read_transports_natively(&sources);
     for note in &config.notes {
-        eprintln!("[node] config: {}", note.text);
+        tracing::warn!(target: TARGET, scope = "node", "config: {}", note.text);
     }
     // Who this node is to NATS and the key it seals with, refused before anything is reached: a
     // cluster without them is open to anyone on the server (docs/security.md#cluster-security).
@@ -154,6 +154,8 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         &env,
     )?;
     for warning in &trust.warnings {
+        // On the terminal whatever RUST_LOG says: a node open to anyone on the server must
+        // not be started without its operator seeing so.
         eprintln!("[node] WARNING: {warning}");
     }
     // What is wrong with the command line is said before anything is reached.
@@ -188,8 +190,11 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         }
     }
     let (client, jetstream) = crate::cluster::connect(&cluster.url, &trust.auth).await?;
-    let log = operator::counted(Arc::new(StderrLog::new(args.debug)), metrics.as_ref());
     let holder = Holder::this_process();
+    let log = operator::counted(
+        Arc::new(TracingLog::for_node(&holder.description)),
+        metrics.as_ref(),
+    );
     let gate = Gate::new(trust.key.clone(), Arc::new(SystemClock), log.clone());
     let gate_for_metrics = gate.clone();
     let inbound = InboundSettings::for_lease_ttl(cluster.lock_ttl);

@@ -9,12 +9,12 @@ use anyhow::bail;
 use transport_core::Transport;
 
 use crate::agent::DemoAgent;
-use crate::commands::process::{self, cache_dir, debug_enabled, default_session_key, setup};
+use crate::commands::process::{self, cache_dir, default_session_key, setup};
 use crate::disk::lock::LockDir;
 use crate::disk::state_db::StateDb;
 use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
-use crate::local::logging::StderrLog;
+use crate::local::logging::TracingLog;
 use crate::local::terminal::{TerminalEvent, TerminalTransport};
 use crate::local::ui::{TerminalUi, Ui};
 use crate::sandbox::pairing_budget::PairingBudget;
@@ -137,7 +137,7 @@ pub async fn run(
         locks: LockDir::new(&setup.paths.lock_dir),
         pairing,
         clock,
-        log: Arc::new(StderrLog::new(debug_enabled())),
+        log: Arc::new(TracingLog::new()),
         exclusive: true,
         transcript,
     };

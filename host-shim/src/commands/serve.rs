@@ -30,7 +30,7 @@ use crate::disk::lock::{Claimant, LockDir, LockError};
 use crate::disk::state_db::StateDb;
 use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
-use crate::local::logging::{LogSink, StderrLog};
+use crate::local::logging::{LogSink, TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::pi::attach::{self, Bound, Link};
 use crate::pi::link::LinkSession;
@@ -271,7 +271,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
     // The database's own message names the file and the way back; no second layer.
     let (state, warnings) = StateDb::open(&paths.state_file, clock.now_ms())?;
     for warning in warnings {
-        eprintln!("[broker] warning: {warning}");
+        tracing::warn!(target: TARGET, scope = "broker", "{warning}");
     }
     let limits = Limits {
         // One more than the sessions: a trapped instance is replaced while it still exists.
@@ -284,16 +284,16 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         Some(&state_dir.join("cache")),
     )?);
     let metrics = args.metrics.map(|_| operator::metrics());
-    let log = operator::counted(Arc::new(StderrLog::new(args.debug)), metrics.as_ref());
+    let log = operator::counted(Arc::new(TracingLog::new()), metrics.as_ref());
     let state = Arc::new(state);
     let (bindings, warnings) =
         Bindings::kept_in(state.clone(), &bindings::path_beside(&paths.state_file)).await?;
     for warning in warnings {
-        eprintln!("[broker] warning: {warning}");
+        tracing::warn!(target: TARGET, scope = "broker", "{warning}");
     }
     let (pairing, warning) = PairingBudget::kept_in(state.clone(), "serve");
     if let Some(warning) = warning {
-        eprintln!("[broker] warning: {warning}");
+        tracing::warn!(target: TARGET, scope = "broker", "{warning}");
     }
     let broker = Broker::new(BrokerOptions {
         locks: locks.clone(),
@@ -346,7 +346,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         match process.start_session(key, info, agent, ui).await {
             Ok((session, _)) => demos.push(session),
             Err(error) => {
-                eprintln!("[broker] error: demo session {name:?} did not start: {error:#}")
+                tracing::error!(target: TARGET, scope = "broker", "demo session {name:?} did not start: {error:#}")
             }
         }
     }
@@ -365,7 +365,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
             () = &mut terminate => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => { links.spawn(process.clone().control(stream)); }
-                Err(e) => eprintln!("[broker] a control connection failed: {e}"),
+                Err(e) => tracing::warn!(target: TARGET, scope = "broker", "a control connection failed: {e}"),
             },
             Some(_) = links.join_next(), if !links.is_empty() => {}
         }
@@ -376,7 +376,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
     while links.join_next().await.is_some() {}
     for session in demos {
         if let Err(error) = session.shutdown().await {
-            eprintln!("[broker] error: {error:#}");
+            tracing::error!(target: TARGET, scope = "broker", "{error:#}");
         }
     }
     broker.shutdown().await;

@@ -2,6 +2,7 @@
 //! git says about the working directory (`work`).
 
 pub mod clock;
+pub mod log_output;
 pub mod logging;
 pub mod terminal;
 pub mod ui;

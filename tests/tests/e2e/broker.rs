@@ -9,7 +9,8 @@ use host_shim::broker::routing::PAIRING_ANSWER;
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::commands::operator;
 use host_shim::local::clock::ManualClock;
-use host_shim::local::logging::MemoryLog;
+use host_shim::local::log_output::{self, Captured, Format};
+use host_shim::local::logging::{LogSink, MemoryLog, TracingLog};
 use host_shim::local::ui::RecordingUi;
 use host_shim::ops::metrics::Metrics;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
@@ -36,6 +37,8 @@ struct World {
     /// The operator's metrics, counted by the broker and every session attached after
     /// they are set (`World::counted`).
     metrics: Option<Arc<Metrics>>,
+    /// The broker's and every session's log.
+    log: Arc<dyn LogSink>,
 }
 
 impl World {
@@ -47,6 +50,11 @@ impl World {
 
     /// A broker over `dirs` (a restart reuses them) whose one bot is `fake`.
     async fn with(dirs: Dirs, fake: FakeTransport) -> World {
+        World::with_log(dirs, fake, Arc::new(MemoryLog::default())).await
+    }
+
+    /// [`World::with`], the broker and its sessions logging to `log`.
+    async fn with_log(dirs: Dirs, fake: FakeTransport, log: Arc<dyn LogSink>) -> World {
         let state_file = dirs.dir.path().join("state.json");
         let (bindings, warnings) =
             Bindings::kept_in(dirs.state.clone(), &bindings::path_beside(&state_file))
@@ -57,7 +65,7 @@ impl World {
         let broker = Broker::new(BrokerOptions {
             locks: dirs.locks(),
             clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-            log: Arc::new(MemoryLog::default()),
+            log: log.clone(),
             build: Arc::new(move |_request| Built {
                 transports: vec![Arc::new(bot.handle()) as Arc<dyn Transport>],
                 notes: Vec::new(),
@@ -74,6 +82,7 @@ impl World {
             clock: Arc::new(ManualClock::new(1_700_000_000_000)),
             runtime: runtime(),
             metrics: None,
+            log,
         }
     }
 
@@ -113,7 +122,7 @@ impl World {
             locks: self.dirs.locks(),
             pairing: self.broker.pairing(),
             clock: self.clock.clone(),
-            log: operator::counted(Arc::new(MemoryLog::default()), self.metrics.as_ref()),
+            log: operator::counted(self.log.clone(), self.metrics.as_ref()),
             exclusive: true,
             transcript: None,
         };
@@ -785,4 +794,80 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
     }
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");
+}
+
+// Current-thread runtime: the capturing subscriber is this thread's default, and every task
+// of the flow (the broker's router, each session's actor and its guest calls) runs here.
+#[tokio::test]
+async fn a_scripted_flow_logs_no_token_no_chat_body_and_no_code() {
+    let captured = Captured::default();
+    let _default = log_output::capture_on_this_thread(Format::Json, "info", captured.clone());
+    let world = World::with_log(Dirs::new(), editable_fake(), Arc::new(TracingLog::new())).await;
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &[]).await;
+    let token = "ghp_PLANTEDa1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6";
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    world
+        .send(
+            "user-1",
+            "dm-1",
+            &format!("deploy-PLANTED-BODY with {token} and password=Hunter2Planted!"),
+        )
+        .await;
+    api.agent.wait_for_prompts(1).await;
+    world
+        .say(
+            "stranger-77",
+            "dm-s",
+            "/switch web",
+            "If a session of that name",
+        )
+        .await;
+    world
+        .send("stranger-77", "dm-s", "let me in STRANGER-PLANTED-BODY")
+        .await;
+    shown(&web.ui, "Messenger pairing code:").await;
+    let code: String = web
+        .ui
+        .notes()
+        .iter()
+        .rev()
+        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
+        .expect("a code");
+    world.say("stranger-77", "dm-s", &code, "Paired").await;
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
+
+    let output = captured.text();
+    // The scan reads real lines: the broker's, and the guest's through its log import.
+    for event in ["session attached", "paired remote identity"] {
+        assert!(output.contains(event), "no {event:?} line in:\n{output}");
+    }
+    for line in output.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).expect("one JSON object a line");
+        assert!(
+            value["spans"].as_array().is_some_and(|s| !s.is_empty()),
+            "{line}"
+        );
+    }
+    for planted in [
+        token,
+        "Hunter2Planted",
+        "PLANTED-BODY",
+        "deploy",
+        code.as_str(),
+    ] {
+        assert!(
+            !output.contains(planted),
+            "{planted:?} reached the log:\n{output}"
+        );
+    }
 }
