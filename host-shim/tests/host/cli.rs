@@ -42,6 +42,13 @@ impl Home {
     }
 
     fn command(&self, args: &[&str]) -> Command {
+        // What starts a bridge finds the component compiled; `doctor` and `preview` run none,
+        // and a test checks that `doctor` leaves the state directory as it found it.
+        if matches!(args.first(), Some(&("run" | "serve" | "attach")))
+            && let Some(state_dir) = self.state_file().parent()
+        {
+            crate::common::compiled::seed_cache(state_dir);
+        }
         let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
         command
             .args(args)

@@ -71,6 +71,7 @@ async fn the_extension_runs_attach_for_its_session_and_survives_its_crash() {
     let bridge = home.dir.path().join("bc");
     std::fs::create_dir_all(&bridge).unwrap();
     std::fs::write(bridge.join("config.json"), "{}").unwrap();
+    crate::common::compiled::seed_cache(&bridge);
     let mut args = home.args();
     args.push("-e".into());
     args.push(extension_path().display().to_string());

@@ -59,6 +59,7 @@ impl Node {
         args: &[&str],
         token: Option<&str>,
     ) -> Node {
+        crate::common::compiled::seed_cache(dir);
         let mut command = serve(nats);
         command
             .args(args)
@@ -165,6 +166,7 @@ async fn the_readme_three_node_setup_answers_a_chat_and_stops_cleanly() {
 
 /// Runs `serve` (already given its arguments) to its end; returns its stderr.
 async fn refused(mut command: Command, dir: &Path) -> (bool, String) {
+    crate::common::compiled::seed_cache(dir);
     command
         .current_dir(dir)
         .env("HOME", dir)

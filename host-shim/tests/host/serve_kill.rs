@@ -34,6 +34,7 @@ struct Broker {
 
 impl Broker {
     async fn start(dir: &Path, token: &str) -> Broker {
+        crate::common::compiled::seed_cache(dir);
         let mut child = Command::new(env!("CARGO_BIN_EXE_host-shim"))
             // A slow demo agent: each turn takes a few seconds, so prompts queue behind it.
             .args(["serve", "--demo", "api", "--pace", "1"])

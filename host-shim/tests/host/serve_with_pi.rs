@@ -29,6 +29,7 @@ fn status_note(v: &Value) -> bool {
 
 /// The bridge's own environment: config, state, and this build of host-shim.
 fn bridge_env(dir: &Path) -> Vec<(String, String)> {
+    crate::common::compiled::seed_cache(dir);
     vec![
         (
             "PI_BOT_CONNECT_HOST_SHIM".into(),

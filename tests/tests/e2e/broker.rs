@@ -13,7 +13,7 @@ use host_shim::local::log_output::{self, Captured, Format};
 use host_shim::local::logging::{LogSink, MemoryLog, TracingLog};
 use host_shim::local::ui::RecordingUi;
 use host_shim::ops::metrics::Metrics;
-use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::runtime::{Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::wit::session::{AgentEvent, TurnOrigin};
 use transport_core::{Envelope, Transport};
@@ -491,7 +491,7 @@ async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
         memory_bytes: 24 << 20,
         ..Limits::default()
     };
-    world.runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("compiles"));
+    world.runtime = crate::common::compiled::runtime(limits);
     let metrics = world.counted();
     let api = world.attach("api", &["user-1"]).await;
     let web = world.attach("web", &["user-1"]).await;

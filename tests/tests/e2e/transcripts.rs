@@ -361,14 +361,13 @@ async fn an_eight_digit_code_is_masked_and_its_pairing_replays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trap_and_the_restart_after_it_replay_identically() {
-    use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+    use host_shim::sandbox::runtime::Limits;
     // The memory cap of `trap_containment`: a message larger than it traps the guest.
     let limits = Limits {
         memory_bytes: 24 << 20,
         ..Limits::default()
     };
-    let runtime =
-        std::sync::Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"));
+    let runtime = crate::common::compiled::runtime(limits);
     let dirs = Dirs::new();
     let mut setup = Setup::new(&dirs, KEY);
     setup.runtime = runtime.clone();

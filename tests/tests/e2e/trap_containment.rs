@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::runtime::Limits;
 use host_shim::wit::session::{AgentEvent, TurnOrigin};
 
 use crate::common::{self, Dirs, Setup};
@@ -15,7 +15,7 @@ async fn an_out_of_memory_guest_is_contained_and_restarted() {
         memory_bytes: 24 << 20,
         ..Limits::default()
     };
-    let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"));
+    let runtime = crate::common::compiled::runtime(limits);
     let dirs = Dirs::new();
     let mut a = Setup::new(&dirs, "session-a");
     a.runtime = runtime.clone();
@@ -84,7 +84,7 @@ async fn a_guest_call_over_its_cpu_budget_is_interrupted_and_the_session_goes_on
         memory_bytes: 512 << 20,
         ..Limits::default()
     };
-    let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"));
+    let runtime = crate::common::compiled::runtime(limits);
     let dirs = Dirs::new();
     let agent = Arc::new(common::ScriptAgent::default());
     let mut setup = Setup::new(&dirs, "cpu");

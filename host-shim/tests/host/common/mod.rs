@@ -5,6 +5,8 @@
 
 #[path = "../../../../tests/tests/e2e/common/cluster.rs"]
 pub mod cluster;
+#[path = "../../../../tests/tests/e2e/common/compiled.rs"]
+pub mod compiled;
 #[path = "../../../../tests/tests/e2e/common/pi.rs"]
 pub mod pi;
 

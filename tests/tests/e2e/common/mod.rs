@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test module uses a different part of this module
 
 pub mod cluster;
+pub mod compiled;
 pub mod fake_model;
 pub mod pi;
 pub mod ripgrep;
@@ -21,7 +22,7 @@ use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::pairing_budget::PairingBudget;
-use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::runtime::{Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::transcript::Transcript;
 use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
@@ -37,8 +38,8 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// few sessions, one more while a trapped one is replaced, and some hold several.
 const SLOTS_PER_TEST: usize = 16;
 
-/// The component compiled once for all the tests of this binary (compiling is the slow
-/// part). Every test running at once takes its sessions from this one pool, and libtest
+/// The component loaded once for all the tests of this binary ([`compiled`]: compiled
+/// once for the whole run). Every test running at once takes its sessions from this one pool, and libtest
 /// runs as many at once as `RUST_TEST_THREADS` says, or as the machine has cores; the
 /// default 16 slots are one process's worth of sessions. A slot is address space reserved,
 /// not memory used, until an instance lives in it.
@@ -57,7 +58,7 @@ pub fn runtime() -> Arc<Runtime> {
                     .max(Limits::default().max_instances),
                 ..Limits::default()
             };
-            Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component compiles"))
+            compiled::runtime(limits)
         })
         .clone()
 }
