@@ -9,7 +9,7 @@ use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
+use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime, component_digest};
 
 /// The shared folder, with the component compiled in it (compiled by the first caller of
 /// this test binary, or loaded: an earlier binary of the same run left it there).
@@ -35,10 +35,13 @@ pub fn runtime(limits: Limits) -> Arc<Runtime> {
 pub fn seed_cache(state_dir: &Path) {
     let cache = state_dir.join("cache");
     private_dir(&cache);
+    // Only this build's: the folder keeps the files of earlier builds of the component.
+    let this_build = format!("bridge-{}", component_digest(EMBEDDED_COMPONENT));
     let compiled = std::fs::read_dir(shared()).expect("the shared folder reads");
     for entry in compiled.flatten() {
         let name = entry.file_name();
-        if !name.to_string_lossy().ends_with(".cwasm") {
+        let shown = name.to_string_lossy();
+        if !shown.starts_with(&this_build) || !shown.ends_with(".cwasm") {
             continue;
         }
         // A host already running here maps the file it loaded: rewriting it in place would
