@@ -90,6 +90,10 @@ enum Command {
         /// 127.0.0.1:9464 (off by default; see docs/operations.md).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        /// Serve a read-only dashboard at /dashboard on the --metrics listener (loopback
+        /// only), behind a token printed here; not with --nats.
+        #[arg(long, requires = "metrics", conflicts_with = "nats")]
+        dashboard: bool,
         /// With --nats: how the node logs in and the cluster key.
         #[command(flatten)]
         trust: commands::cluster::TrustFlags,
@@ -232,6 +236,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             prefix,
             lock_ttl,
             metrics,
+            dashboard,
             trust,
         } => {
             if !(0.0..=60.0).contains(&pace) {
@@ -248,6 +253,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 max_sessions,
                 debug: process::debug_enabled(),
                 metrics,
+                dashboard,
             };
             if let (Some(url), Some(role)) = (nats, role) {
                 if !(1.0..=600.0).contains(&lock_ttl) {

@@ -11,8 +11,9 @@ use crate::cluster::seal::Gate;
 use crate::factory;
 use crate::local::logging::LogSink;
 use crate::ops::counted_transport::CountedTransport;
+use crate::ops::dashboard::{self, View};
 use crate::ops::health::Check;
-use crate::ops::listener::{self, Endpoints, Listener, Readiness, Refresh};
+use crate::ops::listener::{self, Dashboard, Endpoints, Listener, Readiness, Refresh};
 use crate::ops::metrics::Metrics;
 use crate::ops::metrics_log::MetricsLog;
 
@@ -61,13 +62,16 @@ pub async fn listen(
     metrics: Arc<Metrics>,
     refresh: Refresh,
     ready: Readiness,
+    dashboard: Option<Dashboard>,
 ) -> anyhow::Result<Listener> {
+    let token = dashboard.as_ref().map(|d| d.token.clone());
     let listener = listener::start(
         addr,
         Endpoints {
             metrics,
             refresh,
             ready,
+            dashboard,
         },
     )
     .await?;
@@ -83,7 +87,52 @@ pub async fn listen(
          http://{0}/readyz",
         listener.addr()
     );
+    if let Some(token) = token {
+        // Like a pairing code: on the terminal only, never in a log line.
+        println!(
+            "host-shim serve: dashboard (read-only; this link holds its token, keep it to \
+             yourself) at http://{}/dashboard?token={token}",
+            listener.addr()
+        );
+    }
     Ok(listener)
+}
+
+/// The dashboard of a broker, with a fresh token, for `--dashboard`: served on loopback
+/// only, since its token travels in plain HTTP (an SSH tunnel reaches it from elsewhere).
+pub fn broker_dashboard(
+    addr: SocketAddr,
+    metrics: &Arc<Metrics>,
+    broker: &Arc<Broker>,
+) -> anyhow::Result<Dashboard> {
+    if !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "--dashboard is served on loopback only (its token would cross the network in \
+             plain HTTP): use --metrics 127.0.0.1:{}, and an SSH tunnel to reach it from \
+             another machine",
+            addr.port()
+        );
+    }
+    let token = dashboard::new_token()
+        .map_err(|e| anyhow::anyhow!("cannot make the dashboard's token: {e}"))?;
+    let (weak, metrics) = (Arc::downgrade(broker), metrics.clone());
+    Ok(Dashboard {
+        token,
+        view: Arc::new(move || {
+            let Some(broker) = weak.upgrade() else {
+                return View::default();
+            };
+            View {
+                sessions: broker
+                    .sessions()
+                    .into_iter()
+                    .map(|s| (s.name, s.busy))
+                    .collect(),
+                checks: broker.bot_checks(),
+                figures: metrics.figures(),
+            }
+        }),
+    })
 }
 
 /// The listener of a broker (`serve` without `--nats`): sessions by state and the
@@ -93,6 +142,7 @@ pub async fn listen_for_broker(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     broker: &Arc<Broker>,
+    dashboard: Option<Dashboard>,
 ) -> anyhow::Result<Listener> {
     let weak = Arc::downgrade(broker);
     let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
@@ -109,7 +159,7 @@ pub async fn listen_for_broker(
             .map(|broker| broker.bot_checks())
             .unwrap_or_default()
     });
-    listen(addr, metrics, refresh, ready).await
+    listen(addr, metrics, refresh, ready, dashboard).await
 }
 
 /// The listener of a cluster node, when `--metrics` asked for one: refused envelopes at each
@@ -127,5 +177,5 @@ pub async fn listen_for_node(
     let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
         metrics.set_nats_envelopes_refused(gate.refused());
     });
-    listen(addr, metrics, refresh, probe).await.map(Some)
+    listen(addr, metrics, refresh, probe, None).await.map(Some)
 }

@@ -56,6 +56,8 @@ pub struct ServeArgs {
     pub debug: bool,
     /// Serve metrics, `/healthz` and `/readyz` on this address (`--metrics`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the read-only dashboard on the metrics listener too (`--dashboard`).
+    pub dashboard: bool,
 }
 
 /// One request on the control socket.
@@ -309,7 +311,12 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
     let _listener = match (args.metrics, metrics) {
         (Some(addr), Some(metrics)) => {
             broker.count_in(metrics.clone());
-            Some(operator::listen_for_broker(addr, metrics, &broker).await?)
+            let dashboard = if args.dashboard {
+                Some(operator::broker_dashboard(addr, &metrics, &broker)?)
+            } else {
+                None
+            };
+            Some(operator::listen_for_broker(addr, metrics, &broker, dashboard).await?)
         }
         _ => None,
     };

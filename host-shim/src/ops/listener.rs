@@ -14,6 +14,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::dashboard::{self, View};
 use super::health::{self, Check};
 use super::metrics::Metrics;
 
@@ -43,6 +44,30 @@ pub struct Endpoints {
     pub refresh: Refresh,
     /// Called for each `/readyz`.
     pub ready: Readiness,
+    /// The dashboard, when this listener serves one.
+    pub dashboard: Option<Dashboard>,
+}
+
+/// The dashboard's token and what its page shows.
+#[derive(Clone)]
+pub struct Dashboard {
+    /// The token printed at the terminal.
+    pub token: String,
+    /// The page's content, read at each request.
+    pub view: Arc<dyn Fn() -> View + Send + Sync>,
+}
+
+/// What the listener reads of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The path.
+    pub path: &'a str,
+    /// The query, without `?`.
+    pub query: Option<&'a str>,
+    /// The `Cookie` header.
+    pub cookies: Option<&'a str>,
 }
 
 /// Why the listener did not start.
@@ -89,7 +114,13 @@ pub struct Answer {
     pub content_type: &'static str,
     /// Its body.
     pub body: String,
+    /// Further headers.
+    pub headers: Vec<(&'static str, String)>,
 }
+
+/// The dashboard's headers: no script, no frame, no referrer, no cache.
+const PAGE_POLICY: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'none'; frame-ancestors 'none'";
 
 impl Answer {
     fn text(status: StatusCode, body: impl Into<String>) -> Answer {
@@ -97,12 +128,51 @@ impl Answer {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    fn page(status: StatusCode, body: String) -> Answer {
+        Answer {
+            status,
+            content_type: "text/html; charset=utf-8",
+            body,
+            headers: vec![
+                ("content-security-policy", PAGE_POLICY.to_owned()),
+                ("x-frame-options", "DENY".to_owned()),
+                ("referrer-policy", "no-referrer".to_owned()),
+                ("x-content-type-options", "nosniff".to_owned()),
+            ],
         }
     }
 }
 
-/// The answer to `method path` (the pure part of the listener).
-pub fn respond(method: &Method, path: &str, endpoints: &Endpoints) -> Answer {
+/// `/dashboard`: the page with the right token; a token in the query is moved into a cookie
+/// and the browser sent back without it, so it stays out of the address bar and history.
+fn dashboard(asked: &Asked<'_>, dashboard: &Dashboard) -> Answer {
+    let offered = dashboard::offered_token(asked.query, asked.cookies);
+    if !offered.is_some_and(|t| dashboard::token_matches(t, &dashboard.token)) {
+        return Answer::page(StatusCode::UNAUTHORIZED, dashboard::refused());
+    }
+    if asked.query.is_some_and(|q| q.contains("token=")) {
+        let mut answer = Answer::page(StatusCode::SEE_OTHER, String::new());
+        answer.headers.push(("location", "/dashboard".to_owned()));
+        answer.headers.push((
+            "set-cookie",
+            format!(
+                "{}={}; Path=/dashboard; HttpOnly; SameSite=Strict",
+                dashboard::COOKIE,
+                dashboard.token
+            ),
+        ));
+        return answer;
+    }
+    Answer::page(StatusCode::OK, dashboard::render(&(dashboard.view)()))
+}
+
+/// The answer to `asked` (the pure part of the listener).
+pub fn respond(asked: &Asked<'_>, endpoints: &Endpoints) -> Answer {
+    let (method, path) = (asked.method, asked.path);
     if method != Method::GET && method != Method::HEAD {
         return Answer::text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served here\n");
     }
@@ -113,6 +183,7 @@ pub fn respond(method: &Method, path: &str, endpoints: &Endpoints) -> Answer {
                 status: StatusCode::OK,
                 content_type: METRICS_CONTENT_TYPE,
                 body: endpoints.metrics.render(),
+                headers: Vec::new(),
             }
         }
         // The process answers: that is all liveness means (a restart would not fix a
@@ -127,6 +198,10 @@ pub fn respond(method: &Method, path: &str, endpoints: &Endpoints) -> Answer {
             };
             Answer::text(status, health::render(&checks))
         }
+        "/dashboard" if endpoints.dashboard.is_some() => match &endpoints.dashboard {
+            Some(page) => dashboard(asked, page),
+            None => Answer::text(StatusCode::NOT_FOUND, "not found\n"),
+        },
         _ => Answer::text(
             StatusCode::NOT_FOUND,
             "not found; this listener serves /metrics, /healthz and /readyz\n",
@@ -156,15 +231,28 @@ pub async fn start(addr: SocketAddr, endpoints: Endpoints) -> Result<Listener, L
             let endpoints = endpoints.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let answer = respond(request.method(), request.uri().path(), &endpoints);
+                    let cookies = request
+                        .headers()
+                        .get(hyper::header::COOKIE)
+                        .and_then(|v| v.to_str().ok());
+                    let asked = Asked {
+                        method: request.method(),
+                        path: request.uri().path(),
+                        query: request.uri().query(),
+                        cookies,
+                    };
+                    let answer = respond(&asked, &endpoints);
                     let head = request.method() == Method::HEAD;
                     async move {
                         let body = if head { String::new() } else { answer.body };
-                        Response::builder()
+                        let mut response = Response::builder()
                             .status(answer.status)
                             .header("content-type", answer.content_type)
-                            .header("cache-control", "no-store")
-                            .body(Full::new(Bytes::from(body)))
+                            .header("cache-control", "no-store");
+                        for (name, value) in answer.headers {
+                            response = response.header(name, value);
+                        }
+                        response.body(Full::new(Bytes::from(body)))
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -194,12 +282,59 @@ mod tests {
                     Check::not_ready("bot telegram", "not connected yet")
                 }]
             }),
+            dashboard: Some(Dashboard {
+                token: "t0ken".into(),
+                view: Arc::new(View::default),
+            }),
         }
+    }
+
+    fn get<'a>(path: &'a str, query: Option<&'a str>, cookies: Option<&'a str>) -> Asked<'a> {
+        Asked {
+            method: &Method::GET,
+            path,
+            query,
+            cookies,
+        }
+    }
+
+    fn respond_get(path: &str, e: &Endpoints) -> Answer {
+        respond(&get(path, None, None), e)
+    }
+
+    #[test]
+    fn the_dashboard_needs_its_token_and_moves_it_out_of_the_address() {
+        let e = endpoints(true);
+        assert_eq!(
+            respond_get("/dashboard", &e).status,
+            StatusCode::UNAUTHORIZED
+        );
+        let wrong = respond(&get("/dashboard", Some("token=t0keN"), None), &e);
+        assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+        let linked = respond(&get("/dashboard", Some("token=t0ken"), None), &e);
+        assert_eq!(linked.status, StatusCode::SEE_OTHER);
+        assert!(
+            linked
+                .headers
+                .contains(&("location", "/dashboard".to_owned()))
+        );
+        let page = respond(
+            &get("/dashboard", None, Some("botconnect_dashboard=t0ken")),
+            &e,
+        );
+        assert_eq!(page.status, StatusCode::OK);
+        assert!(!page.body.contains("t0ken"), "{}", page.body);
+        let mut none = e.clone();
+        none.dashboard = None;
+        assert_eq!(
+            respond_get("/dashboard", &none).status,
+            StatusCode::NOT_FOUND
+        );
     }
 
     #[test]
     fn metrics_are_refreshed_at_each_scrape() {
-        let answer = respond(&Method::GET, "/metrics", &endpoints(true));
+        let answer = respond_get("/metrics", &endpoints(true));
         assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(answer.content_type, METRICS_CONTENT_TYPE);
         assert!(
@@ -213,7 +348,7 @@ mod tests {
 
     #[test]
     fn readiness_is_503_while_a_check_fails_and_liveness_stays_200() {
-        let answer = respond(&Method::GET, "/readyz", &endpoints(false));
+        let answer = respond_get("/readyz", &endpoints(false));
         assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(
             answer
@@ -223,11 +358,11 @@ mod tests {
             answer.body
         );
         assert_eq!(
-            respond(&Method::GET, "/healthz", &endpoints(false)).status,
+            respond_get("/healthz", &endpoints(false)).status,
             StatusCode::OK
         );
         assert_eq!(
-            respond(&Method::GET, "/readyz", &endpoints(true)).status,
+            respond_get("/readyz", &endpoints(true)).status,
             StatusCode::OK
         );
     }
@@ -236,12 +371,19 @@ mod tests {
     fn nothing_but_get_of_the_three_paths_is_served() {
         let e = endpoints(true);
         assert_eq!(
-            respond(&Method::POST, "/metrics", &e).status,
+            respond(
+                &Asked {
+                    method: &Method::POST,
+                    ..get("/metrics", None, None)
+                },
+                &e
+            )
+            .status,
             StatusCode::METHOD_NOT_ALLOWED
         );
-        assert_eq!(respond(&Method::GET, "/", &e).status, StatusCode::NOT_FOUND);
+        assert_eq!(respond_get("/", &e).status, StatusCode::NOT_FOUND);
         assert_eq!(
-            respond(&Method::GET, "/metrics/../state", &e).status,
+            respond_get("/metrics/../state", &e).status,
             StatusCode::NOT_FOUND
         );
     }

@@ -9,6 +9,7 @@
 //! both leak who talks to the bot and grow without bound).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -94,6 +95,9 @@ pub struct Metrics {
     traps: Counter,
     nats_refused: Counter,
     nats_leases: Family<KindLabel, Counter>,
+    /// The dashboard's figures, summed over every label: received, sent, failed, refused,
+    /// reported lost.
+    figures: [AtomicU64; 5],
 }
 
 impl Metrics {
@@ -120,6 +124,7 @@ impl Metrics {
             traps: Counter::default(),
             nats_refused: Counter::default(),
             nats_leases: Family::default(),
+            figures: Default::default(),
             registry: Registry::default(),
         };
         // Counters are registered without `_total`: the encoder adds it (OpenMetrics).
@@ -205,6 +210,19 @@ impl Metrics {
         text
     }
 
+    /// The delivery figures the dashboard draws, summed over transports.
+    pub fn figures(&self) -> Vec<(String, u64)> {
+        ["received", "sent", "failed", "refused", "reported lost"]
+            .iter()
+            .zip(&self.figures)
+            .map(|(label, n)| ((*label).to_owned(), n.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    fn figure(&self, which: usize) {
+        self.figures[which].fetch_add(1, Ordering::Relaxed);
+    }
+
     fn transport(&self, id: &str) -> String {
         if self.transports.contains(id) {
             id.to_owned()
@@ -244,6 +262,7 @@ impl Metrics {
 
     /// One message received from `transport`'s platform.
     pub fn envelope_received(&self, transport: &str) {
+        self.figure(0);
         self.envelopes_received
             .get_or_create(&TransportLabel {
                 transport: self.transport(transport),
@@ -255,8 +274,12 @@ impl Metrics {
     pub fn envelope_sent(&self, transport: &str, result: Result<(), &TransportError>) {
         let transport = self.transport(transport);
         let outcome = match result {
-            Ok(()) => "sent",
+            Ok(()) => {
+                self.figure(1);
+                "sent"
+            }
             Err(error) => {
+                self.figure(2);
                 self.platform_errors
                     .get_or_create(&ErrorLabels {
                         transport: transport.clone(),
@@ -277,6 +300,7 @@ impl Metrics {
     /// A send the broker refused before the platform saw it (the chat talks to another
     /// session).
     pub fn envelope_refused(&self, transport: &str) {
+        self.figure(3);
         self.envelopes_sent
             .get_or_create(&SendLabels {
                 transport: self.transport(transport),
@@ -321,6 +345,7 @@ impl Metrics {
             "paired remote identity" => count(&self.pairing, "paired"),
             "pairing closed" => count(&self.pairing, "budget_closed"),
             "outbound send failed" => {
+                self.figure(4);
                 let transport = self.transport(field("transport").unwrap_or_default());
                 self.deliveries_lost
                     .get_or_create(&TransportLabel { transport })

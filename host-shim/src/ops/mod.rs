@@ -2,6 +2,7 @@
 //! Prometheus metrics, health and readiness on one opt-in HTTP listener.
 
 pub mod counted_transport;
+pub mod dashboard;
 pub mod health;
 pub mod listener;
 pub mod metrics;

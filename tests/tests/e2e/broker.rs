@@ -19,7 +19,9 @@ use host_shim::wit::session::{AgentEvent, TurnOrigin};
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::FakeTransport;
 
-use crate::common::{Dirs, ScriptAgent, WAIT, editable_fake, http_get, runtime, user_config};
+use crate::common::{
+    Dirs, ScriptAgent, WAIT, browser, editable_fake, http_get, runtime, user_config,
+};
 
 /// One attached session.
 struct Attached {
@@ -702,7 +704,7 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
     let mut world = World::new().await;
     let metrics = world.counted();
     let listener =
-        operator::listen_for_broker("127.0.0.1:0".parse().unwrap(), metrics, &world.broker)
+        operator::listen_for_broker("127.0.0.1:0".parse().unwrap(), metrics, &world.broker, None)
             .await
             .expect("listens");
     let api = world.attach("api", &["user-1"]).await;
@@ -870,4 +872,128 @@ async fn a_scripted_flow_logs_no_token_no_chat_body_and_no_code() {
             "{planted:?} reached the log:\n{output}"
         );
     }
+}
+
+/// Drives the dashboard like a person: without the token, with a wrong one, then with the
+/// link printed at the terminal; prints what it saw as one JSON object.
+const DASHBOARD_SCRIPT: &str = r#"
+const { chromium } = require(process.env.PLAYWRIGHT);
+(async () => {
+  const context = await chromium.launchPersistentContext(process.env.PROFILE, {
+    executablePath: process.env.CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const page = await context.newPage();
+  const base = process.env.BASE;
+  const bare = await page.goto(base + '/dashboard');
+  const bareStatus = bare.status();
+  const bareText = await page.innerText('body');
+  const wrong = await page.goto(base + '/dashboard?token=0000');
+  const wrongStatus = wrong.status();
+  const linked = await page.goto(base + '/dashboard?token=' + process.env.TOKEN);
+  const status = linked.status();
+  const url = page.url();
+  const html = await page.content();
+  const sessions = await page.$$eval('[data-session]', rows => rows.map(r => r.getAttribute('data-session')));
+  const figures = await page.$$eval('[data-figure]', gs => gs.map(g => g.textContent));
+  const checks = await page.$$eval('[data-check]', rows => rows.map(r => r.textContent));
+  const scripts = await page.$$eval('script', s => s.length);
+  const cookies = (await context.cookies()).map(c => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }));
+  await context.close();
+  console.log(JSON.stringify({ bareStatus, bareText, wrongStatus, status, url, html, sessions, figures, checks, scripts, cookies }));
+})().catch(error => { console.error(error); process.exit(1); });
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
+    const TEST: &str =
+        "broker::the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret";
+    let Some(browser) = browser::require_browser(TEST).await else {
+        return;
+    };
+    let mut world = World::new().await;
+    let metrics = world.counted();
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let dashboard =
+        operator::broker_dashboard(addr, &metrics, &world.broker).expect("loopback is allowed");
+    let token = dashboard.token.clone();
+    let listener = operator::listen_for_broker(addr, metrics, &world.broker, Some(dashboard))
+        .await
+        .expect("listens");
+    let api = world.attach("api", &["user-1"]).await;
+    let web = world.attach("web", &[]).await;
+    world
+        .say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+    world
+        .send(
+            "user-1",
+            "dm-1",
+            "ship it with ghp_PLANTEDa1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6",
+        )
+        .await;
+    api.agent.wait_for_prompts(1).await;
+
+    let seen = browser::run(
+        &browser,
+        DASHBOARD_SCRIPT,
+        &[
+            ("BASE", format!("http://{}", listener.addr())),
+            ("TOKEN", token.clone()),
+        ],
+    )
+    .await
+    .expect("the browser ran");
+    let seen: serde_json::Value = serde_json::from_str(seen.trim()).expect("one JSON object");
+    assert_eq!(seen["bareStatus"], 401, "{seen}");
+    assert!(
+        seen["bareText"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("link printed at the terminal"),
+        "{seen}"
+    );
+    assert_eq!(seen["wrongStatus"], 401, "{seen}");
+    assert_eq!(seen["status"], 200, "{seen}");
+    // The token went into an HttpOnly cookie and out of the address bar.
+    assert!(
+        seen["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/dashboard")),
+        "{seen}"
+    );
+    assert_eq!(seen["cookies"][0]["httpOnly"], true, "{seen}");
+    assert_eq!(seen["cookies"][0]["sameSite"], "Strict", "{seen}");
+    assert_eq!(
+        seen["sessions"],
+        serde_json::json!(["api", "web"]),
+        "{seen}"
+    );
+    assert_eq!(seen["scripts"], 0, "{seen}");
+    let figures = seen["figures"].to_string();
+    assert!(
+        figures.contains("received") && figures.contains("sent"),
+        "{figures}"
+    );
+    let page = seen["html"].as_str().expect("the page");
+    for secret in [
+        token.as_str(),
+        "ghp_PLANTED",
+        "ship it",
+        "user-1",
+        "dm-1",
+        "key-api",
+        "/work/",
+    ] {
+        assert!(!page.contains(secret), "{secret:?} on the page: {page}");
+    }
+    api.session.shutdown().await.expect("shutdown");
+    web.session.shutdown().await.expect("shutdown");
 }

@@ -4,6 +4,7 @@
 //! ripgrep ([`ripgrep`]) and the fault soak ([`soak`]).
 #![allow(dead_code)] // each test module uses a different part of this module
 
+pub mod browser;
 pub mod cluster;
 pub mod compiled;
 pub mod fake_model;

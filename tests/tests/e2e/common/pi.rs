@@ -41,7 +41,7 @@ fn cache_dir() -> PathBuf {
     }
 }
 
-async fn output(
+pub async fn output(
     program: &str,
     args: &[&str],
     cwd: &Path,

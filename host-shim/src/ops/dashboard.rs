@@ -1,0 +1,182 @@
+//! The operator's dashboard (docs/operations.md#dashboard): one server-rendered page on the
+//! metrics listener, behind a token printed at the terminal, served only on loopback. It
+//! shows the attached sessions, the readiness checks and the delivery figures as small bar
+//! charts; nothing on it can change anything (the listener answers GET only, and approving
+//! stays the terminal's power), and it carries no script, so the page's policy forbids all.
+
+use super::health::Check;
+
+/// The cookie a browser keeps the token in after the link printed at the terminal.
+pub const COOKIE: &str = "botconnect_dashboard";
+
+/// What the page shows, already free of ids: session names as `/sessions` shows them,
+/// checks, counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    /// Attached sessions: name and whether a turn runs.
+    pub sessions: Vec<(String, bool)>,
+    /// The readiness checks.
+    pub checks: Vec<Check>,
+    /// Delivery figures: label and count.
+    pub figures: Vec<(String, u64)>,
+}
+
+/// A random token of 32 hex digits, printed at the terminal like a pairing code.
+pub fn new_token() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `offered` equals `token`, compared in time that does not depend on where they differ.
+pub fn token_matches(offered: &str, token: &str) -> bool {
+    let (a, b) = (offered.as_bytes(), token.as_bytes());
+    if a.len() != b.len() || token.is_empty() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The token a request offers: `?token=` in the query, else the dashboard's cookie.
+pub fn offered_token<'a>(query: Option<&'a str>, cookies: Option<&'a str>) -> Option<&'a str> {
+    let in_query = query.and_then(|q| {
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("token="))
+            .filter(|t| !t.is_empty())
+    });
+    in_query.or_else(|| {
+        cookies?.split(';').find_map(|cookie| {
+            cookie
+                .trim()
+                .strip_prefix(COOKIE)
+                .and_then(|rest| rest.strip_prefix('='))
+        })
+    })
+}
+
+/// `text` safe inside HTML text and attribute values.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The page.
+pub fn render(view: &View) -> String {
+    let mut html = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"referrer\" content=\"no-referrer\">\
+         <title>bot-connect</title><style>\
+         body{font:14px system-ui,sans-serif;margin:2em;max-width:50em;color:#222}\
+         table{border-collapse:collapse}td,th{padding:.2em .8em;text-align:left}\
+         .bar{fill:#4a7bd0}.no{color:#b00}.ok{color:#070}\
+         </style></head><body><h1>bot-connect</h1>",
+    );
+    html.push_str("<h2>Sessions</h2>");
+    if view.sessions.is_empty() {
+        html.push_str("<p>No session is attached.</p>");
+    } else {
+        html.push_str("<table><tr><th>session</th><th>state</th></tr>");
+        for (name, busy) in &view.sessions {
+            html.push_str(&format!(
+                "<tr data-session=\"{0}\"><td>{0}</td><td>{1}</td></tr>",
+                escape(name),
+                if *busy { "active" } else { "idle" }
+            ));
+        }
+        html.push_str("</table>");
+    }
+    html.push_str("<h2>Readiness</h2><table>");
+    for check in &view.checks {
+        html.push_str(&format!(
+            "<tr data-check><td>{}</td><td class=\"{}\">{}</td></tr>",
+            escape(&check.name),
+            if check.ready { "ok" } else { "no" },
+            escape(&check.detail)
+        ));
+    }
+    html.push_str("</table><h2>Deliveries</h2>");
+    let most = view
+        .figures
+        .iter()
+        .map(|(_, n)| *n)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let height = 22 * view.figures.len().max(1);
+    html.push_str(&format!(
+        "<svg width=\"480\" height=\"{height}\" role=\"img\" aria-label=\"delivery figures\">"
+    ));
+    for (row, (label, count)) in view.figures.iter().enumerate() {
+        let y = row * 22;
+        // Whole pixels of 240 for the largest figure: integer arithmetic, no float casts.
+        let width = count.saturating_mul(240) / most;
+        html.push_str(&format!(
+            "<g data-figure=\"{0}\"><text x=\"0\" y=\"{1}\">{0}</text>\
+             <rect class=\"bar\" x=\"170\" y=\"{2}\" width=\"{width}\" height=\"14\"></rect>\
+             <text x=\"{3}\" y=\"{1}\">{count}</text></g>",
+            escape(label),
+            y + 14,
+            y + 3,
+            175 + width
+        ));
+    }
+    html.push_str(
+        "</svg><p>Read-only. Approvals are answered at the session's terminal or in its chat, \
+         not here.</p></body></html>",
+    );
+    html
+}
+
+/// The page asking for the token.
+pub fn refused() -> String {
+    "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>bot-connect</title>\
+     </head><body><p>This dashboard needs the link printed at the terminal where \
+     <code>host-shim serve</code> started (it holds a token).</p></body></html>"
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_name_cannot_inject_markup() {
+        let view = View {
+            sessions: vec![("<script>alert(1)</script>\"x".into(), false)],
+            ..View::default()
+        };
+        let page = render(&view);
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(
+            page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;x"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn the_token_comes_from_the_query_or_the_cookie_and_must_match_whole() {
+        assert_eq!(offered_token(Some("a=1&token=abc"), None), Some("abc"));
+        assert_eq!(
+            offered_token(None, Some("x=1; botconnect_dashboard=def")),
+            Some("def")
+        );
+        assert_eq!(offered_token(Some("token="), None), None);
+        assert!(token_matches("abc", "abc"));
+        assert!(!token_matches("abd", "abc"));
+        assert!(!token_matches("ab", "abc"));
+        assert!(!token_matches("", ""));
+        let token = new_token().expect("random");
+        assert_eq!(token.len(), 32);
+    }
+}
