@@ -96,7 +96,11 @@ pub fn render(view: &View) -> String {
         }
         html.push_str("</table>");
     }
-    html.push_str("<h2>Readiness</h2><table>");
+    html.push_str("<h2>Readiness</h2>");
+    if view.checks.is_empty() {
+        html.push_str("<p>No bot has been asked for yet.</p>");
+    }
+    html.push_str("<table>");
     for check in &view.checks {
         html.push_str(&format!(
             "<tr data-check><td>{}</td><td class=\"{}\">{}</td></tr>",

@@ -900,6 +900,8 @@ const { chromium } = require(process.env.PLAYWRIGHT);
   const figures = await page.$$eval('[data-figure]', gs => gs.map(g => g.textContent));
   const checks = await page.$$eval('[data-check]', rows => rows.map(r => r.textContent));
   const scripts = await page.$$eval('script', s => s.length);
+  // The picture in the docs: BOT_CONNECT_DASHBOARD_SCREENSHOT=<file.png> takes it.
+  if (process.env.SHOT) await page.screenshot({ path: process.env.SHOT, fullPage: true });
   const cookies = (await context.cookies()).map(c => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }));
   await context.close();
   console.log(JSON.stringify({ bareStatus, bareText, wrongStatus, status, url, html, sessions, figures, checks, scripts, cookies }));
@@ -947,6 +949,10 @@ async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
         &[
             ("BASE", format!("http://{}", listener.addr())),
             ("TOKEN", token.clone()),
+            (
+                "SHOT",
+                std::env::var("BOT_CONNECT_DASHBOARD_SCREENSHOT").unwrap_or_default(),
+            ),
         ],
     )
     .await
