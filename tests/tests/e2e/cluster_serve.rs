@@ -566,10 +566,13 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
     let listen = |probe| {
         operator::listen_for_node(Some(addr), Some(operator::metrics()), &cluster.gate, probe)
     };
-    let at_ingress = listen(ingress.probe())
-        .await
-        .expect("listens")
-        .expect("asked");
+    let metrics = operator::metrics();
+    ingress.count_in(metrics.clone());
+    let at_ingress =
+        operator::listen_for_node(Some(addr), Some(metrics), &cluster.gate, ingress.probe())
+            .await
+            .expect("listens")
+            .expect("asked");
     let at_node = listen(node.probe()).await.expect("listens").expect("asked");
     let (ingress_addr, node_addr) = (at_ingress.addr(), at_node.addr());
     let ready = |addr, want: u16, needle: &'static str| async move {
@@ -584,6 +587,18 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
         ready(node_addr, 200, "nats: ok (connected)")
     })
     .await;
+
+    eventually("the session runs", || async {
+        (node.running().len() == 1).then_some(())
+    })
+    .await;
+    // The only session: the chat is bound to it by its first message, counted at the ingress.
+    cluster.say(1, "one", "You asked").await;
+    let (_, scraped) = http_get(ingress_addr, "/metrics").await;
+    assert!(
+        scraped.contains("botconnect_envelopes_received_total{transport=\"telegram\"} 1"),
+        "{scraped}"
+    );
 
     cluster.nats.kill();
     for addr in [ingress_addr, node_addr] {
