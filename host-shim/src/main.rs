@@ -247,6 +247,17 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             if !(1..=100_000).contains(&max_sessions) {
                 bail!("--max-sessions must be between 1 and 100000, got {max_sessions}");
             }
+            // Said before the broker takes its lock or opens the state: nothing starts.
+            if let (true, Some(addr)) = (dashboard, metrics)
+                && !addr.ip().is_loopback()
+            {
+                bail!(
+                    "--dashboard is served on loopback only (its token would cross the network \
+                     in plain HTTP): use --metrics 127.0.0.1:{}, and an SSH tunnel to reach it \
+                     from another machine",
+                    addr.port()
+                );
+            }
             let args = commands::serve::ServeArgs {
                 demo,
                 pace: Duration::from_secs_f64(pace),

@@ -757,3 +757,32 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
         "{output}"
     );
 }
+
+#[test]
+fn a_dashboard_beyond_loopback_is_refused_before_anything_starts() {
+    let home = Home::new();
+    let (status, output) =
+        finish(home.command(&["serve", "--metrics", "0.0.0.0:0", "--dashboard"]));
+    assert!(!status.success(), "{output}");
+    assert!(
+        output.contains("--dashboard is served on loopback only"),
+        "{output}"
+    );
+    assert!(output.contains("--metrics 127.0.0.1:"), "{output}");
+    let state = home.state_file().with_extension("sqlite3");
+    assert!(!state.exists(), "the state was opened: {output}");
+}
+
+#[test]
+fn a_log_filter_that_does_not_parse_stops_the_process_with_an_example() {
+    let home = Home::new();
+    let mut command = home.command(&["doctor"]);
+    command.env("RUST_LOG", "bot_connect=loud");
+    let (status, output) = finish(command);
+    assert!(!status.success(), "{output}");
+    assert!(
+        output.contains("RUST_LOG=\"bot_connect=loud\" is not a filter"),
+        "{output}"
+    );
+    assert!(output.contains("RUST_LOG=bot_connect=info"), "{output}");
+}
