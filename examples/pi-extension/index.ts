@@ -651,8 +651,15 @@ function installLink(pi: ExtensionAPI) {
 				newline = buffer.indexOf("\n");
 			}
 		});
-		s.on("error", (error) => {
-			if (socket === s) linkDown(`the link to host-shim failed (${describe(error)})`, true);
+		s.on("error", (error: any) => {
+			if (socket !== s) return;
+			// A write racing the host's close (a streamed draft, say) fails with EPIPE or
+			// ECONNRESET: that is the host going away, and is said as such.
+			if (error?.code === "EPIPE" || error?.code === "ECONNRESET") {
+				linkDown("host-shim closed the link", true);
+			} else {
+				linkDown(`the link to host-shim failed (${describe(error)})`, true);
+			}
 		});
 		s.on("close", () => {
 			if (socket === s) linkDown("host-shim closed the link", true);
@@ -957,6 +964,18 @@ function installLink(pi: ExtensionAPI) {
 				output: visibleText(event.result?.content).slice(-64 * 1024),
 			});
 		}
+	});
+
+	// The answer as it is written, a few times a second at most (the bridge shows it only
+	// with bridge.streamPreview, and edits a card once a second by default).
+	let lastDraftAt = 0;
+	pi.on("message_update", async (event) => {
+		const message: any = event.message;
+		if (message?.role !== "assistant" || !runOpen) return;
+		const now = Date.now();
+		if (now - lastDraftAt < 250) return;
+		lastDraftAt = now;
+		send({ type: "assistant_draft", text: visibleText(message.content) });
 	});
 
 	pi.on("message_end", async (event) => {

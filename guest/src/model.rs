@@ -548,6 +548,8 @@ pub enum AgentEvent {
     AssistantMessage(String),
     /// A line shown on the turn's card, the latest replacing the last; empty clears it.
     Notice(String),
+    /// The assistant message so far, while the model writes it.
+    AssistantDraft(String),
     /// The turn is over.
     TurnSettled,
 }

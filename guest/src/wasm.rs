@@ -487,6 +487,9 @@ impl wit_session::Guest for Component {
                 model::AgentEvent::AssistantMessage(text)
             }
             wit_session::AgentEvent::Notice(text) => model::AgentEvent::Notice(text),
+            wit_session::AgentEvent::AssistantDraft(text) => {
+                model::AgentEvent::AssistantDraft(text)
+            }
             wit_session::AgentEvent::TurnSettled => model::AgentEvent::TurnSettled,
         };
         with_bridge(|bridge, host| bridge.on_agent_event(host, event));

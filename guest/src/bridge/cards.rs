@@ -69,6 +69,9 @@ pub(super) struct Turn {
     /// The agent's latest notice (an extension's notify or status), shown under the steps:
     /// one line that the next replaces, so notices never become messages of their own.
     notice: Option<String>,
+    /// What the card shows of the answer being written (`bridge.streamPreview`), already
+    /// held back and redacted ([`session_commands::preview`]).
+    draft: Option<String>,
 }
 
 impl Turn {
@@ -84,6 +87,7 @@ impl Turn {
             audience: Vec::new(),
             allowed_for_turn: BTreeSet::new(),
             notice: None,
+            draft: None,
         }
     }
 
@@ -169,6 +173,10 @@ impl Turn {
             let skip = self.lines.len().saturating_sub(CARD_LINES);
             self.lines[skip..].join("\n")
         };
+        let steps = match &self.draft {
+            Some(draft) => format!("{steps}\n✎ {draft}"),
+            None => steps,
+        };
         match &self.notice {
             Some(notice) => format!("{steps}\nℹ {notice}"),
             None => steps,
@@ -235,11 +243,25 @@ impl Bridge {
             }
             return;
         }
+        // The answer as it is written: on the card, edited with the card's own throttle, so a
+        // preview costs no message of its own and the final answer replaces it.
+        if let AgentEvent::AssistantDraft(text) = &event {
+            if self.config.stream_preview
+                && let Some(turn) = self.turn.as_mut()
+            {
+                let shown = session_commands::preview(text);
+                if shown != turn.draft {
+                    turn.draft = shown;
+                    self.refresh_cards(host, false);
+                }
+            }
+            return;
+        }
         // An event with no turn open means the bridge was restarted mid-turn: adopt the
         // turn (as remote, so the tool policy fails closed) rather than lose its reply.
         let turn = self.turn_or_adopt();
         match event {
-            AgentEvent::TurnStarted(_) | AgentEvent::Notice(_) => {}
+            AgentEvent::TurnStarted(_) | AgentEvent::Notice(_) | AgentEvent::AssistantDraft(_) => {}
             AgentEvent::ToolStarted(name) => {
                 if Turn::take(&mut turn.blocked, &name) {
                     turn.blocked_running.push(name);
@@ -256,11 +278,15 @@ impl Bridge {
                 self.refresh_cards(host, false);
             }
             AgentEvent::AssistantMessage(text) => {
+                // The message is whole: its preview has done its job.
+                turn.draft = None;
                 if !text.trim().is_empty() {
                     turn.last_assistant = Some(text);
                 }
             }
             AgentEvent::TurnSettled => {
+                // The final answer replaces the preview: the card ends on its steps.
+                turn.draft = None;
                 // Bring every card to its final state before the answer lands under it.
                 self.refresh_cards(host, true);
                 // Decided while the turn is still open: the answer goes where its card went.

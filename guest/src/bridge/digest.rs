@@ -45,7 +45,7 @@ impl WorkMemory {
             }
             AgentEvent::ToolStarted(name) => self.running_tool = Some(name.clone()),
             AgentEvent::ToolFinished { .. } | AgentEvent::TurnSettled => self.running_tool = None,
-            AgentEvent::Notice(_) => {}
+            AgentEvent::Notice(_) | AgentEvent::AssistantDraft(_) => {}
             AgentEvent::AssistantMessage(text) => {
                 if text.trim().is_empty() {
                     return;

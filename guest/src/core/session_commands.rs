@@ -226,6 +226,44 @@ pub fn done_text(ms: u64, files: Option<usize>, tests: Option<&str>) -> String {
     }
 }
 
+/// Characters of the answer a card's preview shows: its end, as a phone shows the latest.
+const PREVIEW_CHARS: usize = 600;
+
+/// The part of an answer still being written that a card may show (`bridge.streamPreview`),
+/// or `None` while there is nothing safe to show. A secret must never show, even for one
+/// edit, and redaction can only recognise a secret it sees whole: so the unfinished last
+/// word is held back (a token streamed in pieces shows only once it is complete, and then
+/// redacted), so is everything from a `-----BEGIN` without its `-----END` (a key block
+/// recognised by its end), and the text kept is redacted from its start before its end is
+/// cut for the card (a window starting inside a token would hide what it is).
+pub fn preview(draft: &str) -> Option<String> {
+    let complete = match draft.rfind(char::is_whitespace) {
+        Some(at) => &draft[..at],
+        None => return None,
+    };
+    let complete = match complete.rfind("-----BEGIN") {
+        Some(at) if !complete[at..].contains("-----END") => &complete[..at],
+        _ => complete,
+    };
+    let redacted = crate::core::redact::redact(complete).text;
+    let redacted = redacted.trim();
+    if redacted.is_empty() {
+        return None;
+    }
+    let count = redacted.chars().count();
+    if count <= PREVIEW_CHARS {
+        return Some(redacted.to_string());
+    }
+    // The end, from a word boundary: a cut through a word (or a redaction marker) reads as
+    // something else.
+    let tail: String = redacted.chars().skip(count - PREVIEW_CHARS).collect();
+    let tail = match tail.find(char::is_whitespace) {
+        Some(at) => tail[at..].trim_start(),
+        None => tail.as_str(),
+    };
+    Some(format!("…{tail}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,6 +445,34 @@ mod tests {
         );
         assert_eq!(done_text(61_000, Some(0), None), "Done in 1m01s.");
         assert_eq!(done_text(61_000, None, None), "Done in 1m01s.");
+    }
+
+    #[test]
+    fn a_preview_never_shows_a_secret_streamed_in_pieces() {
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        // Every prefix of a stream carrying the token: no preview shows any of its body.
+        let stream = format!("Use the key {token} to push, then run the tests.");
+        for end in 0..=stream.len() {
+            if !stream.is_char_boundary(end) {
+                continue;
+            }
+            if let Some(shown) = preview(&stream[..end]) {
+                assert!(!shown.contains("abcdefghij"), "{end}: {shown}");
+                assert!(!shown.contains("ghp_a"), "{end}: {shown}");
+            }
+        }
+        assert_eq!(preview("Hello wor").as_deref(), Some("Hello"));
+        assert_eq!(preview("Hello"), None, "one unfinished word: nothing yet");
+        // A key block shows nothing of itself until it is closed.
+        let pem = "Here:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ \nmore ";
+        assert_eq!(preview(pem).as_deref(), Some("Here:"));
+        // A long answer shows its end, from a word boundary.
+        let long = format!("{} end of it ", "word ".repeat(300));
+        let shown = preview(&long).expect("shown");
+        assert!(
+            shown.starts_with("…word") && shown.ends_with("end of it"),
+            "{shown}"
+        );
     }
 
     #[test]

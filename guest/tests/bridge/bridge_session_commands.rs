@@ -270,3 +270,57 @@ fn a_long_remote_turn_ends_with_one_done_message() {
             .any(|t| t.starts_with("Done in"))
     );
 }
+
+/// With `bridge.streamPreview` the card shows the answer as it is written
+/// (docs/pi.md#streaming-preview): a token streamed in pieces never shows, not even in one
+/// edit, and the final answer replaces the preview.
+#[test]
+fn the_streamed_preview_never_shows_a_secret_and_gives_way_to_the_answer() {
+    let (mut bridge, mut host) =
+        paired(r#"{"bridge":{"streamPreview":true,"progressMinIntervalMs":0}}"#);
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let answer = format!("Use the key {token} to push, then run the tests.");
+    let mut end = 0;
+    while end < answer.len() {
+        end = (end + 7).min(answer.len());
+        bridge.on_agent_event(&mut host, AgentEvent::AssistantDraft(answer[..end].into()));
+    }
+    let texts = host.all_send_texts();
+    assert!(
+        texts.iter().any(|t| t.contains("✎ Use the key")),
+        "the preview shows: {texts:#?}"
+    );
+    for text in &texts {
+        assert!(
+            !text.contains("abcdefghij") && !text.contains("ghp_a"),
+            "{text}"
+        );
+    }
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantMessage(answer.clone()));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnSettled);
+    let last_card = host
+        .sent
+        .iter()
+        .rev()
+        .find(|m| m.kind == guest::model::OutboundKind::Progress)
+        .expect("a card");
+    assert!(
+        !last_card.text.contains('✎'),
+        "the card ends on its steps: {}",
+        last_card.text
+    );
+    for text in host.all_send_texts() {
+        assert!(!text.contains("abcdefghij"), "{text}");
+    }
+}
+
+#[test]
+fn no_preview_unless_switched_on() {
+    let (mut bridge, mut host) = paired(r#"{"bridge":{"progressMinIntervalMs":0}}"#);
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    bridge.on_agent_event(&mut host, AgentEvent::AssistantDraft("Hello there ".into()));
+    assert!(!host.all_send_texts().iter().any(|t| t.contains('✎')));
+}

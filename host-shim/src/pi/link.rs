@@ -85,6 +85,11 @@ pub enum FromExtension {
         /// The text.
         text: String,
     },
+    /// The assistant message being written, as far as it goes (at most every 250 ms).
+    AssistantDraft {
+        /// Its visible text so far.
+        text: String,
+    },
     /// The run is over.
     TurnSettled,
     /// The prompt being worked on (digest).
@@ -536,6 +541,7 @@ pub fn agent_event(message: &FromExtension) -> Option<AgentEvent> {
         }),
         FromExtension::AssistantMessage { text } => AgentEvent::AssistantMessage(text.clone()),
         FromExtension::Notice { text } => AgentEvent::Notice(text.clone()),
+        FromExtension::AssistantDraft { text } => AgentEvent::AssistantDraft(text.clone()),
         FromExtension::TurnSettled => AgentEvent::TurnSettled,
         _ => return None,
     })

@@ -183,6 +183,13 @@ pub enum PiEvent {
         /// Its text parts, joined.
         text: String,
     },
+    /// A message is being written (`message_update`): the assistant's text so far.
+    MessageUpdate {
+        /// `assistant`, …
+        role: String,
+        /// Its text parts so far, joined.
+        text: String,
+    },
     /// A message is complete.
     MessageEnd {
         /// `user`, `assistant`, `toolResult`, …
@@ -360,7 +367,7 @@ pub fn parse_line(line: &str) -> RpcLine {
         "extension_ui_request" => parse_ui(&object),
         "agent_start" => RpcLine::Event(PiEvent::AgentStart),
         "agent_end" => RpcLine::Event(PiEvent::AgentEnd),
-        "message_start" | "message_end" => parse_message(&kind, &object),
+        "message_start" | "message_end" | "message_update" => parse_message(&kind, &object),
         "tool_execution_start" | "tool_execution_end" => parse_tool(&kind, &object),
         "auto_retry_start" => RpcLine::Event(PiEvent::AutoRetryStart),
         "auto_retry_end" => RpcLine::Event(PiEvent::AutoRetryEnd {
@@ -455,12 +462,20 @@ fn parse_ui(object: &Map<String, Value>) -> RpcLine {
 
 fn parse_message(kind: &str, object: &Map<String, Value>) -> RpcLine {
     let Some(Value::Object(message)) = object.get("message") else {
+        // A streaming step without its partial message is noise to skip, not a broken
+        // line: a warning per token would bury the terminal.
+        if kind == "message_update" {
+            return RpcLine::Ignored(kind.to_string());
+        }
         return RpcLine::Invalid(format!("a {kind} without a message object"));
     };
     let role = text_field(message, "role");
     let text = visible_text(message.get("content"));
     if kind == "message_start" {
         return RpcLine::Event(PiEvent::MessageStart { role, text });
+    }
+    if kind == "message_update" {
+        return RpcLine::Event(PiEvent::MessageUpdate { role, text });
     }
     RpcLine::Event(PiEvent::MessageEnd {
         role,
@@ -889,6 +904,18 @@ mod tests {
         let state = parse_state(Some(&data));
         assert_eq!(state.model.as_deref(), Some("fake/m2"));
         assert_eq!(state.thinking_level.as_deref(), Some("high"));
+    }
+
+    #[test]
+    fn a_streamed_message_reads_as_its_text_so_far() {
+        let line = r#"{"type":"message_update","message":{"role":"assistant","content":[{"type":"text","text":"Hello wor"}]},"assistantMessageEvent":{"type":"text_delta","delta":"wor"}}"#;
+        assert_eq!(
+            parse_line(line),
+            RpcLine::Event(PiEvent::MessageUpdate {
+                role: "assistant".into(),
+                text: "Hello wor".into(),
+            })
+        );
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub const GATE_VERSION: u64 = 1;
 const PROMPT_ACK_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a session command may wait for pi's answer; a compaction is a model call.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+/// Least time between two drafts of an answer sent to the bridge.
+const DRAFT_EVERY: Duration = Duration::from_millis(250);
 /// How long `/compact` may take: pi answers when the summary is written.
 const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest stdout line kept: `agent_end` repeats the whole run, which can be large.
@@ -291,6 +293,8 @@ struct Shared {
     turn_usage: Usage,
     /// The model calls of the last finished run (`/usage`, the footer).
     last_turn: Option<Usage>,
+    /// When the last draft of an answer went to the bridge.
+    last_draft: Option<std::time::Instant>,
 }
 
 struct Inner {
@@ -562,6 +566,22 @@ impl PiRpcAgent {
             }) => {
                 let text = format!("a pi extension failed in {event} ({extension}): {error}");
                 self.inner.ui.notify(Level::Warning, &text).await;
+            }
+            RpcLine::Event(PiEvent::MessageUpdate { role, text }) => {
+                // pi streams a line per token; the bridge needs a draft a few times a second
+                // at most (a card edits at most once a second by default).
+                let due = role == "assistant"
+                    && self.shared(|s| {
+                        let now = std::time::Instant::now();
+                        let due = s.last_draft.is_none_or(|at| now - at >= DRAFT_EVERY);
+                        if due {
+                            s.last_draft = Some(now);
+                        }
+                        due
+                    });
+                if due {
+                    self.emit(AgentSignal::Event(AgentEvent::AssistantDraft(text)));
+                }
             }
             RpcLine::Event(event) => {
                 // Before the turn's events go out: the bridge asks for the last turn's usage

@@ -124,7 +124,8 @@ impl PiTurns {
                 self.retrying = false;
                 Vec::new()
             }
-            PiEvent::ExtensionError { .. } => Vec::new(),
+            // Drafts go out from the reader, throttled by time (`rpc_agent`).
+            PiEvent::ExtensionError { .. } | PiEvent::MessageUpdate { .. } => Vec::new(),
         }
     }
 }

@@ -311,6 +311,9 @@ impl Scrubber {
                         AgentEvent::AssistantMessage(self.text(&text))
                     }
                     AgentEvent::Notice(text) => AgentEvent::Notice(self.text(&text)),
+                    AgentEvent::AssistantDraft(text) => {
+                        AgentEvent::AssistantDraft(self.text(&text))
+                    }
                     other => other,
                 },
             },

@@ -413,3 +413,40 @@ async fn session_commands_from_the_chat_switch_the_model_and_start_over() {
     );
     t.stop().await;
 }
+
+/// `bridge.streamPreview` against the real pi (docs/pi.md#streaming-preview): the card shows
+/// the answer while the fake model streams it in two pieces, and the token the model sends
+/// split across them never shows, on the card or anywhere else.
+#[tokio::test]
+async fn a_streamed_preview_never_shows_a_secret_sent_in_pieces() {
+    let Some(t) = start_with(
+        "a_streamed_preview_never_shows_a_secret",
+        r#"{"bridge":{"remoteToolPolicy":"read-only","streamPreview":true,"progressMinIntervalMs":0}}"#,
+        None,
+    )
+    .await
+    else {
+        return;
+    };
+    t.harness.pair("alice").await;
+    // The fake model answers "Hello from fake model. You said: <text>" in two deltas, split
+    // in the middle: inside the token.
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    t.harness
+        .say("alice", &format!("KEY {token} end"), "You said: KEY")
+        .await;
+    assert!(
+        t.card_shows("✎ Hello from fake model"),
+        "the card showed the answer being written: {:#?}",
+        t.harness.fake.edits()
+    );
+    let sent = t.harness.fake.sent().into_iter().map(|m| m.message.text);
+    let edited = t.harness.fake.edits().into_iter().map(|m| m.text);
+    for text in sent.chain(edited) {
+        assert!(
+            !text.contains("abcdefghij"),
+            "a part of the token showed: {text}"
+        );
+    }
+    t.stop().await;
+}

@@ -161,6 +161,7 @@ pub(super) fn apply_bridge(
             "maxQueuedPrompts" => int_in(value, 1, i64::from(super::schema::MAX_QUEUED_PROMPTS))
                 .map(|n| config.max_queued_prompts = n as u32),
             "denyCommands" => deny_commands(value, config),
+            "streamPreview" => boolean(value).map(|b| config.stream_preview = b),
             "doneNoticeAfterMs" => int_in(value, 0, 86_400_000)
                 .map(|n| config.done_notice_after_ms = n as u64),
             "usageFooter" => match value.as_str() {

@@ -76,6 +76,8 @@ pub fn narrow_bridge(
         attachments.max_bytes => "attachments.maxBytes", at_most;
         broadcast.progress => "broadcast.progress", |p: &bool, _: &bool| !*p;
         broadcast.replies => "broadcast.replies", |p: &bool, _: &bool| !*p;
+        // Showing the answer while it is written is more broadcast: a project may only turn it off.
+        stream_preview => "streamPreview", |p: &bool, _: &bool| !*p;
         rate_limit.prompts_per_minute => "rateLimit.promptsPerMinute", lower_limit;
         rate_limit.commands_per_minute => "rateLimit.commandsPerMinute", lower_limit;
         progress_min_interval_ms => "progressMinIntervalMs", |p: &u64, u: &u64| p >= u;

@@ -207,6 +207,8 @@ pub struct BridgeConfig {
     /// A remote turn that ran at least this long ends with one short new message
     /// (`bridge.doneNoticeAfterMs`); 0 turns it off.
     pub done_notice_after_ms: u64,
+    /// The card shows the answer as the model writes it (`bridge.streamPreview`).
+    pub stream_preview: bool,
 }
 
 /// `bridge.maxQueuedPrompts` when unset: a phone user rarely means more than a handful of
@@ -268,6 +270,7 @@ impl Default for BridgeConfig {
             deny_commands: Vec::new(),
             usage_footer: UsageFooter::Off,
             done_notice_after_ms: 0,
+            stream_preview: false,
         }
     }
 }
@@ -326,6 +329,7 @@ impl BridgeConfig {
             deny_commands: self.deny_commands.iter().map(|c| c.name()).collect(),
             usage_footer: self.usage_footer.as_str(),
             done_notice_after_ms: self.done_notice_after_ms,
+            stream_preview: self.stream_preview,
         };
         // Strings, booleans and integers always serialize; the fallback only keeps this total.
         let shown = serde_json::to_string_pretty(&view)
@@ -366,6 +370,7 @@ struct BridgeJson<'a> {
     deny_commands: Vec<&'static str>,
     usage_footer: &'static str,
     done_notice_after_ms: u64,
+    stream_preview: bool,
 }
 
 /// `bridge.remoteApproval` as shown.
@@ -471,7 +476,8 @@ mod tests {
   "maxQueuedPrompts": 100,
   "denyCommands": [],
   "usageFooter": "off",
-  "doneNoticeAfterMs": 0
+  "doneNoticeAfterMs": 0,
+  "streamPreview": false
 }"#;
         assert_eq!(BridgeConfig::default().to_pretty_json(), expected);
         let named = BridgeConfig {
