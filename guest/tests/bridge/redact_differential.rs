@@ -140,8 +140,19 @@ fn mixture() -> impl Strategy<Value = String> {
     })
 }
 
+/// Cases per property: proptest's own `PROPTEST_CASES` when it is set (a long run:
+/// `PROPTEST_CASES=20000 cargo test -p guest --test bridge redact_differential`), else 500.
+/// 2,000 mixtures took over a minute of an unoptimised test build, a third of the suite's
+/// time; the fuzzers (docs/fuzzing.md) read far more inputs through the same engine.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(500)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     /// Any string at all, control characters and every plane included: no panic, same result.
     #[test]
