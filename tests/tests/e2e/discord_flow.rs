@@ -231,13 +231,9 @@ async fn pair_prompt_card_and_a_long_reply_in_messages_under_2000_units() {
             .message_create(d.dm("please fix the parser"))
             .is_some()
     );
-    let agent = d.agent.clone();
-    let prompted = d
-        .loopback
-        .rest
-        .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
-        .await;
-    assert!(prompted, "the prompt reached the agent");
+    // Waited for on the agent: the server's wait re-reads its condition only when the
+    // server's own state changes, so a prompt reaching the agent was seen at the deadline.
+    d.agent.wait_for_prompts(1).await;
     assert_eq!(d.agent.prompts.lock().unwrap()[0], "please fix the parser");
 
     d.agent.busy.store(true, Ordering::SeqCst);
@@ -390,13 +386,9 @@ async fn a_strangers_click_is_refused_privately_and_the_owners_click_approves_in
             .message_create(d.mention("run the tests"))
             .is_some()
     );
-    let agent = d.agent.clone();
-    let prompted = d
-        .loopback
-        .rest
-        .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
-        .await;
-    assert!(prompted, "the prompt reached the agent");
+    // Waited for on the agent: the server's wait re-reads its condition only when the
+    // server's own state changes, so a prompt reaching the agent was seen at the deadline.
+    d.agent.wait_for_prompts(1).await;
     d.agent.busy.store(true, Ordering::SeqCst);
     d.agent
         .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))

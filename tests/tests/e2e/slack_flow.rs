@@ -440,13 +440,9 @@ async fn a_strangers_click_is_refused_privately_and_the_owners_click_approves_in
         &root,
         &format!("<@{TEST_BOT_USER_ID}> run the tests"),
     ));
-    let agent = t.agent.clone();
-    assert!(
-        t.server
-            .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
-            .await,
-        "the prompt reached the agent"
-    );
+    // Waited for on the agent: the server's wait re-reads its condition only when the
+    // server's own state changes, so a prompt reaching the agent was seen at the deadline.
+    t.agent.wait_for_prompts(1).await;
     t.agent.busy.store(true, Ordering::SeqCst);
     t.agent
         .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))

@@ -182,12 +182,9 @@ async fn pair_prompt_card_and_a_long_reply_in_valid_html_messages() {
 
     t.server
         .queue_update(private_text(USER, 3, "please fix the parser"));
-    let agent = t.agent.clone();
-    let prompted = t
-        .server
-        .wait_until(WAIT, |_| !agent.prompts.lock().unwrap().is_empty())
-        .await;
-    assert!(prompted, "the prompt reached the agent");
+    // Waited for on the agent: the server's wait re-reads its condition only when the
+    // server's own state changes, so a prompt reaching the agent was seen at the deadline.
+    t.agent.wait_for_prompts(1).await;
     assert_eq!(t.agent.prompts.lock().unwrap()[0], "please fix the parser");
 
     t.agent.busy.store(true, Ordering::SeqCst);
