@@ -32,7 +32,8 @@ use super::seal::{Gate, random_id};
 use super::settle::TurnLedger;
 use super::subjects::{Prefix, message_dedup_id, session_consumer};
 use super::warn;
-use crate::local::logging::LogSink;
+use crate::local::logging::{LogLine, LogSink};
+use crate::wit::types::Level;
 
 /// Unacked messages a consumer with a [`TurnLedger`] may hold: prompts waiting for their
 /// turn's reply, plus the one being handled.
@@ -471,10 +472,26 @@ async fn handle(
     // (docs/security.md#cluster-security). Terminated, so it is not redelivered forever; the gate
     // counts and logs it. Judged against the time the stream stored it, so a prompt that waited for
     // its session is still good and an old one published again is not.
-    let stored_at_ms = message
-        .info()
+    let info = message.info().ok();
+    let stored_at_ms = info
+        .as_ref()
         .map(|info| u64::try_from(info.published.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
-        .unwrap_or_else(|_| step.gate.now_ms());
+        .unwrap_or_else(|| step.gate.now_ms());
+    // A message delivered again means a node died or stalled before its ack: the operator's
+    // sign that failover is doing work (the ledger keeps the answer from going out twice).
+    if let Some(delivered) = info.as_ref().map(|info| info.delivered).filter(|&n| n > 1) {
+        log.write(
+            super::LOG_SCOPE,
+            LogLine::new(
+                Level::Info,
+                "nats_redelivery",
+                &[
+                    ("consumer", name.to_owned()),
+                    ("delivered", delivered.to_string()),
+                ],
+            ),
+        );
+    }
     if step
         .gate
         .check_stored(

@@ -32,10 +32,24 @@ impl LogLine {
     }
 }
 
+/// What one call into a session's component cost: the fuel it burnt and how large the
+/// instance's memory was when it returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallCost {
+    /// Fuel the call consumed (wasmtime's unit, about one per instruction).
+    pub fuel: u64,
+    /// The instance's linear memory after the call, in bytes.
+    pub memory_bytes: u64,
+}
+
 /// A destination for log lines.
 pub trait LogSink: Send + Sync {
     /// Writes one line.
     fn write(&self, session: &str, line: LogLine);
+
+    /// Takes note of what a call into a session's component cost. Only a sink that measures
+    /// (the operator's metrics) keeps it: a log line per call would bury every other line.
+    fn call_cost(&self, _session: &str, _cost: CallCost) {}
 }
 
 /// Lower-case name of a level.

@@ -15,10 +15,11 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use transport_core::TransportError;
 
-use crate::local::logging::LogLine;
+use crate::local::logging::{CallCost, LogLine};
 
 /// The label value of anything outside a family's fixed set.
 const OTHER: &str = "other";
@@ -93,7 +94,11 @@ pub struct Metrics {
     ignored: Family<ReasonLabel, Counter>,
     stranger_answers_dropped: Counter,
     traps: Counter,
+    restarts: Counter,
+    call_fuel: Histogram,
+    memory_bytes: Histogram,
     nats_refused: Counter,
+    nats_redeliveries: Counter,
     nats_leases: Family<KindLabel, Counter>,
     /// The dashboard's figures, summed over every label: received, sent, failed, refused,
     /// reported lost.
@@ -122,7 +127,13 @@ impl Metrics {
             ignored: Family::default(),
             stranger_answers_dropped: Counter::default(),
             traps: Counter::default(),
+            restarts: Counter::default(),
+            // From a command's few thousand instructions to the per-call budget (2e10).
+            call_fuel: Histogram::new(exponential_buckets(1e4, 10.0, 7)),
+            // From the 1 MiB a fresh instance has to the 64 MiB cap, by doubling.
+            memory_bytes: Histogram::new(exponential_buckets(f64::from(1u32 << 20), 2.0, 7)),
             nats_refused: Counter::default(),
+            nats_redeliveries: Counter::default(),
             nats_leases: Family::default(),
             figures: Default::default(),
             registry: Registry::default(),
@@ -165,7 +176,7 @@ impl Metrics {
         );
         registry.register(
             "pairing",
-            "Pairing events, by outcome (paired, budget_closed)",
+            "Pairing events, by outcome (paired, wrong: a wrong code, budget_closed)",
             metrics.pairing.clone(),
         );
         registry.register(
@@ -182,6 +193,26 @@ impl Metrics {
             "component_traps",
             "Traps of a session's component (each is followed by a restart, up to a limit)",
             metrics.traps.clone(),
+        );
+        registry.register(
+            "component_restarts",
+            "Restarts of a session's component from its saved state after a trap",
+            metrics.restarts.clone(),
+        );
+        registry.register(
+            "component_call_fuel",
+            "Fuel (about one per instruction) each call into a session's component burnt",
+            metrics.call_fuel.clone(),
+        );
+        registry.register(
+            "component_memory_bytes",
+            "A session's component's linear memory after each call into it, in bytes",
+            metrics.memory_bytes.clone(),
+        );
+        registry.register(
+            "nats_redeliveries",
+            "Cluster messages JetStream delivered again (a node died or was slow before its ack)",
+            metrics.nats_redeliveries.clone(),
         );
         registry.register(
             "nats_envelopes_refused",
@@ -309,6 +340,12 @@ impl Metrics {
             .inc();
     }
 
+    /// Takes one call's cost into the fuel and memory histograms.
+    pub fn call_cost(&self, cost: CallCost) {
+        self.call_fuel.observe(cost.fuel as f64);
+        self.memory_bytes.observe(cost.memory_bytes as f64);
+    }
+
     /// Counts what one log line says happened, if it is one of the events measured here.
     /// The line's free-text fields are never copied into a label: each value is matched
     /// against a fixed set.
@@ -343,6 +380,13 @@ impl Metrics {
                 count(&self.approvals, outcome);
             }
             "paired remote identity" => count(&self.pairing, "paired"),
+            "wrong pairing code" => count(&self.pairing, "wrong"),
+            "guest restarted" => {
+                self.restarts.inc();
+            }
+            "nats_redelivery" => {
+                self.nats_redeliveries.inc();
+            }
             "pairing closed" => count(&self.pairing, "budget_closed"),
             "outbound send failed" => {
                 self.figure(4);
@@ -448,6 +492,52 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("outcome=\"denied\""), "{text}");
+    }
+
+    #[test]
+    fn restarts_redeliveries_and_wrong_codes_are_counted_from_their_lines() {
+        let metrics = Metrics::new(Vec::<String>::new());
+        metrics.observe(&line("guest trap", &[("call", "on-envelope")]));
+        metrics.observe(&line("guest restarted", &[("restarts", "1")]));
+        metrics.observe(&line("nats_redelivery", &[("delivered", "2")]));
+        metrics.observe(&line("nats_redelivery", &[("delivered", "3")]));
+        metrics.observe(&line("wrong pairing code", &[("budget", "counted")]));
+        let text = metrics.render();
+        for expected in [
+            "botconnect_component_traps_total 1",
+            "botconnect_component_restarts_total 1",
+            "botconnect_nats_redeliveries_total 2",
+            "botconnect_pairing_total{outcome=\"wrong\"} 1",
+        ] {
+            assert!(text.contains(expected), "{expected} in {text}");
+        }
+    }
+
+    #[test]
+    fn each_call_lands_in_the_fuel_and_memory_buckets_it_fits() {
+        let metrics = Metrics::new(Vec::<String>::new());
+        metrics.call_cost(CallCost {
+            fuel: 50_000,
+            memory_bytes: 3 << 20,
+        });
+        metrics.call_cost(CallCost {
+            fuel: 2_000_000,
+            memory_bytes: 3 << 20,
+        });
+        let text = metrics.render();
+        for expected in [
+            // 5e4 is over the 1e4 bucket and within 1e5; 2e6 within 1e7.
+            "botconnect_component_call_fuel_bucket{le=\"10000.0\"} 0",
+            "botconnect_component_call_fuel_bucket{le=\"100000.0\"} 1",
+            "botconnect_component_call_fuel_bucket{le=\"10000000.0\"} 2",
+            "botconnect_component_call_fuel_count 2",
+            "botconnect_component_call_fuel_sum 2050000.0",
+            // 3 MiB is over 2 MiB and within 4 MiB.
+            "botconnect_component_memory_bytes_bucket{le=\"2097152.0\"} 0",
+            "botconnect_component_memory_bytes_bucket{le=\"4194304.0\"} 2",
+        ] {
+            assert!(text.contains(expected), "{expected} in {text}");
+        }
     }
 
     #[test]

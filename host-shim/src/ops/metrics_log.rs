@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::metrics::Metrics;
-use crate::local::logging::{LogLine, LogSink};
+use crate::local::logging::{CallCost, LogLine, LogSink};
 
 /// Counts each line in [`Metrics`], then hands it to the sink it wraps (whatever that sink
 /// filters, e.g. info lines without debug, is still counted).
@@ -25,6 +25,11 @@ impl LogSink for MetricsLog {
     fn write(&self, session: &str, line: LogLine) {
         self.metrics.observe(&line);
         self.inner.write(session, line);
+    }
+
+    fn call_cost(&self, session: &str, cost: CallCost) {
+        self.metrics.call_cost(cost);
+        self.inner.call_cost(session, cost);
     }
 }
 

@@ -18,7 +18,7 @@ use crate::agent::{Agent, AgentSignal};
 use crate::disk::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
-use crate::local::logging::{LogLine, LogSink};
+use crate::local::logging::{CallCost, LogLine, LogSink};
 use crate::local::ui::Ui;
 use crate::sandbox::convert;
 use crate::sandbox::imports::{ParkedCall, SessionContext, SessionHost};
@@ -323,6 +323,16 @@ macro_rules! guest {
                 match $call.await {
                     Ok(value) => {
                         $actor.consecutive_restarts = 0;
+                        // A store whose fuel cannot be read reports none used, not a guess.
+                        let left = instance.store.get_fuel().unwrap_or(fuel);
+                        let data = instance.store.data();
+                        data.ctx.log.call_cost(
+                            &data.ctx.key,
+                            CallCost {
+                                fuel: fuel.saturating_sub(left),
+                                memory_bytes: data.limits.memory_bytes as u64,
+                            },
+                        );
                         Some(value)
                     }
                     Err(error) => {
@@ -467,6 +477,15 @@ impl Actor {
         self.health.restarts += 1;
         match self.runtime.instantiate(SessionHost::new(ctx)).await {
             Ok(instance) => {
+                let ctx = &instance.store.data().ctx;
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Warning,
+                        "guest restarted",
+                        &[("restarts", self.health.restarts.to_string())],
+                    ),
+                );
                 self.slot = Slot::Live(Box::new(instance));
                 Box::pin(self.boot(None)).await;
             }

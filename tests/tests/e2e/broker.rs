@@ -695,6 +695,21 @@ fn sample(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str
         })
 }
 
+/// How many observations a histogram holds (its `+Inf` bucket).
+fn histogram_count(scrape: &prometheus_parse::Scrape, metric: &str) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == metric)
+        .and_then(|s| match &s.value {
+            prometheus_parse::Value::Histogram(buckets) => buckets
+                .iter()
+                .find(|b| b.less_than.is_infinite())
+                .map(|b| b.count),
+            _ => None,
+        })
+}
+
 fn parse(text: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parses")
 }
@@ -737,6 +752,10 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
         .find(|(_, t)| t.starts_with("Messenger pairing code:"))
         .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
         .expect("a code");
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    world
+        .say("stranger-77", "dm-s", wrong, "That code did not match")
+        .await;
     world.say("stranger-77", "dm-s", &code, "Paired").await;
 
     // Replies may still be on their way when the last answer arrived: scrape until the
@@ -771,7 +790,8 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
             "botconnect_envelopes_received_total",
             &[("transport", "fake")]
         ),
-        Some(5.0),
+        // Two switches, a prompt, the stranger's first message, a wrong code, the code.
+        Some(6.0),
         "{text}"
     );
     assert_eq!(
@@ -781,6 +801,19 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
             &[("outcome", "paired")]
         ),
         Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&scrape, "botconnect_pairing_total", &[("outcome", "wrong")]),
+        Some(1.0),
+        "{text}"
+    );
+    // Every call into either component was measured: starts, envelopes, agent events.
+    let calls = histogram_count(&scrape, "botconnect_component_call_fuel").expect("fuel");
+    assert!(calls >= 6.0, "{text}");
+    assert_eq!(
+        histogram_count(&scrape, "botconnect_component_memory_bytes"),
+        Some(calls),
         "{text}"
     );
     let active = sample(&scrape, "botconnect_sessions", &[("state", "active")]).expect("active");

@@ -48,6 +48,18 @@ async fn an_out_of_memory_guest_is_contained_and_restarted() {
         "the trap is reported locally: {:?}",
         a.ui.notes()
     );
+    // The operator's metrics count traps and restarts from these two lines, in this order.
+    let events: Vec<(String, Vec<(String, String)>)> = a
+        .log
+        .lines()
+        .into_iter()
+        .map(|(_, line)| (line.event, line.fields))
+        .filter(|(event, _)| event == "guest trap" || event == "guest restarted")
+        .collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].0, "guest trap", "{events:?}");
+    assert_eq!(events[1].0, "guest restarted", "{events:?}");
+    assert_eq!(events[1].1, [("restarts".to_owned(), "1".to_owned())]);
 
     // The other session goes on as if nothing happened.
     b.say("user-2", "still fine?", "You asked").await;

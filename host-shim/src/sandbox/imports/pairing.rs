@@ -7,12 +7,18 @@ use guest::core::pairing_budget::FailureOutcome;
 use wasmtime::component::HasData;
 
 use super::SessionContext;
+use crate::local::logging::{LogLine, LogSink};
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::wit::pairing;
+use crate::wit::types::Level;
 
-/// What the pairing calls may touch: the host's budget, and no tape.
+/// What the pairing calls may touch: the host's budget and log, and no tape.
 pub struct PairingPart<'a> {
     budget: &'a PairingBudget,
+    /// The session's key and log: a wrong code is a line of its own, which the operator's
+    /// metrics count (`pairing{outcome="wrong"}`) and which shows a guesser at work.
+    key: &'a str,
+    log: &'a dyn LogSink,
 }
 
 /// The pairing interface's view, for the linker.
@@ -27,6 +33,8 @@ impl SessionContext {
     pub fn pairing_imports(&mut self) -> PairingPart<'_> {
         PairingPart {
             budget: &self.pairing,
+            key: &self.key,
+            log: &*self.log,
         }
     }
 }
@@ -41,13 +49,25 @@ impl pairing::Host for PairingPart<'_> {
         now_ms: u64,
         per_hour: u32,
     ) -> wasmtime::Result<pairing::FailureOutcome> {
-        Ok(
-            match self.budget.update(|b| b.record_failure(now_ms, per_hour)) {
-                FailureOutcome::Counted => pairing::FailureOutcome::Counted,
-                FailureOutcome::JustClosed => pairing::FailureOutcome::JustClosed,
-                FailureOutcome::CountedWhileClosed => pairing::FailureOutcome::CountedWhileClosed,
-            },
-        )
+        let (outcome, name) = match self.budget.update(|b| b.record_failure(now_ms, per_hour)) {
+            FailureOutcome::Counted => (pairing::FailureOutcome::Counted, "counted"),
+            FailureOutcome::JustClosed => (pairing::FailureOutcome::JustClosed, "just_closed"),
+            FailureOutcome::CountedWhileClosed => (
+                pairing::FailureOutcome::CountedWhileClosed,
+                "counted_while_closed",
+            ),
+        };
+        // Neither the code typed nor who typed it: the guest's own lines name the chat
+        // where it decides to.
+        self.log.write(
+            self.key,
+            LogLine::new(
+                Level::Warning,
+                "wrong pairing code",
+                &[("budget", name.to_owned())],
+            ),
+        );
+        Ok(outcome)
     }
 
     fn refused_unjudged(&mut self) -> wasmtime::Result<()> {
