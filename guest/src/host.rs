@@ -5,9 +5,9 @@
 
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
-    BotIdentity, DeliverAs, FetchedAttachment, Level, Outbound, PromptImage, QuestionAnswer,
-    Receipt, SavedState, SendError, SessionCommand, SessionInfo, SessionReply, StateChanges,
-    ToolDecision, WorkFacts,
+    BotIdentity, DeliverAs, FetchedAttachment, InboxError, Level, Outbound, PromptImage,
+    QuestionAnswer, Receipt, SavedState, SendError, SessionCommand, SessionInfo, SessionReply,
+    StateChanges, ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -37,6 +37,13 @@ pub trait Host {
         deliver_as: DeliverAs,
         images: &[PromptImage],
     ) -> Result<(), String>;
+    /// `agent.save-to-inbox`: writes a chat's file as `dir/name` inside the agent's working
+    /// directory, never replacing one, and returns the path written. A host without an
+    /// inbox (test fakes and benches written before it) refuses, so the chat hears why.
+    fn save_to_inbox(&mut self, dir: &str, name: &str, data: &[u8]) -> Result<String, InboxError> {
+        let _ = (dir, name, data);
+        Err(InboxError::Failed("this host cannot save files".into()))
+    }
     /// `agent.resolve-tool-call`: the verdict on a tool call left pending under `id`.
     fn resolve_tool_call(&mut self, id: &str, decision: &ToolDecision);
     /// `agent.answer-question`: the answer to the question passed to `on_question` under

@@ -225,6 +225,15 @@ impl std::fmt::Display for SendError {
     }
 }
 
+/// Why `agent.save-to-inbox` wrote nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxError {
+    /// A file of that name exists; nothing was replaced.
+    Exists,
+    /// Anything else, described for a person.
+    Failed(String),
+}
+
 /// An attachment's bytes as served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchedAttachment {

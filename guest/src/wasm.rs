@@ -155,6 +155,18 @@ impl Host for Imports {
         }
     }
 
+    fn save_to_inbox(
+        &mut self,
+        dir: &str,
+        name: &str,
+        data: &[u8],
+    ) -> Result<String, model::InboxError> {
+        agent::save_to_inbox(dir, name, data).map_err(|error| match error {
+            agent::InboxError::Exists => model::InboxError::Exists,
+            agent::InboxError::Failed(text) => model::InboxError::Failed(text),
+        })
+    }
+
     fn session_command(
         &mut self,
         command: &model::SessionCommand,

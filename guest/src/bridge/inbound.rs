@@ -7,6 +7,7 @@ use crate::core::commands::{
     self, CommandEffect, ParsedCommand, QueueView, RemoteCommand, StatusView,
 };
 use crate::core::explain::{Decision, Outcome};
+use crate::core::inbox;
 use crate::core::notices;
 use crate::core::rate_limit::{InputKind, RateVerdict};
 use crate::core::router::{self, IgnoreReason, Route, RouteInput};
@@ -15,7 +16,8 @@ use crate::core::state::ConversationTarget;
 use crate::host::Host;
 use crate::keys::Identity;
 use crate::model::{
-    Attachment, DeliverAs, Envelope, Level, OutboundKind, PromptImage, SessionCommand, SessionReply,
+    Attachment, DeliverAs, Envelope, InboxError, Level, OutboundKind, PromptImage, SessionCommand,
+    SessionReply,
 };
 
 impl Bridge {
@@ -37,10 +39,10 @@ impl Bridge {
         let authenticated = router::is_authenticated(&identity, &self.config, trusted);
         let pending = self.state.pending(&conversation).cloned();
         let busy = !host.is_idle();
-        let accepts_images = self.session.accepts_images
-            && self
-                .capabilities(&envelope.transport)
-                .is_some_and(|c| c.attachments);
+        let transport_fetches = self
+            .capabilities(&envelope.transport)
+            .is_some_and(|c| c.attachments);
+        let accepts_images = self.session.accepts_images && transport_fetches;
         let route = router::route(&RouteInput {
             envelope: &envelope,
             config: &self.config,
@@ -48,6 +50,7 @@ impl Bridge {
             pending: pending.as_ref(),
             busy,
             attachments_accepted: accepts_images,
+            transport_fetches,
             now,
         });
         let target = ConversationTarget {
@@ -409,10 +412,25 @@ impl Bridge {
             self.reply(host, target, &notices::queue_full_notice(limit));
             return Outcome::QueueFull { limit };
         }
-        let mut images = Vec::new();
-        for attachment in &attachments {
+        let (images, files): (Vec<&Attachment>, Vec<&Attachment>) = attachments
+            .iter()
+            .partition(|a| inbox::is_model_image(a, &self.config.attachments));
+        let today = inbox::day_of(now);
+        // Judged before anything is downloaded, on what the platform declared, with the
+        // file's name in the reply (Telegram's 20 MB download limit said as such).
+        if let Some(notice) = inbox::files_problem(
+            &files,
+            &envelope.transport,
+            &self.config.inbox,
+            self.state.inbox.used_on(today),
+        ) {
+            self.reply(host, target, &notice);
+            return Outcome::AttachmentRefused;
+        }
+        let mut fetched_images = Vec::new();
+        for attachment in images {
             match self.fetch_image(host, &envelope.transport, attachment) {
-                Ok(image) => images.push(image),
+                Ok(image) => fetched_images.push(image),
                 Err(notice) => {
                     // Nothing is forwarded when any attachment fails: a prompt without the
                     // picture it talks about would mislead the agent.
@@ -421,6 +439,21 @@ impl Bridge {
                 }
             }
         }
+        let images = fetched_images;
+        let mut saved = Vec::new();
+        for file in files {
+            match self.save_file(host, &envelope.transport, file, today) {
+                Ok(file) => saved.push(file),
+                Err(notice) => {
+                    // The same rule as for images: the agent is not handed half of what
+                    // was sent. Files saved before this one stay (their names are in the
+                    // inbox), and the chat is told which one failed and why.
+                    self.reply(host, target, &notice);
+                    return Outcome::AttachmentRefused;
+                }
+            }
+        }
+        let text = inbox::prompt_with_files(&text, &saved);
         let deliver_as = deliver_as.unwrap_or(DeliverAs::Immediate);
         if let Err(error) = host.send_prompt(&text, deliver_as, &images) {
             host.notify(Level::Error, &format!("failed to inject prompt: {error}"));
@@ -456,6 +489,7 @@ impl Bridge {
                 ("transport", envelope.transport.clone()),
                 ("deliverAs", deliver_as.as_str().into()),
                 ("images", images.len().to_string()),
+                ("files", saved.len().to_string()),
             ],
         );
         Outcome::Prompt {
@@ -494,6 +528,75 @@ impl Bridge {
                 false
             }
         }
+    }
+
+    /// Downloads one file, re-checks its size on the bytes received (I19) and the day's
+    /// cap, and has the host save it under the first free name. Counts it against the
+    /// day once saved. The error is the reply for the chat.
+    fn save_file(
+        &mut self,
+        host: &mut dyn Host,
+        transport: &str,
+        attachment: &Attachment,
+        today: u64,
+    ) -> Result<inbox::SavedFile, String> {
+        let settings = self.config.inbox.clone();
+        let shown = inbox::shown_name(attachment);
+        // The transport stops reading past the cap (its own error says so); the size is
+        // checked again here on what arrived, whatever the transport did.
+        let fetched = host
+            .fetch_attachment(transport, &attachment.reference, settings.max_file_bytes)
+            .map_err(|reason| inbox::fetch_failed_notice(&shown, &reason))?;
+        let size = fetched.data.len() as u64;
+        if size > settings.max_file_bytes {
+            return Err(inbox::too_large_notice(
+                &shown,
+                size,
+                settings.max_file_bytes,
+            ));
+        }
+        if let Some(notice) = inbox::over_day(
+            self.state.inbox.used_on(today),
+            size,
+            settings.max_bytes_per_day,
+        ) {
+            return Err(notice);
+        }
+        let name = inbox::file_name(attachment);
+        for n in 1..=inbox::MAX_NAME_TRIES {
+            let candidate = inbox::candidate(&name, n);
+            match host.save_to_inbox(&settings.dir, &candidate, &fetched.data) {
+                Ok(path) => {
+                    self.state.inbox.add(today, size);
+                    self.save(host);
+                    return Ok(inbox::SavedFile {
+                        path,
+                        media_type: fetched.media_type.to_ascii_lowercase(),
+                        bytes: size,
+                    });
+                }
+                Err(InboxError::Exists) => continue,
+                Err(InboxError::Failed(reason)) => {
+                    host.log(
+                        Level::Warning,
+                        "inbox save failed",
+                        &[
+                            ("transport", transport.to_owned()),
+                            ("error", reason.clone()),
+                        ],
+                    );
+                    return Err(inbox::save_failed_notice(&shown, &reason));
+                }
+            }
+        }
+        Err(inbox::save_failed_notice(
+            &shown,
+            &format!(
+                "{} files of that name are there already; clear out {}",
+                inbox::MAX_NAME_TRIES,
+                settings.dir
+            ),
+        ))
     }
 
     /// Downloads one attachment and re-checks what was actually served (I19, I25).

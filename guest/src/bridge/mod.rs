@@ -225,11 +225,16 @@ impl Bridge {
     ) -> Configuration {
         let loaded = config::load_config(sources, platforms);
         self.config = loaded.bridge;
-        self.scope = Arc::new(Scope::new(
+        let scope = Scope::new(
             self.config.remote_tool_policy,
             self.config.remote_tool_approval,
             self.config.remote_scope.as_ref(),
-        ));
+        );
+        self.scope = Arc::new(if self.config.inbox.enabled {
+            scope.with_readable_inbox(&self.config.inbox.dir)
+        } else {
+            scope
+        });
         self.fail_closed = loaded.fail_closed;
         self.project_ignored = loaded.project_ignored;
         self.lock_stale_ms = loaded

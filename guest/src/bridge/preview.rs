@@ -7,6 +7,7 @@
 //! without touching the live session.
 
 use super::Bridge;
+use crate::core::inbox;
 use crate::core::pairing::{self, PairingDecision, PairingOptions, PairingReason};
 use crate::core::router::{self, IgnoreReason, Route, RouteInput};
 use crate::host::Host;
@@ -25,10 +26,10 @@ impl Bridge {
         let pairing_closed = host.pairing_closed_since().is_some();
         // The preview runs outside a live session, where the transport may not be running:
         // assume it takes attachments, so the verdict is about the message, not the host.
-        let attachments_accepted = self.session.accepts_images
-            && self
-                .capabilities(&envelope.transport)
-                .is_none_or(|c| c.attachments);
+        let transport_fetches = self
+            .capabilities(&envelope.transport)
+            .is_none_or(|c| c.attachments);
+        let attachments_accepted = self.session.accepts_images && transport_fetches;
         // Judged as if it arrived now: a payload captured earlier would otherwise always look like
         // stale backlog for an unpaired sender
         // (docs/decisions.md#decision-10-telegrams-backlog-is-answered-but-not-a-stale-one-for-strangers).
@@ -43,6 +44,7 @@ impl Bridge {
             pending: pending.as_ref(),
             busy,
             attachments_accepted,
+            transport_fetches,
             now,
         });
         let mut lines = vec![
@@ -159,10 +161,41 @@ impl Bridge {
                 } else {
                     ""
                 };
-                format!(
-                    "prompt: forwarded to the agent {when} with {} attachment(s){paused}",
-                    attachments.len()
-                )
+                let files: Vec<&crate::model::Attachment> = attachments
+                    .iter()
+                    .filter(|a| !inbox::is_model_image(a, &self.config.attachments))
+                    .collect();
+                let images = attachments.len() - files.len();
+                let used = self.state.inbox.used_on(inbox::day_of(now));
+                match inbox::files_problem(&files, &envelope.transport, &self.config.inbox, used) {
+                    Some(notice) => format!(
+                        "refused the file(s) before downloading; the chat would be told: {notice}"
+                    ),
+                    None => {
+                        let mut line = format!(
+                            "prompt: forwarded to the agent {when} with {} attachment(s){paused}",
+                            attachments.len()
+                        );
+                        if images > 0 {
+                            line.push_str(&format!(
+                                "\n  {images} image(s) for the model, re-checked on the bytes served"
+                            ));
+                        }
+                        for file in &files {
+                            line.push_str(&format!(
+                                "\n  file {} ({}{}) saved as {}{}, its path added to the prompt",
+                                inbox::shown_name(file),
+                                file.media_type,
+                                file.size_bytes
+                                    .map(|s| format!(", {}", inbox::size_text(s)))
+                                    .unwrap_or_default(),
+                                self.config.inbox.dir.trim_end_matches('/').to_owned() + "/",
+                                inbox::file_name(file),
+                            ));
+                        }
+                        line
+                    }
+                }
             }
         };
         lines.push(verdict);

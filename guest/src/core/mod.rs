@@ -14,6 +14,7 @@ pub mod emphasis;
 pub mod explain;
 pub mod globs;
 pub mod html;
+pub mod inbox;
 pub mod invisible;
 pub mod local;
 pub mod measure;

@@ -19,6 +19,7 @@ use crate::core::commands::{
     ParsedCommand, parse_addressed_body, parse_local_habit, parse_remote_command,
 };
 use crate::core::config::{AttachmentSettings, BridgeConfig};
+use crate::core::inbox;
 use crate::core::notices;
 use crate::core::state::PendingChallenge;
 use crate::core::text::{starts_with_any_ci, strip_leading_mention};
@@ -41,8 +42,11 @@ pub struct RouteInput<'a> {
     pub pending: Option<&'a PendingChallenge>,
     /// The agent is in a turn.
     pub busy: bool,
-    /// Host and transport can both take attachments (I13).
+    /// Host and transport can both take images for the model (I13).
     pub attachments_accepted: bool,
+    /// The transport can fetch attachments at all (its `attachments` capability): a file
+    /// for the inbox needs only that, not an agent that takes images.
+    pub transport_fetches: bool,
     /// Current time (ms since epoch).
     pub now: u64,
 }
@@ -134,34 +138,36 @@ pub fn is_authenticated(identity: &Identity, config: &BridgeConfig, trusted: boo
     trusted || !config.require_pairing || config.allow_users.contains(identity)
 }
 
-/// The first reason the attachments cannot be forwarded, checked in this order: not accepted at
-/// all, too many (before types, so one notice covers the whole batch), then per attachment a
-/// media type not allowed or a declared size over the limit. The size is checked again on the
-/// downloaded bytes by the bridge (I19); this only spares a pointless download.
+/// The first reason the attachments cannot be forwarded, checked in this order: the
+/// transport cannot fetch any, too many (before types, so one notice covers the whole
+/// batch), then per image (an allowed image type, [`inbox::is_model_image`]) an agent that
+/// takes none or a declared size over the limit. Any other attachment is a file for the
+/// inbox, judged by [`inbox::files_problem`] with its name in the reply. Sizes are checked
+/// again on the downloaded bytes by the bridge (I19); this only spares a pointless download.
 pub fn find_attachment_problem(
     attachments: &[Attachment],
-    accepted: bool,
+    images_accepted: bool,
+    transport_fetches: bool,
     settings: &AttachmentSettings,
 ) -> Option<UnsupportedFeature> {
-    if !accepted {
+    if !transport_fetches {
         return Some(UnsupportedFeature::Attachments);
     }
     if attachments.len() as u64 > u64::from(settings.max_count) {
         return Some(UnsupportedFeature::AttachmentTooMany);
     }
-    attachments.iter().find_map(|a| {
-        let allowed = settings
-            .allowed_media_types
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(&a.media_type));
-        if !allowed {
-            Some(UnsupportedFeature::AttachmentNotImage)
-        } else if a.size_bytes.is_some_and(|size| size > settings.max_bytes) {
-            Some(UnsupportedFeature::AttachmentTooLarge)
-        } else {
-            None
-        }
-    })
+    attachments
+        .iter()
+        .filter(|a| inbox::is_model_image(a, settings))
+        .find_map(|a| {
+            if !images_accepted {
+                Some(UnsupportedFeature::Attachments)
+            } else if a.size_bytes.is_some_and(|size| size > settings.max_bytes) {
+                Some(UnsupportedFeature::AttachmentTooLarge)
+            } else {
+                None
+            }
+        })
 }
 
 /// Routes one envelope through the decision table in the module docs.
@@ -229,15 +235,22 @@ pub fn route(input: &RouteInput<'_>) -> Route {
         && let Some(feature) = find_attachment_problem(
             &envelope.attachments,
             input.attachments_accepted,
+            input.transport_fetches,
             &config.attachments,
         )
     {
         return Route::Unsupported(feature);
     }
-    let text = if text.is_empty() {
+    let text = if !text.is_empty() {
+        text
+    } else if envelope
+        .attachments
+        .iter()
+        .any(|a| inbox::is_model_image(a, &config.attachments))
+    {
         ATTACHMENT_FALLBACK_PROMPT.to_string()
     } else {
-        text
+        inbox::FILES_FALLBACK_PROMPT.to_string()
     };
     Route::Prompt {
         text,
@@ -502,12 +515,19 @@ mod tests {
                     Route::Unsupported(UnsupportedFeature::AttachmentTooMany),
                 ))
             },
+            // A file that is not an image goes to the inbox, with a prompt that says so,
+            // even when the agent takes no images.
             Row {
                 attachments: vec![image("application/pdf", None)],
+                accepted: false,
                 ..direct(row(
-                    "A4 not an image",
+                    "A5 a file for the inbox",
                     "",
-                    Route::Unsupported(UnsupportedFeature::AttachmentNotImage),
+                    prompt(
+                        inbox::FILES_FALLBACK_PROMPT,
+                        None,
+                        vec![image("application/pdf", None)],
+                    ),
                 ))
             },
             Row {
@@ -582,6 +602,7 @@ mod tests {
                 pending: r.pending.as_ref(),
                 busy: r.busy,
                 attachments_accepted: r.accepted,
+                transport_fetches: true,
                 now: 1_500,
             };
             assert_eq!(route(&input), r.expected, "{}", r.name);
@@ -626,6 +647,7 @@ mod tests {
                 pending: None,
                 busy: false,
                 attachments_accepted: true,
+                transport_fetches: true,
                 now: 0,
             };
             assert_eq!(route(&input), expected, "{text:?}");
@@ -675,6 +697,7 @@ mod tests {
                 pending: None,
                 busy: false,
                 attachments_accepted: true,
+                transport_fetches: true,
                 now,
             };
             assert_eq!(route(&input), expected, "{timestamp} {authenticated}");
@@ -699,6 +722,7 @@ mod tests {
             pending: None,
             busy: true,
             attachments_accepted: true,
+            transport_fetches: true,
             now: 0,
         };
         assert_eq!(
@@ -740,39 +764,63 @@ mod tests {
     fn attachment_problem_order() {
         let settings = BridgeConfig::default().attachments;
         let pdf = image("application/pdf", None);
+        let png = image("image/png", None);
         let big = image("image/png", Some(settings.max_bytes + 1));
-        let rows: Vec<(Vec<Attachment>, bool, Option<UnsupportedFeature>)> = vec![
+        // (attachments, images accepted, transport fetches, expected)
+        let rows: Vec<(Vec<Attachment>, bool, bool, Option<UnsupportedFeature>)> = vec![
             (
                 vec![pdf.clone()],
+                true,
                 false,
                 Some(UnsupportedFeature::Attachments),
             ),
             (
                 vec![pdf.clone(); 5],
                 true,
+                true,
                 Some(UnsupportedFeature::AttachmentTooMany),
             ),
             (
                 vec![big.clone(), pdf.clone()],
+                true,
                 true,
                 Some(UnsupportedFeature::AttachmentTooLarge),
             ),
             (
                 vec![pdf.clone(), big.clone()],
                 true,
-                Some(UnsupportedFeature::AttachmentNotImage),
+                true,
+                Some(UnsupportedFeature::AttachmentTooLarge),
+            ),
+            // A file needs only a transport that fetches; an image needs an agent that
+            // takes images too.
+            (vec![pdf.clone()], false, true, None),
+            (
+                vec![pdf.clone(), png.clone()],
+                false,
+                true,
+                Some(UnsupportedFeature::Attachments),
+            ),
+            // A declared size is the inbox's to judge for a file (bridge.inbox.maxFileBytes).
+            (
+                vec![image("application/pdf", Some(settings.max_bytes + 1))],
+                true,
+                true,
+                None,
             ),
             (
                 vec![image("IMAGE/PNG", Some(settings.max_bytes))],
                 true,
+                true,
                 None,
             ),
-            (vec![image("image/webp", None); 4], true, None),
+            (vec![image("image/webp", None); 4], true, true, None),
         ];
-        for (attachments, accepted, expected) in rows {
+        for (attachments, images, fetches, expected) in rows {
             assert_eq!(
-                find_attachment_problem(&attachments, accepted, &settings),
-                expected
+                find_attachment_problem(&attachments, images, fetches, &settings),
+                expected,
+                "{attachments:?} images {images} fetches {fetches}"
             );
         }
     }

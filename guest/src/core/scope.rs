@@ -71,6 +71,10 @@ pub struct Scope {
     ask_tools: Tools,
     allowed: Globs,
     protected: Globs,
+    /// The inbox (`bridge.inbox.dir`, normalized, no trailing `/`), when files are saved:
+    /// a remote turn may read there even though `.pi/**` is protected, since it holds only
+    /// what the chats sent. Writing there stays protected.
+    inbox: Option<String>,
 }
 
 /// Why a call needs approval.
@@ -198,7 +202,28 @@ impl Scope {
             // case-insensitive file system `.ENV` is `.env`, and stricter is the safe side.
             allowed: Globs::new(&allowed, false),
             protected: Globs::new(&protected, true),
+            inbox: None,
         }
+    }
+
+    /// This scope with reads inside `dir` (the inbox, relative to the working directory)
+    /// exempt from the protected paths: the agent was told a chat's file is there, and
+    /// asking the phone to approve reading what the phone just sent helps nobody. A dir
+    /// that does not stay inside the working directory is ignored.
+    pub fn with_readable_inbox(mut self, dir: &str) -> Self {
+        self.inbox = match locate(dir, "/") {
+            Location::Inside(rel) if rel != "." => Some(rel),
+            _ => None,
+        };
+        self
+    }
+
+    /// Whether `rel` (a path inside the working directory) is in the inbox.
+    fn in_inbox(&self, rel: &str) -> bool {
+        self.inbox.as_deref().is_some_and(|inbox| {
+            rel.strip_prefix(inbox)
+                .is_some_and(|rest| rest.starts_with('/') || rest.is_empty())
+        })
     }
 
     /// The tier of `call` for a turn working in `cwd`.
@@ -246,6 +271,9 @@ impl Scope {
         for (location, path) in &located {
             let reason = match location {
                 _ if path.bridge_owned => Some(AskReason::Protected(path.path.clone())),
+                Location::Inside(rel) if path.access == PathAccess::Read && self.in_inbox(rel) => {
+                    None
+                }
                 // The directory of a protected tree counts as protected too: a tool that
                 // lists or removes `.git` touches what `**/.git/**` protects.
                 Location::Inside(rel) => self

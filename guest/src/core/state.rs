@@ -65,6 +65,34 @@ pub struct SessionState {
     /// that saw its card are told it was lost
     /// (docs/decisions.md#decision-20-work-cut-short-is-reported).
     pub turn: Option<RunningTurn>,
+    /// Bytes of chat files the inbox saved today: the daily cap
+    /// (`bridge.inbox.maxBytesPerDay`) must hold across restarts, or a restart would reset it.
+    pub inbox: InboxUse,
+}
+
+/// What the inbox has taken today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InboxUse {
+    /// The day ([`crate::core::inbox::day_of`]) the count is for.
+    pub day: u64,
+    /// Bytes saved that day.
+    pub bytes: u64,
+}
+
+impl InboxUse {
+    /// Bytes already saved on `day` (none when the count is from another day).
+    pub fn used_on(&self, day: u64) -> u64 {
+        if self.day == day { self.bytes } else { 0 }
+    }
+
+    /// Counts `bytes` saved on `day`.
+    pub fn add(&mut self, day: u64, bytes: u64) {
+        let before = self.used_on(day);
+        *self = InboxUse {
+            day,
+            bytes: before.saturating_add(bytes),
+        };
+    }
 }
 
 /// What the chats saw of a running turn.
@@ -329,6 +357,18 @@ pub fn parse_session_state(document: &str, session_id: &str) -> (SessionState, V
             None => warn(format!("{base}.turn: malformed turn, ignored")),
         }
     }
+    if let Some(inbox) = fields.get("inbox") {
+        let day = inbox.get("day").and_then(timestamp);
+        let bytes = inbox.get("bytes").and_then(timestamp);
+        match (day, bytes) {
+            (Some(day), Some(bytes)) => state.inbox = InboxUse { day, bytes },
+            // Unreadable, the count starts from nothing: at worst one more day's worth of
+            // files is taken, and the warning says why.
+            _ => warn(format!(
+                "{base}.inbox: expected {{\"day\": n, \"bytes\": n}}, today's file count starts again"
+            )),
+        }
+    }
     (state, warnings)
 }
 
@@ -486,6 +526,10 @@ pub fn serialize_session_state(state: &SessionState) -> String {
                 .collect(),
             audience: turn.audience.iter().map(target_json).collect(),
         }),
+        inbox: (state.inbox.bytes > 0).then_some(InboxJson {
+            day: state.inbox.day,
+            bytes: state.inbox.bytes,
+        }),
     };
     // String keys, strings and integers always serialize; the fallback only keeps this total.
     serde_json::to_string(&document).unwrap_or_else(|_| String::from("{}"))
@@ -505,6 +549,16 @@ struct StateJson<'a> {
     // Left out when there is none, so an idle session's document keeps its old shape.
     #[serde(skip_serializing_if = "Option::is_none")]
     turn: Option<TurnJson<'a>>,
+    // Left out until a file was saved, for the same reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inbox: Option<InboxJson>,
+}
+
+/// The stored shape of the inbox's daily count.
+#[derive(Serialize)]
+struct InboxJson {
+    day: u64,
+    bytes: u64,
 }
 
 /// The stored shape of a running turn.
@@ -1133,5 +1187,35 @@ mod tests {
             parse_session_state(r#"{"updatedAt":1}"#, "s1").1,
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn the_inbox_count_round_trips_and_a_broken_one_starts_again_with_a_warning() {
+        let mut state = SessionState::default();
+        let idle = serialize_session_state(&state);
+        assert!(!idle.contains("inbox"), "{idle}");
+        state.inbox.add(20_000, 4096);
+        let document = serialize_session_state(&state);
+        assert!(
+            document.contains(r#""inbox":{"day":20000,"bytes":4096}"#),
+            "{document}"
+        );
+        assert_eq!(parse_session_state(&document, "s1"), (state, vec![]));
+        let (loaded, warnings) =
+            parse_session_state(r#"{"updatedAt":1,"inbox":{"day":"x"}}"#, "s1");
+        assert_eq!(loaded.inbox, InboxUse::default());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("sessions.s1.inbox"), "{warnings:?}");
+    }
+
+    #[test]
+    fn the_daily_count_starts_again_each_day() {
+        let mut used = InboxUse::default();
+        used.add(10, 100);
+        used.add(10, 50);
+        assert_eq!(used.used_on(10), 150);
+        assert_eq!(used.used_on(11), 0);
+        used.add(11, 7);
+        assert_eq!(used, InboxUse { day: 11, bytes: 7 });
     }
 }

@@ -228,6 +228,15 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
                         .collect(),
                     conversations: vec![],
                     turn,
+                    // Varied by the generated time; a count of nothing is not written, so
+                    // it reads back as the default.
+                    inbox: match updated_at % 7 {
+                        0 => guest::core::state::InboxUse::default(),
+                        bytes => guest::core::state::InboxUse {
+                            day: updated_at % 100_000,
+                            bytes,
+                        },
+                    },
                 };
                 for target in targets {
                     state.remember_conversation(target);

@@ -95,6 +95,7 @@ proptest! {
                 pending: pending.as_ref(),
                 busy: false,
                 attachments_accepted: true,
+                transport_fetches: true,
                 now,
             };
             match route(&input) {

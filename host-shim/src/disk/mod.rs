@@ -2,6 +2,7 @@
 //! config files it discovers.
 
 pub mod config_files;
+pub mod inbox;
 pub mod lock;
 pub mod paths;
 pub mod state_db;

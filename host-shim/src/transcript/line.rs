@@ -7,7 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::wit::agent::{
-    AgentQuestion, DeliverAs, QuestionAnswer, SessionCommand, SessionInfo, SessionReply, WorkFacts,
+    AgentQuestion, DeliverAs, InboxError, QuestionAnswer, SessionCommand, SessionInfo,
+    SessionReply, WorkFacts,
 };
 use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
@@ -223,6 +224,17 @@ pub enum Event {
         /// The command.
         command: SessionCommand,
     },
+    /// A file from a chat to be saved into the inbox (`agent.save-to-inbox`). Its size,
+    /// never its bytes: a transcript is for replaying decisions, not for keeping copies
+    /// of what people sent.
+    SaveToInbox {
+        /// The inbox directory, relative to the working directory.
+        dir: String,
+        /// The sanitised file name.
+        name: String,
+        /// How many bytes.
+        bytes: usize,
+    },
     /// A local notification.
     Notify {
         /// Level.
@@ -376,6 +388,11 @@ pub enum Event {
         /// Result.
         result: Result<SessionReply, String>,
     },
+    /// `agent.save-to-inbox`'s result: the path written.
+    InboxSaved {
+        /// Result.
+        result: Result<String, InboxError>,
+    },
     /// `agent.is-idle`.
     Idle {
         /// Idle or busy.
@@ -431,6 +448,7 @@ impl Event {
             | Event::ToolAnswer { .. }
             | Event::Abort
             | Event::SessionCommand { .. }
+            | Event::SaveToInbox { .. }
             | Event::Notify { .. }
             | Event::Confirm { .. }
             | Event::Save { .. }
@@ -454,6 +472,7 @@ impl Event {
             | Event::Diagnosed { .. }
             | Event::Prompted { .. }
             | Event::SessionReplied { .. }
+            | Event::InboxSaved { .. }
             | Event::Idle { .. }
             | Event::Info { .. }
             | Event::Work { .. }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::transcript::line::{Dir, Event};
-use crate::wit::agent::{SessionInfo, SessionReply, WorkFacts};
+use crate::wit::agent::{InboxError, SessionInfo, SessionReply, WorkFacts};
 use crate::wit::store::SavedState;
 use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
 
@@ -24,6 +24,7 @@ pub struct Script {
     diagnosed: VecDeque<String>,
     prompted: VecDeque<Result<(), String>>,
     session_replied: VecDeque<Result<SessionReply, String>>,
+    inbox_saved: VecDeque<Result<String, InboxError>>,
     idle: VecDeque<bool>,
     info: VecDeque<SessionInfo>,
     work: VecDeque<WorkFacts>,
@@ -87,6 +88,7 @@ impl Script {
                 Event::Diagnosed { text, .. } => script.diagnosed.push_back(text),
                 Event::Prompted { result } => script.prompted.push_back(result),
                 Event::SessionReplied { result } => script.session_replied.push_back(result),
+                Event::InboxSaved { result } => script.inbox_saved.push_back(result),
                 Event::Idle { idle } => script.idle.push_back(idle),
                 Event::Info { info } => script.info.push_back(info),
                 Event::Work { facts } => script.work.push_back(facts),
@@ -199,6 +201,16 @@ impl Script {
         self.session_replied
             .pop_front()
             .unwrap_or_else(|| Err("the transcript recorded no answer to this command".into()))
+    }
+
+    /// `agent.save-to-inbox`: the recorded answer; without one, a failure (a replay
+    /// writes no file, and the replayed bridge then says what a failed save says).
+    pub fn inbox_saved(&mut self) -> Result<String, InboxError> {
+        self.inbox_saved.pop_front().unwrap_or_else(|| {
+            Err(InboxError::Failed(
+                "the transcript recorded no answer to this save".into(),
+            ))
+        })
     }
 
     /// `agent.is-idle`.

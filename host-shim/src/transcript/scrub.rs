@@ -23,7 +23,7 @@
 //! masked id would make replay talk about another conversation.
 
 use crate::transcript::line::Event;
-use crate::wit::agent::{SessionCommand, SessionReply};
+use crate::wit::agent::{InboxError, SessionCommand, SessionReply};
 use crate::wit::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
 use crate::wit::types::{Envelope, ToolDecision};
 
@@ -483,6 +483,19 @@ impl Scrubber {
                 }
                 Event::Work { facts }
             }
+            // A file name is what a person chose to call their file: scrubbed like text.
+            Event::SaveToInbox { dir, name, bytes } => Event::SaveToInbox {
+                dir,
+                name: self.text(&name),
+                bytes,
+            },
+            Event::InboxSaved { result } => Event::InboxSaved {
+                result: match result {
+                    Ok(path) => Ok(self.text(&path)),
+                    Err(InboxError::Failed(e)) => Err(InboxError::Failed(self.text(&e))),
+                    Err(InboxError::Exists) => Err(InboxError::Exists),
+                },
+            },
             Event::Acquired { result } => Event::Acquired {
                 result: result.map_err(|e| self.text(&e)),
             },

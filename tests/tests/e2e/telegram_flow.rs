@@ -504,3 +504,72 @@ async fn a_press_on_the_approve_button_lets_the_parked_tool_call_run() {
     assert!(ids.contains(&"press-stranger".to_owned()), "{ids:?}");
     t.session.shutdown().await.expect("clean shutdown");
 }
+
+/// A private message from [`USER`] carrying a document.
+fn document(
+    message_id: i64,
+    file_id: &str,
+    name: &str,
+    size: u64,
+    caption: &str,
+) -> serde_json::Value {
+    json!({
+        "message": {
+            "message_id": message_id,
+            "from": {"id": USER, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": USER, "first_name": "Ada", "type": "private"},
+            "date": 1_700_000_000,
+            "caption": caption,
+            "document": {
+                "file_id": file_id,
+                "file_unique_id": format!("u-{file_id}"),
+                "file_name": name,
+                "mime_type": "application/pdf",
+                "file_size": size
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_document_is_saved_in_the_inbox_and_one_over_telegrams_20_mb_is_refused_plainly() {
+    let t = Telegram::start().await;
+    let workspace = tempfile::tempdir().expect("temp dir");
+    *t.agent.cwd.lock().unwrap() = Some(workspace.path().to_string_lossy().into_owned());
+    t.pair(1).await;
+
+    let pdf = b"%PDF-1.7 quarterly figures".to_vec();
+    t.server.serve_file(
+        "doc-1",
+        transport_testing::telegram::ServedFile::new(Some("application/pdf"), pdf.clone()),
+    );
+    // getFile, the download with the token in its path, the host's write: all real.
+    t.server.queue_update(document(
+        10,
+        "doc-1",
+        "../../.q3.pdf",
+        pdf.len() as u64,
+        "summarise",
+    ));
+    t.agent.wait_for_prompts(1).await;
+    let prompt = t.agent.prompts.lock().unwrap()[0].clone();
+    assert!(
+        prompt.starts_with("summarise\n\n[bot-connect: the sender attached a file")
+            && prompt.contains(".pi/inbox/q3.pdf (application/pdf, 26 bytes)"),
+        "{prompt}"
+    );
+    let saved = workspace.path().join(".pi/inbox/q3.pdf");
+    assert_eq!(std::fs::read(&saved).expect("saved in the inbox"), pdf);
+    assert!(!workspace.path().join("../.q3.pdf").exists());
+
+    // Over the Bot API's download limit: said before any getFile, and nothing forwarded.
+    let get_file_calls = t.server.calls("getFile");
+    t.say(
+        document(11, "doc-2", "video-dump.zip", 31 * 1024 * 1024, ""),
+        "Telegram lets bots download files of up to 20 MB",
+    )
+    .await;
+    assert_eq!(t.server.calls("getFile"), get_file_calls);
+    assert_eq!(t.agent.prompts.lock().unwrap().len(), 1);
+    t.session.shutdown().await.expect("clean shutdown");
+}

@@ -7,10 +7,11 @@ use super::Sink;
 use super::fail_closed::{Guard, Guards};
 use super::readers::{boolean, holds_secret, int_in, nested, quoted_or_type, string, strings};
 use super::schema::{
-    AttachmentSettings, BridgeConfig, BroadcastSettings, RateLimitSettings, RemoteApprovalSettings,
-    RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy, UsageFooter,
+    AttachmentSettings, BridgeConfig, BroadcastSettings, InboxSettings, RateLimitSettings,
+    RemoteApprovalSettings, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy, UsageFooter,
 };
 use crate::core::globs::validate_glob;
+use crate::core::invisible::is_invisible;
 use crate::keys::Identity;
 use crate::model::DeliverAs;
 
@@ -116,6 +117,10 @@ pub(super) fn apply_bridge(
             }
             "attachments" => {
                 apply_attachments(&mut config.attachments, value, &path, sink);
+                Ok(())
+            }
+            "inbox" => {
+                apply_inbox(&mut config.inbox, value, &path, sink);
                 Ok(())
             }
             "broadcast" => {
@@ -372,6 +377,56 @@ fn apply_attachments(
     }
     if !blank_entry {
         *target = next;
+    }
+}
+
+/// `bridge.inbox`, field-wise. The directory must stay a plain relative path inside the
+/// working directory: the host refuses anything else at every save, so a bad one is said
+/// here, once, with the default kept, rather than at each file a chat sends.
+fn apply_inbox(target: &mut InboxSettings, value: &Value, path: &str, sink: &mut Sink<'_>) {
+    for (key, value) in nested(value, path, sink).into_iter().flatten() {
+        let outcome = match key.as_str() {
+            "enabled" => boolean(value).map(|b| target.enabled = b),
+            "dir" => string(value).and_then(|dir| {
+                check_inbox_dir(dir)?;
+                target.dir = dir.to_owned();
+                Ok(())
+            }),
+            "maxFileBytes" => {
+                int_in(value, 1024, 32 * 1024 * 1024).map(|n| target.max_file_bytes = n as u64)
+            }
+            "maxBytesPerDay" => int_in(value, 1024, 10 * 1024 * 1024 * 1024)
+                .map(|n| target.max_bytes_per_day = n as u64),
+            _ => {
+                sink.warn(format!("{path}.{key}: unknown key, ignored"));
+                Ok(())
+            }
+        };
+        if let Err(text) = outcome {
+            sink.error(format!("{path}.{key}: {text}"));
+        }
+    }
+}
+
+/// Checks `bridge.inbox.dir`: a relative path of plain segments inside the working
+/// directory. The error is the config message's tail.
+fn check_inbox_dir(dir: &str) -> Result<(), String> {
+    let problem = if dir.trim().is_empty() {
+        Some("must not be empty")
+    } else if dir.starts_with('/') || dir.starts_with('\\') || dir.starts_with('~') {
+        Some("must be relative to the working directory, not absolute")
+    } else if dir.split(['/', '\\']).any(|segment| segment == "..") {
+        Some("must not contain '..': the inbox stays inside the working directory")
+    } else if dir.chars().any(|c| c.is_control() || is_invisible(c)) {
+        Some("must not contain control or invisible characters")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(format!(
+            "{problem} (received {dir:?}; the default is .pi/inbox/)"
+        )),
+        None => Ok(()),
     }
 }
 

@@ -23,8 +23,9 @@ use bridge_section::apply_bridge;
 use transports::{apply_transports, transport_request};
 
 pub use schema::{
-    AttachmentSettings, BridgeConfig, BroadcastSettings, READ_ONLY_TOOLS, RateLimitSettings,
-    RemoteApprovalSettings, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy,
+    AttachmentSettings, BridgeConfig, BroadcastSettings, InboxSettings, READ_ONLY_TOOLS,
+    RateLimitSettings, RemoteApprovalSettings, RemoteScopeSettings, RemoteToolApproval,
+    RemoteToolPolicy,
 };
 
 pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};

@@ -62,6 +62,9 @@ pub fn narrow_bridge(
         pairing_max_attempts => "pairingMaxAttempts",
         pairing_max_failures_per_hour => "pairingMaxFailuresPerHour",
         allow_users => "allowUsers",
+        // Where a chat's files are written: a repository could point it at
+        // `.pi/extensions`, and a file sent from a chat would be loaded as code.
+        inbox.dir => "inbox.dir",
         // What the chats see of the owner's spending is the owner's to choose.
         usage_footer => "usageFooter",
         // Messages to the owner's chats are the owner's to choose.
@@ -74,6 +77,9 @@ pub fn narrow_bridge(
         attachments.allowed_media_types => "attachments.allowedMediaTypes", subset;
         attachments.max_count => "attachments.maxCount", at_most;
         attachments.max_bytes => "attachments.maxBytes", at_most;
+        inbox.enabled => "inbox.enabled", |p: &bool, _: &bool| !*p;
+        inbox.max_file_bytes => "inbox.maxFileBytes", at_most;
+        inbox.max_bytes_per_day => "inbox.maxBytesPerDay", at_most;
         broadcast.progress => "broadcast.progress", |p: &bool, _: &bool| !*p;
         broadcast.replies => "broadcast.replies", |p: &bool, _: &bool| !*p;
         // Showing the answer while it is written is more broadcast: a project may only turn it off.

@@ -90,6 +90,37 @@ pub struct AttachmentSettings {
     pub max_bytes: u64,
 }
 
+/// `bridge.inbox` (docs/media.md#files-in): where files a chat sends (anything that is
+/// not an image for the model) are saved inside the agent's working directory, and how
+/// much of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxSettings {
+    /// Files are saved at all; off, a file is refused with a reply saying so.
+    pub enabled: bool,
+    /// The directory, relative to the working directory.
+    pub dir: String,
+    /// Largest file in bytes.
+    pub max_file_bytes: u64,
+    /// Most bytes saved per day (UTC), over all chats of the session.
+    pub max_bytes_per_day: u64,
+}
+
+impl Default for InboxSettings {
+    fn default() -> Self {
+        InboxSettings {
+            enabled: true,
+            dir: DEFAULT_INBOX_DIR.into(),
+            // Telegram's bots download at most 20 MB; the file also passes through the
+            // bridge's 64 MiB of memory, so the range stops at 32 MiB.
+            max_file_bytes: 20 * 1024 * 1024,
+            max_bytes_per_day: 200 * 1024 * 1024,
+        }
+    }
+}
+
+/// Where the inbox is unless `bridge.inbox.dir` says otherwise.
+pub const DEFAULT_INBOX_DIR: &str = ".pi/inbox/";
+
 /// `bridge.remoteApproval`: tool calls that need approval may be answered from the
 /// paired chats (`/approve <id>`), racing the local confirm
 /// (docs/decisions.md#decision-11-approval-from-the-phone).
@@ -177,6 +208,8 @@ pub struct BridgeConfig {
     pub digest_max_length: u32,
     /// Attachment policy.
     pub attachments: AttachmentSettings,
+    /// Where files from the chats are saved.
+    pub inbox: InboxSettings,
     /// What is broadcast.
     pub broadcast: BroadcastSettings,
     /// Remote input rate limits.
@@ -243,6 +276,7 @@ impl Default for BridgeConfig {
                 max_count: 4,
                 max_bytes: 8 * 1024 * 1024,
             },
+            inbox: InboxSettings::default(),
             broadcast: BroadcastSettings {
                 progress: true,
                 replies: true,
@@ -302,6 +336,12 @@ impl BridgeConfig {
                 max_count: self.attachments.max_count,
                 max_bytes: self.attachments.max_bytes,
             },
+            inbox: InboxJson {
+                enabled: self.inbox.enabled,
+                dir: &self.inbox.dir,
+                max_file_bytes: self.inbox.max_file_bytes,
+                max_bytes_per_day: self.inbox.max_bytes_per_day,
+            },
             broadcast: BroadcastJson {
                 progress: self.broadcast.progress,
                 replies: self.broadcast.replies,
@@ -356,6 +396,7 @@ struct BridgeJson<'a> {
     require_addressing: bool,
     digest: DigestJson,
     attachments: AttachmentsJson<'a>,
+    inbox: InboxJson<'a>,
     broadcast: BroadcastJson,
     rate_limit: RateLimitJson,
     progress_min_interval_ms: u64,
@@ -407,6 +448,16 @@ struct AttachmentsJson<'a> {
     max_bytes: u64,
 }
 
+/// `bridge.inbox` as shown.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InboxJson<'a> {
+    enabled: bool,
+    dir: &'a str,
+    max_file_bytes: u64,
+    max_bytes_per_day: u64,
+}
+
 /// `bridge.broadcast` as shown.
 #[derive(Serialize)]
 struct BroadcastJson {
@@ -455,6 +506,12 @@ mod tests {
     ],
     "maxCount": 4,
     "maxBytes": 8388608
+  },
+  "inbox": {
+    "enabled": true,
+    "dir": ".pi/inbox/",
+    "maxFileBytes": 20971520,
+    "maxBytesPerDay": 209715200
   },
   "broadcast": {
     "progress": true,

@@ -206,6 +206,31 @@ fn every_message_text_is_exact() {
             "global config: bridge.digest.x: unknown key, ignored",
         ),
         (
+            r#"{"bridge":{"inbox":{"dir":"../elsewhere"}}}"#,
+            Error,
+            "global config: bridge.inbox.dir: must not contain '..': the inbox stays inside the working directory (received \"../elsewhere\"; the default is .pi/inbox/)",
+        ),
+        (
+            r#"{"bridge":{"inbox":{"dir":"/tmp/in"}}}"#,
+            Error,
+            "global config: bridge.inbox.dir: must be relative to the working directory, not absolute (received \"/tmp/in\"; the default is .pi/inbox/)",
+        ),
+        (
+            r#"{"bridge":{"inbox":{"dir":" "}}}"#,
+            Error,
+            "global config: bridge.inbox.dir: must not be empty (received \" \"; the default is .pi/inbox/)",
+        ),
+        (
+            r#"{"bridge":{"inbox":{"maxFileBytes":40000000}}}"#,
+            Error,
+            "global config: bridge.inbox.maxFileBytes: expected an integer between 1024 and 33554432, received 40000000",
+        ),
+        (
+            r#"{"bridge":{"inbox":{"keep":1}}}"#,
+            Warning,
+            "global config: bridge.inbox.keep: unknown key, ignored",
+        ),
+        (
             r#"{"bridge":{"attachments":"x"}}"#,
             Error,
             "global config: bridge.attachments: expected an object",

@@ -549,3 +549,57 @@ fn any_case_keeps_classes_and_wildcards() {
     assert_eq!(any_case(".env*"), ".[eE][nN][vV]*");
     assert_eq!(any_case("a[bc]/**"), "[aA][bc]/**");
 }
+
+#[test]
+fn a_remote_turn_reads_the_inbox_without_asking_but_never_writes_there_or_reads_beside_it() {
+    let scope = Scope::new(RemoteToolPolicy::ReadOnly, RemoteToolApproval::Off, None)
+        .with_readable_inbox(".pi/inbox/");
+    let judge = |name: &str, path: ToolPath| scope.judge(&call(name, vec![path]), CWD);
+    assert_eq!(judge("read", read(".pi/inbox/report.pdf")), Tier::Allowed);
+    assert_eq!(
+        judge("read", read("/home/me/proj/.pi/inbox/sub/a.txt")),
+        Tier::Allowed
+    );
+    // Beside the inbox, `.pi/**` is protected as before.
+    for path in [
+        ".pi/bot-connect.json",
+        ".pi/inboxes/x",
+        ".pi/inbox/../settings.json",
+    ] {
+        assert!(
+            matches!(
+                judge("read", read(path)),
+                Tier::Approval(AskReason::Protected(_))
+            ),
+            "{path}"
+        );
+    }
+    // Writing into the inbox is a write to a protected path: a read-only turn may not.
+    assert!(matches!(
+        judge("write", write(".pi/inbox/x.txt")),
+        Tier::Refused(_)
+    ));
+    let unrestricted = Scope::new(
+        RemoteToolPolicy::Unrestricted,
+        RemoteToolApproval::Off,
+        None,
+    )
+    .with_readable_inbox(".pi/inbox");
+    assert!(matches!(
+        unrestricted.judge(&call("write", vec![write(".pi/inbox/x.txt")]), CWD),
+        Tier::Approval(AskReason::Protected(_))
+    ));
+    // Without the inbox (switched off), reading there asks like any protected path.
+    let plain = Scope::new(RemoteToolPolicy::ReadOnly, RemoteToolApproval::Off, None);
+    assert!(matches!(
+        plain.judge(&call("read", vec![read(".pi/inbox/report.pdf")]), CWD),
+        Tier::Approval(AskReason::Protected(_))
+    ));
+    // A directory that leads out is ignored, never widened.
+    let odd = Scope::new(RemoteToolPolicy::ReadOnly, RemoteToolApproval::Off, None)
+        .with_readable_inbox("/");
+    assert!(matches!(
+        odd.judge(&call("read", vec![read(".env")]), CWD),
+        Tier::Approval(AskReason::Protected(_))
+    ));
+}

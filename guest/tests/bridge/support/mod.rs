@@ -130,6 +130,12 @@ pub struct FakeHost {
     pub attachments: BTreeMap<String, Result<FetchedAttachment, String>>,
     /// `(transport, reference, max_bytes)` per fetch.
     pub fetches: Vec<(String, String, u64)>,
+    /// The inbox: `dir/name` -> bytes, as `save_to_inbox` wrote them.
+    pub inbox: BTreeMap<String, Vec<u8>>,
+    /// When set, every `save_to_inbox` fails with this.
+    pub inbox_error: Option<String>,
+    /// Every `(dir, name)` asked for, in order (taken names too).
+    pub inbox_tries: Vec<(String, String)>,
 }
 
 /// Capabilities of a chat that fetches attachments and types.
@@ -230,6 +236,9 @@ impl FakeHost {
             refused_locks: BTreeMap::new(),
             attachments: BTreeMap::new(),
             fetches: Vec::new(),
+            inbox: BTreeMap::new(),
+            inbox_error: None,
+            inbox_tries: Vec::new(),
             fail_attempt: BTreeMap::new(),
         }
     }
@@ -407,6 +416,24 @@ impl Host for FakeHost {
             .get(reference)
             .cloned()
             .unwrap_or_else(|| Err("not found".into()))
+    }
+
+    fn save_to_inbox(
+        &mut self,
+        dir: &str,
+        name: &str,
+        data: &[u8],
+    ) -> Result<String, guest::model::InboxError> {
+        self.inbox_tries.push((dir.to_string(), name.to_string()));
+        if let Some(error) = &self.inbox_error {
+            return Err(guest::model::InboxError::Failed(error.clone()));
+        }
+        let path = format!("{}/{name}", dir.trim_end_matches('/'));
+        if self.inbox.contains_key(&path) {
+            return Err(guest::model::InboxError::Exists);
+        }
+        self.inbox.insert(path.clone(), data.to_vec());
+        Ok(path)
     }
 
     fn diagnose(&mut self, transport: &str) -> String {

@@ -69,6 +69,29 @@ impl agent::Host for Imports<'_, AgentPart<'_>> {
             .await
     }
 
+    async fn save_to_inbox(
+        &mut self,
+        dir: String,
+        name: String,
+        data: Vec<u8>,
+    ) -> Result<String, agent::InboxError> {
+        self.tape.record(|| Event::SaveToInbox {
+            dir: dir.clone(),
+            name: name.clone(),
+            bytes: data.len(),
+        });
+        let cwd = self.part.agent.session_info().cwd;
+        self.tape
+            .answer(
+                Script::inbox_saved,
+                save_to_inbox(cwd, dir, name, data),
+                |result| Event::InboxSaved {
+                    result: result.clone(),
+                },
+            )
+            .await
+    }
+
     fn resolve_tool_call(
         &mut self,
         id: String,
@@ -170,6 +193,27 @@ impl AgentPart<'_> {
             }),
             last_prompt: facts.last_prompt,
         }
+    }
+}
+
+/// Writes one inbox file off the async threads (a file of megabytes, a slow disk).
+async fn save_to_inbox(
+    cwd: String,
+    dir: String,
+    name: String,
+    data: Vec<u8>,
+) -> Result<String, agent::InboxError> {
+    use crate::disk::inbox::{InboxFailure, save};
+    let written =
+        tokio::task::spawn_blocking(move || save(std::path::Path::new(&cwd), &dir, &name, &data))
+            .await;
+    match written {
+        Ok(Ok(path)) => Ok(path),
+        Ok(Err(InboxFailure::Exists)) => Err(agent::InboxError::Exists),
+        Ok(Err(failure)) => Err(agent::InboxError::Failed(failure.to_string())),
+        Err(error) => Err(agent::InboxError::Failed(format!(
+            "the write stopped before it finished: {error}"
+        ))),
     }
 }
 

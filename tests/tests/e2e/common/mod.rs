@@ -375,6 +375,9 @@ pub struct ScriptAgent {
     pub aborts: std::sync::atomic::AtomicUsize,
     /// What the agent reports for the work digest; the test sets it.
     pub facts: Mutex<RecentWork>,
+    /// The working directory it reports, when a test gives one (files from a chat are
+    /// saved inside it); `/work` otherwise, like the other fakes.
+    pub cwd: Mutex<Option<String>>,
 }
 
 impl ScriptAgent {
@@ -468,7 +471,11 @@ impl Agent for ScriptAgent {
     }
 
     fn session_info(&self) -> SessionInfo {
-        info("script")
+        let mut info = info("script");
+        if let Some(cwd) = self.cwd.lock().unwrap().clone() {
+            info.cwd = cwd;
+        }
+        info
     }
 
     fn recent_work(&self) -> RecentWork {
