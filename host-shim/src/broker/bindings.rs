@@ -170,6 +170,28 @@ impl Bindings {
         self.store.clone()
     }
 
+    /// The chats bound to each session: written down (their senders paired) or not yet
+    /// (a stranger's, on its way to pairing), each list sorted.
+    pub fn chats(&self) -> HashMap<String, Vec<(String, bool)>> {
+        let mut chats: HashMap<String, Vec<(String, bool)>> = HashMap::new();
+        for (conversation, binding) in &self.map {
+            chats
+                .entry(binding.session.clone())
+                .or_default()
+                .push((conversation.clone(), true));
+        }
+        for (conversation, binding) in &self.provisional {
+            chats
+                .entry(binding.session.clone())
+                .or_default()
+                .push((conversation.clone(), false));
+        }
+        for list in chats.values_mut() {
+            list.sort();
+        }
+        chats
+    }
+
     /// Chats bound and written down.
     pub fn kept(&self) -> usize {
         self.map.len()

@@ -380,6 +380,10 @@ impl Broker {
             "session detached",
             &[("session", key.to_owned())],
         );
+        // Its approvals died with it; the dashboard must not list them as waiting.
+        if let Some(metrics) = self.metrics.get() {
+            metrics.recent().forget_session(key);
+        }
         self.write_status();
     }
 
@@ -806,6 +810,23 @@ impl Broker {
                 ..summary
             })
             .collect()
+    }
+
+    /// The chats bound to each attached session (`true`: written down, its sender paired),
+    /// for the dashboard.
+    pub fn chats(&self) -> HashMap<String, Vec<(String, bool)>> {
+        self.inner(|inner| inner.bindings.chats())
+    }
+
+    /// The identities session `key` is paired with, for the dashboard; empty when the
+    /// state cannot be read (the page is no place for that error: `doctor` says it).
+    pub fn paired_with_session(&self, key: &str) -> Vec<String> {
+        let Some(path) = &self.state_file else {
+            return Vec::new();
+        };
+        self.state_reader(path)
+            .and_then(|reader| reader.trusted_by(key))
+            .unwrap_or_default()
     }
 
     /// Stops every real transport and releases the bots' locks. Sessions are shut down

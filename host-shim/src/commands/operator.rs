@@ -1,6 +1,7 @@
 //! `--metrics ADDR` of `host-shim serve`: the metrics of this process and the listener that
 //! serves them with `/healthz` and `/readyz` (docs/operations.md).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use crate::cluster::seal::Gate;
 use crate::factory;
 use crate::local::logging::LogSink;
 use crate::ops::counted_transport::CountedTransport;
-use crate::ops::dashboard::{self, View};
+use crate::ops::dashboard::{self, SessionRow, View};
 use crate::ops::health::Check;
 use crate::ops::listener::{self, Dashboard, Endpoints, Listener, Readiness, Refresh};
 use crate::ops::metrics::Metrics;
@@ -122,11 +123,38 @@ pub fn broker_dashboard(
             let Some(broker) = weak.upgrade() else {
                 return View::default();
             };
+            let sessions = broker.sessions();
+            let names: HashMap<&str, &str> = sessions
+                .iter()
+                .map(|s| (s.key.as_str(), s.name.as_str()))
+                .collect();
+            // A line of a session that left since names its key: the page still says whose.
+            let name = |key: &str| names.get(key).map_or(key, |name| *name).to_owned();
+            let mut chats = broker.chats();
+            let recent = metrics.recent();
             View {
-                sessions: broker
-                    .sessions()
+                sessions: sessions
+                    .iter()
+                    .take(dashboard::SESSIONS_SHOWN)
+                    .map(|s| SessionRow {
+                        name: s.name.clone(),
+                        busy: s.busy,
+                        chats: chats.remove(&s.key).unwrap_or_default(),
+                        paired: broker.paired_with_session(&s.key),
+                    })
+                    .collect(),
+                more_sessions: sessions.len().saturating_sub(dashboard::SESSIONS_SHOWN),
+                approvals: recent
+                    .pending()
                     .into_iter()
-                    .map(|s| (s.name, s.busy))
+                    // An approval of a session that went away died with it.
+                    .filter(|p| names.contains_key(p.session.as_str()))
+                    .map(|p| (name(&p.session), p.tool, p.id))
+                    .collect(),
+                decisions: recent
+                    .decisions()
+                    .into_iter()
+                    .map(|d| (name(&d.session), d.event, d.detail))
                     .collect(),
                 checks: broker.bot_checks(),
                 figures: metrics.figures(),

@@ -335,6 +335,19 @@ impl StateDb {
             .map_err(|error| read_error(&self.path, &error))
     }
 
+    /// The identities session `key`'s document trusts, sorted: the index by key.
+    pub fn trusted_by(&self, key: &str) -> Result<Vec<String>, StateDbError> {
+        let reader = self.reader();
+        let mut statement = reader
+            .prepare_cached("SELECT identity FROM trusted WHERE key = ?1 ORDER BY identity")
+            .map_err(|error| read_error(&self.path, &error))?;
+        let rows = statement
+            .query_map(params![key], |row| row.get::<_, String>(0))
+            .map_err(|error| read_error(&self.path, &error))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
     /// Whether session `key`'s document trusts `identity`: one lookup in the index.
     pub fn trusts(&self, identity: &str, key: &str) -> Result<bool, StateDbError> {
         let reader = self.reader();
@@ -675,6 +688,25 @@ impl StateReader {
                 }
                 Ok(trusting)
             }
+        }
+    }
+
+    /// The identities session `key` trusts, sorted (the database's index, or the JSON
+    /// file's document of `key` when it is not migrated yet).
+    pub fn trusted_by(&self, key: &str) -> Result<Vec<String>, StateStoreError> {
+        match self {
+            StateReader::Db(db) => Ok(db.trusted_by(key)?),
+            StateReader::File(_) => Ok(self
+                .document(key)?
+                .map(|document| {
+                    let (state, _) = guest::core::state::parse_session_state(&document, key);
+                    state
+                        .trusted
+                        .keys()
+                        .map(|i| i.as_str().to_owned())
+                        .collect()
+                })
+                .unwrap_or_default()),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The operator's dashboard (docs/operations.md#dashboard): one server-rendered page on the
 //! metrics listener, behind a token printed at the terminal, served only on loopback. It
-//! shows the attached sessions, the readiness checks and the delivery figures as small bar
+//! shows the attached sessions with their chats and who they are paired with, the remote
+//! approvals that wait, the bridges' last decisions about inbound messages (what `/connect
+//! explain` would say of them), the readiness checks and the delivery figures as small bar
 //! charts; nothing on it can change anything (the listener answers GET only, and approving
 //! stays the terminal's power), and it carries no script, so the page's policy forbids all.
 
@@ -9,12 +11,37 @@ use super::health::Check;
 /// The cookie a browser keeps the token in after the link printed at the terminal.
 pub const COOKIE: &str = "botconnect_dashboard";
 
-/// What the page shows, already free of ids: session names as `/sessions` shows them,
-/// checks, counts.
+/// Sessions listed with their chats and pairings; past these the page says how many more
+/// there are (10,000 sessions would be a page nobody reads, and a query each).
+pub const SESSIONS_SHOWN: usize = 100;
+
+/// One attached session as the page lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionRow {
+    /// Its name, as `/sessions` shows it.
+    pub name: String,
+    /// A turn runs.
+    pub busy: bool,
+    /// The chats bound to it (`transport:conversation`), and whether each is written down
+    /// (its sender paired) or not yet (a stranger's, on its way to pairing).
+    pub chats: Vec<(String, bool)>,
+    /// The identities it is paired with (`transport:user`).
+    pub paired: Vec<String>,
+}
+
+/// What the page shows. Session names as `/sessions` shows them; chat ids and identities,
+/// which the page's reader (the operator, holding the token) manages; every text from a log
+/// line already redacted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
-    /// Attached sessions: name and whether a turn runs.
-    pub sessions: Vec<(String, bool)>,
+    /// Attached sessions, at most [`SESSIONS_SHOWN`].
+    pub sessions: Vec<SessionRow>,
+    /// Attached sessions not listed.
+    pub more_sessions: usize,
+    /// Remote approvals waiting for an answer: session name, tool, approval id.
+    pub approvals: Vec<(String, String, String)>,
+    /// The last decisions about inbound messages, newest first: session name, event, detail.
+    pub decisions: Vec<(String, String, String)>,
     /// The readiness checks.
     pub checks: Vec<Check>,
     /// Delivery figures: label and count.
@@ -71,6 +98,11 @@ fn escape(text: &str) -> String {
     out
 }
 
+/// `cell`, or a dash when it is empty.
+fn or_none(cell: &str) -> &str {
+    if cell.is_empty() { "–" } else { cell }
+}
+
 /// The page.
 pub fn render(view: &View) -> String {
     let mut html = String::from(
@@ -86,12 +118,70 @@ pub fn render(view: &View) -> String {
     if view.sessions.is_empty() {
         html.push_str("<p>No session is attached.</p>");
     } else {
-        html.push_str("<table><tr><th>session</th><th>state</th></tr>");
-        for (name, busy) in &view.sessions {
+        html.push_str(
+            "<table><tr><th>session</th><th>state</th><th>chats</th><th>paired with</th></tr>",
+        );
+        for row in &view.sessions {
+            let chats: Vec<String> = row
+                .chats
+                .iter()
+                .map(|(chat, kept)| {
+                    format!(
+                        "<span data-chat=\"{0}\">{0} ({1})</span>",
+                        escape(chat),
+                        // A stranger's chat is bound in memory only; the broker writes it
+                        // down at its first message after pairing.
+                        if *kept { "kept" } else { "new" }
+                    )
+                })
+                .collect();
+            let paired: Vec<String> = row
+                .paired
+                .iter()
+                .map(|identity| format!("<span data-paired>{}</span>", escape(identity)))
+                .collect();
             html.push_str(&format!(
-                "<tr data-session=\"{0}\"><td>{0}</td><td>{1}</td></tr>",
-                escape(name),
-                if *busy { "active" } else { "idle" }
+                "<tr data-session=\"{0}\"><td>{0}</td><td>{1}</td><td>{2}</td><td>{3}</td></tr>",
+                escape(&row.name),
+                if row.busy { "active" } else { "idle" },
+                or_none(&chats.join("<br>")),
+                or_none(&paired.join("<br>")),
+            ));
+        }
+        html.push_str("</table>");
+        if view.more_sessions > 0 {
+            html.push_str(&format!(
+                "<p>and {} more (<code>host-shim doctor</code> lists them all).</p>",
+                view.more_sessions
+            ));
+        }
+    }
+    html.push_str("<h2>Approvals waiting</h2>");
+    if view.approvals.is_empty() {
+        html.push_str("<p>None.</p>");
+    } else {
+        html.push_str("<table><tr><th>session</th><th>tool</th><th>id</th></tr>");
+        for (session, tool, id) in &view.approvals {
+            html.push_str(&format!(
+                "<tr data-approval=\"{2}\"><td>{0}</td><td>{1}</td><td>{2}</td></tr>",
+                escape(session),
+                escape(tool),
+                escape(id)
+            ));
+        }
+        html.push_str("</table>");
+    }
+    html.push_str("<h2>Last decisions</h2>");
+    if view.decisions.is_empty() {
+        html.push_str("<p>None yet.</p>");
+    } else {
+        html.push_str("<table><tr><th>session</th><th>what</th><th>details</th></tr>");
+        for (session, event, detail) in &view.decisions {
+            html.push_str(&format!(
+                "<tr data-decision=\"{1}\"><td>{0}</td><td>{1}</td><td>{2}</td></tr>",
+                escape(session),
+                escape(event),
+                escape(detail)
             ));
         }
         html.push_str("</table>");
@@ -156,14 +246,25 @@ mod tests {
 
     #[test]
     fn a_session_name_cannot_inject_markup() {
+        let hostile = "<script>alert(1)</script>\"x";
         let view = View {
-            sessions: vec![("<script>alert(1)</script>\"x".into(), false)],
+            sessions: vec![SessionRow {
+                name: hostile.into(),
+                chats: vec![(hostile.into(), false)],
+                paired: vec![hostile.into()],
+                ..SessionRow::default()
+            }],
+            approvals: vec![(hostile.into(), hostile.into(), hostile.into())],
+            decisions: vec![(hostile.into(), hostile.into(), hostile.into())],
             ..View::default()
         };
         let page = render(&view);
         assert!(!page.contains("<script>"), "{page}");
-        assert!(
-            page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;x"),
+        // Every place a text from a session or a chat lands.
+        assert_eq!(
+            page.matches("&lt;script&gt;alert(1)&lt;/script&gt;&quot;x")
+                .count(),
+            13,
             "{page}"
         );
     }

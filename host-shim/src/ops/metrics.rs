@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use transport_core::TransportError;
 
 use crate::local::logging::{CallCost, LogLine};
+use crate::ops::recent::Recent;
 
 /// The label value of anything outside a family's fixed set.
 const OTHER: &str = "other";
@@ -103,6 +104,9 @@ pub struct Metrics {
     /// The dashboard's figures, summed over every label: received, sent, failed, refused,
     /// reported lost.
     figures: [AtomicU64; 5],
+    /// The dashboard's last decisions and open approvals: fed from the same lines as the
+    /// counters, and the dashboard exists only beside the metrics.
+    recent: Recent,
 }
 
 impl Metrics {
@@ -136,6 +140,7 @@ impl Metrics {
             nats_redeliveries: Counter::default(),
             nats_leases: Family::default(),
             figures: Default::default(),
+            recent: Recent::default(),
             registry: Registry::default(),
         };
         // Counters are registered without `_total`: the encoder adds it (OpenMetrics).
@@ -338,6 +343,11 @@ impl Metrics {
                 outcome: "refused".into(),
             })
             .inc();
+    }
+
+    /// The sessions' last decisions and open approvals, as their log lines told them.
+    pub fn recent(&self) -> &Recent {
+        &self.recent
     }
 
     /// Takes one call's cost into the fuel and memory histograms.

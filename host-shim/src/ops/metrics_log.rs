@@ -24,6 +24,7 @@ impl MetricsLog {
 impl LogSink for MetricsLog {
     fn write(&self, session: &str, line: LogLine) {
         self.metrics.observe(&line);
+        self.metrics.recent().note(session, &line);
         self.inner.write(session, line);
     }
 

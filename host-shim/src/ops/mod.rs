@@ -7,3 +7,4 @@ pub mod health;
 pub mod listener;
 pub mod metrics;
 pub mod metrics_log;
+pub mod recent;

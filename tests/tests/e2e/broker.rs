@@ -933,11 +933,14 @@ const { chromium } = require(process.env.PLAYWRIGHT);
   const figures = await page.$$eval('[data-figure]', gs => gs.map(g => g.textContent));
   const checks = await page.$$eval('[data-check]', rows => rows.map(r => r.textContent));
   const scripts = await page.$$eval('script', s => s.length);
+  const chats = await page.$$eval('[data-chat]', spans => spans.map(s => s.textContent));
+  const paired = await page.$$eval('[data-paired]', spans => spans.map(s => s.textContent));
+  const decisions = await page.$$eval('[data-decision]', rows => rows.map(r => r.getAttribute('data-decision')));
   // The picture in the docs: BOT_CONNECT_DASHBOARD_SCREENSHOT=<file.png> takes it.
   if (process.env.SHOT) await page.screenshot({ path: process.env.SHOT, fullPage: true });
   const cookies = (await context.cookies()).map(c => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }));
   await context.close();
-  console.log(JSON.stringify({ bareStatus, bareText, wrongStatus, status, url, html, sessions, figures, checks, scripts, cookies }));
+  console.log(JSON.stringify({ bareStatus, bareText, wrongStatus, status, url, html, sessions, figures, checks, scripts, cookies, chats, paired, decisions }));
 })().catch(error => { console.error(error); process.exit(1); });
 "#;
 
@@ -975,6 +978,31 @@ async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
         )
         .await;
     api.agent.wait_for_prompts(1).await;
+    // A stranger pairs with web after one wrong code: its chat, its pairing and both
+    // decisions are what the page is for.
+    world
+        .say(
+            "stranger-77",
+            "dm-s",
+            "/switch web",
+            "If a session of that name",
+        )
+        .await;
+    world.send("stranger-77", "dm-s", "let me in").await;
+    shown(&web.ui, "Messenger pairing code:").await;
+    let code: String = web
+        .ui
+        .notes()
+        .iter()
+        .rev()
+        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
+        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
+        .expect("a code");
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    world
+        .say("stranger-77", "dm-s", wrong, "That code did not match")
+        .await;
+    world.say("stranger-77", "dm-s", &code, "Paired").await;
 
     let seen = browser::run(
         &browser,
@@ -1021,13 +1049,33 @@ async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
         figures.contains("received") && figures.contains("sent"),
         "{figures}"
     );
+    // The chats each session talks to, and who paired: the operator's to see.
+    assert_eq!(
+        seen["chats"],
+        serde_json::json!(["fake:dm-1 (kept)", "fake:dm-s (new)"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["paired"],
+        serde_json::json!(["fake:stranger-77"]),
+        "{seen}"
+    );
+    let decisions = seen["decisions"].to_string();
+    for decision in [
+        "paired remote identity",
+        "wrong pairing code",
+        "prompt forwarded",
+    ] {
+        assert!(decisions.contains(decision), "{decision} in {decisions}");
+    }
     let page = seen["html"].as_str().expect("the page");
+    // Never a credential, a message's text, the code, a session's key or its directory.
     for secret in [
         token.as_str(),
         "ghp_PLANTED",
         "ship it",
-        "user-1",
-        "dm-1",
+        "let me in",
+        code.as_str(),
         "key-api",
         "/work/",
     ] {
