@@ -111,6 +111,16 @@ impl Bridge {
             };
             match host.send(message) {
                 Ok(_) => {
+                    // Every message here waited for a platform's rate limit once at least:
+                    // the operator's count of deliveries that needed a retry.
+                    host.log(
+                        Level::Info,
+                        "outbound sent after waiting",
+                        &[
+                            ("transport", queue.target.transport.clone()),
+                            ("kind", message.kind.as_str().into()),
+                        ],
+                    );
                     queue.messages.pop_front();
                     queue.waits = 0;
                 }

@@ -520,6 +520,16 @@ fn a_rate_limited_reply_waits_and_later_messages_queue_behind_it() {
     assert_eq!(texts[1], "Done.");
     assert!(texts[2].contains("tg:u1"), "{texts:?}");
     assert!(host.notes.is_empty());
+    // The operator's count of deliveries that needed a retry: the reply and the answer
+    // queued behind it, each once.
+    let kinds: Vec<String> = host
+        .logs_named("outbound sent after waiting")
+        .iter()
+        .flat_map(|line| line.fields.iter())
+        .filter(|(key, _)| key == "kind")
+        .map(|(_, value)| value.clone())
+        .collect();
+    assert_eq!(kinds, ["reply", "notice"]);
 }
 
 #[test]

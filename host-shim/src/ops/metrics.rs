@@ -89,6 +89,7 @@ pub struct Metrics {
     envelopes_sent: Family<SendLabels, Counter>,
     platform_errors: Family<ErrorLabels, Counter>,
     deliveries_lost: Family<TransportLabel, Counter>,
+    deliveries_retried: Family<TransportLabel, Counter>,
     inbound_rate_limited: Family<KindLabel, Counter>,
     approvals: Family<OutcomeLabel, Counter>,
     pairing: Family<OutcomeLabel, Counter>,
@@ -125,6 +126,7 @@ impl Metrics {
             envelopes_sent: Family::default(),
             platform_errors: Family::default(),
             deliveries_lost: Family::default(),
+            deliveries_retried: Family::default(),
             inbound_rate_limited: Family::default(),
             approvals: Family::default(),
             pairing: Family::default(),
@@ -168,6 +170,11 @@ impl Metrics {
             "deliveries_reported_lost",
             "Replies the bridge gave up on and reported at the terminal, by transport",
             metrics.deliveries_lost.clone(),
+        );
+        registry.register(
+            "deliveries_retried",
+            "Messages sent after waiting out a platform's rate limit in the bridge's outbox, by transport",
+            metrics.deliveries_retried.clone(),
         );
         registry.register(
             "inbound_rate_limited",
@@ -405,6 +412,12 @@ impl Metrics {
                     .get_or_create(&TransportLabel { transport })
                     .inc();
             }
+            "outbound sent after waiting" => {
+                let transport = self.transport(field("transport").unwrap_or_default());
+                self.deliveries_retried
+                    .get_or_create(&TransportLabel { transport })
+                    .inc();
+            }
             "remote input rate limited" => {
                 let kind = match field("kind") {
                     Some(kind @ ("prompt" | "command")) => kind,
@@ -512,12 +525,17 @@ mod tests {
         metrics.observe(&line("nats_redelivery", &[("delivered", "2")]));
         metrics.observe(&line("nats_redelivery", &[("delivered", "3")]));
         metrics.observe(&line("wrong pairing code", &[("budget", "counted")]));
+        metrics.observe(&line(
+            "outbound sent after waiting",
+            &[("transport", "telegram"), ("kind", "reply")],
+        ));
         let text = metrics.render();
         for expected in [
             "botconnect_component_traps_total 1",
             "botconnect_component_restarts_total 1",
             "botconnect_nats_redeliveries_total 2",
             "botconnect_pairing_total{outcome=\"wrong\"} 1",
+            "botconnect_deliveries_retried_total{transport=\"other\"} 1",
         ] {
             assert!(text.contains(expected), "{expected} in {text}");
         }
