@@ -7,6 +7,8 @@
 pub mod cluster;
 #[path = "../../../../tests/tests/e2e/common/compiled.rs"]
 pub mod compiled;
+#[path = "../../../../tests/tests/e2e/common/npm.rs"]
+pub mod npm;
 #[path = "../../../../tests/tests/e2e/common/pi.rs"]
 pub mod pi;
 

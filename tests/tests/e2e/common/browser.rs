@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
-use super::pi::output;
+use super::npm::{self, output};
 
 /// The playwright-core release the test is pinned to.
 pub const PLAYWRIGHT_VERSION: &str = "1.65.2";
@@ -62,36 +62,12 @@ async fn chromium() -> Result<PathBuf, String> {
 async fn playwright() -> Result<PathBuf, String> {
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("playwright-{PLAYWRIGHT_VERSION}"));
-    let package = dir.join("node_modules/playwright-core");
-    if package.join("package.json").exists() {
-        return Ok(package);
-    }
-    let here = std::env::temp_dir();
-    output("node", &["--version"], &here, Duration::from_secs(30)).await?;
-    // Installed beside and renamed into place: an interrupted install never looks complete.
-    let staging = dir.with_extension(format!("staging-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging)
-        .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
-    std::fs::write(
-        staging.join("package.json"),
-        r#"{"name":"pw","private":true}"#,
-    )
-    .map_err(|e| format!("cannot write package.json: {e}"))?;
     let spec = format!("playwright-core@{PLAYWRIGHT_VERSION}");
-    let args = [
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--ignore-scripts",
-        "--loglevel=error",
-        spec.as_str(),
-    ];
-    output("npm", &args, &staging, NPM_TIMEOUT).await?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&staging, &dir)
-        .map_err(|e| format!("cannot move the install into place: {e}"))?;
-    Ok(package)
+    if !npm::installed(&dir, &spec) {
+        output("node", &["--version"], &std::env::temp_dir(), Duration::from_secs(30)).await?;
+        npm::install(&dir, &spec, NPM_TIMEOUT).await?;
+    }
+    Ok(dir.join("node_modules/playwright-core"))
 }
 
 async fn install() -> Result<Browser, String> {

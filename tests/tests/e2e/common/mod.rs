@@ -8,6 +8,7 @@ pub mod browser;
 pub mod cluster;
 pub mod compiled;
 pub mod fake_model;
+pub mod npm;
 pub mod pi;
 pub mod ripgrep;
 pub mod soak;

@@ -21,6 +21,8 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Notify, OnceCell};
 
+use super::npm::{self, output};
+
 /// The pi release these tests are pinned to.
 pub const PI_VERSION: &str = "0.73.1";
 const PI_PACKAGE: &str = "@mariozechner/pi-coding-agent";
@@ -41,55 +43,11 @@ fn cache_dir() -> PathBuf {
     }
 }
 
-pub async fn output(
-    program: &str,
-    args: &[&str],
-    cwd: &Path,
-    timeout: Duration,
-) -> Result<String, String> {
-    let child = Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("{program} is not available ({e})"))?;
-    let out = tokio::time::timeout(timeout, child.wait_with_output())
-        .await
-        .map_err(|_| {
-            format!(
-                "`{program} {}` took over {} s",
-                args.join(" "),
-                timeout.as_secs()
-            )
-        })?
-        .map_err(|e| format!("{program} failed ({e})"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: String = stderr
-            .chars()
-            .rev()
-            .take(600)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        return Err(format!(
-            "`{program} {}` failed ({}): {tail}",
-            args.join(" "),
-            out.status
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 async fn install() -> Result<PathBuf, String> {
     let dir = cache_dir();
     let bin = dir.join("node_modules/.bin/pi");
-    let marker = dir.join(".installed");
-    if bin.exists() && std::fs::read_to_string(&marker).ok().as_deref() == Some(PI_VERSION) {
+    let spec = format!("{PI_PACKAGE}@{PI_VERSION}");
+    if bin.exists() && npm::installed(&dir, &spec) {
         return Ok(bin);
     }
     let here = std::env::temp_dir();
@@ -99,32 +57,7 @@ async fn install() -> Result<PathBuf, String> {
     if (major, minor) < (20, 6) {
         return Err(format!("pi {PI_VERSION} needs node >= 20.6, found {node}"));
     }
-    output("npm", &["--version"], &here, Duration::from_secs(30)).await?;
-    // Installed beside the cache and renamed into place, so an interrupted install never
-    // looks complete.
-    let staging = dir.with_extension(format!("staging-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging)
-        .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
-    std::fs::write(
-        staging.join("package.json"),
-        r#"{"name":"pi-cache","private":true}"#,
-    )
-    .map_err(|e| format!("cannot write package.json: {e}"))?;
-    let spec = format!("{PI_PACKAGE}@{PI_VERSION}");
-    let args = [
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--ignore-scripts",
-        "--loglevel=error",
-        spec.as_str(),
-    ];
-    output("npm", &args, &staging, INSTALL_TIMEOUT).await?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&staging, &dir)
-        .map_err(|e| format!("cannot move the install into place: {e}"))?;
-    std::fs::write(&marker, PI_VERSION).map_err(|e| format!("cannot mark the install: {e}"))?;
+    npm::install(&dir, &spec, INSTALL_TIMEOUT).await?;
     Ok(bin)
 }
 
