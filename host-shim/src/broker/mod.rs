@@ -12,7 +12,7 @@ pub mod routing;
 pub mod shared;
 pub mod strangers;
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -637,6 +637,8 @@ impl Broker {
             fingerprint,
             identity,
             trusting: OnceCell::new(),
+            paired: RefCell::default(),
+            reads: Cell::new(0),
         };
         let bound = self.inner(|inner| inner.bindings.get(conversation).cloned());
         let decision = routing::decide(
@@ -897,19 +899,17 @@ fn spawn_status_writer(
     let spawned = std::thread::Builder::new()
         .name("broker-status".into())
         .spawn(move || {
-            while requests.recv().is_ok() {
-                while requests.try_recv().is_ok() {}
+            let write = || {
                 let Some(broker) = broker.upgrade() else {
-                    return;
+                    return false;
                 };
                 if *lock(&stopped) {
-                    return;
+                    return false;
                 }
                 broker.write_status_now(&path);
-                drop(broker);
-                // Requests made meanwhile wait in the channel for the next write.
-                std::thread::sleep(STATUS_INTERVAL);
-            }
+                true
+            };
+            pace_status_writes(&requests, STATUS_INTERVAL, write, std::thread::sleep);
         });
     match spawned {
         Ok(_) => Some(sender),
@@ -936,6 +936,25 @@ fn spawn_status_writer(
     }
 }
 
+/// The status thread's loop: waits for a request, takes every request that came with it
+/// as one, calls `write` (`false`: the broker is gone or stopped, so the loop ends), then
+/// `pause`s for `interval` while new requests wait in the channel for the next write.
+/// Ends when every sender is gone.
+fn pace_status_writes(
+    requests: &std::sync::mpsc::Receiver<()>,
+    interval: std::time::Duration,
+    mut write: impl FnMut() -> bool,
+    mut pause: impl FnMut(std::time::Duration),
+) {
+    while requests.recv().is_ok() {
+        while requests.try_recv().is_ok() {}
+        if !write() {
+            return;
+        }
+        pause(interval);
+    }
+}
+
 /// Routing's questions about one shared bot, for one sender, answered from the broker's
 /// books and the state database's trust index (see [`Roster`]).
 struct BotRoster<'a> {
@@ -944,6 +963,12 @@ struct BotRoster<'a> {
     identity: &'a str,
     /// Who trusts the sender, read once for a list (`/sessions`, `/switch <n>`).
     trusting: OnceCell<BTreeSet<String>>,
+    /// Each session's answer to "is the sender paired with it", asked once a message:
+    /// routing, the provisional binding and the binding after delivery all ask, and each
+    /// asking read the state database again.
+    paired: RefCell<HashMap<String, bool>>,
+    /// How many times the state database was asked whether the sender is paired.
+    reads: Cell<u32>,
 }
 
 impl BotRoster<'_> {
@@ -998,6 +1023,31 @@ impl BotRoster<'_> {
     }
 }
 
+impl BotRoster<'_> {
+    /// Whether `identity` is paired with session `key`: the config's `allowUsers`, else
+    /// the trust read for a list, else one read of the state database's index.
+    fn ask_paired(&self, key: &str, identity: &str) -> bool {
+        let allowed = self.broker.inner(|inner| {
+            inner
+                .allowing
+                .get(identity)
+                .is_some_and(|keys| keys.contains(key))
+        });
+        if allowed {
+            return true;
+        }
+        match self.trusting.get() {
+            Some(trusting) => trusting.contains(key),
+            None => {
+                self.reads.set(self.reads.get() + 1);
+                self.broker
+                    .trusted_by(|reader| reader.trusts(identity, key))
+                    .unwrap_or(false)
+            }
+        }
+    }
+}
+
 impl Roster for BotRoster<'_> {
     fn census(&self) -> Census {
         let only = self.broker.inner(|inner| {
@@ -1042,22 +1092,15 @@ impl Roster for BotRoster<'_> {
     }
 
     fn is_paired(&self, key: &str, identity: &str) -> bool {
-        let allowed = self.broker.inner(|inner| {
-            inner
-                .allowing
-                .get(identity)
-                .is_some_and(|keys| keys.contains(key))
-        });
-        if allowed {
-            return true;
+        if identity != self.identity {
+            return self.ask_paired(key, identity);
         }
-        match self.trusting.get() {
-            Some(trusting) => trusting.contains(key),
-            None => self
-                .broker
-                .trusted_by(|reader| reader.trusts(identity, key))
-                .unwrap_or(false),
+        if let Some(known) = self.paired.borrow().get(key) {
+            return *known;
         }
+        let answer = self.ask_paired(key, identity);
+        self.paired.borrow_mut().insert(key.to_owned(), answer);
+        answer
     }
 
     fn paired_with(&self, identity: &str) -> Vec<SessionView> {
@@ -1114,6 +1157,237 @@ mod tests {
         let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "{}");
+    }
+
+    use crate::agent::IdleAgent;
+    use crate::disk::state_db::StateDb;
+    use crate::local::clock::ManualClock;
+    use crate::local::logging::MemoryLog;
+    use crate::wit::session::{ConfigContent, ConfigScope};
+
+    /// The shared bot the rosters below are asked about; `OTHER_BOT` is another one.
+    const BOT: &str = "bot";
+    const OTHER_BOT: &str = "other-bot";
+
+    /// A broker with no bot of its own, reading who is paired from the state beside
+    /// `state_file` and keeping its status file at `status_file`.
+    fn broker(state_file: Option<PathBuf>, status_file: Option<PathBuf>) -> Arc<Broker> {
+        let locks = tempfile::tempdir().expect("tempdir").keep();
+        Broker::new(BrokerOptions {
+            locks: LockDir::new(locks),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            log: Arc::new(MemoryLog::default()),
+            build: Arc::new(|_| Built::default()),
+            state_file,
+            bindings: Bindings::default(),
+            status_file,
+            pairing: PairingBudget::default(),
+        })
+    }
+
+    /// Attaches `key` as `name`, letting `allowed` in without pairing, with a sink on `bot`.
+    fn attach(broker: &Broker, key: &str, name: &str, allowed: &[&str], bot: &str) {
+        let users: Vec<String> = allowed.iter().map(|u| format!("{u:?}")).collect();
+        let config = ConfigSource {
+            scope: ConfigScope::Global,
+            path: "/home/me/.pi/agent/bot-connect.json".into(),
+            content: ConfigContent::Text(format!(
+                r#"{{"bridge": {{"allowUsers": [{}]}}}}"#,
+                users.join(", ")
+            )),
+        };
+        let shown = broker
+            .attach(key, name, "/work", &[config], Arc::new(IdleAgent))
+            .expect("attaches");
+        assert_eq!(shown, name, "names are unique here");
+        let (sink, _stream) = transport_core::inbound::channel(1);
+        broker
+            .register_sink(key, bot, "fake", sink)
+            .expect("the sink registers");
+    }
+
+    fn roster<'a>(broker: &'a Broker, identity: &'a str) -> BotRoster<'a> {
+        BotRoster {
+            broker,
+            fingerprint: BOT,
+            identity,
+            trusting: OnceCell::new(),
+            paired: RefCell::default(),
+            reads: Cell::new(0),
+        }
+    }
+
+    #[test]
+    fn the_sender_is_asked_about_once_a_message_however_often_routing_asks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = broker(Some(dir.path().join("state.json")), None);
+        attach(&broker, "key-a", "a", &[], BOT);
+        attach(&broker, "key-b", "b", &[], BOT);
+        let roster = roster(&broker, "fake:u1");
+        // Routing, the provisional binding and the binding after delivery each ask.
+        for _ in 0..3 {
+            assert!(!roster.is_paired("key-a", "fake:u1"));
+        }
+        assert_eq!(roster.reads.get(), 1, "one read of the database for key-a");
+        assert!(!roster.is_paired("key-b", "fake:u1"));
+        assert_eq!(roster.reads.get(), 2, "another session is another question");
+    }
+
+    /// One session of a generated roster: attached to `BOT` or another bot, the sender
+    /// let in by `allowUsers`, paired in the state database, or neither.
+    #[derive(Debug, Clone)]
+    struct Modelled {
+        on_bot: bool,
+        allowed: bool,
+        trusted: bool,
+    }
+
+    /// Names differing in case from what is asked, and never equal to another's key.
+    const NAMES: [&str; 5] = ["alpha", "Beta", "gamma", "DELTA", "eps"];
+    const SENDER: &str = "fake:u1";
+
+    /// The roster `sessions` make for `SENDER`, answered by the broker's books and the
+    /// state database, and the same as a list of views.
+    fn both(sessions: &[Modelled]) -> (tempfile::TempDir, Arc<Broker>, Vec<SessionView>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state_file = dir.path().join("state.json");
+        let (db, _) = StateDb::open(&state_file, 0).expect("the state database opens");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let broker = broker(Some(state_file), None);
+        let mut views = Vec::new();
+        for (i, session) in sessions.iter().enumerate() {
+            let key = format!("key-{i}");
+            let allowed: &[&str] = if session.allowed { &[SENDER] } else { &[] };
+            let bot = if session.on_bot { BOT } else { OTHER_BOT };
+            attach(&broker, &key, NAMES[i], allowed, bot);
+            if session.trusted {
+                let document = format!(r#"{{"trusted": {{"{SENDER}": {{"at": 1}}}}}}"#);
+                runtime
+                    .block_on(db.save_document(&key, &document))
+                    .expect("saved");
+            }
+            if session.on_bot {
+                views.push(SessionView {
+                    key,
+                    name: NAMES[i].to_owned(),
+                    cwd: "/work".to_owned(),
+                    busy: false,
+                    paired: if session.allowed || session.trusted {
+                        BTreeSet::from([SENDER.to_owned()])
+                    } else {
+                        BTreeSet::new()
+                    },
+                });
+            }
+        }
+        runtime.block_on(db.committed()).expect("committed");
+        (dir, broker, views)
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// The broker answers routing from its indexes and the trust index; the cluster
+        /// and the routing tests from a list of views. Both must route alike, or a chat
+        /// reaches another session on a cluster than on one host.
+        #[test]
+        fn the_brokers_roster_answers_as_a_list_of_the_same_sessions_does(
+            sessions in prop::collection::vec(
+                (any::<bool>(), any::<bool>(), any::<bool>())
+                    .prop_map(|(on_bot, allowed, trusted)| Modelled { on_bot, allowed, trusted }),
+                0..=NAMES.len(),
+            )
+        ) {
+            let (_dir, broker, views) = both(&sessions);
+            let books = roster(&broker, SENDER);
+            let list: &[SessionView] = &views;
+            prop_assert_eq!(books.census(), list.census());
+            prop_assert_eq!(books.paired_with(SENDER), list.paired_with(SENDER));
+            let keys = (0..NAMES.len()).map(|i| format!("key-{i}"));
+            for key in keys.chain(["nobody".to_owned()]) {
+                prop_assert_eq!(books.is_attached(&key), list.is_attached(&key), "{}", key);
+                prop_assert_eq!(
+                    books.named(&key, SENDER), list.named(&key, SENDER), "{}", key
+                );
+                // Routing asks this only of a session it found on this bot; the broker
+                // also knows a pairing with a session on another bot, a list does not.
+                if list.is_attached(&key) {
+                    prop_assert_eq!(
+                        books.is_paired(&key, SENDER), list.is_paired(&key, SENDER), "{}", key
+                    );
+                }
+            }
+            for name in NAMES.iter().flat_map(|n| [n.to_string(), n.to_ascii_uppercase()]) {
+                prop_assert_eq!(
+                    books.named(&name, SENDER), list.named(&name, SENDER), "{}", name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_status_file_is_written_at_most_once_an_interval_however_often_it_is_asked() {
+        let clock = ManualClock::new(0);
+        let (ask, requests) = std::sync::mpsc::channel();
+        for _ in 0..5 {
+            ask.send(()).expect("asked");
+        }
+        let mut writes = Vec::new();
+        pace_status_writes(
+            &requests,
+            STATUS_INTERVAL,
+            || {
+                writes.push(clock.now_ms());
+                // Attaches keep coming while a write is made; the third write is the last
+                // (the broker stops), so a loop that never pauses still ends.
+                if writes.len() == 3 {
+                    return false;
+                }
+                (0..4).for_each(|_| ask.send(()).expect("asked"));
+                true
+            },
+            |interval| clock.advance(u64::try_from(interval.as_millis()).expect("ms")),
+        );
+        assert_eq!(writes, vec![0, 1_000, 2_000], "writes a second apart");
+        assert_eq!(
+            requests.try_iter().count(),
+            0,
+            "the 13 requests were taken by the 3 writes, none left waiting"
+        );
+    }
+
+    #[test]
+    fn a_stopped_status_thread_writes_nothing_more() {
+        let (ask, requests) = std::sync::mpsc::channel();
+        for _ in 0..3 {
+            ask.send(()).expect("asked");
+        }
+        let mut writes = 0;
+        // `write` says the broker stopped: the loop ends though requests are waiting.
+        pace_status_writes(&requests, STATUS_INTERVAL, || { writes += 1; false }, |_| {
+            panic!("no pause after the broker stopped")
+        });
+        assert_eq!(writes, 1);
+    }
+
+    #[tokio::test]
+    async fn a_broker_that_stopped_leaves_no_status_file_and_writes_none_after() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let status = dir.path().join("broker-status.json");
+        let broker = broker(None, Some(status.clone()));
+        attach(&broker, "key-a", "a", &[], BOT);
+        broker.write_status_now(&status);
+        let written = read_status(&status).expect("the status file reads");
+        assert_eq!(written.sessions.len(), 1);
+        broker.shutdown().await;
+        assert!(!status.exists(), "shutdown removes the status file");
+        // The status thread's write that was under way when the broker stopped.
+        broker.write_status_now(&status);
+        assert!(!status.exists(), "a write after the stop leaves no file behind");
     }
 
     #[tokio::test]
