@@ -4,6 +4,7 @@
 //! notifications; the extension behaves as in the TUI. Skipped, with the reason printed,
 //! when node or the pi package is unavailable.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use host_shim::local::clock::SystemClock;
@@ -42,6 +43,9 @@ enum Load<'a> {
     /// `pi install examples/pi-extension` first, as a user installs a pi package; then pi
     /// finds it in its settings (extension discovery on).
     Installed,
+    /// `pi install git:<url>` first, the URL leading (through git's `insteadOf`) to a local
+    /// repository laid out as this one: its root `package.json` and the extension.
+    FromGit,
 }
 
 /// [`start`] with a second extension loaded after bot-connect's, from `source`.
@@ -107,8 +111,11 @@ async fn start_in(
         let _ = stopped.await;
     }));
     let mut args = home.args();
-    if let Load::Installed = load {
-        install_package(&bin, &home).await;
+    if let Load::Installed | Load::FromGit = load {
+        match load {
+            Load::FromGit => install_from_git(&bin, &home).await,
+            _ => install_package(&bin, &home).await,
+        }
         // `-ne` turns off discovery, and with it the installed package.
         args.retain(|a| a != "-ne");
     } else {
@@ -143,6 +150,88 @@ async fn start_in(
 }
 
 /// `pi install <examples/pi-extension>` into `home`, as the README tells a user to.
+/// The URL a user would give `pi install git:`; git is told to fetch it from a local copy.
+const GIT_URL: &str = "git.example.test/bot-connect/pi-bot-connect";
+
+/// Runs `pi install git:GIT_URL` the way pi does it (a real `git clone`, then `npm install`
+/// in the clone), from a repository holding this checkout's root `package.json` and
+/// `examples/pi-extension/` as they are on disk: what a clone of this repository gives pi.
+async fn install_from_git(bin: &std::path::Path, home: &PiHome) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let origin = home.dir.path().join("origin");
+    let extension = origin.join("examples/pi-extension");
+    std::fs::create_dir_all(&extension).expect("the origin's directories");
+    std::fs::copy(root.join("package.json"), origin.join("package.json"))
+        .expect("the root package.json (what `pi install git:` reads)");
+    for file in ["index.ts", "package.json"] {
+        std::fs::copy(
+            root.join("examples/pi-extension").join(file),
+            extension.join(file),
+        )
+        .expect("the extension's files");
+    }
+    let git_config = home.dir.path().join("gitconfig");
+    std::fs::write(
+        &git_config,
+        format!(
+            "[url \"file://{}\"]\n\tinsteadOf = https://{GIT_URL}\n[user]\n\tname = test\n\temail = test@example.invalid\n",
+            origin.display()
+        ),
+    )
+    .expect("the git config");
+    let git_env = [
+        ("GIT_CONFIG_GLOBAL", git_config.display().to_string()),
+        ("GIT_CONFIG_NOSYSTEM", "1".to_owned()),
+        ("GIT_TERMINAL_PROMPT", "0".to_owned()),
+    ];
+    for args in [
+        &["init", "-q"][..],
+        &["add", "."],
+        &["commit", "-qm", "the package"],
+    ] {
+        let out = tokio::process::Command::new("git")
+            .args(args)
+            .current_dir(&origin)
+            .envs(git_env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .await
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+    let mut command = tokio::process::Command::new(bin);
+    command
+        .arg("install")
+        .arg(format!("git:{GIT_URL}"))
+        .current_dir(home.work())
+        .envs(home.env())
+        .envs(git_env.iter().map(|(k, v)| (*k, v.as_str())))
+        .kill_on_drop(true);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PI_") && key != "PI_CODING_AGENT_DIR" {
+            command.env_remove(&key);
+        }
+    }
+    let out = tokio::time::timeout(WAIT, command.output())
+        .await
+        .expect("pi install finishes in time")
+        .expect("pi install runs");
+    assert!(
+        out.status.success(),
+        "pi install git:{GIT_URL} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let clone = home
+        .dir
+        .path()
+        .join("agent/git/git.example.test/bot-connect/pi-bot-connect");
+    assert!(
+        clone.join("examples/pi-extension/index.ts").is_file(),
+        "pi cloned the repository to {}",
+        clone.display()
+    );
+}
+
 async fn install_package(bin: &std::path::Path, home: &PiHome) {
     let package = extension_path()
         .parent()
@@ -273,6 +362,26 @@ async fn installed_as_a_pi_package_it_loads_and_pairs() {
         &[],
         PiHome::new,
         Load::Installed,
+    )
+    .await
+    else {
+        return;
+    };
+    live.pair("alice").await;
+    live.say("alice", "hello pi", "You said: hello pi").await;
+    live.finish().await;
+}
+
+/// `pi install git:<this repository>` works: pi clones it, reads the root `package.json`,
+/// loads the extension from `examples/pi-extension`, and the session pairs.
+#[tokio::test]
+async fn installed_from_a_git_url_it_loads_and_pairs() {
+    let Some(live) = start_in(
+        "installed_from_a_git_url",
+        READ_ONLY,
+        &[],
+        PiHome::new,
+        Load::FromGit,
     )
     .await
     else {
