@@ -400,7 +400,7 @@ async fn installed_from_a_git_url_it_loads_and_pairs() {
 async fn session_commands_reach_the_live_session_through_the_extension() {
     let Some(live) = start(
         "extension: session_commands_reach_the_live_session",
-        READ_ONLY,
+        r#"{"remoteToolPolicy":"read-only","usageFooter":"tokens"}"#,
         &[],
     )
     .await
@@ -408,7 +408,10 @@ async fn session_commands_reach_the_live_session_through_the_extension() {
         return;
     };
     live.pair("alice").await;
-    live.say("alice", "first", "You said: first").await;
+    // The footer comes from pi's own usage report of the fake model's counts, asked
+    // through the extension's API.
+    live.say("alice", "first", "You said: first\n\nTokens: 10 in, 5 out")
+        .await;
     live.say("alice", "/model", "fake/fake-model-2").await;
     live.say("alice", "/model fake-model-2", "Model: fake/fake-model-2")
         .await;
@@ -417,6 +420,7 @@ async fn session_commands_reach_the_live_session_through_the_extension() {
     assert_eq!(seen.last().expect("a request").model, "fake-model-2");
     live.say("alice", "/usage", "last turn: 10 in, 5 out").await;
     live.say("alice", "/thinking", "Thinking level:").await;
+    live.say("alice", "/compact", "Compacted").await;
     live.say("alice", "/new", "type /new in pi").await;
     assert!(
         live.model
