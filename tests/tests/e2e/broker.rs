@@ -97,6 +97,33 @@ impl World {
         metrics
     }
 
+    /// `stranger-77` in chat `dm-s` asks for `web` by name, sends one wrong code and then
+    /// the one `web`'s terminal showed; returns that code.
+    async fn pair_stranger_after_a_wrong_code(&self, web: &Attached) -> String {
+        self.say(
+            "stranger-77",
+            "dm-s",
+            "/switch web",
+            "If a session of that name",
+        )
+        .await;
+        self.send("stranger-77", "dm-s", "let me in").await;
+        shown(&web.ui, "Messenger pairing code:").await;
+        let code: String = web
+            .ui
+            .notes()
+            .iter()
+            .rev()
+            .find(|(_, t)| t.starts_with("Messenger pairing code:"))
+            .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
+            .expect("a code");
+        let wrong = if code == "000000" { "111111" } else { "000000" };
+        self.say("stranger-77", "dm-s", wrong, "That code did not match")
+            .await;
+        self.say("stranger-77", "dm-s", &code, "Paired").await;
+        code
+    }
+
     /// Attaches a session named `name` whose config lets `allowed` in without pairing.
     /// Its one transport request (the terminal's) is answered by the broker's fake bot.
     async fn attach(&self, name: &str, allowed: &[&str]) -> Attached {
@@ -734,29 +761,7 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
         .await;
     world.send("user-1", "dm-1", "build it").await;
     api.agent.wait_for_prompts(1).await;
-    world
-        .say(
-            "stranger-77",
-            "dm-s",
-            "/switch web",
-            "If a session of that name",
-        )
-        .await;
-    world.send("stranger-77", "dm-s", "let me in").await;
-    shown(&web.ui, "Messenger pairing code:").await;
-    let code: String = web
-        .ui
-        .notes()
-        .iter()
-        .rev()
-        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
-        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
-        .expect("a code");
-    let wrong = if code == "000000" { "111111" } else { "000000" };
-    world
-        .say("stranger-77", "dm-s", wrong, "That code did not match")
-        .await;
-    world.say("stranger-77", "dm-s", &code, "Paired").await;
+    let code = world.pair_stranger_after_a_wrong_code(&web).await;
 
     // Replies may still be on their way when the last answer arrived: scrape until the
     // sent count has caught up with what the bot recorded (bounded by WAIT).
@@ -980,29 +985,7 @@ async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
     api.agent.wait_for_prompts(1).await;
     // A stranger pairs with web after one wrong code: its chat, its pairing and both
     // decisions are what the page is for.
-    world
-        .say(
-            "stranger-77",
-            "dm-s",
-            "/switch web",
-            "If a session of that name",
-        )
-        .await;
-    world.send("stranger-77", "dm-s", "let me in").await;
-    shown(&web.ui, "Messenger pairing code:").await;
-    let code: String = web
-        .ui
-        .notes()
-        .iter()
-        .rev()
-        .find(|(_, t)| t.starts_with("Messenger pairing code:"))
-        .map(|(_, t)| t.chars().filter(char::is_ascii_digit).take(6).collect())
-        .expect("a code");
-    let wrong = if code == "000000" { "111111" } else { "000000" };
-    world
-        .say("stranger-77", "dm-s", wrong, "That code did not match")
-        .await;
-    world.say("stranger-77", "dm-s", &code, "Paired").await;
+    let code = world.pair_stranger_after_a_wrong_code(&web).await;
 
     let seen = browser::run(
         &browser,

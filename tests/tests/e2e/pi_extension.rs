@@ -198,29 +198,7 @@ async fn install_from_git(bin: &std::path::Path, home: &PiHome) {
             .expect("git runs");
         assert!(out.status.success(), "git {args:?}: {out:?}");
     }
-    let mut command = tokio::process::Command::new(bin);
-    command
-        .arg("install")
-        .arg(format!("git:{GIT_URL}"))
-        .current_dir(home.work())
-        .envs(home.env())
-        .envs(git_env.iter().map(|(k, v)| (*k, v.as_str())))
-        .kill_on_drop(true);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("PI_") && key != "PI_CODING_AGENT_DIR" {
-            command.env_remove(&key);
-        }
-    }
-    let out = tokio::time::timeout(WAIT, command.output())
-        .await
-        .expect("pi install finishes in time")
-        .expect("pi install runs");
-    assert!(
-        out.status.success(),
-        "pi install git:{GIT_URL} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    pi_install(bin, home, &format!("git:{GIT_URL}"), &git_env).await;
     let clone = home
         .dir
         .path()
@@ -237,12 +215,25 @@ async fn install_package(bin: &std::path::Path, home: &PiHome) {
         .parent()
         .expect("the extension sits in its package")
         .to_path_buf();
+    pi_install(bin, home, &package.display().to_string(), &[]).await;
+    let settings = std::fs::read_to_string(home.dir.path().join("agent/settings.json"))
+        .expect("pi wrote its settings");
+    assert!(
+        settings.contains("pi-extension"),
+        "the package is in pi's settings: {settings}"
+    );
+}
+
+/// `pi install <source>` in `home`, with `env` besides pi's own (none of the caller's
+/// `PI_` variables), in bounded time; fails the test with pi's output when it fails.
+async fn pi_install(bin: &std::path::Path, home: &PiHome, source: &str, env: &[(&str, String)]) {
     let mut command = tokio::process::Command::new(bin);
     command
         .arg("install")
-        .arg(&package)
+        .arg(source)
         .current_dir(home.work())
         .envs(home.env())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .kill_on_drop(true);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("PI_") && key != "PI_CODING_AGENT_DIR" {
@@ -255,16 +246,9 @@ async fn install_package(bin: &std::path::Path, home: &PiHome) {
         .expect("pi install runs");
     assert!(
         out.status.success(),
-        "pi install {} failed: {}{}",
-        package.display(),
+        "pi install {source} failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
-    let settings = std::fs::read_to_string(home.dir.path().join("agent/settings.json"))
-        .expect("pi wrote its settings");
-    assert!(
-        settings.contains("pi-extension"),
-        "the package is in pi's settings: {settings}"
     );
 }
 
