@@ -223,6 +223,17 @@ pub struct Broker {
 impl Broker {
     /// A broker with no session attached yet.
     pub fn new(options: BrokerOptions) -> Arc<Broker> {
+        if let Some(store) = options.bindings.store() {
+            // Nobody waits for a binding's commit: a failed one is told here, or its chat
+            // goes to another session after a restart with nothing in the log to say why.
+            let log = options.log.clone();
+            store.report_lost_to(move |lost| {
+                log.write(
+                    LOG_NAME,
+                    LogLine::new(Level::Warning, "bindings not saved", &[("error", lost.to_string())]),
+                );
+            });
+        }
         let status_stopped = Arc::new(Mutex::new(false));
         Arc::new_cyclic(|me| Broker {
             status: options.status_file.as_ref().and_then(|path| {

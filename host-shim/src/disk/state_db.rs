@@ -163,6 +163,26 @@ impl From<StateDbError> for StateStoreError {
     }
 }
 
+/// What a failed commit lost of the writes nobody waits for ([`StateDb::keep`],
+/// [`StateDb::keep_binding`]): a caller that waits is answered with the error instead.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "{bindings} chat binding(s) and {kept} other kept value(s) (the pairing failure budget) \
+     were not saved, so a restart forgets them (those chats then choose their session again \
+     with /switch): {error}"
+)]
+pub struct Lost {
+    /// Conversations whose binding to a session was not written.
+    pub bindings: usize,
+    /// Values kept under a name (`meta`) that were not written.
+    pub kept: usize,
+    /// Why the commit failed.
+    pub error: StateDbError,
+}
+
+/// Where a [`Lost`] is told (the broker's log); `None`: a warning through `tracing`.
+type LostReport = Mutex<Option<Box<dyn Fn(&Lost) + Send>>>;
+
 /// One write waiting for the writer thread.
 struct Job {
     write: Write,
@@ -176,6 +196,9 @@ enum Write {
         key: String,
         changes: StateChanges,
         expected: u64,
+        /// The identities the new document trusts (its `trusted` keys), read by the one
+        /// parse that checked it; empty when the document does not change.
+        trusted: Vec<String>,
     },
     /// A value the host keeps for itself (`meta`), such as the pairing failure budget.
     Kept { name: String, value: String },
@@ -203,6 +226,8 @@ pub struct StateDb {
     known: Mutex<HashMap<String, u64>>,
     commits: Arc<AtomicU64>,
     submitted: AtomicU64,
+    /// Where the writer thread tells what a failed commit lost that nobody waited for.
+    lost: Arc<LostReport>,
 }
 
 impl std::fmt::Debug for StateDb {
@@ -243,9 +268,11 @@ impl StateDb {
         let (sender, jobs) = mpsc::channel();
         let thread_path = path.clone();
         let thread_commits = commits.clone();
+        let lost: Arc<LostReport> = Arc::default();
+        let thread_lost = lost.clone();
         let writer_thread = std::thread::Builder::new()
             .name("state-db-writer".into())
-            .spawn(move || write_loop(writer, &thread_path, &jobs, &thread_commits))
+            .spawn(move || write_loop(writer, &thread_path, &jobs, &thread_commits, &thread_lost))
             .map_err(|error| open_error(&path, error.to_string()))?;
         Ok((
             StateDb {
@@ -256,6 +283,7 @@ impl StateDb {
                 known: Mutex::new(HashMap::new()),
                 commits,
                 submitted: AtomicU64::new(0),
+                lost,
             },
             warnings,
         ))
@@ -275,7 +303,16 @@ impl StateDb {
             known: Mutex::new(HashMap::new()),
             commits: Arc::new(AtomicU64::new(0)),
             submitted: AtomicU64::new(0),
+            lost: Arc::default(),
         })
+    }
+
+    /// Tells `report` what each failed commit lost of the writes nobody waits for
+    /// ([`Self::keep`], [`Self::keep_binding`]), once a commit. Without it that goes to
+    /// `tracing` as a warning: a binding that is silently not written sends a chat to the
+    /// wrong session after a restart with nothing in the log to say why.
+    pub fn report_lost_to(&self, report: impl Fn(&Lost) + Send + 'static) {
+        *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(report));
     }
 
     /// The database file.
@@ -461,7 +498,7 @@ impl StateDb {
     }
 
     /// Hands `write` to the next commit. Nobody waits for the answer: a failed commit is
-    /// reported to the sessions whose saves shared it. Read only: nothing is written.
+    /// told once, with what it lost ([`Self::report_lost_to`]). Read only: nothing is written.
     fn submit_unanswered(&self, write: Write) {
         let Some(writer) = &self.writer else {
             return;
@@ -555,9 +592,10 @@ impl StateDb {
         session_key: &str,
         changes: &StateChanges,
     ) -> Result<(), StateDbError> {
-        if let Some(document) = &changes.document {
-            check_object(&self.path, session_key, document)?;
-        }
+        let trusted = match &changes.document {
+            Some(document) => trusted_in(&self.path, session_key, document)?,
+            None => Vec::new(),
+        };
         let Some(writer) = &self.writer else {
             return Ok(());
         };
@@ -568,6 +606,7 @@ impl StateDb {
                 key: session_key.to_owned(),
                 changes: changes.clone(),
                 expected,
+                trusted,
             },
             reply,
         };
@@ -1067,6 +1106,7 @@ fn write_loop(
     path: &Path,
     jobs: &mpsc::Receiver<Job>,
     commits: &AtomicU64,
+    lost: &LostReport,
 ) {
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
@@ -1088,11 +1128,40 @@ fn write_loop(
                 }
             }
             Err(error) => {
+                report_lost(&batch, &error, lost);
                 for job in batch {
                     let _ = job.reply.send(Err(error.clone()));
                 }
             }
         }
+    }
+}
+
+/// Tells what the failed `batch` lost of the writes nobody waits for (a reply nobody
+/// listens to), in one report however many there were.
+fn report_lost(batch: &[Job], error: &StateDbError, report: &LostReport) {
+    let unanswered = |job: &&Job| job.reply.is_closed();
+    let bindings = batch
+        .iter()
+        .filter(unanswered)
+        .filter(|job| matches!(job.write, Write::Bound { .. }))
+        .count();
+    let kept = batch
+        .iter()
+        .filter(unanswered)
+        .filter(|job| matches!(job.write, Write::Kept { .. }))
+        .count();
+    if bindings == 0 && kept == 0 {
+        return;
+    }
+    let lost = Lost {
+        bindings,
+        kept,
+        error: error.clone(),
+    };
+    match &*report.lock().unwrap_or_else(PoisonError::into_inner) {
+        Some(report) => report(&lost),
+        None => tracing::warn!("{lost}"),
     }
 }
 
@@ -1151,11 +1220,7 @@ fn write_batch(
             .prepare_cached("DELETE FROM trusted WHERE key = ?1")
             .map_err(fail)?;
         let mut trust = transaction
-            .prepare_cached(
-                "INSERT OR IGNORE INTO trusted (identity, key)
-                 SELECT j.key, ?1 FROM json_each(?2, '$.trusted') j
-                 WHERE json_type(?2, '$.trusted') = 'object'",
-            )
+            .prepare_cached("INSERT OR IGNORE INTO trusted (identity, key) VALUES (?1, ?2)")
             .map_err(fail)?;
         let mut keep = transaction
             .prepare_cached(
@@ -1171,12 +1236,13 @@ fn write_batch(
             )
             .map_err(fail)?;
         for job in batch {
-            let (key, changes, expected) = match &job.write {
+            let (key, changes, expected, trusted) = match &job.write {
                 Write::Session {
                     key,
                     changes,
                     expected,
-                } => (key, changes, *expected),
+                    trusted,
+                } => (key, changes, *expected, trusted),
                 Write::Kept { name, value } => {
                     keep.execute(params![name, value]).map_err(fail)?;
                     results.push(Ok(0));
@@ -1237,7 +1303,9 @@ fn write_batch(
                         .execute(params![key, revision as i64, document])
                         .map_err(fail)?;
                     untrust.execute(params![key]).map_err(fail)?;
-                    trust.execute(params![key, document]).map_err(fail)?;
+                    for identity in trusted {
+                        trust.execute(params![identity, key]).map_err(fail)?;
+                    }
                 }
                 None => {
                     bump.execute(params![key, revision as i64]).map_err(fail)?;
@@ -1259,15 +1327,24 @@ fn write_batch(
     Ok(results)
 }
 
-/// Refuses what the state file refused: a document must be a JSON object.
-fn check_object(path: &Path, session_key: &str, document: &str) -> Result<(), StateDbError> {
+/// The identities `document` trusts (the keys of its `trusted` object, for the trust
+/// index), refusing what the state file refused: a document must be a JSON object. One
+/// parse serves both: SQLite's `json_each` parsed every saved document a second time.
+fn trusted_in(
+    path: &Path,
+    session_key: &str,
+    document: &str,
+) -> Result<Vec<String>, StateDbError> {
     let refuse = |detail: String| StateDbError::NotAnObject {
         session_key: session_key.to_owned(),
         path: path.to_path_buf(),
         detail,
     };
     match serde_json::from_str::<Value>(document) {
-        Ok(Value::Object(_)) => Ok(()),
+        Ok(Value::Object(mut fields)) => Ok(match fields.remove("trusted") {
+            Some(Value::Object(trusted)) => trusted.into_iter().map(|(id, _)| id).collect(),
+            _ => Vec::new(),
+        }),
         Ok(Value::Array(_)) => Err(refuse("got an array".to_owned())),
         Ok(Value::String(_)) => Err(refuse("got a string".to_owned())),
         Ok(Value::Null) => Err(refuse("got null".to_owned())),
@@ -1360,6 +1437,70 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_failed_commit_tells_once_what_it_lost_of_the_writes_nobody_waits_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        drop(open(&state));
+        let path = db_path(&state);
+        let connection = connect(&path, &state, OpenFlags::default()).unwrap();
+        // This connection's writes to the bindings fail as on a full disk, and the whole
+        // commit with them.
+        connection
+            .execute_batch(
+                "CREATE TEMP TRIGGER full BEFORE INSERT ON main.bindings
+                 BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+            )
+            .unwrap();
+        let (jobs, queue) = mpsc::channel();
+        let unanswered = |write| {
+            let (reply, _) = tokio::sync::oneshot::channel();
+            Job { write, reply }
+        };
+        let bound = |n: u32| Write::Bound {
+            conversation: format!("telegram:{n}"),
+            session: "a".into(),
+            name: "a".into(),
+        };
+        jobs.send(unanswered(bound(1))).unwrap();
+        jobs.send(unanswered(bound(2))).unwrap();
+        jobs.send(unanswered(Write::Kept {
+            name: "pairing-budget:serve".into(),
+            value: "{}".into(),
+        }))
+        .unwrap();
+        // A caller that waits is answered with the error, not counted as lost.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        jobs.send(Job {
+            write: bound(3),
+            reply,
+        })
+        .unwrap();
+        drop(jobs);
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let report: LostReport = Mutex::new(Some(Box::new({
+            let told = told.clone();
+            move |lost: &Lost| told.lock().unwrap().push(lost.to_string())
+        })));
+        // All four are queued before the loop starts: one batch, one commit.
+        write_loop(connection, &path, &queue, &AtomicU64::new(0), &report);
+        let told = told.lock().unwrap().clone();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(
+            told[0].starts_with("2 chat binding(s) and 1 other kept value(s)")
+                && told[0].contains("/switch")
+                && told[0].contains("disk is full")
+                && told[0].contains("Check that the disk is not full"),
+            "{}",
+            told[0]
+        );
+        assert!(matches!(
+            answer.blocking_recv().unwrap(),
+            Err(StateDbError::Write { .. })
+        ));
+        assert!(open(&state).0.bindings().unwrap().is_empty(), "nothing written");
     }
 
     #[test]
