@@ -230,7 +230,11 @@ impl Broker {
             store.report_lost_to(move |lost| {
                 log.write(
                     LOG_NAME,
-                    LogLine::new(Level::Warning, "bindings not saved", &[("error", lost.to_string())]),
+                    LogLine::new(
+                        Level::Warning,
+                        "bindings not saved",
+                        &[("error", lost.to_string())],
+                    ),
                 );
             });
         }
@@ -1379,9 +1383,15 @@ mod tests {
         }
         let mut writes = 0;
         // `write` says the broker stopped: the loop ends though requests are waiting.
-        pace_status_writes(&requests, STATUS_INTERVAL, || { writes += 1; false }, |_| {
-            panic!("no pause after the broker stopped")
-        });
+        pace_status_writes(
+            &requests,
+            STATUS_INTERVAL,
+            || {
+                writes += 1;
+                false
+            },
+            |_| panic!("no pause after the broker stopped"),
+        );
         assert_eq!(writes, 1);
     }
 
@@ -1398,7 +1408,10 @@ mod tests {
         assert!(!status.exists(), "shutdown removes the status file");
         // The status thread's write that was under way when the broker stopped.
         broker.write_status_now(&status);
-        assert!(!status.exists(), "a write after the stop leaves no file behind");
+        assert!(
+            !status.exists(),
+            "a write after the stop leaves no file behind"
+        );
     }
 
     #[tokio::test]

@@ -1330,11 +1330,7 @@ fn write_batch(
 /// The identities `document` trusts (the keys of its `trusted` object, for the trust
 /// index), refusing what the state file refused: a document must be a JSON object. One
 /// parse serves both: SQLite's `json_each` parsed every saved document a second time.
-fn trusted_in(
-    path: &Path,
-    session_key: &str,
-    document: &str,
-) -> Result<Vec<String>, StateDbError> {
+fn trusted_in(path: &Path, session_key: &str, document: &str) -> Result<Vec<String>, StateDbError> {
     let refuse = |detail: String| StateDbError::NotAnObject {
         session_key: session_key.to_owned(),
         path: path.to_path_buf(),
@@ -1500,7 +1496,10 @@ mod tests {
             answer.blocking_recv().unwrap(),
             Err(StateDbError::Write { .. })
         ));
-        assert!(open(&state).0.bindings().unwrap().is_empty(), "nothing written");
+        assert!(
+            open(&state).0.bindings().unwrap().is_empty(),
+            "nothing written"
+        );
     }
 
     #[test]

@@ -59,8 +59,13 @@ fn a_cache_others_could_write_is_not_trusted() {
     // one compile this test needs is the one it proves, not a second to fill the cache.
     crate::common::compiled::seed_cache(dir.path());
     let cache = dir.path().join("cache");
-    let trusted = Runtime::load(EMBEDDED_COMPONENT, Limits::default(), Some(&cache)).expect("loads");
-    assert_eq!(trusted.compiled(), Compiled::FromCache, "a private cache is used");
+    let trusted =
+        Runtime::load(EMBEDDED_COMPONENT, Limits::default(), Some(&cache)).expect("loads");
+    assert_eq!(
+        trusted.compiled(),
+        Compiled::FromCache,
+        "a private cache is used"
+    );
     // Loading compiled code runs it: a directory anyone can write is no place to load from.
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let again =

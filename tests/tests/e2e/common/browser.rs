@@ -64,7 +64,13 @@ async fn playwright() -> Result<PathBuf, String> {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("playwright-{PLAYWRIGHT_VERSION}"));
     let spec = format!("playwright-core@{PLAYWRIGHT_VERSION}");
     if !npm::installed(&dir, &spec) {
-        output("node", &["--version"], &std::env::temp_dir(), Duration::from_secs(30)).await?;
+        output(
+            "node",
+            &["--version"],
+            &std::env::temp_dir(),
+            Duration::from_secs(30),
+        )
+        .await?;
         npm::install(&dir, &spec, NPM_TIMEOUT).await?;
     }
     Ok(dir.join("node_modules/playwright-core"))
