@@ -331,6 +331,20 @@ impl Bridge {
             }
         }
         let (text, buttons) = match host.session_command(&command) {
+            Ok(SessionReply::Done(text)) if command == SessionCommand::NewSession => {
+                // The prompts waiting as follow-ups went with the old session (pi replaces
+                // the whole session, its queue included); a record of them left here would
+                // show in /queue and end the next turns' replies in the wrong chats.
+                let dropped = self.queue.len();
+                if dropped > 0 {
+                    self.queue.clear();
+                    self.save(host);
+                }
+                (
+                    session_commands::new_session_text(&text, dropped),
+                    Vec::new(),
+                )
+            }
             Ok(SessionReply::Done(text)) => (text, Vec::new()),
             Ok(SessionReply::Models { current, available }) => {
                 session_commands::models_reply(current.as_deref(), &available)

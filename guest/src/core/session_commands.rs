@@ -61,6 +61,15 @@ pub fn new_needs_confirmation(args: &str, busy: bool, waiting: usize) -> Option<
     ))
 }
 
+/// The answer to a `/new` that went ahead: the agent's own words, and how many waiting
+/// prompts the old session took with it (the confirmation named them before).
+pub fn new_session_text(agent_said: &str, dropped: usize) -> String {
+    match dropped {
+        0 => agent_said.to_owned(),
+        n => format!("{agent_said} {n} waiting prompt(s) went with the old session."),
+    }
+}
+
 fn capitalise(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {

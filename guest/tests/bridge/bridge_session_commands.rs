@@ -83,6 +83,42 @@ fn new_asks_first_while_a_turn_runs_and_goes_ahead_when_confirmed() {
 }
 
 #[test]
+fn the_prompts_waiting_when_new_goes_ahead_leave_the_queue_with_the_old_session() {
+    let (mut bridge, mut host) = paired("{}");
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.idle = false;
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "then this"));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "and this"));
+    assert_eq!(host.stored_queue.len(), 2, "two follow-ups wait");
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/new"));
+    let ask = host.sent.last().expect("a question");
+    assert!(ask.text.contains("2 prompt(s) wait"), "{}", ask.text);
+
+    host.session_replies
+        .push_back(Ok(SessionReply::Done("New session started.".into())));
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/new confirm"));
+    assert!(host.stored_queue.is_empty(), "{:?}", host.stored_queue);
+    assert!(
+        host.all_send_texts()
+            .iter()
+            .any(|t| t == "New session started. 2 waiting prompt(s) went with the old session."),
+        "{:?}",
+        host.all_send_texts()
+    );
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "/queue"));
+    assert!(
+        host.all_send_texts()
+            .iter()
+            .any(|t| t.starts_with("No prompt waits for the agent.")),
+        "{:?}",
+        host.all_send_texts()
+    );
+}
+
+#[test]
 fn new_while_idle_starts_at_once() {
     let (mut bridge, mut host) = paired("{}");
     host.session_replies
