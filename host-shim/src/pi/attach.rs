@@ -512,16 +512,7 @@ impl Agent for LinkAgent {
         let result = tokio::time::timeout(wait, rx).await;
         self.0.state(|s| s.sessions.remove(&id));
         match result {
-            Ok(Ok(FromExtension::SessionResult {
-                ok,
-                error,
-                text,
-                current,
-                models,
-                usage,
-                ..
-            })) => link::session_reply(&command, ok, error, text, current, models, usage),
-            Ok(Ok(_)) => Err("the pi extension answered something else".into()),
+            Ok(Ok(answer)) => link::session_reply(&command, answer),
             Ok(Err(_)) => Err("the pi session disconnected".into()),
             // An extension older than session commands ignores the message.
             Err(_) => Err(format!(

@@ -362,17 +362,24 @@ pub fn session_command(id: String, command: SessionCommand) -> ToExtension {
     ToExtension::SessionCommand { id, command, arg }
 }
 
-/// The extension's `session_result` as the reply to `command`: a result that lacks what
-/// the command needs is an error that says so, never an empty answer.
+/// The extension's answer to `command` as its reply: a `session_result` that lacks what
+/// the command needs, or another message, is an error that says so, never an empty answer.
 pub fn session_reply(
     command: &SessionCommand,
-    ok: bool,
-    error: Option<String>,
-    text: Option<String>,
-    current: Option<String>,
-    models: Option<Vec<String>>,
-    usage: Option<LinkUsage>,
+    answer: FromExtension,
 ) -> Result<SessionReply, String> {
+    let FromExtension::SessionResult {
+        ok,
+        error,
+        text,
+        current,
+        models,
+        usage,
+        ..
+    } = answer
+    else {
+        return Err("the pi extension answered something else".into());
+    };
     if !ok {
         return Err(error.unwrap_or_else(|| "pi did not do it".into()));
     }
@@ -875,72 +882,46 @@ mod tests {
             serde_json::json!({"type":"session_command","id":"s2","command":"usage"})
         );
         let usage = r#"{"type":"session_result","id":"s2","ok":true,"usage":{"session":{"input":20,"output":10,"costMicros":30},"lastTurn":{"input":10,"output":5},"contextTokens":15,"contextWindow":32000}}"#;
-        let Ok(FromExtension::SessionResult {
-            ok,
-            error,
-            text,
-            current,
-            models,
-            usage,
-            ..
-        }) = parse(usage)
-        else {
-            panic!("parses: {:?}", parse(usage));
-        };
-        let reply = session_reply(
-            &SessionCommand::Usage,
-            ok,
-            error,
-            text,
-            current,
-            models,
-            usage,
-        );
+        let reply = session_reply(&SessionCommand::Usage, parse(usage).expect("parses"));
         let Ok(SessionReply::Usage(report)) = reply else {
             panic!("{reply:?}")
         };
         assert_eq!(report.session.cost_micros, Some(30));
         assert_eq!(report.last_turn.map(|t| t.output), Some(5));
         assert_eq!(report.context_window, Some(32000));
+        let result = |line: &str| parse(line).expect("parses");
         // A result without what the command needs is an error, not an empty answer.
         assert!(
             session_reply(
                 &SessionCommand::ListModels,
-                true,
-                None,
-                None,
-                None,
-                None,
-                None
+                result(r#"{"type":"session_result","id":"s3","ok":true}"#)
             )
             .is_err()
         );
         assert_eq!(
             session_reply(
                 &SessionCommand::NewSession,
-                false,
-                Some("type /new in pi".into()),
-                None,
-                None,
-                None,
-                None
+                result(
+                    r#"{"type":"session_result","id":"s4","ok":false,"error":"type /new in pi"}"#
+                )
             ),
             Err("type /new in pi".into())
         );
         assert_eq!(
             session_reply(
                 &SessionCommand::ListModels,
-                true,
-                None,
-                None,
-                Some("a/b".into()),
-                Some(vec!["a/b".into()]),
-                None
+                result(
+                    r#"{"type":"session_result","id":"s5","ok":true,"current":"a/b","models":["a/b"]}"#
+                )
             ),
             Ok(SessionReply::Models(ModelList {
                 current: Some("a/b".into()),
                 available: vec!["a/b".into()]
             }))
+        );
+        assert_eq!(
+            session_reply(&SessionCommand::Usage, FromExtension::Bye),
+            Err("the pi extension answered something else".into())
         );
     }
 
