@@ -99,6 +99,22 @@ impl World {
 
     /// `stranger-77` in chat `dm-s` asks for `web` by name, sends one wrong code and then
     /// the one `web`'s terminal showed; returns that code.
+    /// Sessions `api` (which lets user-1 in) and `web` (which lets nobody in), with
+    /// user-1's chat `dm-1` switched to `api`: where the operator tests (metrics, logs,
+    /// the dashboard, a flood of strangers) start.
+    async fn api_and_web(&self) -> (Attached, Attached) {
+        let api = self.attach("api", &["user-1"]).await;
+        let web = self.attach("web", &[]).await;
+        self.say(
+            "user-1",
+            "dm-1",
+            "/switch api",
+            "This chat now talks to api",
+        )
+        .await;
+        (api, web)
+    }
+
     async fn pair_stranger_after_a_wrong_code(&self, web: &Attached) -> String {
         self.say(
             "stranger-77",
@@ -575,16 +591,7 @@ async fn a_trap_in_one_attached_session_is_not_seen_by_the_other() {
 async fn a_flood_of_strangers_neither_delays_a_paired_user_nor_leaves_bindings() {
     use host_shim::broker::strangers::{ANSWERS_PER_MINUTE, QUEUE};
     let world = World::new().await;
-    let api = world.attach("api", &["user-1"]).await;
-    let web = world.attach("web", &[]).await;
-    world
-        .say(
-            "user-1",
-            "dm-1",
-            "/switch api",
-            "This chat now talks to api",
-        )
-        .await;
+    let (api, web) = world.api_and_web().await;
     // 200 strangers, each in its own chat, then the paired user. The world's clock does
     // not move, so after the first 20 the strangers' answers wait for ever: if the
     // paired user's message waited behind them, it would never arrive.
@@ -749,16 +756,7 @@ async fn metrics_after_a_scripted_flow_count_what_happened_and_name_nobody() {
         operator::listen_for_broker("127.0.0.1:0".parse().unwrap(), metrics, &world.broker, None)
             .await
             .expect("listens");
-    let api = world.attach("api", &["user-1"]).await;
-    let web = world.attach("web", &[]).await;
-    world
-        .say(
-            "user-1",
-            "dm-1",
-            "/switch api",
-            "This chat now talks to api",
-        )
-        .await;
+    let (api, web) = world.api_and_web().await;
     world.send("user-1", "dm-1", "build it").await;
     api.agent.wait_for_prompts(1).await;
     let code = world.pair_stranger_after_a_wrong_code(&web).await;
@@ -843,17 +841,8 @@ async fn a_scripted_flow_logs_no_token_no_chat_body_and_no_code() {
     let captured = Captured::default();
     let _default = log_output::capture_on_this_thread(Format::Json, "info", captured.clone());
     let world = World::with_log(Dirs::new(), editable_fake(), Arc::new(TracingLog::new())).await;
-    let api = world.attach("api", &["user-1"]).await;
-    let web = world.attach("web", &[]).await;
+    let (api, web) = world.api_and_web().await;
     let token = "ghp_PLANTEDa1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6";
-    world
-        .say(
-            "user-1",
-            "dm-1",
-            "/switch api",
-            "This chat now talks to api",
-        )
-        .await;
     world
         .send(
             "user-1",
@@ -965,16 +954,7 @@ async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
     let listener = operator::listen_for_broker(addr, metrics, &world.broker, Some(dashboard))
         .await
         .expect("listens");
-    let api = world.attach("api", &["user-1"]).await;
-    let web = world.attach("web", &[]).await;
-    world
-        .say(
-            "user-1",
-            "dm-1",
-            "/switch api",
-            "This chat now talks to api",
-        )
-        .await;
+    let (api, web) = world.api_and_web().await;
     world
         .send(
             "user-1",
