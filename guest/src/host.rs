@@ -44,6 +44,20 @@ pub trait Host {
         let _ = (dir, name, data);
         Err(InboxError::Failed("this host cannot save files".into()))
     }
+    /// `speech.transcribe`: `data` (of `media_type`, named `name` for its extension) to
+    /// text with `engine`, within `timeout_ms`. A host without speech (test fakes and
+    /// benches written before it) refuses, so the chat hears why.
+    fn transcribe(
+        &mut self,
+        engine: &crate::model::VoiceEngine,
+        media_type: &str,
+        name: &str,
+        data: &[u8],
+        timeout_ms: u32,
+    ) -> Result<String, String> {
+        let _ = (engine, media_type, name, data, timeout_ms);
+        Err("this host cannot transcribe speech".into())
+    }
     /// `agent.resolve-tool-call`: the verdict on a tool call left pending under `id`.
     fn resolve_tool_call(&mut self, id: &str, decision: &ToolDecision);
     /// `agent.answer-question`: the answer to the question passed to `on_question` under

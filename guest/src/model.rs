@@ -39,6 +39,8 @@ pub struct Attachment {
     pub name: Option<String>,
     /// Declared size in bytes.
     pub size_bytes: Option<u64>,
+    /// Declared length of a voice note or audio in seconds, when the platform gives one.
+    pub duration_seconds: Option<u32>,
 }
 
 /// One normalized inbound chat message.
@@ -223,6 +225,27 @@ impl std::fmt::Display for SendError {
             SendError::Failed(m) => write!(f, "{m}"),
         }
     }
+}
+
+/// Where speech is turned into text (`speech.engine`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VoiceEngine {
+    /// An OpenAI-compatible `/audio/transcriptions` endpoint.
+    Http {
+        /// The API's base URL.
+        base_url: String,
+        /// The environment variable holding the key, if the endpoint wants one.
+        api_key_env: Option<String>,
+        /// The model.
+        model: String,
+        /// The spoken language, when known.
+        language: Option<String>,
+    },
+    /// A local command printing the transcript; `{file}` stands for the audio's path.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
 }
 
 /// Why `agent.save-to-inbox` wrote nothing.

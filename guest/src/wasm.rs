@@ -15,7 +15,7 @@ use crate::model;
 wit_bindgen::generate!({ path: "../wit", world: "bridge" });
 
 use exports::pi::bot_connect::session as wit_session;
-use pi::bot_connect::{agent, clock, lock, log, pairing, rng, store, transport, types, ui};
+use pi::bot_connect::{agent, clock, lock, log, pairing, rng, speech, store, transport, types, ui};
 
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 
@@ -165,6 +165,41 @@ impl Host for Imports {
             agent::InboxError::Exists => model::InboxError::Exists,
             agent::InboxError::Failed(text) => model::InboxError::Failed(text),
         })
+    }
+
+    fn transcribe(
+        &mut self,
+        engine: &model::VoiceEngine,
+        media_type: &str,
+        name: &str,
+        data: &[u8],
+        timeout_ms: u32,
+    ) -> Result<String, String> {
+        let engine = match engine.clone() {
+            model::VoiceEngine::Http {
+                base_url,
+                api_key_env,
+                model,
+                language,
+            } => speech::Engine::Http(speech::HttpEngine {
+                base_url,
+                api_key_env,
+                model,
+                language,
+            }),
+            model::VoiceEngine::Command { argv } => {
+                speech::Engine::Command(speech::CommandEngine { argv })
+            }
+        };
+        speech::transcribe(
+            &engine,
+            &speech::Audio {
+                media_type: media_type.to_owned(),
+                name: name.to_owned(),
+                data: data.to_vec(),
+            },
+            timeout_ms,
+        )
     }
 
     fn session_command(
@@ -370,6 +405,7 @@ fn envelope_from_wit(e: types::Envelope) -> model::Envelope {
                 reference: a.reference,
                 name: a.name,
                 size_bytes: a.size_bytes,
+                duration_seconds: a.duration_seconds,
             })
             .collect(),
         press: e.press,

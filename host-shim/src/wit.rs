@@ -36,4 +36,6 @@ wasmtime::component::bindgen!({
 });
 
 pub use exports::pi::bot_connect::session;
-pub use pi::bot_connect::{agent, clock, lock, log, pairing, rng, store, transport, types, ui};
+pub use pi::bot_connect::{
+    agent, clock, lock, log, pairing, rng, speech, store, transport, types, ui,
+};

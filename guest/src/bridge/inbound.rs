@@ -13,6 +13,7 @@ use crate::core::rate_limit::{InputKind, RateVerdict};
 use crate::core::router::{self, IgnoreReason, Route, RouteInput};
 use crate::core::session_commands;
 use crate::core::state::ConversationTarget;
+use crate::core::voice;
 use crate::host::Host;
 use crate::keys::Identity;
 use crate::model::{
@@ -426,9 +427,19 @@ impl Bridge {
             self.reply(host, target, &notices::queue_full_notice(limit));
             return Outcome::QueueFull { limit };
         }
-        let (images, files): (Vec<&Attachment>, Vec<&Attachment>) = attachments
-            .iter()
+        let (voices, others): (Vec<&Attachment>, Vec<&Attachment>) =
+            attachments.iter().partition(|a| voice::is_voice(a));
+        let (images, files): (Vec<&Attachment>, Vec<&Attachment>) = others
+            .into_iter()
             .partition(|a| inbox::is_model_image(a, &self.config.attachments));
+        // Speech first: its refusals (no engine, too long) come before anything is fetched.
+        if let Some(notice) = voices
+            .iter()
+            .find_map(|v| voice::voice_problem(v, &envelope.transport, &self.config.voice))
+        {
+            self.reply(host, target, &notice);
+            return Outcome::AttachmentRefused;
+        }
         let today = inbox::day_of(now);
         // Judged before anything is downloaded, on what the platform declared, with the
         // file's name in the reply (Telegram's 20 MB download limit said as such).
@@ -467,6 +478,32 @@ impl Bridge {
                 }
             }
         }
+        let mut transcripts = Vec::new();
+        for attachment in voices {
+            match self.transcribe(host, &envelope.transport, attachment) {
+                Ok(transcript) => transcripts.push(transcript),
+                Err(notice) => {
+                    self.reply(host, target, &notice);
+                    return Outcome::AttachmentRefused;
+                }
+            }
+        }
+        let text = if transcripts.is_empty() {
+            text
+        } else {
+            // A transcript is remote input like typed text: the same length limit.
+            let chars: usize = transcripts.iter().map(|t| t.chars().count()).sum();
+            let limit = self.config.max_inbound_chars;
+            if chars > limit as usize {
+                self.reply(host, target, &notices::too_long_notice(chars, limit));
+                return Outcome::TooLong { limit };
+            }
+            // The sender sees what the agent gets before the agent answers it.
+            for transcript in &transcripts {
+                self.reply(host, target, &voice::echo(transcript));
+            }
+            voice::prompt_with_transcript(&text, &transcripts)
+        };
         let text = inbox::prompt_with_files(&text, &saved);
         let deliver_as = deliver_as.unwrap_or(DeliverAs::Immediate);
         if let Err(error) = host.send_prompt(&text, deliver_as, &images) {
@@ -504,6 +541,7 @@ impl Bridge {
                 ("deliverAs", deliver_as.as_str().into()),
                 ("images", images.len().to_string()),
                 ("files", saved.len().to_string()),
+                ("voice", transcripts.len().to_string()),
             ],
         );
         Outcome::Prompt {
@@ -542,6 +580,56 @@ impl Bridge {
                 false
             }
         }
+    }
+
+    /// Downloads one voice note, re-checks its size on the bytes received, and has the
+    /// host's engine transcribe it. The error is the reply for the chat.
+    fn transcribe(
+        &mut self,
+        host: &mut dyn Host,
+        transport: &str,
+        attachment: &Attachment,
+    ) -> Result<String, String> {
+        let settings = self.config.voice.clone();
+        let Some(engine) = settings.engine.as_ref() else {
+            return Err(voice::NO_ENGINE_NOTICE.to_owned());
+        };
+        let fetched = host
+            .fetch_attachment(transport, &attachment.reference, settings.max_bytes)
+            .map_err(|reason| {
+                format!("I could not download that voice note, so nothing was sent to pi: {reason}")
+            })?;
+        let size = fetched.data.len() as u64;
+        if size > settings.max_bytes {
+            return Err(voice::too_large_notice(size, settings.max_bytes));
+        }
+        let media_type = fetched.media_type.to_ascii_lowercase();
+        // The platform's declared type names the format better than a generic served one.
+        let media_type = if media_type.starts_with("audio/") {
+            media_type
+        } else {
+            attachment.media_type.to_ascii_lowercase()
+        };
+        let raw = host
+            .transcribe(
+                engine,
+                &media_type,
+                &voice::audio_name(&media_type),
+                &fetched.data,
+                settings.timeout_ms,
+            )
+            .map_err(|reason| {
+                host.log(
+                    Level::Warning,
+                    "transcription failed",
+                    &[
+                        ("transport", transport.to_owned()),
+                        ("error", reason.clone()),
+                    ],
+                );
+                voice::failed_notice(&reason)
+            })?;
+        voice::judge_transcript(&raw)
     }
 
     /// Downloads one file, re-checks its size on the bytes received (I19) and the day's

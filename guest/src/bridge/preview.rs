@@ -10,6 +10,7 @@ use super::Bridge;
 use crate::core::inbox;
 use crate::core::pairing::{self, PairingDecision, PairingOptions, PairingReason};
 use crate::core::router::{self, IgnoreReason, Route, RouteInput};
+use crate::core::voice;
 use crate::host::Host;
 use crate::model::{DeliverAs, Envelope};
 
@@ -161,13 +162,23 @@ impl Bridge {
                 } else {
                     ""
                 };
+                let voices: Vec<&crate::model::Attachment> =
+                    attachments.iter().filter(|a| voice::is_voice(a)).collect();
                 let files: Vec<&crate::model::Attachment> = attachments
                     .iter()
-                    .filter(|a| !inbox::is_model_image(a, &self.config.attachments))
+                    .filter(|a| {
+                        !voice::is_voice(a) && !inbox::is_model_image(a, &self.config.attachments)
+                    })
                     .collect();
-                let images = attachments.len() - files.len();
+                let images = attachments.len() - files.len() - voices.len();
                 let used = self.state.inbox.used_on(inbox::day_of(now));
-                match inbox::files_problem(&files, &envelope.transport, &self.config.inbox, used) {
+                let refusal = voices
+                    .iter()
+                    .find_map(|v| voice::voice_problem(v, &envelope.transport, &self.config.voice))
+                    .or_else(|| {
+                        inbox::files_problem(&files, &envelope.transport, &self.config.inbox, used)
+                    });
+                match refusal {
                     Some(notice) => format!(
                         "refused the file(s) before downloading; the chat would be told: {notice}"
                     ),
@@ -179,6 +190,22 @@ impl Bridge {
                         if images > 0 {
                             line.push_str(&format!(
                                 "\n  {images} image(s) for the model, re-checked on the bytes served"
+                            ));
+                        }
+                        for note in &voices {
+                            let engine = match &self.config.voice.engine {
+                                Some(crate::model::VoiceEngine::Http { model, .. }) => {
+                                    format!("the OpenAI-compatible endpoint ({model})")
+                                }
+                                _ => "the local command".to_owned(),
+                            };
+                            line.push_str(&format!(
+                                "\n  voice note ({}{}) transcribed by {engine}; the transcript \
+                                 echoed to the chat first, then sent as transcribed speech",
+                                note.media_type,
+                                note.duration_seconds
+                                    .map(|s| format!(", {s} s"))
+                                    .unwrap_or_default(),
                             ));
                         }
                         for file in &files {

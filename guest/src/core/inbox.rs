@@ -294,6 +294,7 @@ mod tests {
             reference: "ref".into(),
             name: name.map(String::from),
             size_bytes: size,
+            duration_seconds: None,
         }
     }
 

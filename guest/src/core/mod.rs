@@ -44,4 +44,5 @@ pub mod strangers;
 pub mod text;
 pub mod todo;
 pub mod tool_policy;
+pub mod voice;
 pub mod work;

@@ -23,6 +23,7 @@ use crate::core::inbox;
 use crate::core::notices;
 use crate::core::state::PendingChallenge;
 use crate::core::text::{starts_with_any_ci, strip_leading_mention};
+use crate::core::voice;
 use crate::keys::Identity;
 use crate::model::{Attachment, DeliverAs, Envelope};
 
@@ -249,6 +250,9 @@ pub fn route(input: &RouteInput<'_>) -> Route {
         .any(|a| inbox::is_model_image(a, &config.attachments))
     {
         ATTACHMENT_FALLBACK_PROMPT.to_string()
+    } else if envelope.attachments.iter().all(voice::is_voice) {
+        // A voice note alone: its transcript is the prompt.
+        String::new()
     } else {
         inbox::FILES_FALLBACK_PROMPT.to_string()
     };
@@ -272,6 +276,7 @@ mod tests {
             reference: "ref-1".to_string(),
             name: None,
             size_bytes: size,
+            duration_seconds: None,
         }
     }
 

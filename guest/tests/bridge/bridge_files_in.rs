@@ -20,6 +20,7 @@ fn document(reference: &str, name: &str, size: Option<u64>) -> Attachment {
         reference: reference.into(),
         name: Some(name.into()),
         size_bytes: size,
+        duration_seconds: None,
     }
 }
 

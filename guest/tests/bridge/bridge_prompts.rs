@@ -54,6 +54,7 @@ fn prompts_reach_the_agent_now_when_idle_and_as_follow_up_when_busy() {
             ("deliverAs".to_string(), deliver.to_string()),
             ("images".to_string(), "0".to_string()),
             ("files".to_string(), "0".to_string()),
+            ("voice".to_string(), "0".to_string()),
         ]
     };
     assert_eq!(forwarded, vec![fields("immediate"), fields("followUp")]);

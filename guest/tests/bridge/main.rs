@@ -24,6 +24,7 @@ mod bridge_scope;
 mod bridge_session_commands;
 mod bridge_strangers;
 mod bridge_turns;
+mod bridge_voice;
 mod config_state_props;
 mod control_chars;
 mod digest_tables;

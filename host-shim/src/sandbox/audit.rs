@@ -68,6 +68,7 @@ pub const BRIDGE_IMPORTS: &[&str] = &[
     "pi:bot-connect/lock",
     "pi:bot-connect/pairing",
     "pi:bot-connect/log",
+    "pi:bot-connect/speech",
 ];
 
 /// Why an import is allowed, or that it is not.

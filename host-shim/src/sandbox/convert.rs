@@ -59,6 +59,7 @@ pub fn envelope_to_wit(e: Envelope) -> types::Envelope {
                 reference: a.reference,
                 name: a.name,
                 size_bytes: a.size_bytes,
+                duration_seconds: a.duration_seconds,
             })
             .collect(),
         press: e.press,

@@ -235,6 +235,16 @@ pub enum Event {
         /// How many bytes.
         bytes: usize,
     },
+    /// A voice note handed to the transcription engine (`speech.transcribe`): the
+    /// engine's kind and the audio's type and size, never its bytes.
+    Transcribe {
+        /// `http` or `command`.
+        engine: String,
+        /// The audio's media type.
+        media_type: String,
+        /// How many bytes.
+        bytes: usize,
+    },
     /// A local notification.
     Notify {
         /// Level.
@@ -393,6 +403,11 @@ pub enum Event {
         /// Result.
         result: Result<String, InboxError>,
     },
+    /// `speech.transcribe`'s result (the transcript, redacted like any text).
+    Transcribed {
+        /// Result.
+        result: Result<String, String>,
+    },
     /// `agent.is-idle`.
     Idle {
         /// Idle or busy.
@@ -449,6 +464,7 @@ impl Event {
             | Event::Abort
             | Event::SessionCommand { .. }
             | Event::SaveToInbox { .. }
+            | Event::Transcribe { .. }
             | Event::Notify { .. }
             | Event::Confirm { .. }
             | Event::Save { .. }
@@ -473,6 +489,7 @@ impl Event {
             | Event::Prompted { .. }
             | Event::SessionReplied { .. }
             | Event::InboxSaved { .. }
+            | Event::Transcribed { .. }
             | Event::Idle { .. }
             | Event::Info { .. }
             | Event::Work { .. }

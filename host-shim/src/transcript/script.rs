@@ -25,6 +25,7 @@ pub struct Script {
     prompted: VecDeque<Result<(), String>>,
     session_replied: VecDeque<Result<SessionReply, String>>,
     inbox_saved: VecDeque<Result<String, InboxError>>,
+    transcribed: VecDeque<Result<String, String>>,
     idle: VecDeque<bool>,
     info: VecDeque<SessionInfo>,
     work: VecDeque<WorkFacts>,
@@ -89,6 +90,7 @@ impl Script {
                 Event::Prompted { result } => script.prompted.push_back(result),
                 Event::SessionReplied { result } => script.session_replied.push_back(result),
                 Event::InboxSaved { result } => script.inbox_saved.push_back(result),
+                Event::Transcribed { result } => script.transcribed.push_back(result),
                 Event::Idle { idle } => script.idle.push_back(idle),
                 Event::Info { info } => script.info.push_back(info),
                 Event::Work { facts } => script.work.push_back(facts),
@@ -211,6 +213,14 @@ impl Script {
                 "the transcript recorded no answer to this save".into(),
             ))
         })
+    }
+
+    /// `speech.transcribe`: the recorded transcript; without one, a failure (a replay
+    /// runs no engine).
+    pub fn transcribed(&mut self) -> Result<String, String> {
+        self.transcribed
+            .pop_front()
+            .unwrap_or_else(|| Err("the transcript recorded no transcription".into()))
     }
 
     /// `agent.is-idle`.

@@ -496,6 +496,13 @@ impl Scrubber {
                     Err(InboxError::Exists) => Err(InboxError::Exists),
                 },
             },
+            // What someone said is scrubbed like what they typed.
+            Event::Transcribed { result } => Event::Transcribed {
+                result: match result {
+                    Ok(text) => Ok(self.text(&text)),
+                    Err(e) => Err(self.text(&e)),
+                },
+            },
             Event::Acquired { result } => Event::Acquired {
                 result: result.map_err(|e| self.text(&e)),
             },

@@ -573,3 +573,58 @@ async fn a_document_is_saved_in_the_inbox_and_one_over_telegrams_20_mb_is_refuse
     assert_eq!(t.agent.prompts.lock().unwrap().len(), 1);
     t.session.shutdown().await.expect("clean shutdown");
 }
+
+#[tokio::test]
+async fn a_voice_note_is_transcribed_by_the_engine_echoed_and_prompted_as_speech() {
+    let engine = crate::common::transcription::TranscriptionServer::start(
+        "Please run the test suite and tell me what fails.",
+    )
+    .await;
+    let t = Telegram::start_with(json!({"voice": {
+        "engine": "openai",
+        "baseUrl": engine.base_url,
+        "apiKeyEnv": null,
+        "model": "whisper-1",
+    }}))
+    .await;
+    t.pair(1).await;
+    let opus = b"OggS\x00\x02 fake opus frames".to_vec();
+    t.server.serve_file(
+        "voice-1",
+        transport_testing::telegram::ServedFile::new(Some("audio/ogg"), opus.clone()),
+    );
+    t.say(
+        json!({"message": {
+            "message_id": 20,
+            "from": {"id": USER, "is_bot": false, "first_name": "Ada"},
+            "chat": {"id": USER, "first_name": "Ada", "type": "private"},
+            "date": 1_700_000_000,
+            "voice": {
+                "file_id": "voice-1",
+                "file_unique_id": "u-voice-1",
+                "duration": 3,
+                "mime_type": "audio/ogg",
+                "file_size": opus.len()
+            }
+        }}),
+        "Heard: Please run the test suite and tell me what fails.",
+    )
+    .await;
+    t.agent.wait_for_prompts(1).await;
+    assert_eq!(
+        t.agent.prompts.lock().unwrap()[0],
+        "[bot-connect: transcribed from a voice note by speech recognition; a word may be \
+         misheard]\nPlease run the test suite and tell me what fails."
+    );
+    // The host uploaded the bytes Telegram served, as multipart, to the configured server.
+    let requests = engine.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert!(request.starts_with(b"POST /v1/audio/transcriptions "));
+    assert!(
+        request.windows(opus.len()).any(|w| w == opus.as_slice()),
+        "the voice note's bytes are in the upload"
+    );
+    assert!(String::from_utf8_lossy(request).contains("filename=\"voice.ogg\""));
+    t.session.shutdown().await.expect("clean shutdown");
+}

@@ -29,6 +29,11 @@ pub struct Attachment {
     /// Declared size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<u64>,
+    /// Declared length of a voice note, an audio or a video, in whole seconds, when the
+    /// platform gives one (Telegram's `duration`, Discord's `duration_secs`): the bridge's
+    /// duration cap is judged on it before anything is downloaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<u32>,
 }
 
 /// One normalized inbound message. Platform payloads stay inside the transport.

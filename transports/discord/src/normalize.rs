@@ -369,6 +369,12 @@ fn attachments(message: &Message) -> Vec<Attachment> {
                 reference: reference.to_owned(),
                 name: Some(attachment.filename.clone()).filter(|name| !name.is_empty()),
                 size_bytes: attachment.size,
+                duration_seconds: attachment
+                    .duration_secs
+                    .as_ref()
+                    .and_then(serde_json::Value::as_f64)
+                    .filter(|secs| secs.is_finite() && *secs >= 0.0)
+                    .map(|secs| secs.ceil().min(f64::from(u32::MAX)) as u32),
             })
         })
         .collect()

@@ -179,6 +179,10 @@ pub struct Attachment {
     /// The media proxy's URL for the same file.
     #[serde(default)]
     pub proxy_url: Option<String>,
+    /// A voice message's length in seconds (a float). Kept as JSON so a value of another
+    /// type costs the duration, not the whole message.
+    #[serde(default)]
+    pub duration_secs: Option<serde_json::Value>,
 }
 
 /// `message_reference`.

@@ -329,6 +329,7 @@ mod tests {
             reference: "f1".into(),
             name: None,
             size_bytes: None,
+            duration_seconds: None,
         };
         files.describe(&mut attachment);
         assert_eq!(attachment.kind, AttachmentKind::Image);

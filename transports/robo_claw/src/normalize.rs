@@ -170,6 +170,7 @@ fn attachment(metadata: &HashMap<String, String>) -> Option<Attachment> {
             .map(|name| name.trim().to_owned())
             .filter(|name| !name.is_empty()),
         size_bytes: None,
+        duration_seconds: None,
     })
 }
 

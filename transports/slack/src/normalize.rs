@@ -388,6 +388,7 @@ fn attachments(files: &[File]) -> Vec<Attachment> {
                 reference: url.to_owned(),
                 name: file.name.clone(),
                 size_bytes: file.size,
+                duration_seconds: None,
             })
         })
         .collect()

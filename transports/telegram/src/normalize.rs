@@ -418,6 +418,7 @@ fn attachments(message: &Message) -> Vec<Attachment> {
             reference: photo.file_id.clone(),
             name: None,
             size_bytes: photo.file_size,
+            duration_seconds: None,
         });
     }
     // An animation also fills `document` "for backward compatibility": one file, not two.
@@ -471,5 +472,6 @@ fn file_attachment(file: &FileLike, fallback: &str) -> Attachment {
         reference: file.file_id.clone(),
         name: file.file_name.clone(),
         size_bytes: file.file_size,
+        duration_seconds: file.duration.map(|d| u32::try_from(d).unwrap_or(u32::MAX)),
     }
 }

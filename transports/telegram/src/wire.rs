@@ -210,6 +210,10 @@ pub struct FileLike {
     /// Size in bytes.
     #[serde(default)]
     pub file_size: Option<u64>,
+    /// Voice, audio, video and video notes: the length in seconds as the sender's client
+    /// gave it.
+    #[serde(default)]
+    pub duration: Option<u64>,
     /// Stickers only: an animated (`.tgs`) sticker.
     #[serde(default)]
     pub is_animated: Option<bool>,

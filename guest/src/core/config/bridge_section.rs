@@ -9,6 +9,7 @@ use super::readers::{boolean, holds_secret, int_in, nested, quoted_or_type, stri
 use super::schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, InboxSettings, RateLimitSettings,
     RemoteApprovalSettings, RemoteScopeSettings, RemoteToolApproval, RemoteToolPolicy, UsageFooter,
+    VoiceSettings,
 };
 use crate::core::globs::validate_glob;
 use crate::core::invisible::is_invisible;
@@ -121,6 +122,10 @@ pub(super) fn apply_bridge(
             }
             "inbox" => {
                 apply_inbox(&mut config.inbox, value, &path, sink);
+                Ok(())
+            }
+            "voice" => {
+                apply_voice(&mut config.voice, value, &path, sink);
                 Ok(())
             }
             "broadcast" => {
@@ -427,6 +432,117 @@ fn check_inbox_dir(dir: &str) -> Result<(), String> {
             "{problem} (received {dir:?}; the default is .pi/inbox/)"
         )),
         None => Ok(()),
+    }
+}
+
+/// `bridge.voice`: the engine's keys are read together (an `openai` engine needs its URL
+/// and model, a `command` engine its argv with `{file}`), the caps field-wise. An engine
+/// that does not add up is reported and left out: no transcription beats audio sent to a
+/// half-configured place, and the chat is told how to set one up.
+fn apply_voice(target: &mut VoiceSettings, value: &Value, path: &str, sink: &mut Sink<'_>) {
+    let Some(section) = nested(value, path, sink) else {
+        return;
+    };
+    let mut engine: Option<String> = None;
+    let mut base_url = "https://api.openai.com/v1".to_owned();
+    let mut api_key_env: Option<String> = Some("OPENAI_API_KEY".to_owned());
+    let mut model = "whisper-1".to_owned();
+    let mut language: Option<String> = None;
+    let mut command: Option<Vec<String>> = None;
+    let mut broken = false;
+    for (key, value) in section {
+        let outcome = match key.as_str() {
+            "engine" => string(value).and_then(|name| match name {
+                "openai" | "command" | "none" => {
+                    engine = Some(name.to_owned());
+                    Ok(())
+                }
+                other => Err(format!(
+                    "expected \"openai\" (an OpenAI-compatible /v1/audio/transcriptions), \"command\" (a local program such as whisper-cli) or \"none\", received \"{other}\""
+                )),
+            }),
+            "baseUrl" => string(value).and_then(|url| {
+                if url.starts_with("https://") || url.starts_with("http://") {
+                    base_url = url.trim_end_matches('/').to_owned();
+                    Ok(())
+                } else {
+                    Err(format!("expected an http(s) URL like https://api.openai.com/v1, received \"{url}\""))
+                }
+            }),
+            "apiKeyEnv" => {
+                if value.is_null() {
+                    api_key_env = None;
+                    Ok(())
+                } else {
+                    string(value).and_then(|name| {
+                        if !name.is_empty()
+                            && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                            && !name.starts_with(|c: char| c.is_ascii_digit())
+                        {
+                            api_key_env = Some(name.to_owned());
+                            Ok(())
+                        } else {
+                            // The value may be the key itself: it is not repeated here.
+                            Err("expected the NAME of an environment variable (like OPENAI_API_KEY) that holds the key, never the key itself; null for a server that wants none".to_owned())
+                        }
+                    })
+                }
+            }
+            "model" => string(value).and_then(|name| {
+                if name.trim().is_empty() {
+                    Err("must not be empty (whisper-1 for OpenAI)".to_owned())
+                } else {
+                    model = name.to_owned();
+                    Ok(())
+                }
+            }),
+            "language" => string(value).map(|code| language = Some(code.to_owned())),
+            "command" => strings(value).and_then(|argv| {
+                if argv.is_empty() || argv[0].trim().is_empty() {
+                    Err("expected the program and its arguments, like [\"whisper-cli\", \"-m\", \"/models/ggml-base.bin\", \"-nt\", \"-f\", \"{file}\"]".to_owned())
+                } else if !argv.iter().skip(1).any(|arg| arg.contains("{file}")) {
+                    Err("one argument must hold {file}, where the audio's path goes".to_owned())
+                } else {
+                    command = Some(argv);
+                    Ok(())
+                }
+            }),
+            "timeoutMs" => int_in(value, 1_000, 600_000).map(|n| target.timeout_ms = n as u32),
+            "maxBytes" => int_in(value, 1024, 25 * 1024 * 1024).map(|n| target.max_bytes = n as u64),
+            "maxSeconds" => int_in(value, 1, 3_600).map(|n| target.max_seconds = n as u32),
+            _ => {
+                sink.warn(format!("{path}.{key}: unknown key, ignored"));
+                Ok(())
+            }
+        };
+        if let Err(text) = outcome {
+            broken |= !matches!(key.as_str(), "timeoutMs" | "maxBytes" | "maxSeconds");
+            sink.error(format!("{path}.{key}: {text}"));
+        }
+    }
+    // A half-right engine is no engine: audio is never sent where the operator did not
+    // quite say (a variable misspelt, a URL mistyped).
+    if broken {
+        target.engine = None;
+        return;
+    }
+    match engine.as_deref() {
+        Some("openai") => {
+            target.engine = Some(crate::model::VoiceEngine::Http {
+                base_url,
+                api_key_env,
+                model,
+                language,
+            });
+        }
+        Some("command") => match command {
+            Some(argv) => target.engine = Some(crate::model::VoiceEngine::Command { argv }),
+            None => sink.error(format!(
+                "{path}.command: the command engine needs the program and its arguments, with {{file}} where the audio goes"
+            )),
+        },
+        Some(_) => target.engine = None,
+        None => {}
     }
 }
 

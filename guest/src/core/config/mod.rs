@@ -25,7 +25,7 @@ use transports::{apply_transports, transport_request};
 pub use schema::{
     AttachmentSettings, BridgeConfig, BroadcastSettings, InboxSettings, READ_ONLY_TOOLS,
     RateLimitSettings, RemoteApprovalSettings, RemoteScopeSettings, RemoteToolApproval,
-    RemoteToolPolicy,
+    RemoteToolPolicy, VoiceSettings,
 };
 
 pub use fail_closed::{FailedClosed, Guard, fail_closed_lines};

@@ -65,6 +65,9 @@ pub fn narrow_bridge(
         // Where a chat's files are written: a repository could point it at
         // `.pi/extensions`, and a file sent from a chat would be loaded as code.
         inbox.dir => "inbox.dir",
+        // Where voice notes go and what runs on them: a repository could send the audio to
+        // its own server, or name a command of its own to run.
+        voice.engine => "voice.engine",
         // What the chats see of the owner's spending is the owner's to choose.
         usage_footer => "usageFooter",
         // Messages to the owner's chats are the owner's to choose.
@@ -80,6 +83,9 @@ pub fn narrow_bridge(
         inbox.enabled => "inbox.enabled", |p: &bool, _: &bool| !*p;
         inbox.max_file_bytes => "inbox.maxFileBytes", at_most;
         inbox.max_bytes_per_day => "inbox.maxBytesPerDay", at_most;
+        voice.timeout_ms => "voice.timeoutMs", at_most;
+        voice.max_bytes => "voice.maxBytes", at_most;
+        voice.max_seconds => "voice.maxSeconds", at_most;
         broadcast.progress => "broadcast.progress", |p: &bool, _: &bool| !*p;
         broadcast.replies => "broadcast.replies", |p: &bool, _: &bool| !*p;
         // Showing the answer while it is written is more broadcast: a project may only turn it off.

@@ -118,6 +118,33 @@ impl Default for InboxSettings {
     }
 }
 
+/// `bridge.voice` (docs/media.md#voice): voice notes and audio to text, then handled as a
+/// prompt. No engine, no transcription: the chat is told how to set one up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoiceSettings {
+    /// The engine, when one is configured.
+    pub engine: Option<crate::model::VoiceEngine>,
+    /// The engine gives up after this long.
+    pub timeout_ms: u32,
+    /// Largest voice note in bytes.
+    pub max_bytes: u64,
+    /// Longest voice note in seconds, judged on the duration the platform declares.
+    pub max_seconds: u32,
+}
+
+impl Default for VoiceSettings {
+    fn default() -> Self {
+        VoiceSettings {
+            engine: None,
+            timeout_ms: 60_000,
+            // OpenAI's endpoint takes at most 25 MB; ten minutes of Telegram's Opus voice
+            // is about 5 MB.
+            max_bytes: 10 * 1024 * 1024,
+            max_seconds: 600,
+        }
+    }
+}
+
 /// Where the inbox is unless `bridge.inbox.dir` says otherwise.
 pub const DEFAULT_INBOX_DIR: &str = ".pi/inbox/";
 
@@ -210,6 +237,8 @@ pub struct BridgeConfig {
     pub attachments: AttachmentSettings,
     /// Where files from the chats are saved.
     pub inbox: InboxSettings,
+    /// Voice notes to text.
+    pub voice: VoiceSettings,
     /// What is broadcast.
     pub broadcast: BroadcastSettings,
     /// Remote input rate limits.
@@ -277,6 +306,7 @@ impl Default for BridgeConfig {
                 max_bytes: 8 * 1024 * 1024,
             },
             inbox: InboxSettings::default(),
+            voice: VoiceSettings::default(),
             broadcast: BroadcastSettings {
                 progress: true,
                 replies: true,
@@ -342,6 +372,34 @@ impl BridgeConfig {
                 max_file_bytes: self.inbox.max_file_bytes,
                 max_bytes_per_day: self.inbox.max_bytes_per_day,
             },
+            voice: VoiceJson {
+                engine: match &self.voice.engine {
+                    None => "none",
+                    Some(crate::model::VoiceEngine::Http { .. }) => "openai",
+                    Some(crate::model::VoiceEngine::Command { .. }) => "command",
+                },
+                base_url: match &self.voice.engine {
+                    Some(crate::model::VoiceEngine::Http { base_url, .. }) => Some(base_url),
+                    _ => None,
+                },
+                api_key_env: match &self.voice.engine {
+                    Some(crate::model::VoiceEngine::Http { api_key_env, .. }) => {
+                        api_key_env.as_deref()
+                    }
+                    _ => None,
+                },
+                model: match &self.voice.engine {
+                    Some(crate::model::VoiceEngine::Http { model, .. }) => Some(model),
+                    _ => None,
+                },
+                command: match &self.voice.engine {
+                    Some(crate::model::VoiceEngine::Command { argv }) => Some(argv),
+                    _ => None,
+                },
+                timeout_ms: self.voice.timeout_ms,
+                max_bytes: self.voice.max_bytes,
+                max_seconds: self.voice.max_seconds,
+            },
             broadcast: BroadcastJson {
                 progress: self.broadcast.progress,
                 replies: self.broadcast.replies,
@@ -397,6 +455,7 @@ struct BridgeJson<'a> {
     digest: DigestJson,
     attachments: AttachmentsJson<'a>,
     inbox: InboxJson<'a>,
+    voice: VoiceJson<'a>,
     broadcast: BroadcastJson,
     rate_limit: RateLimitJson,
     progress_min_interval_ms: u64,
@@ -458,6 +517,24 @@ struct InboxJson<'a> {
     max_bytes_per_day: u64,
 }
 
+/// `bridge.voice` as shown: the key's variable name, never a key.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VoiceJson<'a> {
+    engine: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_url: Option<&'a String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key_env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<&'a Vec<String>>,
+    timeout_ms: u32,
+    max_bytes: u64,
+    max_seconds: u32,
+}
+
 /// `bridge.broadcast` as shown.
 #[derive(Serialize)]
 struct BroadcastJson {
@@ -512,6 +589,12 @@ mod tests {
     "dir": ".pi/inbox/",
     "maxFileBytes": 20971520,
     "maxBytesPerDay": 209715200
+  },
+  "voice": {
+    "engine": "none",
+    "timeoutMs": 60000,
+    "maxBytes": 10485760,
+    "maxSeconds": 600
   },
   "broadcast": {
     "progress": true,

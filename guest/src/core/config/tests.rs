@@ -231,6 +231,16 @@ fn every_message_text_is_exact() {
             "global config: bridge.inbox.keep: unknown key, ignored",
         ),
         (
+            r#"{"bridge":{"voice":{"maxSeconds":0}}}"#,
+            Error,
+            "global config: bridge.voice.maxSeconds: expected an integer between 1 and 3600, received 0",
+        ),
+        (
+            r#"{"bridge":{"voice":{"engine":"command"}}}"#,
+            Error,
+            "global config: bridge.voice.command: the command engine needs the program and its arguments, with {file} where the audio goes",
+        ),
+        (
             r#"{"bridge":{"attachments":"x"}}"#,
             Error,
             "global config: bridge.attachments: expected an object",

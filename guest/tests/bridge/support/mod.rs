@@ -136,6 +136,10 @@ pub struct FakeHost {
     pub inbox_error: Option<String>,
     /// Every `(dir, name)` asked for, in order (taken names too).
     pub inbox_tries: Vec<(String, String)>,
+    /// What `transcribe` answers next (default: an error saying none was scripted).
+    pub transcripts: VecDeque<Result<String, String>>,
+    /// Every `(engine, media type, name, bytes, timeout)` transcribed.
+    pub transcribed: Vec<(guest::model::VoiceEngine, String, String, usize, u32)>,
 }
 
 /// Capabilities of a chat that fetches attachments and types.
@@ -239,6 +243,8 @@ impl FakeHost {
             inbox: BTreeMap::new(),
             inbox_error: None,
             inbox_tries: Vec::new(),
+            transcripts: VecDeque::new(),
+            transcribed: Vec::new(),
             fail_attempt: BTreeMap::new(),
         }
     }
@@ -434,6 +440,26 @@ impl Host for FakeHost {
         }
         self.inbox.insert(path.clone(), data.to_vec());
         Ok(path)
+    }
+
+    fn transcribe(
+        &mut self,
+        engine: &guest::model::VoiceEngine,
+        media_type: &str,
+        name: &str,
+        data: &[u8],
+        timeout_ms: u32,
+    ) -> Result<String, String> {
+        self.transcribed.push((
+            engine.clone(),
+            media_type.to_string(),
+            name.to_string(),
+            data.len(),
+            timeout_ms,
+        ));
+        self.transcripts
+            .pop_front()
+            .unwrap_or_else(|| Err("no transcript scripted".into()))
     }
 
     fn diagnose(&mut self, transport: &str) -> String {
@@ -688,6 +714,7 @@ pub fn image(reference: &str) -> Attachment {
         reference: reference.into(),
         name: Some("shot.png".into()),
         size_bytes: Some(3),
+        duration_seconds: None,
     }
 }
 

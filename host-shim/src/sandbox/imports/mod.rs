@@ -264,6 +264,9 @@ pub fn add_to_linker(linker: &mut Linker<SessionHost>) -> wasmtime::Result<()> {
     wit::pairing::add_to_linker::<SessionHost, pairing::PairingImports>(linker, |host| {
         host.ctx.pairing_imports()
     })?;
+    wit::speech::add_to_linker::<SessionHost, speech::SpeechImports>(linker, |host| {
+        host.ctx.speech_imports()
+    })?;
     Ok(())
 }
 
@@ -284,6 +287,7 @@ mod lock;
 mod log;
 mod pairing;
 mod rng;
+mod speech;
 mod store;
 mod tape;
 mod transport;

@@ -112,6 +112,7 @@ fn attachments_keep_their_signed_cdn_url_type_name_and_size() {
                 reference: "https://cdn.discordapp.com/attachments/1200000000000000001/1235133220000000009/screenshot.png?ex=6650f1a0&is=664fa020&hm=4f2ad1b7e9c0d3a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9&".to_owned(),
                 name: Some("screenshot.png".to_owned()),
                 size_bytes: Some(183_422),
+                duration_seconds: None,
             },
             Attachment {
                 kind: AttachmentKind::File,
@@ -119,6 +120,7 @@ fn attachments_keep_their_signed_cdn_url_type_name_and_size() {
                 reference: "https://cdn.discordapp.com/attachments/1200000000000000001/1235133220000000010/build.log?ex=6650f1a0&is=664fa020&hm=aa&".to_owned(),
                 name: Some("build.log".to_owned()),
                 size_bytes: Some(2_048),
+                duration_seconds: None,
             },
         ]
     );

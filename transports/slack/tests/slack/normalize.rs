@@ -291,6 +291,7 @@ fn a_file_share_keeps_its_comment_and_downloadable_files() {
                     .to_owned(),
                 name: Some("screen.png".to_owned()),
                 size_bytes: Some(52_417),
+                duration_seconds: None,
             },
             Attachment {
                 kind: AttachmentKind::File,
@@ -299,6 +300,7 @@ fn a_file_share_keeps_its_comment_and_downloadable_files() {
                     .to_owned(),
                 name: Some("run.log".to_owned()),
                 size_bytes: Some(900),
+                duration_seconds: None,
             },
         ]
     );

@@ -406,6 +406,7 @@ fn captions_are_text_and_the_largest_photo_is_the_attachment() {
             reference: "large".to_owned(),
             name: None,
             size_bytes: Some(98_000),
+            duration_seconds: None,
         }]
     );
 }
@@ -426,6 +427,7 @@ fn documents_and_other_files_are_attachments_with_their_types() {
             reference: "doc-1".to_owned(),
             name: Some("report.pdf".to_owned()),
             size_bytes: Some(52_000),
+            duration_seconds: None,
         }]
     );
     let png = update(json!({
