@@ -10,6 +10,7 @@ pub mod config;
 pub mod grpc;
 #[cfg(feature = "host")]
 pub mod lines;
+pub mod media;
 pub mod normalizers;
 pub mod outbound;
 pub mod secrets;
@@ -25,6 +26,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("normalize_discord", normalizers::discord),
     ("normalize_slack", normalizers::slack),
     ("normalize_robo_claw", normalizers::robo_claw),
+    ("media_names", media::media_names),
     ("grpc_chat_message", grpc::chat_message),
     ("config", config::config),
     ("state", state::state),

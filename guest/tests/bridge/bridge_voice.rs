@@ -220,3 +220,61 @@ fn a_bad_voice_section_is_reported_and_leaves_no_engine() {
         );
     }
 }
+
+#[test]
+fn explain_says_what_would_happen_to_a_voice_note_a_photo_and_a_document() {
+    let mut host = FakeHost::new();
+    let mut bridge = paired(&mut host, OPENAI);
+    let photo = Attachment {
+        kind: AttachmentKind::Image,
+        media_type: "image/jpeg".into(),
+        reference: "p".into(),
+        name: None,
+        size_bytes: Some(98_000),
+        duration_seconds: None,
+    };
+    let document = Attachment {
+        kind: AttachmentKind::File,
+        media_type: "application/pdf".into(),
+        reference: "d".into(),
+        name: Some("../Q3 report.pdf".into()),
+        size_bytes: Some(2048),
+        duration_seconds: None,
+    };
+    let mut message = voice_note(Some(7));
+    message.attachments.push(photo);
+    message.attachments.push(document.clone());
+
+    let preview = bridge.preview_envelope(&mut host, &message);
+    assert!(
+        preview.contains(
+            "prompt: forwarded to the agent now (the agent is idle) with 3 attachment(s)"
+        ) && preview.contains("1 image(s) for the model")
+            && preview.contains(
+                "voice note (audio/ogg, 7 s) transcribed by the OpenAI-compatible endpoint \
+                 (whisper-large-v3)"
+            )
+            && preview.contains(
+                "file \"Q3_report.pdf\" (application/pdf, 2.0 KB) saved as \
+                 .pi/inbox/Q3_report.pdf"
+            ),
+        "{preview}"
+    );
+    // A preview does nothing: no fetch, no transcription, no file, no reply.
+    assert!(host.fetches.is_empty() && host.transcribed.is_empty() && host.inbox.is_empty());
+    assert!(host.sent.is_empty());
+
+    // What would be refused is said with the reply the chat would get.
+    let preview = bridge.preview_envelope(&mut host, &voice_note(Some(3_000)));
+    assert!(
+        preview.contains("refused the file(s) before downloading; the chat would be told: That voice note is 50 min"),
+        "{preview}"
+    );
+    let mut without = FakeHost::new();
+    let mut bridge = paired(&mut without, "{}");
+    let preview = bridge.preview_envelope(&mut without, &voice_note(Some(3)));
+    assert!(
+        preview.contains("no transcription engine is set up"),
+        "{preview}"
+    );
+}

@@ -77,15 +77,35 @@ pub fn describe(envelope: &Envelope) -> String {
             command_hint(&envelope.text)
         ),
     ];
-    if !envelope.attachments.is_empty() {
-        let kinds: Vec<String> = envelope
-            .attachments
-            .iter()
-            .map(|a| a.media_type.clone())
-            .collect();
-        lines.push(format!("attachments: {}", kinds.join(", ")));
+    for attachment in &envelope.attachments {
+        lines.push(format!("attachment: {}", attachment_line(attachment)));
     }
     lines.join("\n")
+}
+
+/// One attachment as the platform declared it: what it is, its type, and the size and
+/// length that the bridge's caps are judged on. The name is the sender's; shown in quotes
+/// with control characters left out, so a name cannot forge a line of this report.
+fn attachment_line(attachment: &transport_core::Attachment) -> String {
+    let what = if attachment.media_type.starts_with("audio/") {
+        "voice/audio"
+    } else if attachment.kind == transport_core::AttachmentKind::Image {
+        "image"
+    } else {
+        "file"
+    };
+    let mut facts = vec![attachment.media_type.clone()];
+    if let Some(name) = &attachment.name {
+        let shown: String = name.chars().filter(|c| !c.is_control()).take(80).collect();
+        facts.push(format!("\"{shown}\""));
+    }
+    if let Some(size) = attachment.size_bytes {
+        facts.push(guest::core::inbox::size_text(size));
+    }
+    if let Some(seconds) = attachment.duration_seconds {
+        facts.push(format!("{seconds} s"));
+    }
+    format!("{what} ({})", facts.join(", "))
 }
 
 /// ` (starts like a command: /status)` when the text's first word looks like one; only
@@ -247,5 +267,59 @@ mod tests {
                 Normalized::Message(m) => panic!("{update} became {m:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_voice_note_a_photo_and_a_document_are_each_described_with_their_caps_facts() {
+        let voice = json!({"update_id": 6, "message": message(json!({
+            "text": null,
+            "voice": {"file_id": "v", "file_unique_id": "uv", "duration": 7,
+                "mime_type": "audio/ogg", "file_size": 6200}
+        }))});
+        let photo = json!({"update_id": 7, "message": message(json!({
+            "text": null, "caption": "what is this?",
+            "photo": [
+                {"file_id": "small", "file_unique_id": "s", "width": 90, "height": 90, "file_size": 1200},
+                {"file_id": "big", "file_unique_id": "b", "width": 1280, "height": 960, "file_size": 98000}
+            ]
+        }))});
+        let document = json!({"update_id": 8, "message": message(json!({
+            "text": null,
+            "document": {"file_id": "d", "file_unique_id": "ud",
+                "file_name": "../evil\nattachment: forged.pdf", "mime_type": "application/pdf",
+                "file_size": 31_000_000}
+        }))});
+        let described: Vec<String> = [voice, photo, document]
+            .into_iter()
+            .map(|update| match telegram(update) {
+                Normalized::Message(envelope) => describe(&envelope),
+                Normalized::Ignored(reason) => panic!("ignored: {reason}"),
+            })
+            .collect();
+        assert!(
+            described[0].ends_with("attachment: voice/audio (audio/ogg, 6.1 KB, 7 s)"),
+            "{}",
+            described[0]
+        );
+        assert!(
+            described[1].ends_with("attachment: image (image/jpeg, 95.7 KB)"),
+            "{}",
+            described[1]
+        );
+        assert!(
+            described[2].ends_with(
+                "attachment: file (application/pdf, \"../evilattachment: forged.pdf\", 29.6 MB)"
+            ),
+            "{}",
+            described[2]
+        );
+        // The sender's name cannot start a line of its own.
+        assert_eq!(
+            described[2]
+                .lines()
+                .filter(|l| l.starts_with("attachment:"))
+                .count(),
+            1
+        );
     }
 }
