@@ -57,7 +57,11 @@ pub struct OfflineSetup<'a> {
 pub async fn spawn(setup: OfflineSetup<'_>) -> anyhow::Result<Offline> {
     let (state, state_warnings) = StateReader::open(&setup.paths.state_file)?;
     let state_lines = state.describe(&setup.paths.state_file);
-    let runtime = Arc::new(Runtime::new(setup.component, Limits::default())?);
+    let runtime = Arc::new(Runtime::load_read_only(
+        setup.component,
+        Limits::default(),
+        process::cache_dir(setup.paths).as_deref(),
+    )?);
     let requested = Arc::new(Mutex::new(Vec::new()));
     let seen = requested.clone();
     let ui = Arc::new(RecordingUi::default());

@@ -393,7 +393,11 @@ pub async fn run(
     for warning in &parsed.warnings {
         eprintln!("warning: {}: {warning}", path.display());
     }
-    let runtime = match Runtime::new(component, Limits::default()) {
+    // Compiled code `run` cached, when there is some: replay writes nothing.
+    let cache = super::process::setup()
+        .ok()
+        .and_then(|setup| super::process::cache_dir(&setup.paths));
+    let runtime = match Runtime::load_read_only(component, Limits::default(), cache.as_deref()) {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("host-shim: cannot load the component: {e}");

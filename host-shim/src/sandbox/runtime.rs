@@ -63,6 +63,13 @@ pub enum Compiled {
     FromCache,
 }
 
+/// Whether a component compiled now is saved in the cache directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Save {
+    Yes,
+    No,
+}
+
 /// The compiled component, ready to instantiate many times.
 pub struct Runtime {
     engine: Engine,
@@ -129,6 +136,27 @@ impl Runtime {
         limits: Limits,
         cache_dir: Option<&Path>,
     ) -> Result<Runtime, RuntimeError> {
+        Self::load_from(component, limits, cache_dir, Save::Yes)
+    }
+
+    /// Like [`Runtime::load`], but writes nothing: the compiled component is taken from
+    /// `cache_dir` when a start left it there, else compiled for this process only. For
+    /// the commands that promise to write nothing (`preview`, `explain`, `replay`), which
+    /// compiled the component at each call, 5–10 s, though `run` had cached it.
+    pub fn load_read_only(
+        component: &[u8],
+        limits: Limits,
+        cache_dir: Option<&Path>,
+    ) -> Result<Runtime, RuntimeError> {
+        Self::load_from(component, limits, cache_dir, Save::No)
+    }
+
+    fn load_from(
+        component: &[u8],
+        limits: Limits,
+        cache_dir: Option<&Path>,
+        save: Save,
+    ) -> Result<Runtime, RuntimeError> {
         let digest = component_digest(component);
         let engine = engine(limits)?;
         let cache = cache_dir.map(|dir| cache_file(dir, &engine, component));
@@ -138,7 +166,7 @@ impl Runtime {
             None => {
                 let component = Component::new(&engine, component)
                     .map_err(|e| RuntimeError::NotAComponent(format!("{e:#}")))?;
-                if let Some(path) = &cache {
+                if let (Some(path), Save::Yes) = (&cache, save) {
                     save_cached(&component, path);
                 }
                 (component, Compiled::Now)
