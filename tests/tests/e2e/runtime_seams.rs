@@ -80,14 +80,24 @@ fn the_commands_that_write_nothing_load_the_cache_and_never_fill_it() {
     let cache = dir.path().join("cache");
     let read = Runtime::load_read_only(EMBEDDED_COMPONENT, Limits::default(), Some(&cache))
         .expect("loads");
-    assert_eq!(read.compiled(), Compiled::FromCache, "what `run` cached is used");
+    assert_eq!(
+        read.compiled(),
+        Compiled::FromCache,
+        "what `run` cached is used"
+    );
     // A component compiled now is not saved. An empty one compiles at once and fails to
     // link, after the point where a writing load has saved it.
     let empty = wat::parse_str("(component)").expect("valid component text");
     let fresh = dir.path().join("fresh");
     assert!(Runtime::load_read_only(&empty, Limits::default(), Some(&fresh)).is_err());
-    assert!(!fresh.exists(), "a read-only load created the cache directory");
+    assert!(
+        !fresh.exists(),
+        "a read-only load created the cache directory"
+    );
     assert!(Runtime::load(&empty, Limits::default(), Some(&fresh)).is_err());
     let saved = std::fs::read_dir(&fresh).map_or(0, |files| files.count());
-    assert_eq!(saved, 1, "a writing load saves it (so the check above sees a write)");
+    assert_eq!(
+        saved, 1,
+        "a writing load saves it (so the check above sees a write)"
+    );
 }
