@@ -64,11 +64,7 @@ async fn over_http(
     if let Some(language) = engine.language {
         fields.push(("language", language));
     }
-    let (content_type, body) = multipart(&fields, &audio);
-    let mut request = client
-        .post(endpoint)
-        .header(reqwest::header::CONTENT_TYPE, content_type)
-        .body(body);
+    let mut request = client.post(endpoint).multipart(form(fields, audio)?);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
@@ -107,56 +103,27 @@ async fn over_http(
     Ok(text)
 }
 
-/// A `multipart/form-data` body: the text `fields`, then the audio as `file`. Written by
-/// hand (RFC 7578 is a few lines for one file): reqwest's `multipart` feature would
-/// rebuild it, with a MIME-guessing dependency, for every crate of the workspace that
-/// links it, to send one request shape.
-fn multipart(fields: &[(&str, String)], audio: &Audio) -> (String, Vec<u8>) {
-    let mut salt = [0u8; 12];
-    // A boundary that happens to occur in the audio would cut the file short; random
-    // bytes make that astronomically unlikely, and it is checked anyway.
-    let boundary = loop {
-        let _ = getrandom::fill(&mut salt);
-        let candidate = format!(
-            "bot-connect-{}",
-            salt.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
-        if !contains(&audio.data, candidate.as_bytes()) {
-            break candidate;
-        }
-    };
-    let quoted = |text: &str| -> String {
-        text.chars()
-            .filter(|c| !c.is_control() && *c != '"' && *c != '\\')
-            .collect()
-    };
-    let mut body = Vec::with_capacity(audio.data.len() + 512);
+/// The upload's form: the text `fields`, then the audio as `file` with its name and media
+/// type; a media type reqwest cannot read goes as `application/octet-stream` (the server
+/// reads the audio's own header anyway).
+fn form(
+    fields: Vec<(&'static str, String)>,
+    audio: Audio,
+) -> Result<reqwest::multipart::Form, String> {
+    let mut form = reqwest::multipart::Form::new();
     for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{}\r\n",
-                quoted(value)
-            )
-            .as_bytes(),
-        );
+        form = form.text(name, value);
     }
-    body.extend_from_slice(
-        format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
-            quoted(&audio.name),
-            quoted(&audio.media_type)
-        )
-        .as_bytes(),
-    );
-    body.extend_from_slice(&audio.data);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle)
+    // Tried on an empty part first: a refused media type would take the audio with it.
+    let media_type = match reqwest::multipart::Part::text("").mime_str(&audio.media_type) {
+        Ok(_) => audio.media_type.as_str(),
+        Err(_) => "application/octet-stream",
+    };
+    let part = reqwest::multipart::Part::bytes(audio.data)
+        .file_name(audio.name.clone())
+        .mime_str(media_type)
+        .map_err(|_| format!("the audio's media type {media_type} could not be sent"))?;
+    Ok(form.part("file", part))
 }
 
 async fn by_command(
@@ -329,7 +296,7 @@ mod tests {
             text.to_lowercase()
                 .contains("authorization: bearer sk-test-123")
         );
-        assert!(text.contains("multipart/form-data; boundary=bot-connect-"));
+        assert!(text.contains("multipart/form-data; boundary="), "{text}");
         assert!(text.contains("name=\"model\"\r\n\r\nwhisper-1\r\n"));
         assert!(text.contains("name=\"language\"\r\n\r\nen\r\n"));
         assert!(text.contains(
