@@ -224,7 +224,7 @@ fn a_bad_voice_section_is_reported_and_leaves_no_engine() {
 #[test]
 fn explain_says_what_would_happen_to_a_voice_note_a_photo_and_a_document() {
     let mut host = FakeHost::new();
-    let mut bridge = paired(&mut host, OPENAI);
+    let bridge = paired(&mut host, OPENAI);
     let photo = Attachment {
         kind: AttachmentKind::Image,
         media_type: "image/jpeg".into(),
@@ -271,7 +271,7 @@ fn explain_says_what_would_happen_to_a_voice_note_a_photo_and_a_document() {
         "{preview}"
     );
     let mut without = FakeHost::new();
-    let mut bridge = paired(&mut without, "{}");
+    let bridge = paired(&mut without, "{}");
     let preview = bridge.preview_envelope(&mut without, &voice_note(Some(3)));
     assert!(
         preview.contains("no transcription engine is set up"),

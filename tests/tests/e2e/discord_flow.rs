@@ -524,3 +524,92 @@ async fn a_strangers_click_is_refused_privately_and_the_owners_click_approves_in
     );
     d.session.shutdown().await.expect("clean shutdown");
 }
+
+/// A DM from [`USER`] carrying these attachments.
+fn with_attachments(discord: &Discord, content: &str, attachments: Value) -> Value {
+    let mut message = discord.dm(content);
+    message["attachments"] = attachments;
+    message
+}
+
+#[tokio::test]
+async fn a_file_goes_to_the_inbox_and_a_voice_message_is_transcribed_from_the_cdn() {
+    let engine = crate::common::transcription::TranscriptionServer::start("ship it").await;
+    let t = Discord::start_with(json!({"voice": {
+        "engine": "openai", "baseUrl": engine.base_url, "apiKeyEnv": null, "maxSeconds": 60
+    }}))
+    .await;
+    let workspace = tempfile::tempdir().expect("temp dir");
+    *t.agent.cwd.lock().unwrap() = Some(workspace.path().to_string_lossy().into_owned());
+    t.pair().await;
+
+    let csv = b"name,score\nada,3\n".to_vec();
+    let url = t.loopback.rest.serve_file(
+        "scores.csv",
+        transport_testing::telegram::ServedFile::new(Some("text/csv"), csv.clone()),
+    );
+    assert!(
+        t.loopback
+            .gateway
+            .message_create(with_attachments(
+                &t,
+                "plot these",
+                json!([{
+                    "id": "1", "filename": "scores.csv", "content_type": "text/csv",
+                    "size": csv.len(), "url": url
+                }])
+            ))
+            .is_some()
+    );
+    t.agent.wait_for_prompts(1).await;
+    let prompt = t.agent.prompts.lock().unwrap()[0].clone();
+    assert!(
+        prompt.contains(".pi/inbox/scores.csv (text/csv, 17 bytes)"),
+        "{prompt}"
+    );
+    assert_eq!(
+        std::fs::read(workspace.path().join(".pi/inbox/scores.csv")).expect("saved"),
+        csv
+    );
+
+    let opus = b"OggS discord voice".to_vec();
+    let url = t.loopback.rest.serve_file(
+        "voice-message.ogg",
+        transport_testing::telegram::ServedFile::new(Some("audio/ogg"), opus.clone()),
+    );
+    t.say(
+        with_attachments(
+            &t,
+            "",
+            json!([{
+                "id": "2", "filename": "voice-message.ogg", "content_type": "audio/ogg",
+                "size": opus.len(), "duration_secs": 2.5, "url": url
+            }]),
+        ),
+        "Heard: ship it",
+    )
+    .await;
+    t.agent.wait_for_prompts(2).await;
+    assert!(t.agent.prompts.lock().unwrap()[1].ends_with("misheard]\nship it"));
+
+    // Longer than maxSeconds by Discord's own duration_secs: refused before any download.
+    let url = t.loopback.rest.serve_file(
+        "long.ogg",
+        transport_testing::telegram::ServedFile::new(Some("audio/ogg"), opus.clone()),
+    );
+    t.say(
+        with_attachments(
+            &t,
+            "",
+            json!([{
+                "id": "3", "filename": "long.ogg", "content_type": "audio/ogg",
+                "size": opus.len(), "duration_secs": 61.2, "url": url
+            }]),
+        ),
+        "bridge.voice.maxSeconds",
+    )
+    .await;
+    assert_eq!(engine.requests.lock().unwrap().len(), 1);
+    assert_eq!(t.agent.prompts.lock().unwrap().len(), 2);
+    t.session.shutdown().await.expect("clean shutdown");
+}

@@ -586,3 +586,35 @@ async fn a_strangers_click_is_refused_privately_and_the_owners_click_approves_in
     );
     t.session.shutdown().await.expect("clean shutdown");
 }
+
+#[tokio::test]
+async fn a_file_shared_in_an_im_is_downloaded_with_the_bearer_and_saved_in_the_inbox() {
+    let t = Slack::start().await;
+    let workspace = tempfile::tempdir().expect("temp dir");
+    *t.agent.cwd.lock().unwrap() = Some(workspace.path().to_string_lossy().into_owned());
+    t.pair().await;
+    let pdf = b"%PDF-1.4 slack".to_vec();
+    let url = t.server.serve_file(
+        "spec.pdf",
+        transport_testing::slack::ServedFile::new(Some("application/pdf"), pdf.clone()),
+    );
+    let mut event = t.im("review this");
+    event["subtype"] = json!("file_share");
+    event["files"] = json!([{
+        "id": "F0SPEC", "name": "spec v2 (final).pdf", "mimetype": "application/pdf",
+        "size": pdf.len(), "url_private_download": url
+    }]);
+    t.send(event);
+    t.agent.wait_for_prompts(1).await;
+    let prompt = t.agent.prompts.lock().unwrap()[0].clone();
+    assert!(
+        prompt.starts_with("review this\n\n[bot-connect: the sender attached a file")
+            && prompt.contains(".pi/inbox/spec_v2_(final).pdf (application/pdf, 14 bytes)"),
+        "{prompt}"
+    );
+    assert_eq!(
+        std::fs::read(workspace.path().join(".pi/inbox/spec_v2_(final).pdf")).expect("saved"),
+        pdf
+    );
+    t.session.shutdown().await.expect("clean shutdown");
+}
