@@ -62,8 +62,18 @@ pub fn save(cwd: &Path, dir: &str, name: &str, data: &[u8]) -> Result<String, In
         use std::os::unix::fs::DirBuilderExt as _;
         builder.mode(0o700);
     }
-    builder.create(&target).map_err(io)?;
     let root = cwd.canonicalize().map_err(io)?;
+    // The part of the inbox path that exists already, resolved, before anything is created:
+    // creating `.pi/inbox` through a `.pi` that links out would make a directory wherever
+    // the link points, even though no file is then written there.
+    let mut existing = target.clone();
+    while !existing.exists() && existing.pop() {}
+    let reached = existing.canonicalize().map_err(io)?;
+    if !reached.starts_with(&root) {
+        return Err(InboxFailure::Escapes(dir.to_owned()));
+    }
+    builder.create(&target).map_err(io)?;
+    // Again once it exists: a link could have been planted between the two.
     let resolved = target.canonicalize().map_err(io)?;
     if !resolved.starts_with(&root) {
         return Err(InboxFailure::Escapes(dir.to_owned()));
@@ -187,6 +197,26 @@ mod tests {
                 .expect("dir")
                 .next()
                 .is_none()
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_above_the_inbox_gets_no_directory_made_where_it_points() {
+        let cwd = tempfile::tempdir().expect("temp dir");
+        let elsewhere = tempfile::tempdir().expect("temp dir");
+        std::os::unix::fs::symlink(elsewhere.path(), cwd.path().join(".pi")).expect("link");
+        let refused = save(cwd.path(), ".pi/inbox", "f.txt", b"x");
+        assert!(
+            matches!(refused, Err(InboxFailure::Escapes(_))),
+            "{refused:?}"
+        );
+        assert!(
+            std::fs::read_dir(elsewhere.path())
+                .expect("dir")
+                .next()
+                .is_none(),
+            "nothing was made where the link points"
         );
     }
 
