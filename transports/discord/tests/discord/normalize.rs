@@ -291,3 +291,22 @@ fn a_captured_button_click_is_the_command_from_the_clicker() {
     command["d"]["type"] = json!(2);
     assert!(ignored(&command).contains("interaction of type 2"));
 }
+
+#[test]
+fn a_voice_messages_duration_is_read_rounded_up_and_a_bad_one_costs_only_the_duration() {
+    let voice = |duration: Value| {
+        with(fixture("attachment"), |d| {
+            d["attachments"] = json!([{
+                "id": "1", "filename": "voice-message.ogg", "content_type": "audio/ogg",
+                "size": 6200, "duration_secs": duration, "url": "https://cdn.discordapp.com/v.ogg"
+            }]);
+        })
+    };
+    let seconds = |duration: Value| message(&voice(duration)).attachments[0].duration_seconds;
+    assert_eq!(seconds(json!(7.42)), Some(8));
+    assert_eq!(seconds(json!(60)), Some(60));
+    // Not a number, negative or absurd: the message still arrives, with no duration.
+    assert_eq!(seconds(json!("seven")), None);
+    assert_eq!(seconds(json!(-3.0)), None);
+    assert_eq!(seconds(json!(1e300)), Some(u32::MAX));
+}

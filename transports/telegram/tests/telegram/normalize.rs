@@ -671,3 +671,32 @@ fn message_ids_are_per_chat_and_a_button_press_is_its_own_message() {
         Some("callback:4382bfdwdsb323b2d9")
     );
 }
+
+#[test]
+fn a_voice_note_and_an_audio_carry_their_declared_duration_for_the_bridges_cap() {
+    let voice = update(json!({
+        "message_id": 15, "from": person(), "chat": private_chat(), "date": 1_700_000_000,
+        "voice": {"file_id": "v-1", "file_unique_id": "v", "duration": 7, "file_size": 6_200}
+    }));
+    assert_eq!(
+        message(normalize(&voice, &me())).attachments,
+        vec![Attachment {
+            kind: AttachmentKind::File,
+            // No mime_type sent: Telegram's voice notes are Opus in Ogg.
+            media_type: "audio/ogg".to_owned(),
+            reference: "v-1".to_owned(),
+            name: None,
+            size_bytes: Some(6_200),
+            duration_seconds: Some(7),
+        }]
+    );
+    // A duration past u32 is held at its largest value, never wrapped to a short one.
+    let audio = update(json!({
+        "message_id": 16, "from": person(), "chat": private_chat(), "date": 1_700_000_000,
+        "audio": {"file_id": "a-1", "file_unique_id": "a", "duration": 99_999_999_999_u64, "mime_type": "audio/mpeg"}
+    }));
+    assert_eq!(
+        message(normalize(&audio, &me())).attachments[0].duration_seconds,
+        Some(u32::MAX)
+    );
+}
