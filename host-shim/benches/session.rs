@@ -74,12 +74,7 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
         // SAFETY: the caller's contract, passed on.
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
-    unsafe fn realloc(
-        &self,
-        ptr: *mut u8,
-        layout: std::alloc::Layout,
-        new_size: usize,
-    ) -> *mut u8 {
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
         let moved = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
         if !moved.is_null() && COUNTING.load(Ordering::Relaxed) {
@@ -685,7 +680,10 @@ fn report_heap() {
     COUNTING.store(false, Ordering::Relaxed);
     let guest_total = engine + new + configured + started;
     // A start that allocated nothing did not run.
-    assert!(configured > 0.0 && started >= 0.0, "the native bridge never started");
+    assert!(
+        configured > 0.0 && started >= 0.0,
+        "the native bridge never started"
+    );
     println!(
         "the guest's heap natively after a session's start: {guest_total:.1} KiB = redaction \
          engine tables {engine:.1} KiB + a new bridge {new:.1} KiB + configure {configured:.1} \

@@ -15,10 +15,10 @@
 
 use std::borrow::Cow;
 
+use crate::core::secret_spans::Span;
 use crate::core::secrets::{
     self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
 };
-use crate::core::secret_spans::Span;
 use crate::core::{delimiters, emphasis, invisible, secret_spans};
 
 /// The redacted text and the names of the rules that changed it.
@@ -783,12 +783,17 @@ mod tests {
         let out = redact("SECRET=password: 9c6f9393 rest");
         assert_eq!(out.text, "SECRET=[redacted]: [redacted:password] rest");
         assert_eq!(out.rules, ["env-secret-assignment", "password"]);
-        let out = redact("MIXPANEL_API_SECRET=998761270c5e8419939x_password: 7ff9c6f9393fbc5029bc7446f9189a8d");
+        let out = redact(
+            "MIXPANEL_API_SECRET=998761270c5e8419939x_password: 7ff9c6f9393fbc5029bc7446f9189a8d",
+        );
         assert!(!out.text.contains("7ff9c6f9"), "{}", out.text);
         assert_eq!(redact(&out.text).text, out.text);
         // A value the shapes leave its key is replaced once, as before.
         let out = redact("SECRET=x1 and password: 9c6f9393 rest");
-        assert_eq!(out.text, "SECRET=[redacted] and password: [redacted:password] rest");
+        assert_eq!(
+            out.text,
+            "SECRET=[redacted] and password: [redacted:password] rest"
+        );
     }
 
     #[test]
@@ -827,8 +832,7 @@ mod tests {
         let text = "export X=sk-svcacct-ouvh0H3pM5vykURPG7_TcBlzKHE4Ktc-mwpagerduty_api_key: mgvQ3zdCIrGVhnEF4iRW";
         let out = redact(text);
         assert_eq!(
-            out.text,
-            "export X=[redacted:openai-key]: [redacted:pagerduty-api-key]",
+            out.text, "export X=[redacted:openai-key]: [redacted:pagerduty-api-key]",
             "{text}"
         );
         assert_eq!(out.rules, ["openai-key", "pagerduty-api-key"]);

@@ -264,7 +264,10 @@ mod tests {
             }
             // A literal before the group (the flags' `-`) is part of every keyword.
             let before = &family.pattern[..open];
-            let prefix = match before.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            let prefix = match before
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
                 true => before,
                 false => "",
             };
@@ -278,7 +281,10 @@ mod tests {
                 );
             }
         }
-        assert!(checked > 20, "only {checked} spellings: the patterns changed shape");
+        assert!(
+            checked > 20,
+            "only {checked} spellings: the patterns changed shape"
+        );
         assert_eq!(
             spellings("api[_.-]?key|tokens?"),
             ["apikey", "api_key", "api.key", "api-key", "token", "tokens"]
