@@ -1232,6 +1232,51 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_binding_the_database_could_not_write_is_in_the_brokers_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state_file = dir.path().join("state.json");
+        let (db, _) = StateDb::open(&state_file, 0).expect("the state database opens");
+        let db = Arc::new(db);
+        let (bindings, _) = Bindings::kept_in(db.clone(), &dir.path().join("old.json"))
+            .await
+            .expect("bindings");
+        let log = Arc::new(MemoryLog::default());
+        let broker = Broker::new(BrokerOptions {
+            locks: LockDir::new(dir.path().join("locks")),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            log: log.clone(),
+            build: Arc::new(|_| Built::default()),
+            state_file: Some(state_file.clone()),
+            bindings,
+            status_file: None,
+            pairing: PairingBudget::default(),
+        });
+        // Every write of a binding fails from now on, as on a full disk.
+        rusqlite::Connection::open(crate::disk::state_db::db_path(&state_file))
+            .expect("a second connection")
+            .execute_batch(
+                "CREATE TRIGGER full BEFORE INSERT ON bindings
+                 BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+            )
+            .expect("the trigger");
+        broker.bind("fake:dm-1", "key-a", true);
+        // Nobody waits for the binding's commit; the barrier after it does.
+        let _ = db.committed().await;
+        let lines: Vec<String> = log
+            .lines()
+            .into_iter()
+            .filter(|(_, line)| line.event == "bindings not saved")
+            .flat_map(|(_, line)| line.fields.into_iter().map(|(_, value)| value))
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("1 chat binding(s)") && lines[0].contains("/switch"),
+            "{}",
+            lines[0]
+        );
+    }
+
     #[test]
     fn the_sender_is_asked_about_once_a_message_however_often_routing_asks() {
         let dir = tempfile::tempdir().expect("tempdir");
