@@ -181,43 +181,29 @@ mod tests {
         assert!(std::fs::read_dir(cwd.path()).expect("dir").next().is_none());
     }
 
+    /// A link out of the working directory, as the inbox itself or above it: refused, and
+    /// nothing made or written where it points (creating `.pi/inbox` through a `.pi` link
+    /// once made `elsewhere/inbox`).
     #[cfg(unix)]
     #[test]
-    fn an_inbox_that_is_a_link_out_of_the_working_directory_is_refused() {
-        let cwd = tempfile::tempdir().expect("temp dir");
-        let elsewhere = tempfile::tempdir().expect("temp dir");
-        std::os::unix::fs::symlink(elsewhere.path(), cwd.path().join("inbox")).expect("link");
-        let refused = save(cwd.path(), "inbox", "f.txt", b"x");
-        assert!(
-            matches!(refused, Err(InboxFailure::Escapes(_))),
-            "{refused:?}"
-        );
-        assert!(
-            std::fs::read_dir(elsewhere.path())
-                .expect("dir")
-                .next()
-                .is_none()
-        );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_link_above_the_inbox_gets_no_directory_made_where_it_points() {
-        let cwd = tempfile::tempdir().expect("temp dir");
-        let elsewhere = tempfile::tempdir().expect("temp dir");
-        std::os::unix::fs::symlink(elsewhere.path(), cwd.path().join(".pi")).expect("link");
-        let refused = save(cwd.path(), ".pi/inbox", "f.txt", b"x");
-        assert!(
-            matches!(refused, Err(InboxFailure::Escapes(_))),
-            "{refused:?}"
-        );
-        assert!(
-            std::fs::read_dir(elsewhere.path())
-                .expect("dir")
-                .next()
-                .is_none(),
-            "nothing was made where the link points"
-        );
+    fn an_inbox_reached_through_a_link_out_is_refused_and_nothing_is_made_there() {
+        for (link, dir) in [("inbox", "inbox"), (".pi", ".pi/inbox")] {
+            let cwd = tempfile::tempdir().expect("temp dir");
+            let elsewhere = tempfile::tempdir().expect("temp dir");
+            std::os::unix::fs::symlink(elsewhere.path(), cwd.path().join(link)).expect("link");
+            let refused = save(cwd.path(), dir, "f.txt", b"x");
+            assert!(
+                matches!(refused, Err(InboxFailure::Escapes(_))),
+                "{dir}: {refused:?}"
+            );
+            assert!(
+                std::fs::read_dir(elsewhere.path())
+                    .expect("dir")
+                    .next()
+                    .is_none(),
+                "{dir}: nothing was made where the link points"
+            );
+        }
     }
 
     #[cfg(unix)]
