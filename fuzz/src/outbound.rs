@@ -97,6 +97,7 @@ pub fn check(input: &PipelineInput) {
         max_message_length: input.limit,
         length_unit: input.unit,
         markup: input.markup,
+        reactions: false,
     };
     let prepared = prepare(&input.text, &caps, input.max_chunks);
     // The secrets are those of the text the pipeline reads, controls replaced by U+FFFD

@@ -6,8 +6,8 @@
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
     BotIdentity, DeliverAs, FetchedAttachment, InboxError, Level, Outbound, PromptImage,
-    QuestionAnswer, Receipt, SavedState, SendError, SessionCommand, SessionInfo, SessionReply,
-    StateChanges, ToolDecision, WorkFacts,
+    QuestionAnswer, Reaction, Receipt, SavedState, SendError, SessionCommand, SessionInfo,
+    SessionReply, StateChanges, ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -20,6 +20,15 @@ pub trait Host {
     fn send(&mut self, message: &Outbound) -> Result<Receipt, SendError>;
     /// `transport.typing` (best effort).
     fn typing(&mut self, transport: &str, conversation_id: &str, thread_id: Option<&str>);
+    /// `transport.react` (best effort: the error is for a log line).
+    fn react(
+        &mut self,
+        transport: &str,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        replaces: Option<Reaction>,
+    ) -> Result<(), String>;
     /// `transport.fetch-attachment`.
     fn fetch_attachment(
         &mut self,

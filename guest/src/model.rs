@@ -67,6 +67,9 @@ pub struct Envelope {
     /// The transport's reference to the button press this message is, `None` for a typed
     /// message: what [`Outbound::answers_press`] names to answer the presser alone.
     pub press: Option<String>,
+    /// The platform's id of this message: what a reply ([`Outbound::reply_to`]) or a
+    /// reaction names. `None` where the platform has none.
+    pub message_id: Option<String>,
 }
 
 impl Envelope {
@@ -122,6 +125,8 @@ pub struct Capabilities {
     pub length_unit: LengthUnit,
     /// Markup rendered by the platform.
     pub markup: Markup,
+    /// The bot can react to a user's message.
+    pub reactions: bool,
 }
 
 /// Who the bot is on a platform.
@@ -192,6 +197,31 @@ pub struct Outbound {
     /// Answers this press ([`Envelope::press`]) privately: only the presser sees it, and a
     /// transport that cannot do that fails without posting.
     pub answers_press: Option<String>,
+    /// Post as a reply to this platform message ([`Envelope::message_id`]) of the same
+    /// conversation; a transport without replies posts it plainly.
+    pub reply_to: Option<String>,
+}
+
+/// The bot's reaction on a user's message: how far the bridge got with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reaction {
+    /// Taken: queued or handed to the agent.
+    Received,
+    /// Its turn ended.
+    Done,
+    /// Not run, or its turn was lost; the chat is told why.
+    Failed,
+}
+
+impl Reaction {
+    /// Name used in log fields.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reaction::Received => "received",
+            Reaction::Done => "done",
+            Reaction::Failed => "failed",
+        }
+    }
 }
 
 /// Proof that a message was posted.

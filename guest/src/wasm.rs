@@ -69,6 +69,7 @@ impl Host for Imports {
                 })
                 .collect(),
             answers_press: m.answers_press.clone(),
+            reply_to: m.reply_to.clone(),
         };
         transport::send(&message)
             .map(|r| model::Receipt {
@@ -85,6 +86,28 @@ impl Host for Imports {
 
     fn typing(&mut self, id: &str, conversation_id: &str, thread_id: Option<&str>) {
         transport::typing(id, conversation_id, thread_id);
+    }
+
+    fn react(
+        &mut self,
+        id: &str,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: model::Reaction,
+        replaces: Option<model::Reaction>,
+    ) -> Result<(), String> {
+        let wit = |r: model::Reaction| match r {
+            model::Reaction::Received => transport::Reaction::Received,
+            model::Reaction::Done => transport::Reaction::Done,
+            model::Reaction::Failed => transport::Reaction::Failed,
+        };
+        transport::react(
+            id,
+            conversation_id,
+            message_id,
+            wit(reaction),
+            replaces.map(wit),
+        )
     }
 
     fn fetch_attachment(
@@ -360,6 +383,7 @@ fn capabilities_from_wit(c: types::Capabilities) -> model::Capabilities {
             types::Markup::Html => model::Markup::Html,
             types::Markup::Mrkdwn => model::Markup::Mrkdwn,
         },
+        reactions: c.reactions,
     }
 }
 
@@ -409,6 +433,7 @@ fn envelope_from_wit(e: types::Envelope) -> model::Envelope {
             })
             .collect(),
         press: e.press,
+        message_id: e.message_id,
     }
 }
 

@@ -242,6 +242,7 @@ fn envelope() -> types::Envelope {
         addressed: true,
         attachments: Vec::new(),
         press: None,
+        message_id: Some("501".into()),
     }
 }
 
@@ -286,11 +287,22 @@ impl Host for NativeHost {
                 max_message_length: 4000,
                 length_unit: model::LengthUnit::Chars,
                 markup: model::Markup::Markdown,
+                reactions: false,
             },
             lock_name: None,
         })
     }
     fn listen(&mut self, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+    fn react(
+        &mut self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: model::Reaction,
+        _: Option<model::Reaction>,
+    ) -> Result<(), String> {
         Ok(())
     }
     fn resolve_tool_call(&mut self, _: &str, _: &model::ToolDecision) {}
@@ -399,6 +411,7 @@ fn native_envelope() -> model::Envelope {
         addressed: true,
         attachments: Vec::new(),
         press: None,
+        message_id: e.message_id,
     }
 }
 

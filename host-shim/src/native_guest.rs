@@ -103,5 +103,6 @@ pub fn capabilities_to_guest(c: Capabilities) -> guest::model::Capabilities {
             Markup::Html => model::Markup::Html,
             Markup::Mrkdwn => model::Markup::Mrkdwn,
         },
+        reactions: c.reactions,
     }
 }

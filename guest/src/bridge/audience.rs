@@ -9,7 +9,7 @@
 
 use super::Bridge;
 use super::cards::Turn;
-use crate::core::state::ConversationTarget;
+use crate::core::state::{ConversationTarget, PromptMark};
 use crate::model::TurnOrigin;
 
 impl Bridge {
@@ -50,11 +50,20 @@ impl Bridge {
     /// it takes (the oldest), else — a retry or continuation the host started without a
     /// prompt — the last remote turn's audience. Chats that steered while no turn was open
     /// join. A local turn resets the inheritance: a remote origin lasts until local input.
-    pub(super) fn take_audience(&mut self, origin: TurnOrigin) -> Vec<ConversationTarget> {
+    /// With the audience come the messages the turn answers (its prompt's, the steers'):
+    /// what its reactions and its done message name.
+    pub(super) fn take_audience(
+        &mut self,
+        origin: TurnOrigin,
+    ) -> (Vec<ConversationTarget>, Vec<PromptMark>) {
         let mut audience = Vec::new();
+        let mut marks = Vec::new();
         if origin == TurnOrigin::Remote {
             match self.queue.pop_front() {
-                Some(oldest) => audience.push(oldest),
+                Some(oldest) => {
+                    marks.extend(oldest.mark());
+                    audience.push(oldest.target);
+                }
                 None => audience.clone_from(&self.last_remote_audience),
             }
         } else {
@@ -63,19 +72,28 @@ impl Bridge {
         for target in std::mem::take(&mut self.pending_steers) {
             join(&mut audience, target);
         }
+        marks.append(&mut self.pending_steer_marks);
         if origin == TurnOrigin::Remote && !audience.is_empty() {
             self.last_remote_audience.clone_from(&audience);
         }
-        audience
+        (audience, marks)
     }
 
     /// A prompt from `target` steered into the running turn (or the next one, when none is
-    /// open yet): that chat sees the rest of it and its answer.
-    pub(super) fn join_turn(&mut self, target: &ConversationTarget) {
+    /// open yet): that chat sees the rest of it and its answer, and its message (`mark`)
+    /// is owed that turn's reactions.
+    pub(super) fn join_turn(&mut self, target: &ConversationTarget, mark: Option<PromptMark>) {
         let Some(turn) = self.turn.as_mut() else {
             join(&mut self.pending_steers, target.clone());
+            self.pending_steer_marks.extend(mark);
             return;
         };
+        if let Some(mark) = mark {
+            turn.prompts.push(mark.clone());
+            if let Some(record) = self.state.turn.as_mut() {
+                record.prompts.push(mark);
+            }
+        }
         join(&mut turn.audience, target.clone());
         if turn.origin == TurnOrigin::Remote {
             join(&mut self.last_remote_audience, target.clone());

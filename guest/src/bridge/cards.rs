@@ -15,10 +15,12 @@ use crate::core::config::schema::UsageFooter;
 use crate::core::progress;
 use crate::core::scope::Scope;
 use crate::core::session_commands;
-use crate::core::state::{CardRecord, ConversationTarget};
+use crate::core::state::{CardRecord, ConversationTarget, PromptMark};
 use crate::host::Host;
 use crate::keys::ConversationKey;
-use crate::model::{AgentEvent, OutboundKind, SendError, SessionCommand, SessionReply, TurnOrigin};
+use crate::model::{
+    AgentEvent, OutboundKind, Reaction, SendError, SessionCommand, SessionReply, TurnOrigin,
+};
 
 /// Lines a card keeps: enough to see the recent steps, short enough for a phone.
 const CARD_LINES: usize = 8;
@@ -62,6 +64,9 @@ pub(super) struct Turn {
     /// The chats this turn answers: whose prompt started it and who steered into it
     /// (docs/security.md#who-sees-what; `audience.rs` decides who that is).
     pub(super) audience: Vec<ConversationTarget>,
+    /// Those prompts' messages, where the platform gave them ids: what the turn's
+    /// reactions and its done message name.
+    pub(super) prompts: Vec<PromptMark>,
     /// Tools a trusted answer let run unasked for the rest of this turn
     /// (`/approve <id> turn`); they end with the turn. Only asks that allow it reach here
     /// (never a protected path, never a call outside the working directory).
@@ -85,6 +90,7 @@ impl Turn {
             blocked_running: Vec::new(),
             scope: None,
             audience: Vec::new(),
+            prompts: Vec::new(),
             allowed_for_turn: BTreeSet::new(),
             notice: None,
             draft: None,
@@ -97,9 +103,11 @@ impl Turn {
         origin: TurnOrigin,
         cards: &[CardRecord],
         audience: &[ConversationTarget],
+        prompts: &[PromptMark],
     ) -> Self {
         let mut turn = Turn::new(origin);
         turn.audience = audience.to_vec();
+        turn.prompts = prompts.to_vec();
         for card in cards {
             turn.cards.insert(
                 card.target.key(),
@@ -222,7 +230,7 @@ impl Bridge {
                 turn.scope = Some(self.current_scope());
             }
             // Before the first card: the "thinking…" card already goes only to the audience.
-            turn.audience = self.take_audience(origin);
+            (turn.audience, turn.prompts) = self.take_audience(origin);
             self.turn = Some(turn);
             self.refresh_cards(host, true);
             // The "thinking…" card re-opens the throttle (as in the original): the first
@@ -296,6 +304,11 @@ impl Bridge {
                     .as_ref()
                     .is_some_and(|t| t.origin == TurnOrigin::Remote);
                 let started_at = self.state.turn.as_ref().map(|t| t.started_at);
+                let prompts = self
+                    .turn
+                    .as_ref()
+                    .map(|t| t.prompts.clone())
+                    .unwrap_or_default();
                 if let Some(reply) = self.turn.take().and_then(|t| t.last_assistant)
                     && self.config.broadcast.replies
                 {
@@ -306,8 +319,9 @@ impl Bridge {
                     self.publish_to(host, &audience, OutboundKind::Reply, &reply, &[]);
                 }
                 if remote && let Some(started_at) = started_at {
-                    self.done_notice(host, &audience, started_at);
+                    self.done_notice(host, &audience, started_at, &prompts);
                 }
+                self.react(host, &prompts, Reaction::Done, Some(Reaction::Received));
                 self.record_turn_end(host);
             }
         }
@@ -338,12 +352,15 @@ impl Bridge {
 
     /// Ends a long remote turn with one short new message (`bridge.doneNoticeAfterMs`): the
     /// card's edits do not make a phone buzz, so whoever asked from the phone and put it
-    /// away would not learn the work is done. Once per turn, to the turn's chats only.
+    /// away would not learn the work is done. Once per turn, to the turn's chats only; in
+    /// the chat whose message started the turn it replies to that message, so it points at
+    /// what it answers and notifies its sender even in a busy group.
     fn done_notice(
         &mut self,
         host: &mut dyn Host,
         audience: &[ConversationTarget],
         started_at: u64,
+        prompts: &[PromptMark],
     ) {
         let after = self.config.done_notice_after_ms;
         let took = host.now_ms().saturating_sub(started_at);
@@ -362,7 +379,14 @@ impl Bridge {
             })
         });
         let text = session_commands::done_text(took, files, tests.as_deref());
-        self.publish_to(host, audience, OutboundKind::Notice, &text, &[]);
+        for target in audience {
+            let reply_to = prompts
+                .iter()
+                .find(|mark| mark.target == *target)
+                .map(|mark| mark.message_id.clone());
+            // A notice that fails is logged by `deliver`; the answer itself went out.
+            let _ = self.deliver_replying(host, target, OutboundKind::Notice, &text, reply_to);
+        }
     }
 
     /// Time has come for throttled card updates.

@@ -50,6 +50,34 @@ impl Bridge {
         edit_key: Option<String>,
         buttons: &[Button],
     ) -> Result<Delivery, SendError> {
+        self.deliver_parts(host, target, kind, text, edit_key, buttons, None)
+    }
+
+    /// [`Self::deliver`] of a new message whose first part replies to the user's message
+    /// `reply_to` (the done message to its prompt): the phone shows what it answers and
+    /// notifies its sender. Only the first part: one reply is enough to point at it.
+    pub(super) fn deliver_replying(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        kind: OutboundKind,
+        text: &str,
+        reply_to: Option<String>,
+    ) -> Result<Delivery, SendError> {
+        self.deliver_parts(host, target, kind, text, None, &[], reply_to)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_parts(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        kind: OutboundKind,
+        text: &str,
+        edit_key: Option<String>,
+        buttons: &[Button],
+        reply_to: Option<String>,
+    ) -> Result<Delivery, SendError> {
         let Some(capabilities) = self.capabilities(&target.transport) else {
             host.log(
                 Level::Warning,
@@ -88,12 +116,14 @@ impl Bridge {
                 edit_key: edit_key.take(),
                 buttons: Vec::new(),
                 answers_press: None,
+                reply_to: None,
             })
             .collect();
         let Some(first) = messages.first_mut() else {
             return Ok(Delivery::Empty);
         };
         first.buttons = buttons.to_vec();
+        first.reply_to = reply_to;
         let parts = messages.len();
         let mut messages = messages.into_iter();
         let queueable = kind != OutboundKind::Progress;
@@ -192,6 +222,7 @@ impl Bridge {
             edit_key: None,
             buttons: Vec::new(),
             answers_press: Some(press.to_owned()),
+            reply_to: None,
         };
         if let Err(error) = host.send(&message) {
             host.log(

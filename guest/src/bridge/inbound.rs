@@ -10,15 +10,16 @@ use crate::core::explain::{Decision, Outcome};
 use crate::core::inbox;
 use crate::core::notices;
 use crate::core::rate_limit::{InputKind, RateVerdict};
+use crate::core::reactions;
 use crate::core::router::{self, IgnoreReason, Route, RouteInput};
 use crate::core::session_commands;
-use crate::core::state::ConversationTarget;
+use crate::core::state::{ConversationTarget, PromptMark};
 use crate::core::voice;
 use crate::host::Host;
 use crate::keys::Identity;
 use crate::model::{
-    Attachment, DeliverAs, Envelope, InboxError, Level, OutboundKind, PromptImage, SessionCommand,
-    SessionReply,
+    Attachment, DeliverAs, Envelope, InboxError, Level, OutboundKind, PromptImage, Reaction,
+    SessionCommand, SessionReply,
 };
 
 impl Bridge {
@@ -59,6 +60,10 @@ impl Bridge {
             conversation_id: envelope.conversation_id.clone(),
             thread_id: envelope.thread_id.clone(),
         };
+        let asked_for_a_prompt = matches!(
+            route,
+            Route::Prompt { .. } | Route::TooLong { .. } | Route::Unsupported(_)
+        );
         let outcome = match route {
             Route::Ignore(reason) => {
                 host.log(
@@ -112,6 +117,18 @@ impl Bridge {
                 }
             }
         };
+        // Set after the message was handled, so "taken" never shows on a prompt that then
+        // failed; only a prompt's own message, never a command's or a stranger's.
+        if asked_for_a_prompt
+            && let Some(reaction) = reactions::for_outcome(&outcome)
+            && let Some(message_id) = envelope.message_id.clone()
+        {
+            let mark = PromptMark {
+                target: target.clone(),
+                message_id,
+            };
+            self.react(host, &[mark], reaction, None);
+        }
         self.decisions.record(Decision {
             at_ms: now,
             conversation,
@@ -338,7 +355,8 @@ impl Bridge {
                 // show in /queue and end the next turns' replies in the wrong chats.
                 let dropped = self.queue.len();
                 if dropped > 0 {
-                    self.queue.clear();
+                    let gone = self.queue.clear();
+                    self.react(host, &gone, Reaction::Failed, Some(Reaction::Received));
                     self.save(host);
                 }
                 (
@@ -517,10 +535,14 @@ impl Bridge {
             target.thread_id.as_deref(),
         );
         match deliver_as {
-            DeliverAs::FollowUp => self.queued(host, target),
+            DeliverAs::FollowUp => self.queued(host, target, envelope.message_id.clone()),
             DeliverAs::Steer => {
                 // The steer changes the running turn's answer: this chat sees it.
-                self.join_turn(target);
+                let mark = envelope.message_id.clone().map(|message_id| PromptMark {
+                    target: target.clone(),
+                    message_id,
+                });
+                self.join_turn(target, mark);
                 self.save(host);
                 self.reply(host, target, notices::STEERED_NOTICE);
             }
@@ -528,7 +550,7 @@ impl Bridge {
             // the prompt and its turn starting is then reported to the chat, not lost without a
             // word (found by the fault soak, docs/architecture.md#how-it-is-tested).
             DeliverAs::Immediate => {
-                self.queue.push(target.clone());
+                self.queue.push(target.clone(), envelope.message_id.clone());
                 self.save(host);
             }
         }

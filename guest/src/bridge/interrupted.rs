@@ -15,20 +15,26 @@ use super::Bridge;
 use super::cards::Turn;
 use super::delivery::Delivery;
 use crate::core::notices;
-use crate::core::state::{CardRecord, ConversationTarget, RunningTurn};
+use crate::core::queue::QueuedPrompt;
+use crate::core::state::{CardRecord, ConversationTarget, PromptMark, RunningTurn};
 use crate::host::Host;
 use crate::keys::ConversationKey;
-use crate::model::{OutboundKind, TurnOrigin};
+use crate::model::{OutboundKind, Reaction, TurnOrigin};
 
 impl Bridge {
     /// A prompt was forwarded while the agent was busy: as a follow-up it waits its turn,
     /// and the chat learns how many are ahead of it.
-    pub(super) fn queued(&mut self, host: &mut dyn Host, target: &ConversationTarget) {
+    pub(super) fn queued(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        message_id: Option<String>,
+    ) {
         // What waits to start (prompts taken but not yet begun) is ahead, and so is the
         // running turn: "1 ahead" for the first follow-up. Busy is why this prompt is a
         // follow-up, so something is always ahead.
         let ahead = (self.queue.len() + usize::from(self.turn.is_some())).max(1);
-        self.queue.push(target.clone());
+        self.queue.push(target.clone(), message_id);
         self.save(host);
         self.reply(host, target, &notices::queued_notice(ahead));
     }
@@ -48,6 +54,7 @@ impl Bridge {
                 })
                 .collect(),
             audience: turn.audience.clone(),
+            prompts: turn.prompts.clone(),
         });
         self.save(host);
     }
@@ -61,7 +68,10 @@ impl Bridge {
             self.state.turn = None;
         }
         if host.is_idle() {
-            self.queue.clear();
+            // An idle agent took every prompt it was given: what is still recorded ran as
+            // part of the turn that just ended (pi folds follow-ups into its run).
+            let ran = self.queue.clear();
+            self.react(host, &ran, Reaction::Done, Some(Reaction::Received));
         }
         self.save(host);
     }
@@ -70,7 +80,9 @@ impl Bridge {
     /// prompts hears how many were not run.
     pub(super) fn tell_what_was_not_done(&mut self, host: &mut dyn Host) {
         if let Some(turn) = self.turn.take() {
+            let prompts = turn.prompts.clone();
             self.close_cards(host, turn, notices::TURN_STOPPED_LINE);
+            self.react(host, &prompts, Reaction::Failed, Some(Reaction::Received));
             self.state.turn = None;
         }
         // Chats that cannot be reached now keep their record for the next start to report.
@@ -82,6 +94,13 @@ impl Bridge {
                 told.push(target.key());
             }
         }
+        let not_run: Vec<PromptMark> = self
+            .queue
+            .entries()
+            .filter(|entry| told.contains(&entry.target.key()))
+            .filter_map(QueuedPrompt::mark)
+            .collect();
+        self.react(host, &not_run, Reaction::Failed, Some(Reaction::Received));
         // A shutdown with nothing to tell writes nothing (`doctor` leaves no state behind).
         self.queue.retain(|target| !told.contains(&target.key()));
     }
@@ -118,7 +137,12 @@ impl Bridge {
                     // A retry of the adopted turn answers the same chats.
                     self.last_remote_audience.clone_from(&record.audience);
                 }
-                self.turn = Some(Turn::adopt(origin, &record.cards, &record.audience));
+                self.turn = Some(Turn::adopt(
+                    origin,
+                    &record.cards,
+                    &record.audience,
+                    &record.prompts,
+                ));
             }
             return;
         }
@@ -135,8 +159,14 @@ impl Bridge {
                 .collect();
             self.close_cards(
                 host,
-                Turn::adopt(origin, &cards, &[]),
+                Turn::adopt(origin, &cards, &[], &[]),
                 notices::TURN_LOST_LINE,
+            );
+            self.react(
+                host,
+                &record.prompts,
+                Reaction::Failed,
+                Some(Reaction::Received),
             );
         }
         for (target, count) in self.queued_by_chat() {
@@ -144,7 +174,8 @@ impl Bridge {
                 self.reply(host, &target, &notices::queued_not_run_notice(count, true));
             }
         }
-        self.queue.clear();
+        let not_run = self.queue.clear();
+        self.react(host, &not_run, Reaction::Failed, Some(Reaction::Received));
         self.save(host);
     }
 

@@ -15,6 +15,7 @@ mod outbox;
 mod pairing;
 mod preview;
 mod questions;
+mod reactions;
 mod scope;
 mod tracked;
 
@@ -93,6 +94,10 @@ pub struct Bridge {
     last_remote_audience: Vec<state::ConversationTarget>,
     /// Chats that steered while no turn was open: they join the next one.
     pending_steers: Vec<state::ConversationTarget>,
+    /// The messages of those steers, owed the next turn's reactions.
+    pending_steer_marks: Vec<state::PromptMark>,
+    /// Transports whose reaction failed once: said once in the log, not per message.
+    reactions_failed: BTreeSet<String>,
     /// What the work digest remembers from agent events.
     work: digest::WorkMemory,
     /// What was done with the last inbound messages, for `/connect explain`.
@@ -201,6 +206,8 @@ impl Bridge {
             turn: None,
             last_remote_audience: Vec::new(),
             pending_steers: Vec::new(),
+            pending_steer_marks: Vec::new(),
+            reactions_failed: BTreeSet::new(),
             work: digest::WorkMemory::default(),
             decisions: DecisionLog::default(),
             pending: PendingApprovals::default(),

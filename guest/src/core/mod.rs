@@ -26,6 +26,7 @@ pub mod progress;
 pub mod questions;
 pub mod queue;
 pub mod rate_limit;
+pub mod reactions;
 pub mod readable;
 pub mod redact;
 pub mod render;

@@ -8,12 +8,34 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
-use crate::core::state::{ConversationTarget, MAX_ENTRIES, parse_target, target_entry};
+use crate::core::state::{
+    ConversationTarget, MAX_ENTRIES, PromptMark, parse_marked_target, target_entry,
+};
+
+/// One prompt waiting for its turn: the chat it came from and, where the platform has one,
+/// its message id (what its reactions and its turn's done message name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedPrompt {
+    /// The chat it came from.
+    pub target: ConversationTarget,
+    /// The platform's id of the message.
+    pub message_id: Option<String>,
+}
+
+impl QueuedPrompt {
+    /// Its message, when the platform gave it an id.
+    pub fn mark(&self) -> Option<PromptMark> {
+        Some(PromptMark {
+            target: self.target.clone(),
+            message_id: self.message_id.clone()?,
+        })
+    }
+}
 
 /// The queue, oldest first, with what changed since it was loaded or saved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PromptQueue {
-    entries: VecDeque<ConversationTarget>,
+    entries: VecDeque<QueuedPrompt>,
     /// How many of the front entries the store holds (the rest were added since).
     stored: usize,
     /// Entries the store holds that left the front since the last save.
@@ -47,9 +69,11 @@ impl PromptQueue {
             match serde_json::from_str::<Value>(entry)
                 .ok()
                 .as_ref()
-                .and_then(parse_target)
+                .and_then(parse_marked_target)
             {
-                Some(target) => entries.push_back(target),
+                Some((target, message_id)) => {
+                    entries.push_back(QueuedPrompt { target, message_id })
+                }
                 None => warnings.push(format!("{base}.queued[{i}]: malformed target, ignored")),
             }
         }
@@ -74,12 +98,17 @@ impl PromptQueue {
     /// written as entries at the next save.
     pub fn adopt(&mut self, targets: Vec<ConversationTarget>) {
         for target in targets {
-            self.push(target);
+            self.push(target, None);
         }
     }
 
     /// The queued prompts' chats, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &ConversationTarget> {
+        self.entries.iter().map(|entry| &entry.target)
+    }
+
+    /// The queued prompts, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = &QueuedPrompt> {
         self.entries.iter()
     }
 
@@ -93,13 +122,13 @@ impl PromptQueue {
         self.entries.is_empty()
     }
 
-    /// Queues a prompt from `target`'s chat.
-    pub fn push(&mut self, target: ConversationTarget) {
-        self.entries.push_back(target);
+    /// Queues a prompt from `target`'s chat, with its message id when it has one.
+    pub fn push(&mut self, target: ConversationTarget, message_id: Option<String>) {
+        self.entries.push_back(QueuedPrompt { target, message_id });
     }
 
-    /// The oldest prompt's chat, removed.
-    pub fn pop_front(&mut self) -> Option<ConversationTarget> {
+    /// The oldest prompt, removed.
+    pub fn pop_front(&mut self) -> Option<QueuedPrompt> {
         let front = self.entries.pop_front()?;
         if self.stored > 0 {
             self.stored -= 1;
@@ -110,9 +139,9 @@ impl PromptQueue {
 
     /// Keeps only the prompts `keep` says yes to. The stored queue is written again whole at
     /// the next save (a shutdown's cleanup; never on the path of a message).
-    pub fn retain(&mut self, keep: impl FnMut(&ConversationTarget) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&ConversationTarget) -> bool) {
         let before = self.entries.len();
-        self.entries.retain(keep);
+        self.entries.retain(|entry| keep(&entry.target));
         if self.entries.len() != before {
             self.dequeued = self
                 .dequeued
@@ -121,13 +150,17 @@ impl PromptQueue {
         }
     }
 
-    /// Forgets every queued prompt.
-    pub fn clear(&mut self) {
+    /// Forgets every queued prompt, handing back the messages they came from (each of
+    /// them is owed a "failed" reaction: it will never run).
+    pub fn clear(&mut self) -> Vec<PromptMark> {
         self.dequeued = self
             .dequeued
             .saturating_add(u32::try_from(self.stored).unwrap_or(u32::MAX));
         self.stored = 0;
-        self.entries.clear();
+        self.entries
+            .drain(..)
+            .filter_map(|entry| entry.mark())
+            .collect()
     }
 
     /// Whether a save has anything to write for the queue.
@@ -143,7 +176,7 @@ impl PromptQueue {
                 .entries
                 .iter()
                 .skip(self.stored)
-                .map(target_entry)
+                .map(|entry| target_entry(&entry.target, entry.message_id.as_deref()))
                 .collect(),
         }
     }
@@ -179,13 +212,13 @@ mod tests {
         let (mut queue, warnings) = PromptQueue::load(&store, "s");
         assert!(warnings.is_empty());
         for i in 0..1000 {
-            queue.push(target(&format!("c{i}")));
+            queue.push(target(&format!("c{i}")), None);
         }
         apply(&mut store, &queue.changes());
         queue.saved();
         assert_eq!(store.len(), 1000);
         // One more prompt behind a thousand writes one entry, not a thousand and one.
-        queue.push(target("late"));
+        queue.push(target("late"), None);
         let changes = queue.changes();
         assert_eq!((changes.dequeued, changes.enqueued.len()), (0, 1));
         apply(&mut store, &changes);
@@ -193,7 +226,7 @@ mod tests {
         // Two leave the front, one is added and leaves again before the save.
         queue.pop_front();
         queue.pop_front();
-        queue.push(target("gone"));
+        queue.push(target("gone"), Some("m9".into()));
         assert!(queue.changed());
         let changes = queue.changes();
         apply(&mut store, &changes);
@@ -214,17 +247,20 @@ mod tests {
     #[test]
     fn entries_added_and_taken_before_a_save_write_nothing() {
         let (mut queue, _) = PromptQueue::load(&[], "s");
-        queue.push(target("a"));
-        assert_eq!(queue.pop_front(), Some(target("a")));
+        queue.push(target("a"), None);
+        assert_eq!(queue.pop_front().map(|p| p.target), Some(target("a")));
         assert!(!queue.changed());
     }
 
     #[test]
     fn clearing_drops_the_stored_entries_and_the_new_ones() {
-        let mut store = vec![target_entry(&target("a")), target_entry(&target("b"))];
+        let mut store = vec![
+            target_entry(&target("a"), None),
+            target_entry(&target("b"), None),
+        ];
         let (mut queue, _) = PromptQueue::load(&store, "s");
-        queue.push(target("c"));
-        queue.clear();
+        queue.push(target("c"), None);
+        let _ = queue.clear();
         apply(&mut store, &queue.changes());
         assert!(store.is_empty());
     }
@@ -232,9 +268,9 @@ mod tests {
     #[test]
     fn an_unreadable_entry_is_reported_and_the_store_rewritten_without_it() {
         let mut store = vec![
-            target_entry(&target("a")),
+            target_entry(&target("a"), None),
             "{\"transport\":7}".to_owned(),
-            target_entry(&target("b")),
+            target_entry(&target("b"), None),
         ];
         let (mut queue, warnings) = PromptQueue::load(&store, "sessions.s");
         assert_eq!(
@@ -247,22 +283,64 @@ mod tests {
         queue.saved();
         assert_eq!(
             store,
-            [target_entry(&target("a")), target_entry(&target("b"))]
+            [
+                target_entry(&target("a"), None),
+                target_entry(&target("b"), None)
+            ]
         );
         // And counting goes on from the rewritten store.
         queue.pop_front();
         apply(&mut store, &queue.changes());
-        assert_eq!(store, [target_entry(&target("b"))]);
+        assert_eq!(store, [target_entry(&target("b"), None)]);
     }
 
     #[test]
     fn a_queue_past_the_limit_is_cut_with_a_warning_never_silently() {
         let store: Vec<String> = (0..MAX_ENTRIES + 3)
-            .map(|i| target_entry(&target(&format!("c{i}"))))
+            .map(|i| target_entry(&target(&format!("c{i}")), None))
             .collect();
         let (queue, warnings) = PromptQueue::load(&store, "s");
         assert_eq!(queue.len(), MAX_ENTRIES);
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("more than 10000"), "{warnings:?}");
+    }
+
+    /// A prompt's message id is stored with it, so after a restart its reactions and its
+    /// turn's done message still name the right message, and a queue cleared (`/new`, a
+    /// restart's report) hands back every message owed a "failed" reaction.
+    #[test]
+    fn message_ids_survive_a_save_and_come_back_when_the_queue_is_cleared() {
+        let mut store = Vec::new();
+        let (mut queue, _) = PromptQueue::load(&store, "s");
+        queue.push(target("a"), Some("101".into()));
+        queue.push(target("b"), None);
+        queue.push(target("c"), Some("303".into()));
+        apply(&mut store, &queue.changes());
+        queue.saved();
+        assert_eq!(
+            store[0],
+            r#"{"transport":"tg","conversationId":"a","messageId":"101"}"#
+        );
+        let (mut reloaded, warnings) = PromptQueue::load(&store, "s");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let first = reloaded.pop_front().and_then(|p| p.mark());
+        assert_eq!(
+            first.map(|m| (m.target.conversation_id, m.message_id)),
+            Some(("a".to_owned(), "101".to_owned()))
+        );
+        let owed: Vec<String> = reloaded.clear().into_iter().map(|m| m.message_id).collect();
+        assert_eq!(owed, ["303"], "the prompt without an id is owed nothing");
+        assert!(reloaded.is_empty());
+    }
+
+    #[test]
+    fn a_message_id_that_is_not_a_string_spoils_its_entry_with_a_warning() {
+        let store = vec![
+            r#"{"transport":"tg","conversationId":"a","messageId":7}"#.to_owned(),
+            target_entry(&target("b"), Some("2")),
+        ];
+        let (queue, warnings) = PromptQueue::load(&store, "s");
+        assert_eq!(warnings, ["s.queued[0]: malformed target, ignored"]);
+        assert_eq!(queue.len(), 1);
     }
 }

@@ -107,6 +107,20 @@ pub struct RunningTurn {
     /// The conversations a remote turn answers (the chats whose prompts it took); empty
     /// for a local turn. Kept so a bridge restarted mid-turn still answers only them.
     pub audience: Vec<ConversationTarget>,
+    /// The chat messages this turn answers (its prompt and the steers into it): what its
+    /// reactions and its done message name. Kept so a turn a restart cut short still marks
+    /// them failed.
+    pub prompts: Vec<PromptMark>,
+}
+
+/// A user's message the bridge took as a prompt, by its platform id: what a reaction or a
+/// reply names (docs/pi.md#reactions-and-the-done-message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptMark {
+    /// Where it was sent.
+    pub target: ConversationTarget,
+    /// The platform's id of the message.
+    pub message_id: String,
 }
 
 /// A progress card posted in a conversation.
@@ -404,10 +418,25 @@ pub fn parse_legacy_queue(
 }
 
 /// One queue entry in its stored shape (`{"transport": …, "conversationId": …,
-/// "threadId"?: …}`, as a target is everywhere in the document).
-pub fn target_entry(target: &ConversationTarget) -> String {
+/// "threadId"?: …, "messageId"?: …}`, a target as everywhere in the document, with the
+/// prompt's platform message id when it has one).
+pub fn target_entry(target: &ConversationTarget, message_id: Option<&str>) -> String {
+    let entry = MarkJson {
+        target: target_json(target),
+        message_id,
+    };
     // String fields always serialize; the fallback only keeps this total.
-    serde_json::to_string(&target_json(target)).unwrap_or_else(|_| String::from("{}"))
+    serde_json::to_string(&entry).unwrap_or_else(|_| String::from("{}"))
+}
+
+/// A target with its optional `messageId` (a queue entry, a turn's prompt); `None` when the
+/// target is malformed or the id is there but not a non-empty string.
+pub fn parse_marked_target(value: &Value) -> Option<(ConversationTarget, Option<String>)> {
+    let message_id = match value.get("messageId") {
+        None | Some(Value::Null) => None,
+        Some(id) => Some(id.as_str().filter(|s| !s.is_empty())?.to_string()),
+    };
+    Some((parse_target(value)?, message_id))
 }
 
 /// `{"startedAt": ms, "remote": bool, "cards": [{target..., "editKey"?}], "audience"?:
@@ -442,11 +471,24 @@ fn parse_turn(value: &Value) -> Option<RunningTurn> {
             .map(parse_target)
             .collect::<Option<Vec<_>>>()?,
     };
+    let prompts = match value.get("prompts") {
+        None => Vec::new(),
+        Some(marks) => marks
+            .as_array()?
+            .iter()
+            .take(MAX_ENTRIES)
+            .map(|mark| match parse_marked_target(mark)? {
+                (target, Some(message_id)) => Some(PromptMark { target, message_id }),
+                (_, None) => None,
+            })
+            .collect::<Option<Vec<_>>>()?,
+    };
     Some(RunningTurn {
         started_at,
         remote,
         cards,
         audience,
+        prompts,
     })
 }
 
@@ -525,6 +567,14 @@ pub fn serialize_session_state(state: &SessionState) -> String {
                 })
                 .collect(),
             audience: turn.audience.iter().map(target_json).collect(),
+            prompts: turn
+                .prompts
+                .iter()
+                .map(|mark| MarkJson {
+                    target: target_json(&mark.target),
+                    message_id: Some(&mark.message_id),
+                })
+                .collect(),
         }),
         inbox: (state.inbox.bytes > 0).then_some(InboxJson {
             day: state.inbox.day,
@@ -570,6 +620,18 @@ struct TurnJson<'a> {
     cards: Vec<CardJson<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     audience: Vec<TargetJson<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    prompts: Vec<MarkJson<'a>>,
+}
+
+/// The stored shape of a prompt's message: its target, flattened, and its platform id.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MarkJson<'a> {
+    #[serde(flatten)]
+    target: TargetJson<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_id: Option<&'a str>,
 }
 
 /// The stored shape of a card: its target, flattened, and its edit handle.
@@ -946,6 +1008,10 @@ mod tests {
                     },
                 ],
                 audience: vec![target("tg", "c1", None)],
+                prompts: vec![PromptMark {
+                    target: target("tg", "c1", None),
+                    message_id: "42".into(),
+                }],
             }),
             ..SessionState::default()
         };
@@ -958,7 +1024,8 @@ mod tests {
                 r#""turn":{"startedAt":7,"remote":true,"cards":["#,
                 r#"{"transport":"tg","conversationId":"c1","editKey":"m5"},"#,
                 r#"{"transport":"dc","conversationId":"c2","threadId":"t"}],"#,
-                r#""audience":[{"transport":"tg","conversationId":"c1"}]}}"#
+                r#""audience":[{"transport":"tg","conversationId":"c1"}],"#,
+                r#""prompts":[{"transport":"tg","conversationId":"c1","messageId":"42"}]}}"#
             )
         );
         assert_eq!(parse_session_state(&document, "s1"), (state, vec![]));
@@ -1005,7 +1072,7 @@ mod tests {
         );
         // The entries it becomes have the shape the document had.
         assert_eq!(
-            target_entry(&target("dc", "c2", Some("t"))),
+            target_entry(&target("dc", "c2", Some("t")), None),
             r#"{"transport":"dc","conversationId":"c2","threadId":"t"}"#
         );
         let rows = [

@@ -241,7 +241,7 @@ fn no_footer_when_off_or_when_the_agent_cannot_say() {
     assert!(!texts.iter().any(|t| t.contains("Tokens:")));
 }
 
-/// A long remote turn ends with one new message saying so (docs/pi.md#the-done-message);
+/// A long remote turn ends with one new message saying so (docs/pi.md#reactions-and-the-done-message);
 /// a short one, a local one, or one with the notice off does not.
 #[test]
 fn a_long_remote_turn_ends_with_one_done_message() {

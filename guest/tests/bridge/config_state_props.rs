@@ -3,7 +3,7 @@
 
 use guest::core::code_hash::CodeHash;
 use guest::core::state::{
-    CardRecord, ConversationTarget, PendingChallenge, RunningTurn, SessionState,
+    CardRecord, ConversationTarget, PendingChallenge, PromptMark, RunningTurn, SessionState,
     parse_session_state, serialize_session_state,
 };
 use guest::keys::{ConversationKey, Identity};
@@ -190,13 +190,20 @@ fn arb_state() -> impl Strategy<Value = SessionState> {
             any::<bool>(),
             prop::collection::vec(card, 0..4),
             prop::collection::vec(target.clone(), 0..3),
+            prop::collection::vec((target.clone(), "[0-9]{1,12}"), 0..3),
         )
-            .prop_map(|(started_at, remote, cards, audience)| RunningTurn {
-                started_at,
-                remote,
-                cards,
-                audience,
-            }),
+            .prop_map(
+                |(started_at, remote, cards, audience, prompts)| RunningTurn {
+                    started_at,
+                    remote,
+                    cards,
+                    audience,
+                    prompts: prompts
+                        .into_iter()
+                        .map(|(target, message_id)| PromptMark { target, message_id })
+                        .collect(),
+                },
+            ),
     );
     (
         any::<u64>(),

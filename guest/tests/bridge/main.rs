@@ -20,6 +20,7 @@ mod bridge_pairing_budget;
 mod bridge_prompts;
 mod bridge_questions;
 mod bridge_queue_cap;
+mod bridge_reactions;
 mod bridge_scope;
 mod bridge_session_commands;
 mod bridge_strangers;

@@ -117,6 +117,7 @@ fn caps(markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
         max_message_length: limit,
         length_unit: unit,
         markup,
+        reactions: false,
     }
 }
 

@@ -19,6 +19,7 @@ fn caps(limit: u32, unit: LengthUnit, markup: Markup) -> Capabilities {
         max_message_length: limit,
         length_unit: unit,
         markup,
+        reactions: false,
     }
 }
 

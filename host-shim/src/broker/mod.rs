@@ -102,6 +102,7 @@ pub async fn send_notice(
                 edit_key: None,
                 buttons: Vec::new(),
                 answers_press: None,
+                reply_to: None,
             })
             .await?;
     }

@@ -706,6 +706,7 @@ mod tests {
                 command: "/approve ab12".into(),
             }],
             answers_press: None,
+            reply_to: None,
         };
         let text = serde_json::to_string(&WireRequest::Send {
             message: message.clone(),

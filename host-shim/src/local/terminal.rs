@@ -508,6 +508,7 @@ impl Transport for TerminalTransport {
             max_message_length: 4000,
             length_unit: LengthUnit::Chars,
             markup: Markup::Markdown,
+            reactions: false,
         }
     }
 

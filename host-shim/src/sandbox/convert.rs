@@ -1,6 +1,8 @@
 //! Conversions between the transports' plain types and the WIT types.
 
-use transport_core::{AttachmentKind, Capabilities, Envelope, LengthUnit, Markup, OutboundKind};
+use transport_core::{
+    AttachmentKind, Capabilities, Envelope, LengthUnit, Markup, OutboundKind, Reaction,
+};
 
 use crate::wit::{transport, types};
 
@@ -23,6 +25,16 @@ pub fn capabilities_to_wit(c: Capabilities) -> types::Capabilities {
             Markup::Html => types::Markup::Html,
             Markup::Mrkdwn => types::Markup::Mrkdwn,
         },
+        reactions: c.reactions,
+    }
+}
+
+/// A reaction as the transports see it.
+pub fn reaction_from_wit(reaction: transport::Reaction) -> Reaction {
+    match reaction {
+        transport::Reaction::Received => Reaction::Received,
+        transport::Reaction::Done => Reaction::Done,
+        transport::Reaction::Failed => Reaction::Failed,
     }
 }
 
@@ -62,6 +74,8 @@ pub fn envelope_to_wit(e: Envelope) -> types::Envelope {
                 duration_seconds: a.duration_seconds,
             })
             .collect(),
+        // A press is no message of the user's: nothing to reply to or react on.
+        message_id: e.message_id.filter(|_| e.press.is_none()),
         press: e.press,
     }
 }

@@ -14,7 +14,7 @@ use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
     ToolCall,
 };
-use crate::wit::transport::{Identity, Outbound, Receipt, SendError};
+use crate::wit::transport::{Identity, Outbound, Reaction, Receipt, SendError};
 use crate::wit::types::{Envelope, Level, ToolDecision};
 
 /// The format this build writes. A reader skips lines of another version with a warning:
@@ -188,6 +188,19 @@ pub enum Event {
         conversation_id: String,
         /// Thread, if any.
         thread_id: Option<String>,
+    },
+    /// A reaction put on a user's message.
+    React {
+        /// Transport id.
+        transport: String,
+        /// Conversation.
+        conversation_id: String,
+        /// The message reacted to.
+        message_id: String,
+        /// The reaction set.
+        reaction: Reaction,
+        /// The reaction taken away.
+        replaces: Option<Reaction>,
     },
     /// A prompt handed to the agent.
     Prompt {
@@ -376,6 +389,11 @@ pub enum Event {
         /// Receipt or error.
         result: Result<Receipt, SendError>,
     },
+    /// `transport.react`'s result.
+    Reacted {
+        /// Result.
+        result: Result<(), String>,
+    },
     /// `transport.fetch-attachment`, without the bytes.
     Fetched {
         /// Result.
@@ -457,6 +475,7 @@ impl Event {
             | Event::Started { .. }
             | Event::Send { .. }
             | Event::Typing { .. }
+            | Event::React { .. }
             | Event::Prompt { .. }
             | Event::Verdict { .. }
             | Event::QuestionAnswered { .. }
@@ -484,6 +503,7 @@ impl Event {
             | Event::Identified { .. }
             | Event::Listened { .. }
             | Event::Sent { .. }
+            | Event::Reacted { .. }
             | Event::Fetched { .. }
             | Event::Diagnosed { .. }
             | Event::Prompted { .. }

@@ -20,6 +20,7 @@ pub struct Script {
     identified: VecDeque<Result<Identity, String>>,
     listened: VecDeque<Result<(), String>>,
     sent: VecDeque<Result<Receipt, SendError>>,
+    reacted: VecDeque<Result<(), String>>,
     fetched: VecDeque<Result<(String, usize), String>>,
     diagnosed: VecDeque<String>,
     prompted: VecDeque<Result<(), String>>,
@@ -83,6 +84,7 @@ impl Script {
                 Event::Identified { result, .. } => script.identified.push_back(result),
                 Event::Listened { result, .. } => script.listened.push_back(result),
                 Event::Sent { result } => script.sent.push_back(result),
+                Event::Reacted { result } => script.reacted.push_back(result),
                 Event::Fetched { result } => script
                     .fetched
                     .push_back(result.map(|m| (m.media_type, m.bytes))),
@@ -172,6 +174,11 @@ impl Script {
                 edit_key: Some(format!("replay-{n}")),
             })
         })
+    }
+
+    /// `transport.react`.
+    pub fn reacted(&mut self) -> Result<(), String> {
+        self.reacted.pop_front().unwrap_or(Ok(()))
     }
 
     /// `transport.fetch-attachment`: zero bytes of the recorded size (the bytes

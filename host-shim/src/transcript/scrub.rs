@@ -453,6 +453,9 @@ impl Scrubber {
             Event::Fetched { result } => Event::Fetched {
                 result: result.map_err(|e| self.text(&e)),
             },
+            Event::Reacted { result } => Event::Reacted {
+                result: result.map_err(|e| self.text(&e)),
+            },
             Event::Diagnosed { transport, text } => Event::Diagnosed {
                 transport,
                 text: self.text(&text),

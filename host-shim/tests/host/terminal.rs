@@ -21,6 +21,7 @@ fn message(text: &str, edit_key: Option<&str>) -> OutboundMessage {
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
@@ -98,6 +99,7 @@ fn capabilities_and_identity_are_fixed() {
             max_message_length: 4000,
             length_unit: LengthUnit::Chars,
             markup: Markup::Markdown,
+            reactions: false,
         }
     );
 }

@@ -300,6 +300,7 @@ async fn the_documented_nats_config_runs_a_cluster_and_refuses_what_the_roles_ma
             edit_key: None,
             buttons: Vec::new(),
             answers_press: None,
+            reply_to: None,
         })
         .await
         .expect("a send round-trips");

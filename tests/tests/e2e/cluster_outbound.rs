@@ -26,6 +26,7 @@ fn reply(text: &str) -> OutboundMessage {
         edit_key: None,
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 

@@ -30,6 +30,7 @@ struct Telegram {
     agent: Arc<ScriptAgent>,
     ui: Arc<RecordingUi>,
     dirs: Dirs,
+    clock: Arc<ManualClock>,
 }
 
 /// A session on `server`, with its state and locks in `dirs` (shared across a restart).
@@ -39,7 +40,8 @@ fn spec(
     agent: Arc<ScriptAgent>,
     ui: Arc<RecordingUi>,
 ) -> SessionSpec {
-    spec_with(server, dirs, agent, ui, json!({}))
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    spec_with(server, dirs, agent, ui, json!({}), clock)
 }
 
 /// [`spec`] with this `bridge` config section.
@@ -49,6 +51,7 @@ fn spec_with(
     agent: Arc<ScriptAgent>,
     ui: Arc<RecordingUi>,
     bridge: serde_json::Value,
+    clock: Arc<ManualClock>,
 ) -> SessionSpec {
     let token = server.token();
     let state_dir = dirs.dir.path().to_path_buf();
@@ -79,7 +82,7 @@ fn spec_with(
         state: Dirs::open_state(&dirs.dir),
         locks: dirs.locks(),
         pairing: PairingBudget::default(),
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        clock,
         log: Arc::new(MemoryLog::default()),
         exclusive: true,
         transcript: None,
@@ -97,9 +100,17 @@ impl Telegram {
         let dirs = Dirs::new();
         let agent = Arc::new(ScriptAgent::default());
         let ui = Arc::new(RecordingUi::default());
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
         let session = Session::spawn(
             common::runtime(),
-            spec_with(&server, &dirs, agent.clone(), ui.clone(), bridge),
+            spec_with(
+                &server,
+                &dirs,
+                agent.clone(),
+                ui.clone(),
+                bridge,
+                clock.clone(),
+            ),
         )
         .await
         .expect("session starts");
@@ -109,6 +120,7 @@ impl Telegram {
             agent,
             ui,
             dirs,
+            clock,
         }
     }
 
@@ -244,6 +256,68 @@ async fn pair_prompt_card_and_a_long_reply_in_valid_html_messages() {
             .all(|m| m.text.contains("<pre>") || !m.text.contains("fn step")),
         "code stays in fenced blocks"
     );
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+/// With reactions on, the prompt's message shows 👀 once taken and 👍 once its turn ended,
+/// and a long turn's done message replies to it (docs/pi.md#reactions-and-the-done-message),
+/// all through the real component, host and Telegram transport.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_gets_its_reactions_and_a_long_turns_done_message_replies_to_it() {
+    let t = Telegram::start_with(json!({"reactions": true, "doneNoticeAfterMs": 60_000})).await;
+    t.pair(1).await;
+    t.server
+        .queue_update(private_text(USER, 3, "please fix the parser"));
+    t.agent.wait_for_prompts(1).await;
+    let taken = t
+        .server
+        .wait_until(WAIT, |s| !s.reactions().is_empty())
+        .await;
+    assert!(taken, "no reaction on the prompt");
+    let first = &t.server.reactions()[0];
+    assert_eq!(
+        (
+            first.chat_id.as_str(),
+            first.message_id,
+            first.emoji.clone()
+        ),
+        (USER.to_string().as_str(), 3, vec!["👀".to_owned()])
+    );
+    t.agent.busy.store(true, Ordering::SeqCst);
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    // The turn's start is read from the clock when the session handles it: a tick queued
+    // behind it returns once it was handled, and only then may time move on.
+    t.session.tick().await.expect("session alive");
+    t.clock.advance(252_000);
+    t.agent
+        .emit(AgentEvent::AssistantMessage("Fixed the parser.".into()))
+        .await;
+    t.agent.busy.store(false, Ordering::SeqCst);
+    t.agent.emit(AgentEvent::TurnSettled).await;
+    let ended = t
+        .server
+        .wait_until(WAIT, |s| s.reactions().len() >= 2)
+        .await;
+    assert!(ended, "no done reaction: {:?}", t.server.reactions());
+    assert_eq!(t.server.reactions()[1].emoji, ["👍"]);
+    let sent = t.server.sent();
+    let done: Vec<_> = sent
+        .iter()
+        .filter(|m| m.text.starts_with("Done in 4m12s"))
+        .collect();
+    assert_eq!(done.len(), 1, "{sent:#?}");
+    assert_eq!(
+        done[0].reply_to,
+        Some(3),
+        "the done message replies to the prompt"
+    );
+    let answer = sent
+        .iter()
+        .find(|m| m.text.contains("Fixed the parser"))
+        .expect("the answer");
+    assert_eq!(answer.reply_to, None);
     t.session.shutdown().await.expect("clean shutdown");
 }
 

@@ -30,7 +30,7 @@ pub use secret::Secret;
 
 pub use model::{
     Attachment, AttachmentKind, BotIdentity, Button, Capabilities, Envelope, FetchedAttachment,
-    LengthUnit, Markup, OutboundKind, OutboundMessage, SendReceipt,
+    LengthUnit, Markup, OutboundKind, OutboundMessage, Reaction, SendReceipt, own_message_id,
 };
 
 use async_trait::async_trait;
@@ -93,6 +93,22 @@ pub trait Transport: Send + Sync {
         _thread_id: Option<&str>,
     ) -> Result<(), TransportError> {
         Ok(())
+    }
+
+    /// Puts the bot's `reaction` on message `message_id` of `conversation_id`, taking away
+    /// `replaces` (its previous reaction there) so one shows at a time. Best effort: the
+    /// caller logs a failure and goes on.
+    async fn react(
+        &self,
+        _conversation_id: &str,
+        _message_id: &str,
+        _reaction: Reaction,
+        _replaces: Option<Reaction>,
+    ) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "{} cannot react to messages",
+            self.id()
+        )))
     }
 
     /// Downloads an attachment's bytes, refusing more than `max_bytes` (checked on the

@@ -66,7 +66,9 @@ pub struct Envelope {
     /// Slack: `<channel>:<ts>`, ...); `None` where the platform gives none (the terminal).
     /// Why: a platform that redelivers (a retry, a poller restarted before it confirmed)
     /// sends the same id again, so a queue in between can drop the copy (NATS JetStream's
-    /// `Nats-Msg-Id`, docs/scaling.md). The bridge itself does not read it.
+    /// `Nats-Msg-Id`, docs/scaling.md). The bridge hands it back unread as the message a
+    /// reply or reaction names ([`OutboundMessage::reply_to`], [`crate::Transport::react`]),
+    /// so each transport reads its own form there ([`own_message_id`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
     /// Set only when this message is a press on one of the bridge's buttons: the
@@ -122,6 +124,10 @@ pub struct Capabilities {
     pub length_unit: LengthUnit,
     /// Rendered markup.
     pub markup: Markup,
+    /// The bot can react to a user's message ([`crate::Transport::react`]). Absent in what
+    /// an older node serialized: no reactions.
+    #[serde(default)]
+    pub reactions: bool,
 }
 
 /// Who the bot is on the platform.
@@ -190,6 +196,32 @@ pub struct OutboundMessage {
     /// everyone what was meant for one person, so that choice is the caller's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answers_press: Option<String>,
+    /// When set, the message replies to this message ([`Envelope::message_id`])
+    /// of the same conversation. A message that no longer exists is no reason to fail: the
+    /// message is then posted without the reply. Ignored with `edit_key` and by transports
+    /// without replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+}
+
+/// The platform's own message id inside an [`Envelope::message_id`] (`<chat>:<message>`
+/// on Telegram, `<channel>:<ts>` on Slack, the bare id on Discord): the part after the last
+/// `:`. A bare id is its own.
+pub fn own_message_id(reference: &str) -> &str {
+    reference.rsplit(':').next().unwrap_or(reference).trim()
+}
+
+/// The bot's reaction on a user's message: how far the bridge got with it. Each transport
+/// shows these as its own emoji.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reaction {
+    /// Taken: queued or handed to the agent.
+    Received,
+    /// Its turn ended.
+    Done,
+    /// Not run, or its turn was lost; the chat is told why in a message.
+    Failed,
 }
 
 /// Proof that a message was posted.

@@ -26,7 +26,7 @@ use transport_core::sync::lock;
 use crate::ratelimit::{Headers, RateLimits, Route, WaitStats, seconds};
 use crate::wire::{
     ActionRow, CallbackData, CreateMessage, EPHEMERAL, EditMessage, ErrorBody, GatewayBot,
-    InteractionCallback, NO_PINGS, SentMessage, User,
+    InteractionCallback, NO_PINGS, PING_REPLIED_USER_ONLY, ReplyReference, SentMessage, User,
 };
 
 /// Hosts Discord serves attachments from. An attachment reference on any other host is
@@ -337,16 +337,26 @@ impl RestApi {
 
     /// `POST /channels/{id}/messages` with no pings and `components` (buttons) under it:
     /// the new message's id.
+    /// As a reply to message `reply_to` when given (pinging its author only).
     pub async fn create_message(
         &self,
         channel: &str,
         content: &str,
         components: &[ActionRow],
+        reply_to: Option<&str>,
     ) -> Result<String, ApiError> {
         let body = CreateMessage {
             content,
-            allowed_mentions: NO_PINGS,
+            allowed_mentions: if reply_to.is_some() {
+                PING_REPLIED_USER_ONLY
+            } else {
+                NO_PINGS
+            },
             components,
+            message_reference: reply_to.map(|message_id| ReplyReference {
+                message_id,
+                fail_if_not_exists: false,
+            }),
         };
         let sent: SentMessage = self
             .call(
@@ -435,6 +445,41 @@ impl RestApi {
             )
             .await?;
         Ok(sent.id)
+    }
+
+    /// `PUT` (`add`) or `DELETE` the bot's own reaction `emoji` on a message. One attempt:
+    /// a reaction is a courtesy, and a late one is worth nothing.
+    pub async fn own_reaction(
+        &self,
+        add: bool,
+        channel: &str,
+        message: &str,
+        emoji: &str,
+    ) -> Result<(), ApiError> {
+        let (what, method) = if add {
+            ("add reaction", Method::PUT)
+        } else {
+            ("remove reaction", Method::DELETE)
+        };
+        let _: serde_json::Value = self
+            .call(
+                what,
+                method,
+                Route::reaction(channel),
+                &[
+                    "channels",
+                    channel,
+                    "messages",
+                    message,
+                    "reactions",
+                    emoji,
+                    "@me",
+                ],
+                None::<&()>,
+                Retry::Never,
+            )
+            .await?;
+        Ok(())
     }
 
     /// `POST /channels/{id}/typing`: one attempt with a short timeout, since the hint is

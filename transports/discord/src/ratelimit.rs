@@ -39,6 +39,16 @@ impl Route {
         }
     }
 
+    /// `PUT` and `DELETE /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me`
+    /// for `channel`: Discord limits reactions per channel far tighter than messages, so
+    /// they wait in a bucket of their own and never hold up a reply.
+    pub fn reaction(channel: &str) -> Route {
+        Route {
+            template: "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me",
+            major: channel.to_owned(),
+        }
+    }
+
     /// `PATCH /channels/{channel_id}/messages/{message_id}` for `channel` (every message
     /// of a channel shares the bucket).
     pub fn edit_message(channel: &str) -> Route {

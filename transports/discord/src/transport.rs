@@ -17,7 +17,7 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundMessage,
-    Secret, SendReceipt, Transport, TransportError,
+    Reaction, Secret, SendReceipt, Transport, TransportError, own_message_id,
 };
 
 use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot_token};
@@ -39,7 +39,17 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_message_length: 2000,
     length_unit: LengthUnit::Utf16,
     markup: Markup::Markdown,
+    reactions: true,
 };
+
+/// The emoji of each reaction: any Unicode emoji works on Discord.
+pub fn reaction_emoji(reaction: Reaction) -> &'static str {
+    match reaction {
+        Reaction::Received => "👀",
+        Reaction::Done => "✅",
+        Reaction::Failed => "❌",
+    }
+}
 
 /// How a [`DiscordTransport`] is set up. [`DiscordConfig::new`] gives the defaults the
 /// settings declare; tests shorten the timeouts and waits.
@@ -534,7 +544,12 @@ impl Transport for DiscordTransport {
             None => match self
                 .shared
                 .api
-                .create_message(channel, &message.text, &rows)
+                .create_message(
+                    channel,
+                    &message.text,
+                    &rows,
+                    message.reply_to.as_deref().map(own_message_id),
+                )
                 .await
             {
                 Ok(id) => {
@@ -554,6 +569,32 @@ impl Transport for DiscordTransport {
                 .update(|stats| stats.last_error = Some(text.clone()));
         }
         sent
+    }
+
+    /// The new reaction first, then the old one away: a failure between the two leaves
+    /// two reactions, never none. Needs the Add Reactions and Read Message History
+    /// permissions in a server channel (docs/platforms.md#reactions).
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        replaces: Option<Reaction>,
+    ) -> Result<(), TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        let api = &self.shared.api;
+        let message_id = own_message_id(message_id);
+        api.own_reaction(true, conversation_id, message_id, reaction_emoji(reaction))
+            .await
+            .map_err(send_error)?;
+        if let Some(old) = replaces.filter(|old| *old != reaction) {
+            api.own_reaction(false, conversation_id, message_id, reaction_emoji(old))
+                .await
+                .map_err(send_error)?;
+        }
+        Ok(())
     }
 
     /// Best effort (I24): never fails, at most one call per channel every

@@ -283,7 +283,27 @@ pub struct CreateMessage<'a> {
     /// Action rows of buttons; left out when there are none.
     #[serde(skip_serializing_if = "<[ActionRow]>::is_empty")]
     pub components: &'a [ActionRow],
+    /// The message this one replies to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_reference: Option<ReplyReference<'a>>,
 }
+
+/// A reply's pointer to the message it answers, in the same channel.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplyReference<'a> {
+    /// The message replied to.
+    pub message_id: &'a str,
+    /// Post all the same when that message is gone (deleted while the turn ran): a reply
+    /// is a pointer, never a reason to lose the message.
+    pub fail_if_not_exists: bool,
+}
+
+/// A reply pings the author of the message it answers (the paired user who asked) and no
+/// one else: the done message is meant to buzz their phone, while `parse` stays empty.
+pub const PING_REPLIED_USER_ONLY: AllowedMentions = AllowedMentions {
+    parse: [],
+    replied_user: true,
+};
 
 /// `PATCH /channels/{id}/messages/{id}` body.
 #[derive(Debug, Clone, Serialize)]
@@ -467,11 +487,36 @@ mod tests {
             content: "hi @everyone",
             allowed_mentions: NO_PINGS,
             components: &[],
+            message_reference: None,
         })
         .expect("json");
         assert_eq!(
             body,
             serde_json::json!({"content": "hi @everyone", "allowed_mentions": {"parse": [], "replied_user": false}})
+        );
+    }
+
+    /// A reply names its prompt, survives the prompt's deletion, and pings its author
+    /// only: still nobody through the text.
+    #[test]
+    fn a_reply_references_its_message_and_pings_only_its_author() {
+        let body = serde_json::to_value(CreateMessage {
+            content: "Done in 4m12s. @everyone",
+            allowed_mentions: PING_REPLIED_USER_ONLY,
+            components: &[],
+            message_reference: Some(ReplyReference {
+                message_id: "1234",
+                fail_if_not_exists: false,
+            }),
+        })
+        .expect("json");
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "content": "Done in 4m12s. @everyone",
+                "allowed_mentions": {"parse": [], "replied_user": true},
+                "message_reference": {"message_id": "1234", "fail_if_not_exists": false}
+            })
         );
     }
 

@@ -38,6 +38,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_message_length: 4000,
     length_unit: LengthUnit::Chars,
     markup: Markup::Markdown,
+    // The protocol has no reactions (docs/platforms.md#reactions).
+    reactions: false,
 };
 
 /// Most streams served at once; more are refused with `RESOURCE_EXHAUSTED`, so a client

@@ -23,7 +23,8 @@ use transport_core::jitter::Jitter;
 use transport_core::retry::{Outcome, RetryPolicy};
 
 use crate::wire::{
-    ApiAnswer, AuthTest, ConnectionsOpen, PostEphemeral, PostMessage, Posted, UpdateMessage,
+    ApiAnswer, AuthTest, ConnectionsOpen, PostEphemeral, PostMessage, Posted, ReactionOnMessage,
+    UpdateMessage,
 };
 
 /// How many redirects a download follows (all within Slack).
@@ -454,6 +455,35 @@ impl WebApi {
             .call("chat.postEphemeral", Credential::Bot, &params, Retry::Never)
             .await?;
         Ok(())
+    }
+
+    /// `reactions.add` (`add`) or `reactions.remove` of the bot's reaction `name`. One
+    /// attempt: a reaction is a courtesy, and a late one is worth nothing. A reaction that
+    /// is already there (or already gone) is what was asked for, not a failure.
+    pub async fn own_reaction(
+        &self,
+        add: bool,
+        channel: &str,
+        timestamp: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let (method, already) = if add {
+            ("reactions.add", "already_reacted")
+        } else {
+            ("reactions.remove", "no_reaction")
+        };
+        let params = ReactionOnMessage {
+            channel,
+            timestamp,
+            name,
+        };
+        match self
+            .call::<_, serde_json::Value>(method, Credential::Bot, &params, Retry::Never)
+            .await
+        {
+            Err(ApiError::Refused { code, .. }) if code == already => Ok(()),
+            other => other.map(|_| ()),
+        }
     }
 
     /// Whether the bot token may be sent to `url`: Slack's own hosts over https, or the

@@ -18,7 +18,7 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, SendReceipt, Transport, TransportError,
+    OutboundMessage, Reaction, SendReceipt, Transport, TransportError, own_message_id,
 };
 
 use crate::client::{ApiError, ClientSettings, WebApi, has_shape};
@@ -40,7 +40,17 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_message_length: 4000,
     length_unit: LengthUnit::Chars,
     markup: Markup::Mrkdwn,
+    reactions: true,
 };
+
+/// The emoji name of each reaction (Slack's standard set; `reactions:write` scope).
+pub fn reaction_name(reaction: Reaction) -> &'static str {
+    match reaction {
+        Reaction::Received => "eyes",
+        Reaction::Done => "white_check_mark",
+        Reaction::Failed => "x",
+    }
+}
 
 /// Error codes of `chat.update` after which the bridge should post a new message (I21).
 const EDIT_REJECTED: &[&str] = &[
@@ -505,6 +515,34 @@ impl Transport for SlackTransport {
                 .update(|stats| stats.last_error = Some(text.clone()));
         }
         sent
+    }
+
+    /// The new reaction first, then the old one away: a failure between the two leaves
+    /// two reactions, never none. Needs the `reactions:write` scope; without it Slack's
+    /// `missing_scope` says so. Slack has no replies outside threads, so `reply_to` on a
+    /// send is not used: a prompt in a thread is answered in that thread already.
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        replaces: Option<Reaction>,
+    ) -> Result<(), TransportError> {
+        if !self.is_started() {
+            return Err(TransportError::NotStarted(TRANSPORT_ID.to_owned()));
+        }
+        let (channel, _) = split_conversation(conversation_id);
+        let api = &self.shared.api;
+        let ts = own_message_id(message_id);
+        api.own_reaction(true, channel, ts, reaction_name(reaction))
+            .await
+            .map_err(|e| self.send_error(e))?;
+        if let Some(old) = replaces.filter(|old| *old != reaction) {
+            api.own_reaction(false, channel, ts, reaction_name(old))
+                .await
+                .map_err(|e| self.send_error(e))?;
+        }
+        Ok(())
     }
 
     /// Slack's Web API offers bots no typing indicator (crate docs): nothing is sent, and

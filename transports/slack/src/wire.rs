@@ -101,6 +101,17 @@ pub struct PostEphemeral<'a> {
     pub thread_ts: Option<&'a str>,
 }
 
+/// `reactions.add` and `reactions.remove` arguments: the bot's own reaction on a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReactionOnMessage<'a> {
+    /// Channel of the message.
+    pub channel: &'a str,
+    /// The message's `ts`.
+    pub timestamp: &'a str,
+    /// The emoji's name, without colons (`eyes`).
+    pub name: &'a str,
+}
+
 /// What `chat.postMessage` and `chat.update` answer with, as far as it is kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct Posted {

@@ -22,7 +22,8 @@ use transport_core::retry::{Outcome, RetryPolicy};
 
 use crate::wire::{
     AnswerCallbackQuery, ApiResponse, ChatId, EditMessageText, File, GetFile, GetUpdates,
-    InlineKeyboardMarkup, SendChatAction, SendMessage, SentMessage, User,
+    InlineKeyboardMarkup, ReactionTypeEmoji, ReplyParameters, SendChatAction, SendMessage,
+    SentMessage, SetMessageReaction, User,
 };
 
 /// The update kinds the transport asks for. Edited messages are asked for only so they
@@ -314,7 +315,7 @@ impl BotApi {
     }
 
     /// `sendMessage`; `parse_mode` `Some("HTML")` or `None` for plain text, with an
-    /// inline keyboard when `keyboard` is given.
+    /// inline keyboard when `keyboard` is given, as a reply to message `reply_to` when given.
     pub async fn send_message(
         &self,
         chat_id: &ChatId,
@@ -322,6 +323,7 @@ impl BotApi {
         text: &str,
         parse_mode: Option<&'static str>,
         keyboard: Option<&InlineKeyboardMarkup>,
+        reply_to: Option<i64>,
     ) -> Result<i64, ApiError> {
         let params = SendMessage {
             chat_id,
@@ -329,6 +331,10 @@ impl BotApi {
             text,
             parse_mode,
             reply_markup: keyboard,
+            reply_parameters: reply_to.map(|message_id| ReplyParameters {
+                message_id,
+                allow_sending_without_reply: true,
+            }),
         };
         let sent: SentMessage = self
             .call(
@@ -364,6 +370,33 @@ impl BotApi {
                 &params,
                 self.settings.request_timeout,
                 Retry::Transient,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `setMessageReaction` with one emoji, replacing whatever the bot had set there. One
+    /// attempt: a reaction is a courtesy, and a late one is worth nothing.
+    pub async fn set_message_reaction(
+        &self,
+        chat_id: &ChatId,
+        message_id: i64,
+        emoji: &'static str,
+    ) -> Result<(), ApiError> {
+        let params = SetMessageReaction {
+            chat_id,
+            message_id,
+            reaction: [ReactionTypeEmoji {
+                kind: "emoji",
+                emoji,
+            }],
+        };
+        let _: serde_json::Value = self
+            .call(
+                "setMessageReaction",
+                &params,
+                self.settings.request_timeout,
+                Retry::Never,
             )
             .await?;
         Ok(())

@@ -19,7 +19,7 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, Secret, SendReceipt, Transport, TransportError,
+    OutboundMessage, Reaction, Secret, SendReceipt, Transport, TransportError, own_message_id,
 };
 
 use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, looks_like_bot_token};
@@ -33,7 +33,7 @@ use crate::{html, keyboard, listen, settings};
 /// What Telegram can do (docs/architecture.md#transports-and-their-shared-core): 4096
 /// UTF-16 units of rendered text (safe whether Telegram counts code points or UTF-16 units,
 /// docs/protocols.md#telegram-the-4096-limit), Telegram HTML, forum topics, edits,
-/// attachments, typing.
+/// attachments, typing, reactions (`setMessageReaction`).
 pub const CAPABILITIES: Capabilities = Capabilities {
     threads: true,
     edit: true,
@@ -42,7 +42,18 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_message_length: 4096,
     length_unit: LengthUnit::Utf16,
     markup: Markup::Html,
+    reactions: true,
 };
+
+/// Telegram takes only emoji from its own list as a bot's reaction (`ReactionTypeEmoji`;
+/// ✅ and ❌ are not on it, `REACTION_INVALID`), so done and failed are 👍 and 👎.
+pub fn reaction_emoji(reaction: Reaction) -> &'static str {
+    match reaction {
+        Reaction::Received => "👀",
+        Reaction::Done => "👍",
+        Reaction::Failed => "👎",
+    }
+}
 
 /// How a [`TelegramTransport`] is set up. [`TelegramConfig::new`] gives the defaults the
 /// settings declare; tests shorten the timeouts and retry delays.
@@ -305,18 +316,20 @@ impl TelegramTransport {
         thread: Option<i64>,
         text: &str,
         buttons: &[Button],
+        reply_to: Option<i64>,
     ) -> Result<SendReceipt, TransportError> {
         let api = &self.shared.api;
         let keyboard = keyboard::inline_keyboard(buttons);
         let keyboard = keyboard.as_ref();
         let sent = match api
-            .send_message(chat, thread, text, Some("HTML"), keyboard)
+            .send_message(chat, thread, text, Some("HTML"), keyboard, reply_to)
             .await
         {
             Err(error) if html_refused(&error) => {
                 // The same piece, as the text Telegram would have shown, without markup.
                 self.shared.update(|stats| stats.plain_resends += 1);
-                api.send_message(chat, thread, &html::html_to_plain(text), None, keyboard)
+                let plain = html::html_to_plain(text);
+                api.send_message(chat, thread, &plain, None, keyboard, reply_to)
                     .await
             }
             other => other,
@@ -483,7 +496,12 @@ impl Transport for TelegramTransport {
                     .thread_id
                     .as_deref()
                     .and_then(|thread| thread.trim().parse::<i64>().ok());
-                self.post(&chat, thread, &message.text, &message.buttons)
+                // A message id is a number; anything else is no message of this chat.
+                let reply_to = message
+                    .reply_to
+                    .as_deref()
+                    .and_then(|id| own_message_id(id).parse::<i64>().ok());
+                self.post(&chat, thread, &message.text, &message.buttons, reply_to)
                     .await
             }
         };
@@ -525,6 +543,29 @@ impl Transport for TelegramTransport {
             self.shared.update(|stats| stats.typing_failures += 1);
         }
         Ok(())
+    }
+
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        _replaces: Option<Reaction>,
+    ) -> Result<(), TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        let Ok(message_id) = own_message_id(message_id).parse::<i64>() else {
+            return Err(TransportError::Failed(format!(
+                "{message_id:?} is not a Telegram message id"
+            )));
+        };
+        let chat = ChatId::parse(conversation_id);
+        self.shared
+            .api
+            .set_message_reaction(&chat, message_id, reaction_emoji(reaction))
+            .await
+            .map_err(send_error)
     }
 
     async fn fetch_attachment(

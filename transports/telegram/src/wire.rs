@@ -353,6 +353,41 @@ pub struct SendMessage<'a> {
     /// Buttons under the message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_markup: Option<&'a InlineKeyboardMarkup>,
+    /// The message this one replies to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_parameters: Option<ReplyParameters>,
+}
+
+/// `ReplyParameters`: which message a new one replies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReplyParameters {
+    /// The message replied to, in the same chat.
+    pub message_id: i64,
+    /// Post all the same when that message is gone (deleted while the turn ran): a reply
+    /// is a pointer, never a reason to lose the message.
+    pub allow_sending_without_reply: bool,
+}
+
+/// `setMessageReaction` parameters. The list replaces every reaction the bot had on the
+/// message, so one call both sets the new reaction and takes the old one away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetMessageReaction<'a> {
+    /// Chat of the message.
+    pub chat_id: &'a ChatId,
+    /// The message reacted to.
+    pub message_id: i64,
+    /// The reactions the bot leaves on it: one here.
+    pub reaction: [ReactionTypeEmoji; 1],
+}
+
+/// `ReactionTypeEmoji`: one of the emoji Telegram allows as a reaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReactionTypeEmoji {
+    /// Always `emoji`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The emoji.
+    pub emoji: &'static str,
 }
 
 /// `editMessageText` parameters.

@@ -146,6 +146,7 @@ fn message(platform: &dyn ConformancePlatform, text: &str) -> OutboundMessage {
         edit_key: None,
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
@@ -433,6 +434,7 @@ pub async fn unknown_press_is_not_answered(subject: Subject) -> RuleResult {
     let _receiver = start(transport.as_ref()).await?;
     let answer = OutboundMessage {
         answers_press: Some("press-never-handed-out".to_owned()),
+        reply_to: None,
         ..message(platform.as_ref(), "only for the presser")
     };
     let result = transport.send(answer).await;

@@ -21,7 +21,8 @@
 //!   `DiscordBot (...)` user agent, `GET /users/@me`, `GET /gateway/bot` (the loopback
 //!   gateway's URL and a session start limit), create and edit message (content checked:
 //!   empty → 50006, over 2000 code points → 50035; unknown message → 10008), typing (204),
-//!   `X-RateLimit-*` headers on every answer, files under `/attachments/...` served
+//!   the bot's own reactions (`PUT`/`DELETE .../reactions/{emoji}/@me`, 204, kept per
+//!   message), `X-RateLimit-*` headers on every answer, files under `/attachments/...` served
 //!   without authentication, as the CDN does, and the interaction callback
 //!   (`POST /interactions/{id}/{token}/callback`, no authentication needed): an interaction
 //!   the test did not click, a wrong token or a callback more than 3 s after the click is
@@ -72,6 +73,12 @@ pub const CREATE_MESSAGE: &str = "POST /channels/{channel_id}/messages";
 pub const EDIT_MESSAGE: &str = "PATCH /channels/{channel_id}/messages/{message_id}";
 /// Trigger Typing's route.
 pub const TYPING: &str = "POST /channels/{channel_id}/typing";
+/// Create Reaction's route (the bot's own).
+pub const ADD_REACTION: &str =
+    "PUT /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me";
+/// Delete Own Reaction's route.
+pub const REMOVE_REACTION: &str =
+    "DELETE /channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me";
 /// Route of the interaction callback.
 pub const INTERACTION_CALLBACK: &str =
     "POST /interactions/{interaction_id}/{interaction_token}/callback";
@@ -817,6 +824,8 @@ struct RestState {
     requests: Vec<RecordedRequest>,
     messages: HashMap<(String, String), String>,
     created: Vec<CreatedMessage>,
+    /// The bot's own reactions by `(channel, message)`, in the order they were added.
+    reactions: HashMap<(String, String), Vec<String>>,
     edited: Vec<EditedMessage>,
     typing: Vec<String>,
     files: HashMap<String, ServedFile>,
@@ -1079,6 +1088,16 @@ impl RestServer {
         self.inner.state().callbacks.clone()
     }
 
+    /// The bot's reactions on a message now, in the order they were added.
+    pub fn own_reactions(&self, channel: &str, message: &str) -> Vec<String> {
+        self.inner
+            .state()
+            .reactions
+            .get(&(channel.to_owned(), message.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Messages created, oldest first.
     pub fn created(&self) -> Vec<CreatedMessage> {
         self.inner.state().created.clone()
@@ -1191,6 +1210,30 @@ fn route_of(method: &str, path: &str) -> (String, Vec<String>) {
         ("POST", ["channels", channel, "typing"]) => {
             (TYPING.to_owned(), vec![(*channel).to_owned()])
         }
+        (
+            put_or_delete @ ("PUT" | "DELETE"),
+            [
+                "channels",
+                channel,
+                "messages",
+                message,
+                "reactions",
+                emoji,
+                "@me",
+            ],
+        ) => (
+            if put_or_delete == "PUT" {
+                ADD_REACTION
+            } else {
+                REMOVE_REACTION
+            }
+            .to_owned(),
+            vec![
+                (*channel).to_owned(),
+                (*message).to_owned(),
+                (*emoji).to_owned(),
+            ],
+        ),
         ("POST", ["interactions", id, token, "callback"]) => (
             INTERACTION_CALLBACK.to_owned(),
             vec![(*id).to_owned(), (*token).to_owned()],
@@ -1525,6 +1568,20 @@ fn rest_route(
         }
         TYPING => {
             state.typing.push(ids[0].clone());
+            answer(204, None, &headers)
+        }
+        // Both are idempotent on Discord: adding a reaction the bot has, or deleting one it
+        // has not, answers 204 as well.
+        ADD_REACTION | REMOVE_REACTION => {
+            let key = (ids[0].clone(), ids[1].clone());
+            let own = state.reactions.entry(key).or_default();
+            if route == ADD_REACTION {
+                if !own.contains(&ids[2]) {
+                    own.push(ids[2].clone());
+                }
+            } else {
+                own.retain(|emoji| *emoji != ids[2]);
+            }
             answer(204, None, &headers)
         }
         _ => error(404, 0, "404: Not Found"),

@@ -14,8 +14,11 @@ use async_trait::async_trait;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, SendReceipt, Transport, TransportError,
+    OutboundMessage, Reaction, SendReceipt, Transport, TransportError,
 };
+
+/// One reaction the fake was asked to set: `(conversation, message id, reaction, replaces)`.
+pub type SetReaction = (String, String, Reaction, Option<Reaction>);
 
 /// How a [`FakeTransport`] is set up. Switches that tests flip mid-run are methods on
 /// the transport instead, so they work through a shared handle.
@@ -42,6 +45,7 @@ impl Default for FakeConfig {
                 max_message_length: 4000,
                 length_unit: LengthUnit::Chars,
                 markup: Markup::Markdown,
+                reactions: false,
             },
             attachments: HashMap::new(),
         }
@@ -86,6 +90,7 @@ struct State {
     sent: Vec<SentMessage>,
     edits: Vec<OutboundMessage>,
     typing: Vec<String>,
+    reactions: Vec<SetReaction>,
     sent_count: u64,
     received: u64,
 }
@@ -198,6 +203,11 @@ impl FakeTransport {
     /// Messages applied as edits (each carries the edit key it targeted), in order.
     pub fn edits(&self) -> Vec<OutboundMessage> {
         self.state().edits.clone()
+    }
+
+    /// The reactions set, in order.
+    pub fn reactions(&self) -> Vec<SetReaction> {
+        self.state().reactions.clone()
     }
 
     /// Conversation ids `typing` was called with, in order.
@@ -360,6 +370,33 @@ impl Transport for FakeTransport {
             return Err(TransportError::NotStarted(self.inner.config.id.clone()));
         }
         state.typing.push(conversation_id.to_owned());
+        Ok(())
+    }
+
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        replaces: Option<Reaction>,
+    ) -> Result<(), TransportError> {
+        // A fake that claims no reactions answers as a real transport without them does.
+        if !self.inner.config.capabilities.reactions {
+            return Err(TransportError::Unsupported(format!(
+                "{} cannot react to messages",
+                self.inner.config.id
+            )));
+        }
+        let mut state = self.state();
+        if state.sink.is_none() {
+            return Err(TransportError::NotStarted(self.inner.config.id.clone()));
+        }
+        state.reactions.push((
+            conversation_id.to_owned(),
+            message_id.to_owned(),
+            reaction,
+            replaces,
+        ));
         Ok(())
     }
 

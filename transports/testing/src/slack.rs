@@ -10,7 +10,8 @@
 //!   `channel_not_found`, `no_text`, `msg_too_long`, `message_not_found`), a rate limit is
 //!   HTTP 429 with `Retry-After`. Methods: `auth.test`, `apps.connections.open` (app-level
 //!   token only; answers a `ws://` URL with a single-use ticket), `chat.postMessage`,
-//!   `chat.update`. Files: `GET /files/<name>` with the bot token; without it, like Slack, a
+//!   `chat.update`, `chat.postEphemeral`, `reactions.add` and `reactions.remove`
+//!   (`already_reacted`, `no_reaction`). Files: `GET /files/<name>` with the bot token; without it, like Slack, a
 //!   sign-in web page with status 200.
 //! - Socket Mode: `GET /link/?ticket=…` upgrades once per ticket; `hello` is sent on connect
 //!   (unless a test turns that off); envelopes carry `envelope_id`, `retry_attempt` and
@@ -333,6 +334,8 @@ struct State {
     posted: Vec<PostedRecord>,
     updated: Vec<UpdatedRecord>,
     ephemeral: Vec<EphemeralRecord>,
+    /// The bot's reactions by `(channel, ts)`, in the order they were added.
+    reactions: HashMap<(String, String), Vec<String>>,
     files: HashMap<String, ServedFile>,
     timeline: Vec<String>,
 }
@@ -500,6 +503,16 @@ impl SlackServer {
     /// Ephemeral messages, oldest first.
     pub fn ephemeral(&self) -> Vec<EphemeralRecord> {
         self.inner.state().ephemeral.clone()
+    }
+
+    /// The bot's reactions on a message now (emoji names), in the order they were added.
+    pub fn own_reactions(&self, channel: &str, ts: &str) -> Vec<String> {
+        self.inner
+            .state()
+            .reactions
+            .get(&(channel.to_owned(), ts.to_owned()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Updates applied, oldest first.
@@ -1015,6 +1028,8 @@ async fn call(inner: &Arc<Inner>, method: &str, bearer: Option<&str>, params: Va
         "chat.postMessage" => post_message(inner, &params),
         "chat.update" => update_message(inner, &params),
         "chat.postEphemeral" => post_ephemeral(inner, &params),
+        "reactions.add" => own_reaction(inner, &params, true),
+        "reactions.remove" => own_reaction(inner, &params, false),
         _ => error("unknown_method"),
     }
 }
@@ -1109,6 +1124,29 @@ fn post_ephemeral(inner: &Inner, params: &Value) -> Answer {
     });
     drop(state);
     ok(json!({"message_ts": ts}))
+}
+
+/// `reactions.add` / `reactions.remove` of the bot's own reaction, with Slack's errors:
+/// `already_reacted` for a second add, `no_reaction` for removing one that is not there.
+fn own_reaction(inner: &Inner, params: &Value, add: bool) -> Answer {
+    let (Some(channel), Some(ts), Some(name)) = (
+        text(&params["channel"]).filter(|c| !c.is_empty()),
+        text(&params["timestamp"]).filter(|t| !t.is_empty()),
+        text(&params["name"]).filter(|n| !n.is_empty()),
+    ) else {
+        return error("no_item_specified");
+    };
+    let mut state = inner.state();
+    let own = state.reactions.entry((channel, ts)).or_default();
+    let has = own.contains(&name);
+    match (add, has) {
+        (true, true) => return error("already_reacted"),
+        (false, false) => return error("no_reaction"),
+        (true, false) => own.push(name),
+        (false, true) => own.retain(|n| *n != name),
+    }
+    drop(state);
+    ok(json!({}))
 }
 
 fn update_message(inner: &Inner, params: &Value) -> Answer {

@@ -15,7 +15,10 @@
 //! `reply_markup` on `sendMessage` is checked as an inline keyboard (400
 //! `BUTTON_DATA_INVALID` for `callback_data` over 64 bytes) and recorded; button presses
 //! are queued as `callback_query` updates ([`button_press`]); `answerCallbackQuery` calls
-//! are recorded ([`BotApiServer::callback_answers`]).
+//! are recorded ([`BotApiServer::callback_answers`]). `sendMessage`'s `reply_parameters` is
+//! recorded with the message; `setMessageReaction` takes at most one reaction, an emoji
+//! from Telegram's own list (400 `REACTION_INVALID` otherwise, as Telegram answers), and
+//! records it ([`BotApiServer::reactions`]).
 //!
 //! Tests script it: [`BotApiServer::queue_update`], [`BotApiServer::fail_next`],
 //! [`BotApiServer::drop_next`] (the connection closes without an answer), call counts,
@@ -171,7 +174,98 @@ pub struct SentRecord {
     pub message_thread_id: Option<i64>,
     /// `reply_markup` as sent (an `inline_keyboard`), if any.
     pub reply_markup: Option<Value>,
+    /// `reply_parameters.message_id`: the message this one replies to, if any.
+    pub reply_to: Option<i64>,
 }
+
+/// A `setMessageReaction` call the server accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReactionRecord {
+    /// `chat_id` as given.
+    pub chat_id: String,
+    /// The message reacted to.
+    pub message_id: i64,
+    /// The emoji the bot's reactions are now (empty clears them).
+    pub emoji: Vec<String>,
+}
+
+/// The emoji Telegram accepts as a bot's reaction (`ReactionTypeEmoji`, Bot API 9.x); any
+/// other answers 400 `REACTION_INVALID`, as Telegram does.
+pub const REACTION_EMOJI: &[&str] = &[
+    "👍",
+    "👎",
+    "❤",
+    "🔥",
+    "🥰",
+    "👏",
+    "😁",
+    "🤔",
+    "🤯",
+    "😱",
+    "🤬",
+    "😢",
+    "🎉",
+    "🤩",
+    "🤮",
+    "💩",
+    "🙏",
+    "👌",
+    "🕊",
+    "🤡",
+    "🥱",
+    "🥴",
+    "😍",
+    "🐳",
+    "❤‍🔥",
+    "🌚",
+    "🌭",
+    "💯",
+    "🤣",
+    "⚡",
+    "🍌",
+    "🏆",
+    "💔",
+    "🤨",
+    "😐",
+    "🍓",
+    "🍾",
+    "💋",
+    "🖕",
+    "😈",
+    "😴",
+    "😭",
+    "🤓",
+    "👻",
+    "👨‍💻",
+    "👀",
+    "🎃",
+    "🙈",
+    "😇",
+    "😨",
+    "🤝",
+    "✍",
+    "🤗",
+    "🫡",
+    "🎅",
+    "🎄",
+    "☃",
+    "💅",
+    "🤪",
+    "🗿",
+    "🆒",
+    "💘",
+    "🙉",
+    "🦄",
+    "😘",
+    "💊",
+    "🙊",
+    "😎",
+    "👾",
+    "🤷‍♂",
+    "🤷",
+    "🤷‍♀",
+    "😡",
+];
 
 impl SentRecord {
     /// The inline keyboard's buttons as `(text, callback_data)`, row after row.
@@ -277,6 +371,7 @@ struct State {
     edited: Vec<EditRecord>,
     actions: Vec<ChatActionRecord>,
     callback_answers: Vec<CallbackAnswerRecord>,
+    reactions: Vec<ReactionRecord>,
     files: HashMap<String, (String, ServedFile)>,
     next_file: u64,
     webhook: Option<String>,
@@ -504,6 +599,11 @@ impl BotApiServer {
         self.inner.state().callback_answers.clone()
     }
 
+    /// `setMessageReaction` calls accepted, oldest first.
+    pub fn reactions(&self) -> Vec<ReactionRecord> {
+        self.inner.state().reactions.clone()
+    }
+
     /// Whether a long poll is being held open right now.
     pub fn poll_held(&self) -> bool {
         self.inner.state().held.is_some()
@@ -682,6 +782,7 @@ async fn route(
         "editmessagetext" => edit_message_text(inner, &params),
         "sendchataction" => send_chat_action(inner, &params),
         "answercallbackquery" => answer_callback_query(inner, &params),
+        "setmessagereaction" => set_message_reaction(inner, &params),
         "getfile" => get_file(inner, &params),
         "deletewebhook" => {
             inner.state().webhook = None;
@@ -998,6 +1099,7 @@ fn send_message(inner: &Inner, params: &Value) -> Answer {
             parse_mode,
             message_thread_id: thread,
             reply_markup,
+            reply_to: integer(&params["reply_parameters"]["message_id"]),
         });
         message_id
     };
@@ -1008,6 +1110,39 @@ fn send_message(inner: &Inner, params: &Value) -> Answer {
         &visible,
         thread,
     ))
+}
+
+/// `setMessageReaction`: the list replaces the bot's reactions on the message; a bot may
+/// leave at most one, and only an emoji from Telegram's list.
+fn set_message_reaction(inner: &Inner, params: &Value) -> Answer {
+    let (Some(chat), Some(message_id)) =
+        (chat_key(&params["chat_id"]), integer(&params["message_id"]))
+    else {
+        return bad_request("message to react not found");
+    };
+    let reactions = match &params["reaction"] {
+        Value::Null => Vec::new(),
+        Value::Array(list) => list.clone(),
+        _ => return bad_request("can't parse reaction types JSON object"),
+    };
+    if reactions.len() > 1 {
+        return bad_request("REACTIONS_TOO_MANY");
+    }
+    let mut emoji = Vec::new();
+    for reaction in &reactions {
+        match (text(&reaction["type"]).as_deref(), text(&reaction["emoji"])) {
+            (Some("emoji"), Some(e)) if REACTION_EMOJI.contains(&e.as_str()) => emoji.push(e),
+            _ => return bad_request("REACTION_INVALID"),
+        }
+    }
+    inner.state().reactions.push(ReactionRecord {
+        chat_id: chat,
+        message_id,
+        emoji,
+    });
+    // Waiters re-read on a change: the call was counted before its reaction was kept.
+    inner.changed.notify_waiters();
+    ok(json!(true))
 }
 
 fn edit_message_text(inner: &Inner, params: &Value) -> Answer {

@@ -172,6 +172,7 @@ pub(super) fn apply_bridge(
                 .map(|n| config.max_queued_prompts = n as u32),
             "denyCommands" => deny_commands(value, config),
             "streamPreview" => boolean(value).map(|b| config.stream_preview = b),
+            "reactions" => boolean(value).map(|b| config.reactions = b),
             "doneNoticeAfterMs" => int_in(value, 0, 86_400_000)
                 .map(|n| config.done_notice_after_ms = n as u64),
             "usageFooter" => match value.as_str() {

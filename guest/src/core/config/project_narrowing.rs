@@ -90,6 +90,9 @@ pub fn narrow_bridge(
         broadcast.replies => "broadcast.replies", |p: &bool, _: &bool| !*p;
         // Showing the answer while it is written is more broadcast: a project may only turn it off.
         stream_preview => "streamPreview", |p: &bool, _: &bool| !*p;
+        // A reaction calls the platform for every prompt, and a bot without the right to
+        // react logs a warning: the owner's to turn on, a project's only to turn off.
+        reactions => "reactions", |p: &bool, _: &bool| !*p;
         rate_limit.prompts_per_minute => "rateLimit.promptsPerMinute", lower_limit;
         rate_limit.commands_per_minute => "rateLimit.commandsPerMinute", lower_limit;
         progress_min_interval_ms => "progressMinIntervalMs", |p: &u64, u: &u64| p >= u;

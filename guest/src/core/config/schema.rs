@@ -271,6 +271,9 @@ pub struct BridgeConfig {
     pub done_notice_after_ms: u64,
     /// The card shows the answer as the model writes it (`bridge.streamPreview`).
     pub stream_preview: bool,
+    /// A prompt's message gets the bot's reaction as it moves: received, done, failed
+    /// (`bridge.reactions`).
+    pub reactions: bool,
 }
 
 /// `bridge.maxQueuedPrompts` when unset: a phone user rarely means more than a handful of
@@ -335,6 +338,7 @@ impl Default for BridgeConfig {
             usage_footer: UsageFooter::Off,
             done_notice_after_ms: 0,
             stream_preview: false,
+            reactions: false,
         }
     }
 }
@@ -428,6 +432,7 @@ impl BridgeConfig {
             usage_footer: self.usage_footer.as_str(),
             done_notice_after_ms: self.done_notice_after_ms,
             stream_preview: self.stream_preview,
+            reactions: self.reactions,
         };
         // Strings, booleans and integers always serialize; the fallback only keeps this total.
         let shown = serde_json::to_string_pretty(&view)
@@ -471,6 +476,7 @@ struct BridgeJson<'a> {
     usage_footer: &'static str,
     done_notice_after_ms: u64,
     stream_preview: bool,
+    reactions: bool,
 }
 
 /// `bridge.remoteApproval` as shown.
@@ -617,7 +623,8 @@ mod tests {
   "denyCommands": [],
   "usageFooter": "off",
   "doneNoticeAfterMs": 0,
-  "streamPreview": false
+  "streamPreview": false,
+  "reactions": false
 }"#;
         assert_eq!(BridgeConfig::default().to_pretty_json(), expected);
         let named = BridgeConfig {

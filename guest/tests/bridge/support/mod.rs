@@ -14,8 +14,8 @@ use guest::host::Host;
 use guest::model::{
     Attachment, AttachmentKind, BotIdentity, Capabilities, ConfigContent, ConfigScope,
     ConfigSource, Configuration, DeliverAs, Envelope, FetchedAttachment, LengthUnit, Level, Markup,
-    Note, Outbound, PromptImage, Receipt, SavedState, SendError, SessionInfo, StateChanges,
-    ToolAnswer, ToolDecision, WorkFacts,
+    Note, Outbound, PromptImage, Reaction, Receipt, SavedState, SendError, SessionInfo,
+    StateChanges, ToolAnswer, ToolDecision, WorkFacts,
 };
 use guest::model::{Platform, Setting, SettingKind, SettingValue};
 
@@ -140,6 +140,10 @@ pub struct FakeHost {
     pub transcripts: VecDeque<Result<String, String>>,
     /// Every `(engine, media type, name, bytes, timeout)` transcribed.
     pub transcribed: Vec<(guest::model::VoiceEngine, String, String, usize, u32)>,
+    /// Every reaction set: `(transport, conversation, message id, reaction, replaces)`.
+    pub reactions: Vec<(String, String, String, Reaction, Option<Reaction>)>,
+    /// When set, every `react` fails with this (as a bot without the right to react).
+    pub reaction_error: Option<String>,
 }
 
 /// Capabilities of a chat that fetches attachments and types.
@@ -152,6 +156,7 @@ pub fn caps(edit: bool, markup: Markup, unit: LengthUnit, limit: u32) -> Capabil
         max_message_length: limit,
         length_unit: unit,
         markup,
+        reactions: true,
     }
 }
 
@@ -245,6 +250,8 @@ impl FakeHost {
             inbox_tries: Vec::new(),
             transcripts: VecDeque::new(),
             transcribed: Vec::new(),
+            reactions: Vec::new(),
+            reaction_error: None,
             fail_attempt: BTreeMap::new(),
         }
     }
@@ -316,6 +323,7 @@ impl FakeHost {
         self.ticks.clear();
         self.fetches.clear();
         self.lock_events.clear();
+        self.reactions.clear();
     }
 
     fn send_error(&mut self, message: &Outbound) -> Option<SendError> {
@@ -400,6 +408,27 @@ impl Host for FakeHost {
                 .insert(receipt.message_id.clone(), message.buttons.clone());
         }
         Ok(receipt)
+    }
+
+    fn react(
+        &mut self,
+        transport: &str,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        replaces: Option<Reaction>,
+    ) -> Result<(), String> {
+        if let Some(error) = &self.reaction_error {
+            return Err(error.clone());
+        }
+        self.reactions.push((
+            transport.to_string(),
+            conversation_id.to_string(),
+            message_id.to_string(),
+            reaction,
+            replaces,
+        ));
+        Ok(())
     }
 
     fn typing(&mut self, transport: &str, conversation_id: &str, thread_id: Option<&str>) {

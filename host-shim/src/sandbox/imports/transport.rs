@@ -106,6 +106,33 @@ impl transport::Host for Imports<'_, TransportPart<'_>> {
         Ok(())
     }
 
+    async fn react(
+        &mut self,
+        id: String,
+        conversation_id: String,
+        message_id: String,
+        reaction: transport::Reaction,
+        replaces: Option<transport::Reaction>,
+    ) -> Result<(), String> {
+        self.tape.record(|| Event::React {
+            transport: id.clone(),
+            conversation_id: conversation_id.clone(),
+            message_id: message_id.clone(),
+            reaction,
+            replaces,
+        });
+        self.tape
+            .answer(
+                Script::reacted,
+                self.part
+                    .react(id, conversation_id, message_id, reaction, replaces),
+                |result| Event::Reacted {
+                    result: result.clone(),
+                },
+            )
+            .await
+    }
+
     async fn fetch_attachment(
         &mut self,
         id: String,
@@ -206,6 +233,7 @@ impl TransportPart<'_> {
                 })
                 .collect(),
             answers_press: message.answers_press,
+            reply_to: message.reply_to,
         };
         t.send(outbound)
             .await
@@ -232,6 +260,27 @@ impl TransportPart<'_> {
                 let _ = t.typing(&conversation_id, thread_id.as_deref()).await;
             });
         }
+    }
+
+    async fn react(
+        &mut self,
+        id: String,
+        conversation_id: String,
+        message_id: String,
+        reaction: transport::Reaction,
+        replaces: Option<transport::Reaction>,
+    ) -> Result<(), String> {
+        let Some(t) = self.transport(&id) else {
+            return Err(format!("no transport '{id}' was created for this session"));
+        };
+        t.react(
+            &conversation_id,
+            &message_id,
+            convert::reaction_from_wit(reaction),
+            replaces.map(convert::reaction_from_wit),
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     async fn fetch(

@@ -14,7 +14,7 @@ use serde_json::json;
 use transport_core::inbound::channel;
 use transport_core::retry::RetryPolicy;
 use transport_core::{
-    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport,
+    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Reaction, Transport,
     TransportError,
 };
 use transport_discord::{DiscordConfig, DiscordTransport};
@@ -67,6 +67,7 @@ fn reply(conversation: &str, text: &str, edit_key: Option<&str>) -> OutboundMess
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
@@ -939,6 +940,7 @@ async fn the_bridge_answers_a_click_with_an_ephemeral_follow_up_only_the_clicker
 
     let answer = OutboundMessage {
         answers_press: Some(press),
+        reply_to: None,
         ..reply(CHANNEL, "Your press decided nothing: pair first.", None)
     };
     let receipt = transport.send(answer).await.expect("answered");
@@ -973,10 +975,50 @@ async fn the_bridge_answers_a_click_with_an_ephemeral_follow_up_only_the_clicker
 
     let unknown = OutboundMessage {
         answers_press: Some("interaction:never".to_owned()),
+        reply_to: None,
         ..reply(CHANNEL, "lost", None)
     };
     assert!(transport.send(unknown).await.is_err());
     assert_eq!(loopback.rest.followups().len(), 1);
     assert_eq!(loopback.rest.calls(CREATE_MESSAGE), 0);
+    transport.stop().await;
+}
+
+/// A reply references its prompt (and survives the prompt's deletion), pinging only its
+/// author; a reaction replaces the bot's previous one, so one shows at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_references_its_prompt_and_a_new_reaction_replaces_the_old() {
+    let loopback = DiscordLoopback::start().await;
+    let transport = transport(config(&loopback));
+    let _stream = started(&transport).await;
+    let mut done = reply(DM, "Done in 4m12s.", None);
+    done.reply_to = Some("700000000000000042".into());
+    transport.send(done).await.expect("sent");
+    let body = &loopback.rest.created()[0].body;
+    assert_eq!(
+        body["message_reference"],
+        json!({"message_id": "700000000000000042", "fail_if_not_exists": false})
+    );
+    assert_eq!(
+        body["allowed_mentions"],
+        json!({"parse": [], "replied_user": true})
+    );
+
+    let prompt = "700000000000000042";
+    transport
+        .react(DM, prompt, Reaction::Received, None)
+        .await
+        .expect("received");
+    assert_eq!(loopback.rest.own_reactions(DM, prompt), ["👀"]);
+    transport
+        .react(DM, prompt, Reaction::Done, Some(Reaction::Received))
+        .await
+        .expect("done");
+    assert_eq!(loopback.rest.own_reactions(DM, prompt), ["✅"]);
+    transport
+        .react(DM, prompt, Reaction::Failed, Some(Reaction::Done))
+        .await
+        .expect("failed");
+    assert_eq!(loopback.rest.own_reactions(DM, prompt), ["❌"]);
     transport.stop().await;
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use transport_core::inbound::channel;
 use transport_core::retry::RetryPolicy;
 use transport_core::{
-    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport,
+    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Reaction, Transport,
     TransportError,
 };
 use transport_slack::{SlackConfig, SlackTransport, SocketTimings};
@@ -68,6 +68,7 @@ fn reply(
         edit_key: edit.map(str::to_owned),
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
@@ -979,6 +980,7 @@ async fn the_bridge_answers_a_click_privately_with_chat_post_ephemeral() {
 
     let answer = OutboundMessage {
         answers_press: Some(press),
+        reply_to: None,
         ..reply(
             &envelope.conversation_id,
             envelope.thread_id.as_deref(),
@@ -1007,10 +1009,53 @@ async fn the_bridge_answers_a_click_privately_with_chat_post_ephemeral() {
 
     let unknown = OutboundMessage {
         answers_press: Some("action:U9:1.0".to_owned()),
+        reply_to: None,
         ..reply("C1", None, "lost", None)
     };
     assert!(transport.send(unknown).await.is_err());
     assert_eq!(server.ephemeral().len(), 1);
     assert!(server.requests("chat.postMessage").is_empty());
+    transport.stop().await;
+}
+
+/// A reaction replaces the bot's previous one on the message (the envelope's reference is
+/// `<channel>:<ts>`, the reaction goes on the `ts`); reacting twice is no error; a missing
+/// `reactions:write` scope is said as such.
+#[tokio::test]
+async fn a_new_reaction_replaces_the_old_and_a_missing_scope_is_named() {
+    let server = SlackServer::start().await;
+    let transport = transport(config(&server));
+    let _stream = started(&transport, 16).await;
+    let message = "C0LOOP:1700000000.000100";
+    transport
+        .react("C0LOOP", message, Reaction::Received, None)
+        .await
+        .expect("received");
+    assert_eq!(
+        server.own_reactions("C0LOOP", "1700000000.000100"),
+        ["eyes"]
+    );
+    // Said twice (a retried call): Slack's already_reacted is what was asked for.
+    transport
+        .react("C0LOOP", message, Reaction::Received, None)
+        .await
+        .expect("already there");
+    transport
+        .react("C0LOOP", message, Reaction::Done, Some(Reaction::Received))
+        .await
+        .expect("done");
+    assert_eq!(
+        server.own_reactions("C0LOOP", "1700000000.000100"),
+        ["white_check_mark"]
+    );
+    server.fail_next("reactions.add", SlackFailure::Error("missing_scope".into()));
+    let error = transport
+        .react("C0LOOP", message, Reaction::Failed, Some(Reaction::Done))
+        .await
+        .expect_err("no scope");
+    assert!(
+        error.to_string().contains("reactions.add needs the scope"),
+        "{error}"
+    );
     transport.stop().await;
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use transport_core::inbound::channel;
 use transport_core::retry::RetryPolicy;
 use transport_core::{
-    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Transport,
+    Button, Envelope, Inbound, InboundStream, OutboundKind, OutboundMessage, Reaction, Transport,
     TransportError,
 };
 use transport_telegram::{TelegramConfig, TelegramTransport};
@@ -64,6 +64,7 @@ fn reply(
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
@@ -1022,6 +1023,7 @@ async fn a_press_is_answered_privately_by_the_bridge_once_and_never_in_the_group
 
     let answer = OutboundMessage {
         answers_press: Some(press.clone()),
+        reply_to: None,
         // Telegram HTML from the bridge; the notification shows it as plain text.
         ..reply(
             "-1005",
@@ -1070,5 +1072,53 @@ async fn a_press_is_answered_privately_by_the_bridge_once_and_never_in_the_group
         "each query was answered once: the bridge's answer was the only one for q-9"
     );
     assert!(server.sent().is_empty());
+    transport.stop().await;
+}
+
+/// A reply names its prompt with `reply_parameters` and is posted even when the prompt is
+/// gone; the reactions are emoji Telegram accepts (the loopback refuses others with
+/// `REACTION_INVALID`, as Telegram does), one at a time.
+#[tokio::test]
+async fn a_reply_names_its_prompt_and_each_reaction_is_one_telegram_accepts() {
+    let server = BotApiServer::start().await;
+    let transport = transport(config(&server));
+    let _stream = started(&transport).await;
+    let mut done = reply("42", None, "Done in 4m12s.", None);
+    done.reply_to = Some("42:501".into());
+    transport.send(done).await.expect("sent");
+    let params = server.requests("sendMessage");
+    assert_eq!(
+        params[0]["reply_parameters"],
+        serde_json::json!({"message_id": 501, "allow_sending_without_reply": true})
+    );
+    assert_eq!(server.sent()[0].reply_to, Some(501));
+    // Not a number: no message of this chat, so the message goes without the reply.
+    let mut odd = reply("42", None, "plain", None);
+    odd.reply_to = Some("not-a-number".into());
+    transport.send(odd).await.expect("sent");
+    assert_eq!(server.sent()[1].reply_to, None);
+
+    for reaction in [Reaction::Received, Reaction::Done, Reaction::Failed] {
+        transport
+            .react("42", "42:501", reaction, None)
+            .await
+            .unwrap_or_else(|e| panic!("{reaction:?} refused: {e}"));
+    }
+    let emoji: Vec<Vec<String>> = server.reactions().into_iter().map(|r| r.emoji).collect();
+    assert_eq!(emoji, [["👀"], ["👍"], ["👎"]]);
+    assert!(
+        server
+            .reactions()
+            .iter()
+            .all(|r| r.chat_id == "42" && r.message_id == 501)
+    );
+    let error = transport
+        .react("42", "42:m1", Reaction::Done, None)
+        .await
+        .expect_err("not a Telegram message id");
+    assert!(
+        error.to_string().contains("not a Telegram message id"),
+        "{error}"
+    );
     transport.stop().await;
 }

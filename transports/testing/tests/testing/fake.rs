@@ -21,6 +21,7 @@ fn message(text: &str, edit_key: Option<&str>) -> OutboundMessage {
         edit_key: edit_key.map(str::to_owned),
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
@@ -55,6 +56,7 @@ fn defaults_match_the_transport_table() {
             max_message_length: 4000,
             length_unit: LengthUnit::Chars,
             markup: Markup::Markdown,
+            reactions: false,
         }
     );
 }

@@ -114,6 +114,7 @@ pub fn reply(room: &str, text: &str) -> OutboundMessage {
         edit_key: None,
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     }
 }
 
