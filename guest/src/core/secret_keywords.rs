@@ -11,6 +11,8 @@
 //! of that gram compared. What is found is exactly what aho-corasick's overlapping search
 //! finds: every occurrence of every keyword (the tests hold the two equal).
 
+use crate::core::line_reuse;
+
 /// One occurrence: the keyword's index (in the list given to [`Keywords::new`]) and the
 /// byte offset where it starts.
 pub type Hit = (usize, usize);
@@ -83,9 +85,12 @@ fn word_at(text: &[u8], at: usize) -> u64 {
 
 impl Keywords {
     /// The scanner for `words` (compared without ASCII case); `None` when one is shorter
-    /// than two bytes, which this scan cannot find (the caller then keeps aho-corasick).
+    /// than two bytes, which this scan cannot find, or holds a line break (the caller then
+    /// keeps aho-corasick).
     pub fn new(words: &[&str]) -> Option<Keywords> {
-        if words.iter().any(|w| w.len() < 2) {
+        // A keyword holding a line break could span two lines, which
+        // `find_all_reusing` relies on no occurrence doing.
+        if words.iter().any(|w| w.len() < 2 || w.contains('\n')) {
             return None;
         }
         let words: Vec<Vec<u8>> = words
@@ -264,6 +269,31 @@ impl Keywords {
     }
 }
 
+impl Keywords {
+    /// [`Keywords::find_all`] of `new`, given `old_hits`, which is `find_all(old)`: the lines
+    /// `new` shares with `old` keep their hits, and only the others are scanned (see
+    /// [`line_reuse::by_line`]). No keyword holds a line break (checked in
+    /// [`Keywords::new`]), so every occurrence lies inside one line and a line's hits depend
+    /// on its bytes alone.
+    pub fn find_all_reusing(&self, old: &[u8], old_hits: &[Hit], new: &[u8]) -> Vec<Hit> {
+        line_reuse::by_line(
+            old,
+            old_hits,
+            new,
+            |&(_, at)| at,
+            |(keyword, at), o, n| (keyword, at - o + n),
+            |from, to, hits| {
+                let piece = new.get(from..to).unwrap_or_default();
+                hits.extend(
+                    self.find_all(piece)
+                        .into_iter()
+                        .map(|(k, at)| (k, at + from)),
+                );
+            },
+        )
+    }
+}
+
 fn pack([a, b, c]: [u8; 3]) -> u32 {
     u32::from_le_bytes([a, b, c, 0])
 }
@@ -304,6 +334,49 @@ mod tests {
             found.sort_unstable_by_key(|&(index, at)| (at, index));
             prop_assert_eq!(found, reference(&WORDS, &text));
         }
+    }
+
+    proptest! {
+        /// The hits reused from an earlier text's lines are the hits a full scan of the new
+        /// text finds: texts of keywords and line breaks, the new one the old with lines
+        /// changed, inserted or removed, and format characters and planted keywords put in.
+        #[test]
+        fn reused_hits_are_a_full_scans_hits(
+            old in "([sStTkKoOeEnN_\\-aAbB ]|token|\n|\u{200B}){0,80}",
+            edits in proptest::collection::vec((0usize..90, 0usize..4, "(token|sk|\n|x|\u{AD}|ab){0,3}"), 0..6),
+        ) {
+            let scan = Keywords::new(&WORDS).expect("two bytes or more");
+            let mut new = old.clone();
+            for (at, cut, insert) in edits {
+                let mut at = at.min(new.len());
+                while !new.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let mut end = (at + cut).min(new.len());
+                while !new.is_char_boundary(end) {
+                    end += 1;
+                }
+                new.replace_range(at..end, &insert);
+            }
+            let old_hits = scan.find_all(old.as_bytes());
+            prop_assert_eq!(
+                scan.find_all_reusing(old.as_bytes(), &old_hits, new.as_bytes()),
+                scan.find_all(new.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn reused_hits_move_with_their_lines_and_changed_lines_are_scanned() {
+        let scan = Keywords::new(&WORDS).expect("two bytes or more");
+        let old = "a token\nxx\nsk here\n";
+        let new = "a token\nthe ghp_ line\nsk here\nab";
+        let old_hits = scan.find_all(old.as_bytes());
+        let reused = scan.find_all_reusing(old.as_bytes(), &old_hits, new.as_bytes());
+        // token at 2 (and tok), ghp_ at 12, sk at 22, ab at 30.
+        assert_eq!(reused, [(2, 2), (3, 2), (4, 12), (0, 22), (7, 30)]);
+        assert_eq!(reused, scan.find_all(new.as_bytes()));
+        assert!(Keywords::new(&["to\nken"]).is_none());
     }
 
     #[test]

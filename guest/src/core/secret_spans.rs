@@ -35,9 +35,10 @@ use regex_automata::util::captures::Captures;
 use regex_automata::{Anchored, Input, Match};
 use regex_lite::Regex;
 
+use crate::core::line_reuse;
 use crate::core::secret_families::{FAMILIES, Family};
 use crate::core::secret_generic::GENERIC;
-use crate::core::secret_keywords::Keywords;
+use crate::core::secret_keywords::{Hit, Keywords};
 use crate::core::secret_values::{is_placeholder, is_plain_value, is_secret_like, names_no_secret};
 
 /// A secret found in a text.
@@ -376,7 +377,7 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     // (rule, window start, window end) for every hit that can start a match.
     let mut windows: Vec<(usize, usize, usize)> = Vec::new();
     let hits: Vec<(usize, usize)> = match &engine.scan {
-        Scan::Grams(scan) => scan.find_all(bytes),
+        Scan::Grams(scan) => keyword_hits(scan, bytes),
         Scan::Automaton(automaton) => automaton
             .find_overlapping_iter(text)
             .map(|hit| (hit.pattern().as_usize(), hit.start()))
@@ -429,6 +430,15 @@ pub fn find_spans(text: &str) -> Vec<Span> {
         }
     }
     merge(spans)
+}
+
+/// The keyword hits of `bytes`, from the last scan's where a redaction remembers one
+/// (see `line_reuse.rs`).
+fn keyword_hits(scan: &Keywords, bytes: &[u8]) -> Vec<Hit> {
+    line_reuse::recall(&line_reuse::KEYWORD_HITS, bytes, |last| match last {
+        Some((text, hits)) => scan.find_all_reusing(text, hits, bytes),
+        None => scan.find_all(bytes),
+    })
 }
 
 /// `windows` (rule, start, end) sorted, as `sort_unstable` sorts them.
