@@ -100,39 +100,67 @@ pub fn by_line<T: Copy>(
     mut scan: impl FnMut(usize, usize, &mut Vec<T>),
 ) -> Vec<T> {
     let mut finds: Vec<T> = Vec::with_capacity(old_finds.len() + 16);
-    // One search per text for all its line breaks: agent text's lines are a few dozen bytes,
-    // and a search started per line cost more than the scan it saved.
-    let mut old_breaks = memchr::memchr_iter(b'\n', old);
-    let mut new_breaks = memchr::memchr_iter(b'\n', new);
     // The run of changed lines not read yet: read as one piece when a shared line (or the
     // end) closes it.
     let mut dirty: Option<usize> = None;
     let (mut o, mut n, mut k) = (0, 0, 0);
     while n < new.len() {
-        let n_end = new_breaks.next().map_or(new.len(), |i| i + 1);
-        let o_end = old_breaks.next().map_or(old.len(), |i| i + 1);
-        // Old finds before this old line belong to lines already passed.
-        while old_finds.get(k).is_some_and(|f| at(f) < o) {
-            k += 1;
-        }
-        if o < old.len() && old.get(o..o_end) == new.get(n..n_end) {
+        // Both at a line's start. The shared lines ahead are found by comparing the texts a
+        // word at a time, not line by line: agent text's lines are a few dozen bytes, and a
+        // byte search per line cost more than the scan it saved.
+        let same = common_prefix(old.get(o..).unwrap_or_default(), &new[n..]);
+        let whole = if n + same == new.len() && o + same == old.len() {
+            same
+        } else {
+            memchr::memrchr(b'\n', &new[n..n + same]).map_or(0, |i| i + 1)
+        };
+        if whole > 0 {
             if let Some(from) = dirty.take() {
                 scan(from, n, &mut finds);
             }
-            while let Some(&find) = old_finds.get(k).filter(|f| at(f) < o_end) {
+            while old_finds.get(k).is_some_and(|f| at(f) < o) {
+                k += 1;
+            }
+            while let Some(&find) = old_finds.get(k).filter(|f| at(f) < o + whole) {
                 finds.push(moved(find, o, n));
                 k += 1;
             }
-        } else if dirty.is_none() {
-            dirty = Some(n);
+            o += whole;
+            n += whole;
+            continue;
         }
-        n = n_end;
-        o = o_end;
+        // This line differs: it is read, and both texts go on at their next lines.
+        dirty.get_or_insert(n);
+        let line_end = |text: &[u8], from: usize| {
+            memchr::memchr(b'\n', text.get(from..).unwrap_or_default())
+                .map_or(text.len(), |i| from + i + 1)
+        };
+        n = line_end(new, n);
+        o = line_end(old, o);
     }
     if let Some(from) = dirty {
         scan(from, new.len(), &mut finds);
     }
     finds
+}
+
+/// How many bytes `a` and `b` share at their start.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let len = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= len {
+        let word = |t: &[u8]| u64::from_le_bytes(t[i..i + 8].try_into().unwrap_or_default());
+        let differ = word(a) ^ word(b);
+        if differ != 0 {
+            return i + (differ.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..len]
+        .iter()
+        .zip(&b[i..len])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 #[cfg(test)]
@@ -163,6 +191,44 @@ mod tests {
         assert_eq!(finds, [1, 4, 7, 9]);
         // The changed second line and the new last line, each read once.
         assert_eq!(read, [(3, 7), (9, 10)]);
+    }
+
+    proptest::proptest! {
+        /// The finds carried over are a full scan's, on texts of `x`, other bytes and line
+        /// breaks, the new one the old with lines changed, inserted or removed.
+        #[test]
+        fn carried_finds_are_a_full_scans(
+            old in "[xa\n]{0,60}",
+            edits in proptest::collection::vec((0usize..70, 0usize..5, "[xb\n]{0,3}"), 0..5),
+        ) {
+            let mut new = old.clone();
+            for (at, cut, insert) in edits {
+                let at = at.min(new.len());
+                let end = (at + cut).min(new.len());
+                new.replace_range(at..end, &insert);
+            }
+            let (old, new) = (old.as_bytes(), new.as_bytes());
+            let mut old_finds = Vec::new();
+            xs(old, 0, old.len(), &mut old_finds);
+            let mut full = Vec::new();
+            xs(new, 0, new.len(), &mut full);
+            let carried = by_line(old, &old_finds, new, |&f| f, |f, o, n| f - o + n, |from, to, out| {
+                // Only whole lines are handed out to be read.
+                assert!(from == 0 || new[from - 1] == b'\n', "{from}");
+                assert!(to == new.len() || new[to - 1] == b'\n', "{to}");
+                xs(new, from, to, out);
+            });
+            proptest::prop_assert_eq!(carried, full);
+        }
+    }
+
+    #[test]
+    fn words_compare_to_the_first_difference() {
+        assert_eq!(common_prefix(b"abcdefghijk", b"abcdefghiXk"), 9);
+        assert_eq!(common_prefix(b"abc", b"abcdef"), 3);
+        assert_eq!(common_prefix(b"", b"a"), 0);
+        assert_eq!(common_prefix(b"0123456789abcdef", b"0123456789abcdef"), 16);
+        assert_eq!(common_prefix(b"01234567x", b"01234567y"), 8);
     }
 
     #[test]
