@@ -377,7 +377,9 @@ fn shape_regions(text: &str) -> Vec<(usize, usize)> {
 fn replace_outside_markers(text: &str, secret: &str, label: &str) -> Option<String> {
     // Nearly always the secret is gone (its span only moved): one search says so before
     // any marker is looked for.
-    if secret.is_empty() || !text.contains(secret) {
+    // memchr's vectorised search: the standard one (two-way) read the whole text at a few
+    // instructions a byte for every lost secret, a tenth of a secret-laden redaction.
+    if secret.is_empty() || memchr::memmem::find(text.as_bytes(), secret.as_bytes()).is_none() {
         return None;
     }
     // Where the markers are: every marker is one bracketed run (`[redacted:…]`).

@@ -22,6 +22,9 @@ pub type Hit = (usize, usize);
 /// passes falsely about once in a hundred.
 const SET_BITS: u32 = 16;
 
+/// Words of 64 bits in the gram set.
+const SET_WORDS: usize = 1 << (SET_BITS - 6);
+
 /// The keywords, ready to be searched for.
 pub struct Keywords {
     /// Each keyword in lower case, by index.
@@ -36,7 +39,8 @@ pub struct Keywords {
     /// hash is the XOR of its three words (tabulation hashing: three loads, no multiply).
     tables: [[u16; 256]; 3],
     /// One bit per gram hash: set where some keyword starts with that gram.
-    set: Vec<u64>,
+    /// A fixed-size array: a hash indexes it without a bounds check in the hot loop.
+    set: Box<[u64; SET_WORDS]>,
     /// The keywords of each exact gram (three folded bytes packed into a `u32`), grouped
     /// by the gram's hash; a two-byte keyword is under each of its grams.
     grams: Vec<(u32, usize)>,
@@ -130,7 +134,7 @@ impl Keywords {
             words,
             heads,
             tables,
-            set: vec![0; 1 << (SET_BITS - 6)],
+            set: Box::new([0; SET_WORDS]),
             grams: Vec::new(),
             ranks: Vec::new(),
             starts: Vec::new(),
@@ -156,7 +160,7 @@ impl Keywords {
         // order.
         grams.sort_unstable_by_key(|&(gram, index)| (hash_of(gram), gram, index));
         grams.dedup();
-        let mut set = vec![0u64; 1 << (SET_BITS - 6)];
+        let mut set = Box::new([0u64; SET_WORDS]);
         // `grams` is sorted by hash, so each group is a run; its start is recorded as the
         // run begins, in the order of the hashes, which is the order of their ranks.
         let mut starts = Vec::new();
@@ -172,7 +176,7 @@ impl Keywords {
         starts.push(u32::try_from(grams.len()).ok()?);
         let mut ranks = Vec::with_capacity(set.len());
         let mut before = 0u32;
-        for word in &set {
+        for word in set.iter() {
             ranks.push(u16::try_from(before).ok()?);
             before += word.count_ones();
         }
