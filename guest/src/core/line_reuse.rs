@@ -12,25 +12,32 @@
 use std::cell::{Cell, RefCell};
 use std::thread::LocalKey;
 
-use crate::core::secret_keywords::Hit;
-use crate::core::secrets::Candidate;
-
 /// A text and what a scan found in it.
 pub struct Remembered<T> {
     text: Vec<u8>,
     finds: Vec<T>,
 }
 
-/// One scan's memory: its last text inside [`remembering`], `None` outside it.
+/// One scan's memory, a `thread_local!` in the scan's own module: its last text inside
+/// [`remembering`], `None` outside it.
 pub type Memory<T> = RefCell<Option<Remembered<T>>>;
+
+/// A memory [`remembering`] empties when its scope ends, whatever the type of its finds.
+trait Forget {
+    fn forget(&'static self);
+}
+
+impl<T: 'static> Forget for LocalKey<Memory<T>> {
+    fn forget(&'static self) {
+        self.with(|memory| *memory.borrow_mut() = None);
+    }
+}
 
 thread_local! {
     /// Whether a [`remembering`] scope is open.
     static OPEN: Cell<bool> = const { Cell::new(false) };
-    /// The keyword scan's (`secret_spans.rs`).
-    pub static KEYWORD_HITS: Memory<Hit> = const { RefCell::new(None) };
-    /// The shapes' trigger scan's (`secrets.rs`).
-    pub static CANDIDATES: Memory<Candidate> = const { RefCell::new(None) };
+    /// The memories that hold a text in the open scope.
+    static HELD: RefCell<Vec<&'static dyn Forget>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `work` with each scan reusing the finds of its last text on the lines shared with
@@ -40,25 +47,33 @@ pub fn remembering<T>(work: impl FnOnce() -> T) -> T {
     if OPEN.with(Cell::get) {
         return work();
     }
+    /// Closes the scope when `work` returns or unwinds: a panic caught by a test harness
+    /// must not leave every later redaction of the thread holding its text.
+    struct Close;
+    impl Drop for Close {
+        fn drop(&mut self) {
+            OPEN.with(|open| open.set(false));
+            for memory in HELD.with(|held| std::mem::take(&mut *held.borrow_mut())) {
+                memory.forget();
+            }
+        }
+    }
     OPEN.with(|open| open.set(true));
-    let out = work();
-    OPEN.with(|open| open.set(false));
-    KEYWORD_HITS.with(|memory| *memory.borrow_mut() = None);
-    CANDIDATES.with(|memory| *memory.borrow_mut() = None);
-    out
+    let _close = Close;
+    work()
 }
 
 /// What a scan finds in `text`: `find` is given the scan's last text and finds when a
 /// [`remembering`] scope holds them, and reads `text` in full without them.
 pub fn recall<T: Clone + 'static>(
-    memory: &'static LocalKey<Memory<T>>,
+    key: &'static LocalKey<Memory<T>>,
     text: &[u8],
     find: impl FnOnce(Option<(&[u8], &[T])>) -> Vec<T>,
 ) -> Vec<T> {
     if !OPEN.with(Cell::get) {
         return find(None);
     }
-    memory.with(|memory| {
+    key.with(|memory| {
         let mut memory = memory.borrow_mut();
         let finds = find(
             memory
@@ -71,6 +86,9 @@ pub fn recall<T: Clone + 'static>(
             .as_ref()
             .is_none_or(|last| text.len() * 2 >= last.text.len());
         if keep {
+            if memory.is_none() {
+                HELD.with(|held| held.borrow_mut().push(key));
+            }
             let last = memory.get_or_insert_with(|| Remembered {
                 text: Vec::new(),
                 finds: Vec::new(),
@@ -231,21 +249,25 @@ mod tests {
         assert_eq!(common_prefix(b"01234567x", b"01234567y"), 8);
     }
 
+    thread_local! {
+        static LAST: Memory<usize> = const { RefCell::new(None) };
+    }
+
     #[test]
     fn outside_a_scope_nothing_is_kept() {
-        let fresh = |last: Option<(&[u8], &[Hit])>| {
+        let fresh = |last: Option<(&[u8], &[usize])>| {
             assert!(last.is_none());
-            vec![(0, 0)]
+            vec![0]
         };
-        assert_eq!(recall(&KEYWORD_HITS, b"a", fresh), [(0, 0)]);
+        assert_eq!(recall(&LAST, b"a", fresh), [0]);
         remembering(|| {
-            recall(&KEYWORD_HITS, b"abc", |_| vec![(1, 1)]);
-            let seen = recall(&KEYWORD_HITS, b"abd", |last| {
-                assert_eq!(last, Some((&b"abc"[..], &[(1, 1)][..])));
+            recall(&LAST, b"abc", |_| vec![1]);
+            let seen = recall(&LAST, b"abd", |last| {
+                assert_eq!(last, Some((&b"abc"[..], &[1][..])));
                 vec![]
             });
             assert!(seen.is_empty());
         });
-        assert!(KEYWORD_HITS.with(|m| m.borrow().is_none()));
+        assert!(LAST.with(|m| m.borrow().is_none()));
     }
 }

@@ -449,10 +449,15 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     merge(spans)
 }
 
+thread_local! {
+    /// The keyword scan's last text and hits, within one redaction (see `line_reuse.rs`).
+    static KEYWORD_HITS: line_reuse::Memory<Hit> = const { std::cell::RefCell::new(None) };
+}
+
 /// The keyword hits of `bytes`, from the last scan's where a redaction remembers one
 /// (see `line_reuse.rs`).
 fn keyword_hits(scan: &Keywords, bytes: &[u8]) -> Vec<Hit> {
-    line_reuse::recall(&line_reuse::KEYWORD_HITS, bytes, |last| match last {
+    line_reuse::recall(&KEYWORD_HITS, bytes, |last| match last {
         Some((text, hits)) => scan.find_all_reusing(text, hits, bytes),
         None => scan.find_all(bytes),
     })

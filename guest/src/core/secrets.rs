@@ -295,7 +295,7 @@ const TRIGGERS: [u8; 12] = *b"-_:=@JAbBMNO";
 /// candidates (see `line_reuse.rs`).
 pub fn candidates(text: &str) -> Vec<Candidate> {
     let bytes = text.as_bytes();
-    line_reuse::recall(&line_reuse::CANDIDATES, bytes, |last| match last {
+    line_reuse::recall(&CANDIDATES, bytes, |last| match last {
         Some((old, found)) => line_reuse::by_line(
             old,
             found,
@@ -313,6 +313,12 @@ pub fn candidates(text: &str) -> Vec<Candidate> {
             out
         }
     })
+}
+
+thread_local! {
+    /// The trigger scan's last text and candidates, within one redaction (see
+    /// `line_reuse.rs`).
+    static CANDIDATES: line_reuse::Memory<Candidate> = const { std::cell::RefCell::new(None) };
 }
 
 /// Appends the candidates whose trigger is in `bytes[from..to]` (whole lines), sorted.
