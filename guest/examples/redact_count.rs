@@ -7,8 +7,9 @@
 //! texts' generation) cancel.
 //!
 //! `cargo build --release -p guest --example redact_count`, then
-//! `valgrind --tool=cachegrind --cache-sim=no target/release/examples/redact_count secrets 25`.
-//! Texts: `agent`, `secrets`, `clean`, `assignments`; `parse`, `parse-secrets`,
+//! `valgrind --tool=cachegrind --cache-sim=no target/release/examples/redact_count secrets 25`
+//! (a third argument sets the size in KiB: 1024 for the 1 MiB ratio).
+//! Texts: `agent`, `secrets`, `clean`, `triggers`, `assignments`; `parse`, `parse-secrets`,
 //! `parse-clean` are pulldown-cmark's parse of the agent, secrets and clean texts (the floors).
 
 use std::hint::black_box;
@@ -121,6 +122,18 @@ fn realistic_reply(size: usize, secrets: bool) -> (String, usize) {
     (out, planted)
 }
 
+/// Prose full of the words secret rules look for ("token", "key", "Bearer", "Authorization",
+/// `API_KEY`, `sk-`, `://`), none of them a secret: redaction must not slow down on it.
+fn trigger_words(size: usize) -> String {
+    let paragraph = "The Bearer token goes in the Authorization header and the API key in X-Api-Key; \
+        rotate the secret key, the token and the password every month. A token bucket limits each \
+        key to 20 requests, and the refresh token outlives the access token. Set API_KEY and \
+        SECRET_KEY in your shell, never in the repo, and pass a Bearer token of your own. The \
+        task-runner (see the desk-top notes, ghp and npm docs) reads https://docs.example.com/auth \
+        and mailto:ops@example.com. Keys: `token`, `key`, `secret`, `ACCESS_KEY`, `Bearer`.\n\n";
+    paragraph.repeat(size / paragraph.len() + 1)
+}
+
 /// The benchmark's `assignments` shape: secret-like keys whose values stay, one real
 /// password in sixteen lines.
 fn assignments(size: usize) -> (String, usize) {
@@ -151,15 +164,17 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_else(|| "secrets".to_owned());
     let rounds: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(5);
-    const SIZE: usize = 64 * 1024;
+    // KiB, 64 unless given: 1024 shows whether a shape grows faster than the text.
+    let size: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(64) * 1024;
     let (text, planted) = match which.as_str() {
-        "agent" | "parse" => (agent_reply(SIZE), 0),
-        "secrets" | "parse-secrets" => realistic_reply(SIZE, true),
-        "clean" | "parse-clean" => realistic_reply(SIZE, false),
-        "assignments" => assignments(SIZE),
+        "agent" | "parse" => (agent_reply(size), 0),
+        "secrets" | "parse-secrets" => realistic_reply(size, true),
+        "clean" | "parse-clean" => realistic_reply(size, false),
+        "assignments" => assignments(size),
+        "triggers" => (trigger_words(size), 0),
         other => {
             eprintln!(
-                "unknown text {other:?}: agent, secrets, clean, assignments, parse, parse-secrets or parse-clean"
+                "unknown text {other:?}: agent, secrets, clean, triggers, assignments, parse, parse-secrets or parse-clean"
             );
             std::process::exit(2);
         }

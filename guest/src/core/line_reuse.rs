@@ -1,4 +1,5 @@
-//! Finds carried from one text to the next, line by line (docs/benchmarks.md#redaction).
+//! Finds carried from one text to the next, line by line
+//! (docs/benchmarks.md#redaction-by-instruction-count).
 //!
 //! Redaction reads one text several times over: the text, the text with its secrets
 //! replaced (to confirm nothing is left), and its views through markup (emphasis, dropped
