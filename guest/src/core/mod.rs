@@ -16,6 +16,7 @@ pub mod globs;
 pub mod html;
 pub mod inbox;
 pub mod invisible;
+pub mod line_reuse;
 pub mod local;
 pub mod measure;
 pub mod notices;

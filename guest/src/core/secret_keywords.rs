@@ -11,6 +11,8 @@
 //! of that gram compared. What is found is exactly what aho-corasick's overlapping search
 //! finds: every occurrence of every keyword (the tests hold the two equal).
 
+use crate::core::line_reuse;
+
 /// One occurrence: the keyword's index (in the list given to [`Keywords::new`]) and the
 /// byte offset where it starts.
 pub type Hit = (usize, usize);
@@ -19,6 +21,9 @@ pub type Hit = (usize, usize);
 /// few hundred grams (plus the short keywords' grams, one per third byte) a position
 /// passes falsely about once in a hundred.
 const SET_BITS: u32 = 16;
+
+/// Words of 64 bits in the gram set.
+const SET_WORDS: usize = 1 << (SET_BITS - 6);
 
 /// The keywords, ready to be searched for.
 pub struct Keywords {
@@ -34,7 +39,8 @@ pub struct Keywords {
     /// hash is the XOR of its three words (tabulation hashing: three loads, no multiply).
     tables: [[u16; 256]; 3],
     /// One bit per gram hash: set where some keyword starts with that gram.
-    set: Vec<u64>,
+    /// A fixed-size array: a hash indexes it without a bounds check in the hot loop.
+    set: Box<[u64; SET_WORDS]>,
     /// The keywords of each exact gram (three folded bytes packed into a `u32`), grouped
     /// by the gram's hash; a two-byte keyword is under each of its grams.
     grams: Vec<(u32, usize)>,
@@ -83,9 +89,12 @@ fn word_at(text: &[u8], at: usize) -> u64 {
 
 impl Keywords {
     /// The scanner for `words` (compared without ASCII case); `None` when one is shorter
-    /// than two bytes, which this scan cannot find (the caller then keeps aho-corasick).
+    /// than two bytes, which this scan cannot find, or holds a line break (the caller then
+    /// keeps aho-corasick).
     pub fn new(words: &[&str]) -> Option<Keywords> {
-        if words.iter().any(|w| w.len() < 2) {
+        // A keyword holding a line break could span two lines, which
+        // `find_all_reusing` relies on no occurrence doing.
+        if words.iter().any(|w| w.len() < 2 || w.contains('\n')) {
             return None;
         }
         let words: Vec<Vec<u8>> = words
@@ -125,7 +134,7 @@ impl Keywords {
             words,
             heads,
             tables,
-            set: vec![0; 1 << (SET_BITS - 6)],
+            set: Box::new([0; SET_WORDS]),
             grams: Vec::new(),
             ranks: Vec::new(),
             starts: Vec::new(),
@@ -151,7 +160,7 @@ impl Keywords {
         // order.
         grams.sort_unstable_by_key(|&(gram, index)| (hash_of(gram), gram, index));
         grams.dedup();
-        let mut set = vec![0u64; 1 << (SET_BITS - 6)];
+        let mut set = Box::new([0u64; SET_WORDS]);
         // `grams` is sorted by hash, so each group is a run; its start is recorded as the
         // run begins, in the order of the hashes, which is the order of their ranks.
         let mut starts = Vec::new();
@@ -167,7 +176,7 @@ impl Keywords {
         starts.push(u32::try_from(grams.len()).ok()?);
         let mut ranks = Vec::with_capacity(set.len());
         let mut before = 0u32;
-        for word in &set {
+        for word in set.iter() {
             ranks.push(u16::try_from(before).ok()?);
             before += word.count_ones();
         }
@@ -264,6 +273,31 @@ impl Keywords {
     }
 }
 
+impl Keywords {
+    /// [`Keywords::find_all`] of `new`, given `old_hits`, which is `find_all(old)`: the lines
+    /// `new` shares with `old` keep their hits, and only the others are scanned (see
+    /// [`line_reuse::by_line`]). No keyword holds a line break (checked in
+    /// [`Keywords::new`]), so every occurrence lies inside one line and a line's hits depend
+    /// on its bytes alone.
+    pub fn find_all_reusing(&self, old: &[u8], old_hits: &[Hit], new: &[u8]) -> Vec<Hit> {
+        line_reuse::by_line(
+            old,
+            old_hits,
+            new,
+            |&(_, at)| at,
+            |(keyword, at), o, n| (keyword, at - o + n),
+            |from, to, hits| {
+                let piece = new.get(from..to).unwrap_or_default();
+                hits.extend(
+                    self.find_all(piece)
+                        .into_iter()
+                        .map(|(k, at)| (k, at + from)),
+                );
+            },
+        )
+    }
+}
+
 fn pack([a, b, c]: [u8; 3]) -> u32 {
     u32::from_le_bytes([a, b, c, 0])
 }
@@ -304,6 +338,49 @@ mod tests {
             found.sort_unstable_by_key(|&(index, at)| (at, index));
             prop_assert_eq!(found, reference(&WORDS, &text));
         }
+    }
+
+    proptest! {
+        /// The hits reused from an earlier text's lines are the hits a full scan of the new
+        /// text finds: texts of keywords and line breaks, the new one the old with lines
+        /// changed, inserted or removed, and format characters and planted keywords put in.
+        #[test]
+        fn reused_hits_are_a_full_scans_hits(
+            old in "([sStTkKoOeEnN_\\-aAbB ]|token|\n|\u{200B}){0,80}",
+            edits in proptest::collection::vec((0usize..90, 0usize..4, "(token|sk|\n|x|\u{AD}|ab){0,3}"), 0..6),
+        ) {
+            let scan = Keywords::new(&WORDS).expect("two bytes or more");
+            let mut new = old.clone();
+            for (at, cut, insert) in edits {
+                let mut at = at.min(new.len());
+                while !new.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let mut end = (at + cut).min(new.len());
+                while !new.is_char_boundary(end) {
+                    end += 1;
+                }
+                new.replace_range(at..end, &insert);
+            }
+            let old_hits = scan.find_all(old.as_bytes());
+            prop_assert_eq!(
+                scan.find_all_reusing(old.as_bytes(), &old_hits, new.as_bytes()),
+                scan.find_all(new.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn reused_hits_move_with_their_lines_and_changed_lines_are_scanned() {
+        let scan = Keywords::new(&WORDS).expect("two bytes or more");
+        let old = "a token\nxx\nsk here\n";
+        let new = "a token\nthe ghp_ line\nsk here\nab";
+        let old_hits = scan.find_all(old.as_bytes());
+        let reused = scan.find_all_reusing(old.as_bytes(), &old_hits, new.as_bytes());
+        // token at 2 (and tok), ghp_ at 12, sk at 22, ab at 30.
+        assert_eq!(reused, [(2, 2), (3, 2), (4, 12), (0, 22), (7, 30)]);
+        assert_eq!(reused, scan.find_all(new.as_bytes()));
+        assert!(Keywords::new(&["to\nken"]).is_none());
     }
 
     #[test]

@@ -35,9 +35,10 @@ use regex_automata::util::captures::Captures;
 use regex_automata::{Anchored, Input, Match};
 use regex_lite::Regex;
 
+use crate::core::line_reuse;
 use crate::core::secret_families::{FAMILIES, Family};
 use crate::core::secret_generic::GENERIC;
-use crate::core::secret_keywords::Keywords;
+use crate::core::secret_keywords::{Hit, Keywords};
 use crate::core::secret_values::{is_placeholder, is_plain_value, is_secret_like, names_no_secret};
 
 /// A secret found in a text.
@@ -281,39 +282,45 @@ const ASSIGNMENT_SIGNS: &str = r#"["']?[ \t]{0,8}(?:=>|:=|=|:)"#;
 /// (`the token refresh`, `$API_TOKEN"`, `${token}`, `Token::parse`) fails here, before any
 /// window is searched: in agent text most `token` hits are such.
 fn assigned_after(bytes: &[u8], at: usize) -> bool {
-    let rest = |at: usize| bytes.get(at..).unwrap_or_default();
-    let blanks = |at: usize| {
-        rest(at)
-            .iter()
-            .take(9)
-            .take_while(|&&b| b == b' ' || b == b'\t')
-            .count()
+    // Index loops, not iterator chains over `get(..)`: a config dump asks this of every
+    // keyword hit (thousands per 64 KiB, each pass), and the chains cost 230 instructions a
+    // call.
+    let n = bytes.len();
+    let is_key = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let blanks = |from: usize| {
+        let mut j = from;
+        while j < n && j - from < 9 && matches!(bytes[j], b' ' | b'\t') {
+            j += 1;
+        }
+        j - from
     };
-    let key = rest(at)
-        .iter()
-        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-        .count();
-    let mut at = at + key;
-    if matches!(bytes.get(at), Some(b'"' | b'\'')) {
-        at += 1;
+    let mut i = at;
+    while i < n && is_key(bytes[i]) {
+        i += 1;
     }
-    let before = blanks(at);
+    if i < n && matches!(bytes[i], b'"' | b'\'') {
+        i += 1;
+    }
+    let before = blanks(i);
     if before > 8 {
         return false;
     }
-    let sign = at + before;
-    ["=>", ":=", "=", ":"].iter().any(|op| {
-        if !rest(sign).starts_with(op.as_bytes()) {
-            return false;
-        }
-        let value = sign + op.len();
+    let sign = i + before;
+    let value_after = |len: usize| {
+        let value = sign + len;
         let after = blanks(value);
         after <= 8
             && bytes.get(value + after).is_some_and(|&b| {
                 matches!(b, b'"' | b'\'')
                     || !(b.is_ascii_whitespace() || b"\x0B`<>;,[{(:=".contains(&b))
             })
-    })
+    };
+    // `=>` and `:=` are tried whole, then as `=` and `:` alone, as the signs' order says.
+    match (bytes.get(sign), bytes.get(sign + 1)) {
+        (Some(b'='), Some(b'>')) | (Some(b':'), Some(b'=')) => value_after(2) || value_after(1),
+        (Some(b'=' | b':'), _) => value_after(1),
+        _ => false,
+    }
 }
 
 /// The `key` and `secret` groups of a generic assignment's match `whole` (see
@@ -376,22 +383,33 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     // (rule, window start, window end) for every hit that can start a match.
     let mut windows: Vec<(usize, usize, usize)> = Vec::new();
     let hits: Vec<(usize, usize)> = match &engine.scan {
-        Scan::Grams(scan) => scan.find_all(bytes),
+        Scan::Grams(scan) => keyword_hits(scan, bytes),
         Scan::Automaton(automaton) => automaton
             .find_overlapping_iter(text)
             .map(|hit| (hit.pattern().as_usize(), hit.start()))
             .collect(),
     };
+    // Whether the hit at a position can be in an assignment's key: asked once per position,
+    // not once per rule (the generic assignments are four rules over the same keywords).
+    let mut assigned: Option<(usize, bool)> = None;
     for (keyword, at) in hits {
         let before_is_word = at > 0 && bytes.get(at - 1).copied().is_some_and(is_word);
         for &r in engine.owners.get(keyword).into_iter().flatten() {
             let Some(rule) = engine.rules.get(r) else {
                 continue;
             };
-            if (rule.word_start && before_is_word)
-                || (rule.assignment && !assigned_after(bytes, at))
-            {
+            if rule.word_start && before_is_word {
                 continue;
+            }
+            if rule.assignment {
+                let known = assigned
+                    .filter(|&(position, _)| position == at)
+                    .map(|(_, known)| known);
+                let is = known.unwrap_or_else(|| assigned_after(bytes, at));
+                assigned = Some((at, is));
+                if !is {
+                    continue;
+                }
             }
             let start = at.saturating_sub(rule.family.max_before_keyword);
             let end = at.saturating_add(rule.family.max_len).min(text.len());
@@ -429,6 +447,20 @@ pub fn find_spans(text: &str) -> Vec<Span> {
         }
     }
     merge(spans)
+}
+
+thread_local! {
+    /// The keyword scan's last text and hits, within one redaction (see `line_reuse.rs`).
+    static KEYWORD_HITS: line_reuse::Memory<Hit> = const { std::cell::RefCell::new(None) };
+}
+
+/// The keyword hits of `bytes`, from the last scan's where a redaction remembers one
+/// (see `line_reuse.rs`).
+fn keyword_hits(scan: &Keywords, bytes: &[u8]) -> Vec<Hit> {
+    line_reuse::recall(&KEYWORD_HITS, bytes, |last| match last {
+        Some((text, hits)) => scan.find_all_reusing(text, hits, bytes),
+        None => scan.find_all(bytes),
+    })
 }
 
 /// `windows` (rule, start, end) sorted, as `sort_unstable` sorts them.
@@ -497,7 +529,9 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
     // so the DFA's engine gives the match and its groups itself: regex-lite's PikeVM, even
     // from the match's start, was a third of redaction's time.
     if let Some((dfa, bounded)) = rule.dfa().filter(|_| !folds) {
-        let mut caps = dfa.create_captures();
+        // Only the generic assignments' rare fallback and the other rules fill groups: an
+        // allocation per window was a tenth of a config dump's redaction.
+        let mut lazy_caps: Option<Captures> = None;
         // A generic assignment's groups follow from its match (see `assignment_groups`):
         // the match alone is found, and the groups read off it. Filling the groups was
         // most of the time on a config dump, whose values mostly stay (`changeme`,
@@ -517,7 +551,8 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
                         #[cfg(debug_assertions)]
                         {
                             let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
-                            dfa.search_captures(&input, &mut caps);
+                            let caps = lazy_caps.get_or_insert_with(|| dfa.create_captures());
+                            dfa.search_captures(&input, caps);
                             let group = |name| caps.get_group_by_name(name).map(|g| g.range());
                             debug_assert_eq!(
                                 (group("key"), group("secret")),
@@ -533,7 +568,8 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
                     // Not the shape the reading knows: the engine fills the groups.
                     None => {
                         let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
-                        dfa.search_captures(&input, &mut caps);
+                        let caps = lazy_caps.get_or_insert_with(|| dfa.create_captures());
+                        dfa.search_captures(&input, caps);
                         if let Some(found) = caps.get_match() {
                             let secret = caps.get_group_by_name("secret").unwrap_or(found.span());
                             let key = caps
@@ -547,6 +583,7 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
             }
             return;
         }
+        let mut caps = lazy_caps.unwrap_or_else(|| dfa.create_captures());
         // Judges the match `caps` holds; gives where the next search starts.
         let mut take = |caps: &Captures, whole: Match| {
             let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
@@ -704,6 +741,61 @@ fn ceil_char(text: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `assigned_after` as first written (iterator chains): the reference the index loops are
+    /// held to.
+    fn assigned_after_reference(bytes: &[u8], at: usize) -> bool {
+        let rest = |at: usize| bytes.get(at..).unwrap_or_default();
+        let blanks = |at: usize| {
+            rest(at)
+                .iter()
+                .take(9)
+                .take_while(|&&b| b == b' ' || b == b'\t')
+                .count()
+        };
+        let key = rest(at)
+            .iter()
+            .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+            .count();
+        let mut at = at + key;
+        if matches!(bytes.get(at), Some(b'"' | b'\'')) {
+            at += 1;
+        }
+        let before = blanks(at);
+        if before > 8 {
+            return false;
+        }
+        let sign = at + before;
+        ["=>", ":=", "=", ":"].iter().any(|op| {
+            if !rest(sign).starts_with(op.as_bytes()) {
+                return false;
+            }
+            let value = sign + op.len();
+            let after = blanks(value);
+            after <= 8
+                && bytes.get(value + after).is_some_and(|&b| {
+                    matches!(b, b'"' | b'\'')
+                        || !(b.is_ascii_whitespace() || b"\x0B`<>;,[{(:=".contains(&b))
+                })
+        })
+    }
+
+    proptest::proptest! {
+        /// The index loops answer as the iterator chains did, on keys, quotes, blanks, signs
+        /// and values of every kind the check reads, and at the text's end.
+        #[test]
+        fn assigned_after_answers_as_first_written(
+            text in "(token|api-key|x\\.y|\"|'|  |\t|         |=>|:=|=|:|>|\\$|`|<|;|,|\\[|\\{|\\(|a|9|é| |\n|\u{B}){0,10}",
+        ) {
+            for at in 0..=text.len() {
+                proptest::prop_assert_eq!(
+                    assigned_after(text.as_bytes(), at),
+                    assigned_after_reference(text.as_bytes(), at),
+                    "{:?} at {}", text, at
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_keyword_glued_to_a_word_runs_no_pattern_that_needs_a_word_start() {

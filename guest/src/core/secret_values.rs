@@ -24,26 +24,42 @@ pub fn is_placeholder(value: &str) -> bool {
     {
         return true;
     }
-    let lower = v.to_ascii_lowercase();
-    const WORDS: [&str; 6] = [
-        "changeme",
-        "change_me",
-        "change-me",
-        "placeholder",
-        "xxxx",
-        "****",
-    ];
+    // Compared without ASCII case in place, the bytes read once: a config dump asks this of
+    // every value (thousands per 64 KiB), and a lower-case copy and a substring search per
+    // word were most of the time redaction spent on one (docs/benchmarks.md).
+    let b = v.as_bytes();
+    let filler = (0..b.len()).any(|i| {
+        let at = |word: &[u8]| starts_folded(&b[i..], word);
+        match b[i].to_ascii_lowercase() {
+            b'c' => at(b"changeme") || at(b"change_me") || at(b"change-me"),
+            b'p' => at(b"placeholder"),
+            b'x' => at(b"xxxx"),
+            b'*' => at(b"****"),
+            _ => false,
+        }
+    });
     // `example` only at an end (`AKIAIOSFODNN7EXAMPLE`, `example-token`): inside a value it
     // is as likely a host (`https://u:p@git.example.com`) whose credentials must go.
-    if WORDS.iter().any(|w| lower.contains(w))
-        || lower.starts_with("your")
-        || lower.starts_with("example")
-        || lower.ends_with("example")
+    if filler
+        || starts_folded(b, b"your")
+        || starts_folded(b, b"example")
+        || ends_folded(b, b"example")
     {
         return true;
     }
     // A random token of 16 or more characters uses many different ones; a filler does not.
     v.len() >= 16 && distinct(v) < 8
+}
+
+/// Whether `text` starts with `word` (lower-case ASCII), without ASCII case.
+fn starts_folded(text: &[u8], word: &[u8]) -> bool {
+    text.get(..word.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(word))
+}
+
+/// Whether `text` ends with `word` (lower-case ASCII), without ASCII case.
+fn ends_folded(text: &[u8], word: &[u8]) -> bool {
+    text.len() >= word.len() && text[text.len() - word.len()..].eq_ignore_ascii_case(word)
 }
 
 /// Whether `value` is configuration rather than a secret, whatever its key says: a number, a
@@ -53,7 +69,6 @@ pub fn is_plain_value(value: &str) -> bool {
     if is_placeholder(v) {
         return true;
     }
-    let lower = v.to_ascii_lowercase();
     const WORDS: [&str; 14] = [
         "true",
         "false",
@@ -70,7 +85,7 @@ pub fn is_plain_value(value: &str) -> bool {
         "string",
         "env",
     ];
-    if WORDS.contains(&lower.as_str()) {
+    if WORDS.iter().any(|w| v.eq_ignore_ascii_case(w)) {
         return true;
     }
     // An environment variable's name (`PI_SLACK_BOT_TOKEN`): upper-case words joined by `_`.
@@ -79,25 +94,32 @@ pub fn is_plain_value(value: &str) -> bool {
     if is_variable_name(v) {
         return true;
     }
+    let b = v.as_bytes();
     // References: `$VAR`, `${VAR}`, `$(cmd)`, `process.env.X`, `os.environ[...]`, `env(...)`.
     if v.starts_with('$')
-        || lower.starts_with("process.env")
-        || lower.starts_with("os.environ")
-        || lower.starts_with("os.getenv")
-        || lower.starts_with("env(")
-        || lower.starts_with("env.")
-        || lower.starts_with("secrets.")
+        || [
+            &b"process.env"[..],
+            b"os.environ",
+            b"os.getenv",
+            b"env(",
+            b"env.",
+            b"secrets.",
+        ]
+        .iter()
+        .any(|head| starts_folded(b, head))
     {
         return true;
     }
     // Code, not a value: a path through a module or type (`Token::parse(line)`,
     // `Secret::new`). Tokens and passwords are not written with `::`.
-    if v.contains("::") {
+    if memchr::memmem::find(b, b"::").is_some() {
         return true;
     }
     // A URL without credentials (`TOKEN_URL=https://auth.example.com/token`) is where a
     // token comes from, not the token; with `user:pass@` it is the URL shape's to redact.
-    if (lower.starts_with("https://") || lower.starts_with("http://")) && !v.contains('@') {
+    if (starts_folded(b, b"https://") || starts_folded(b, b"http://"))
+        && memchr::memchr(b'@', b).is_none()
+    {
         return true;
     }
     is_number_or_duration(v) || is_path(v)
@@ -190,7 +212,7 @@ fn is_number_or_duration(v: &str) -> bool {
         "", "ns", "us", "µs", "ms", "s", "sec", "secs", "seconds", "m", "min", "mins", "minutes",
         "h", "hr", "hrs", "hours", "d", "days", "w", "kb", "mb", "gb", "%",
     ];
-    UNITS.contains(&unit.to_ascii_lowercase().as_str())
+    UNITS.iter().any(|u| unit.eq_ignore_ascii_case(u))
 }
 
 /// `/etc/app/secret`, `./key.pem`, `~/.ssh/id_ed25519`, `C:\keys\app.pfx`.
@@ -233,6 +255,133 @@ pub fn value_len(value: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The checks as first written (a lower-case copy, a substring search per word): the
+    /// reference the allocation-free ones are held to.
+    mod reference {
+        use super::super::{distinct, is_path, is_variable_name};
+
+        pub fn is_placeholder(value: &str) -> bool {
+            let v = value.trim_matches(|c: char| c == '"' || c == '\'');
+            if v.is_empty() {
+                return true;
+            }
+            // Redaction's own marker: a value already replaced is not found again.
+            if v.starts_with("[redacted") {
+                return true;
+            }
+            if (v.starts_with('<') && v.ends_with('>'))
+                || (v.starts_with("{{") && v.ends_with("}}"))
+                || (v.starts_with('%') && v.ends_with('%') && v.len() > 2)
+            {
+                return true;
+            }
+            let lower = v.to_ascii_lowercase();
+            const WORDS: [&str; 6] = [
+                "changeme",
+                "change_me",
+                "change-me",
+                "placeholder",
+                "xxxx",
+                "****",
+            ];
+            // `example` only at an end (`AKIAIOSFODNN7EXAMPLE`, `example-token`): inside a value it
+            // is as likely a host (`https://u:p@git.example.com`) whose credentials must go.
+            if WORDS.iter().any(|w| lower.contains(w))
+                || lower.starts_with("your")
+                || lower.starts_with("example")
+                || lower.ends_with("example")
+            {
+                return true;
+            }
+            // A random token of 16 or more characters uses many different ones; a filler does not.
+            v.len() >= 16 && distinct(v) < 8
+        }
+
+        pub fn is_plain_value(value: &str) -> bool {
+            let v = value.trim_matches(|c: char| c == '"' || c == '\'');
+            if is_placeholder(v) {
+                return true;
+            }
+            let lower = v.to_ascii_lowercase();
+            const WORDS: [&str; 14] = [
+                "true",
+                "false",
+                "yes",
+                "no",
+                "on",
+                "off",
+                "null",
+                "nil",
+                "none",
+                "undefined",
+                "required",
+                "optional",
+                "string",
+                "env",
+            ];
+            if WORDS.contains(&lower.as_str()) {
+                return true;
+            }
+            // An environment variable's name (`PI_SLACK_BOT_TOKEN`): upper-case words joined by `_`.
+            // A config file names the variable that holds a token, and a message telling a person to
+            // do so shows one (`"tokenEnv": "PI_TELEGRAM_TOKEN"`); random tokens do not look like it.
+            if is_variable_name(v) {
+                return true;
+            }
+            // References: `$VAR`, `${VAR}`, `$(cmd)`, `process.env.X`, `os.environ[...]`, `env(...)`.
+            if v.starts_with('$')
+                || lower.starts_with("process.env")
+                || lower.starts_with("os.environ")
+                || lower.starts_with("os.getenv")
+                || lower.starts_with("env(")
+                || lower.starts_with("env.")
+                || lower.starts_with("secrets.")
+            {
+                return true;
+            }
+            // Code, not a value: a path through a module or type (`Token::parse(line)`,
+            // `Secret::new`). Tokens and passwords are not written with `::`.
+            if v.contains("::") {
+                return true;
+            }
+            // A URL without credentials (`TOKEN_URL=https://auth.example.com/token`) is where a
+            // token comes from, not the token; with `user:pass@` it is the URL shape's to redact.
+            if (lower.starts_with("https://") || lower.starts_with("http://")) && !v.contains('@') {
+                return true;
+            }
+            is_number_or_duration(v) || is_path(v)
+        }
+
+        fn is_number_or_duration(v: &str) -> bool {
+            let v = v.strip_prefix('-').unwrap_or(v);
+            let digits = v
+                .bytes()
+                .take_while(|b| b.is_ascii_digit() || matches!(b, b'.' | b'_' | b','))
+                .count();
+            if digits == 0 || !v.as_bytes()[0].is_ascii_digit() {
+                return false;
+            }
+            let unit = &v[digits..];
+            const UNITS: [&str; 24] = [
+                "", "ns", "us", "µs", "ms", "s", "sec", "secs", "seconds", "m", "min", "mins",
+                "minutes", "h", "hr", "hrs", "hours", "d", "days", "w", "kb", "mb", "gb", "%",
+            ];
+            UNITS.contains(&unit.to_ascii_lowercase().as_str())
+        }
+    }
+
+    proptest::proptest! {
+        /// The in-place checks answer as the copying ones did, on values made of the words,
+        /// prefixes and units they look for, in any case, with other bytes around them.
+        #[test]
+        fn the_checks_answer_as_first_written(
+            value in "(changeme|Change_Me|CHANGE-me|placeholder|xXxX|\\*\\*\\*\\*|your|Example|true|NONE|env|\\$|process.ENV|os.environ|os.getenv|env\\(|Env\\.|secrets\\.|::|https://|HTTP://|@|<|>|\\{\\{|\\}\\}|%|-|[0-9]|\\.|_|,|ms|S|µs|MIN|h|%|/|\\./|~/|[A-Z]|[a-z]|é|\"|'){0,12}"
+        ) {
+            proptest::prop_assert_eq!(is_placeholder(&value), reference::is_placeholder(&value), "{:?}", value);
+            proptest::prop_assert_eq!(is_plain_value(&value), reference::is_plain_value(&value), "{:?}", value);
+        }
+    }
 
     #[test]
     fn configuration_values_are_plain() {

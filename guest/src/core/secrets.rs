@@ -29,6 +29,7 @@
 //! 64 KiB, while these check a shape only where its trigger byte is. A differential test holds
 //! the two equal on generated text.
 
+use crate::core::line_reuse;
 use crate::core::scan::positions_of;
 /// Shared with the reference engine in the tests, which cuts its matches the same way.
 pub use crate::core::secret_values::value_len;
@@ -288,21 +289,54 @@ const TRIGGERS: [u8; 12] = *b"-_:=@JAbBMNO";
 /// checks it against the regexes), while each check is a few byte compares, so prose full
 /// of trigger words costs no more than any other prose. Positions come from local bytes
 /// only, so the same text always gives the same candidates wherever it is cut from.
+///
+/// Each candidate lies on its trigger's line and depends on that line's bytes alone, so
+/// inside a redaction the lines a text shares with the last one scanned keep their
+/// candidates (see `line_reuse.rs`).
 pub fn candidates(text: &str) -> Vec<Candidate> {
     let bytes = text.as_bytes();
-    let mut out = Vec::new();
+    line_reuse::recall(&CANDIDATES, bytes, |last| match last {
+        Some((old, found)) => line_reuse::by_line(
+            old,
+            found,
+            bytes,
+            |c| c.at,
+            |c, o, n| Candidate {
+                at: c.at - o + n,
+                shape: c.shape,
+            },
+            |from, to, out| candidates_in(bytes, from, to, out),
+        ),
+        None => {
+            let mut out = Vec::new();
+            candidates_in(bytes, 0, bytes.len(), &mut out);
+            out
+        }
+    })
+}
+
+thread_local! {
+    /// The trigger scan's last text and candidates, within one redaction (see
+    /// `line_reuse.rs`).
+    static CANDIDATES: line_reuse::Memory<Candidate> = const { std::cell::RefCell::new(None) };
+}
+
+/// Appends the candidates whose trigger is in `bytes[from..to]` (whole lines), sorted.
+fn candidates_in(bytes: &[u8], from: usize, to: usize, out: &mut Vec<Candidate>) {
+    let first = out.len();
     // Each trigger byte is checked where the block compare found it: eight table look-ups
     // folded per window, then a look-up and a branch per byte of any window holding a
     // trigger, were a quarter of the Slack pipeline (callgrind, 2026-12-02); aho-corasick on
     // the literal prefixes was six times slower (their first bytes are common letters, so
     // its prefilter cannot skip).
-    for at in positions_of(bytes, TRIGGERS) {
-        check(bytes, at, &mut out);
+    for at in positions_of(bytes.get(from..to).unwrap_or_default(), TRIGGERS) {
+        check(bytes, from + at, out);
     }
     // Look-backs report a start before the trigger (`github_` six bytes back), so a later
     // trigger can report an earlier position; the list is nearly sorted, which sorts fast.
-    out.sort();
-    out
+    if let Some(found) = out.get_mut(first..) {
+        found.sort();
+    }
 }
 
 /// Reports the shapes whose trigger is the byte at `i`.
@@ -337,11 +371,16 @@ fn check(bytes: &[u8], i: usize, out: &mut Vec<Candidate>) {
         // A Discord token's first segment: `M`, `N` or `O` at a word start, its dot 23, 24,
         // 26 or 27 bytes on. Anchored on the letter: dots are ten times more common.
         b'M' | b'N' | b'O' => {
+            // The id is letters and digits up to the dot: a dot past a line break (or any
+            // other byte) is no token's, and a candidate stays on its trigger's line.
             if boundary_before(bytes, i)
                 && let Some(dot) = [23, 24, 26, 27]
                     .iter()
                     .map(|n| i + n)
                     .find(|d| bytes.get(*d) == Some(&b'.'))
+                && bytes
+                    .get(i + 1..dot)
+                    .is_some_and(|id| id.iter().all(u8::is_ascii_alphanumeric))
             {
                 push(dot, DISCORD);
             }
@@ -648,7 +687,9 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
     }
     let blank = run(text, colon + 1, |b| b == b' ' || b == b'\t');
     let value = colon + 1 + blank;
-    let len = run(text, value, |b| b != b'\r' && b != b'\n');
+    // Every credential header in agent text (`-H "Authorization: Bearer $API_TOKEN"`) reads
+    // its value to the line's end several times per redaction: a byte search, not a loop.
+    let len = line_len(text.get(value..).unwrap_or_default());
     // The value needs one character: with none left on the line, the last blank is it.
     let (value, end) = match (len, blank) {
         (0, 0) => return None,
@@ -667,6 +708,11 @@ fn auth_header(text: &[u8], colon: usize, from: usize) -> Option<Found> {
         keep: name_end,
         keep_whole: bearer,
     })
+}
+
+/// Length of `text`'s first line, without its line break (`\r` or `\n`).
+fn line_len(text: &[u8]) -> usize {
+    memchr::memchr2(b'\r', b'\n', text).unwrap_or(text.len())
 }
 
 /// Whether a header's value is a `Bearer` credential, quoted or not: the bearer shape then
@@ -698,10 +744,7 @@ pub fn quoted_header_value_len(text: &[u8], start: usize, value: usize, end: usi
     const MARKER: &[u8] = b"[redacted]";
     let whole = end.saturating_sub(value);
     let line = text.get(value..end).unwrap_or_default();
-    let line = &line[..line
-        .iter()
-        .position(|b| *b == b'\r' || *b == b'\n')
-        .unwrap_or(line.len())];
+    let line = &line[..line_len(line)];
     if line.starts_with(MARKER) {
         return MARKER.len();
     }
@@ -711,16 +754,12 @@ pub fn quoted_header_value_len(text: &[u8], start: usize, value: usize, end: usi
         .and_then(|i| text.get(i))
         .filter(|b| is_quote(**b))
     {
-        return line
-            .iter()
-            .position(|b| *b == quote)
+        return memchr::memchr(quote, line)
             .filter(|at| *at > 0)
             .unwrap_or(whole);
     }
     match line.first() {
-        Some(&quote) if is_quote(quote) => line[1..]
-            .iter()
-            .position(|b| *b == quote)
+        Some(&quote) if is_quote(quote) => memchr::memchr(quote, &line[1..])
             .filter(|at| *at > 0)
             .map_or(whole, |at| at + 2),
         _ => whole,
@@ -1037,6 +1076,30 @@ mod tests {
         ];
         for (index, name) in named {
             assert_eq!(SHAPES[index].name, name);
+        }
+    }
+
+    proptest::proptest! {
+        /// The candidates a redaction carries over from the last text it scanned are those
+        /// a full scan of the new text finds: texts of triggers and line breaks, the new one
+        /// the old with lines changed, inserted or removed.
+        #[test]
+        fn reused_candidates_are_a_full_scans(
+            old in "(ghp_|github_|sk-|ant-|xoxb-|xapp-|npm_|Authorization|X-Api-Key|: |Bearer |bearer|TOKEN=|://|u:p@|/bot|12345678:|eyJ|AKIA|AIza|M|MTIzNDU2Nzg5MDEyMzQ1Njc4OQ|\\.|-----BEGIN |\n|a|0| ){0,40}",
+            edits in proptest::collection::vec((0usize..400, 0usize..20, "(\n|x|=|:|Bearer |ghp_|\\.|M){0,3}"), 0..6),
+        ) {
+            let mut new = old.clone();
+            for (at, cut, insert) in edits {
+                let at = at.min(new.len());
+                let end = (at + cut).min(new.len());
+                new.replace_range(at..end, &insert);
+            }
+            let fresh = candidates(&new);
+            let reused = line_reuse::remembering(|| {
+                candidates(&old);
+                candidates(&new)
+            });
+            proptest::prop_assert_eq!(reused, fresh);
         }
     }
 
