@@ -98,6 +98,7 @@ pub fn check(input: &PipelineInput) {
         length_unit: input.unit,
         markup: input.markup,
         reactions: false,
+        drafts: false,
     };
     let prepared = prepare(&input.text, &caps, input.max_chunks);
     // The secrets are those of the text the pipeline reads, controls replaced by U+FFFD

@@ -48,6 +48,7 @@ fn caps(limit: u32, unit: LengthUnit, markup: Markup) -> Capabilities {
         length_unit: unit,
         markup,
         reactions: false,
+        drafts: false,
     }
 }
 

@@ -29,6 +29,15 @@ pub trait Host {
         reaction: Reaction,
         replaces: Option<Reaction>,
     ) -> Result<(), String>;
+    /// `transport.draft`.
+    fn draft(
+        &mut self,
+        transport: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), SendError>;
     /// `transport.fetch-attachment`.
     fn fetch_attachment(
         &mut self,

@@ -127,6 +127,8 @@ pub struct Capabilities {
     pub markup: Markup,
     /// The bot can react to a user's message.
     pub reactions: bool,
+    /// The bot can stream a draft of its next message (in some chats).
+    pub drafts: bool,
 }
 
 /// Who the bot is on a platform.

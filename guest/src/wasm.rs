@@ -76,12 +76,7 @@ impl Host for Imports {
                 message_id: r.message_id,
                 edit_key: r.edit_key,
             })
-            .map_err(|e| match e {
-                transport::SendError::NotRunning => model::SendError::NotRunning,
-                transport::SendError::EditRejected(m) => model::SendError::EditRejected(m),
-                transport::SendError::RateLimited(ms) => model::SendError::RateLimited(ms),
-                transport::SendError::Failed(m) => model::SendError::Failed(m),
-            })
+            .map_err(send_error)
     }
 
     fn typing(&mut self, id: &str, conversation_id: &str, thread_id: Option<&str>) {
@@ -108,6 +103,17 @@ impl Host for Imports {
             wit(reaction),
             replaces.map(wit),
         )
+    }
+
+    fn draft(
+        &mut self,
+        id: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), model::SendError> {
+        transport::draft(id, conversation_id, thread_id, draft_id, text).map_err(send_error)
     }
 
     fn fetch_attachment(
@@ -384,6 +390,7 @@ fn capabilities_from_wit(c: types::Capabilities) -> model::Capabilities {
             types::Markup::Mrkdwn => model::Markup::Mrkdwn,
         },
         reactions: c.reactions,
+        drafts: c.drafts,
     }
 }
 
@@ -674,3 +681,12 @@ impl wit_session::Guest for Component {
 }
 
 export!(Component);
+
+fn send_error(e: transport::SendError) -> model::SendError {
+    match e {
+        transport::SendError::NotRunning => model::SendError::NotRunning,
+        transport::SendError::EditRejected(m) => model::SendError::EditRejected(m),
+        transport::SendError::RateLimited(ms) => model::SendError::RateLimited(ms),
+        transport::SendError::Failed(m) => model::SendError::Failed(m),
+    }
+}

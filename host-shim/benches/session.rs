@@ -288,6 +288,7 @@ impl Host for NativeHost {
                 length_unit: model::LengthUnit::Chars,
                 markup: model::Markup::Markdown,
                 reactions: false,
+                drafts: false,
             },
             lock_name: None,
         })
@@ -303,6 +304,16 @@ impl Host for NativeHost {
         _: model::Reaction,
         _: Option<model::Reaction>,
     ) -> Result<(), String> {
+        Ok(())
+    }
+    fn draft(
+        &mut self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: u64,
+        _: &str,
+    ) -> Result<(), model::SendError> {
         Ok(())
     }
     fn resolve_tool_call(&mut self, _: &str, _: &model::ToolDecision) {}

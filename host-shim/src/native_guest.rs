@@ -104,5 +104,6 @@ pub fn capabilities_to_guest(c: Capabilities) -> guest::model::Capabilities {
             Markup::Mrkdwn => model::Markup::Mrkdwn,
         },
         reactions: c.reactions,
+        drafts: c.drafts,
     }
 }

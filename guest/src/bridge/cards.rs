@@ -40,6 +40,10 @@ struct Card {
     shown: Option<String>,
     /// The platform asked to wait until then (ms); the update stays pending until it.
     not_before: u64,
+    /// The draft this chat shows now (`transport.draft`); an identical one is not sent.
+    draft_shown: Option<String>,
+    /// When the draft was last sent: drafts keep the card's pace.
+    draft_sent_at: Option<u64>,
 }
 
 /// The turn in progress.
@@ -74,9 +78,12 @@ pub(super) struct Turn {
     /// The agent's latest notice (an extension's notify or status), shown under the steps:
     /// one line that the next replaces, so notices never become messages of their own.
     notice: Option<String>,
-    /// What the card shows of the answer being written (`bridge.streamPreview`), already
-    /// held back and redacted ([`session_commands::preview`]).
+    /// What may show of the answer being written (`bridge.streamPreview`), already held
+    /// back and redacted ([`session_commands::safe_draft`]): the card shows its end, a
+    /// platform draft far more.
     draft: Option<String>,
+    /// The draft stream's id on platforms that stream drafts: one per turn, never 0.
+    draft_id: u64,
 }
 
 impl Turn {
@@ -94,6 +101,7 @@ impl Turn {
             allowed_for_turn: BTreeSet::new(),
             notice: None,
             draft: None,
+            draft_id: 1,
         }
     }
 
@@ -149,7 +157,7 @@ impl Turn {
         if self.lines.is_empty() {
             return line.to_string();
         }
-        format!("{}\n{line}", self.text())
+        format!("{}\n{line}", self.text(true))
     }
 
     /// Shows `name` as blocked; its start and end events, if any, are not shown as a run.
@@ -174,15 +182,20 @@ impl Turn {
         }
     }
 
-    fn text(&self) -> String {
+    /// The card's text; `with_preview` adds the end of the answer being written (not for a
+    /// chat that sees it as a platform draft instead).
+    fn text(&self, with_preview: bool) -> String {
         let steps = if self.lines.is_empty() {
             progress::thinking_label()
         } else {
             let skip = self.lines.len().saturating_sub(CARD_LINES);
             self.lines[skip..].join("\n")
         };
-        let steps = match &self.draft {
-            Some(draft) => format!("{steps}\n✎ {draft}"),
+        let steps = match self.draft.as_deref().filter(|_| with_preview) {
+            Some(draft) => format!(
+                "{steps}\n✎ {}",
+                session_commands::tail(draft, session_commands::PREVIEW_CHARS)
+            ),
             None => steps,
         };
         match &self.notice {
@@ -229,6 +242,8 @@ impl Bridge {
             if origin == TurnOrigin::Remote {
                 turn.scope = Some(self.current_scope());
             }
+            // A new stream per turn: a platform animates drafts of one id as one message.
+            turn.draft_id = (host.now_ms() % (1 << 31)).max(1);
             // Before the first card: the "thinking…" card already goes only to the audience.
             (turn.audience, turn.prompts) = self.take_audience(origin);
             self.turn = Some(turn);
@@ -257,7 +272,7 @@ impl Bridge {
             if self.config.stream_preview
                 && let Some(turn) = self.turn.as_mut()
             {
-                let shown = session_commands::preview(text);
+                let shown = session_commands::safe_draft(text);
                 if shown != turn.draft {
                     turn.draft = shown;
                     self.refresh_cards(host, false);
@@ -416,10 +431,18 @@ impl Bridge {
         let interval = self.config.progress_min_interval_ms;
         let mut next_tick: Option<u64> = None;
         for target in self.audience() {
+            let drafts = self.config.stream_preview
+                && self
+                    .capabilities(&target.transport)
+                    .is_some_and(|c| c.drafts)
+                && !self.delivery.no_drafts.contains(&target.key());
+            if drafts && let Some(due) = self.refresh_draft(host, &target, now, force) {
+                next_tick = Some(next_tick.map_or(due, |t| t.min(due)));
+            }
             let Some(turn) = self.turn.as_mut() else {
                 return;
             };
-            let text = turn.text();
+            let text = turn.text(!drafts);
             let key = target.key();
             let (_, card) = turn
                 .cards
@@ -462,6 +485,78 @@ impl Bridge {
         }
         self.delivery.card_tick = next_tick;
         self.request_ticks(host);
+    }
+
+    /// Streams the answer being written to `target` as a platform draft
+    /// (`transport.draft`), at the card's pace. Returns when to come back if the draft is
+    /// not due yet or the platform asked to wait. A chat where drafts fail (a Telegram
+    /// group) is remembered and gets the preview on its card from then on, said once in
+    /// the log.
+    fn refresh_draft(
+        &mut self,
+        host: &mut dyn Host,
+        target: &ConversationTarget,
+        now: u64,
+        force: bool,
+    ) -> Option<u64> {
+        let capabilities = self.capabilities(&target.transport)?;
+        let interval = self.config.progress_min_interval_ms;
+        let turn = self.turn.as_mut()?;
+        let draft = turn.draft.clone()?;
+        let draft_id = turn.draft_id;
+        let (_, card) = turn
+            .cards
+            .entry(target.key())
+            .or_insert_with(|| (target.clone(), Card::default()));
+        if card.draft_shown.as_deref() == Some(draft.as_str()) {
+            return None;
+        }
+        let due = card
+            .draft_sent_at
+            .map_or(0, |at| at.saturating_add(interval))
+            .max(card.not_before);
+        if !force && now < due {
+            return Some(due);
+        }
+        // Rendered for the platform like any message, and cut to one: a draft is a preview.
+        let shown = session_commands::tail(&draft, session_commands::DRAFT_CHARS);
+        let rendered = crate::core::outbound::prepare(&shown, &capabilities, 1);
+        let text = rendered.messages.into_iter().next()?;
+        let sent = host.draft(
+            &target.transport,
+            &target.conversation_id,
+            target.thread_id.as_deref(),
+            draft_id,
+            &text,
+        );
+        let card = self
+            .turn
+            .as_mut()
+            .and_then(|turn| turn.cards.get_mut(&target.key()))
+            .map(|(_, card)| card)?;
+        match sent {
+            Ok(()) => {
+                card.draft_sent_at = Some(now);
+                card.draft_shown = Some(draft);
+                None
+            }
+            Err(SendError::RateLimited(wait)) => {
+                card.not_before = now.saturating_add(wait);
+                Some(card.not_before)
+            }
+            Err(error) => {
+                host.log(
+                    crate::model::Level::Info,
+                    "no drafts in this chat; the card shows the preview",
+                    &[
+                        ("transport", target.transport.clone()),
+                        ("reason", error.to_string()),
+                    ],
+                );
+                self.delivery.no_drafts.insert(target.key());
+                None
+            }
+        }
     }
 
     /// Edits the card, or posts it. A refused edit posts a new card and the old handle

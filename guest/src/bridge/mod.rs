@@ -124,6 +124,9 @@ struct Delivery {
     outbox: outbox::Outbox,
     /// When the next throttled card update is due.
     card_tick: Option<u64>,
+    /// Chats where the platform streams no drafts (a Telegram group): their card shows the
+    /// preview instead. Kept for the instance's life, so a group costs one refused call.
+    no_drafts: BTreeSet<ConversationKey>,
 }
 
 /// What the bridge keeps in memory about who may talk to it and how much: input budgets,

@@ -236,7 +236,12 @@ pub fn done_text(ms: u64, files: Option<usize>, tests: Option<&str>) -> String {
 }
 
 /// Characters of the answer a card's preview shows: its end, as a phone shows the latest.
-const PREVIEW_CHARS: usize = 600;
+pub const PREVIEW_CHARS: usize = 600;
+
+/// Characters of the answer a platform's draft shows (`transport.draft`): a draft is a
+/// message of its own, so it shows far more than the card's line, and stays under
+/// Telegram's 4,096 once rendered.
+pub const DRAFT_CHARS: usize = 3_500;
 
 /// The part of an answer still being written that a card may show (`bridge.streamPreview`),
 /// or `None` while there is nothing safe to show. A secret must never show, even for one
@@ -246,6 +251,12 @@ const PREVIEW_CHARS: usize = 600;
 /// recognised by its end), and the text kept is redacted from its start before its end is
 /// cut for the card (a window starting inside a token would hide what it is).
 pub fn preview(draft: &str) -> Option<String> {
+    safe_draft(draft).map(|safe| tail(&safe, PREVIEW_CHARS))
+}
+
+/// What of an answer still being written may show anywhere: complete words only, no open
+/// key block, redacted from the start ([`preview`] says why); `None` while nothing is safe.
+pub fn safe_draft(draft: &str) -> Option<String> {
     let complete = match draft.rfind(char::is_whitespace) {
         Some(at) => &draft[..at],
         None => return None,
@@ -256,21 +267,22 @@ pub fn preview(draft: &str) -> Option<String> {
     };
     let redacted = crate::core::redact::redact(complete).text;
     let redacted = redacted.trim();
-    if redacted.is_empty() {
-        return None;
+    (!redacted.is_empty()).then(|| redacted.to_string())
+}
+
+/// The last `chars` characters of `text`, from a word boundary: a cut through a word (or a
+/// redaction marker) reads as something else.
+pub fn tail(text: &str, chars: usize) -> String {
+    let count = text.chars().count();
+    if count <= chars {
+        return text.to_string();
     }
-    let count = redacted.chars().count();
-    if count <= PREVIEW_CHARS {
-        return Some(redacted.to_string());
-    }
-    // The end, from a word boundary: a cut through a word (or a redaction marker) reads as
-    // something else.
-    let tail: String = redacted.chars().skip(count - PREVIEW_CHARS).collect();
+    let tail: String = text.chars().skip(count - chars).collect();
     let tail = match tail.find(char::is_whitespace) {
         Some(at) => tail[at..].trim_start(),
         None => tail.as_str(),
     };
-    Some(format!("…{tail}"))
+    format!("…{tail}")
 }
 
 #[cfg(test)]

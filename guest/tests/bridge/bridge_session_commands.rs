@@ -5,7 +5,7 @@
 
 use guest::model::{AgentEvent, SessionCommand, SessionReply, TokenUse, TurnOrigin, UsageReport};
 
-use crate::support::{FakeHost, dm, pair, started};
+use crate::support::{FakeHost, caps, dm, identity, pair, started};
 
 fn paired(config: &str) -> (guest::bridge::Bridge, FakeHost) {
     let mut host = FakeHost::new();
@@ -350,6 +350,85 @@ fn the_streamed_preview_never_shows_a_secret_and_gives_way_to_the_answer() {
     for text in host.all_send_texts() {
         assert!(!text.contains("abcdefghij"), "{text}");
     }
+}
+
+/// Where the platform streams drafts (Telegram's `sendMessageDraft`) the answer being
+/// written goes there instead of onto the card, redacted and held back the same way; a chat
+/// where drafts fail (a group) gets the card's preview from then on, after one refused call.
+#[test]
+fn a_platform_draft_carries_the_preview_where_it_can_and_never_a_secret() {
+    let mut host = FakeHost::new();
+    let mut drafting = caps(
+        true,
+        guest::model::Markup::Markdown,
+        guest::model::LengthUnit::Chars,
+        4096,
+    );
+    drafting.drafts = true;
+    host.identities.insert("tg".into(), Ok(identity(drafting)));
+    let config =
+        r#"{"bridge":{"streamPreview":true,"progressMinIntervalMs":0,"busyDelivery":"steer"}}"#;
+    let mut bridge = started(&mut host, config, &["tg"]).0;
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    pair(&mut bridge, &mut host, "tg", "g2", "u2");
+    host.no_drafts_in.insert("g2".into());
+    host.clear_records();
+    bridge.on_envelope(&mut host, dm("tg", "c1", "u1", "work"));
+    bridge.on_agent_event(&mut host, AgentEvent::TurnStarted(TurnOrigin::Remote));
+    host.idle = false;
+    // Both chats see this turn: g2's prompt steers into it.
+    bridge.on_envelope(&mut host, dm("tg", "g2", "u2", "and this"));
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let answer = format!("Use the key {token} to push, then run the tests.");
+    let mut end = 0;
+    while end < answer.len() {
+        end = (end + 7).min(answer.len());
+        bridge.on_agent_event(&mut host, AgentEvent::AssistantDraft(answer[..end].into()));
+    }
+    let drafts: Vec<&str> = host
+        .drafts
+        .iter()
+        .filter(|(_, chat, _, _)| chat == "c1")
+        .map(|(_, _, _, text)| text.as_str())
+        .collect();
+    assert!(
+        drafts.iter().any(|t| t.starts_with("Use the key")),
+        "{drafts:#?}"
+    );
+    let ids: std::collections::BTreeSet<u64> = host.drafts.iter().map(|d| d.2).collect();
+    assert_eq!(ids.len(), 1, "one stream per turn");
+    assert!(!ids.contains(&0), "a draft id is never 0");
+    for text in drafts
+        .iter()
+        .copied()
+        .chain(host.all_send_texts().iter().map(String::as_str))
+    {
+        assert!(
+            !text.contains("abcdefghij") && !text.contains("ghp_a"),
+            "{text}"
+        );
+    }
+    let cards_to = |chat: &str| -> Vec<String> {
+        host.sent
+            .iter()
+            .filter(|m| m.kind == guest::model::OutboundKind::Progress && m.conversation_id == chat)
+            .map(|m| m.text.clone())
+            .collect()
+    };
+    assert!(
+        cards_to("c1").iter().all(|t| !t.contains('✎')),
+        "the draft chat's card keeps to its steps: {:#?}",
+        cards_to("c1")
+    );
+    assert!(
+        cards_to("g2").iter().any(|t| t.contains("✎ Use the key")),
+        "the group gets the preview on its card: {:#?}",
+        cards_to("g2")
+    );
+    assert!(
+        host.drafts.iter().all(|(_, chat, _, _)| chat != "g2"),
+        "nothing was drafted in the group"
+    );
 }
 
 #[test]

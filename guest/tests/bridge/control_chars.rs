@@ -24,6 +24,7 @@ fn caps(markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
         length_unit: unit,
         markup,
         reactions: false,
+        drafts: false,
     }
 }
 

@@ -509,6 +509,7 @@ impl Transport for TerminalTransport {
             length_unit: LengthUnit::Chars,
             markup: Markup::Markdown,
             reactions: false,
+            drafts: false,
         }
     }
 

@@ -26,6 +26,7 @@ pub fn capabilities_to_wit(c: Capabilities) -> types::Capabilities {
             Markup::Mrkdwn => types::Markup::Mrkdwn,
         },
         reactions: c.reactions,
+        drafts: c.drafts,
     }
 }
 

@@ -202,6 +202,17 @@ pub enum Event {
         /// The reaction taken away.
         replaces: Option<Reaction>,
     },
+    /// A draft of the bot's next message shown.
+    Draft {
+        /// Transport id.
+        transport: String,
+        /// Conversation.
+        conversation_id: String,
+        /// The draft stream.
+        draft_id: u64,
+        /// The draft as rendered.
+        text: String,
+    },
     /// A prompt handed to the agent.
     Prompt {
         /// The prompt text.
@@ -389,6 +400,11 @@ pub enum Event {
         /// Receipt or error.
         result: Result<Receipt, SendError>,
     },
+    /// `transport.draft`'s result.
+    Drafted {
+        /// Result.
+        result: Result<(), SendError>,
+    },
     /// `transport.react`'s result.
     Reacted {
         /// Result.
@@ -476,6 +492,7 @@ impl Event {
             | Event::Send { .. }
             | Event::Typing { .. }
             | Event::React { .. }
+            | Event::Draft { .. }
             | Event::Prompt { .. }
             | Event::Verdict { .. }
             | Event::QuestionAnswered { .. }
@@ -504,6 +521,7 @@ impl Event {
             | Event::Listened { .. }
             | Event::Sent { .. }
             | Event::Reacted { .. }
+            | Event::Drafted { .. }
             | Event::Fetched { .. }
             | Event::Diagnosed { .. }
             | Event::Prompted { .. }

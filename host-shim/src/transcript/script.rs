@@ -21,6 +21,7 @@ pub struct Script {
     listened: VecDeque<Result<(), String>>,
     sent: VecDeque<Result<Receipt, SendError>>,
     reacted: VecDeque<Result<(), String>>,
+    drafted: VecDeque<Result<(), SendError>>,
     fetched: VecDeque<Result<(String, usize), String>>,
     diagnosed: VecDeque<String>,
     prompted: VecDeque<Result<(), String>>,
@@ -85,6 +86,7 @@ impl Script {
                 Event::Listened { result, .. } => script.listened.push_back(result),
                 Event::Sent { result } => script.sent.push_back(result),
                 Event::Reacted { result } => script.reacted.push_back(result),
+                Event::Drafted { result } => script.drafted.push_back(result),
                 Event::Fetched { result } => script
                     .fetched
                     .push_back(result.map(|m| (m.media_type, m.bytes))),
@@ -174,6 +176,11 @@ impl Script {
                 edit_key: Some(format!("replay-{n}")),
             })
         })
+    }
+
+    /// `transport.draft`.
+    pub fn drafted(&mut self) -> Result<(), SendError> {
+        self.drafted.pop_front().unwrap_or(Ok(()))
     }
 
     /// `transport.react`.

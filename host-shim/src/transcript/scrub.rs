@@ -350,6 +350,30 @@ impl Scrubber {
                 }
                 Event::Send { message }
             }
+            Event::Draft {
+                transport,
+                conversation_id,
+                draft_id,
+                text,
+            } => Event::Draft {
+                transport,
+                conversation_id: self.plain(&conversation_id),
+                draft_id,
+                text: self.text(&text),
+            },
+            Event::React {
+                transport,
+                conversation_id,
+                message_id,
+                reaction,
+                replaces,
+            } => Event::React {
+                transport,
+                conversation_id: self.plain(&conversation_id),
+                message_id: self.plain(&message_id),
+                reaction,
+                replaces,
+            },
             Event::Prompt {
                 text,
                 deliver_as,
@@ -455,6 +479,13 @@ impl Scrubber {
             },
             Event::Reacted { result } => Event::Reacted {
                 result: result.map_err(|e| self.text(&e)),
+            },
+            Event::Drafted { result } => Event::Drafted {
+                result: result.map_err(|e| match e {
+                    SendError::EditRejected(m) => SendError::EditRejected(self.text(&m)),
+                    SendError::Failed(m) => SendError::Failed(self.text(&m)),
+                    other => other,
+                }),
             },
             Event::Diagnosed { transport, text } => Event::Diagnosed {
                 transport,

@@ -100,6 +100,7 @@ fn capabilities_and_identity_are_fixed() {
             length_unit: LengthUnit::Chars,
             markup: Markup::Markdown,
             reactions: false,
+            drafts: false,
         }
     );
 }

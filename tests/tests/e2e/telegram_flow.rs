@@ -321,6 +321,64 @@ async fn a_prompt_gets_its_reactions_and_a_long_turns_done_message_replies_to_it
     t.session.shutdown().await.expect("clean shutdown");
 }
 
+/// With `streamPreview`, a private chat sees the answer streamed as Telegram drafts
+/// (`sendMessageDraft`), never a piece of a secret the model sends in chunks, and the card
+/// keeps to its steps; the final answer is posted as a message of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_streams_as_telegram_drafts_without_ever_showing_a_secret() {
+    let t = Telegram::start_with(json!({"streamPreview": true, "progressMinIntervalMs": 0})).await;
+    t.pair(1).await;
+    t.server.queue_update(private_text(USER, 3, "push it"));
+    t.agent.wait_for_prompts(1).await;
+    t.agent.busy.store(true, Ordering::SeqCst);
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let answer = format!("Use the key {token} to push, then run the tests. All done here.");
+    let mut end = 0;
+    while end < answer.len() {
+        end = (end + 9).min(answer.len());
+        t.agent
+            .emit(AgentEvent::AssistantDraft(answer[..end].into()))
+            .await;
+    }
+    t.agent
+        .emit(AgentEvent::AssistantMessage(answer.clone()))
+        .await;
+    t.agent.busy.store(false, Ordering::SeqCst);
+    t.agent.emit(AgentEvent::TurnSettled).await;
+    let answered = t
+        .server
+        .wait_until(WAIT, |s| {
+            s.sent().iter().any(|m| m.text.contains("All done here"))
+        })
+        .await;
+    assert!(answered, "{:#?}", t.server.sent());
+    let drafts = t.server.drafts();
+    assert!(
+        drafts.iter().any(|d| d.text.contains("Use the key")),
+        "the answer streamed as drafts: {drafts:#?}"
+    );
+    assert!(drafts.iter().all(|d| d.chat_id == USER && d.draft_id != 0));
+    for text in drafts
+        .iter()
+        .map(|d| d.text.clone())
+        .chain(t.server.sent().into_iter().map(|m| m.text))
+        .chain(t.server.edited().into_iter().map(|m| m.text))
+    {
+        assert!(
+            !text.contains("abcdefghij") && !text.contains("ghp_a"),
+            "{text}"
+        );
+    }
+    assert!(
+        t.server.edited().iter().all(|m| !m.text.contains('✎')),
+        "the card keeps to its steps where drafts stream"
+    );
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_mention_of_a_command_is_a_command() {
     let t = Telegram::start().await;

@@ -111,6 +111,23 @@ pub trait Transport: Send + Sync {
         )))
     }
 
+    /// Shows `text` (rendered, within the limit) as the draft of the bot's next message in
+    /// a conversation, streamed while the agent writes it; drafts with one `draft_id` are
+    /// one stream. Fails where the platform or the chat has none, so the caller shows the
+    /// preview elsewhere.
+    async fn draft(
+        &self,
+        _conversation_id: &str,
+        _thread_id: Option<&str>,
+        _draft_id: u64,
+        _text: &str,
+    ) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "{} cannot stream drafts",
+            self.id()
+        )))
+    }
+
     /// Downloads an attachment's bytes, refusing more than `max_bytes` (checked on the
     /// bytes actually received, I19).
     async fn fetch_attachment(

@@ -128,6 +128,10 @@ pub struct Capabilities {
     /// an older node serialized: no reactions.
     #[serde(default)]
     pub reactions: bool,
+    /// The bot can stream a draft of its next message ([`crate::Transport::draft`]), in some
+    /// chats at least. Absent in what an older node serialized: no drafts.
+    #[serde(default)]
+    pub drafts: bool,
 }
 
 /// Who the bot is on the platform.

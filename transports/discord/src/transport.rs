@@ -40,6 +40,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     length_unit: LengthUnit::Utf16,
     markup: Markup::Markdown,
     reactions: true,
+    drafts: false,
 };
 
 /// The emoji of each reaction: any Unicode emoji works on Discord.

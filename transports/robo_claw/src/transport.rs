@@ -40,6 +40,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     markup: Markup::Markdown,
     // The protocol has no reactions (docs/platforms.md#reactions).
     reactions: false,
+    drafts: false,
 };
 
 /// Most streams served at once; more are refused with `RESOURCE_EXHAUSTED`, so a client

@@ -41,6 +41,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     length_unit: LengthUnit::Chars,
     markup: Markup::Mrkdwn,
     reactions: true,
+    drafts: false,
 };
 
 /// The emoji name of each reaction (Slack's standard set; `reactions:write` scope).

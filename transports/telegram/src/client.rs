@@ -23,7 +23,7 @@ use transport_core::retry::{Outcome, RetryPolicy};
 use crate::wire::{
     AnswerCallbackQuery, ApiResponse, ChatId, EditMessageText, File, GetFile, GetUpdates,
     InlineKeyboardMarkup, ReactionTypeEmoji, ReplyParameters, SendChatAction, SendMessage,
-    SentMessage, SetMessageReaction, User,
+    SendMessageDraft, SentMessage, SetMessageReaction, User,
 };
 
 /// The update kinds the transport asks for. Edited messages are asked for only so they
@@ -370,6 +370,33 @@ impl BotApi {
                 &params,
                 self.settings.request_timeout,
                 Retry::Transient,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `sendMessageDraft` in HTML. One attempt: the next draft replaces this one within a
+    /// second, so a retry would only show an older text.
+    pub async fn send_message_draft(
+        &self,
+        chat_id: i64,
+        thread_id: Option<i64>,
+        draft_id: i64,
+        text: &str,
+    ) -> Result<(), ApiError> {
+        let params = SendMessageDraft {
+            chat_id,
+            message_thread_id: thread_id,
+            draft_id,
+            text,
+            parse_mode: "HTML",
+        };
+        let _: serde_json::Value = self
+            .call(
+                "sendMessageDraft",
+                &params,
+                self.settings.request_timeout,
+                Retry::Never,
             )
             .await?;
         Ok(())

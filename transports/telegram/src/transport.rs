@@ -43,6 +43,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     length_unit: LengthUnit::Utf16,
     markup: Markup::Html,
     reactions: true,
+    // `sendMessageDraft`, in private chats only.
+    drafts: true,
 };
 
 /// Telegram takes only emoji from its own list as a bot's reaction (`ReactionTypeEmoji`;
@@ -543,6 +545,39 @@ impl Transport for TelegramTransport {
             self.shared.update(|stats| stats.typing_failures += 1);
         }
         Ok(())
+    }
+
+    /// Private chats only (a user's id is positive; groups and channels are negative or
+    /// named): anywhere else it fails at once, without a call, and the bridge shows the
+    /// preview on the card there.
+    async fn draft(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        let Some(chat) = conversation_id
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|id| *id > 0)
+        else {
+            return Err(TransportError::Unsupported(
+                "Telegram streams drafts in private chats only".into(),
+            ));
+        };
+        let thread = thread_id.and_then(|thread| thread.trim().parse::<i64>().ok());
+        // Telegram wants a non-zero id that fits its integer.
+        let draft_id = i64::try_from(draft_id).unwrap_or(i64::MAX).max(1);
+        self.shared
+            .api
+            .send_message_draft(chat, thread, draft_id, text)
+            .await
+            .map_err(send_error)
     }
 
     async fn react(

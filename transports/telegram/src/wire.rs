@@ -358,6 +358,23 @@ pub struct SendMessage<'a> {
     pub reply_parameters: Option<ReplyParameters>,
 }
 
+/// `sendMessageDraft` parameters: the draft of the bot's next message, streamed in a
+/// private chat while it is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SendMessageDraft<'a> {
+    /// The private chat (a user's id).
+    pub chat_id: i64,
+    /// Forum topic of the chat, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_thread_id: Option<i64>,
+    /// One stream: changes of drafts with the same non-zero id are animated.
+    pub draft_id: i64,
+    /// The draft, 1–4096 characters after entity parsing.
+    pub text: &'a str,
+    /// `HTML`.
+    pub parse_mode: &'static str,
+}
+
 /// `ReplyParameters`: which message a new one replies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ReplyParameters {

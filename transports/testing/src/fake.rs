@@ -46,6 +46,7 @@ impl Default for FakeConfig {
                 length_unit: LengthUnit::Chars,
                 markup: Markup::Markdown,
                 reactions: false,
+                drafts: false,
             },
             attachments: HashMap::new(),
         }

@@ -144,6 +144,10 @@ pub struct FakeHost {
     pub reactions: Vec<(String, String, String, Reaction, Option<Reaction>)>,
     /// When set, every `react` fails with this (as a bot without the right to react).
     pub reaction_error: Option<String>,
+    /// Every draft shown: `(transport, conversation, draft id, text)`.
+    pub drafts: Vec<(String, String, u64, String)>,
+    /// Conversations where `draft` fails (a Telegram group).
+    pub no_drafts_in: BTreeSet<String>,
 }
 
 /// Capabilities of a chat that fetches attachments and types.
@@ -157,6 +161,7 @@ pub fn caps(edit: bool, markup: Markup, unit: LengthUnit, limit: u32) -> Capabil
         length_unit: unit,
         markup,
         reactions: true,
+        drafts: false,
     }
 }
 
@@ -252,6 +257,8 @@ impl FakeHost {
             transcribed: Vec::new(),
             reactions: Vec::new(),
             reaction_error: None,
+            drafts: Vec::new(),
+            no_drafts_in: BTreeSet::new(),
             fail_attempt: BTreeMap::new(),
         }
     }
@@ -324,6 +331,7 @@ impl FakeHost {
         self.fetches.clear();
         self.lock_events.clear();
         self.reactions.clear();
+        self.drafts.clear();
     }
 
     fn send_error(&mut self, message: &Outbound) -> Option<SendError> {
@@ -427,6 +435,26 @@ impl Host for FakeHost {
             message_id.to_string(),
             reaction,
             replaces,
+        ));
+        Ok(())
+    }
+
+    fn draft(
+        &mut self,
+        transport: &str,
+        conversation_id: &str,
+        _thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), SendError> {
+        if self.no_drafts_in.contains(conversation_id) {
+            return Err(SendError::Failed("drafts go to private chats only".into()));
+        }
+        self.drafts.push((
+            transport.to_string(),
+            conversation_id.to_string(),
+            draft_id,
+            text.to_string(),
         ));
         Ok(())
     }

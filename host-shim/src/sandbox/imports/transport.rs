@@ -133,6 +133,32 @@ impl transport::Host for Imports<'_, TransportPart<'_>> {
             .await
     }
 
+    async fn draft(
+        &mut self,
+        id: String,
+        conversation_id: String,
+        thread_id: Option<String>,
+        draft_id: u64,
+        text: String,
+    ) -> Result<(), transport::SendError> {
+        self.tape.record(|| Event::Draft {
+            transport: id.clone(),
+            conversation_id: conversation_id.clone(),
+            draft_id,
+            text: text.clone(),
+        });
+        self.tape
+            .answer(
+                Script::drafted,
+                self.part
+                    .draft(id, conversation_id, thread_id, draft_id, text),
+                |result| Event::Drafted {
+                    result: result.clone(),
+                },
+            )
+            .await
+    }
+
     async fn fetch_attachment(
         &mut self,
         id: String,
@@ -241,14 +267,23 @@ impl TransportPart<'_> {
                 message_id: r.message_id,
                 edit_key: r.edit_key,
             })
-            .map_err(|e| match e {
-                TransportError::NotStarted(_) => transport::SendError::NotRunning,
-                TransportError::EditRejected(m) => transport::SendError::EditRejected(m),
-                TransportError::RateLimited { retry_after_ms } => {
-                    transport::SendError::RateLimited(retry_after_ms)
-                }
-                other => transport::SendError::Failed(other.to_string()),
-            })
+            .map_err(send_error)
+    }
+
+    async fn draft(
+        &mut self,
+        id: String,
+        conversation_id: String,
+        thread_id: Option<String>,
+        draft_id: u64,
+        text: String,
+    ) -> Result<(), transport::SendError> {
+        let Some(t) = self.transport(&id) else {
+            return Err(transport::SendError::NotRunning);
+        };
+        t.draft(&conversation_id, thread_id.as_deref(), draft_id, &text)
+            .await
+            .map_err(send_error)
     }
 
     fn typing(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
@@ -308,5 +343,18 @@ impl TransportPart<'_> {
             media_type: fetched.media_type,
             data: fetched.data,
         })
+    }
+}
+
+/// A transport's error as the guest sees a failed send: a rate limit and a refused edit are
+/// flow the bridge handles; anything else is a failure described for a person.
+fn send_error(error: TransportError) -> transport::SendError {
+    match error {
+        TransportError::NotStarted(_) => transport::SendError::NotRunning,
+        TransportError::EditRejected(m) => transport::SendError::EditRejected(m),
+        TransportError::RateLimited { retry_after_ms } => {
+            transport::SendError::RateLimited(retry_after_ms)
+        }
+        other => transport::SendError::Failed(other.to_string()),
     }
 }

@@ -1122,3 +1122,34 @@ async fn a_reply_names_its_prompt_and_each_reaction_is_one_telegram_accepts() {
     );
     transport.stop().await;
 }
+
+/// A draft streams in a private chat as HTML with its id; a group has none, and is refused
+/// before any call (Telegram documents the target as a private chat).
+#[tokio::test]
+async fn a_draft_streams_in_a_private_chat_and_a_group_is_refused_without_a_call() {
+    let server = BotApiServer::start().await;
+    let transport = transport(config(&server));
+    let _stream = started(&transport).await;
+    transport
+        .draft("42", None, 7, "<b>Fixing</b> the parser")
+        .await
+        .expect("drafted");
+    let drafts = server.drafts();
+    assert_eq!(drafts.len(), 1);
+    assert_eq!(
+        (
+            drafts[0].chat_id,
+            drafts[0].draft_id,
+            drafts[0].text.as_str()
+        ),
+        (42, 7, "<b>Fixing</b> the parser")
+    );
+    assert_eq!(server.requests("sendMessageDraft")[0]["parse_mode"], "HTML");
+    let error = transport
+        .draft("-100777", None, 7, "in a group")
+        .await
+        .expect_err("no drafts in groups");
+    assert!(matches!(error, TransportError::Unsupported(_)), "{error}");
+    assert_eq!(server.calls("sendMessageDraft"), 1, "no call for the group");
+    transport.stop().await;
+}

@@ -57,6 +57,7 @@ fn defaults_match_the_transport_table() {
             length_unit: LengthUnit::Chars,
             markup: Markup::Markdown,
             reactions: false,
+            drafts: false,
         }
     );
 }
