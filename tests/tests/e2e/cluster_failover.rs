@@ -1,0 +1,303 @@
+//! Failover that loses nothing and answers once (issue 31 point 5, docs/scaling.md): one
+//! person streams prompts at a session through a real nats-server, two ingress nodes (one
+//! holding the bot, one standing by) and one session node; a third of the way in, the
+//! holding ingress is killed (and a new standby started), or nats-server is killed and
+//! started again on its store. Every prompt is answered exactly once, and answers come
+//! again within the lock TTL plus 5 s. Each run prints lost, duplicated and the time to
+//! the first answer after the fault.
+//!
+//! `cargo test` runs a short version (60 prompts at 10 a second, a 2 s TTL). The issue's
+//! full run (1,000 prompts at 5 a second, at the default 15 s TTL and at `--lock-ttl 6`) is
+//! the ignored test at the end:
+//! `cargo test -p bot-connect-tests --test e2e cluster_failover_full -- --ignored --nocapture`.
+
+use std::time::{Duration, Instant};
+
+use transport_testing::telegram::private_text;
+
+use crate::cluster_serve::Cluster;
+use crate::common::cluster::eventually;
+
+const USER: i64 = 4242;
+
+/// The demo agent's pause between steps: a turn takes about 3 of them, so at 10 prompts
+/// a second it keeps up, just.
+const PACE: Duration = Duration::from_millis(20);
+
+/// What goes wrong a third of the way in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The ingress holding the bot dies (its connection closes, nothing is released); a
+    /// new standby starts, as an operator's supervisor would restart it.
+    KillHoldingIngress,
+    /// nats-server is killed and started again on the same store.
+    RestartNats,
+}
+
+/// One run's shape.
+struct Soak {
+    name: &'static str,
+    fault: Fault,
+    prompts: usize,
+    per_second: u32,
+    ttl: Duration,
+}
+
+/// What one run saw.
+#[derive(Debug)]
+struct Tally {
+    /// Prompts never answered and never reported in the chat as not run.
+    lost: Vec<usize>,
+    /// Prompts answered more than once.
+    duplicated: Vec<usize>,
+    /// Prompts the chat was told may not have run (the crash window), not answered.
+    reported: Vec<usize>,
+    /// "may not have been posted" notices.
+    maybe_posted: usize,
+    /// From the fault to the first answer to a prompt sent at or after it.
+    first_answer_after_fault: Duration,
+}
+
+fn prompt(i: usize) -> String {
+    format!("prompt {i:04}")
+}
+
+/// Answers to prompt `i` in `sent` (the demo agent's reply quotes its prompt).
+fn answers(sent: &[transport_testing::telegram::SentRecord], i: usize) -> usize {
+    let quoted = format!("You asked: <i>{}</i>", prompt(i));
+    sent.iter().filter(|m| m.text.contains(&quoted)).count()
+}
+
+fn reported_not_run(sent: &[transport_testing::telegram::SentRecord], i: usize) -> bool {
+    let quoted = format!("\"{}\" may not have reached the agent", prompt(i));
+    sent.iter().any(|m| m.text.contains(&quoted))
+}
+
+/// The first prompt index at or after `from` that has an answer.
+fn first_answered(
+    sent: &[transport_testing::telegram::SentRecord],
+    from: usize,
+    to: usize,
+) -> bool {
+    (from..to).any(|i| answers(sent, i) > 0)
+}
+
+async fn soak(soak: Soak) -> Option<Tally> {
+    let nats = match crate::common::cluster::NatsServer::start() {
+        Ok(server) => server,
+        Err(crate::common::cluster::Unavailable(reason)) => {
+            eprintln!("SKIPPED (no nats-server): {reason}");
+            return None;
+        }
+    };
+    // One person sending this fast is over the bridge's prompt rate limit, which is not
+    // what is measured here.
+    let mut cluster = Cluster::configured(nats, soak.name, soak.ttl, |config| {
+        config["bridge"]["rateLimit"] = serde_json::json!({"promptsPerMinute": 0});
+    })
+    .await;
+    let holding = cluster.ingress().await;
+    // Turns take a while, so some are running, and replying, across the fault.
+    let node = cluster.node("node-a", &["api"], PACE).await;
+    eventually("the session runs", || async {
+        (node.running().len() == 1).then_some(())
+    })
+    .await;
+    // Binds the chat to the only session, and shows the bot is held before the standby.
+    cluster.say(1, "hello", "You asked").await;
+    let standby = cluster.ingress().await;
+
+    let fault_at = soak.prompts / 3;
+    let mut ticks = tokio::time::interval(Duration::from_secs(1) / soak.per_second);
+    let mut faulted: Option<Instant> = None;
+    let mut first_answer_after_fault = None;
+    let mut killed = Some(holding);
+    let mut restarted = None;
+    for i in 0..soak.prompts {
+        ticks.tick().await;
+        if i == fault_at {
+            match soak.fault {
+                Fault::KillHoldingIngress => {
+                    if let Some(ingress) = killed.take() {
+                        ingress.kill().await;
+                    }
+                    restarted = Some(cluster.ingress().await);
+                }
+                Fault::RestartNats => cluster.nats.restart(),
+            }
+            faulted = Some(Instant::now());
+        }
+        cluster
+            .bot
+            .queue_update(private_text(USER, 100 + i as i64, &prompt(i)));
+        if let Some(at) = faulted
+            && first_answer_after_fault.is_none()
+            && first_answered(&cluster.bot.sent(), fault_at, i + 1)
+        {
+            first_answer_after_fault = Some(at.elapsed());
+        }
+    }
+    let faulted = faulted.expect("the fault happened");
+    // Every prompt answered or reported, bounded: the fault's window plus the backlog.
+    let settle =
+        soak.ttl * 4 + Duration::from_secs(30) + Duration::from_millis(soak.prompts as u64 * 200);
+    let deadline = Instant::now() + settle;
+    loop {
+        let sent = cluster.bot.sent();
+        if first_answer_after_fault.is_none() && first_answered(&sent, fault_at, soak.prompts) {
+            first_answer_after_fault = Some(faulted.elapsed());
+        }
+        let done = (0..soak.prompts).all(|i| answers(&sent, i) > 0 || reported_not_run(&sent, i));
+        if done || Instant::now() > deadline {
+            break;
+        }
+        cluster
+            .bot
+            .wait_until(Duration::from_millis(200), |_| false)
+            .await;
+    }
+    if std::env::var_os("FAILOVER_DEBUG").is_some() {
+        eprintln!("pending updates {}", cluster.bot.pending_updates());
+        for line in cluster.log_lines() {
+            eprintln!("LOG {line}");
+        }
+        for m in cluster.bot.sent().iter().rev().take(12) {
+            eprintln!("SENT {}", m.text.chars().take(160).collect::<String>());
+        }
+    }
+    cluster.drained("serve:api").await;
+    let sent = cluster.bot.sent();
+    let tally = Tally {
+        lost: (0..soak.prompts)
+            .filter(|&i| answers(&sent, i) == 0 && !reported_not_run(&sent, i))
+            .collect(),
+        duplicated: (0..soak.prompts)
+            .filter(|&i| answers(&sent, i) > 1)
+            .collect(),
+        reported: (0..soak.prompts)
+            .filter(|&i| answers(&sent, i) == 0 && reported_not_run(&sent, i))
+            .collect(),
+        maybe_posted: sent
+            .iter()
+            .filter(|m| m.text.contains("may not have been posted"))
+            .count(),
+        first_answer_after_fault: first_answer_after_fault.unwrap_or(settle),
+    };
+    let budget = soak.ttl + Duration::from_secs(5);
+    println!(
+        "failover {:?}, {} prompts at {}/s, TTL {:?}: lost {}, duplicated {}, reported as not run {}, \
+         'may not have been posted' {}, first answer {:.1} s after the fault (budget {:.1} s)",
+        soak.fault,
+        soak.prompts,
+        soak.per_second,
+        soak.ttl,
+        tally.lost.len(),
+        tally.duplicated.len(),
+        tally.reported.len(),
+        tally.maybe_posted,
+        tally.first_answer_after_fault.as_secs_f64(),
+        budget.as_secs_f64(),
+    );
+    node.shutdown().await;
+    standby.shutdown().await;
+    if let Some(ingress) = restarted {
+        ingress.shutdown().await;
+    }
+    if let Some(ingress) = killed {
+        ingress.shutdown().await;
+    }
+    Some(tally)
+}
+
+/// Why `tally` fails the issue's bar, if it does: nothing lost, nothing twice, answers
+/// again within the TTL plus 5 s.
+fn verdict(tally: &Tally, ttl: Duration) -> Result<(), String> {
+    let budget = ttl + Duration::from_secs(5);
+    if !tally.lost.is_empty() {
+        return Err(format!("lost: {:?}", tally.lost));
+    }
+    if !tally.duplicated.is_empty() {
+        return Err(format!("answered twice: {:?}", tally.duplicated));
+    }
+    if tally.first_answer_after_fault > budget {
+        return Err(format!(
+            "first answer {:?} after the fault, over {budget:?}",
+            tally.first_answer_after_fault
+        ));
+    }
+    Ok(())
+}
+
+fn check(tally: &Tally, ttl: Duration) {
+    if let Err(why) = verdict(tally, ttl) {
+        panic!("{why}: {tally:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_failover_killing_the_holding_ingress_mid_stream_loses_and_repeats_nothing() {
+    let ttl = Duration::from_secs(2);
+    if let Some(tally) = soak(Soak {
+        name: "failkill",
+        fault: Fault::KillHoldingIngress,
+        prompts: 60,
+        per_second: 10,
+        ttl,
+    })
+    .await
+    {
+        check(&tally, ttl);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_failover_restarting_nats_mid_stream_loses_and_repeats_nothing() {
+    let ttl = Duration::from_secs(2);
+    if let Some(tally) = soak(Soak {
+        name: "failnats",
+        fault: Fault::RestartNats,
+        prompts: 60,
+        per_second: 10,
+        ttl,
+    })
+    .await
+    {
+        check(&tally, ttl);
+    }
+}
+
+/// The issue's run: 1,000 prompts at 5 a second, each fault at the default TTL (15 s) and
+/// at `--lock-ttl 6`; about 15 minutes. `FAILOVER_PROMPTS` runs fewer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "about 15 minutes: run by hand, figures in docs/scaling.md"]
+async fn cluster_failover_full_run() {
+    let prompts = std::env::var("FAILOVER_PROMPTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000);
+    let runs = [
+        ("fullkill15", Fault::KillHoldingIngress, 15),
+        ("fullkill6", Fault::KillHoldingIngress, 6),
+        ("fullnats15", Fault::RestartNats, 15),
+        ("fullnats6", Fault::RestartNats, 6),
+    ];
+    let mut failures = Vec::new();
+    for (name, fault, ttl) in runs {
+        let ttl = Duration::from_secs(ttl);
+        let Some(tally) = soak(Soak {
+            name,
+            fault,
+            prompts,
+            per_second: 5,
+            ttl,
+        })
+        .await
+        else {
+            return;
+        };
+        if let Err(why) = verdict(&tally, ttl) {
+            failures.push(format!("{name}: {why}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
