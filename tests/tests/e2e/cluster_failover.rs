@@ -22,7 +22,7 @@ const USER: i64 = 4242;
 
 /// The demo agent's pause between steps: a turn takes about 3 of them, so at 10 prompts
 /// a second it keeps up, just.
-const PACE: Duration = Duration::from_millis(20);
+const PACE: Duration = Duration::from_millis(50);
 
 /// What goes wrong a third of the way in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +54,10 @@ struct Tally {
     reported: Vec<usize>,
     /// "may not have been posted" notices.
     maybe_posted: usize,
+    /// Replies parked in the outbox while no ingress held the bot.
+    parked: u64,
+    /// Copies JetStream delivered again that the ledger kept from the agent.
+    kept_from_the_agent: usize,
     /// From the fault to the first answer to a prompt sent at or after it.
     first_answer_after_fault: Duration,
 }
@@ -167,6 +171,15 @@ async fn soak(soak: Soak) -> Option<Tally> {
     }
     cluster.drained("serve:api").await;
     let sent = cluster.bot.sent();
+    let jetstream = cluster.nats.jetstream().await;
+    let parked = match jetstream.get_stream(cluster.prefix.outbox_stream()).await {
+        Ok(stream) => stream
+            .consumer_info("outbox-telegram")
+            .await
+            .map(|info| info.delivered.stream_sequence)
+            .unwrap_or(0),
+        Err(_) => 0,
+    };
     let tally = Tally {
         lost: (0..soak.prompts)
             .filter(|&i| answers(&sent, i) == 0 && !reported_not_run(&sent, i))
@@ -182,11 +195,17 @@ async fn soak(soak: Soak) -> Option<Tally> {
             .filter(|m| m.text.contains("may not have been posted"))
             .count(),
         first_answer_after_fault: first_answer_after_fault.unwrap_or(settle),
+        parked,
+        kept_from_the_agent: cluster
+            .log_lines()
+            .iter()
+            .filter(|line| line.contains("nats_redelivery_already_handed"))
+            .count(),
     };
     let budget = soak.ttl + Duration::from_secs(5);
     println!(
         "failover {:?}, {} prompts at {}/s, TTL {:?}: lost {}, duplicated {}, reported as not run {}, \
-         'may not have been posted' {}, first answer {:.1} s after the fault (budget {:.1} s)",
+         'may not have been posted' {}, parked {}, copies kept from the agent {}, first answer {:.1} s after the fault (budget {:.1} s)",
         soak.fault,
         soak.prompts,
         soak.per_second,
@@ -195,6 +214,8 @@ async fn soak(soak: Soak) -> Option<Tally> {
         tally.duplicated.len(),
         tally.reported.len(),
         tally.maybe_posted,
+        tally.parked,
+        tally.kept_from_the_agent,
         tally.first_answer_after_fault.as_secs_f64(),
         budget.as_secs_f64(),
     );
