@@ -1,4 +1,4 @@
-//! At most once to the agent per platform message (docs/scaling.md#answered-once): a KV
+//! At most once to the agent per platform message (docs/scaling.md#the-flow, step 4): a KV
 //! bucket that remembers, per session and `Nats-Msg-Id`, that a message was handed to the
 //! session, checked before the session sees it again.
 //!

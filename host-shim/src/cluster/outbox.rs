@@ -1,4 +1,4 @@
-//! Replies made while no ingress holds their bot (docs/scaling.md#the-outbox): kept in a
+//! Replies made while no ingress holds their bot (docs/scaling.md#the-flow, step 6): kept in a
 //! JetStream stream, `<prefix>-outbox`, and posted in order by the ingress that takes the
 //! bot next.
 //!

@@ -37,6 +37,9 @@ fn inbound(ttl: Duration) -> InboundSettings {
     InboundSettings::for_lease_ttl(ttl)
 }
 
+/// Every node's log, by who wrote it (`ingress` or the node's name).
+pub(crate) type NodeLogs = Arc<Mutex<Vec<(String, Arc<MemoryLog>)>>>;
+
 /// Every demo agent made, by node and session key.
 pub(crate) type Agents = Arc<Mutex<HashMap<(String, String), Arc<DemoAgent>>>>;
 
@@ -56,7 +59,7 @@ pub(crate) struct Cluster {
     /// How long a session node's send waits for the ingress.
     pub(crate) request_timeout: Duration,
     /// Every node's log lines, by who wrote them (`ingress` or the node's name).
-    pub(crate) logs: Arc<Mutex<Vec<(String, Arc<MemoryLog>)>>>,
+    pub(crate) logs: NodeLogs,
 }
 
 impl Cluster {
@@ -239,7 +242,7 @@ impl Cluster {
     }
 
     /// Sent messages holding `needle`.
-    fn sent_with(&self, needle: &str) -> usize {
+    pub(crate) fn sent_with(&self, needle: &str) -> usize {
         self.bot
             .sent()
             .iter()
