@@ -3,7 +3,7 @@
 //! holding the bot, one standing by) and one session node; a third of the way in, the
 //! holding ingress is killed (and a new standby started), or nats-server is killed and
 //! started again on its store. Every prompt is answered exactly once, and answers come
-//! again within the lock TTL plus 5 s. Each run prints lost, duplicated and the time to
+//! again within the lock TTL plus 5 s, in the order the prompts were sent. Each run prints lost, duplicated and the time to
 //! the first answer after the fault.
 //!
 //! `cargo test` runs a short version (60 prompts at 10 a second, a 2 s TTL). The issue's
@@ -52,6 +52,8 @@ struct Tally {
     lost: Vec<usize>,
     /// Prompts answered more than once.
     duplicated: Vec<usize>,
+    /// Prompts whose first answer came before that of a prompt sent earlier.
+    out_of_order: Vec<usize>,
     /// Prompts the chat was told may not have run (the crash window), not answered.
     reported: Vec<usize>,
     /// "may not have been posted" notices.
@@ -77,6 +79,24 @@ fn answers(sent: &[transport_testing::telegram::SentRecord], i: usize) -> usize 
 fn reported_not_run(sent: &[transport_testing::telegram::SentRecord], i: usize) -> bool {
     sent.iter()
         .any(|m| m.text.contains(&prompt(i)) && m.text.contains("may not have reached the agent"))
+}
+
+/// Prompts whose first answer in `sent` comes before the first answer of an earlier prompt.
+fn out_of_order(sent: &[transport_testing::telegram::SentRecord], prompts: usize) -> Vec<usize> {
+    let first = |i: usize| {
+        let quoted = format!("You asked: <i>{}</i>", prompt(i));
+        sent.iter().position(|m| m.text.contains(&quoted))
+    };
+    let mut latest = None;
+    let mut late = Vec::new();
+    for i in 0..prompts {
+        let Some(at) = first(i) else { continue };
+        if latest.is_some_and(|latest| at < latest) {
+            late.push(i);
+        }
+        latest = latest.max(Some(at));
+    }
+    late
 }
 
 /// The first prompt index at or after `from` that has an answer.
@@ -189,6 +209,7 @@ async fn soak(soak: Soak) -> Option<Tally> {
         duplicated: (0..soak.prompts)
             .filter(|&i| answers(&sent, i) > 1)
             .collect(),
+        out_of_order: out_of_order(&sent, soak.prompts),
         reported: (0..soak.prompts)
             .filter(|&i| answers(&sent, i) == 0 && reported_not_run(&sent, i))
             .collect(),
@@ -206,7 +227,7 @@ async fn soak(soak: Soak) -> Option<Tally> {
     };
     let budget = soak.ttl + Duration::from_secs(5);
     println!(
-        "failover {:?}, {} prompts at {}/s, TTL {:?}: lost {}, duplicated {}, reported as not run {}, \
+        "failover {:?}, {} prompts at {}/s, TTL {:?}: lost {}, duplicated {}, out of order {}, reported as not run {}, \
          'may not have been posted' {}, parked {}, copies kept from the agent {}, first answer {:.1} s after the fault (budget {:.1} s)",
         soak.fault,
         soak.prompts,
@@ -214,6 +235,7 @@ async fn soak(soak: Soak) -> Option<Tally> {
         soak.ttl,
         tally.lost.len(),
         tally.duplicated.len(),
+        tally.out_of_order.len(),
         tally.reported.len(),
         tally.maybe_posted,
         tally.parked,
@@ -241,6 +263,9 @@ fn verdict(tally: &Tally, ttl: Duration) -> Result<(), String> {
     }
     if !tally.duplicated.is_empty() {
         return Err(format!("answered twice: {:?}", tally.duplicated));
+    }
+    if !tally.out_of_order.is_empty() {
+        return Err(format!("answered out of order: {:?}", tally.out_of_order));
     }
     if tally.first_answer_after_fault > budget {
         return Err(format!(
@@ -358,5 +383,80 @@ async fn cluster_a_message_caught_mid_handover_by_a_node_death_is_reported_in_th
     assert_eq!(cluster.sent_with("may not have reached the agent"), 1);
     assert_eq!(ledger.mark(&key).await.expect("read"), Some(Mark::Handed));
     node.shutdown().await;
+    ingress.shutdown().await;
+}
+
+/// Replies kept while no ingress held the bot go out before anything sent after an ingress
+/// took it (`cluster/outbox.rs`): the new holder posts the outbox first and only then serves
+/// sends. The platform rate-limits the first kept reply for a second, the window in which a
+/// new send served at once would overtake it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_replies_kept_while_no_ingress_held_the_bot_are_posted_before_newer_ones() {
+    use host_shim::cluster::outbound::RemoteTransport;
+    use host_shim::cluster::outbox::Outbox;
+    use transport_core::{OutboundKind, OutboundMessage, Transport as _};
+    use transport_testing::telegram::rate_limited_body;
+
+    let nats = nats_or_skip!();
+    let cluster = Cluster::with_ttl(nats, "outorder", Duration::from_secs(1)).await;
+    let client = cluster.nats.connect().await;
+    let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+    let reply = |text: &str| OutboundMessage {
+        conversation_id: USER.to_string(),
+        thread_id: None,
+        kind: OutboundKind::Reply,
+        text: text.into(),
+        edit_key: None,
+        buttons: Vec::new(),
+        answers_press: None,
+    };
+    let outbox = Outbox::open(jetstream, cluster.prefix.clone(), cluster.gate.clone())
+        .await
+        .expect("the outbox opens");
+    let capabilities = transport_testing::fake::FakeTransport::default().capabilities();
+    let orphan = RemoteTransport::new(
+        client.clone(),
+        &cluster.prefix,
+        "telegram",
+        capabilities,
+        Duration::from_secs(5),
+        cluster.gate.clone(),
+    )
+    .expect("a valid id")
+    .with_outbox(outbox);
+    let (sink, _stream) = transport_core::inbound::channel(4);
+    orphan.start(sink).await.expect("started");
+    for text in ["kept one", "kept two"] {
+        orphan
+            .send(reply(text))
+            .await
+            .expect("kept while no ingress holds the bot");
+    }
+    cluster
+        .bot
+        .fail_next("sendMessage", 429, rate_limited_body(1));
+
+    let ingress = cluster.ingress().await;
+    // A session's send as soon as an ingress answers for the bot.
+    let fresh = eventually("an ingress serves the bot's sends", || {
+        let (client, prefix, gate) = (client.clone(), cluster.prefix.clone(), cluster.gate.clone());
+        async move {
+            RemoteTransport::discover(client, &prefix, "telegram", Duration::from_secs(5), gate)
+                .await
+                .ok()
+                .map(|(remote, _)| remote)
+        }
+    })
+    .await;
+    let (sink, _stream) = transport_core::inbound::channel(4);
+    fresh.start(sink).await.expect("started");
+    fresh.send(reply("sent after")).await.expect("posted");
+    let all_out = cluster
+        .bot
+        .wait_until(crate::common::WAIT, |bot| bot.sent().len() >= 3)
+        .await;
+    let texts: Vec<String> = cluster.bot.sent().iter().map(|m| m.text.clone()).collect();
+    assert!(all_out, "{texts:?}");
+    assert_eq!(texts, ["kept one", "kept two", "sent after"]);
     ingress.shutdown().await;
 }
