@@ -5,7 +5,7 @@
 //! Why: JetStream delivers at least once. A copy comes again whenever a consumer did not
 //! ack in time: its node died mid-turn, a stall outlived `ack_wait`, or nats-server
 //! restarted between the delivery and the ack. Without this ledger each copy was a new
-//! prompt (one run of the issue 31 soak handed the agent 712 prompts for 200 sent, some run
+//! prompt (one kill test handed the agent 712 prompts for 200 sent, some run
 //! six times); an agent that edits files or runs commands must never do a prompt twice.
 //!
 //! Two marks, so the crash window is never silent:

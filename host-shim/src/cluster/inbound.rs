@@ -437,7 +437,7 @@ async fn consume(
     loop {
         // One message per pull. A message the client has pulled runs on its ack_wait clock
         // from then on: pulled in the client's default batch, the messages queued behind a
-        // slow one got no "in progress" and JetStream redelivered them (issue 31: 712
+        // slow one got no "in progress" and JetStream redelivered them (a kill test: 712
         // prompts to the agent for 200 sent).
         let pulled = consumer
             .batch()

@@ -5,7 +5,7 @@
 //! Why: between an ingress's death and a standby taking the bot (up to the lock TTL), a
 //! session's send finds no responder. It used to fail at once with "no ingress node
 //! serves telegram", the prompt was acked all the same, and the only trace was a line on
-//! the session node's stderr: 48 prompts of one issue 31 run were never answered, with
+//! the session node's stderr: 48 prompts of one kill test were never answered, with
 //! nothing said in the chat. A send that found no responder was certainly not posted, so
 //! parking it and posting it later cannot post it twice.
 //!

@@ -1,4 +1,4 @@
-//! Failover that loses nothing and answers once (issue 31 point 5, docs/scaling.md): one
+//! Failover that loses nothing and answers once (docs/scaling.md#measured): one
 //! person streams prompts at a session through a real nats-server, two ingress nodes (one
 //! holding the bot, one standing by) and one session node; a third of the way in, the
 //! holding ingress is killed (and a new standby started), or nats-server is killed and
@@ -6,7 +6,7 @@
 //! again within the lock TTL plus 5 s, in the order the prompts were sent. Each run prints lost, duplicated and the time to
 //! the first answer after the fault.
 //!
-//! `cargo test` runs a short version (60 prompts at 10 a second, a 2 s TTL). The issue's
+//! `cargo test` runs a short version (60 prompts at 10 a second, a 2 s TTL). The
 //! full run (1,000 prompts at 5 a second, at the default 15 s TTL and at `--lock-ttl 6`) is
 //! the ignored test at the end:
 //! `cargo test -p bot-connect-tests --test e2e cluster_failover_full -- --ignored --nocapture`.
@@ -254,7 +254,7 @@ async fn soak(soak: Soak) -> Option<Tally> {
     Some(tally)
 }
 
-/// Why `tally` fails the issue's bar, if it does: nothing lost, nothing twice, answers
+/// Why `tally` fails the bar, if it does: nothing lost, nothing twice, answers
 /// again within the TTL plus 5 s.
 fn verdict(tally: &Tally, ttl: Duration) -> Result<(), String> {
     let budget = ttl + Duration::from_secs(5);
@@ -314,7 +314,7 @@ async fn cluster_failover_restarting_nats_mid_stream_loses_and_repeats_nothing()
     }
 }
 
-/// The issue's run: 1,000 prompts at 5 a second, each fault at the default TTL (15 s) and
+/// The full run: 1,000 prompts at 5 a second, each fault at the default TTL (15 s) and
 /// at `--lock-ttl 6`; about 15 minutes. `FAILOVER_PROMPTS` runs fewer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "about 15 minutes: run by hand, figures in docs/scaling.md"]
