@@ -26,8 +26,9 @@ use async_nats::jetstream::{self, AckKind, consumer, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use tokio::task::JoinHandle;
-use transport_core::{Envelope, InboundSink};
+use transport_core::{Envelope, InboundSink, OutboundKind, OutboundMessage, Transport};
 
+use super::handed::{HandedLedger, Handover, Mark, decide, may_not_have_run_notice};
 use super::seal::{Gate, random_id};
 use super::settle::TurnLedger;
 use super::subjects::{Prefix, message_dedup_id, session_consumer};
@@ -308,9 +309,10 @@ impl SessionConsumer {
         .await
     }
 
-    /// [`SessionConsumer::start`] for a session whose prompts are acked only once their
-    /// turn's reply is out (`ledger`, see `settle.rs`). Every message's seal is checked
-    /// with `gate` before its body is read.
+    /// [`SessionConsumer::start`] for a session node's session: prompts acked only once
+    /// their turn's reply is out, and every message handed over at most once
+    /// ([`SessionGuards`]). Every message's seal is checked with `gate` before its body is
+    /// read.
     #[allow(clippy::too_many_arguments)] // each is one thing the consumer is built from
     pub async fn start_with(
         jetstream: jetstream::Context,
@@ -318,7 +320,7 @@ impl SessionConsumer {
         session_key: &str,
         sink: InboundSink,
         settings: &InboundSettings,
-        ledger: Option<Arc<TurnLedger>>,
+        guards: Option<SessionGuards>,
         gate: Gate,
         log: Arc<dyn LogSink>,
     ) -> Result<SessionConsumer, InboundError> {
@@ -342,7 +344,7 @@ impl SessionConsumer {
                 deliver_policy: consumer::DeliverPolicy::All,
                 ack_policy: consumer::AckPolicy::Explicit,
                 ack_wait: settings.ack_wait,
-                max_ack_pending: if ledger.is_some() { HELD_PROMPTS } else { 1 },
+                max_ack_pending: if guards.is_some() { HELD_PROMPTS } else { 1 },
                 ..consumer::pull::Config::default()
             })
             .await
@@ -354,7 +356,7 @@ impl SessionConsumer {
             name,
             sink,
             progress_every,
-            ledger,
+            guards,
             held.clone(),
             gate,
             log,
@@ -388,6 +390,34 @@ impl Drop for SessionConsumer {
     }
 }
 
+/// How long one pull waits on the server for a message before it is asked again.
+pub(crate) const PULL_EXPIRES: Duration = Duration::from_secs(2);
+
+/// How long past [`PULL_EXPIRES`] the client waits for the server to end a pull. A
+/// restarted nats-server forgot the pull, and the client alone waits 5 s past its expiry:
+/// 10 s without an answer after a 1 s restart, over the lock TTL plus 5 s budget at a
+/// short TTL. A pull the server forgot can deliver nothing, so giving up on it loses
+/// nothing; one the server still has ends by itself before this.
+pub(crate) const PULL_GRACE: Duration = Duration::from_secs(1);
+
+/// How often a crash-window notice is tried before the message is let go (logged).
+const NOTICE_ATTEMPTS: u32 = 5;
+
+/// What a session node's consumer adds to a plain one: prompts acked only once their reply
+/// is out ([`TurnLedger`]), and every message handed to the session at most once
+/// ([`HandedLedger`], `handed.rs`).
+pub struct SessionGuards {
+    /// The session's prompts taken and turns settled.
+    pub turns: Arc<TurnLedger>,
+    /// The cluster's handed-over ledger.
+    pub handed: HandedLedger,
+    /// The session's key (the ledger's keys are per session).
+    pub session_key: String,
+    /// The session's bots, to tell a chat that a message caught in the crash window may
+    /// not have run.
+    pub notices: Vec<Arc<dyn Transport>>,
+}
+
 /// The consumer loop: pull, deliver, ack; reconnects with a bounded backoff. Each argument
 /// is one thing the loop owns for its whole life (it runs as its own task).
 #[allow(clippy::too_many_arguments)]
@@ -396,7 +426,7 @@ async fn consume(
     name: String,
     sink: InboundSink,
     progress_every: Duration,
-    ledger: Option<Arc<TurnLedger>>,
+    guards: Option<SessionGuards>,
     holding: Arc<std::sync::atomic::AtomicUsize>,
     gate: Gate,
     log: Arc<dyn LogSink>,
@@ -405,7 +435,17 @@ async fn consume(
     let mut held = tokio::task::JoinSet::new();
     let mut backoff = Duration::from_millis(200);
     loop {
-        let mut messages = match consumer.messages().await {
+        // One message per pull. A message the client has pulled runs on its ack_wait clock
+        // from then on: pulled in the client's default batch, the messages queued behind a
+        // slow one got no "in progress" and JetStream redelivered them (a kill test: 712
+        // prompts to the agent for 200 sent).
+        let pulled = consumer
+            .batch()
+            .max_messages(1)
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await;
+        let mut messages = match pulled {
             Ok(messages) => messages,
             Err(error) => {
                 warn(
@@ -419,11 +459,13 @@ async fn consume(
             }
         };
         backoff = Duration::from_millis(200);
-        while let Some(next) = messages.next().await {
+        while let Ok(Some(next)) =
+            tokio::time::timeout(PULL_EXPIRES + PULL_GRACE, messages.next()).await
+        {
             let message = match next {
                 Ok(message) => message,
                 Err(error) => {
-                    // Missed heartbeats and reconnects show up here; the stream goes on.
+                    // Missed heartbeats and reconnects show up here; the next pull goes on.
                     warn(
                         log.as_ref(),
                         "nats_consumer_error",
@@ -437,7 +479,7 @@ async fn consume(
                 name: &name,
                 sink: &sink,
                 progress_every,
-                ledger: ledger.as_ref(),
+                guards: guards.as_ref(),
                 holding: &holding,
                 gate: &gate,
                 log: &log,
@@ -454,10 +496,138 @@ struct Step<'a> {
     name: &'a str,
     sink: &'a InboundSink,
     progress_every: Duration,
-    ledger: Option<&'a Arc<TurnLedger>>,
+    guards: Option<&'a SessionGuards>,
     holding: &'a Arc<std::sync::atomic::AtomicUsize>,
     gate: &'a Gate,
     log: &'a Arc<dyn LogSink>,
+}
+
+/// Retries `attempt` (a ledger read or write) until it succeeds, saying "in progress" for
+/// `message` meanwhile. Never gives up: handing the message over without the ledger could
+/// run it twice, and taking the next message instead would reorder the session's inbound;
+/// NATS being unreachable stalls the session anyway.
+async fn ledger_op<T, F, Fut>(message: &jetstream::Message, step: &Step<'_>, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, super::handed::HandedError>>,
+{
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match in_progress(message, step.progress_every, attempt()).await {
+            Ok(value) => return value,
+            Err(error) => {
+                warn(
+                    step.log.as_ref(),
+                    "nats_handed_ledger_unavailable",
+                    &[
+                        ("consumer", step.name.to_owned()),
+                        ("error", error.to_string()),
+                    ],
+                );
+                in_progress(message, step.progress_every, tokio::time::sleep(backoff)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Tells the chat of `envelope` that it may not have run (the crash window, `handed.rs`),
+/// a few times at most; false when every try failed (then it is only logged).
+async fn tell_may_not_have_run(
+    message: &jetstream::Message,
+    step: &Step<'_>,
+    guards: &SessionGuards,
+    envelope: &Envelope,
+) -> bool {
+    let Some(transport) = guards
+        .notices
+        .iter()
+        .find(|transport| transport.id() == envelope.transport)
+    else {
+        return false;
+    };
+    let notice = OutboundMessage {
+        conversation_id: envelope.conversation_id.clone(),
+        thread_id: envelope.thread_id.clone(),
+        kind: OutboundKind::Notice,
+        text: may_not_have_run_notice(&envelope.text),
+        edit_key: None,
+        buttons: Vec::new(),
+        answers_press: None,
+    };
+    let mut backoff = Duration::from_millis(200);
+    for _ in 0..NOTICE_ATTEMPTS {
+        let sent = in_progress(message, step.progress_every, transport.send(notice.clone()));
+        match sent.await {
+            Ok(_) => return true,
+            Err(error) => {
+                warn(
+                    step.log.as_ref(),
+                    "crash_window_notice_failed",
+                    &[
+                        ("consumer", step.name.to_owned()),
+                        ("error", error.to_string()),
+                    ],
+                );
+                in_progress(message, step.progress_every, tokio::time::sleep(backoff)).await;
+                backoff *= 2;
+            }
+        }
+    }
+    false
+}
+
+/// Checks the handed-over ledger for `envelope` before the session sees it: true when it
+/// is to be handed over (marked `Handing` now), false when it was dealt with here (a copy
+/// of a message handed over before, acked; or one caught in the crash window, reported
+/// in its chat and acked).
+async fn first_handover(
+    message: &jetstream::Message,
+    step: &Step<'_>,
+    guards: &SessionGuards,
+    envelope: &Envelope,
+    key: &str,
+) -> bool {
+    let (name, log) = (step.name, step.log.as_ref());
+    let mark = ledger_op(message, step, || guards.handed.mark(key)).await;
+    match decide(mark) {
+        Handover::Deliver => {
+            ledger_op(message, step, || guards.handed.set(key, Mark::Handing)).await;
+            true
+        }
+        Handover::AlreadyHanded => {
+            // The session's saved state speaks for it (a turn it interrupted is reported by
+            // the bridge on load): running it again could do its work twice.
+            log.write(
+                super::LOG_SCOPE,
+                LogLine::new(
+                    Level::Info,
+                    "nats_redelivery_already_handed",
+                    &[("consumer", name.to_owned())],
+                ),
+            );
+            acked(message, name, log).await;
+            false
+        }
+        Handover::MayNotHaveRun => {
+            if !tell_may_not_have_run(message, step, guards, envelope).await {
+                log.write(
+                    super::LOG_SCOPE,
+                    LogLine::new(
+                        Level::Error,
+                        "crash_window_message_not_reported",
+                        &[
+                            ("consumer", name.to_owned()),
+                            ("transport", envelope.transport.clone()),
+                        ],
+                    ),
+                );
+            }
+            ledger_op(message, step, || guards.handed.set(key, Mark::Handed)).await;
+            acked(message, name, log).await;
+            false
+        }
+    }
 }
 
 /// Hands one message to the session and acks it after (a prompt once its turn's reply is
@@ -478,7 +648,7 @@ async fn handle(
         .map(|info| u64::try_from(info.published.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
         .unwrap_or_else(|| step.gate.now_ms());
     // A message delivered again means a node died or stalled before its ack: the operator's
-    // sign that failover is doing work (the ledger keeps the answer from going out twice).
+    // sign that failover is doing work (the handed-over ledger keeps it from running twice).
     if let Some(delivered) = info.as_ref().map(|info| info.delivered).filter(|&n| n > 1) {
         log.write(
             super::LOG_SCOPE,
@@ -534,26 +704,39 @@ async fn handle(
             return true;
         }
     };
-    let taken_before = step.ledger.map(|ledger| ledger.taken());
+    // A message without a platform id cannot be told from its copies: handed over as is.
+    let guarded = step.guards.and_then(|guards| {
+        message_dedup_id(&envelope).map(|id| (guards, guards.handed.key(&guards.session_key, &id)))
+    });
+    if let Some((guards, key)) = &guarded
+        && !first_handover(&message, &step, guards, &envelope, key).await
+    {
+        return true;
+    }
+    let turns = step.guards.map(|guards| &guards.turns);
+    let taken_before = turns.map(|turns| turns.taken());
     let delivered = step.sink.deliver_and_wait(envelope);
     let outcome = in_progress(&message, step.progress_every, delivered).await;
     match outcome {
         Ok(()) => {
+            if let Some((guards, key)) = &guarded {
+                // Handled and saved: a copy from now on is acked without running.
+                ledger_op(&message, &step, || guards.handed.set(key, Mark::Handed)).await;
+            }
             // The agent accepted a prompt while the session handled this message.
-            let prompt = step
-                .ledger
+            let prompt = turns
                 .zip(taken_before)
-                .map(|(ledger, before)| (ledger.clone(), before, ledger.taken()))
+                .map(|(turns, before)| (turns.clone(), before, turns.taken()))
                 .filter(|(_, before, taken)| taken > before)
-                .map(|(ledger, _, taken)| (ledger, taken));
+                .map(|(turns, _, taken)| (turns, taken));
             match prompt {
-                Some((ledger, prompt)) => {
+                Some((turns, prompt)) => {
                     let (name, log) = (name.to_owned(), step.log.clone());
                     let every = step.progress_every;
                     let holding = step.holding.clone();
                     holding.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     held.spawn(async move {
-                        in_progress(&message, every, ledger.settled(prompt)).await;
+                        in_progress(&message, every, turns.settled(prompt)).await;
                         acked(&message, &name, log.as_ref()).await;
                         holding.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                     });
@@ -563,7 +746,9 @@ async fn handle(
             true
         }
         Err(_gone) => {
-            // The session ended before handling it: whoever runs the session next gets it now.
+            // The session ended before handling it: whoever runs the session next gets it
+            // now. Its mark stays `Handing` (the session may have read it before it went),
+            // so the next node reports it in the chat instead of perhaps running it twice.
             let _ = message.ack_with(AckKind::Nak(None)).await;
             false
         }

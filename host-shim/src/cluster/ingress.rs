@@ -23,6 +23,7 @@ use super::bot_lock::{BotLockError, BotLocks, Holder};
 use super::directory::{Directory, SessionEntry};
 use super::inbound::{InboundPublisher, InboundSettings};
 use super::outbound::OutboundServer;
+use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
 use super::seal::Gate;
 use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key};
@@ -74,6 +75,7 @@ pub struct IngressError(String);
 /// What every bot task of one ingress shares.
 struct Shared {
     client: Client,
+    jetstream: jetstream::Context,
     locks: BotLocks,
     directory: Directory,
     states: KvStateStore,
@@ -116,6 +118,7 @@ impl Ingress {
         let requests = options.requests.clone();
         let shared = Arc::new(Shared {
             client,
+            jetstream,
             locks,
             directory,
             states,
@@ -188,6 +191,8 @@ impl Ingress {
         for transport in live {
             transport.stop().await;
         }
+        // A dead machine's connection closes: a send in flight to it gets no answer.
+        let _ = self.shared.client.drain().await;
     }
 }
 
@@ -303,6 +308,39 @@ impl Shared {
                     _ = stopping.wait_for(|stop| *stop) => return,
                 }
             }
+            // Replies parked while nobody held the bot go out first, before new sends are
+            // served, so the chat reads them in the order they were made.
+            let drain = match OutboxDrain::start(
+                self.jetstream.clone(),
+                &self.options.prefix,
+                transport.clone(),
+                self.options.gate.clone(),
+                self.options.log.clone(),
+            )
+            .await
+            {
+                Ok(mut drain) => {
+                    if !drain.drained(DRAIN_BEFORE_SERVING).await {
+                        self.log(
+                            Level::Warning,
+                            "outbox not drained; serving new sends anyway",
+                            &[("transport", request.id.clone())],
+                        );
+                    }
+                    Some(drain)
+                }
+                Err(error) => {
+                    self.log(
+                        Level::Error,
+                        "outbox not drained",
+                        &[
+                            ("transport", request.id.clone()),
+                            ("error", error.to_string()),
+                        ],
+                    );
+                    None
+                }
+            };
             let server = match OutboundServer::start(
                 self.client.clone(),
                 &self.options.prefix,
@@ -352,6 +390,9 @@ impl Shared {
                 _ = stopping.wait_for(|stop| *stop) => true,
             };
             self.live().retain(|t| !Arc::ptr_eq(t, &transport));
+            if let Some(drain) = drain {
+                drain.stop();
+            }
             transport.stop().await;
             server.stop();
             if stop {

@@ -19,10 +19,11 @@ use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundMessage, SendReceipt,
-    Transport, TransportError,
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundKind, OutboundMessage,
+    SendReceipt, Transport, TransportError,
 };
 
+use super::outbox::Outbox;
 use super::seal::{Gate, random_id};
 use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
 use super::warn;
@@ -344,6 +345,8 @@ pub struct RemoteTransport {
     sent: AtomicU64,
     failed: AtomicU64,
     gate: Gate,
+    /// Where a send that finds no ingress is kept for the next one (`outbox.rs`).
+    outbox: Option<Outbox>,
 }
 
 /// The subject a reply's seal names: the request's, marked, so a sealed request can never
@@ -382,7 +385,15 @@ impl RemoteTransport {
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             gate,
+            outbox: None,
         })
+    }
+
+    /// Keeps sends that find no ingress in `outbox`, posted once an ingress holds the bot,
+    /// instead of failing them.
+    pub fn with_outbox(mut self, outbox: Outbox) -> RemoteTransport {
+        self.outbox = Some(outbox);
+        self
     }
 
     /// Asks the ingress serving `id` for the bot and its capabilities, and builds the
@@ -429,9 +440,12 @@ impl RemoteTransport {
         }
     }
 
-    async fn call(&self, body: &WireRequest) -> Result<WireReply, TransportError> {
+    async fn call(&self, body: &WireRequest) -> Result<WireReply, RequestFailure> {
         if !self.started.load(Ordering::SeqCst) {
-            return Err(TransportError::NotStarted(self.id.clone()));
+            return Err(RequestFailure {
+                error: TransportError::NotStarted(self.id.clone()),
+                delivery: Delivery::Unsent,
+            });
         }
         let result = request(
             &self.client,
@@ -449,6 +463,75 @@ impl RemoteTransport {
         counter.fetch_add(1, Ordering::Relaxed);
         result
     }
+
+    /// A send that found no ingress: parked in the outbox when there is one.
+    async fn park(
+        &self,
+        message: &OutboundMessage,
+        error: TransportError,
+    ) -> Result<SendReceipt, TransportError> {
+        let Some(outbox) = &self.outbox else {
+            return Err(error);
+        };
+        outbox.park(&self.id, message).await.map_err(|parking| {
+            TransportError::Failed(format!(
+                "{error}; keeping it until an ingress holds the bot failed too: {parking}"
+            ))
+        })
+    }
+
+    /// A send that may or may not have been posted: not repeated (Telegram and Slack have
+    /// no dedup for a post), but the chat is told, once an ingress holds the bot, so the
+    /// person knows to ask again if the answer is missing.
+    async fn tell_maybe_posted(&self, message: &OutboundMessage) {
+        let Some(outbox) = &self.outbox else {
+            return;
+        };
+        if message.answers_press.is_some() {
+            // A press's answer is private: a notice in the chat would show it was meant.
+            return;
+        }
+        let notice = OutboundMessage {
+            conversation_id: message.conversation_id.clone(),
+            thread_id: message.thread_id.clone(),
+            kind: OutboundKind::Notice,
+            text: maybe_posted_notice(self.timeout),
+            edit_key: None,
+            buttons: Vec::new(),
+            answers_press: None,
+        };
+        let _ = outbox.park(&self.id, &notice).await;
+    }
+}
+
+/// The chat's notice for a send whose ingress did not answer within `timeout`.
+pub fn maybe_posted_notice(timeout: Duration) -> String {
+    format!(
+        "⚠ A reply may not have been posted: the machine posting it did not answer within {}          s. If an answer is missing above, ask again.",
+        timeout.as_secs().max(1)
+    )
+}
+
+/// Whether a failed request may have reached the platform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Certainly not: nobody received it (no responder), so it may be sent again.
+    Unsent,
+    /// Perhaps: it may have been posted, so it is never sent again blindly.
+    Unknown,
+}
+
+/// A request that got no usable answer.
+#[derive(Debug)]
+struct RequestFailure {
+    error: TransportError,
+    delivery: Delivery,
+}
+
+impl From<RequestFailure> for TransportError {
+    fn from(failure: RequestFailure) -> TransportError {
+        failure.error
+    }
 }
 
 /// One request, sealed, and its decoded answer once its seal is checked; every NATS
@@ -460,9 +543,14 @@ async fn request(
     subject: &str,
     timeout: Duration,
     body: &WireRequest,
-) -> Result<WireReply, TransportError> {
-    let payload = serde_json::to_vec(body).map_err(|error| {
-        TransportError::Failed(format!("cannot encode the {id} request: {error}"))
+) -> Result<WireReply, RequestFailure> {
+    let unknown = |error: TransportError| RequestFailure {
+        error,
+        delivery: Delivery::Unknown,
+    };
+    let payload = serde_json::to_vec(body).map_err(|error| RequestFailure {
+        error: TransportError::Failed(format!("cannot encode the {id} request: {error}")),
+        delivery: Delivery::Unsent,
     })?;
     let message_id = random_id();
     let headers = gate.headers(subject, &message_id, &payload);
@@ -474,21 +562,25 @@ async fn request(
         .send_request(subject.to_owned(), request)
         .await
         .map_err(|error| match error.kind() {
-            RequestErrorKind::NoResponders => TransportError::Failed(format!(
-                "no ingress node serves {id} on NATS subject {subject}, so nothing was sent. \
-                 Start one (host-shim serve --nats <url> --role ingress) with this bot's \
-                 credential, or wait for a standby to take the bot lock (up to the lock TTL)"
-            )),
-            RequestErrorKind::TimedOut => TransportError::Failed(format!(
+            RequestErrorKind::NoResponders => RequestFailure {
+                error: TransportError::Failed(format!(
+                    "no ingress node serves {id} on NATS subject {subject}, so nothing was \
+                     sent. Start one (host-shim serve --nats <url> --role ingress) with this \
+                     bot's credential, or wait for a standby to take the bot lock (up to the \
+                     lock TTL)"
+                )),
+                delivery: Delivery::Unsent,
+            },
+            RequestErrorKind::TimedOut => unknown(TransportError::Failed(format!(
                 "the ingress node serving {id} did not answer within {} ms on NATS subject \
                  {subject}; the message may or may not have been posted. Check that node and \
                  the platform's status",
                 timeout.as_millis()
-            )),
-            _ => TransportError::Failed(format!(
+            ))),
+            _ => unknown(TransportError::Failed(format!(
                 "the NATS request to {subject} failed ({error}), so nothing is known to have \
                  been sent; check this node's NATS connection"
-            )),
+            ))),
         })?;
     // Judged against this node's clock; the id is this request's own, so an answer to
     // another request, or one forged by a client without the key, is refused.
@@ -511,7 +603,7 @@ async fn request(
         // What an unsealed answer says is only shown when it is the ingress's refusal.
         let refused_by_ingress = serde_json::from_slice::<WireReply>(&answer.payload)
             .is_ok_and(|reply| matches!(reply, WireReply::Failed { error: WireError::Failed { message } } if message.starts_with("refused: ")));
-        return Err(TransportError::Failed(if refused_by_ingress {
+        return Err(unknown(TransportError::Failed(if refused_by_ingress {
             format!(
                 "the ingress node serving {id} refused the request on {subject}: it is not \
                  sealed with that node's cluster key, so nothing was sent. Give every node \
@@ -523,14 +615,14 @@ async fn request(
                  ({refusal}); it was ignored, and the message may or may not have been \
                  posted. Check that every node has the same cluster key"
             )
-        }));
+        })));
     }
     serde_json::from_slice::<WireReply>(&answer.payload).map_err(|error| {
-        TransportError::Failed(format!(
+        unknown(TransportError::Failed(format!(
             "the ingress node serving {id} answered on {subject} with something this version \
              cannot read ({error}); the message may have been posted. Do all nodes run the \
              same host-shim version?"
-        ))
+        )))
     })
 }
 
@@ -604,17 +696,33 @@ impl Transport for RemoteTransport {
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
-        let body = WireRequest::Send { message };
-        match self.call(&body).await? {
-            WireReply::Sent {
+        let body = WireRequest::Send {
+            message: message.clone(),
+        };
+        match self.call(&body).await {
+            Ok(WireReply::Sent {
                 message_id,
                 edit_key,
-            } => Ok(SendReceipt {
+            }) => Ok(SendReceipt {
                 message_id,
                 edit_key,
             }),
-            WireReply::Failed { error } => Err(error.into()),
-            other => Err(unexpected(&self.id, &self.subject, &other)),
+            Ok(WireReply::Failed { error }) => Err(error.into()),
+            Ok(other) => Err(unexpected(&self.id, &self.subject, &other)),
+            Err(RequestFailure {
+                error,
+                delivery: Delivery::Unsent,
+            }) if !matches!(error, TransportError::NotStarted(_)) => {
+                self.park(&message, error).await
+            }
+            Err(RequestFailure {
+                error,
+                delivery: Delivery::Unknown,
+            }) => {
+                self.tell_maybe_posted(&message).await;
+                Err(error)
+            }
+            Err(failure) => Err(failure.error),
         }
     }
 

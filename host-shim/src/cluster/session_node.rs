@@ -26,8 +26,10 @@ use transport_core::Transport;
 
 use super::bot_lock::{BotLocks, Holder, KeptLock};
 use super::directory::{Directory, SessionEntry};
-use super::inbound::{InboundSettings, SessionConsumer};
+use super::handed::HandedLedger;
+use super::inbound::{InboundSettings, SessionConsumer, SessionGuards};
 use super::outbound::RemoteTransport;
+use super::outbox::Outbox;
 use super::placement;
 use super::seal::Gate;
 use super::settle::{LedgerAgent, LedgerStore, TurnLedger};
@@ -124,6 +126,10 @@ struct Node {
     leases: BotLocks,
     directory: Directory,
     states: KvStateStore,
+    /// Which messages were handed to their session already (at most once).
+    handed: HandedLedger,
+    /// Where the sessions' sends wait while no ingress holds their bot.
+    outbox: Outbox,
     /// The pairing failure budget of every session this node runs (one process, one
     /// budget, as in a broker).
     pairing: PairingBudget,
@@ -166,6 +172,16 @@ impl SessionNode {
         let states = KvStateStore::open(&jetstream, &options.prefix, &options.gate)
             .await
             .map_err(|e| failed(&e))?;
+        let handed = HandedLedger::open(&jetstream, &options.prefix, &options.gate)
+            .await
+            .map_err(|e| failed(&e))?;
+        let outbox = Outbox::open(
+            jetstream.clone(),
+            options.prefix.clone(),
+            options.gate.clone(),
+        )
+        .await
+        .map_err(|e| failed(&e))?;
         let presence = nodes
             .try_acquire(&node_key(&options.holder), &options.holder)
             .await
@@ -195,6 +211,8 @@ impl SessionNode {
             leases,
             directory,
             states,
+            handed,
+            outbox,
             pairing: PairingBudget::default(),
             transport_ids,
             running: BTreeMap::new(),
@@ -369,7 +387,9 @@ impl Node {
             )
             .await
             {
-                Ok((remote, _)) => remotes.push(Arc::new(remote)),
+                Ok((remote, _)) => {
+                    remotes.push(Arc::new(remote.with_outbox(self.outbox.clone())));
+                }
                 Err(error) => {
                     // No ingress holds this bot yet: try again at the next look.
                     self.log(
@@ -443,7 +463,15 @@ impl Node {
             &wanted.key,
             sink,
             &self.options.inbound,
-            Some(ledger),
+            Some(SessionGuards {
+                turns: ledger,
+                handed: self.handed.clone(),
+                session_key: wanted.key.clone(),
+                notices: remotes
+                    .iter()
+                    .map(|r| r.clone() as Arc<dyn Transport>)
+                    .collect(),
+            }),
             self.options.gate.clone(),
             self.options.log.clone(),
         )

@@ -126,6 +126,27 @@ impl Prefix {
         format!("{}-bindings", self.0)
     }
 
+    /// KV bucket of the messages handed to their session (at most once, `handed.rs`).
+    pub fn handed_bucket(&self) -> String {
+        format!("{}-handed", self.0)
+    }
+
+    /// The stream of replies made while no ingress held their bot (`outbox.rs`).
+    pub fn outbox_stream(&self) -> String {
+        format!("{}-outbox", self.0)
+    }
+
+    /// Where replies for `transport_id` wait while no ingress holds its bot.
+    pub fn outbox_subject(&self, transport_id: &str) -> Result<String, NameError> {
+        if is_plain_token(transport_id, 64) {
+            Ok(format!("{}.outbox.{transport_id}", self.0))
+        } else {
+            Err(NameError::TransportId {
+                id: transport_id.to_owned(),
+            })
+        }
+    }
+
     /// The stream holding every session's inbound envelopes.
     pub fn inbound_stream(&self) -> String {
         format!("{}-inbound", self.0)

@@ -117,8 +117,12 @@ pub struct ClusterArgs {
     pub trust: TrustFlags,
 }
 
-/// How long a send through the ingress may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a send through the ingress may take. Short, because a send in flight to an
+/// ingress that died waits it out while the session handles nothing else (at 30 s, a kill
+/// test measured a 30 s stall while the bot had moved in 14 s); a platform post takes well
+/// under a second, and one that does not come back in time is reported in the chat as
+/// perhaps not posted.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The validated transport requests of `config` (the messengers only).
 pub fn messenger_requests(config: &guest::core::config::LoadedConfig) -> Vec<TransportRequest> {

@@ -9,6 +9,7 @@ mod broker_telegram;
 mod capability_audit;
 mod cluster_bot_lock;
 mod cluster_documented_config;
+mod cluster_failover;
 mod cluster_inbound;
 mod cluster_outbound;
 mod cluster_serve;
