@@ -84,6 +84,25 @@ pub async fn send_notice(
     envelope: &transport_core::Envelope,
     text: &str,
 ) -> Result<(), transport_core::TransportError> {
+    send_notice_to(
+        transport,
+        &envelope.conversation_id,
+        envelope.thread_id.as_deref(),
+        text,
+    )
+    .await
+}
+
+/// [`send_notice`] to a conversation (and thread) named directly: a cluster node's notice
+/// about a reply or a message it holds, with no envelope at hand. Redacted and rendered
+/// like the bridge's own messages: such a notice may quote what the user typed or what a
+/// platform answered.
+pub async fn send_notice_to(
+    transport: &dyn Transport,
+    conversation_id: &str,
+    thread_id: Option<&str>,
+    text: &str,
+) -> Result<(), transport_core::TransportError> {
     let caps = crate::native_guest::capabilities_to_guest(transport.capabilities());
     let prepared = guest::core::outbound::prepare(text, &caps, 4);
     // The truncation notice goes too: a long `/sessions` list cut at four messages must
@@ -95,8 +114,8 @@ pub async fn send_notice(
     {
         transport
             .send(OutboundMessage {
-                conversation_id: envelope.conversation_id.clone(),
-                thread_id: envelope.thread_id.clone(),
+                conversation_id: conversation_id.to_owned(),
+                thread_id: thread_id.map(str::to_owned),
                 kind: OutboundKind::Notice,
                 text,
                 edit_key: None,

@@ -26,7 +26,7 @@ use async_nats::jetstream::{self, AckKind, consumer, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use tokio::task::JoinHandle;
-use transport_core::{Envelope, InboundSink, OutboundKind, OutboundMessage, Transport};
+use transport_core::{Envelope, InboundSink, Transport};
 
 use super::handed::{HandedLedger, Handover, Mark, decide, may_not_have_run_notice};
 use super::seal::{Gate, random_id};
@@ -546,18 +546,15 @@ async fn tell_may_not_have_run(
     else {
         return false;
     };
-    let notice = OutboundMessage {
-        conversation_id: envelope.conversation_id.clone(),
-        thread_id: envelope.thread_id.clone(),
-        kind: OutboundKind::Notice,
-        text: may_not_have_run_notice(&envelope.text),
-        edit_key: None,
-        buttons: Vec::new(),
-        answers_press: None,
-    };
+    // Rendered and redacted like the bridge's messages: it quotes what the user typed.
+    let notice = may_not_have_run_notice(&envelope.text);
     let mut backoff = Duration::from_millis(200);
     for _ in 0..NOTICE_ATTEMPTS {
-        let sent = in_progress(message, step.progress_every, transport.send(notice.clone()));
+        let sent = in_progress(
+            message,
+            step.progress_every,
+            crate::broker::send_notice(transport.as_ref(), envelope, &notice),
+        );
         match sent.await {
             Ok(_) => return true,
             Err(error) => {

@@ -499,6 +499,7 @@ impl RemoteTransport {
             edit_key: None,
             buttons: Vec::new(),
             answers_press: None,
+            reply_to: None,
         };
         let _ = outbox.park(&self.id, &notice).await;
     }
@@ -507,7 +508,7 @@ impl RemoteTransport {
 /// The chat's notice for a send whose ingress did not answer within `timeout`.
 pub fn maybe_posted_notice(timeout: Duration) -> String {
     format!(
-        "⚠ A reply may not have been posted: the machine posting it did not answer within {}          s. If an answer is missing above, ask again.",
+        "⚠ A reply may not have been posted: the machine posting it did not answer within {} s. If an answer is missing above, ask again.",
         timeout.as_secs().max(1)
     )
 }

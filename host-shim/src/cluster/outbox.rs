@@ -20,7 +20,7 @@ use async_nats::jetstream::{self, AckKind, consumer, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
 use tokio::task::JoinHandle;
-use transport_core::{OutboundKind, OutboundMessage, SendReceipt, Transport, TransportError};
+use transport_core::{OutboundMessage, SendReceipt, Transport, TransportError};
 
 use super::inbound::{PULL_EXPIRES, PULL_GRACE};
 use super::seal::{Gate, random_id};
@@ -350,16 +350,15 @@ async fn post_parked(
                         ],
                     ),
                 );
-                let notice = OutboundMessage {
-                    conversation_id: parked.conversation_id.clone(),
-                    thread_id: parked.thread_id.clone(),
-                    kind: OutboundKind::Notice,
-                    text,
-                    edit_key: None,
-                    buttons: Vec::new(),
-                    answers_press: None,
-                };
-                if let Err(error) = transport.send(notice).await {
+                // Rendered and redacted: it quotes the platform's answer.
+                let told = crate::broker::send_notice_to(
+                    transport,
+                    &parked.conversation_id,
+                    parked.thread_id.as_deref(),
+                    &text,
+                )
+                .await;
+                if let Err(error) = told {
                     warn(log, "outbox_notice_failed", &[("error", error.to_string())]);
                 }
                 break;
@@ -381,6 +380,7 @@ async fn post_parked(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use transport_core::OutboundKind;
 
     fn message(edit_key: Option<&str>) -> OutboundMessage {
         OutboundMessage {
@@ -391,6 +391,7 @@ mod tests {
             edit_key: edit_key.map(str::to_owned),
             buttons: Vec::new(),
             answers_press: None,
+            reply_to: None,
         }
     }
 

@@ -409,6 +409,7 @@ async fn cluster_replies_kept_while_no_ingress_held_the_bot_are_posted_before_ne
         edit_key: None,
         buttons: Vec::new(),
         answers_press: None,
+        reply_to: None,
     };
     let outbox = Outbox::open(jetstream, cluster.prefix.clone(), cluster.gate.clone())
         .await
