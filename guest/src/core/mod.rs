@@ -19,6 +19,7 @@ pub mod invisible;
 pub mod local;
 pub mod measure;
 pub mod notices;
+pub mod outgoing_file;
 pub mod outbound;
 pub mod pairing;
 pub mod pairing_budget;

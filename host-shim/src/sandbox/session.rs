@@ -89,11 +89,21 @@ pub struct Health {
 
 enum Command {
     Local(String, oneshot::Sender<Note>),
+    SendFile(FileRequest, oneshot::Sender<Result<String, String>>),
     Preview(transport_core::Envelope, oneshot::Sender<Option<String>>),
     Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
     Shutdown(oneshot::Sender<()>),
+}
+
+/// The agent's request to send a file (its `send_file` tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRequest {
+    /// The path as the agent wrote it.
+    pub path: String,
+    /// Text to show with it.
+    pub caption: Option<String>,
 }
 
 /// A running session. Dropping it does not stop it; call [`Session::shutdown`].
@@ -247,6 +257,13 @@ impl Session {
     /// Runs a local `/connect …` command; returns the text for the terminal.
     pub async fn local_command(&self, args: &str) -> anyhow::Result<Note> {
         self.ask(|tx| Command::Local(args.to_string(), tx)).await
+    }
+
+    /// The agent's `send_file`: the bridge judges, reads (through the host), redacts and
+    /// uploads the file to the current turn's chats. `Ok` says what went where, `Err` why
+    /// nothing was sent; both are for the agent.
+    pub async fn send_file(&self, request: FileRequest) -> anyhow::Result<Result<String, String>> {
+        self.ask(|tx| Command::SendFile(request, tx)).await
     }
 
     /// What the bridge would do with `envelope`, without doing it; `None` when the
@@ -679,6 +696,28 @@ impl Actor {
                     }
                 }));
             }
+            Command::SendFile(request, reply) => {
+                self.record_input(|| Event::SendFile {
+                    path: request.path.clone(),
+                    caption: request.caption.clone(),
+                });
+                let result: Option<Result<String, String>> = guest!(
+                    self,
+                    calls::SEND_FILE,
+                    |b, s| b.call_send_file(s, &request.path, request.caption.as_deref())
+                );
+                if let Some(result) = &result {
+                    self.ctx().record(|| Event::FileSendAnswer {
+                        result: result.clone(),
+                    });
+                }
+                let _ = reply.send(result.unwrap_or_else(|| {
+                    Err(
+                        "the messenger bridge failed while sending the file; nothing was sent"
+                            .into(),
+                    )
+                }));
+            }
             Command::Preview(envelope, reply) => {
                 let envelope = convert::envelope_to_wit(envelope);
                 self.record_input(|| Event::Preview {
@@ -788,6 +827,8 @@ pub mod calls {
     pub const LOCAL_QUESTION_ANSWER: &str = "a local answer to a question";
     /// `on-local-command`.
     pub const LOCAL_COMMAND: &str = "a local command";
+    /// `send-file`.
+    pub const SEND_FILE: &str = "a file to send";
     /// `preview-envelope`.
     pub const PREVIEW: &str = "a preview";
     /// `diagnostics`.
