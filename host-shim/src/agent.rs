@@ -44,6 +44,15 @@ pub enum AgentSignal {
         /// Where the answer goes.
         reply: oneshot::Sender<QuestionAnswer>,
     },
+    /// The agent's `send_file` tool (headless pi, through its RPC dialogs): the bridge
+    /// judges, reads and uploads the file. A dropped reply means the session is gone: the
+    /// tool fails with nothing sent.
+    SendFile {
+        /// The path as the agent wrote it, and the caption.
+        request: crate::sandbox::session::FileRequest,
+        /// What the agent is told: what went where, or why nothing was sent.
+        reply: oneshot::Sender<Result<String, String>>,
+    },
     /// The person at the agent's own terminal answered question `id` first (pi's TUI,
     /// where the question is asked too).
     LocalQuestionAnswer {

@@ -613,6 +613,7 @@ impl Actor {
                     }
                 }
             }
+            AgentSignal::SendFile { request, reply } => self.send_file(request, reply).await,
             AgentSignal::LocalQuestionAnswer { id, answer } => {
                 self.record_input(|| Event::LocalQuestionAnswer {
                     id: id.clone(),
@@ -678,6 +679,28 @@ impl Actor {
         }
     }
 
+    /// The agent's `send_file`, from the extension's link or headless pi's dialog.
+    async fn send_file(
+        &mut self,
+        request: FileRequest,
+        reply: oneshot::Sender<Result<String, String>>,
+    ) {
+        self.record_input(|| Event::SendFile {
+            path: request.path.clone(),
+            caption: request.caption.clone(),
+        });
+        let result: Option<Result<String, String>> = guest!(self, calls::SEND_FILE, |b, s| b
+            .call_send_file(s, &request.path, request.caption.as_deref()));
+        if let Some(result) = &result {
+            self.ctx().record(|| Event::FileSendAnswer {
+                result: result.clone(),
+            });
+        }
+        let _ = reply.send(result.unwrap_or_else(|| {
+            Err("the messenger bridge failed while sending the file; nothing was sent".into())
+        }));
+    }
+
     async fn on_command(&mut self, command: Command) {
         match command {
             Command::Local(args, reply) => {
@@ -696,28 +719,7 @@ impl Actor {
                     }
                 }));
             }
-            Command::SendFile(request, reply) => {
-                self.record_input(|| Event::SendFile {
-                    path: request.path.clone(),
-                    caption: request.caption.clone(),
-                });
-                let result: Option<Result<String, String>> = guest!(
-                    self,
-                    calls::SEND_FILE,
-                    |b, s| b.call_send_file(s, &request.path, request.caption.as_deref())
-                );
-                if let Some(result) = &result {
-                    self.ctx().record(|| Event::FileSendAnswer {
-                        result: result.clone(),
-                    });
-                }
-                let _ = reply.send(result.unwrap_or_else(|| {
-                    Err(
-                        "the messenger bridge failed while sending the file; nothing was sent"
-                            .into(),
-                    )
-                }));
-            }
+            Command::SendFile(request, reply) => self.send_file(request, reply).await,
             Command::Preview(envelope, reply) => {
                 let envelope = convert::envelope_to_wit(envelope);
                 self.record_input(|| Event::Preview {
