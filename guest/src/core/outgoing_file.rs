@@ -223,8 +223,14 @@ pub fn prepare(name: &str, data: Vec<u8>) -> Result<Prepared, String> {
     } else {
         redacted.text.into_bytes()
     };
+    // A PDF written in ASCII only is still a PDF: its media type comes from its bytes.
+    let media_type = if data.starts_with(b"%PDF-") {
+        "application/pdf"
+    } else {
+        text_type(name)
+    };
     Ok(Prepared {
-        media_type: text_type(name).into(),
+        media_type: media_type.into(),
         as_image: false,
         data,
         redacted: redacted.rules,

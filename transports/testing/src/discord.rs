@@ -1554,7 +1554,9 @@ fn rest_route(
                 let index = file.name.trim_start_matches("files[").trim_end_matches(']');
                 let declared = body["attachments"].as_array().is_some_and(|list| {
                     list.iter().any(|a| {
-                        a["id"].to_string() == index
+                        // Discord takes the index as a number or a string.
+                        (a["id"].as_u64().map(|n| n.to_string()).as_deref() == Some(index)
+                            || a["id"].as_str() == Some(index))
                             && a["filename"].as_str() == file.file_name.as_deref()
                     })
                 });
