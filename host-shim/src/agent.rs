@@ -49,7 +49,7 @@ pub enum AgentSignal {
     /// tool fails with nothing sent.
     SendFile {
         /// The path as the agent wrote it, and the caption.
-        request: crate::sandbox::session::FileRequest,
+        request: FileRequest,
         /// What the agent is told: what went where, or why nothing was sent.
         reply: oneshot::Sender<Result<String, String>>,
     },
@@ -61,6 +61,15 @@ pub enum AgentSignal {
         /// The answer given there.
         answer: QuestionAnswer,
     },
+}
+
+/// The agent's request to send a file (its `send_file` tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRequest {
+    /// The path as the agent wrote it.
+    pub path: String,
+    /// Text to show with it.
+    pub caption: Option<String>,
 }
 
 /// A live agent session.

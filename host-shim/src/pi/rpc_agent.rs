@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::{Agent, AgentSignal, RecentWork};
+use crate::agent::{Agent, AgentSignal, FileRequest, RecentWork};
 use crate::local::ui::Ui;
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::rpc::{
@@ -31,7 +31,6 @@ use crate::pi::rpc::{
 };
 use crate::pi::session_commands;
 use crate::pi::turns::PiTurns;
-use crate::sandbox::session::FileRequest;
 use crate::wit::agent::{
     AgentQuestion, DeliverAs, PromptImage, QuestionAnswer, QuestionKind, SessionCommand,
     SessionInfo, SessionReply, UsageReport,

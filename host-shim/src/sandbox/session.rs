@@ -97,14 +97,8 @@ enum Command {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// The agent's request to send a file (its `send_file` tool).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileRequest {
-    /// The path as the agent wrote it.
-    pub path: String,
-    /// Text to show with it.
-    pub caption: Option<String>,
-}
+/// The agent's request to send a file, named here too for the session's callers.
+pub use crate::agent::FileRequest;
 
 /// A running session. Dropping it does not stop it; call [`Session::shutdown`].
 pub struct Session {
