@@ -16,6 +16,7 @@
  */
 
 import { type ExtensionAPI, type ExtensionContext, VERSION as PI_VERSION } from "@mariozechner/pi-coding-agent";
+import { Type } from "@sinclair/typebox";
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
@@ -42,6 +43,10 @@ const VERDICT_TIMEOUT_MS = envMs("PI_BOT_CONNECT_VERDICT_TIMEOUT_MS", 90_000);
 const START_TIMEOUT_MS = envMs("PI_BOT_CONNECT_START_TIMEOUT_MS", 30_000);
 /** How long a request to the host (command, prompt delivery) may take. */
 const REQUEST_TIMEOUT_MS = 30_000;
+/** How long `send_file` waits for the upload (a file of megabytes over a slow uplink). */
+const SEND_FILE_TIMEOUT_MS = envMs("PI_BOT_CONNECT_SEND_FILE_TIMEOUT_MS", 180_000);
+/** The rpc-mode dialog title host-shim answers `send_file` on (see installGate). */
+const SEND_FILE_TITLE = "bot-connect:send-file";
 /** Most bytes of host-shim's stderr kept for a crash report. */
 const STDERR_TAIL = 4096;
 /** Longest line accepted from the host. */
@@ -56,10 +61,67 @@ export default function (pi: ExtensionAPI) {
 }
 
 // ---------------------------------------------------------------------------------------
+// `send_file`: the agent sends a file to the chat that asked (docs/media.md#files-out)
+
+const SEND_FILE_DESCRIPTION =
+	"Send a file from the working directory (a report, an image, a log) to the messenger chat " +
+	"that asked for it, through bot-connect. Text files are redacted of secrets first; a binary " +
+	"file holding a secret is refused; platform size limits apply. The result says where it went " +
+	"or why it was not sent.";
+
+/**
+ * Registers `send_file`; `deliver` asks the bridge and resolves with whether the file went
+ * out and what the agent is told. The bridge does every check: this only carries the request.
+ */
+function registerSendFile(pi: ExtensionAPI, deliver: (path: string, caption: string | undefined) => Promise<{ ok: boolean; text: string }>) {
+	pi.registerTool({
+		name: "send_file",
+		label: "Send file",
+		description: SEND_FILE_DESCRIPTION,
+		parameters: Type.Object({
+			path: Type.String({ description: "The file to send, relative to the working directory" }),
+			caption: Type.Optional(Type.String({ description: "A short text shown with the file" })),
+		}),
+		async execute(_toolCallId: string, params: any) {
+			const path = String(params?.path ?? "");
+			const caption = typeof params?.caption === "string" && params.caption.trim() ? params.caption : undefined;
+			const answer = await deliver(path, caption);
+			if (!answer.ok) throw new Error(answer.text);
+			return { content: [{ type: "text" as const, text: answer.text }], details: {} };
+		},
+	} as any);
+}
+
+// ---------------------------------------------------------------------------------------
 // Tool gate for `host-shim run --agent pi` (pi's RPC mode has no tool-call hook)
 
 function installGate(pi: ExtensionAPI) {
+	let current: ExtensionContext | undefined;
+	// In rpc mode the extension's only way to host-shim is pi's extension-UI dialogs: the
+	// request goes out as an `input` dialog that host-shim answers with the bridge's result.
+	registerSendFile(pi, async (path, caption) => {
+		const c = current;
+		if (!c) return { ok: false, text: "bot-connect: the pi session has not started yet" };
+		let answer: string | undefined;
+		try {
+			answer = await c.ui.input(SEND_FILE_TITLE, JSON.stringify({ v: GATE_VERSION, path, caption }), {
+				timeout: SEND_FILE_TIMEOUT_MS,
+			});
+		} catch (error) {
+			return { ok: false, text: `bot-connect could not send the file (${describe(error)})` };
+		}
+		if (answer === undefined) {
+			return { ok: false, text: `bot-connect did not answer within ${SEND_FILE_TIMEOUT_MS / 1000} s; the file may not have been sent` };
+		}
+		try {
+			const parsed = JSON.parse(answer);
+			return { ok: parsed?.ok === true, text: String(parsed?.text ?? "") };
+		} catch {
+			return { ok: false, text: "bot-connect sent an unreadable answer" };
+		}
+	});
 	pi.on("session_start", async (_event, ctx) => {
+		current = ctx;
 		// host-shim refuses remote prompts until it has seen this: the policy is enforced.
 		ctx.ui.setStatus(GATE_STATUS_KEY, `gate v${GATE_VERSION}`);
 	});
@@ -329,6 +391,8 @@ function installLink(pi: ExtensionAPI) {
 	/** The calls waiting for a verdict, so a narrowed one can set their arguments. */
 	const pendingCalls = new Map<string, { toolName: string; input: unknown }>();
 	const pendingCommands = new Map<string, Pending<{ level: Level; text: string }>>();
+	/** `send_file` requests waiting for the bridge's answer. */
+	const pendingFiles = new Map<string, Pending<{ ok: boolean; text: string }>>();
 	/** Questions of a remote turn asked in pi and in the chats, by id: the chats' answer. */
 	const pendingQuestions = new Map<string, (answer: any) => void>();
 	/**
@@ -398,6 +462,11 @@ function installLink(pi: ExtensionAPI) {
 			p.resolve({ level: "error", text: `bot-connect: ${why}.` });
 			pendingCommands.delete(id);
 		}
+		for (const [id, p] of pendingFiles) {
+			clearTimeout(p.timer);
+			p.resolve({ ok: false, text: `bot-connect: ${why}; the file may not have been sent.` });
+			pendingFiles.delete(id);
+		}
 		// A question's dialog in pi stays open: the person there can still answer it.
 		pendingQuestions.clear();
 	};
@@ -461,6 +530,14 @@ function installLink(pi: ExtensionAPI) {
 			}
 			case "session_command":
 				return void runSessionCommand(message);
+			case "send_file_result": {
+				const pending = pendingFiles.get(String(message.id));
+				if (!pending) return;
+				pendingFiles.delete(String(message.id));
+				clearTimeout(pending.timer);
+				pending.resolve({ ok: message.ok === true, text: String(message.text ?? "") });
+				return;
+			}
 			case "command_result": {
 				const pending = pendingCommands.get(String(message.id));
 				if (!pending) return;
@@ -1058,6 +1135,25 @@ function installLink(pi: ExtensionAPI) {
 			const show = localDialogs.notify ?? c.ui.notify.bind(c.ui);
 			show(plainForTerminal(answer.text), answer.level);
 		},
+	});
+
+	registerSendFile(pi, (path, caption) => {
+		if (!linked) {
+			return Promise.resolve({ ok: false, text: "bot-connect is not running, so no chat can get the file" });
+		}
+		const id = `f${nextId++}`;
+		return new Promise((resolve) => {
+			const timer = setTimeout(() => {
+				pendingFiles.delete(id);
+				resolve({ ok: false, text: `bot-connect did not answer within ${SEND_FILE_TIMEOUT_MS / 1000} s; the file may not have been sent` });
+			}, SEND_FILE_TIMEOUT_MS);
+			pendingFiles.set(id, { resolve, timer });
+			if (!send({ type: "send_file", id, path, caption })) {
+				clearTimeout(timer);
+				pendingFiles.delete(id);
+				resolve({ ok: false, text: "bot-connect lost its link to host-shim; the file was not sent" });
+			}
+		});
 	});
 
 	const waitForLink = (ms: number) =>

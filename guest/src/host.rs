@@ -5,9 +5,9 @@
 
 use crate::core::pairing_budget::{BudgetView, FailureOutcome};
 use crate::model::{
-    BotIdentity, DeliverAs, FetchedAttachment, InboxError, Level, Outbound, PromptImage,
-    QuestionAnswer, Reaction, Receipt, SavedState, SendError, SessionCommand, SessionInfo,
-    SessionReply, StateChanges, ToolDecision, WorkFacts,
+    BotIdentity, DeliverAs, FetchedAttachment, FileReadError, InboxError, Level, Outbound,
+    OutboundFile, OutgoingFile, PromptImage, QuestionAnswer, Reaction, Receipt, SavedState,
+    SendError, SessionCommand, SessionInfo, SessionReply, StateChanges, ToolDecision, WorkFacts,
 };
 
 /// The capabilities the host grants the bridge (one method per WIT import function).
@@ -61,6 +61,26 @@ pub trait Host {
     fn save_to_inbox(&mut self, dir: &str, name: &str, data: &[u8]) -> Result<String, InboxError> {
         let _ = (dir, name, data);
         Err(InboxError::Failed("this host cannot save files".into()))
+    }
+    /// `agent.read-file`: the bytes of the file the agent asked to send, at most
+    /// `max_bytes`. A host without it (test fakes and benches written before it) refuses,
+    /// so the agent hears why.
+    fn read_file(&mut self, path: &str, max_bytes: u64) -> Result<OutgoingFile, FileReadError> {
+        let _ = (path, max_bytes);
+        Err(FileReadError::Failed("this host cannot read files".into()))
+    }
+    /// `transport.upload-limit`: the most bytes one upload may hold; 0 when the transport
+    /// cannot upload (the default of hosts written before files out).
+    fn upload_limit(&mut self, transport: &str) -> u64 {
+        let _ = transport;
+        0
+    }
+    /// `transport.send-file`.
+    /// Takes the file by value: its bytes may be a third of the bridge's memory, and a
+    /// copy made only to cross the boundary could be the one that does not fit.
+    fn send_file(&mut self, file: OutboundFile) -> Result<Receipt, SendError> {
+        let _ = file;
+        Err(SendError::Failed("this host cannot upload files".into()))
     }
     /// `speech.transcribe`: `data` (of `media_type`, named `name` for its extension) to
     /// text with `engine`, within `timeout_ms`. A host without speech (test fakes and

@@ -280,6 +280,47 @@ pub enum VoiceEngine {
     },
 }
 
+/// A file to upload (`transport.send-file`): judged, redacted, within the upload limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboundFile {
+    /// Transport id.
+    pub transport: String,
+    /// Target conversation.
+    pub conversation_id: String,
+    /// Target thread.
+    pub thread_id: Option<String>,
+    /// Bare file name as the chat shows it.
+    pub name: String,
+    /// Media type inferred from the name and the bytes.
+    pub media_type: String,
+    /// Shown inline as a picture rather than as a document.
+    pub as_image: bool,
+    /// Plain-text caption; empty for none.
+    pub caption: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// A file the host read for `send_file` (`agent.read-file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingFile {
+    /// The path with `~` expanded and links followed, absolute.
+    pub resolved_path: String,
+    /// Size on disk.
+    pub size_bytes: u64,
+    /// All its bytes.
+    pub data: Vec<u8>,
+}
+
+/// Why `agent.read-file` returned no bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileReadError {
+    /// Bigger than the bytes asked for; the payload is its size.
+    TooLarge(u64),
+    /// Missing, not a regular file, or unreadable; described for the agent.
+    Failed(String),
+}
+
 /// Why `agent.save-to-inbox` wrote nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InboxError {

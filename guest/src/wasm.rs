@@ -76,7 +76,7 @@ impl Host for Imports {
                 message_id: r.message_id,
                 edit_key: r.edit_key,
             })
-            .map_err(send_error)
+            .map_err(send_error_from_wit)
     }
 
     fn typing(&mut self, id: &str, conversation_id: &str, thread_id: Option<&str>) {
@@ -113,7 +113,8 @@ impl Host for Imports {
         draft_id: u64,
         text: &str,
     ) -> Result<(), model::SendError> {
-        transport::draft(id, conversation_id, thread_id, draft_id, text).map_err(send_error)
+        transport::draft(id, conversation_id, thread_id, draft_id, text)
+            .map_err(send_error_from_wit)
     }
 
     fn fetch_attachment(
@@ -194,6 +195,46 @@ impl Host for Imports {
             agent::InboxError::Exists => model::InboxError::Exists,
             agent::InboxError::Failed(text) => model::InboxError::Failed(text),
         })
+    }
+
+    fn read_file(
+        &mut self,
+        path: &str,
+        max_bytes: u64,
+    ) -> Result<model::OutgoingFile, model::FileReadError> {
+        agent::read_file(path, max_bytes)
+            .map(|file| model::OutgoingFile {
+                resolved_path: file.resolved_path,
+                size_bytes: file.size_bytes,
+                data: file.data,
+            })
+            .map_err(|error| match error {
+                agent::FileReadError::TooLarge(size) => model::FileReadError::TooLarge(size),
+                agent::FileReadError::Failed(text) => model::FileReadError::Failed(text),
+            })
+    }
+
+    fn upload_limit(&mut self, id: &str) -> u64 {
+        transport::upload_limit(id)
+    }
+
+    fn send_file(&mut self, file: model::OutboundFile) -> Result<model::Receipt, model::SendError> {
+        let file = transport::OutboundFile {
+            transport: file.transport,
+            conversation_id: file.conversation_id,
+            thread_id: file.thread_id,
+            name: file.name,
+            media_type: file.media_type,
+            as_image: file.as_image,
+            caption: file.caption,
+            data: file.data,
+        };
+        transport::send_file(&file)
+            .map(|r| model::Receipt {
+                message_id: r.message_id,
+                edit_key: r.edit_key,
+            })
+            .map_err(send_error_from_wit)
     }
 
     fn transcribe(
@@ -360,6 +401,15 @@ impl Host for Imports {
             })
             .collect();
         log::write(level_to_wit(level), event, &fields);
+    }
+}
+
+fn send_error_from_wit(e: transport::SendError) -> model::SendError {
+    match e {
+        transport::SendError::NotRunning => model::SendError::NotRunning,
+        transport::SendError::EditRejected(m) => model::SendError::EditRejected(m),
+        transport::SendError::RateLimited(ms) => model::SendError::RateLimited(ms),
+        transport::SendError::Failed(m) => model::SendError::Failed(m),
     }
 }
 
@@ -646,6 +696,10 @@ impl wit_session::Guest for Component {
         with_bridge(|bridge, host| bridge.tick(host));
     }
 
+    fn send_file(path: String, caption: Option<String>) -> Result<String, String> {
+        with_bridge(|bridge, host| bridge.send_file(host, &path, caption.as_deref()))
+    }
+
     fn diagnostics() -> wit_session::DiagnosticsReport {
         let d = with_bridge(|bridge, host| bridge.diagnostics(host));
         wit_session::DiagnosticsReport {
@@ -681,12 +735,3 @@ impl wit_session::Guest for Component {
 }
 
 export!(Component);
-
-fn send_error(e: transport::SendError) -> model::SendError {
-    match e {
-        transport::SendError::NotRunning => model::SendError::NotRunning,
-        transport::SendError::EditRejected(m) => model::SendError::EditRejected(m),
-        transport::SendError::RateLimited(ms) => model::SendError::RateLimited(ms),
-        transport::SendError::Failed(m) => model::SendError::Failed(m),
-    }
-}

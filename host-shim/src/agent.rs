@@ -44,6 +44,15 @@ pub enum AgentSignal {
         /// Where the answer goes.
         reply: oneshot::Sender<QuestionAnswer>,
     },
+    /// The agent's `send_file` tool (headless pi, through its RPC dialogs): the bridge
+    /// judges, reads and uploads the file. A dropped reply means the session is gone: the
+    /// tool fails with nothing sent.
+    SendFile {
+        /// The path as the agent wrote it, and the caption.
+        request: FileRequest,
+        /// What the agent is told: what went where, or why nothing was sent.
+        reply: oneshot::Sender<Result<String, String>>,
+    },
     /// The person at the agent's own terminal answered question `id` first (pi's TUI,
     /// where the question is asked too).
     LocalQuestionAnswer {
@@ -52,6 +61,15 @@ pub enum AgentSignal {
         /// The answer given there.
         answer: QuestionAnswer,
     },
+}
+
+/// The agent's request to send a file (its `send_file` tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRequest {
+    /// The path as the agent wrote it.
+    pub path: String,
+    /// Text to show with it.
+    pub caption: Option<String>,
 }
 
 /// A live agent session.

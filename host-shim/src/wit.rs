@@ -23,6 +23,7 @@ wasmtime::component::bindgen!({
         "pi:bot-connect/agent.resolve-tool-call": trappable,
         "pi:bot-connect/agent.answer-question": trappable,
         "pi:bot-connect/transport.typing": trappable,
+        "pi:bot-connect/transport.upload-limit": trappable,
         "pi:bot-connect/pairing.closed-since": trappable,
         "pi:bot-connect/pairing.record-failure": trappable,
         "pi:bot-connect/pairing.refused-unjudged": trappable,

@@ -8,6 +8,7 @@ mod audience;
 mod cards;
 mod delivery;
 mod digest;
+mod files_out;
 mod inbound;
 mod interrupted;
 mod local;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::Bridge;
 use crate::core::scope::{self, AskReason, Scope, Tier};
-use crate::core::tool_policy;
+use crate::core::{outgoing_file, tool_policy};
 use crate::host::Host;
-use crate::model::{Level, ToolAnswer, ToolCall, ToolDecision, TurnOrigin};
+use crate::model::{Level, PathAccess, ToolAnswer, ToolCall, ToolDecision, TurnOrigin};
 
 /// Most verdicts the digest remembers from one turn; later ones are counted.
 const MAX_VERDICTS: usize = 20;
@@ -63,7 +63,7 @@ impl Bridge {
 
     /// The running turn's frozen scope, freezing it now for a call outside any known
     /// turn (say, right after a restart): such a call counts as remote (fail closed).
-    fn frozen_scope(&mut self) -> Arc<Scope> {
+    pub(super) fn frozen_scope(&mut self) -> Arc<Scope> {
         let scope = self.scope.clone();
         let turn = self.turn_or_adopt();
         turn.scope.get_or_insert(scope).clone()
@@ -85,6 +85,43 @@ impl Bridge {
         }
         let scope = self.frozen_scope();
         let tool = call.name.as_str();
+        if tool == outgoing_file::SEND_FILE_TOOL {
+            // Judged as the read it is, and refused outright rather than asked about: the
+            // bridge's own `send-file` judges the path again, and never sends a protected
+            // file, so an approval here could only be followed by a refusal.
+            let paths: Vec<&str> = call
+                .paths
+                .iter()
+                .filter(|p| p.access != PathAccess::Glob)
+                .map(|p| p.path.as_str())
+                .collect();
+            let unjudgeable = call
+                .paths
+                .iter()
+                .any(|p| p.access == PathAccess::Unjudgeable);
+            let verdict = if unjudgeable {
+                Err(
+                    "send_file was refused in a messenger-originated turn: its path could not be \
+                     judged (too long or not text). Use a shorter path."
+                        .to_string(),
+                )
+            } else {
+                paths.iter().try_for_each(|path| {
+                    outgoing_file::judge_path(Some(&scope), path, None, &self.session.cwd)
+                })
+            };
+            let decision = match verdict {
+                Ok(()) => ToolDecision::Allow,
+                Err(reason) => {
+                    self.work
+                        .verdicts
+                        .push(format!("refused {}", subject(call)));
+                    ToolDecision::Block(reason)
+                }
+            };
+            self.show_verdict(host, tool, &decision);
+            return ToolAnswer::Decided(decision);
+        }
         let narrowing = scope.narrowing(call);
         let allow = || match &narrowing {
             Some(arguments) => ToolDecision::Narrowed(arguments.clone()),

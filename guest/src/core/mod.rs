@@ -21,6 +21,7 @@ pub mod local;
 pub mod measure;
 pub mod notices;
 pub mod outbound;
+pub mod outgoing_file;
 pub mod pairing;
 pub mod pairing_budget;
 pub mod progress;

@@ -11,6 +11,7 @@ mod bridge_digest;
 mod bridge_explain;
 mod bridge_fail_closed;
 mod bridge_files_in;
+mod bridge_files_out;
 mod bridge_inbound_cap;
 mod bridge_interrupted;
 mod bridge_lifecycle;

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use async_trait::async_trait;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundMessage, SendReceipt,
-    Transport, TransportError,
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
+    SendReceipt, Transport, TransportError,
 };
 
 use super::Broker;
@@ -218,6 +218,22 @@ impl Transport for RoutedTransport {
             .real
             .fetch_attachment(reference, max_bytes)
             .await
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        self.shared.real.max_upload_bytes()
+    }
+
+    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        let broker = self.broker()?;
+        if let Some(other) = self.bound_elsewhere(&broker, &file.conversation_id) {
+            // The chat moved on with /switch: a file from this session would land in
+            // another session's conversation.
+            return Err(TransportError::Failed(format!(
+                "not sent: this chat now talks to another session ({other})"
+            )));
+        }
+        self.shared.real.send_file(file).await
     }
 
     fn diagnose(&self) -> String {

@@ -263,6 +263,13 @@ impl Driver<'_> {
                     .await
                     .map(|note| Some(Event::Note { note })),
             ),
+            Event::SendFile { path, caption } => (
+                calls::SEND_FILE,
+                bridge
+                    .call_send_file(store, &path, caption.as_deref())
+                    .await
+                    .map(|result| Some(Event::FileSendAnswer { result })),
+            ),
             Event::Tick => (calls::TICK, bridge.call_tick(store).await.map(|()| None)),
             Event::Diagnostics => (
                 calls::DIAGNOSTICS,

@@ -4,6 +4,7 @@
 pub mod config_files;
 pub mod inbox;
 pub mod lock;
+pub mod outgoing;
 pub mod paths;
 pub mod state_db;
 pub mod state_file;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundMessage, SendReceipt,
-    Transport, TransportError,
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
+    SendReceipt, Transport, TransportError,
 };
 
 use super::metrics::Metrics;
@@ -68,6 +68,17 @@ impl Transport for CountedTransport {
         max_bytes: u64,
     ) -> Result<FetchedAttachment, TransportError> {
         self.inner.fetch_attachment(reference, max_bytes).await
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        self.inner.max_upload_bytes()
+    }
+
+    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        let sent = self.inner.send_file(file).await;
+        self.metrics
+            .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
+        sent
     }
 
     fn diagnose(&self) -> String {

@@ -29,7 +29,7 @@ use crate::agent::{Agent, AgentSignal, RecentWork};
 use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
-use crate::sandbox::session::Session;
+use crate::sandbox::session::{FileRequest, Session};
 use crate::wit::agent::{
     DeliverAs, PromptImage, QuestionAnswer, SessionCommand, SessionInfo, SessionReply, ShellRun,
 };
@@ -573,7 +573,15 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 /// Builds the bridge session once the first pi says who it is.
 pub type SessionStarter = Box<dyn FnOnce(LinkSession) -> BoxFuture<anyhow::Result<Session>> + Send>;
 
-type CommandQueue = mpsc::Sender<(String, oneshot::Sender<Note>)>;
+/// What the extension asks of the bridge session itself, answered in order.
+enum Request {
+    /// `/connect <args>` typed in pi.
+    Local(String, oneshot::Sender<Note>),
+    /// The agent's `send_file` tool.
+    SendFile(FileRequest, oneshot::Sender<Result<String, String>>),
+}
+
+type CommandQueue = mpsc::Sender<Request>;
 
 struct Server {
     link: Arc<Link>,
@@ -649,14 +657,25 @@ impl Server {
         let session = starter(described.clone())
             .await
             .map_err(|e| format!("the bridge session could not start: {e:#}"))?;
-        let (queue, mut rx) = mpsc::channel::<(String, oneshot::Sender<Note>)>(16);
+        let (queue, mut rx) = mpsc::channel::<Request>(16);
         let runner = tokio::spawn(async move {
-            while let Some((args, reply)) = rx.recv().await {
-                let note = session.local_command(&args).await.unwrap_or_else(|e| Note {
-                    level: Level::Error,
-                    text: format!("bot-connect: {e}"),
-                });
-                let _ = reply.send(note);
+            while let Some(request) = rx.recv().await {
+                match request {
+                    Request::Local(args, reply) => {
+                        let note = session.local_command(&args).await.unwrap_or_else(|e| Note {
+                            level: Level::Error,
+                            text: format!("bot-connect: {e}"),
+                        });
+                        let _ = reply.send(note);
+                    }
+                    Request::SendFile(file, reply) => {
+                        let result = session
+                            .send_file(file)
+                            .await
+                            .unwrap_or_else(|e| Err(format!("bot-connect: {e}")));
+                        let _ = reply.send(result);
+                    }
+                }
             }
             if let Err(e) = session.shutdown().await {
                 eprintln!("host-shim attach: {e:#}");
@@ -742,7 +761,7 @@ impl Server {
                     let link = self.link.clone();
                     tokio::spawn(async move {
                         let (tx, rx) = oneshot::channel();
-                        let note = match commands.send((args, tx)).await {
+                        let note = match commands.send(Request::Local(args, tx)).await {
                             Ok(()) => rx.await.ok(),
                             Err(_) => None,
                         };
@@ -755,6 +774,25 @@ impl Server {
                             level: link::level_name(note.level),
                             text: note.text,
                         });
+                    });
+                }
+                Ok(FromExtension::SendFile { id, path, caption }) => {
+                    let commands = commands.clone();
+                    let link = self.link.clone();
+                    tokio::spawn(async move {
+                        let (tx, rx) = oneshot::channel();
+                        let request = Request::SendFile(FileRequest { path, caption }, tx);
+                        let result = match commands.send(request).await {
+                            Ok(()) => rx.await.ok(),
+                            Err(_) => None,
+                        };
+                        let result = result.unwrap_or_else(|| {
+                            Err(
+                                "bot-connect: the bridge session has stopped; nothing was sent."
+                                    .into(),
+                            )
+                        });
+                        link.send(&link::send_file_result(id, result));
                     });
                 }
                 Ok(message) => self.link.on_message(message),

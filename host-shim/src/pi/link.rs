@@ -117,6 +117,16 @@ pub enum FromExtension {
         #[serde(default)]
         input: serde_json::Value,
     },
+    /// The agent called the extension's `send_file` tool.
+    SendFile {
+        /// Answer with this id.
+        id: String,
+        /// The path as the agent wrote it.
+        path: String,
+        /// Text to show with the file.
+        #[serde(default)]
+        caption: Option<String>,
+    },
     /// `/connect <args>` was typed in pi.
     Command {
         /// Answer with this id.
@@ -338,6 +348,16 @@ pub enum ToExtension {
         #[serde(skip_serializing_if = "Option::is_none")]
         arg: Option<String>,
     },
+    /// The answer to `send_file`: what went where, or why nothing was sent (the tool's
+    /// result for the agent).
+    SendFileResult {
+        /// The request's id.
+        id: String,
+        /// The file was sent to at least one chat.
+        ok: bool,
+        /// What the agent is told.
+        text: String,
+    },
     /// The answer to a `/connect` command.
     CommandResult {
         /// The command's id.
@@ -347,6 +367,15 @@ pub enum ToExtension {
         /// Text for the terminal.
         text: String,
     },
+}
+
+/// The bridge's answer to `send_file` as the link's `send_file_result` message.
+pub fn send_file_result(id: String, result: Result<String, String>) -> ToExtension {
+    let (ok, text) = match result {
+        Ok(text) => (true, text),
+        Err(text) => (false, text),
+    };
+    ToExtension::SendFileResult { id, ok, text }
 }
 
 /// A session command as the link's `session_command` message.

@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::{Agent, AgentSignal, RecentWork};
+use crate::agent::{Agent, AgentSignal, FileRequest, RecentWork};
 use crate::local::ui::Ui;
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::rpc::{
@@ -45,6 +45,10 @@ pub const EXTENSION_SOURCE: &str = include_str!("../../../examples/pi-extension/
 pub const GATE_ENV: &str = "PI_BOT_CONNECT_RPC_GATE";
 /// Title of the `input` dialog the gate extension opens for each tool call.
 pub const GATE_TITLE: &str = "bot-connect:tool-call";
+/// The title of the dialog the extension's `send_file` opens in rpc mode: its body is
+/// `{"v":1,"path":…,"caption":…}`, the answer `{"ok":…,"text":…}`. pi's RPC mode has no
+/// other channel from an extension's tool to host-shim.
+pub const SEND_FILE_TITLE: &str = "bot-connect:send-file";
 /// Footer status key the gate extension sets once it is loaded.
 pub const GATE_STATUS_KEY: &str = "bot-connect-gate";
 /// Version of the gate's request and answer documents.
@@ -193,6 +197,40 @@ pub fn parse_gate_request(body: &str) -> Result<(String, Value), String> {
         )),
         _ => Err("the tool-call request names no tool".into()),
     }
+}
+
+/// The extension's `send_file` request from its dialog body.
+pub fn parse_send_file_request(body: &str) -> Result<FileRequest, String> {
+    let value: Value =
+        serde_json::from_str(body).map_err(|_| "the send_file request is not JSON".to_string())?;
+    let version = value.get("v").and_then(Value::as_u64);
+    if version != Some(GATE_VERSION) {
+        return Err(format!(
+            "the bot-connect extension speaks version {} of send_file, host-shim speaks {GATE_VERSION}; install matching versions",
+            version.map_or("unknown".into(), |v| v.to_string())
+        ));
+    }
+    match value.get("path").and_then(Value::as_str) {
+        Some(path) if !path.trim().is_empty() => Ok(FileRequest {
+            path: path.to_owned(),
+            caption: value
+                .get("caption")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }),
+        _ => Err(
+            "send_file needs a path: the file to send, relative to the working directory".into(),
+        ),
+    }
+}
+
+/// The answer document of the `send_file` dialog.
+pub fn send_file_answer(result: Result<String, String>) -> String {
+    let (ok, text) = match result {
+        Ok(text) => (true, text),
+        Err(text) => (false, text),
+    };
+    serde_json::json!({"ok": ok, "text": text}).to_string()
 }
 
 /// The gate's answer document for a verdict.
@@ -625,6 +663,11 @@ impl PiRpcAgent {
                 self.gate(id, &body);
             }
             UiRequest::Dialog {
+                id, title, body, ..
+            } if title == SEND_FILE_TITLE => {
+                self.send_file(id, &body);
+            }
+            UiRequest::Dialog {
                 id,
                 method,
                 title,
@@ -675,6 +718,33 @@ impl PiRpcAgent {
             // A dropped reply means the session is gone: dismissed.
             let answer = answer.await.unwrap_or(QuestionAnswer::Cancelled);
             agent.send(&ui_response(id, answer));
+        });
+    }
+
+    /// Hands the extension's `send_file` to the bridge and answers its dialog with what
+    /// the agent is told.
+    fn send_file(&self, id: String, body: &str) {
+        let answer = move |result: Result<String, String>| RpcCommand::UiResponse {
+            id: id.clone(),
+            value: Some(send_file_answer(result)),
+            confirmed: None,
+            cancelled: false,
+        };
+        let request = match parse_send_file_request(body) {
+            Ok(request) => request,
+            Err(why) => {
+                self.send(&answer(Err(why)));
+                return;
+            }
+        };
+        let (reply, result) = oneshot::channel();
+        self.emit(AgentSignal::SendFile { request, reply });
+        let agent = self.clone();
+        tokio::spawn(async move {
+            let result = result.await.unwrap_or_else(|_| {
+                Err("the messenger bridge has stopped; nothing was sent".into())
+            });
+            agent.send(&answer(result));
         });
     }
 
@@ -1001,6 +1071,25 @@ mod tests {
         assert!(parse_gate_request(r#"{"v":1}"#).is_err());
         assert!(parse_gate_request(r#"{"v":1,"tool":""}"#).is_err());
         assert!(parse_gate_request("bash").is_err());
+    }
+
+    #[test]
+    fn a_send_file_dialog_is_read_and_answered_with_what_the_agent_is_told() {
+        let request =
+            parse_send_file_request(r#"{"v":1,"path":"out/report.pdf","caption":"Q3"}"#).unwrap();
+        assert_eq!(request.path, "out/report.pdf");
+        assert_eq!(request.caption.as_deref(), Some("Q3"));
+        assert!(parse_send_file_request(r#"{"v":1,"path":" "}"#).is_err());
+        assert!(
+            parse_send_file_request(r#"{"v":2,"path":"a"}"#)
+                .unwrap_err()
+                .contains("install matching versions")
+        );
+        let sent: Value = serde_json::from_str(&send_file_answer(Ok("Sent a".into()))).unwrap();
+        assert_eq!(sent, serde_json::json!({"ok": true, "text": "Sent a"}));
+        let refused: Value = serde_json::from_str(&send_file_answer(Err("no".into()))).unwrap();
+        assert_eq!(refused, serde_json::json!({"ok": false, "text": "no"}));
+        assert!(EXTENSION_SOURCE.contains(SEND_FILE_TITLE));
     }
 
     #[test]

@@ -89,12 +89,16 @@ pub struct Health {
 
 enum Command {
     Local(String, oneshot::Sender<Note>),
+    SendFile(FileRequest, oneshot::Sender<Result<String, String>>),
     Preview(transport_core::Envelope, oneshot::Sender<Option<String>>),
     Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
     Shutdown(oneshot::Sender<()>),
 }
+
+/// The agent's request to send a file, named here too for the session's callers.
+pub use crate::agent::FileRequest;
 
 /// A running session. Dropping it does not stop it; call [`Session::shutdown`].
 pub struct Session {
@@ -247,6 +251,13 @@ impl Session {
     /// Runs a local `/connect …` command; returns the text for the terminal.
     pub async fn local_command(&self, args: &str) -> anyhow::Result<Note> {
         self.ask(|tx| Command::Local(args.to_string(), tx)).await
+    }
+
+    /// The agent's `send_file`: the bridge judges, reads (through the host), redacts and
+    /// uploads the file to the current turn's chats. `Ok` says what went where, `Err` why
+    /// nothing was sent; both are for the agent.
+    pub async fn send_file(&self, request: FileRequest) -> anyhow::Result<Result<String, String>> {
+        self.ask(|tx| Command::SendFile(request, tx)).await
     }
 
     /// What the bridge would do with `envelope`, without doing it; `None` when the
@@ -596,6 +607,7 @@ impl Actor {
                     }
                 }
             }
+            AgentSignal::SendFile { request, reply } => self.send_file(request, reply).await,
             AgentSignal::LocalQuestionAnswer { id, answer } => {
                 self.record_input(|| Event::LocalQuestionAnswer {
                     id: id.clone(),
@@ -661,6 +673,28 @@ impl Actor {
         }
     }
 
+    /// The agent's `send_file`, from the extension's link or headless pi's dialog.
+    async fn send_file(
+        &mut self,
+        request: FileRequest,
+        reply: oneshot::Sender<Result<String, String>>,
+    ) {
+        self.record_input(|| Event::SendFile {
+            path: request.path.clone(),
+            caption: request.caption.clone(),
+        });
+        let result: Option<Result<String, String>> = guest!(self, calls::SEND_FILE, |b, s| b
+            .call_send_file(s, &request.path, request.caption.as_deref()));
+        if let Some(result) = &result {
+            self.ctx().record(|| Event::FileSendAnswer {
+                result: result.clone(),
+            });
+        }
+        let _ = reply.send(result.unwrap_or_else(|| {
+            Err("the messenger bridge failed while sending the file; nothing was sent".into())
+        }));
+    }
+
     async fn on_command(&mut self, command: Command) {
         match command {
             Command::Local(args, reply) => {
@@ -679,6 +713,7 @@ impl Actor {
                     }
                 }));
             }
+            Command::SendFile(request, reply) => self.send_file(request, reply).await,
             Command::Preview(envelope, reply) => {
                 let envelope = convert::envelope_to_wit(envelope);
                 self.record_input(|| Event::Preview {
@@ -788,6 +823,8 @@ pub mod calls {
     pub const LOCAL_QUESTION_ANSWER: &str = "a local answer to a question";
     /// `on-local-command`.
     pub const LOCAL_COMMAND: &str = "a local command";
+    /// `send-file`.
+    pub const SEND_FILE: &str = "a file to send";
     /// `preview-envelope`.
     pub const PREVIEW: &str = "a preview";
     /// `diagnostics`.

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::wit::agent::{
-    AgentQuestion, DeliverAs, InboxError, QuestionAnswer, SessionCommand, SessionInfo,
-    SessionReply, WorkFacts,
+    AgentQuestion, DeliverAs, FileReadError, InboxError, QuestionAnswer, SessionCommand,
+    SessionInfo, SessionReply, WorkFacts,
 };
 use crate::wit::session::{
     AgentEvent, ConfigSource, Configuration, DiagnosticsReport, Note, Platform, ToolAnswer,
@@ -68,6 +68,15 @@ pub struct FetchedMeta {
     pub media_type: String,
     /// Size in bytes.
     pub bytes: usize,
+}
+
+/// A file read for sending: where it led and its size, never its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileReadMeta {
+    /// The resolved path.
+    pub resolved_path: String,
+    /// Size in bytes.
+    pub bytes: u64,
 }
 
 /// What a line records. The `kind` field of the JSON names the variant.
@@ -156,6 +165,14 @@ pub enum Event {
     LocalCommand {
         /// Its arguments.
         args: String,
+    },
+    /// The agent asked to send a file (`send-file`): the path as it wrote it and the
+    /// caption.
+    SendFile {
+        /// The path.
+        path: String,
+        /// The caption.
+        caption: Option<String>,
     },
     /// A timer tick.
     Tick,
@@ -326,6 +343,39 @@ pub enum Event {
         /// When.
         at_ms: u64,
     },
+    /// What `send-file` told the agent.
+    FileSendAnswer {
+        /// What was sent where, or why nothing was.
+        result: Result<String, String>,
+    },
+    /// The bridge asked to read a file for sending (`agent.read-file`).
+    ReadFile {
+        /// The path as the agent wrote it.
+        path: String,
+        /// The most bytes asked for.
+        max_bytes: u64,
+    },
+    /// The bridge asked how big an upload may be (`transport.upload-limit`).
+    UploadLimit {
+        /// Transport id.
+        transport: String,
+    },
+    /// A file handed to a transport (`transport.send-file`): where, its name, type and
+    /// size, never its bytes.
+    SendUpload {
+        /// Transport id.
+        transport: String,
+        /// Conversation.
+        conversation_id: String,
+        /// File name.
+        name: String,
+        /// Media type.
+        media_type: String,
+        /// How many bytes.
+        bytes: usize,
+        /// The caption.
+        caption: String,
+    },
     /// What a local command answered.
     Note {
         /// The note.
@@ -432,6 +482,21 @@ pub enum Event {
         /// Result.
         result: Result<SessionReply, String>,
     },
+    /// `agent.read-file`'s result: where the file is and its size, never its bytes.
+    FileRead {
+        /// The resolved path and size, or why nothing was read.
+        result: Result<FileReadMeta, FileReadError>,
+    },
+    /// `transport.upload-limit`'s answer.
+    UploadLimited {
+        /// Bytes.
+        bytes: u64,
+    },
+    /// `transport.send-file`'s result.
+    UploadSent {
+        /// Result.
+        result: Result<Receipt, SendError>,
+    },
     /// `agent.save-to-inbox`'s result: the path written.
     InboxSaved {
         /// Result.
@@ -484,6 +549,7 @@ impl Event {
             | Event::LocalQuestionAnswer { .. }
             | Event::LocalAnswer { .. }
             | Event::LocalCommand { .. }
+            | Event::SendFile { .. }
             | Event::Tick
             | Event::Diagnostics
             | Event::Shutdown => Dir::In,
@@ -500,6 +566,10 @@ impl Event {
             | Event::Abort
             | Event::SessionCommand { .. }
             | Event::SaveToInbox { .. }
+            | Event::FileSendAnswer { .. }
+            | Event::ReadFile { .. }
+            | Event::UploadLimit { .. }
+            | Event::SendUpload { .. }
             | Event::Transcribe { .. }
             | Event::Notify { .. }
             | Event::Confirm { .. }
@@ -527,6 +597,9 @@ impl Event {
             | Event::Prompted { .. }
             | Event::SessionReplied { .. }
             | Event::InboxSaved { .. }
+            | Event::FileRead { .. }
+            | Event::UploadLimited { .. }
+            | Event::UploadSent { .. }
             | Event::Transcribed { .. }
             | Event::Idle { .. }
             | Event::Info { .. }

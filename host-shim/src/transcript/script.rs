@@ -4,8 +4,10 @@
 
 use std::collections::VecDeque;
 
-use crate::transcript::line::{Dir, Event};
-use crate::wit::agent::{InboxError, SessionInfo, SessionReply, WorkFacts};
+use crate::transcript::line::{Dir, Event, FileReadMeta};
+use crate::wit::agent::{
+    FileReadError, InboxError, OutgoingFile, SessionInfo, SessionReply, WorkFacts,
+};
 use crate::wit::store::SavedState;
 use crate::wit::transport::{FetchedAttachment, Identity, Receipt, SendError};
 
@@ -27,6 +29,9 @@ pub struct Script {
     prompted: VecDeque<Result<(), String>>,
     session_replied: VecDeque<Result<SessionReply, String>>,
     inbox_saved: VecDeque<Result<String, InboxError>>,
+    files_read: VecDeque<Result<FileReadMeta, FileReadError>>,
+    upload_limits: VecDeque<u64>,
+    uploads: VecDeque<Result<Receipt, SendError>>,
     transcribed: VecDeque<Result<String, String>>,
     idle: VecDeque<bool>,
     info: VecDeque<SessionInfo>,
@@ -94,6 +99,9 @@ impl Script {
                 Event::Prompted { result } => script.prompted.push_back(result),
                 Event::SessionReplied { result } => script.session_replied.push_back(result),
                 Event::InboxSaved { result } => script.inbox_saved.push_back(result),
+                Event::FileRead { result } => script.files_read.push_back(result),
+                Event::UploadLimited { bytes } => script.upload_limits.push_back(bytes),
+                Event::UploadSent { result } => script.uploads.push_back(result),
                 Event::Transcribed { result } => script.transcribed.push_back(result),
                 Event::Idle { idle } => script.idle.push_back(idle),
                 Event::Info { info } => script.info.push_back(info),
@@ -225,6 +233,36 @@ impl Script {
         self.inbox_saved.pop_front().unwrap_or_else(|| {
             Err(InboxError::Failed(
                 "the transcript recorded no answer to this save".into(),
+            ))
+        })
+    }
+
+    /// `agent.read-file`: zero bytes of the recorded size at the recorded path (the bytes
+    /// themselves are never recorded).
+    pub fn file_read(&mut self) -> Result<OutgoingFile, FileReadError> {
+        match self.files_read.pop_front() {
+            Some(Ok(meta)) => Ok(OutgoingFile {
+                resolved_path: meta.resolved_path,
+                size_bytes: meta.bytes,
+                data: vec![0; usize::try_from(meta.bytes).unwrap_or(0)],
+            }),
+            Some(Err(error)) => Err(error),
+            None => Err(FileReadError::Failed(
+                "the transcript recorded no file read here".into(),
+            )),
+        }
+    }
+
+    /// `transport.upload-limit`; 0 (cannot upload) when none was recorded.
+    pub fn upload_limit(&mut self) -> u64 {
+        self.upload_limits.pop_front().unwrap_or(0)
+    }
+
+    /// `transport.send-file`.
+    pub fn uploaded(&mut self) -> Result<Receipt, SendError> {
+        self.uploads.pop_front().unwrap_or_else(|| {
+            Err(SendError::Failed(
+                "the transcript recorded no upload here".into(),
             ))
         })
     }

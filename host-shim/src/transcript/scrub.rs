@@ -22,8 +22,8 @@
 //! only redacted: the bridge keys its state on them, a code never travels in them, and a
 //! masked id would make replay talk about another conversation.
 
-use crate::transcript::line::Event;
-use crate::wit::agent::{InboxError, SessionCommand, SessionReply};
+use crate::transcript::line::{Event, FileReadMeta};
+use crate::wit::agent::{FileReadError, InboxError, SessionCommand, SessionReply};
 use crate::wit::session::{AgentEvent, ConfigContent, ConfigSource, SettingValue, ToolAnswer};
 use crate::wit::types::{Envelope, ToolDecision};
 
@@ -319,6 +319,48 @@ impl Scrubber {
             },
             Event::LocalCommand { args } => Event::LocalCommand {
                 args: self.plain(&args),
+            },
+            // A path and a caption are the agent's text, which may quote what a chat said.
+            Event::SendFile { path, caption } => Event::SendFile {
+                path: self.plain(&path),
+                caption: caption.map(|c| self.text(&c)),
+            },
+            Event::FileSendAnswer { result } => Event::FileSendAnswer {
+                result: match result {
+                    Ok(text) => Ok(self.text(&text)),
+                    Err(text) => Err(self.text(&text)),
+                },
+            },
+            Event::ReadFile { path, max_bytes } => Event::ReadFile {
+                path: self.plain(&path),
+                max_bytes,
+            },
+            Event::FileRead { result } => Event::FileRead {
+                result: match result {
+                    Ok(meta) => Ok(FileReadMeta {
+                        resolved_path: self.plain(&meta.resolved_path),
+                        bytes: meta.bytes,
+                    }),
+                    Err(FileReadError::Failed(text)) => {
+                        Err(FileReadError::Failed(self.plain(&text)))
+                    }
+                    Err(other) => Err(other),
+                },
+            },
+            Event::SendUpload {
+                transport,
+                conversation_id,
+                name,
+                media_type,
+                bytes,
+                caption,
+            } => Event::SendUpload {
+                transport,
+                conversation_id,
+                name: self.text(&name),
+                media_type,
+                bytes,
+                caption: self.text(&caption),
             },
             Event::Configured { mut configuration } => {
                 for note in &mut configuration.notes {

@@ -47,12 +47,20 @@ fn spec(
     let token = loopback.token();
     let state_dir = dirs.dir.path().to_path_buf();
     // The gateway URL comes from the loopback REST server's GET /gateway/bot.
-    let config = json!({"bridge": bridge, "transports": {"discord": {
+    let mut discord = json!({
         "enabled": true,
         "tokenEnv": "DISCORD_TEST_TOKEN",
         "baseUrl": loopback.base_url(),
         "readyTimeoutSeconds": 10,
-    }}});
+    });
+    // Keys a test adds to `transports.discord` ride in the bridge section's `_discord`.
+    let mut bridge = bridge;
+    if let Some(Value::Object(extra)) = bridge.as_object_mut().and_then(|b| b.remove("_discord")) {
+        for (key, value) in extra {
+            discord[key] = value;
+        }
+    }
+    let config = json!({"bridge": bridge, "transports": {"discord": discord}});
     SessionSpec {
         key: "discord-e2e".into(),
         config_sources: vec![common::user_config(&config.to_string())],
@@ -88,9 +96,16 @@ impl Discord {
 
     /// A session whose configuration has `bridge` as its `bridge` section.
     async fn start_with(bridge: Value) -> Discord {
+        Discord::start_in(bridge, None).await
+    }
+
+    /// [`Discord::start_with`] for an agent working in `cwd` from the start (the bridge
+    /// reads the working directory once, when the session starts).
+    async fn start_in(bridge: Value, cwd: Option<&std::path::Path>) -> Discord {
         let loopback = Arc::new(DiscordLoopback::start().await);
         let dirs = Dirs::new();
         let agent = Arc::new(ScriptAgent::default());
+        *agent.cwd.lock().unwrap() = cwd.map(|dir| dir.to_string_lossy().into_owned());
         let ui = Arc::new(RecordingUi::default());
         let session = Session::spawn(
             common::runtime(),
@@ -611,5 +626,111 @@ async fn a_file_goes_to_the_inbox_and_a_voice_message_is_transcribed_from_the_cd
     .await;
     assert_eq!(engine.requests.lock().unwrap().len(), 1);
     assert_eq!(t.agent.prompts.lock().unwrap().len(), 2);
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_file_is_uploaded_with_payload_json_redacted_or_refused_by_the_configured_limit()
+{
+    use host_shim::sandbox::session::FileRequest;
+    let workspace = tempfile::tempdir().expect("temp dir");
+    let root = workspace.path();
+    // The server's limit as the operator configured it (1 MiB, the smallest allowed).
+    let t = Discord::start_in(
+        json!({"_discord": {"maxUploadBytes": 1_048_576}}),
+        Some(root),
+    )
+    .await;
+    let token = format!("ghp_{}", "Zq9Xw8Vu7Ts6Rp5On4Ml3Kj2Ih1Gf0EdCbA9z");
+    let csv = b"name,score\nada,3\n".to_vec();
+    std::fs::write(root.join("scores.csv"), &csv).unwrap();
+    std::fs::write(root.join(".env.local"), format!("TOKEN={token}\n")).unwrap();
+    std::fs::write(
+        root.join("deploy.md"),
+        format!("# Deploy\nuse {token} here\n"),
+    )
+    .unwrap();
+    let mut blob = vec![0u8, 0xff, 3];
+    blob.extend_from_slice(token.as_bytes());
+    std::fs::write(root.join("state.db"), &blob).unwrap();
+    std::fs::File::create(root.join("dump.tar"))
+        .unwrap()
+        .set_len(2 * 1024 * 1024)
+        .unwrap();
+
+    t.pair().await;
+    assert!(
+        t.loopback
+            .gateway
+            .message_create(t.dm("plot the scores"))
+            .is_some()
+    );
+    t.agent.wait_for_prompts(1).await;
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let send = |path: &str, caption: Option<&str>| FileRequest {
+        path: path.into(),
+        caption: caption.map(str::to_owned),
+    };
+    let told = t
+        .session
+        .send_file(send("scores.csv", Some("the scores @everyone")))
+        .await
+        .expect("session alive")
+        .expect("the csv is sent");
+    assert!(told.starts_with("Sent scores.csv ("), "{told}");
+    let uploads = t.loopback.rest.uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:#?}");
+    let upload = &uploads[0];
+    assert_eq!(upload.channel_id, DM);
+    assert_eq!(upload.field, "files[0]");
+    assert_eq!(upload.file_name.as_deref(), Some("scores.csv"));
+    assert_eq!(
+        upload.content_type.as_deref(),
+        Some("text/csv; charset=utf-8")
+    );
+    assert_eq!(upload.content, "the scores @everyone");
+    // The caption never pings: no mention is parsed.
+    assert_eq!(upload.payload["allowed_mentions"]["parse"], json!([]));
+    assert_eq!(upload.data, csv);
+
+    let refused = t
+        .session
+        .send_file(send(".env.local", None))
+        .await
+        .expect("session alive")
+        .expect_err("protected");
+    assert!(refused.contains("protected"), "{refused}");
+    let told = t
+        .session
+        .send_file(send("deploy.md", None))
+        .await
+        .expect("session alive")
+        .expect("sent redacted");
+    assert!(told.contains("redacted"), "{told}");
+    let text = String::from_utf8(t.loopback.rest.uploads()[1].data.clone()).unwrap();
+    assert!(
+        text.starts_with("# Deploy\nuse ") && !text.contains(&token),
+        "{text}"
+    );
+    let refused = t
+        .session
+        .send_file(send("state.db", None))
+        .await
+        .expect("session alive")
+        .expect_err("a binary with a secret");
+    assert!(refused.contains("state.db was not sent"), "{refused}");
+    let refused = t
+        .session
+        .send_file(send("dump.tar", None))
+        .await
+        .expect("session alive")
+        .expect_err("over the configured limit");
+    assert!(
+        refused.contains("dump.tar is 2.0 MB, and Discord takes files of up to 1.0 MB"),
+        "{refused}"
+    );
+    assert_eq!(t.loopback.rest.uploads().len(), 2);
     t.session.shutdown().await.expect("clean shutdown");
 }

@@ -1018,3 +1018,154 @@ async fn a_remote_turns_question_is_asked_in_pi_and_the_chat_and_the_first_answe
         .await;
     live.finish().await;
 }
+
+/// The real pi's model calls the extension's `send_file` in a turn a Telegram chat
+/// started: the file goes through the link, the bridge and the Bot API's `sendDocument` to
+/// a loopback Telegram, and the tool's result tells the model where it went.
+#[tokio::test]
+async fn the_models_send_file_call_reaches_a_loopback_telegram_chat() {
+    use transport_testing::telegram::{BotApiServer, private_text};
+    let Some(bin) = require_pi("extension: send_file to telegram").await else {
+        return;
+    };
+    let model = FakeModel::start().await;
+    let home = PiHome::new(Some(&model.base_url));
+    let report = b"quarterly figures\n".to_vec();
+    std::fs::write(home.work().join("report.txt"), &report).expect("the report is written");
+    let telegram = Arc::new(BotApiServer::start().await);
+    let dirs = Dirs::new();
+    std::fs::set_permissions(
+        dirs.dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod the test's directory");
+    let socket = dirs.dir.path().join("link.sock");
+    let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
+        panic!("a fresh socket is free");
+    };
+    let link = Link::new();
+    let mut connected = link.connected();
+    let (agent, ui) = (link.agent(), link.ui());
+    let (state, locks) = (dirs.state.clone(), dirs.locks());
+    let state_dir = dirs.dir.path().to_path_buf();
+    let token = telegram.token();
+    let config = user_config(
+        &json!({"bridge": {"remoteToolPolicy": "read-only"}, "transports": {"telegram": {
+            "enabled": true, "tokenEnv": "TG_TEST_TOKEN",
+            "baseUrl": telegram.base_url(), "pollTimeoutSeconds": 1,
+        }}})
+        .to_string(),
+    );
+    let starter: attach::SessionStarter = Box::new(move |described| {
+        Box::pin(async move {
+            let spec = SessionSpec {
+                key: described.key,
+                config_sources: vec![config],
+                platforms: host_shim::factory::declarations(),
+                transports: Box::new(move |requests| {
+                    let var = move |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
+                    host_shim::factory::build(
+                        requests,
+                        None,
+                        &host_shim::factory::Environment {
+                            var: &var,
+                            state_dir: Some(state_dir),
+                        },
+                    )
+                }),
+                agent,
+                ui,
+                state,
+                locks,
+                pairing: PairingBudget::default(),
+                clock: Arc::new(SystemClock),
+                log: Arc::new(MemoryLog::default()),
+                exclusive: true,
+                transcript: None,
+            };
+            Session::spawn(common::runtime(), spec).await
+        })
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(attach::serve(listener, link, None, starter, async {
+        let _ = stopped.await;
+    }));
+    let mut args = home.args();
+    // `--tools` names every active tool, an extension's too: a user who restricts pi's
+    // tools this way adds send_file (docs/media.md#files-out).
+    for arg in &mut args {
+        if arg.starts_with("read,") {
+            arg.push_str(",send_file");
+        }
+    }
+    args.push("-e".into());
+    args.push(extension_path().display().to_string());
+    let mut env = home.env();
+    env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
+    let pi = PiProcess::start(&bin, &home.work(), &args, &env).await;
+    tokio::time::timeout(WAIT, connected.wait_for(|up| *up))
+        .await
+        .expect("the extension links to the host in time")
+        .expect("link alive");
+
+    const USER: i64 = 4242;
+    let said = |expect: &'static str| {
+        let telegram = telegram.clone();
+        async move {
+            let found = telegram
+                .wait_until(WAIT, |s| s.sent().iter().any(|m| m.text.contains(expect)))
+                .await;
+            assert!(
+                found,
+                "no message containing {expect:?}: {:#?}",
+                telegram.sent()
+            );
+        }
+    };
+    // Dated now: this session's clock is the system's, and an old message from a
+    // stranger is not answered.
+    let message = |id: i64, text: &str| {
+        let mut update = private_text(USER, id, text);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        update["message"]["date"] = json!(now);
+        update
+    };
+    telegram.queue_update(message(1, "hello"));
+    said("not paired").await;
+    let note = pi.notified("Messenger pairing code:").await;
+    let code: String = note["message"]
+        .as_str()
+        .unwrap_or_default()
+        .split("code:")
+        .nth(1)
+        .and_then(|rest| rest.split('(').next())
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    telegram.queue_update(message(2, &code));
+    said("Paired as").await;
+
+    telegram.queue_update(message(3, "please SEND report.txt"));
+    let uploaded = telegram.wait_until(WAIT, |s| !s.uploads().is_empty()).await;
+    assert!(uploaded, "no upload; sent: {:#?}", telegram.sent());
+    let upload = telegram.uploads()[0].clone();
+    assert_eq!(upload.method, "senddocument");
+    assert_eq!(upload.chat_id, USER.to_string());
+    assert_eq!(upload.file_name.as_deref(), Some("report.txt"));
+    assert_eq!(upload.caption.as_deref(), Some("from pi"));
+    assert_eq!(upload.data, report);
+    // The tool's result, as the model read it, says where the file went.
+    model
+        .wait("the send_file result", WAIT, |m| {
+            tool_results(m)
+                .iter()
+                .any(|t| t.contains("Sent report.txt"))
+        })
+        .await;
+    let _ = stop.send(());
+    server.await.expect("server task ends");
+    pi.close().await;
+}

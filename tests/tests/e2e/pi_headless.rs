@@ -44,6 +44,16 @@ async fn start_in(
     let model = FakeModel::start().await;
     let home = home(Some(&model.base_url));
     let extension_dir = home.dir.path().join("bot-connect");
+    let mut args = home.args();
+    if extension.is_none() {
+        // `--tools` names every active tool, an extension's too: the embedded extension's
+        // send_file is one.
+        for arg in &mut args {
+            if arg.starts_with("read,") {
+                arg.push_str(",send_file");
+            }
+        }
+    }
     let extension = match extension {
         // What `run --agent pi` loads: the embedded copy.
         None => write_extension(&extension_dir).expect("extension written"),
@@ -56,7 +66,7 @@ async fn start_in(
     };
     let launch = PiLaunch {
         program: bin.into_os_string(),
-        args: home.args().into_iter().map(OsString::from).collect(),
+        args: args.into_iter().map(OsString::from).collect(),
         cwd: home.work(),
         extension,
         key: "pi-headless".into(),
@@ -448,5 +458,52 @@ async fn a_streamed_preview_never_shows_a_secret_sent_in_pieces() {
             "a part of the token showed: {text}"
         );
     }
+    t.stop().await;
+}
+
+/// Headless pi's model calls the extension's `send_file`: in rpc mode the tool asks
+/// host-shim through its `bot-connect:send-file` dialog, the bridge uploads the file to
+/// the chat that asked, and the tool result the model reads says where it went.
+#[tokio::test]
+async fn the_models_send_file_call_is_uploaded_through_the_rpc_dialog() {
+    let Some(t) = start_with(
+        "the_models_send_file_call_is_uploaded_through_the_rpc_dialog",
+        r#"{"bridge":{"remoteToolPolicy":"read-only"}}"#,
+        None,
+    )
+    .await
+    else {
+        return;
+    };
+    let notes = b"release notes\n".to_vec();
+    std::fs::write(t.home.work().join("notes.txt"), &notes).expect("written");
+    std::fs::write(t.home.work().join(".env"), "SECRET=1\n").expect("written");
+    t.harness.pair("alice").await;
+    t.harness
+        .say(
+            "alice",
+            "please SEND notes.txt",
+            "tool said: Sent notes.txt",
+        )
+        .await;
+    let files = t.harness.fake.files();
+    assert_eq!(files.len(), 1, "{files:#?}");
+    assert_eq!(files[0].name, "notes.txt");
+    assert_eq!(files[0].caption, "from pi");
+    assert_eq!(files[0].data, notes);
+    assert_eq!(files[0].conversation_id, "dm-alice");
+    // A protected file from the same chat: the gate refuses the call before it runs.
+    t.harness
+        .say("alice", "please SEND .env", "tool said:")
+        .await;
+    let refused = t
+        .model
+        .seen()
+        .last()
+        .expect("a tool result")
+        .last_text
+        .clone();
+    assert!(refused.contains("protected"), "{refused}");
+    assert_eq!(t.harness.fake.files().len(), 1);
     t.stop().await;
 }

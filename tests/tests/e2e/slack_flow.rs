@@ -90,9 +90,16 @@ impl Slack {
 
     /// A session whose configuration has `bridge` as its `bridge` section.
     async fn start_with(bridge: Value) -> Slack {
+        Slack::start_in(bridge, None).await
+    }
+
+    /// [`Slack::start_with`] for an agent working in `cwd` from the start (the bridge
+    /// reads the working directory once, when the session starts).
+    async fn start_in(bridge: Value, cwd: Option<&std::path::Path>) -> Slack {
         let server = Arc::new(SlackServer::start().await);
         let dirs = Dirs::new();
         let agent = Arc::new(ScriptAgent::default());
+        *agent.cwd.lock().unwrap() = cwd.map(|dir| dir.to_string_lossy().into_owned());
         let ui = Arc::new(RecordingUi::default());
         let session = Session::spawn(
             common::runtime(),
@@ -616,5 +623,95 @@ async fn a_file_shared_in_an_im_is_downloaded_with_the_bearer_and_saved_in_the_i
         std::fs::read(workspace.path().join(".pi/inbox/spec_v2_(final).pdf")).expect("saved"),
         pdf
     );
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_file_is_shared_in_the_thread_through_the_external_upload() {
+    use host_shim::sandbox::session::FileRequest;
+    let workspace = tempfile::tempdir().expect("temp dir");
+    let root_dir = workspace.path();
+    let t = Slack::start_in(json!({}), Some(root_dir)).await;
+    let token = format!("ghp_{}", "Zq9Xw8Vu7Ts6Rp5On4Ml3Kj2Ih1Gf0EdCbA9z");
+    let log = format!("build ok\nGITHUB_TOKEN={token}\ndone\n");
+    std::fs::write(root_dir.join("build.log"), &log).unwrap();
+    std::fs::write(root_dir.join(".envrc"), format!("export T={token}\n")).unwrap();
+    std::fs::File::create(root_dir.join("huge.iso"))
+        .unwrap()
+        .set_len(25 * 1024 * 1024)
+        .unwrap();
+    t.pair().await;
+    let mention = format!("<@{TEST_BOT_USER_ID}>");
+    let root = t.server.new_ts();
+    t.say(
+        channel_message(CHANNEL, USER, &root, &format!("{mention} /status")),
+        "pi-bot-connect status",
+    )
+    .await;
+    let ask = t.server.new_ts();
+    t.send(in_thread(
+        channel_message(
+            CHANNEL,
+            USER,
+            &ask,
+            &format!("{mention} send me the build log"),
+        ),
+        &root,
+    ));
+    t.agent.wait_for_prompts(1).await;
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let send = |path: &str, caption: Option<&str>| FileRequest {
+        path: path.into(),
+        caption: caption.map(str::to_owned),
+    };
+    let told = t
+        .session
+        .send_file(send("build.log", Some("the last build")))
+        .await
+        .expect("session alive")
+        .expect("the log is shared");
+    assert!(
+        told.starts_with("Sent build.log (") && told.contains("redacted"),
+        "{told}"
+    );
+    let shared = t.server.shared_files();
+    assert_eq!(shared.len(), 1, "{shared:#?}");
+    let file = &shared[0];
+    assert_eq!(file.filename, "build.log");
+    assert_eq!(file.part_file_name.as_deref(), Some("build.log"));
+    assert_eq!(file.title.as_deref(), Some("build.log"));
+    assert_eq!(file.channel_id, CHANNEL);
+    assert_eq!(file.thread_ts.as_deref(), Some(root.as_str()));
+    assert_eq!(file.initial_comment.as_deref(), Some("the last build"));
+    let text = String::from_utf8(file.data.clone()).unwrap();
+    assert!(
+        text.starts_with("build ok\n") && text.ends_with("done\n") && !text.contains(&token),
+        "{text}"
+    );
+    // The length promised before the upload is the length of what was uploaded.
+    let asked = t.server.requests("files.getUploadURLExternal");
+    assert_eq!(asked[0]["length"], json!(file.data.len().to_string()));
+
+    let refused = t
+        .session
+        .send_file(send(".envrc", None))
+        .await
+        .expect("session alive")
+        .expect_err("protected");
+    assert!(refused.contains("protected"), "{refused}");
+    let refused = t
+        .session
+        .send_file(send("huge.iso", None))
+        .await
+        .expect("session alive")
+        .expect_err("over the bridge's cap");
+    assert!(
+        refused.contains("huge.iso is 25.0 MB, and the bridge sends files of up to 20.0 MB"),
+        "{refused}"
+    );
+    assert_eq!(t.server.calls("files.getUploadURLExternal"), 1);
+    assert_eq!(t.server.shared_files().len(), 1);
     t.session.shutdown().await.expect("clean shutdown");
 }

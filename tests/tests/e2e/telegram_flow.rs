@@ -96,9 +96,16 @@ impl Telegram {
 
     /// A session whose config has this `bridge` section.
     async fn start_with(bridge: serde_json::Value) -> Telegram {
+        Telegram::start_in(bridge, None).await
+    }
+
+    /// [`Telegram::start_with`] for an agent working in `cwd` from the start (the bridge
+    /// reads the working directory once, when the session starts).
+    async fn start_in(bridge: serde_json::Value, cwd: Option<&std::path::Path>) -> Telegram {
         let server = Arc::new(BotApiServer::start().await);
         let dirs = Dirs::new();
         let agent = Arc::new(ScriptAgent::default());
+        *agent.cwd.lock().unwrap() = cwd.map(|dir| dir.to_string_lossy().into_owned());
         let ui = Arc::new(RecordingUi::default());
         let clock = Arc::new(ManualClock::new(1_700_000_000_000));
         let session = Session::spawn(
@@ -758,5 +765,156 @@ async fn a_voice_note_is_transcribed_by_the_engine_echoed_and_prompted_as_speech
         "the voice note's bytes are in the upload"
     );
     assert!(String::from_utf8_lossy(request).contains("filename=\"voice.ogg\""));
+    t.session.shutdown().await.expect("clean shutdown");
+}
+
+/// A GitHub token's shape, assembled at run time so no scanner takes the test for a leak.
+fn planted_token() -> String {
+    format!("ghp_{}", "Zq9Xw8Vu7Ts6Rp5On4Ml3Kj2Ih1Gf0EdCbA9z")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_file_reaches_the_chat_that_asked_redacted_or_refused_with_the_reason() {
+    use host_shim::sandbox::session::FileRequest;
+    let workspace = tempfile::tempdir().expect("temp dir");
+    let root = workspace.path();
+    let t = Telegram::start_in(json!({}), Some(root)).await;
+    let token = planted_token();
+    std::fs::create_dir(root.join("out")).unwrap();
+    let pdf = b"%PDF-1.7\n\xe2\xe3\xcf\xd3 quarterly figures".to_vec();
+    std::fs::write(root.join("out/report.pdf"), &pdf).unwrap();
+    std::fs::write(root.join(".env"), format!("GITHUB_TOKEN={token}\n")).unwrap();
+    std::fs::write(
+        root.join("notes.txt"),
+        format!("deploy notes\nexport GITHUB_TOKEN={token}\nthe end\n"),
+    )
+    .unwrap();
+    let mut dump = vec![0u8, 1, 2, 0xff, 0xfe];
+    dump.extend_from_slice(token.as_bytes());
+    dump.extend_from_slice(&[0, 0, 9]);
+    std::fs::write(root.join("core.dump"), &dump).unwrap();
+    let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01".to_vec();
+    std::fs::write(root.join("chart.png"), &png).unwrap();
+    // Sparse: the host refuses by the size on disk, before reading a byte.
+    std::fs::File::create(root.join("video.bin"))
+        .unwrap()
+        .set_len(60 * 1024 * 1024)
+        .unwrap();
+
+    t.pair(1).await;
+    t.server
+        .queue_update(private_text(USER, 3, "send me the quarterly report"));
+    t.agent.wait_for_prompts(1).await;
+    t.agent
+        .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
+        .await;
+    let send = |path: &str, caption: Option<&str>| FileRequest {
+        path: path.into(),
+        caption: caption.map(str::to_owned),
+    };
+
+    let sent = t
+        .session
+        .send_file(send("out/report.pdf", Some("Q3 figures")))
+        .await
+        .expect("session alive");
+    let told = sent.expect("the report is sent");
+    assert!(told.starts_with("Sent report.pdf ("), "{told}");
+    let uploads = t.server.uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:#?}");
+    let report = &uploads[0];
+    assert_eq!(report.method, "senddocument");
+    assert_eq!(report.chat_id, USER.to_string());
+    assert_eq!(report.field, "document");
+    assert_eq!(report.file_name.as_deref(), Some("report.pdf"));
+    assert_eq!(report.content_type.as_deref(), Some("application/pdf"));
+    assert_eq!(report.caption.as_deref(), Some("Q3 figures"));
+    assert_eq!(report.data, pdf);
+
+    // A picture goes as a photo.
+    let told = t
+        .session
+        .send_file(send("chart.png", None))
+        .await
+        .expect("session alive")
+        .expect("the chart is sent");
+    assert!(told.contains("chart.png"), "{told}");
+    let chart = t.server.uploads().last().cloned().expect("an upload");
+    assert_eq!(
+        (chart.method.as_str(), chart.field.as_str()),
+        ("sendphoto", "photo")
+    );
+    assert_eq!(chart.content_type.as_deref(), Some("image/png"));
+    assert_eq!(chart.caption, None);
+    assert_eq!(chart.data, png);
+
+    // A protected file from a remote turn: refused, nothing uploaded.
+    let refused = t
+        .session
+        .send_file(send(".env", None))
+        .await
+        .expect("session alive")
+        .expect_err("a protected file is refused");
+    assert!(
+        refused.contains("'.env'") && refused.contains("protected"),
+        "{refused}"
+    );
+    assert!(!refused.contains(&token));
+    assert_eq!(t.server.uploads().len(), 2);
+
+    // A text file with a planted secret arrives redacted, the rest of it intact.
+    let told = t
+        .session
+        .send_file(send("notes.txt", None))
+        .await
+        .expect("session alive")
+        .expect("the notes are sent");
+    assert!(told.contains("redacted"), "{told}");
+    let notes = t.server.uploads().last().cloned().expect("an upload");
+    let text = String::from_utf8(notes.data).expect("text");
+    assert!(!text.contains(&token), "{text}");
+    assert!(
+        text.starts_with("deploy notes\n") && text.ends_with("the end\n"),
+        "{text}"
+    );
+
+    // A binary holding a secret's shape: refused, said in the chat, nothing uploaded.
+    let before = t.server.sent().len();
+    let refused = t
+        .session
+        .send_file(send("core.dump", None))
+        .await
+        .expect("session alive")
+        .expect_err("a binary with a secret is refused");
+    assert!(refused.contains("core.dump was not sent"), "{refused}");
+    assert_eq!(t.server.uploads().len(), 3);
+    assert!(
+        t.server.sent()[before..]
+            .iter()
+            .any(|m| m.text.contains("could not send a file") && m.text.contains("core.dump")),
+        "{:#?}",
+        t.server.sent()
+    );
+
+    // Over Telegram's 50 MB: refused with the limit named, in the chat too.
+    let refused = t
+        .session
+        .send_file(send("video.bin", None))
+        .await
+        .expect("session alive")
+        .expect_err("over the limit");
+    assert!(
+        refused.contains("video.bin is 60.0 MB, and Telegram takes files of up to 50.0 MB"),
+        "{refused}"
+    );
+    assert_eq!(t.server.uploads().len(), 3);
+    assert!(
+        t.server
+            .sent()
+            .iter()
+            .any(|m| m.text.contains("Telegram takes files of up to 50.0 MB")),
+        "{:#?}",
+        t.server.sent()
+    );
     t.session.shutdown().await.expect("clean shutdown");
 }

@@ -30,7 +30,8 @@ pub use secret::Secret;
 
 pub use model::{
     Attachment, AttachmentKind, BotIdentity, Button, Capabilities, Envelope, FetchedAttachment,
-    LengthUnit, Markup, OutboundKind, OutboundMessage, Reaction, SendReceipt, own_message_id,
+    LengthUnit, Markup, OutboundFile, OutboundKind, OutboundMessage, Reaction, SendReceipt,
+    own_message_id,
 };
 
 use async_trait::async_trait;
@@ -137,6 +138,21 @@ pub trait Transport: Send + Sync {
     ) -> Result<FetchedAttachment, TransportError> {
         Err(TransportError::Unsupported(format!(
             "{} cannot download attachments",
+            self.id()
+        )))
+    }
+
+    /// The most bytes one file upload may hold (the platform's limit for bots); 0 when
+    /// the transport cannot upload files.
+    fn max_upload_bytes(&self) -> u64 {
+        0
+    }
+
+    /// Uploads one file with its caption, posted as a new message. Refuses a file over
+    /// [`Transport::max_upload_bytes`] without sending it.
+    async fn send_file(&self, _file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        Err(TransportError::Unsupported(format!(
+            "{} cannot upload files",
             self.id()
         )))
     }

@@ -171,6 +171,41 @@ pub struct Button {
     pub command: String,
 }
 
+/// A file to upload with its caption (the agent's `send_file`), already judged and
+/// redacted by the bridge and within [`crate::Transport::max_upload_bytes`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct OutboundFile {
+    /// Target conversation.
+    pub conversation_id: String,
+    /// Target thread.
+    pub thread_id: Option<String>,
+    /// Bare file name as the chat shows it.
+    pub name: String,
+    /// Media type (`image/png`, `text/plain; charset=utf-8`).
+    pub media_type: String,
+    /// Show it inline as a picture (Telegram `sendPhoto`) rather than as a document.
+    pub as_image: bool,
+    /// Plain-text caption, sent without markup; empty for none.
+    pub caption: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+impl std::fmt::Debug for OutboundFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Megabytes of bytes in a debug line help nobody: their count says enough.
+        f.debug_struct("OutboundFile")
+            .field("conversation_id", &self.conversation_id)
+            .field("thread_id", &self.thread_id)
+            .field("name", &self.name)
+            .field("media_type", &self.media_type)
+            .field("as_image", &self.as_image)
+            .field("caption", &self.caption)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
+}
+
 /// One message to post, already within the platform's limit and markup. Serialized as
 /// is between cluster nodes (a session node's send, served by the ingress).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -196,6 +196,38 @@ pub enum DownloadError {
 
 pub use transport_core::retry::Retry;
 
+/// A file for [`RestApi::upload_file`].
+#[derive(Debug, Clone, Copy)]
+pub struct Upload<'a> {
+    /// File name as the channel shows it.
+    pub name: &'a str,
+    /// Media type.
+    pub media_type: &'a str,
+    /// Plain text posted with it; empty for none.
+    pub caption: &'a str,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+impl Upload<'_> {
+    fn form(&self) -> Result<reqwest::multipart::Form, String> {
+        let payload = serde_json::json!({
+            "content": self.caption,
+            "allowed_mentions": NO_PINGS,
+            "attachments": [{"id": 0, "filename": self.name}],
+        });
+        let part = reqwest::multipart::Part::bytes(self.data.to_vec())
+            .file_name(self.name.to_owned())
+            .mime_str(self.media_type)
+            .map_err(|error| {
+                format!("the media type {:?} is not one ({error})", self.media_type)
+            })?;
+        Ok(reqwest::multipart::Form::new()
+            .text("payload_json", payload.to_string())
+            .part("files[0]", part))
+    }
+}
+
 /// How the client is set up.
 #[derive(Debug, Clone)]
 pub struct ClientSettings {
@@ -367,6 +399,36 @@ impl RestApi {
                 Some(&body),
                 Retry::Transient,
             )
+            .await?;
+        Ok(sent.id)
+    }
+
+    /// `POST /channels/{id}/messages` as `multipart/form-data`: `payload_json` (the
+    /// caption as `content`, no pings, `attachments: [{id: 0, filename}]`) and the file as
+    /// `files[0]`, as Discord's "Uploading Files" describes. The new message's id.
+    pub async fn upload_file(
+        &self,
+        channel: &str,
+        upload: &Upload<'_>,
+    ) -> Result<String, ApiError> {
+        let call = "upload file";
+        let route = &Route::create_message(channel);
+        let segments: &[&str] = &["channels", channel, "messages"];
+        let retry = Retry::Transient;
+        let sent: SentMessage = self
+            .retrier
+            .call(retry, move || async move {
+                self.wait_for_bucket(call, route, retry).await?;
+                self.attempt(
+                    call,
+                    Method::POST,
+                    route,
+                    segments,
+                    None::<&()>,
+                    Some(upload),
+                )
+                .await
+            })
             .await?;
         Ok(sent.id)
     }
@@ -613,7 +675,7 @@ impl RestApi {
         self.retrier
             .call(retry, move || async move {
                 self.wait_for_bucket(call, route, retry).await?;
-                self.attempt(call, method.clone(), route, segments, body)
+                self.attempt(call, method.clone(), route, segments, body, None)
                     .await
             })
             .await
@@ -626,8 +688,14 @@ impl RestApi {
         route: &Route,
         segments: &[&str],
         body: Option<&B>,
+        upload: Option<&Upload<'_>>,
     ) -> Result<T, ApiError> {
-        let timeout = self.settings.request_timeout;
+        // An upload of megabytes is timed like a download, not like a message.
+        let timeout = if upload.is_some() {
+            self.settings.download_timeout
+        } else {
+            self.settings.request_timeout
+        };
         let mut request = self
             .http
             .request(method, self.url(segments))
@@ -636,10 +704,18 @@ impl RestApi {
                 format!("Bot {}", self.settings.token.expose()),
             )
             .timeout(timeout);
-        request = match body {
-            Some(body) => request.json(body),
+        request = match (upload, body) {
+            // A form is consumed by its send: each attempt builds its own.
+            (Some(upload), _) => {
+                request.multipart(upload.form().map_err(|detail| ApiError::Malformed {
+                    call,
+                    status: 0,
+                    detail,
+                })?)
+            }
+            (None, Some(body)) => request.json(body),
             // Discord wants a valid Content-Type even on an empty POST (50035 otherwise).
-            None => request.header(reqwest::header::CONTENT_LENGTH, "0"),
+            (None, None) => request.header(reqwest::header::CONTENT_LENGTH, "0"),
         };
         let response = request
             .send()

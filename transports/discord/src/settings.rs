@@ -55,6 +55,22 @@ pub const READY_TIMEOUT_SECONDS: Setting = Setting {
     summary: "seconds a gateway connection may take to send READY before it is tried again",
 };
 
+/// Discord's default upload limit for bots (25 MiB, since 2023); a server with boosts may
+/// allow more, a channel never tells a bot its own limit before the upload.
+pub const DEFAULT_MAX_UPLOAD_BYTES: i64 = 25 * 1024 * 1024;
+
+/// The most bytes one file the agent sends may hold here: Discord's limit for the servers
+/// the bot posts in. Discord answers a bigger upload with 413, which is said as such.
+pub const MAX_UPLOAD_BYTES: Setting = Setting {
+    name: "maxUploadBytes",
+    kind: SettingKind::Integer {
+        min: 1024 * 1024,
+        max: 500 * 1024 * 1024,
+    },
+    default: SettingDefault::Integer(DEFAULT_MAX_UPLOAD_BYTES),
+    summary: "largest file the agent may upload (bytes): 25 MiB unless the server's boosts allow more",
+};
+
 /// Every key of `transports.discord`.
 pub const SETTINGS: Settings = Settings {
     id: "discord",
@@ -66,6 +82,7 @@ pub const SETTINGS: Settings = Settings {
         GATEWAY_URL,
         LOCK_STALE_MS,
         READY_TIMEOUT_SECONDS,
+        MAX_UPLOAD_BYTES,
     ],
 };
 
@@ -99,6 +116,12 @@ pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     {
         config.ready_timeout = Duration::from_secs(seconds.clamp(5, 120));
     }
+    if let Some(bytes) = input
+        .integer(MAX_UPLOAD_BYTES.name)
+        .and_then(|bytes| u64::try_from(bytes).ok())
+    {
+        config.max_upload_bytes = bytes;
+    }
     let transport = DiscordTransport::new(config).map_err(|error| error.to_string())?;
     Ok(Arc::new(transport))
 }
@@ -131,7 +154,8 @@ mod tests {
                 "baseUrl",
                 "gatewayUrl",
                 "lockStaleMs",
-                "readyTimeoutSeconds"
+                "readyTimeoutSeconds",
+                "maxUploadBytes"
             ]
         );
         assert_eq!(

@@ -16,11 +16,11 @@ use transport_core::platform::BotSelf;
 use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundMessage,
-    Reaction, Secret, SendReceipt, Transport, TransportError, own_message_id,
+    BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundFile,
+    OutboundMessage, Reaction, Secret, SendReceipt, Transport, TransportError, own_message_id,
 };
 
-use crate::client::{ApiError, ClientSettings, RestApi, bot_token, looks_like_bot_token};
+use crate::client::{ApiError, ClientSettings, RestApi, Upload, bot_token, looks_like_bot_token};
 use crate::gateway::{Gateway, GatewaySettings, IdentifyBudget, Queued};
 use crate::normalize::TRANSPORT_ID;
 use crate::state::{GatewayState, Shared, Stats};
@@ -80,6 +80,8 @@ pub struct DiscordConfig {
     pub reconnect_policy: RetryPolicy,
     /// Shortest time between two typing calls to one channel (Discord shows one 10 s).
     pub typing_interval: Duration,
+    /// The largest file the agent may upload (`maxUploadBytes`).
+    pub max_upload_bytes: u64,
     /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
     pub fixed_jitter: Option<f64>,
 }
@@ -102,6 +104,7 @@ impl DiscordConfig {
             request_policy: RetryPolicy::REQUEST,
             reconnect_policy: RetryPolicy::RECONNECT,
             typing_interval: Duration::from_secs(8),
+            max_upload_bytes: settings::DEFAULT_MAX_UPLOAD_BYTES.unsigned_abs(),
             fixed_jitter: None,
         }
     }
@@ -631,6 +634,60 @@ impl Transport for DiscordTransport {
             self.shared.update(|stats| stats.typing_failures += 1);
         }
         Ok(())
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        self.config.max_upload_bytes
+    }
+
+    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        let limit = self.config.max_upload_bytes;
+        if file.data.len() as u64 > limit {
+            return Err(TransportError::Failed(format!(
+                "Discord takes files of up to {limit} bytes here (transports.discord.maxUploadBytes); this one is {} bytes",
+                file.data.len()
+            )));
+        }
+        let upload = Upload {
+            name: &file.name,
+            media_type: &file.media_type,
+            caption: &file.caption,
+            data: &file.data,
+        };
+        // A thread is a channel of its own on Discord: the conversation names it already.
+        let sent = self
+            .shared
+            .api
+            .upload_file(&file.conversation_id, &upload)
+            .await;
+        match sent {
+            Ok(id) => {
+                self.shared.update(|stats| stats.sent += 1);
+                Ok(SendReceipt {
+                    message_id: id,
+                    edit_key: None,
+                })
+            }
+            Err(error) => {
+                let error = match error {
+                    ApiError::Rejected { status: 413, .. } => TransportError::Failed(
+                        "Discord refused the file as too large for this server (HTTP 413): its \
+                         limit is lower than transports.discord.maxUploadBytes, so lower that \
+                         setting to the server's limit"
+                            .to_owned(),
+                    ),
+                    other => send_error(other),
+                };
+                if let TransportError::Failed(text) = &error {
+                    self.shared
+                        .update(|stats| stats.last_error = Some(text.clone()));
+                }
+                Err(error)
+            }
+        }
     }
 
     async fn fetch_attachment(

@@ -209,8 +209,50 @@ fn hint(code: &str) -> &'static str {
         "msg_too_long" => "; the text is over Slack's limit",
         "no_text" => "; the text was empty",
         "restricted_action" => "; a workspace setting prevents the bot from posting here",
+        "file_uploads_disabled" | "file_uploads_except_images_disabled" => {
+            "; the workspace has turned file uploads off"
+        }
+        "file_upload_size_restricted" => "; the workspace restricts uploads of files this large",
+        "file_type_not_allowed" => "; the workspace does not allow this type of file",
         _ => "",
     }
+}
+
+/// A file for [`WebApi::upload_file`].
+#[derive(Debug, Clone, Copy)]
+pub struct Upload<'a> {
+    /// File name as Slack shows it.
+    pub name: &'a str,
+    /// Media type.
+    pub media_type: &'a str,
+    /// Plain text shared with it (`initial_comment`); empty for none.
+    pub caption: &'a str,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// `files.getUploadURLExternal`'s answer.
+#[derive(Debug, serde::Deserialize)]
+struct UploadTicket {
+    upload_url: String,
+    file_id: String,
+}
+
+/// `files.completeUploadExternal`'s arguments.
+#[derive(Debug, Serialize)]
+struct CompleteUpload<'a> {
+    files: Vec<CompleteFile<'a>>,
+    channel_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thread_ts: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    initial_comment: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct CompleteFile<'a> {
+    id: &'a str,
+    title: &'a str,
 }
 
 /// Why an attachment could not be fetched.
@@ -416,6 +458,127 @@ impl WebApi {
             Retry::Transient,
         )
         .await
+    }
+
+    /// Shares one file in `channel` (in `thread_ts` when given) the way Slack's external
+    /// upload works: `files.getUploadURLExternal` (form-encoded `filename` and `length`)
+    /// gives an upload URL and a file id; the bytes go to that URL as a multipart form
+    /// (field `filename`), without the bot token, since the URL itself is the permission;
+    /// `files.completeUploadExternal` then shares the file with `initial_comment`. Returns
+    /// the file id. Needs the `files:write` scope.
+    pub async fn upload_file(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        upload: &Upload<'_>,
+    ) -> Result<String, ApiError> {
+        const GET_URL: &str = "files.getUploadURLExternal";
+        const SEND: &str = "file upload";
+        let length = upload.data.len().to_string();
+        let fields = [("filename", upload.name), ("length", length.as_str())];
+        let fields = &fields;
+        let ticket: UploadTicket = self
+            .retrier
+            .call(Retry::Transient, || self.attempt_form(GET_URL, fields))
+            .await?;
+        let target = reqwest::Url::parse(&ticket.upload_url).map_err(|_| ApiError::Malformed {
+            method: GET_URL,
+            status: 200,
+            detail: "the upload_url is not a URL".to_owned(),
+        })?;
+        let timeout = self.settings.download_timeout;
+        self.retrier
+            .call(Retry::Transient, || async {
+                let part = reqwest::multipart::Part::bytes(upload.data.to_vec())
+                    .file_name(upload.name.to_owned())
+                    .mime_str(upload.media_type)
+                    .map_err(|error| ApiError::Malformed {
+                        method: SEND,
+                        status: 0,
+                        detail: format!(
+                            "the media type {:?} is not one ({error})",
+                            upload.media_type
+                        ),
+                    })?;
+                let response = self
+                    .http
+                    .post(target.clone())
+                    .multipart(reqwest::multipart::Form::new().part("filename", part))
+                    .timeout(timeout)
+                    .send()
+                    .await
+                    .map_err(|error| self.transport_error(SEND, timeout, error))?;
+                let status = response.status().as_u16();
+                match status {
+                    200..=299 => Ok(()),
+                    500..=599 => Err(ApiError::Server {
+                        method: SEND,
+                        status,
+                    }),
+                    _ => Err(ApiError::Malformed {
+                        method: SEND,
+                        status,
+                        detail: "Slack's upload service refused the file".to_owned(),
+                    }),
+                }
+            })
+            .await?;
+        let title = upload.name;
+        let complete = CompleteUpload {
+            files: vec![CompleteFile {
+                id: &ticket.file_id,
+                title,
+            }],
+            channel_id: channel,
+            thread_ts,
+            initial_comment: (!upload.caption.is_empty()).then_some(upload.caption),
+        };
+        let _: serde_json::Value = self
+            .call(
+                "files.completeUploadExternal",
+                Credential::Bot,
+                &complete,
+                Retry::Transient,
+            )
+            .await?;
+        Ok(ticket.file_id)
+    }
+
+    /// One form-encoded call (`files.getUploadURLExternal` takes its arguments so).
+    async fn attempt_form<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        fields: &[(&str, &str)],
+    ) -> Result<T, ApiError> {
+        let timeout = self.settings.request_timeout;
+        let url = self.base.join(method).map_err(|_| ApiError::Malformed {
+            method,
+            status: 0,
+            detail: "the method name does not make a URL".to_owned(),
+        })?;
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        let response = self
+            .http
+            .post(url)
+            .bearer_auth(self.settings.bot_token.expose())
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|error| self.transport_error(method, timeout, error))?;
+        let status = response.status().as_u16();
+        let retry_after = retry_after_ms(response.headers());
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| self.transport_error(method, timeout, error))?;
+        self.read_answer(method, Credential::Bot, status, retry_after, &body)
     }
 
     /// `chat.update`; `blocks` replace the message's blocks (empty removes its buttons).

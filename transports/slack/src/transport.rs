@@ -18,10 +18,11 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, Reaction, SendReceipt, Transport, TransportError, own_message_id,
+    OutboundFile, OutboundMessage, Reaction, SendReceipt, Transport, TransportError,
+    own_message_id,
 };
 
-use crate::client::{ApiError, ClientSettings, WebApi, has_shape};
+use crate::client::{ApiError, ClientSettings, Upload, WebApi, has_shape};
 use crate::dedupe::Dedupe;
 use crate::listen::{Dispatcher, Listener, OpenError, RECEIVED_CAPACITY};
 use crate::normalize::{TRANSPORT_ID, is_ts, split_conversation};
@@ -392,6 +393,9 @@ impl SlackTransport {
     }
 }
 
+/// The most Slack takes in one file ("Files uploaded to Slack can be up to 1 GB").
+pub const UPLOAD_LIMIT: u64 = 1024 * 1024 * 1024;
+
 #[async_trait]
 impl Transport for SlackTransport {
     fn id(&self) -> &str {
@@ -550,6 +554,52 @@ impl Transport for SlackTransport {
     /// nothing can fail (I24).
     async fn typing(&self, _: &str, _: Option<&str>) -> Result<(), TransportError> {
         Ok(())
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        UPLOAD_LIMIT
+    }
+
+    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        if !self.is_started() {
+            return Err(TransportError::NotStarted(TRANSPORT_ID.to_owned()));
+        }
+        if file.data.len() as u64 > UPLOAD_LIMIT {
+            return Err(TransportError::Failed(format!(
+                "Slack takes files of up to 1 GB; this one is {} bytes",
+                file.data.len()
+            )));
+        }
+        let (channel, conversation_thread) = split_conversation(&file.conversation_id);
+        let thread = file
+            .thread_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|thread| is_ts(thread))
+            .or(conversation_thread);
+        let upload = Upload {
+            name: &file.name,
+            media_type: &file.media_type,
+            caption: &file.caption,
+            data: &file.data,
+        };
+        match self.shared.api.upload_file(channel, thread, &upload).await {
+            Ok(file_id) => {
+                self.shared.update(|stats| stats.sent += 1);
+                Ok(SendReceipt {
+                    message_id: file_id,
+                    edit_key: None,
+                })
+            }
+            Err(error) => {
+                let error = self.send_error(error);
+                if let TransportError::Failed(text) = &error {
+                    self.shared
+                        .update(|stats| stats.last_error = Some(text.clone()));
+                }
+                Err(error)
+            }
+        }
     }
 
     async fn fetch_attachment(

@@ -19,16 +19,26 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, Reaction, Secret, SendReceipt, Transport, TransportError, own_message_id,
+    OutboundFile, OutboundMessage, Reaction, Secret, SendReceipt, Transport, TransportError,
+    own_message_id,
 };
 
-use crate::client::{ApiError, BotApi, ClientSettings, DownloadError, looks_like_bot_token};
+use crate::client::{
+    ApiError, BotApi, ClientSettings, DownloadError, Upload, looks_like_bot_token,
+};
 use crate::listen::Listener;
 use crate::normalize::TRANSPORT_ID;
 use crate::offset::{Offset, OffsetStore};
 use crate::state::{PollState, Shared, Stats};
 use crate::wire::ChatId;
 use crate::{html, keyboard, listen, settings};
+
+/// The most a bot may upload (the Bot API: "Bots can currently send files of any type of
+/// up to 50 MB in size").
+pub const UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
+
+/// The most `sendPhoto` takes ("The photo must be at most 10 MB in size").
+pub const PHOTO_LIMIT: u64 = 10 * 1024 * 1024;
 
 /// What Telegram can do (docs/architecture.md#transports-and-their-shared-core): 4096
 /// UTF-16 units of rendered text (safe whether Telegram counts code points or UTF-16 units,
@@ -601,6 +611,53 @@ impl Transport for TelegramTransport {
             .set_message_reaction(&chat, message_id, reaction_emoji(reaction))
             .await
             .map_err(send_error)
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        UPLOAD_LIMIT
+    }
+
+    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        if !self.is_started() {
+            return Err(self.not_started());
+        }
+        if file.data.len() as u64 > UPLOAD_LIMIT {
+            return Err(TransportError::Failed(format!(
+                "Telegram takes files of up to 50 MB from bots; this one is {} bytes",
+                file.data.len()
+            )));
+        }
+        let chat = ChatId::parse(&file.conversation_id);
+        let thread = file
+            .thread_id
+            .as_deref()
+            .and_then(|thread| thread.trim().parse::<i64>().ok());
+        let upload = Upload {
+            name: &file.name,
+            media_type: &file.media_type,
+            caption: &file.caption,
+            // Telegram recompresses photos and takes them up to 10 MB only; a bigger
+            // picture goes as a document, whole.
+            as_photo: file.as_image && file.data.len() as u64 <= PHOTO_LIMIT,
+            data: &file.data,
+        };
+        let sent = self.shared.api.send_file(&chat, thread, &upload).await;
+        let message_id = match sent {
+            Ok(id) => id.to_string(),
+            Err(error) => {
+                let error = send_error(error);
+                if let TransportError::Failed(text) = &error {
+                    self.shared
+                        .update(|stats| stats.last_error = Some(text.clone()));
+                }
+                return Err(error);
+            }
+        };
+        self.shared.update(|stats| stats.sent += 1);
+        Ok(SendReceipt {
+            message_id,
+            edit_key: None,
+        })
     }
 
     async fn fetch_attachment(

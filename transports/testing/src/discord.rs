@@ -756,6 +756,27 @@ async fn on_client_frame(
 // REST
 // ---------------------------------------------------------------------------------------
 
+/// A file the bot uploaded with a message (`files[n]` beside `payload_json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UploadedFile {
+    /// Channel posted in.
+    pub channel_id: String,
+    /// The message's id.
+    pub message_id: String,
+    /// `payload_json`'s `content` (the caption).
+    pub content: String,
+    /// The form field (`files[0]`).
+    pub field: String,
+    /// The part's `filename`.
+    pub file_name: Option<String>,
+    /// The part's `Content-Type`.
+    pub content_type: Option<String>,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// `payload_json` as parsed.
+    pub payload: Value,
+}
+
 /// A message the bot created, as the server recorded it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreatedMessage {
@@ -826,6 +847,7 @@ struct RestState {
     created: Vec<CreatedMessage>,
     /// The bot's own reactions by `(channel, message)`, in the order they were added.
     reactions: HashMap<(String, String), Vec<String>>,
+    uploads: Vec<UploadedFile>,
     edited: Vec<EditedMessage>,
     typing: Vec<String>,
     files: HashMap<String, ServedFile>,
@@ -1101,6 +1123,11 @@ impl RestServer {
     /// Messages created, oldest first.
     pub fn created(&self) -> Vec<CreatedMessage> {
         self.inner.state().created.clone()
+    }
+
+    /// Files uploaded with messages, oldest first.
+    pub fn uploads(&self) -> Vec<UploadedFile> {
+        self.inner.state().uploads.clone()
     }
 
     /// Edits applied, oldest first.
@@ -1451,7 +1478,27 @@ fn rest_route(
         return Ok(error(404, 0, "404: Not Found"));
     };
     let (route, ids) = route_of(method, api_path);
-    let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    // A message with files is `multipart/form-data`: its JSON is the `payload_json` part.
+    let multipart = content_type.starts_with("multipart/form-data");
+    let parts = if multipart {
+        match crate::multipart::parse(content_type, bytes) {
+            Ok(parts) => parts,
+            Err(reason) => {
+                return Ok(error(400, 50035, &format!("Invalid Form Body ({reason})")));
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let body: Value = if multipart {
+        parts
+            .iter()
+            .find(|p| p.name == "payload_json")
+            .and_then(|p| serde_json::from_slice(&p.data).ok())
+            .unwrap_or(Value::Null)
+    } else {
+        serde_json::from_slice(bytes).unwrap_or(Value::Null)
+    };
     let mut state = inner.state();
     state.requests.push(RecordedRequest {
         line: format!("{method} {api_path}"),
@@ -1469,7 +1516,14 @@ fn rest_route(
             "a User-Agent of the form DiscordBot ($url, $version) is required",
         ));
     }
-    if !bytes.is_empty() && !content_type.starts_with("application/json") {
+    if multipart && route != CREATE_MESSAGE {
+        return Ok(error(
+            400,
+            50035,
+            "Invalid Form Body (files only go with a new message)",
+        ));
+    }
+    if !bytes.is_empty() && !multipart && !content_type.starts_with("application/json") {
         return Ok(error(
             400,
             50035,
@@ -1528,13 +1582,50 @@ fn rest_route(
             answer(200, Some(&bot), &headers)
         }
         CREATE_MESSAGE => {
-            if let Some(refused) = content_refusal(content.as_deref()) {
+            // A message with a file may have no text; its text is still held to 2000.
+            let caption_only =
+                multipart && content.as_deref().is_none_or(|c| c.chars().count() <= 2000);
+            if let Some(refused) = content_refusal(content.as_deref()).filter(|_| !caption_only) {
                 return Ok(refused);
+            }
+            let files: Vec<&crate::multipart::Part> = parts
+                .iter()
+                .filter(|p| p.name.starts_with("files["))
+                .collect();
+            // Each file must be declared in `attachments` by its index, as Discord checks.
+            for file in &files {
+                let index = file.name.trim_start_matches("files[").trim_end_matches(']');
+                let declared = body["attachments"].as_array().is_some_and(|list| {
+                    list.iter().any(|a| {
+                        // Discord takes the index as a number or a string.
+                        (a["id"].as_u64().map(|n| n.to_string()).as_deref() == Some(index)
+                            || a["id"].as_str() == Some(index))
+                            && a["filename"].as_str() == file.file_name.as_deref()
+                    })
+                });
+                if !declared || file.file_name.is_none() {
+                    return Ok(error(400, 50035, "Invalid Form Body (attachments)"));
+                }
+            }
+            if multipart && files.is_empty() {
+                return Ok(error(400, 50006, "Cannot send an empty message"));
             }
             let content = content.unwrap_or_default();
             let channel = ids[0].clone();
             state.next_id += 1;
             let id = state.next_id.to_string();
+            for file in files {
+                state.uploads.push(UploadedFile {
+                    channel_id: channel.clone(),
+                    message_id: id.clone(),
+                    content: content.clone(),
+                    field: file.name.clone(),
+                    file_name: file.file_name.clone(),
+                    content_type: file.content_type.clone(),
+                    data: file.data.clone(),
+                    payload: body.clone(),
+                });
+            }
             state
                 .messages
                 .insert((channel.clone(), id.clone()), content.clone());

@@ -14,11 +14,15 @@ use async_trait::async_trait;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundMessage, Reaction, SendReceipt, Transport, TransportError,
+    OutboundFile, OutboundMessage, Reaction, SendReceipt, Transport, TransportError,
 };
 
 /// One reaction the fake was asked to set: `(conversation, message id, reaction, replaces)`.
 pub type SetReaction = (String, String, Reaction, Option<Reaction>);
+
+/// The most one upload to the fake may hold: Telegram's 50 MB, so a test sees the
+/// bridge's own 20 MiB cap bind first, as it does on the real platforms.
+pub const FAKE_UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
 
 /// How a [`FakeTransport`] is set up. Switches that tests flip mid-run are methods on
 /// the transport instead, so they work through a shared handle.
@@ -90,6 +94,7 @@ struct State {
     posted: u64,
     sent: Vec<SentMessage>,
     edits: Vec<OutboundMessage>,
+    files: Vec<OutboundFile>,
     typing: Vec<String>,
     reactions: Vec<SetReaction>,
     sent_count: u64,
@@ -188,6 +193,11 @@ impl FakeTransport {
     /// Messages posted as new messages, in order.
     pub fn sent(&self) -> Vec<SentMessage> {
         self.state().sent.clone()
+    }
+
+    /// Files uploaded (`send_file`), oldest first.
+    pub fn files(&self) -> Vec<OutboundFile> {
+        self.state().files.clone()
     }
 
     /// Posts and edits so far, forgotten here: a long soak checks them as it goes instead
@@ -434,6 +444,35 @@ impl Transport for FakeTransport {
         Ok(FetchedAttachment {
             media_type: served_media_type(media_type),
             data: data.clone(),
+        })
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        FAKE_UPLOAD_LIMIT
+    }
+
+    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        let id = self.inner.config.id.clone();
+        let mut state = self.state();
+        if state.sink.is_none() {
+            return Err(TransportError::NotStarted(id));
+        }
+        if state.fail_sends {
+            return Err(TransportError::Failed(format!("{id} rejected the upload")));
+        }
+        if file.data.len() as u64 > FAKE_UPLOAD_LIMIT {
+            return Err(TransportError::Failed(format!(
+                "{id} takes files of up to {FAKE_UPLOAD_LIMIT} bytes"
+            )));
+        }
+        state.posted += 1;
+        let message_id = format!("{id}-file-{}", state.posted);
+        state.files.push(file);
+        drop(state);
+        self.inner.changed.notify_waiters();
+        Ok(SendReceipt {
+            message_id,
+            edit_key: None,
         })
     }
 

@@ -5,5 +5,6 @@
 pub mod conformance;
 pub mod discord;
 pub mod fake;
+pub mod multipart;
 pub mod slack;
 pub mod telegram;

@@ -337,7 +337,42 @@ struct State {
     /// The bot's reactions by `(channel, ts)`, in the order they were added.
     reactions: HashMap<(String, String), Vec<String>>,
     files: HashMap<String, ServedFile>,
+    /// External uploads by file id: the name and length promised, the bytes once sent.
+    pending_uploads: HashMap<String, PendingUpload>,
+    next_upload: u64,
+    shared_files: Vec<SharedFile>,
     timeline: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct PendingUpload {
+    filename: String,
+    length: usize,
+    received: Option<(Option<String>, Option<String>, Vec<u8>)>,
+}
+
+/// A file the bot uploaded and shared: `files.getUploadURLExternal`, the bytes to the
+/// upload URL, then `files.completeUploadExternal`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedFile {
+    /// Slack's file id.
+    pub file_id: String,
+    /// `filename` promised in `files.getUploadURLExternal`.
+    pub filename: String,
+    /// The `title` given when completing.
+    pub title: Option<String>,
+    /// The upload's `filename` part's own file name.
+    pub part_file_name: Option<String>,
+    /// The upload's `Content-Type`.
+    pub content_type: Option<String>,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// `channel_id`.
+    pub channel_id: String,
+    /// `thread_ts`, if any.
+    pub thread_ts: Option<String>,
+    /// `initial_comment`, if any.
+    pub initial_comment: Option<String>,
 }
 
 impl State {
@@ -493,6 +528,11 @@ impl SlackServer {
             .get(method)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Files uploaded and shared, oldest first.
+    pub fn shared_files(&self) -> Vec<SharedFile> {
+        self.inner.state().shared_files.clone()
     }
 
     /// Messages posted, oldest first.
@@ -947,6 +987,8 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Answer {
         .unwrap_or_default();
     let answer = if let Some(name) = path.strip_prefix("/files/") {
         download(&inner, name, bearer.as_deref())
+    } else if let Some(file_id) = path.strip_prefix("/upload/") {
+        receive_upload(&inner, file_id, &content_type, &body)
     } else if let Some(method) = path.strip_prefix("/api/") {
         let params = parameters(&content_type, &body);
         call(&inner, method, bearer.as_deref(), params).await
@@ -1030,8 +1072,111 @@ async fn call(inner: &Arc<Inner>, method: &str, bearer: Option<&str>, params: Va
         "chat.postEphemeral" => post_ephemeral(inner, &params),
         "reactions.add" => own_reaction(inner, &params, true),
         "reactions.remove" => own_reaction(inner, &params, false),
+        "files.getUploadURLExternal" => get_upload_url(inner, &params),
+        "files.completeUploadExternal" => complete_upload(inner, &params),
         _ => error("unknown_method"),
     }
+}
+
+/// `files.getUploadURLExternal`: `filename` and a non-zero `length` are required.
+fn get_upload_url(inner: &Inner, params: &Value) -> Answer {
+    let Some(filename) = text(&params["filename"]).filter(|f| !f.is_empty()) else {
+        return error("invalid_arguments");
+    };
+    let Some(length) = text(&params["length"])
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0)
+    else {
+        return error("missing_argument");
+    };
+    let mut state = inner.state();
+    state.next_upload += 1;
+    let file_id = format!("F{:09}", state.next_upload);
+    state.pending_uploads.insert(
+        file_id.clone(),
+        PendingUpload {
+            filename,
+            length,
+            received: None,
+        },
+    );
+    ok(json!({
+        "upload_url": format!("http://{}/upload/{file_id}", inner.web),
+        "file_id": file_id,
+    }))
+}
+
+/// The upload URL: the bytes as a multipart form (field `filename`) or raw; 200 when they
+/// match the promised length, as Slack's upload service checks.
+fn receive_upload(inner: &Inner, file_id: &str, content_type: &str, body: &[u8]) -> Answer {
+    let received = if content_type.starts_with("multipart/form-data") {
+        match crate::multipart::parse(content_type, body) {
+            Ok(parts) => match parts.into_iter().find(|p| p.name == "filename") {
+                Some(part) => (part.file_name, part.content_type, part.data),
+                None => return answer(400, &json!({"error": "no filename part"})),
+            },
+            Err(reason) => return answer(400, &json!({"error": reason})),
+        }
+    } else {
+        (None, Some(content_type.to_owned()), body.to_vec())
+    };
+    let mut state = inner.state();
+    let Some(pending) = state.pending_uploads.get_mut(file_id) else {
+        return answer(404, &json!({"error": "unknown upload"}));
+    };
+    if received.2.len() != pending.length {
+        return answer(400, &json!({"error": "length mismatch"}));
+    }
+    pending.received = Some(received);
+    answer(200, &json!({}))
+}
+
+/// `files.completeUploadExternal`: every file must have been uploaded whole first.
+fn complete_upload(inner: &Inner, params: &Value) -> Answer {
+    let files = match &params["files"] {
+        Value::String(text) => serde_json::from_str(text).unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    let Some(files) = files.as_array().filter(|f| !f.is_empty()).cloned() else {
+        return error("invalid_arguments");
+    };
+    let Some(channel) = text(&params["channel_id"]) else {
+        // Without a channel the file stays private: the bot's files must be shared.
+        return error("invalid_arguments");
+    };
+    let mut state = inner.state();
+    let mut shared = Vec::new();
+    for file in &files {
+        let Some(id) = text(&file["id"]) else {
+            return error("invalid_arguments");
+        };
+        let Some(pending) = state.pending_uploads.get(&id).cloned() else {
+            return error("file_not_found");
+        };
+        let Some((part_file_name, content_type, data)) = pending.received else {
+            return error("file_upload_not_completed");
+        };
+        shared.push(SharedFile {
+            file_id: id.clone(),
+            filename: pending.filename,
+            title: text(&file["title"]),
+            part_file_name,
+            content_type,
+            data,
+            channel_id: channel.clone(),
+            thread_ts: text(&params["thread_ts"]),
+            initial_comment: text(&params["initial_comment"]),
+        });
+    }
+    let listed: Vec<Value> = shared
+        .iter()
+        .map(|f| json!({"id": f.file_id, "title": f.title}))
+        .collect();
+    for file in shared {
+        state.pending_uploads.remove(&file.file_id);
+        state.shared_files.push(file);
+    }
+    ok(json!({ "files": listed }))
 }
 
 async fn connections_open(inner: &Arc<Inner>) -> Answer {

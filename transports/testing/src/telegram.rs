@@ -301,6 +301,27 @@ impl SentRecord {
     }
 }
 
+/// A file the bot uploaded (`sendDocument` or `sendPhoto`), read from its multipart body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadRecord {
+    /// `senddocument` or `sendphoto`.
+    pub method: String,
+    /// `chat_id` as given.
+    pub chat_id: String,
+    /// `message_thread_id`, if any.
+    pub message_thread_id: Option<i64>,
+    /// `caption`, if any.
+    pub caption: Option<String>,
+    /// The form field the file came in (`document`, `photo`).
+    pub field: String,
+    /// The file part's `filename`.
+    pub file_name: Option<String>,
+    /// The file part's `Content-Type`.
+    pub content_type: Option<String>,
+    /// The file's bytes.
+    pub data: Vec<u8>,
+}
+
 /// An edit the server applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EditRecord {
@@ -382,6 +403,7 @@ struct State {
     messages: HashMap<(String, i64), (String, Option<String>)>,
     next_message_id: i64,
     sent: Vec<SentRecord>,
+    uploads: Vec<UploadRecord>,
     edited: Vec<EditRecord>,
     actions: Vec<ChatActionRecord>,
     callback_answers: Vec<CallbackAnswerRecord>,
@@ -599,6 +621,11 @@ impl BotApiServer {
         self.inner.state().sent.clone()
     }
 
+    /// Files uploaded (`sendDocument`, `sendPhoto`), oldest first.
+    pub fn uploads(&self) -> Vec<UploadRecord> {
+        self.inner.state().uploads.clone()
+    }
+
     /// Edits applied, oldest first.
     pub fn edited(&self) -> Vec<EditRecord> {
         self.inner.state().edited.clone()
@@ -805,6 +832,8 @@ async fn route(
         "setmessagereaction" => set_message_reaction(inner, &params),
         "sendmessagedraft" => send_message_draft(inner, &params),
         "getfile" => get_file(inner, &params),
+        "senddocument" => upload(inner, "senddocument", "document", content_type, body),
+        "sendphoto" => upload(inner, "sendphoto", "photo", content_type, body),
         "deletewebhook" => {
             inner.state().webhook = None;
             ok(json!(true))
@@ -834,6 +863,13 @@ fn parameters(query: &str, content_type: &str, body: &[u8]) -> Value {
     form(query.as_bytes());
     if content_type.starts_with("application/x-www-form-urlencoded") {
         form(body);
+    } else if content_type.starts_with("multipart/form-data") {
+        // The text fields only; a file part is read by the method that takes it.
+        for part in crate::multipart::parse(content_type, body).unwrap_or_default() {
+            if part.file_name.is_none() {
+                params.insert(part.name.clone(), Value::String(part.text()));
+            }
+        }
     } else if let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(body) {
         params.extend(fields);
     }
@@ -1088,6 +1124,63 @@ fn message_json(
         message["is_topic_message"] = json!(true);
     }
     message
+}
+
+/// `sendDocument` / `sendPhoto`: a multipart form with `chat_id`, optional
+/// `message_thread_id` and `caption`, and the file under `field` (as the Bot API takes
+/// "multipart/form-data" uploads). A form without the file, or not multipart, is refused
+/// with 400 as Telegram does.
+fn upload(inner: &Inner, method: &str, field: &str, content_type: &str, body: &[u8]) -> Answer {
+    let parts = match crate::multipart::parse(content_type, body) {
+        Ok(parts) => parts,
+        Err(reason) => return bad_request(&format!("the upload is not a valid form: {reason}")),
+    };
+    let value = |name: &str| {
+        parts
+            .iter()
+            .find(|p| p.name == name && p.file_name.is_none())
+            .map(crate::multipart::Part::text)
+    };
+    let Some(chat) = value("chat_id").filter(|c| !c.is_empty()) else {
+        return bad_request("chat_id is empty");
+    };
+    let Some(file) = parts
+        .iter()
+        .find(|p| p.name == field && p.file_name.is_some())
+    else {
+        return bad_request(&format!("there is no file in the request (field {field})"));
+    };
+    let caption = value("caption");
+    if caption.as_ref().is_some_and(|c| c.chars().count() > 1024) {
+        return bad_request("message caption is too long");
+    }
+    let thread = value("message_thread_id").and_then(|t| t.parse::<i64>().ok());
+    let message_id = {
+        let mut state = inner.state();
+        let message_id = state.next_message_id;
+        state.next_message_id += 1;
+        state.uploads.push(UploadRecord {
+            method: method.to_owned(),
+            chat_id: chat.clone(),
+            message_thread_id: thread,
+            caption: caption.clone(),
+            field: field.to_owned(),
+            file_name: file.file_name.clone(),
+            content_type: file.content_type.clone(),
+            data: file.data.clone(),
+        });
+        message_id
+    };
+    let chat_value = chat
+        .parse::<i64>()
+        .map_or_else(|_| Value::String(chat.clone()), Value::from);
+    ok(message_json(
+        inner,
+        &chat_value,
+        message_id,
+        caption.as_deref().unwrap_or(""),
+        thread,
+    ))
 }
 
 fn send_message(inner: &Inner, params: &Value) -> Answer {

@@ -148,6 +148,14 @@ pub struct FakeHost {
     pub drafts: Vec<(String, String, u64, String)>,
     /// Conversations where `draft` fails (a Telegram group).
     pub no_drafts_in: BTreeSet<String>,
+    /// Per path as the agent wrote it: what `read_file` answers (absent: no such file).
+    pub files: BTreeMap<String, Result<guest::model::OutgoingFile, guest::model::FileReadError>>,
+    /// Every `(path, max_bytes)` read, in order.
+    pub reads: Vec<(String, u64)>,
+    /// Per transport: what `upload_limit` answers (absent: 0, cannot upload).
+    pub upload_limits: BTreeMap<String, u64>,
+    /// Files uploaded, in order.
+    pub uploads: Vec<guest::model::OutboundFile>,
 }
 
 /// Capabilities of a chat that fetches attachments and types.
@@ -259,6 +267,10 @@ impl FakeHost {
             reaction_error: None,
             drafts: Vec::new(),
             no_drafts_in: BTreeSet::new(),
+            files: BTreeMap::new(),
+            reads: Vec::new(),
+            upload_limits: BTreeMap::new(),
+            uploads: Vec::new(),
             fail_attempt: BTreeMap::new(),
         }
     }
@@ -479,6 +491,39 @@ impl Host for FakeHost {
             .get(reference)
             .cloned()
             .unwrap_or_else(|| Err("not found".into()))
+    }
+
+    fn read_file(
+        &mut self,
+        path: &str,
+        max_bytes: u64,
+    ) -> Result<guest::model::OutgoingFile, guest::model::FileReadError> {
+        self.reads.push((path.to_string(), max_bytes));
+        let file = self.files.get(path).cloned().unwrap_or_else(|| {
+            Err(guest::model::FileReadError::Failed(format!(
+                "there is no file at '{path}'"
+            )))
+        })?;
+        if file.size_bytes > max_bytes {
+            return Err(guest::model::FileReadError::TooLarge(file.size_bytes));
+        }
+        Ok(file)
+    }
+
+    fn upload_limit(&mut self, transport: &str) -> u64 {
+        self.upload_limits.get(transport).copied().unwrap_or(0)
+    }
+
+    fn send_file(&mut self, file: guest::model::OutboundFile) -> Result<Receipt, SendError> {
+        if let Some(error) = self.fail_transport.get(&file.transport) {
+            return Err(error.clone());
+        }
+        self.uploads.push(file);
+        self.next_message += 1;
+        Ok(Receipt {
+            message_id: format!("file-{}", self.next_message),
+            edit_key: None,
+        })
     }
 
     fn save_to_inbox(

@@ -7,7 +7,7 @@ use wasmtime::component::HasData;
 
 use super::{Imports, ParkedCall, QuestionReplies, SessionContext};
 use crate::agent::Agent;
-use crate::transcript::line::{Event, ImageMeta};
+use crate::transcript::line::{Event, FileReadMeta, ImageMeta};
 use crate::transcript::script::Script;
 use crate::wit::{agent, types};
 
@@ -87,6 +87,35 @@ impl agent::Host for Imports<'_, AgentPart<'_>> {
                 save_to_inbox(cwd, dir, name, data),
                 |result| Event::InboxSaved {
                     result: result.clone(),
+                },
+            )
+            .await
+    }
+
+    async fn read_file(
+        &mut self,
+        path: String,
+        max_bytes: u64,
+    ) -> Result<agent::OutgoingFile, agent::FileReadError> {
+        self.tape.record(|| Event::ReadFile {
+            path: path.clone(),
+            max_bytes,
+        });
+        let cwd = self.part.agent.session_info().cwd;
+        self.tape
+            .answer(
+                Script::file_read,
+                read_file(cwd, path, max_bytes),
+                // The bytes stay out of the transcript; where they came from and how many
+                // are kept.
+                |result| Event::FileRead {
+                    result: result
+                        .as_ref()
+                        .map(|file| FileReadMeta {
+                            resolved_path: file.resolved_path.clone(),
+                            bytes: file.size_bytes,
+                        })
+                        .map_err(Clone::clone),
                 },
             )
             .await
@@ -213,6 +242,37 @@ async fn save_to_inbox(
         Ok(Err(failure)) => Err(agent::InboxError::Failed(failure.to_string())),
         Err(error) => Err(agent::InboxError::Failed(format!(
             "the write stopped before it finished: {error}"
+        ))),
+    }
+}
+
+/// Reads a file the agent asked to send, off the async threads (megabytes, a slow disk).
+async fn read_file(
+    cwd: String,
+    path: String,
+    max_bytes: u64,
+) -> Result<agent::OutgoingFile, agent::FileReadError> {
+    use crate::disk::outgoing::{ReadFailure, read};
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let read_back = tokio::task::spawn_blocking(move || {
+        read(
+            std::path::Path::new(&cwd),
+            home.as_deref(),
+            &path,
+            max_bytes,
+        )
+    })
+    .await;
+    match read_back {
+        Ok(Ok(file)) => Ok(agent::OutgoingFile {
+            resolved_path: file.resolved.to_string_lossy().into_owned(),
+            size_bytes: file.size,
+            data: file.data,
+        }),
+        Ok(Err(ReadFailure::TooLarge(size))) => Err(agent::FileReadError::TooLarge(size)),
+        Ok(Err(failure)) => Err(agent::FileReadError::Failed(failure.to_string())),
+        Err(error) => Err(agent::FileReadError::Failed(format!(
+            "the read stopped before it finished: {error}"
         ))),
     }
 }

@@ -1,6 +1,6 @@
 //! `transport`: the messengers this session's bridge created, by id.
 
-use transport_core::{Button, OutboundMessage, TransportError};
+use transport_core::{Button, OutboundFile, OutboundMessage, TransportError};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -183,6 +183,40 @@ impl transport::Host for Imports<'_, TransportPart<'_>> {
             .await
     }
 
+    fn upload_limit(&mut self, id: String) -> wasmtime::Result<u64> {
+        self.tape.record(|| Event::UploadLimit {
+            transport: id.clone(),
+        });
+        let transport = self.part.transport(&id);
+        Ok(self.tape.answer_now(
+            Script::upload_limit,
+            || transport.map_or(0, |t| t.max_upload_bytes()),
+            |bytes| Event::UploadLimited { bytes: *bytes },
+        ))
+    }
+
+    async fn send_file(
+        &mut self,
+        file: transport::OutboundFile,
+    ) -> Result<transport::Receipt, transport::SendError> {
+        // The bytes stay out of the transcript: where the file went, its name, type and size.
+        self.tape.record(|| Event::SendUpload {
+            transport: file.transport.clone(),
+            conversation_id: file.conversation_id.clone(),
+            name: file.name.clone(),
+            media_type: file.media_type.clone(),
+            bytes: file.data.len(),
+            caption: file.caption.clone(),
+        });
+        self.tape
+            .answer(Script::uploaded, self.part.send_file(file), |result| {
+                Event::UploadSent {
+                    result: result.clone(),
+                }
+            })
+            .await
+    }
+
     async fn diagnose(&mut self, id: String) -> String {
         let transport = self.part.transport(&id);
         self.tape
@@ -267,7 +301,7 @@ impl TransportPart<'_> {
                 message_id: r.message_id,
                 edit_key: r.edit_key,
             })
-            .map_err(send_error)
+            .map_err(send_error_to_wit)
     }
 
     async fn draft(
@@ -283,7 +317,42 @@ impl TransportPart<'_> {
         };
         t.draft(&conversation_id, thread_id.as_deref(), draft_id, &text)
             .await
-            .map_err(send_error)
+            .map_err(send_error_to_wit)
+    }
+
+    async fn send_file(
+        &mut self,
+        file: transport::OutboundFile,
+    ) -> Result<transport::Receipt, transport::SendError> {
+        let Some(t) = self.transport(&file.transport) else {
+            return Err(transport::SendError::NotRunning);
+        };
+        // The transport's own limit, checked here too: a guest that asked for more than
+        // it was told must not get a platform refusal (or a bill) for it.
+        let limit = t.max_upload_bytes();
+        if file.data.len() as u64 > limit {
+            return Err(transport::SendError::Failed(format!(
+                "{} takes uploads of up to {limit} bytes; this file is {} bytes",
+                file.transport,
+                file.data.len()
+            )));
+        }
+        let upload = OutboundFile {
+            conversation_id: file.conversation_id,
+            thread_id: file.thread_id,
+            name: file.name,
+            media_type: file.media_type,
+            as_image: file.as_image,
+            caption: file.caption,
+            data: file.data,
+        };
+        t.send_file(upload)
+            .await
+            .map(|r| transport::Receipt {
+                message_id: r.message_id,
+                edit_key: r.edit_key,
+            })
+            .map_err(send_error_to_wit)
     }
 
     fn typing(&mut self, id: String, conversation_id: String, thread_id: Option<String>) {
@@ -346,10 +415,8 @@ impl TransportPart<'_> {
     }
 }
 
-/// A transport's error as the guest sees a failed send: a rate limit and a refused edit are
-/// flow the bridge handles; anything else is a failure described for a person.
-fn send_error(error: TransportError) -> transport::SendError {
-    match error {
+fn send_error_to_wit(e: TransportError) -> transport::SendError {
+    match e {
         TransportError::NotStarted(_) => transport::SendError::NotRunning,
         TransportError::EditRejected(m) => transport::SendError::EditRejected(m),
         TransportError::RateLimited { retry_after_ms } => {

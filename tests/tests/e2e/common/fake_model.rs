@@ -7,6 +7,7 @@
 //! | user text containing `TOOL` | one `bash` call running `echo hi` |
 //! | user text containing `WRITE <path>` | one `write` call putting `written by pi` in `<path>` |
 //! | user text containing `READ <path>` | one `read` call of `<path>` |
+//! | user text containing `SEND <path>` | one `send_file` call of `<path>` with the caption `from pi` |
 //! | user text containing `GREP <pattern>` | one `grep` call for `<pattern>` in `.`, with `glob` when the text holds `GLOB=<glob>` |
 //! | user text containing `HOLD` | its first chunk, then nothing until [`FakeModel::release`] |
 //! | user text containing `FAIL:overloaded`, the first time | an in-stream `overloaded_error` |
@@ -356,6 +357,9 @@ async fn handle(inner: Arc<Inner>, request: Request<Incoming>) -> Response<Strea
                 arguments["glob"] = json!(glob);
             }
             (tool_call_reply("grep", &arguments), hold)
+        } else if let Some(path) = word_after("SEND ") {
+            let arguments = json!({"path": path, "caption": "from pi"});
+            (tool_call_reply("send_file", &arguments), hold)
         } else if let Some(path) = word_after("READ ") {
             (tool_call_reply("read", &json!({"path": path})), hold)
         } else if let Some(path) = write_to {
