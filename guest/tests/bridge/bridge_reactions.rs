@@ -26,13 +26,7 @@ fn marks(host: &FakeHost) -> Vec<(String, Reaction, Option<Reaction>)> {
         .collect()
 }
 
-fn paired(config: &str) -> (Bridge, FakeHost) {
-    let mut host = FakeHost::new();
-    let mut bridge = started(&mut host, config, &["tg"]).0;
-    pair(&mut bridge, &mut host, "tg", "c1", "u1");
-    host.clear_records();
-    (bridge, host)
-}
+use crate::support::paired_in_c1 as paired;
 
 #[test]
 fn a_prompt_is_marked_taken_then_done_and_the_done_message_replies_to_it() {

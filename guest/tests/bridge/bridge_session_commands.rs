@@ -7,13 +7,7 @@ use guest::model::{AgentEvent, SessionCommand, SessionReply, TokenUse, TurnOrigi
 
 use crate::support::{FakeHost, caps, dm, identity, pair, started};
 
-fn paired(config: &str) -> (guest::bridge::Bridge, FakeHost) {
-    let mut host = FakeHost::new();
-    let mut bridge = started(&mut host, config, &["tg"]).0;
-    pair(&mut bridge, &mut host, "tg", "c1", "u1");
-    host.clear_records();
-    (bridge, host)
-}
+use crate::support::paired_in_c1 as paired;
 
 #[test]
 fn model_without_a_name_lists_the_models_with_buttons_and_with_one_switches() {

@@ -766,6 +766,15 @@ pub fn started(
     (bridge, configuration, notes)
 }
 
+/// A bridge on `tg` with `config`, and `tg:u1` paired in the DM `c1`; records cleared.
+pub fn paired_in_c1(config: &str) -> (Bridge, FakeHost) {
+    let mut host = FakeHost::new();
+    let mut bridge = started(&mut host, config, &["tg"]).0;
+    pair(&mut bridge, &mut host, "tg", "c1", "u1");
+    host.clear_records();
+    (bridge, host)
+}
+
 /// A bridge on `tg` and `dc` with the default configuration.
 pub fn default_bridge(host: &mut FakeHost) -> Bridge {
     started(host, "{}", &["tg", "dc"]).0
