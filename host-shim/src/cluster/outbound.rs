@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundKind, OutboundMessage,
-    SendReceipt, Transport, TransportError,
+    Reaction, SendReceipt, Transport, TransportError,
 };
 
 use super::outbox::Outbox;
@@ -52,6 +52,30 @@ pub enum WireRequest {
     },
     /// Who the bot is and what the transport can do (for `identify` and `capabilities`).
     Describe,
+    /// `Transport::react`.
+    React {
+        /// Conversation of the message.
+        conversation_id: String,
+        /// The message reacted to (the transport's reference).
+        message_id: String,
+        /// The reaction set.
+        reaction: Reaction,
+        /// The reaction taken away.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces: Option<Reaction>,
+    },
+    /// `Transport::draft`.
+    Draft {
+        /// Target conversation.
+        conversation_id: String,
+        /// Target thread.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread_id: Option<String>,
+        /// The draft stream.
+        draft_id: u64,
+        /// The draft, rendered.
+        text: String,
+    },
 }
 
 /// The ingress's answer.
@@ -68,6 +92,8 @@ pub enum WireReply {
     },
     /// The typing indicator was shown.
     Typed,
+    /// The reaction or the draft was shown.
+    Shown,
     /// The answer to [`WireRequest::Describe`].
     Described {
         /// The bot's own user id.
@@ -319,6 +345,30 @@ async fn serve(transport: &dyn Transport, payload: &[u8], log: &dyn LogSink) -> 
             Ok(()) => WireReply::Typed,
             Err(error) => failed(error),
         },
+        WireRequest::React {
+            conversation_id,
+            message_id,
+            reaction,
+            replaces,
+        } => match transport
+            .react(&conversation_id, &message_id, reaction, replaces)
+            .await
+        {
+            Ok(()) => WireReply::Shown,
+            Err(error) => failed(error),
+        },
+        WireRequest::Draft {
+            conversation_id,
+            thread_id,
+            draft_id,
+            text,
+        } => match transport
+            .draft(&conversation_id, thread_id.as_deref(), draft_id, &text)
+            .await
+        {
+            Ok(()) => WireReply::Shown,
+            Err(error) => failed(error),
+        },
         WireRequest::Describe => match transport.identify().await {
             Ok(identity) => WireReply::Described {
                 bot_id: identity.bot_id,
@@ -437,6 +487,15 @@ impl RemoteTransport {
             }
             WireReply::Failed { error } => Err(error.into()),
             other => Err(unexpected(id, &subject, &other)),
+        }
+    }
+
+    /// A request answered with [`WireReply::Shown`] (a reaction, a draft).
+    async fn shown(&self, body: &WireRequest) -> Result<(), TransportError> {
+        match self.call(body).await? {
+            WireReply::Shown => Ok(()),
+            WireReply::Failed { error } => Err(error.into()),
+            other => Err(unexpected(&self.id, &self.subject, &other)),
         }
     }
 
@@ -631,6 +690,7 @@ fn unexpected(id: &str, subject: &str, reply: &WireReply) -> TransportError {
     let kind = match reply {
         WireReply::Sent { .. } => "sent",
         WireReply::Typed => "typed",
+        WireReply::Shown => "shown",
         WireReply::Described { .. } => "described",
         WireReply::Failed { .. } => "failed",
     };
@@ -741,6 +801,40 @@ impl Transport for RemoteTransport {
             WireReply::Failed { error } => Err(error.into()),
             other => Err(unexpected(&self.id, &self.subject, &other)),
         }
+    }
+
+    /// Asked of the ingress like a typing indicator: never parked in the outbox, since a
+    /// reaction or a draft shown late is worth nothing.
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: Reaction,
+        replaces: Option<Reaction>,
+    ) -> Result<(), TransportError> {
+        let body = WireRequest::React {
+            conversation_id: conversation_id.to_owned(),
+            message_id: message_id.to_owned(),
+            reaction,
+            replaces,
+        };
+        self.shown(&body).await
+    }
+
+    async fn draft(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), TransportError> {
+        let body = WireRequest::Draft {
+            conversation_id: conversation_id.to_owned(),
+            thread_id: thread_id.map(str::to_owned),
+            draft_id,
+            text: text.to_owned(),
+        };
+        self.shown(&body).await
     }
 
     async fn fetch_attachment(

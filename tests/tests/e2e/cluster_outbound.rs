@@ -10,7 +10,7 @@ use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
 use host_shim::local::logging::MemoryLog;
 use tokio_stream::StreamExt as _;
 use transport_core::inbound;
-use transport_core::{OutboundKind, OutboundMessage, Transport, TransportError};
+use transport_core::{OutboundKind, OutboundMessage, Reaction, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
 use crate::common::cluster::{self, nats_or_skip};
@@ -105,6 +105,97 @@ async fn a_send_round_trips_through_the_ingress_to_the_real_transport() {
         remote.diagnose()
     );
     assert!(log.lines().is_empty(), "{:?}", log.lines());
+}
+
+/// A reaction and a draft go through the ingress to the real transport and come back as
+/// what it answered, like a send: a bridge on a session node reacts and streams drafts as it
+/// does on a single host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reactions_and_drafts_round_trip_through_the_ingress() {
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("out-react");
+    let mut config = FakeConfig {
+        id: "telegram".into(),
+        ..FakeConfig::default()
+    };
+    config.capabilities.reactions = true;
+    config.capabilities.drafts = true;
+    let fake = FakeTransport::new(config);
+    let (platform_sink, _platform_stream) = inbound::channel(4);
+    fake.start(platform_sink).await.expect("the fake starts");
+    let _ingress = OutboundServer::start(
+        server.connect().await,
+        &prefix,
+        Arc::new(fake.handle()),
+        cluster::gate(),
+        Arc::new(MemoryLog::default()),
+    )
+    .await
+    .expect("serving");
+    let (remote, _) = RemoteTransport::discover(
+        server.connect().await,
+        &prefix,
+        "telegram",
+        TIMEOUT,
+        cluster::gate(),
+    )
+    .await
+    .expect("described");
+    assert!(remote.capabilities().reactions && remote.capabilities().drafts);
+    let (session_sink, _session_stream) = inbound::channel(4);
+    remote.start(session_sink).await.expect("started");
+    remote
+        .react("42", "42:7", Reaction::Done, Some(Reaction::Received))
+        .await
+        .expect("reacted");
+    assert_eq!(
+        fake.reactions(),
+        [(
+            "42".to_owned(),
+            "42:7".to_owned(),
+            Reaction::Done,
+            Some(Reaction::Received)
+        )]
+    );
+    remote
+        .draft("42", None, 9, "half an answer")
+        .await
+        .expect("drafted");
+    assert_eq!(
+        fake.drafts(),
+        [("42".to_owned(), 9, "half an answer".to_owned())]
+    );
+    // The real transport's refusal comes back as itself.
+    let plain = FakeTransport::new(FakeConfig {
+        id: "slack".into(),
+        ..FakeConfig::default()
+    });
+    let (sink, _stream) = inbound::channel(4);
+    plain.start(sink).await.expect("starts");
+    let _plain_ingress = OutboundServer::start(
+        server.connect().await,
+        &prefix,
+        Arc::new(plain.handle()),
+        cluster::gate(),
+        Arc::new(MemoryLog::default()),
+    )
+    .await
+    .expect("serving");
+    let (remote_plain, _) = RemoteTransport::discover(
+        server.connect().await,
+        &prefix,
+        "slack",
+        TIMEOUT,
+        cluster::gate(),
+    )
+    .await
+    .expect("described");
+    let (sink, _stream) = inbound::channel(4);
+    remote_plain.start(sink).await.expect("started");
+    assert!(matches!(
+        remote_plain.draft("42", None, 9, "x").await,
+        Err(TransportError::Unsupported(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -97,6 +97,7 @@ struct State {
     files: Vec<OutboundFile>,
     typing: Vec<String>,
     reactions: Vec<SetReaction>,
+    drafts: Vec<(String, u64, String)>,
     sent_count: u64,
     received: u64,
 }
@@ -214,6 +215,11 @@ impl FakeTransport {
     /// Messages applied as edits (each carries the edit key it targeted), in order.
     pub fn edits(&self) -> Vec<OutboundMessage> {
         self.state().edits.clone()
+    }
+
+    /// The drafts shown, `(conversation, draft id, text)`, in order.
+    pub fn drafts(&self) -> Vec<(String, u64, String)> {
+        self.state().drafts.clone()
     }
 
     /// The reactions set, in order.
@@ -381,6 +387,30 @@ impl Transport for FakeTransport {
             return Err(TransportError::NotStarted(self.inner.config.id.clone()));
         }
         state.typing.push(conversation_id.to_owned());
+        Ok(())
+    }
+
+    async fn draft(
+        &self,
+        conversation_id: &str,
+        _thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), TransportError> {
+        // A fake that claims no drafts answers as a real transport without them does.
+        if !self.inner.config.capabilities.drafts {
+            return Err(TransportError::Unsupported(format!(
+                "{} cannot stream drafts",
+                self.inner.config.id
+            )));
+        }
+        let mut state = self.state();
+        if state.sink.is_none() {
+            return Err(TransportError::NotStarted(self.inner.config.id.clone()));
+        }
+        state
+            .drafts
+            .push((conversation_id.to_owned(), draft_id, text.to_owned()));
         Ok(())
     }
 
