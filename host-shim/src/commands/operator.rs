@@ -12,7 +12,7 @@ use crate::cluster::seal::Gate;
 use crate::factory;
 use crate::local::logging::LogSink;
 use crate::ops::counted_transport::CountedTransport;
-use crate::ops::dashboard::{self, SessionRow, View};
+use crate::ops::dashboard::{self, DecisionRow, SessionRow, View};
 use crate::ops::health::Check;
 use crate::ops::listener::{self, Dashboard, Endpoints, Listener, Readiness, Refresh};
 use crate::ops::metrics::Metrics;
@@ -154,7 +154,12 @@ pub fn broker_dashboard(
                 decisions: recent
                     .decisions()
                     .into_iter()
-                    .map(|d| (name(&d.session), d.event, d.detail))
+                    .map(|d| DecisionRow {
+                        session: name(&d.session),
+                        event: d.event,
+                        detail: d.detail,
+                        at_ms: d.at_ms,
+                    })
                     .collect(),
                 checks: broker.bot_checks(),
                 figures: metrics.figures(),
