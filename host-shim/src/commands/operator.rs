@@ -282,7 +282,7 @@ pub fn counted_factory(
             .into_iter()
             .map(|transport| Arc::new(CountedTransport::new(transport, metrics.clone())))
             .collect();
-        // The factory runs once per session; a second run would keep the first list.
+        // A factory runs once (FnOnce), so the list is always empty here and `set` cannot fail.
         let _ = kept.set(counted.clone());
         crate::factory::Built {
             transports: counted
