@@ -51,6 +51,14 @@ enum Command {
         /// else none.
         #[arg(long, value_name = "DIR")]
         transcript: Option<PathBuf>,
+        /// Serve Prometheus metrics (/metrics), /healthz and /readyz on this address, e.g.
+        /// 127.0.0.1:9464 (off by default; see docs/operations.md).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
+        /// Serve a read-only dashboard at /dashboard on the --metrics listener (loopback
+        /// only), behind a token printed here.
+        #[arg(long, requires = "metrics")]
+        dashboard: bool,
     },
     /// Serve one live pi session for the bot-connect pi extension, which starts this
     /// command itself (examples/pi-extension). Prints one `ready` line naming the socket;
@@ -203,10 +211,13 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             pi_program,
             pi_args,
             transcript,
+            metrics,
+            dashboard,
         } => {
             let pi = (agent == AgentKind::Pi).then_some((pi_program, pi_args));
             let transcript = transcript::directory(transcript, &|name| std::env::var(name).ok());
-            commands::run::run(&component, session, pace, pi, transcript)
+            let ops = commands::run::RunOps { metrics, dashboard };
+            commands::run::run(&component, session, pace, pi, transcript, ops)
                 .await
                 .map(|()| ok)
         }
@@ -248,15 +259,8 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 bail!("--max-sessions must be between 1 and 100000, got {max_sessions}");
             }
             // Said before the broker takes its lock or opens the state: nothing starts.
-            if let (true, Some(addr)) = (dashboard, metrics)
-                && !addr.ip().is_loopback()
-            {
-                bail!(
-                    "--dashboard is served on loopback only (its token would cross the network \
-                     in plain HTTP): use --metrics 127.0.0.1:{}, and an SSH tunnel to reach it \
-                     from another machine",
-                    addr.port()
-                );
+            if let (true, Some(addr)) = (dashboard, metrics) {
+                commands::operator::check_dashboard_addr(addr)?;
             }
             let args = commands::serve::ServeArgs {
                 demo,

@@ -1197,7 +1197,7 @@ mod tests {
     use crate::agent::IdleAgent;
     use crate::disk::state_db::StateDb;
     use crate::local::clock::ManualClock;
-    use crate::local::logging::MemoryLog;
+    use crate::local::logging::{LogLine, MemoryLog};
     use crate::wit::session::{ConfigContent, ConfigScope};
 
     /// The shared bot the rosters below are asked about; `OTHER_BOT` is another one.
@@ -1250,6 +1250,32 @@ mod tests {
             paired: RefCell::default(),
             reads: Cell::new(0),
         }
+    }
+
+    #[test]
+    fn a_detached_session_leaves_no_approval_waiting_on_the_dashboard() {
+        let broker = broker(None, None);
+        let metrics = Arc::new(Metrics::new(["fake"]));
+        broker.count_in(metrics.clone());
+        attach(&broker, "key-a", "api", &[], BOT);
+        attach(&broker, "key-b", "web", &[], BOT);
+        let asked = |id: &str| {
+            LogLine::new(
+                Level::Info,
+                "remote approval requested",
+                &[("tool", "bash".to_owned()), ("id", id.to_owned())],
+            )
+        };
+        metrics.recent().note("key-a", &asked("qd4k"));
+        metrics.recent().note("key-b", &asked("x7p2"));
+        broker.detach("key-a");
+        let open: Vec<(String, String)> = metrics
+            .recent()
+            .pending()
+            .into_iter()
+            .map(|p| (p.session, p.id))
+            .collect();
+        assert_eq!(open, [("key-b".to_owned(), "x7p2".to_owned())]);
     }
 
     #[tokio::test]

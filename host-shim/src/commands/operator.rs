@@ -12,7 +12,7 @@ use crate::cluster::seal::Gate;
 use crate::factory;
 use crate::local::logging::LogSink;
 use crate::ops::counted_transport::CountedTransport;
-use crate::ops::dashboard::{self, SessionRow, View};
+use crate::ops::dashboard::{self, DecisionRow, SessionRow, View};
 use crate::ops::health::Check;
 use crate::ops::listener::{self, Dashboard, Endpoints, Listener, Readiness, Refresh};
 use crate::ops::metrics::Metrics;
@@ -84,19 +84,54 @@ pub async fn listen(
         );
     }
     println!(
-        "host-shim serve: metrics on http://{0}/metrics, health on http://{0}/healthz and \
+        "host-shim: metrics on http://{0}/metrics, health on http://{0}/healthz and \
          http://{0}/readyz",
         listener.addr()
     );
     if let Some(token) = token {
         // Like a pairing code: on the terminal only, never in a log line.
         println!(
-            "host-shim serve: dashboard (read-only; this link holds its token, keep it to \
+            "host-shim: dashboard (read-only; this link holds its token, keep it to \
              yourself) at http://{}/dashboard?token={token}",
             listener.addr()
         );
     }
     Ok(listener)
+}
+
+/// Refuses `--dashboard` beyond loopback, before anything starts: its token travels in
+/// plain HTTP (an SSH tunnel reaches it from elsewhere).
+pub fn check_dashboard_addr(addr: SocketAddr) -> anyhow::Result<()> {
+    if !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "--dashboard is served on loopback only (its token would cross the network in \
+             plain HTTP): use --metrics 127.0.0.1:{}, and an SSH tunnel to reach it from \
+             another machine",
+            addr.port()
+        );
+    }
+    Ok(())
+}
+
+/// A fresh dashboard token for `addr`, refused beyond loopback.
+fn dashboard_token(addr: SocketAddr) -> anyhow::Result<String> {
+    check_dashboard_addr(addr)?;
+    dashboard::new_token().map_err(|e| anyhow::anyhow!("cannot make the dashboard's token: {e}"))
+}
+
+/// The last decisions of `metrics`, each named after its session by `name`.
+fn decision_rows(metrics: &Metrics, name: impl Fn(&str) -> String) -> Vec<DecisionRow> {
+    metrics
+        .recent()
+        .decisions()
+        .into_iter()
+        .map(|d| DecisionRow {
+            session: name(&d.session),
+            event: d.event,
+            detail: d.detail,
+            at_ms: d.at_ms,
+        })
+        .collect()
 }
 
 /// The dashboard of a broker, with a fresh token, for `--dashboard`: served on loopback
@@ -106,16 +141,7 @@ pub fn broker_dashboard(
     metrics: &Arc<Metrics>,
     broker: &Arc<Broker>,
 ) -> anyhow::Result<Dashboard> {
-    if !addr.ip().is_loopback() {
-        anyhow::bail!(
-            "--dashboard is served on loopback only (its token would cross the network in \
-             plain HTTP): use --metrics 127.0.0.1:{}, and an SSH tunnel to reach it from \
-             another machine",
-            addr.port()
-        );
-    }
-    let token = dashboard::new_token()
-        .map_err(|e| anyhow::anyhow!("cannot make the dashboard's token: {e}"))?;
+    let token = dashboard_token(addr)?;
     let (weak, metrics) = (Arc::downgrade(broker), metrics.clone());
     Ok(Dashboard {
         token,
@@ -151,11 +177,7 @@ pub fn broker_dashboard(
                     .filter(|p| names.contains_key(p.session.as_str()))
                     .map(|p| (name(&p.session), p.tool, p.id))
                     .collect(),
-                decisions: recent
-                    .decisions()
-                    .into_iter()
-                    .map(|d| (name(&d.session), d.event, d.detail))
-                    .collect(),
+                decisions: decision_rows(&metrics, name),
                 checks: broker.bot_checks(),
                 figures: metrics.figures(),
             }
@@ -187,6 +209,105 @@ pub async fn listen_for_broker(
             .map(|broker| broker.bot_checks())
             .unwrap_or_default()
     });
+    listen(addr, metrics, refresh, ready, dashboard).await
+}
+
+/// The one session of `host-shim run`, as its listener and dashboard see it.
+#[derive(Clone)]
+pub struct OneSession {
+    /// Its name on the page.
+    pub name: String,
+    /// Its agent: active while a turn runs.
+    pub agent: Arc<dyn crate::agent::Agent>,
+    /// Its transports, each counted and saying whether it runs.
+    pub transports: Arc<std::sync::OnceLock<Vec<Arc<CountedTransport>>>>,
+}
+
+impl OneSession {
+    /// Each transport's check; none before the bridge asked for its transports.
+    fn checks(&self) -> Vec<Check> {
+        self.transports
+            .get()
+            .map(|all| all.iter().map(|t| t.readiness()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The dashboard of `host-shim run --dashboard`: its one session, its open approvals and
+/// last decisions, its transports' checks and the delivery figures. The chats and pairings
+/// live inside the bridge (no broker keeps them in this mode): `/connect status` at the
+/// terminal lists them.
+pub fn session_dashboard(
+    addr: SocketAddr,
+    metrics: &Arc<Metrics>,
+    session: OneSession,
+) -> anyhow::Result<Dashboard> {
+    let token = dashboard_token(addr)?;
+    let metrics = metrics.clone();
+    Ok(Dashboard {
+        token,
+        view: Arc::new(move || View {
+            sessions: vec![SessionRow {
+                name: session.name.clone(),
+                busy: !session.agent.is_idle(),
+                chats: Vec::new(),
+                paired: Vec::new(),
+            }],
+            more_sessions: 0,
+            approvals: metrics
+                .recent()
+                .pending()
+                .into_iter()
+                .map(|p| (session.name.clone(), p.tool, p.id))
+                .collect(),
+            decisions: decision_rows(&metrics, |_| session.name.clone()),
+            checks: session.checks(),
+            figures: metrics.figures(),
+        }),
+    })
+}
+
+/// `build`, each transport counted in `metrics` and kept in `session` for its readiness
+/// (`host-shim run`).
+pub fn counted_factory(
+    build: crate::factory::TransportFactory,
+    metrics: &Arc<Metrics>,
+    session: &OneSession,
+) -> crate::factory::TransportFactory {
+    let (metrics, kept) = (metrics.clone(), session.transports.clone());
+    Box::new(move |requests| {
+        let built = build(requests);
+        let counted: Vec<Arc<CountedTransport>> = built
+            .transports
+            .into_iter()
+            .map(|transport| Arc::new(CountedTransport::new(transport, metrics.clone())))
+            .collect();
+        // A factory runs once (FnOnce), so the list is always empty here and `set` cannot fail.
+        let _ = kept.set(counted.clone());
+        crate::factory::Built {
+            transports: counted
+                .into_iter()
+                .map(|t| t as Arc<dyn Transport>)
+                .collect(),
+            notes: built.notes,
+        }
+    })
+}
+
+/// The listener of `host-shim run`: one session, active while its agent works; ready while
+/// every transport it started runs.
+pub async fn listen_for_session(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    session: OneSession,
+    dashboard: Option<Dashboard>,
+) -> anyhow::Result<Listener> {
+    let agent = session.agent.clone();
+    let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
+        let active = usize::from(!agent.is_idle());
+        metrics.set_sessions(active, 1 - active);
+    });
+    let ready: Readiness = Arc::new(move || session.checks());
     listen(addr, metrics, refresh, ready, dashboard).await
 }
 

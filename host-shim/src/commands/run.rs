@@ -1,6 +1,7 @@
 //! `host-shim run`: one session in this process, with the demo agent or pi started
 //! headless, and this terminal as the chat when no messenger is configured.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use anyhow::bail;
 use transport_core::Transport;
 
 use crate::agent::DemoAgent;
+use crate::commands::operator::{self, OneSession};
 use crate::commands::process::{self, cache_dir, default_session_key, setup};
 use crate::disk::lock::LockDir;
 use crate::disk::state_db::StateDb;
@@ -28,6 +30,15 @@ use crate::wit::types::Level;
 /// pi's program and arguments, for `--agent pi`.
 pub type PiCommand = (std::ffi::OsString, Vec<std::ffi::OsString>);
 
+/// What `host-shim run` serves to an operator (docs/operations.md), as `serve` does.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOps {
+    /// Serve metrics, `/healthz` and `/readyz` on this address (`--metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// Serve the read-only dashboard on the metrics listener too (`--dashboard`).
+    pub dashboard: bool,
+}
+
 /// Runs `host-shim run` until `/quit`, Ctrl-D or Ctrl-C.
 pub async fn run(
     component: &[u8],
@@ -35,10 +46,16 @@ pub async fn run(
     pace: f64,
     pi: Option<PiCommand>,
     transcript_dir: Option<PathBuf>,
+    ops: RunOps,
 ) -> anyhow::Result<()> {
     if !(0.0..=60.0).contains(&pace) {
         bail!("--pace must be between 0 and 60 seconds, got {pace}");
     }
+    // Said before the session takes its lock: nothing starts.
+    if let (true, Some(addr)) = (ops.dashboard, ops.metrics) {
+        operator::check_dashboard_addr(addr)?;
+    }
+    let metrics = ops.metrics.map(|_| operator::metrics());
     let setup = setup()?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (terminal, mut events) = TerminalTransport::stdio();
@@ -116,32 +133,53 @@ pub async fn run(
         Some(pi) => Arc::new(pi.clone()),
         None => Arc::new(DemoAgent::new(Duration::from_secs_f64(pace), info)),
     };
+    let one = OneSession {
+        name: "demo".into(),
+        agent: agent.clone(),
+        transports: Arc::default(),
+    };
+    let transports: factory::TransportFactory = Box::new(move |requests| {
+        let var = |name: &str| std::env::var(name).ok();
+        factory::build(
+            requests,
+            Some(chat),
+            &factory::Environment {
+                var: &var,
+                state_dir,
+            },
+        )
+    });
+    let transports = match &metrics {
+        Some(metrics) => operator::counted_factory(transports, metrics, &one),
+        None => transports,
+    };
     let spec = SessionSpec {
         key,
         config_sources: process::config_sources(&setup.discovery),
         platforms: factory::declarations(),
-        transports: Box::new(move |requests| {
-            let var = |name: &str| std::env::var(name).ok();
-            factory::build(
-                requests,
-                Some(chat),
-                &factory::Environment {
-                    var: &var,
-                    state_dir,
-                },
-            )
-        }),
+        transports,
         agent,
         ui: ui.clone(),
         state,
         locks: LockDir::new(&setup.paths.lock_dir),
         pairing,
         clock,
-        log: Arc::new(TracingLog::new()),
+        log: operator::counted(Arc::new(TracingLog::new()), metrics.as_ref()),
         exclusive: true,
         transcript,
     };
     let session = Session::spawn(runtime, spec).await?;
+    let _listener = match (ops.metrics, metrics) {
+        (Some(addr), Some(metrics)) => {
+            let dashboard = if ops.dashboard {
+                Some(operator::session_dashboard(addr, &metrics, one.clone())?)
+            } else {
+                None
+            };
+            Some(operator::listen_for_session(addr, metrics, one, dashboard).await?)
+        }
+        _ => None,
+    };
     // The terminal read `/connect …` until the bridge was configured; from now on it
     // follows `bridge.localCommand`.
     let local_command = session.local_command_name().to_owned();

@@ -3,6 +3,7 @@
 //! answers, the queued answers to strangers), so the counts cannot miss one path.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use transport_core::{
@@ -10,18 +11,38 @@ use transport_core::{
     SendReceipt, Transport, TransportError,
 };
 
+use super::health::Check;
 use super::metrics::Metrics;
 
 /// `inner`, with each send counted in `metrics` by transport and outcome.
 pub struct CountedTransport {
     inner: Arc<dyn Transport>,
     metrics: Arc<Metrics>,
+    /// Started and not stopped since: `/readyz` of a single session (`run`) is this.
+    running: AtomicBool,
 }
 
 impl CountedTransport {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn Transport>, metrics: Arc<Metrics>) -> CountedTransport {
-        CountedTransport { inner, metrics }
+        CountedTransport {
+            inner,
+            metrics,
+            running: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this transport serves: started and not stopped since.
+    pub fn readiness(&self) -> Check {
+        let name = format!("transport {}", self.inner.id());
+        if self.running.load(Ordering::SeqCst) {
+            Check::ready(name, "running")
+        } else {
+            Check::not_ready(
+                name,
+                "not started: see the session's log or `host-shim doctor` for why",
+            )
+        }
     }
 }
 
@@ -40,10 +61,13 @@ impl Transport for CountedTransport {
     }
 
     async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
-        self.inner.start(sink).await
+        let started = self.inner.start(sink).await;
+        self.running.store(started.is_ok(), Ordering::SeqCst);
+        started
     }
 
     async fn stop(&self) {
+        self.running.store(false, Ordering::SeqCst);
         self.inner.stop().await;
     }
 

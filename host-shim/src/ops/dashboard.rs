@@ -6,6 +6,8 @@
 //! charts; nothing on it can change anything (the listener answers GET only, and approving
 //! stays the terminal's power), and it carries no script, so the page's policy forbids all.
 
+use std::time::{Duration, UNIX_EPOCH};
+
 use super::health::Check;
 
 /// The cookie a browser keeps the token in after the link printed at the terminal.
@@ -29,6 +31,19 @@ pub struct SessionRow {
     pub paired: Vec<String>,
 }
 
+/// One decision about an inbound message as the page lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecisionRow {
+    /// The session's name.
+    pub session: String,
+    /// The event, as the log names it.
+    pub event: String,
+    /// Its fields, redacted.
+    pub detail: String,
+    /// When the bridge decided, in ms since the epoch.
+    pub at_ms: u64,
+}
+
 /// What the page shows. Session names as `/sessions` shows them; chat ids and identities,
 /// which the page's reader (the operator, holding the token) manages; every text from a log
 /// line already redacted.
@@ -40,8 +55,8 @@ pub struct View {
     pub more_sessions: usize,
     /// Remote approvals waiting for an answer: session name, tool, approval id.
     pub approvals: Vec<(String, String, String)>,
-    /// The last decisions about inbound messages, newest first: session name, event, detail.
-    pub decisions: Vec<(String, String, String)>,
+    /// The last decisions about inbound messages, newest first.
+    pub decisions: Vec<DecisionRow>,
     /// The readiness checks.
     pub checks: Vec<Check>,
     /// Delivery figures: label and count.
@@ -96,6 +111,12 @@ fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// `at_ms` as HTTP writes a date (`Tue, 14 Nov 2023 22:13:20 GMT`): UTC, so two
+/// operators in two time zones read the same time, and no character in it needs escaping.
+fn utc_time(at_ms: u64) -> String {
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(at_ms))
 }
 
 /// `cell`, or a dash when it is empty.
@@ -175,13 +196,17 @@ pub fn render(view: &View) -> String {
     if view.decisions.is_empty() {
         html.push_str("<p>None yet.</p>");
     } else {
-        html.push_str("<table><tr><th>session</th><th>what</th><th>details</th></tr>");
-        for (session, event, detail) in &view.decisions {
+        html.push_str(
+            "<table><tr><th>when (UTC)</th><th>session</th><th>what</th><th>details</th></tr>",
+        );
+        for decision in &view.decisions {
             html.push_str(&format!(
-                "<tr data-decision=\"{1}\"><td>{0}</td><td>{1}</td><td>{2}</td></tr>",
-                escape(session),
-                escape(event),
-                escape(detail)
+                "<tr data-decision=\"{2}\"><td data-at>{0}</td><td>{1}</td><td>{2}</td>\
+                 <td>{3}</td></tr>",
+                utc_time(decision.at_ms),
+                escape(&decision.session),
+                escape(&decision.event),
+                escape(&decision.detail)
             ));
         }
         html.push_str("</table>");
@@ -255,7 +280,12 @@ mod tests {
                 ..SessionRow::default()
             }],
             approvals: vec![(hostile.into(), hostile.into(), hostile.into())],
-            decisions: vec![(hostile.into(), hostile.into(), hostile.into())],
+            decisions: vec![DecisionRow {
+                session: hostile.into(),
+                event: hostile.into(),
+                detail: hostile.into(),
+                at_ms: 0,
+            }],
             ..View::default()
         };
         let page = render(&view);
@@ -265,6 +295,39 @@ mod tests {
             page.matches("&lt;script&gt;alert(1)&lt;/script&gt;&quot;x")
                 .count(),
             13,
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn each_decision_shows_its_time_in_utc() {
+        let decision = |event: &str, at_ms| DecisionRow {
+            session: "web".into(),
+            event: event.into(),
+            detail: String::new(),
+            at_ms,
+        };
+        let view = View {
+            decisions: vec![
+                decision("paired remote identity", 1_700_000_005_000),
+                decision("wrong pairing code", 1_700_000_000_000),
+            ],
+            ..View::default()
+        };
+        let page = render(&view);
+        // 1,700,000,000 s after the epoch is 22:13:20 UTC on 14 November 2023.
+        assert!(
+            page.contains(
+                "<tr data-decision=\"paired remote identity\">\
+                 <td data-at>Tue, 14 Nov 2023 22:13:25 GMT</td>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "<tr data-decision=\"wrong pairing code\">\
+                 <td data-at>Tue, 14 Nov 2023 22:13:20 GMT</td>"
+            ),
             "{page}"
         );
     }

@@ -9,6 +9,7 @@
 //! both leak who talks to the bot and grow without bound).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -19,6 +20,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use transport_core::TransportError;
 
+use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{CallCost, LogLine};
 use crate::ops::recent::Recent;
 
@@ -118,6 +120,16 @@ impl Metrics {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        Metrics::with_clock(transports, Arc::new(SystemClock))
+    }
+
+    /// [`Metrics::new`], the dashboard's decisions stamped with `clock`'s time (tests
+    /// inject theirs; the process uses the system's).
+    pub fn with_clock<I, S>(transports: I, clock: Arc<dyn Clock>) -> Metrics
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
         let mut registry = Registry::with_prefix("botconnect");
         let metrics = Metrics {
             transports: transports.into_iter().map(Into::into).collect(),
@@ -142,7 +154,7 @@ impl Metrics {
             nats_redeliveries: Counter::default(),
             nats_leases: Family::default(),
             figures: Default::default(),
-            recent: Recent::default(),
+            recent: Recent::new(clock),
             registry: Registry::default(),
         };
         // Counters are registered without `_total`: the encoder adds it (OpenMetrics).

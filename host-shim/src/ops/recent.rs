@@ -8,8 +8,9 @@
 //! process's log ([`clean`]): a field that quotes a platform error could hold a token.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogLine, clean};
 
 /// Decisions kept: enough to see what just happened to one person's messages, few enough
@@ -54,6 +55,9 @@ pub struct Decision {
     pub event: String,
     /// The line's fields, `key=value`, redacted.
     pub detail: String,
+    /// When it was noted, in ms since the epoch (the process's clock): without it an
+    /// operator cannot tell a refusal that just happened from one of last night.
+    pub at_ms: u64,
 }
 
 /// A remote approval asked for and not yet settled.
@@ -68,9 +72,22 @@ pub struct PendingApproval {
 }
 
 /// The last decisions and the open approvals, fed line by line.
-#[derive(Debug, Default)]
 pub struct Recent {
     book: Mutex<Book>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Recent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recent").field("book", &self.book).finish()
+    }
+}
+
+impl Default for Recent {
+    /// Stamped with the system's clock.
+    fn default() -> Recent {
+        Recent::new(Arc::new(SystemClock))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +99,14 @@ struct Book {
 }
 
 impl Recent {
+    /// Nothing noted yet; each decision is stamped with `clock`'s time when it is noted.
+    pub fn new(clock: Arc<dyn Clock>) -> Recent {
+        Recent {
+            book: Mutex::default(),
+            clock,
+        }
+    }
+
     /// Takes note of one line of `session`'s log, if it is a decision or an approval.
     pub fn note(&self, session: &str, line: &LogLine) {
         let field = |name: &str| {
@@ -126,6 +151,7 @@ impl Recent {
                     session: session.to_owned(),
                     event: event.to_owned(),
                     detail,
+                    at_ms: self.clock.now_ms(),
                 });
                 while book.decisions.len() > DECISIONS_KEPT {
                     book.decisions.pop_front();
@@ -172,6 +198,7 @@ impl Recent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::clock::ManualClock;
     use crate::wit::types::Level;
 
     fn line(event: &str, fields: &[(&str, &str)]) -> LogLine {
@@ -267,5 +294,16 @@ mod tests {
         recent.forget_session("b");
         let open: Vec<String> = recent.pending().into_iter().map(|p| p.id).collect();
         assert_eq!(open, ["x7p2"]);
+    }
+
+    #[test]
+    fn each_decision_carries_the_time_it_was_noted_at() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let recent = Recent::new(clock.clone());
+        recent.note("s", &line("wrong pairing code", &[]));
+        clock.advance(5_000);
+        recent.note("s", &line("paired remote identity", &[]));
+        let at: Vec<u64> = recent.decisions().iter().map(|d| d.at_ms).collect();
+        assert_eq!(at, [1_700_000_005_000, 1_700_000_000_000]);
     }
 }

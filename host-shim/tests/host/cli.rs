@@ -763,19 +763,149 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     );
 }
 
+/// `GET path` on `addr` with `headers`: the status and the whole reply (bounded).
+fn http_get(addr: &str, path: &str, headers: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("the listener accepts");
+    stream.set_read_timeout(Some(LIMIT)).expect("a timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{headers}\r\n"
+    )
+    .expect("writes");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).expect("reads the reply");
+    let status = reply
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    (status, reply)
+}
+
+/// The value of `metric` with `labels` in a scrape, if it is there.
+fn sample(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == metric
+                && labels
+                    .iter()
+                    .all(|(k, v)| s.labels.get(k).is_some_and(|value| value == *v))
+        })
+        .and_then(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => Some(v),
+            _ => None,
+        })
+}
+
+#[test]
+fn run_with_metrics_serves_what_serve_does_for_its_one_session() {
+    let home = Home::new();
+    home.user_config(
+        r#"{"bridge":{"allowUsers":["terminal:you"],"remoteToolPolicy":"unrestricted","remoteToolApproval":"each","remoteApproval":"on"}}"#,
+    );
+    let mut run = Running::start(home.command(&[
+        "run",
+        "--pace",
+        "0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--dashboard",
+    ]));
+    run.wait_for("/readyz");
+    run.wait_for("/dashboard?token=");
+    let output = run.output();
+    let addr = output
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("the listener's address")
+        .to_owned();
+    let token = output
+        .split("/dashboard?token=")
+        .nth(1)
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_hexdigit)
+                .collect::<String>()
+        })
+        .expect("the dashboard's token");
+    run.type_line("/connect status");
+    run.wait_for("bot-connect status");
+    run.type_line("run the tests");
+    run.wait_for("wants to run 'read'");
+    let read = newest_approval_id(&run.output());
+
+    let (status, reply) = http_get(&addr, "/metrics", "");
+    assert_eq!(status, 200, "{reply}");
+    let body = reply.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let lines = body.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+    assert_eq!(
+        sample(
+            &scrape,
+            "botconnect_approvals_total",
+            &[("outcome", "asked")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    let sessions = ["active", "idle"]
+        .map(|state| sample(&scrape, "botconnect_sessions", &[("state", state)]).unwrap_or(0.0));
+    assert_eq!(sessions.iter().sum::<f64>(), 1.0, "{body}");
+    // The terminal answered the chat, through the counted transport.
+    let sent = sample(
+        &scrape,
+        "botconnect_envelopes_sent_total",
+        &[("transport", "terminal"), ("outcome", "sent")],
+    )
+    .unwrap_or(0.0);
+    assert!(sent >= 1.0, "{body}");
+
+    let (status, reply) = http_get(&addr, "/healthz", "");
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = http_get(&addr, "/readyz", "");
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply.contains("transport terminal"), "{reply}");
+
+    let (status, reply) = http_get(&addr, "/dashboard", "");
+    assert_eq!(status, 401, "{reply}");
+    let cookie = format!("cookie: botconnect_dashboard={token}\r\n");
+    let (status, page) = http_get(&addr, "/dashboard", &cookie);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("data-session=\"demo\""), "{page}");
+    assert!(
+        page.contains("data-decision=\"prompt forwarded\""),
+        "{page}"
+    );
+    assert!(page.contains(&read), "the open approval {read}: {page}");
+    assert!(!page.contains(&token), "{page}");
+    assert!(!page.contains("run the tests"), "{page}");
+
+    run.type_line("/quit");
+    assert!(run.wait_exit().success(), "{}", run.output());
+}
+
 #[test]
 fn a_dashboard_beyond_loopback_is_refused_before_anything_starts() {
-    let home = Home::new();
-    let (status, output) =
-        finish(home.command(&["serve", "--metrics", "0.0.0.0:0", "--dashboard"]));
-    assert!(!status.success(), "{output}");
-    assert!(
-        output.contains("--dashboard is served on loopback only"),
-        "{output}"
-    );
-    assert!(output.contains("--metrics 127.0.0.1:"), "{output}");
-    let state = home.state_file().with_extension("sqlite3");
-    assert!(!state.exists(), "the state was opened: {output}");
+    for command in ["serve", "run"] {
+        let home = Home::new();
+        let (status, output) =
+            finish(home.command(&[command, "--metrics", "0.0.0.0:0", "--dashboard"]));
+        assert!(!status.success(), "{command}: {output}");
+        assert!(
+            output.contains("--dashboard is served on loopback only"),
+            "{command}: {output}"
+        );
+        assert!(
+            output.contains("--metrics 127.0.0.1:"),
+            "{command}: {output}"
+        );
+        let state = home.state_file().with_extension("sqlite3");
+        assert!(!state.exists(), "{command}: the state was opened: {output}");
+    }
 }
 
 #[test]

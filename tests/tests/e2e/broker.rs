@@ -91,7 +91,7 @@ impl World {
     /// Counts the broker's traffic and the log of every session attached from now on in
     /// fresh metrics (as `serve --metrics` does), which it returns.
     fn counted(&mut self) -> Arc<Metrics> {
-        let metrics = Arc::new(Metrics::new(["fake"]));
+        let metrics = Arc::new(Metrics::with_clock(["fake"], self.clock.clone()));
         self.broker.count_in(metrics.clone());
         self.metrics = Some(metrics.clone());
         metrics
@@ -930,11 +930,12 @@ const { chromium } = require(process.env.PLAYWRIGHT);
   const chats = await page.$$eval('[data-chat]', spans => spans.map(s => s.textContent));
   const paired = await page.$$eval('[data-paired]', spans => spans.map(s => s.textContent));
   const decisions = await page.$$eval('[data-decision]', rows => rows.map(r => r.getAttribute('data-decision')));
+  const decidedAt = await page.$$eval('[data-decision] [data-at]', cells => cells.map(c => c.textContent));
   // The picture in the docs: BOT_CONNECT_DASHBOARD_SCREENSHOT=<file.png> takes it.
   if (process.env.SHOT) await page.screenshot({ path: process.env.SHOT, fullPage: true });
   const cookies = (await context.cookies()).map(c => ({ name: c.name, httpOnly: c.httpOnly, sameSite: c.sameSite }));
   await context.close();
-  console.log(JSON.stringify({ bareStatus, bareText, wrongStatus, status, url, html, sessions, figures, checks, scripts, cookies, chats, paired, decisions }));
+  console.log(JSON.stringify({ bareStatus, bareText, wrongStatus, status, url, html, sessions, figures, checks, scripts, cookies, chats, paired, decisions, decidedAt }));
 })().catch(error => { console.error(error); process.exit(1); });
 "#;
 
@@ -1031,6 +1032,20 @@ async fn the_dashboard_in_a_real_browser_needs_its_token_and_shows_no_secret() {
     ] {
         assert!(decisions.contains(decision), "{decision} in {decisions}");
     }
+    // Each decision with its time, from the world's clock (1,700,000,000 s after the epoch
+    // is 22:13:20 UTC on 14 November 2023; the clock does not move in this flow).
+    let decided_at = seen["decidedAt"].as_array().expect("times");
+    assert_eq!(
+        decided_at.len(),
+        seen["decisions"].as_array().map_or(0, Vec::len),
+        "{seen}"
+    );
+    assert!(
+        decided_at
+            .iter()
+            .all(|at| at == "Tue, 14 Nov 2023 22:13:20 GMT"),
+        "{seen}"
+    );
     let page = seen["html"].as_str().expect("the page");
     // Never a credential, a message's text, the code, a session's key or its directory.
     for secret in [
