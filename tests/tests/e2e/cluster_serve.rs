@@ -447,12 +447,28 @@ async fn a_node_killed_mid_turn_has_its_session_resumed_elsewhere_and_the_turn_r
         survivor_agent.recent_work().last_prompt.as_deref(),
         Some("are you there?")
     );
+    // The copy JetStream hands the next node is never run. Which way it is recognised
+    // depends on where the kill landed: after node A saved the turn (its mark says handed,
+    // and the copy is only logged) or between the card and that save (its mark says
+    // handing: the crash window, and the chat is told the message may not have run). The
+    // card is posted before the save, so a kill right after it can land in either.
     let redelivered = cluster
         .log_lines()
         .iter()
         .filter(|line| line.contains("nats_redelivery_already_handed"))
         .count();
-    assert!(redelivered >= 1, "{:#?}", cluster.log_lines());
+    let crash_window = cluster
+        .bot
+        .sent()
+        .iter()
+        .filter(|m| m.text.contains("may not have reached the agent"))
+        .count();
+    assert!(
+        redelivered + crash_window >= 1 && crash_window <= 1,
+        "{:#?} {:#?}",
+        cluster.log_lines(),
+        cluster.bot.sent()
+    );
     assert!(
         survivor.running().contains(&doomed),
         "the other node took the session over"
