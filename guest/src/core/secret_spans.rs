@@ -36,6 +36,7 @@ use regex_automata::{Anchored, Input, Match};
 use regex_lite::Regex;
 
 use crate::core::line_reuse;
+use crate::core::secret_assigned::Assigned;
 use crate::core::secret_families::{FAMILIES, Family};
 use crate::core::secret_generic::GENERIC;
 use crate::core::secret_keywords::{Hit, Keywords};
@@ -77,6 +78,10 @@ struct Rule {
     /// be in a match's key only where the key runs on to an assignment sign (see
     /// [`assigned_after`]).
     assignment: bool,
+    /// The matcher written for the generic assignment's shape, which finds what the regex
+    /// finds without its reverse search (see `secret_assigned.rs`); `None` for every other
+    /// rule, and for an assignment pattern of another shape.
+    assigned: Option<Assigned>,
 }
 
 struct Engine {
@@ -142,6 +147,9 @@ fn build() -> Engine {
             contextual: family.pattern.contains("(?P<secret>"),
             generic: index >= FAMILIES.len(),
             assignment: index >= FAMILIES.len() && family.pattern.contains(ASSIGNMENT_SIGNS),
+            assigned: (index >= FAMILIES.len())
+                .then(|| Assigned::new(family.pattern))
+                .flatten(),
         });
     }
     Engine {
@@ -539,10 +547,30 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
         if rule.assignment {
             let mut at = start;
             while at < end {
-                let Some(whole) = dfa
-                    .search(&Input::new(hay).range(at..))
-                    .filter(|m| m.start() < end)
-                else {
+                let found = match &rule.assigned {
+                    Some(assigned) => {
+                        let found = assigned.find(hay.as_bytes(), at, end);
+                        // The debug builds (every test) hold the matcher to the engine.
+                        #[cfg(debug_assertions)]
+                        {
+                            let engine = dfa
+                                .search(&Input::new(hay).range(at..))
+                                .filter(|m| m.start() < end)
+                                .map(|m| m.range());
+                            debug_assert_eq!(
+                                found, engine,
+                                "{}: {hay:?} from {at}",
+                                rule.family.label
+                            );
+                        }
+                        found
+                    }
+                    None => dfa
+                        .search(&Input::new(hay).range(at..))
+                        .filter(|m| m.start() < end)
+                        .map(|m| m.range()),
+                };
+                let Some(whole) = found.map(|r| Match::must(0, r)) else {
                     break;
                 };
                 match assignment_groups(text, whole.range()) {
@@ -741,6 +769,96 @@ fn ceil_char(text: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The generic assignments the written matcher takes, each with the engine's regex.
+    fn assigned_rules() -> Vec<(Assigned, Dfa)> {
+        GENERIC
+            .iter()
+            .filter_map(|family| {
+                let assigned = Assigned::new(family.pattern)?;
+                let pattern = dfa_pattern(family.pattern)?;
+                Some((assigned, Dfa::new(&pattern).expect("compiles")))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_word_ending_the_key_may_take_its_optional_letter() {
+        // `credentials` and 40 key characters match through `credentials?` taking its `s`:
+        // the matcher must know the longer spelling, not only the keyword `credential`.
+        let (secret_bare, regex) = assigned_rules().remove(3);
+        let text = format!("credentials{} = abcdef123456", "x".repeat(40));
+        let expected = regex.search(&Input::new(&text)).map(|m| m.range());
+        assert!(expected.is_some());
+        assert_eq!(secret_bare.find(text.as_bytes(), 0, text.len()), expected);
+    }
+
+    #[test]
+    fn the_matcher_holds_the_patterns_limits() {
+        // Random texts seldom line up a key, a sign and exactly eight or nine blanks, or a
+        // word with exactly forty key characters on a side: each limit is asked here, on
+        // both sides of it, of all four rules.
+        let pad = |n: usize| "x".repeat(n);
+        let mut texts = Vec::new();
+        for value in ["hunter2x", "\"hunter2x\""] {
+            for blanks in [8, 9] {
+                texts.push(format!("password{}={}{value}", " ".repeat(blanks), ""));
+                texts.push(format!("token={}{value}", "\t".repeat(blanks)));
+            }
+            for side in [40, 41] {
+                texts.push(format!("{}password{}: {value}", pad(side), pad(side)));
+                texts.push(format!("a {}api_key: {value}", pad(side)));
+            }
+        }
+        texts.push(format!("token: \"{}\"", "é".repeat(200)));
+        texts.push(format!("token: \"{}\"", "é".repeat(201)));
+        texts.push(format!("token: {}", "é".repeat(300)));
+        let mut matched = 0;
+        for text in &texts {
+            for (assigned, regex) in assigned_rules() {
+                let expected = regex.search(&Input::new(text)).map(|m| m.range());
+                matched += usize::from(expected.is_some());
+                assert_eq!(
+                    assigned.find(text.as_bytes(), 0, text.len()),
+                    expected,
+                    "{text:?} ({assigned:?})"
+                );
+            }
+        }
+        // Both sides of each limit were asked: some texts match, some do not.
+        assert!(
+            matched > 5 && matched < texts.len() * 2,
+            "{matched} of {}",
+            texts.len()
+        );
+    }
+
+    proptest::proptest! {
+        /// The matcher's leftmost match is the regex's, from every start, with the window cut
+        /// anywhere: keys with words at either end of their 40 characters, quotes, blanks,
+        /// every sign, values short, long and multibyte, line ends.
+        #[test]
+        fn the_matcher_finds_what_the_regex_finds(
+            text in "(token|TOKEN|password|PWD|credentials|api.key|access_key|x{40}|xy|_|-|\\.|\"|'| |\t|        |         |=>|:=|=|:|>|\\$|`|<|;|,|\\[|\\{|\\(|hunter2|a{199}|é|\n|\r|\u{B}){0,14}",
+            cut in 0usize..64,
+        ) {
+            for (assigned, regex) in assigned_rules() {
+                let hay = text.as_bytes();
+                for from in (0..=text.len()).filter(|&f| text.is_char_boundary(f)) {
+                    let before = (from + cut).min(text.len());
+                    let expected = regex
+                        .search(&Input::new(&text).range(from..))
+                        .filter(|m| m.start() < before)
+                        .map(|m| m.range());
+                    proptest::prop_assert_eq!(
+                        assigned.find(hay, from, before),
+                        expected,
+                        "{:?} from {} before {} ({:?})", text, from, before, assigned
+                    );
+                }
+            }
+        }
+    }
 
     /// `assigned_after` as first written (iterator chains): the reference the index loops are
     /// held to.
