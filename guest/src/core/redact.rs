@@ -1113,4 +1113,83 @@ mod tests {
             );
         }
     }
+
+    /// The case of tests/bridge/redact_props.proptest-regressions that a second redaction
+    /// changed: its first reading, without the zero-width space, saw no `mysql` after `_`,
+    /// so the PayPal family replaced the assignment's value first; a later reading took
+    /// `mysql` inside `[redacted:mysql-password]` and the `-p` value whole (the mysql rule
+    /// is in `secret_generic.rs`, the markers' guard in `secret_spans.rs`).
+    const PROPTEST_CASE: &str = "_\u{200b}mysql -pghp_jlKcHhK35KZsZ4i1DTTXlfA9IgGgRs2TpI56mysql -pPAYPAL_CLIENT_SECRET=CiFv4ItRLhe0Qb1WZlDMjlIRTbNkN_UwaXrgfYMRt1a8vaM4Sx4xwuIpqnZq9Y3sSbgbLwUFSr8YlC9a";
+
+    #[test]
+    fn a_mysql_password_is_redacted_alike_however_the_line_is_read() {
+        let paypal =
+            "CiFv4ItRLhe0Qb1WZlDMjlIRTbNkN_UwaXrgfYMRt1a8vaM4Sx4xwuIpqnZq9Y3sSbgbLwUFSr8YlC9a";
+        let cases: [(String, &str); 10] = [
+            (
+                "mysql -u root -phunter2x db".into(),
+                "mysql -u root -p[redacted:mysql-password] db",
+            ),
+            (
+                "mysqldump -p'Pa55 w0rd' app".into(),
+                "mysqldump -p[redacted:mysql-password] app",
+            ),
+            // An assignment after `-p`: its name stays, its value is the secret.
+            (
+                "mysql -pDB_PASS=hunter2x db".into(),
+                "mysql -pDB_PASS=[redacted:mysql-password] db",
+            ),
+            (
+                format!("mysql -pPAYPAL_CLIENT_SECRET={paypal}"),
+                "mysql -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret]",
+            ),
+            // A lower-case start is part of the password, not a name.
+            (
+                "mysql -pab=cd12345 db".into(),
+                "mysql -p[redacted:mysql-password] db",
+            ),
+            // Redaction's own marker holds `mysql` at a word start: no rule starts there.
+            (
+                "x [redacted:mysql-password] -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret] -pX"
+                    .into(),
+                "x [redacted:mysql-password] -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret] -pX",
+            ),
+            (
+                "x [redacted:mysql-password] -phunter2x".into(),
+                "x [redacted:mysql-password] -phunter2x",
+            ),
+            // The same through a reading without the zero-width space, which sees no `mysql`
+            // after `_`: only the marker's `mysql` could take `less`'s search pattern.
+            (
+                "_\u{200b}mysql -pS3cret12 < dump.sql | less -pWarning2".into(),
+                "_\u{200b}mysql -p[redacted:mysql-password] < dump.sql | less -pWarning2",
+            ),
+            // Text that only looks like a marker is text: its secret goes.
+            (
+                "[redacted:mysql -phunter2x]".into(),
+                "[redacted:mysql -p[redacted:mysql-password]]",
+            ),
+            (
+                PROPTEST_CASE.into(),
+                "_\u{200b}mysql -p[redacted:mysql-password] -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret]",
+            ),
+        ];
+        for (input, want) in &cases {
+            for engine in [redact, redact_shapes] {
+                let once = engine(input).text;
+                assert_eq!(once, *want, "{input:?}");
+                assert_eq!(
+                    engine(&once).text,
+                    once,
+                    "a second redaction changed {input:?}"
+                );
+            }
+        }
+        // `x\u{200b}` before the command reads as `_\u{200b}` does (the other shrink).
+        let x = PROPTEST_CASE.replacen('_', "x", 1);
+        for engine in [redact, redact_shapes] {
+            let once = engine(&x).text;
+            assert_eq!(engine(&once).text, once, "a second redaction changed {x:?}");
+        }
+    }
 }

@@ -401,6 +401,14 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     // not once per rule (the generic assignments are four rules over the same keywords).
     let mut assigned: Option<(usize, bool)> = None;
     for (keyword, at) in hits {
+        // A keyword in one of redaction's own markers (`mysql` in
+        // `[redacted:mysql-password]`) is no text the agent wrote: read as text, it let
+        // mysql's `-p` rule start in an earlier marker and take the next `-p…` assignment
+        // whole, so a second redaction changed the first one's output (found by the
+        // idempotency property).
+        if marker_end(text, at).is_some() {
+            continue;
+        }
         let before_is_word = at > 0 && bytes.get(at - 1).copied().is_some_and(is_word);
         for &r in engine.owners.get(keyword).into_iter().flatten() {
             let Some(rule) = engine.rules.get(r) else {
@@ -649,7 +657,11 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
             let Some(whole) = caps.get_match().filter(|m| m.start() < end) else {
                 break;
             };
-            at = take(&caps, whole);
+            // A window opened by a hit before a marker still covers the marker.
+            at = match marker_end(text, whole.start()) {
+                Some(past) => past,
+                None => take(&caps, whole),
+            };
         }
         return;
     }
@@ -667,6 +679,10 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
         };
         if whole.start() >= end {
             break;
+        }
+        if let Some(past) = marker_end(text, whole.start()) {
+            at = past;
+            continue;
         }
         let secret = caps.name("secret").unwrap_or(whole);
         let key = caps.name("key").map(|k| k.as_str());
@@ -746,6 +762,52 @@ pub fn replace_spans(text: &str, spans: &[Span]) -> Option<String> {
 /// refuses besides the shapes of `secrets.rs`.
 pub fn contains_span(text: &str) -> bool {
     !find_spans(text).is_empty()
+}
+
+/// The longest marker redaction writes, in bytes, with room to spare (a test holds every
+/// marker to it).
+const MARKER_MAX: usize = 64;
+
+/// The labels of the markers `secrets.rs`'s shapes write (`[redacted:github-token]`), besides
+/// the families' own. Listed here because `secrets.rs` reads this module (its marker list
+/// holds the families'), and reading that list back would be an import circle;
+/// `tests/bridge/redact_props.rs` holds this list to it.
+const SHAPE_LABELS: &[&str] = &[
+    "private-key",
+    "anthropic-key",
+    "openai-key",
+    "github-token",
+    "slack-token",
+    "npm-token",
+    "discord-token",
+    "jwt",
+    "aws-key",
+    "google-key",
+    "telegram-token",
+];
+
+/// Where redaction's marker around byte `at` of `text` ends, when `at` is inside one (past
+/// its `[`, before its `]`); `None` elsewhere. Only a marker redaction writes counts:
+/// `[redacted:mysql -pS3cret]` is text that merely looks like one, and its secret goes.
+pub fn marker_end(text: &str, at: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let from = at.saturating_sub(MARKER_MAX);
+    let open = from + memchr::memrchr(b'[', bytes.get(from..at)?)?;
+    if !bytes.get(open..)?.starts_with(b"[redacted") {
+        return None;
+    }
+    let to = open.saturating_add(MARKER_MAX).min(bytes.len());
+    let close = at + memchr::memchr(b']', bytes.get(at..to)?)?;
+    let known = match text.get(open..=close)? {
+        "[redacted]" => true,
+        marker => marker
+            .strip_prefix("[redacted:")
+            .and_then(|m| m.strip_suffix(']'))
+            .is_some_and(|label| {
+                SHAPE_LABELS.contains(&label) || families().any(|f| f.label == label)
+            }),
+    };
+    known.then_some(close + 1)
 }
 
 /// The largest char boundary at or before `at`.
@@ -1113,6 +1175,29 @@ mod tests {
         for (pattern, expected) in rows {
             assert_eq!(dfa_pattern(pattern).as_deref(), expected, "{pattern}");
         }
+    }
+
+    #[test]
+    fn a_marker_is_known_by_its_brackets_and_label() {
+        for label in SHAPE_LABELS.iter().chain(families().map(|f| &f.label)) {
+            let marker = format!("[redacted:{label}]");
+            assert!(
+                marker.len() < MARKER_MAX,
+                "{marker} is longer than MARKER_MAX"
+            );
+        }
+        let text = "a [redacted:mysql-password] b";
+        let inside = text.find("mysql").expect("the label");
+        assert_eq!(
+            marker_end(text, inside),
+            Some(text.find(" b").expect("after"))
+        );
+        assert_eq!(marker_end(text, 0), None);
+        assert_eq!(marker_end(text, text.len()), None);
+        // Not one of redaction's markers: read as text.
+        let lookalike = "[redacted:mysql -phunter2x]";
+        assert_eq!(marker_end(lookalike, 10), None);
+        assert_eq!(marker_end("[redacted:nonesuch]", 10), None);
     }
 
     #[test]
