@@ -17,7 +17,7 @@ pub fn is_invisible(c: char) -> bool {
 
 /// Whether `text` holds an invisible character: the UTF-8 lead bytes of all of them are
 /// `0xC2`, `0xE2` and `0xEF`, so one byte search passes text without them.
-fn has_invisible(text: &str) -> bool {
+pub fn has_invisible(text: &str) -> bool {
     let bytes = text.as_bytes();
     memchr::memchr3_iter(0xC2, 0xE2, 0xEF, bytes).any(|at| {
         text.get(at..)

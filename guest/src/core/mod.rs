@@ -35,6 +35,7 @@ pub mod render;
 pub mod router;
 pub mod scan;
 pub mod scope;
+pub mod secret_assigned;
 pub mod secret_families;
 pub mod secret_generic;
 pub mod secret_keywords;

@@ -61,6 +61,11 @@ pub fn redact_shapes(text: &str) -> Redacted {
 
 /// [`redact_shapes`] inside its keyword memory.
 fn redact_shapes_of(text: &str) -> Redacted {
+    read_hidden_again(shapes_once(text), shapes_once)
+}
+
+/// [`redact_shapes_of`] once: the invisible characters' reading, then the passes.
+fn shapes_once(text: &str) -> Redacted {
     let mut rules = Vec::new();
     match hidden(text, &redact_passes, &mut rules) {
         Some(joined) => {
@@ -78,6 +83,33 @@ fn redact_shapes_of(text: &str) -> Redacted {
 /// delimiters) around any engine's `passes`: the reference engine in the tests runs its
 /// own passes through the same looks, so the differential tests compare the passes.
 pub fn redact_with(text: &str, passes: impl Fn(&str) -> Redacted) -> Redacted {
+    let once = |text: &str| redact_with_once(text, &passes);
+    read_hidden_again(once(text), once)
+}
+
+/// `first` (a redaction by `once`) redacted by `once` again while that changes it, when
+/// its text holds an invisible character and a secret was found.
+///
+/// The reading without invisible characters comes before the passes and the looks, and
+/// what they replace or drop (a `[` the delimiter look drops) can join a secret that only
+/// that reading sees: `Bearer \u{200B}[Key=…` became `Bearer \u{200B}Key=[redacted:secret]`,
+/// whose `Key=` a second redaction took as a bearer value (found by the idempotency
+/// property). Text without an invisible character, or without a secret, costs nothing more.
+fn read_hidden_again(first: Redacted, once: impl Fn(&str) -> Redacted) -> Redacted {
+    if first.rules.is_empty() || !invisible::has_invisible(&first.text) {
+        return first;
+    }
+    settle(first, |done| {
+        let again = once(&done.text);
+        Some(Redacted {
+            rules: union(&done.rules, &again.rules),
+            text: again.text,
+        })
+    })
+}
+
+/// [`redact_with`] once: the invisible characters' reading, then the looks.
+fn redact_with_once(text: &str, passes: &impl Fn(&str) -> Redacted) -> Redacted {
     // A secret split by a character that renders as nothing is a secret to the reader: it
     // is replaced before the text is read as written (see `invisible.rs`).
     let mut rules = Vec::new();
@@ -1111,6 +1143,107 @@ mod tests {
                 expected,
                 "{old:?} -> {new:?}"
             );
+        }
+    }
+
+    /// The case of tests/bridge/redact_props.proptest-regressions that a second redaction
+    /// changed: its first reading, without the zero-width space, saw no `mysql` after `_`,
+    /// so the PayPal family replaced the assignment's value first; a later reading took
+    /// `mysql` inside `[redacted:mysql-password]` and the `-p` value whole (the mysql rule
+    /// is in `secret_generic.rs`, the markers' guard in `secret_spans.rs`).
+    const PROPTEST_CASE: &str = "_\u{200b}mysql -pghp_jlKcHhK35KZsZ4i1DTTXlfA9IgGgRs2TpI56mysql -pPAYPAL_CLIENT_SECRET=CiFv4ItRLhe0Qb1WZlDMjlIRTbNkN_UwaXrgfYMRt1a8vaM4Sx4xwuIpqnZq9Y3sSbgbLwUFSr8YlC9a";
+
+    #[test]
+    fn a_mysql_password_is_redacted_alike_however_the_line_is_read() {
+        let paypal =
+            "CiFv4ItRLhe0Qb1WZlDMjlIRTbNkN_UwaXrgfYMRt1a8vaM4Sx4xwuIpqnZq9Y3sSbgbLwUFSr8YlC9a";
+        let cases: [(String, &str); 10] = [
+            (
+                "mysql -u root -phunter2x db".into(),
+                "mysql -u root -p[redacted:mysql-password] db",
+            ),
+            (
+                "mysqldump -p'Pa55 w0rd' app".into(),
+                "mysqldump -p[redacted:mysql-password] app",
+            ),
+            // An assignment after `-p`: its name stays, its value is the secret.
+            (
+                "mysql -pDB_PASS=hunter2x db".into(),
+                "mysql -pDB_PASS=[redacted:mysql-password] db",
+            ),
+            (
+                format!("mysql -pPAYPAL_CLIENT_SECRET={paypal}"),
+                "mysql -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret]",
+            ),
+            // A lower-case start is part of the password, not a name.
+            (
+                "mysql -pab=cd12345 db".into(),
+                "mysql -p[redacted:mysql-password] db",
+            ),
+            // Redaction's own marker holds `mysql` at a word start: no rule starts there.
+            (
+                "x [redacted:mysql-password] -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret] -pX"
+                    .into(),
+                "x [redacted:mysql-password] -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret] -pX",
+            ),
+            (
+                "x [redacted:mysql-password] -phunter2x".into(),
+                "x [redacted:mysql-password] -phunter2x",
+            ),
+            // The same through a reading without the zero-width space, which sees no `mysql`
+            // after `_`: only the marker's `mysql` could take `less`'s search pattern.
+            (
+                "_\u{200b}mysql -pS3cret12 < dump.sql | less -pWarning2".into(),
+                "_\u{200b}mysql -p[redacted:mysql-password] < dump.sql | less -pWarning2",
+            ),
+            // Text that only looks like a marker is text: its secret goes.
+            (
+                "[redacted:mysql -phunter2x]".into(),
+                "[redacted:mysql -p[redacted:mysql-password]]",
+            ),
+            (
+                PROPTEST_CASE.into(),
+                "_\u{200b}mysql -p[redacted:mysql-password] -pPAYPAL_CLIENT_SECRET=[redacted:paypal-client-secret]",
+            ),
+        ];
+        for (input, want) in &cases {
+            for engine in [redact, redact_shapes] {
+                let once = engine(input).text;
+                assert_eq!(once, *want, "{input:?}");
+                assert_eq!(
+                    engine(&once).text,
+                    once,
+                    "a second redaction changed {input:?}"
+                );
+            }
+        }
+        // A generic value that holds a marker is judged by what is beside it (`//`, a path),
+        // as the first reading judged the whole value (the property's case, 2026-12-07).
+        for engine in [redact, redact_shapes] {
+            let text = "_token \u{200b}://amzn.mws.1add10b1-7cae-4bf4-bf62-e5db00c9251f_";
+            let once = engine(text).text;
+            assert_eq!(
+                engine(&once).text,
+                once,
+                "a second redaction changed {text:?}"
+            );
+        }
+        // A look's change (a dropped `[`) joined a bearer value that only the reading without
+        // the zero-width space saw (the property's case, 2026-12-07).
+        let text = "Bearer \u{200b}[SharedAccessKey=AgBfmoJOx1xugjRtHYPPvfl1q6zcajc4iKDuojmGR+8=Cookie: db_password = `db_password = ";
+        for engine in [redact, redact_shapes] {
+            let once = engine(text).text;
+            assert_eq!(
+                engine(&once).text,
+                once,
+                "a second redaction changed {text:?}"
+            );
+        }
+        // `x\u{200b}` before the command reads as `_\u{200b}` does (the other shrink).
+        let x = PROPTEST_CASE.replacen('_', "x", 1);
+        for engine in [redact, redact_shapes] {
+            let once = engine(&x).text;
+            assert_eq!(engine(&once).text, once, "a second redaction changed {x:?}");
         }
     }
 }

@@ -154,16 +154,22 @@ pub static GENERIC: &[Family] = &[
         positives: &["--password=hunter2x", "redis-cli --pass s3cr3tPa55"],
         near_misses: &["--password-file /run/pw", "--token $TOKEN"],
     },
-    // `mysql -u root -phunter2`, `mysqldump -p'Pa55 w0rd'`.
+    // `mysql -u root -phunter2`, `mysqldump -p'Pa55 w0rd'`. A value that is an upper-case
+    // assignment (`-pDB_PASS=…`, a variable pasted after `-p`) keeps its name, as the
+    // assignment shapes keep it, and the secret is its value: taken whole, the same line
+    // came out as `-p[redacted:mysql-password]` or as `-pDB_PASS=[redacted:…]`, depending on
+    // whether another family had replaced the value first, so a second redaction changed
+    // the first one's output.
     Family {
         label: "mysql-password",
         provider: "MySQL command line",
         source: "MySQL manual, \"Specifying passwords on the command line\" (-p<password>)",
         keywords: &["mysql"],
-        pattern: r#"\b(?i:mysql(?:dump|admin|sh|import)?)\b[^\r\n`]{0,200}?[ \t]-p(?P<secret>"[^"\r\n]{1,100}"|'[^'\r\n]{1,100}'|[^\s"'`]{1,100})"#,
-        max_len: 320,
+        pattern: r#"\b(?i:mysql(?:dump|admin|sh|import)?)\b[^\r\n`]{0,200}?[ \t]-p(?:[A-Z_][A-Z0-9_]{0,63}=)?(?P<secret>"[^"\r\n]{1,100}"|'[^'\r\n]{1,100}'|[^\s"'`]{1,100})"#,
+        // The tool's name (11), the gap (200), ` -p`, the name and `=` (64), the value (102).
+        max_len: 384,
         max_before_keyword: 0,
-        positives: &["mysql -u root -phunter2x db"],
+        positives: &["mysql -u root -phunter2x db", "mysql -pDB_PASS=hunter2x db"],
         near_misses: &["mysql -u root -p db", "mysql -P3306 -h db"],
     },
     // `Cookie: session=…; csrftoken=…`, `Set-Cookie: id=…`: the value goes, the name stays.

@@ -36,6 +36,7 @@ use regex_automata::{Anchored, Input, Match};
 use regex_lite::Regex;
 
 use crate::core::line_reuse;
+use crate::core::secret_assigned::Assigned;
 use crate::core::secret_families::{FAMILIES, Family};
 use crate::core::secret_generic::GENERIC;
 use crate::core::secret_keywords::{Hit, Keywords};
@@ -77,6 +78,10 @@ struct Rule {
     /// be in a match's key only where the key runs on to an assignment sign (see
     /// [`assigned_after`]).
     assignment: bool,
+    /// The matcher written for the generic assignment's shape, which finds what the regex
+    /// finds without its reverse search (see `secret_assigned.rs`); `None` for every other
+    /// rule, and for an assignment pattern of another shape.
+    assigned: Option<Assigned>,
 }
 
 struct Engine {
@@ -142,6 +147,9 @@ fn build() -> Engine {
             contextual: family.pattern.contains("(?P<secret>"),
             generic: index >= FAMILIES.len(),
             assignment: index >= FAMILIES.len() && family.pattern.contains(ASSIGNMENT_SIGNS),
+            assigned: (index >= FAMILIES.len())
+                .then(|| Assigned::new(family.pattern))
+                .flatten(),
         });
     }
     Engine {
@@ -392,7 +400,18 @@ pub fn find_spans(text: &str) -> Vec<Span> {
     // Whether the hit at a position can be in an assignment's key: asked once per position,
     // not once per rule (the generic assignments are four rules over the same keywords).
     let mut assigned: Option<(usize, bool)> = None;
+    // Asked once for the text, not at each hit: a config dump has thousands of hits, and
+    // the look around each was 7% of its redaction (cachegrind, `assignments`).
+    let has_markers = memchr::memmem::find(bytes, b"[redacted").is_some();
     for (keyword, at) in hits {
+        // A keyword in one of redaction's own markers (`mysql` in
+        // `[redacted:mysql-password]`) is no text the agent wrote: read as text, it let
+        // mysql's `-p` rule start in an earlier marker and take the next `-p…` assignment
+        // whole, so a second redaction changed the first one's output (found by the
+        // idempotency property).
+        if has_markers && marker_end(text, at).is_some() {
+            continue;
+        }
         let before_is_word = at > 0 && bytes.get(at - 1).copied().is_some_and(is_word);
         for &r in engine.owners.get(keyword).into_iter().flatten() {
             let Some(rule) = engine.rules.get(r) else {
@@ -539,10 +558,30 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
         if rule.assignment {
             let mut at = start;
             while at < end {
-                let Some(whole) = dfa
-                    .search(&Input::new(hay).range(at..))
-                    .filter(|m| m.start() < end)
-                else {
+                let found = match &rule.assigned {
+                    Some(assigned) => {
+                        let found = assigned.find(hay.as_bytes(), at, end);
+                        // The debug builds (every test) hold the matcher to the engine.
+                        #[cfg(debug_assertions)]
+                        {
+                            let engine = dfa
+                                .search(&Input::new(hay).range(at..))
+                                .filter(|m| m.start() < end)
+                                .map(|m| m.range());
+                            debug_assert_eq!(
+                                found, engine,
+                                "{}: {hay:?} from {at}",
+                                rule.family.label
+                            );
+                        }
+                        found
+                    }
+                    None => dfa
+                        .search(&Input::new(hay).range(at..))
+                        .filter(|m| m.start() < end)
+                        .map(|m| m.range()),
+                };
+                let Some(whole) = found.map(|r| Match::must(0, r)) else {
                     break;
                 };
                 match assignment_groups(text, whole.range()) {
@@ -621,7 +660,11 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
             let Some(whole) = caps.get_match().filter(|m| m.start() < end) else {
                 break;
             };
-            at = take(&caps, whole);
+            // A window opened by a hit before a marker still covers the marker.
+            at = match marker_end(text, whole.start()) {
+                Some(past) => past,
+                None => take(&caps, whole),
+            };
         }
         return;
     }
@@ -639,6 +682,10 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
         };
         if whole.start() >= end {
             break;
+        }
+        if let Some(past) = marker_end(text, whole.start()) {
+            at = past;
+            continue;
         }
         let secret = caps.name("secret").unwrap_or(whole);
         let key = caps.name("key").map(|k| k.as_str());
@@ -658,7 +705,8 @@ fn judge(rule: &Rule, text: &str, secret: Range<usize>, key: Option<&str>, spans
     } else {
         secret.end
     };
-    let value = text.get(secret.start..secret_end).unwrap_or_default();
+    let bare = without_markers(text, secret.start..secret_end);
+    let value: &str = &bare;
     let keep = secret.start < secret.end
         && !is_placeholder(value)
         && !((rule.contextual || rule.generic) && is_plain_value(value))
@@ -671,6 +719,41 @@ fn judge(rule: &Rule, text: &str, secret: Range<usize>, key: Option<&str>, spans
             label: rule.family.label,
         });
     }
+}
+
+/// `text[range]` without redaction's markers: a value is judged by what is left beside one.
+/// That is what an earlier reading judged and kept (the path `//` of
+/// `token ://[redacted:aws-mws-key]`); read with the marker's letters, the same value became
+/// a secret on a second redaction, and redaction was not idempotent (found by the
+/// idempotency property).
+fn without_markers(text: &str, range: Range<usize>) -> std::borrow::Cow<'_, str> {
+    let value = text.get(range.clone()).unwrap_or_default();
+    // A byte search first: a config dump judges thousands of values, and building a
+    // substring search for each was 7% of its redaction (cachegrind, `assignments`).
+    if memchr::memchr(b'[', value.as_bytes()).is_none()
+        || memchr::memmem::find(value.as_bytes(), b"[redacted").is_none()
+    {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut bare = String::with_capacity(value.len());
+    let mut at = range.start;
+    while at < range.end {
+        let rest = text.get(at..range.end).unwrap_or_default();
+        let Some(open) = memchr::memmem::find(rest.as_bytes(), b"[redacted") else {
+            bare.push_str(rest);
+            break;
+        };
+        let open = at + open;
+        bare.push_str(text.get(at..open).unwrap_or_default());
+        match marker_end(text, open + 1) {
+            Some(end) => at = end.min(range.end),
+            None => {
+                bare.push('[');
+                at = open + 1;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(bare)
 }
 
 /// Spans sorted, overlapping ones joined: one marker for one secret that two families see
@@ -720,6 +803,65 @@ pub fn contains_span(text: &str) -> bool {
     !find_spans(text).is_empty()
 }
 
+/// The longest marker redaction writes, in bytes, with room to spare (a test holds every
+/// marker to it).
+const MARKER_MAX: usize = 64;
+
+/// The labels of the markers `secrets.rs`'s shapes write (`[redacted:github-token]`), besides
+/// the families' own. Listed here because `secrets.rs` reads this module (its marker list
+/// holds the families'), and reading that list back would be an import circle;
+/// `tests/bridge/redact_props.rs` holds this list to it.
+const SHAPE_LABELS: &[&str] = &[
+    "private-key",
+    "anthropic-key",
+    "openai-key",
+    "github-token",
+    "slack-token",
+    "npm-token",
+    "discord-token",
+    "jwt",
+    "aws-key",
+    "google-key",
+    "telegram-token",
+];
+
+/// Where redaction's marker around byte `at` of `text` ends, when `at` is inside one (past
+/// its `[`, before its `]`); `None` elsewhere. Only a marker redaction writes counts:
+/// `[redacted:mysql -pS3cret]` is text that merely looks like one, and its secret goes.
+pub fn marker_end(text: &str, at: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    // Back over the label's bytes to the `[`: at most a few steps, and one at a hit after
+    // a blank or a line break (nearly all), where a search back for `[` was 7% of a config
+    // dump's redaction.
+    let from = at.saturating_sub(MARKER_MAX);
+    let label_start = from
+        + 1
+        + bytes
+            .get(from..at)?
+            .iter()
+            .rposition(|&b| !(b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))?;
+    let open = match bytes.get(..label_start)? {
+        before if before.ends_with(b"[redacted:") => label_start - b"[redacted:".len(),
+        // Inside the word `redacted` itself.
+        before if before.ends_with(b"[") && bytes.get(label_start..)?.starts_with(b"redacted") => {
+            label_start - 1
+        }
+        _ => return None,
+    };
+    let to = open.saturating_add(MARKER_MAX).min(bytes.len());
+    let close = at + memchr::memchr(b']', bytes.get(at..to)?)?;
+    let known = match text.get(open..=close)? {
+        "[redacted]" => true,
+        marker => marker
+            .strip_prefix("[redacted:")
+            .and_then(|m| m.strip_suffix(']'))
+            .is_some_and(|label| {
+                SHAPE_LABELS.contains(&label) || families().any(|f| f.label == label)
+            }),
+    };
+    known.then_some(close + 1)
+}
+
 /// The largest char boundary at or before `at`.
 fn floor_char(text: &str, at: usize) -> usize {
     let mut at = at.min(text.len());
@@ -741,6 +883,96 @@ fn ceil_char(text: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The generic assignments the written matcher takes, each with the engine's regex.
+    fn assigned_rules() -> Vec<(Assigned, Dfa)> {
+        GENERIC
+            .iter()
+            .filter_map(|family| {
+                let assigned = Assigned::new(family.pattern)?;
+                let pattern = dfa_pattern(family.pattern)?;
+                Some((assigned, Dfa::new(&pattern).expect("compiles")))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_word_ending_the_key_may_take_its_optional_letter() {
+        // `credentials` and 40 key characters match through `credentials?` taking its `s`:
+        // the matcher must know the longer spelling, not only the keyword `credential`.
+        let (secret_bare, regex) = assigned_rules().remove(3);
+        let text = format!("credentials{} = abcdef123456", "x".repeat(40));
+        let expected = regex.search(&Input::new(&text)).map(|m| m.range());
+        assert!(expected.is_some());
+        assert_eq!(secret_bare.find(text.as_bytes(), 0, text.len()), expected);
+    }
+
+    #[test]
+    fn the_matcher_holds_the_patterns_limits() {
+        // Random texts seldom line up a key, a sign and exactly eight or nine blanks, or a
+        // word with exactly forty key characters on a side: each limit is asked here, on
+        // both sides of it, of all four rules.
+        let pad = |n: usize| "x".repeat(n);
+        let mut texts = Vec::new();
+        for value in ["hunter2x", "\"hunter2x\""] {
+            for blanks in [8, 9] {
+                texts.push(format!("password{}={}{value}", " ".repeat(blanks), ""));
+                texts.push(format!("token={}{value}", "\t".repeat(blanks)));
+            }
+            for side in [40, 41] {
+                texts.push(format!("{}password{}: {value}", pad(side), pad(side)));
+                texts.push(format!("a {}api_key: {value}", pad(side)));
+            }
+        }
+        texts.push(format!("token: \"{}\"", "é".repeat(200)));
+        texts.push(format!("token: \"{}\"", "é".repeat(201)));
+        texts.push(format!("token: {}", "é".repeat(300)));
+        let mut matched = 0;
+        for text in &texts {
+            for (assigned, regex) in assigned_rules() {
+                let expected = regex.search(&Input::new(text)).map(|m| m.range());
+                matched += usize::from(expected.is_some());
+                assert_eq!(
+                    assigned.find(text.as_bytes(), 0, text.len()),
+                    expected,
+                    "{text:?} ({assigned:?})"
+                );
+            }
+        }
+        // Both sides of each limit were asked: some texts match, some do not.
+        assert!(
+            matched > 5 && matched < texts.len() * 2,
+            "{matched} of {}",
+            texts.len()
+        );
+    }
+
+    proptest::proptest! {
+        /// The matcher's leftmost match is the regex's, from every start, with the window cut
+        /// anywhere: keys with words at either end of their 40 characters, quotes, blanks,
+        /// every sign, values short, long and multibyte, line ends.
+        #[test]
+        fn the_matcher_finds_what_the_regex_finds(
+            text in "(token|TOKEN|password|PWD|credentials|api.key|access_key|x{40}|xy|_|-|\\.|\"|'| |\t|        |         |=>|:=|=|:|>|\\$|`|<|;|,|\\[|\\{|\\(|hunter2|a{199}|é|\n|\r|\u{B}){0,14}",
+            cut in 0usize..64,
+        ) {
+            for (assigned, regex) in assigned_rules() {
+                let hay = text.as_bytes();
+                for from in (0..=text.len()).filter(|&f| text.is_char_boundary(f)) {
+                    let before = (from + cut).min(text.len());
+                    let expected = regex
+                        .search(&Input::new(&text).range(from..))
+                        .filter(|m| m.start() < before)
+                        .map(|m| m.range());
+                    proptest::prop_assert_eq!(
+                        assigned.find(hay, from, before),
+                        expected,
+                        "{:?} from {} before {} ({:?})", text, from, before, assigned
+                    );
+                }
+            }
+        }
+    }
 
     /// `assigned_after` as first written (iterator chains): the reference the index loops are
     /// held to.
@@ -995,6 +1227,29 @@ mod tests {
         for (pattern, expected) in rows {
             assert_eq!(dfa_pattern(pattern).as_deref(), expected, "{pattern}");
         }
+    }
+
+    #[test]
+    fn a_marker_is_known_by_its_brackets_and_label() {
+        for label in SHAPE_LABELS.iter().chain(families().map(|f| &f.label)) {
+            let marker = format!("[redacted:{label}]");
+            assert!(
+                marker.len() < MARKER_MAX,
+                "{marker} is longer than MARKER_MAX"
+            );
+        }
+        let text = "a [redacted:mysql-password] b";
+        let inside = text.find("mysql").expect("the label");
+        assert_eq!(
+            marker_end(text, inside),
+            Some(text.find(" b").expect("after"))
+        );
+        assert_eq!(marker_end(text, 0), None);
+        assert_eq!(marker_end(text, text.len()), None);
+        // Not one of redaction's markers: read as text.
+        let lookalike = "[redacted:mysql -phunter2x]";
+        assert_eq!(marker_end(lookalike, 10), None);
+        assert_eq!(marker_end("[redacted:nonesuch]", 10), None);
     }
 
     #[test]

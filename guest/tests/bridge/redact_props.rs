@@ -94,8 +94,18 @@ fn without_markers(text: &str) -> String {
     markers().fold(text.to_owned(), |t, m| t.replace(m, ""))
 }
 
+/// Cases per property: proptest's own `PROPTEST_CASES` when it is set (a long run:
+/// `PROPTEST_CASES=20000 cargo test -p guest --test bridge redact_props`), else 384. Without
+/// this the explicit count overrode the variable, and a long run silently ran 384.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(384)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(384))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn redaction_is_idempotent(text in agent_text()) {
@@ -177,4 +187,26 @@ fn the_issues_invisible_character_cases_are_redacted_whole() {
         );
         assert!(out.ends_with('.'), "{out}");
     }
+}
+
+/// Every marker redaction writes is known as one from inside it (`secret_spans.rs` lists the
+/// shapes' labels itself): a keyword in a marker it did not know (`token` in
+/// `[redacted:github-token]`) could start a family's match in redaction's own output.
+#[test]
+fn every_marker_is_known_from_inside_it() {
+    use guest::core::secret_spans::marker_end;
+    let mut checked = 0;
+    for marker in markers() {
+        let text = format!("x {marker} y");
+        let end = 2 + marker.len();
+        for at in 3..end {
+            assert_eq!(marker_end(&text, at), Some(end), "{marker} at {at}");
+            checked += 1;
+        }
+        assert_eq!(marker_end(&text, end), None, "{marker} past its end");
+    }
+    assert!(
+        checked > 1000,
+        "only {checked} positions: the markers went missing"
+    );
 }
