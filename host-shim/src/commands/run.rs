@@ -134,7 +134,8 @@ pub async fn run(
         None => Arc::new(DemoAgent::new(Duration::from_secs_f64(pace), info)),
     };
     let one = OneSession {
-        name: "demo".into(),
+        // The dashboard's row says which agent the session steers.
+        name: if pi.is_some() { "pi" } else { "demo" }.into(),
         agent: agent.clone(),
         transports: Arc::default(),
     };
