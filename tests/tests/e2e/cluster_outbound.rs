@@ -13,7 +13,8 @@ use transport_core::inbound;
 use transport_core::{OutboundKind, OutboundMessage, Reaction, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
-use crate::common::cluster::{self, nats_or_skip};
+use crate::common::cluster::{self, NatsServer, nats_or_skip};
+use host_shim::cluster::subjects::Prefix;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -107,6 +108,40 @@ async fn a_send_round_trips_through_the_ingress_to_the_real_transport() {
     assert!(log.lines().is_empty(), "{:?}", log.lines());
 }
 
+/// A started fake transport served by an ingress on `prefix`, and the started session-side
+/// transport that reaches it over NATS.
+async fn served(
+    server: &NatsServer,
+    prefix: &Prefix,
+    config: FakeConfig,
+) -> (FakeTransport, OutboundServer, RemoteTransport) {
+    let id = config.id.clone();
+    let fake = FakeTransport::new(config);
+    let (platform_sink, _platform_stream) = inbound::channel(4);
+    fake.start(platform_sink).await.expect("the fake starts");
+    let ingress = OutboundServer::start(
+        server.connect().await,
+        prefix,
+        Arc::new(fake.handle()),
+        cluster::gate(),
+        Arc::new(MemoryLog::default()),
+    )
+    .await
+    .expect("serving");
+    let (remote, _) = RemoteTransport::discover(
+        server.connect().await,
+        prefix,
+        &id,
+        TIMEOUT,
+        cluster::gate(),
+    )
+    .await
+    .expect("described");
+    let (session_sink, _session_stream) = inbound::channel(4);
+    remote.start(session_sink).await.expect("started");
+    (fake, ingress, remote)
+}
+
 /// A reaction and a draft go through the ingress to the real transport and come back as
 /// what it answered, like a send: a bridge on a session node reacts and streams drafts as it
 /// does on a single host.
@@ -120,30 +155,8 @@ async fn reactions_and_drafts_round_trip_through_the_ingress() {
     };
     config.capabilities.reactions = true;
     config.capabilities.drafts = true;
-    let fake = FakeTransport::new(config);
-    let (platform_sink, _platform_stream) = inbound::channel(4);
-    fake.start(platform_sink).await.expect("the fake starts");
-    let _ingress = OutboundServer::start(
-        server.connect().await,
-        &prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        Arc::new(MemoryLog::default()),
-    )
-    .await
-    .expect("serving");
-    let (remote, _) = RemoteTransport::discover(
-        server.connect().await,
-        &prefix,
-        "telegram",
-        TIMEOUT,
-        cluster::gate(),
-    )
-    .await
-    .expect("described");
+    let (fake, _ingress, remote) = served(&server, &prefix, config).await;
     assert!(remote.capabilities().reactions && remote.capabilities().drafts);
-    let (session_sink, _session_stream) = inbound::channel(4);
-    remote.start(session_sink).await.expect("started");
     remote
         .react("42", "42:7", Reaction::Done, Some(Reaction::Received))
         .await
@@ -166,32 +179,11 @@ async fn reactions_and_drafts_round_trip_through_the_ingress() {
         [("42".to_owned(), 9, "half an answer".to_owned())]
     );
     // The real transport's refusal comes back as itself.
-    let plain = FakeTransport::new(FakeConfig {
+    let plain = FakeConfig {
         id: "slack".into(),
         ..FakeConfig::default()
-    });
-    let (sink, _stream) = inbound::channel(4);
-    plain.start(sink).await.expect("starts");
-    let _plain_ingress = OutboundServer::start(
-        server.connect().await,
-        &prefix,
-        Arc::new(plain.handle()),
-        cluster::gate(),
-        Arc::new(MemoryLog::default()),
-    )
-    .await
-    .expect("serving");
-    let (remote_plain, _) = RemoteTransport::discover(
-        server.connect().await,
-        &prefix,
-        "slack",
-        TIMEOUT,
-        cluster::gate(),
-    )
-    .await
-    .expect("described");
-    let (sink, _stream) = inbound::channel(4);
-    remote_plain.start(sink).await.expect("started");
+    };
+    let (_plain, _plain_ingress, remote_plain) = served(&server, &prefix, plain).await;
     assert!(matches!(
         remote_plain.draft("42", None, 9, "x").await,
         Err(TransportError::Unsupported(_))
