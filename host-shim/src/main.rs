@@ -85,7 +85,8 @@ enum Command {
         /// role --role names; see docs/scaling.md.
         #[arg(long, value_name = "URL", requires = "role")]
         nats: Option<String>,
-        /// With --nats: `ingress` holds the bots, `sessions` runs the --demo sessions.
+        /// With --nats: `ingress` holds the bots; `sessions` runs the pi sessions of this machine
+        /// (they attach to it as to a local broker) and its share of the --demo sessions.
         #[arg(long, value_enum, requires = "nats")]
         role: Option<commands::cluster::Role>,
         /// With --nats: the cluster's name on NATS (one subject token).

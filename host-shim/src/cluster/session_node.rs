@@ -13,6 +13,11 @@
 //! - **Each session** is a component instance with [`RemoteTransport`]s for the bots (the
 //!   ingress holds them), state in the KV bucket, and its inbound from its durable
 //!   consumer, prompts acked only once their reply is out ([`settle`](super::settle)).
+//! - **Attached sessions** (a pi on this machine, through [`Attacher`]) run here and only
+//!   here: the component needs its agent's link, so a session lives where its agent
+//!   lives. Placement never moves them; when their pi exits they stop, and their entry
+//!   stays in the directory without a node (offline) so their chats keep their binding,
+//!   pairing and waiting messages until the session attaches again, on any machine.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,7 +25,7 @@ use std::time::Duration;
 
 use async_nats::Client;
 use async_nats::jetstream;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use transport_core::Transport;
 
@@ -42,9 +47,10 @@ use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::local::ui::Ui;
 use crate::ops::health::Check;
+use crate::pi::attach::Served;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::Runtime;
-use crate::sandbox::session::{Built, Session, SessionSpec};
+use crate::sandbox::session::{Built, Session, SessionHandle, SessionSpec};
 use crate::wit::session::ConfigSource;
 use crate::wit::types::Level;
 
@@ -61,6 +67,62 @@ pub struct Wanted {
 
 /// Makes a session's agent or terminal.
 pub type MakeFor<T> = Arc<dyn Fn(&Wanted) -> T + Send + Sync>;
+
+/// A session whose agent runs on this machine (a pi that attached here): it runs on this
+/// node and no other.
+#[derive(Clone)]
+pub struct Attach {
+    /// Its key, name and directory.
+    pub wanted: Wanted,
+    /// Its config (the user's and its project's, read from its directory).
+    pub config_sources: Vec<ConfigSource>,
+    /// Its agent (the pi link).
+    pub agent: Arc<dyn Agent>,
+    /// Its terminal (pi's, through the link): pairing codes show there.
+    pub ui: Arc<dyn Ui>,
+}
+
+/// What the rest of the process asks of the node.
+enum Request {
+    /// Run an attached session here; answered once it runs, or why it cannot.
+    Attach(Attach, oneshot::Sender<Result<SessionHandle, String>>),
+    /// Stop an attached session (its pi has gone); answered once it stopped.
+    Detach(String, oneshot::Sender<()>),
+}
+
+/// Hands the node the sessions of the pi processes on this machine.
+#[derive(Clone)]
+pub struct Attacher {
+    requests: mpsc::Sender<Request>,
+}
+
+impl Attacher {
+    /// Runs `attach` on this node: takes its lease (waiting for up to two lease TTLs while
+    /// a dead node's lease ages out or no ingress holds its bots yet), loads its state and
+    /// binds its inbound, so the messages its chats sent meanwhile arrive now. Ending the
+    /// returned [`Served`] stops it and leaves its directory entry offline.
+    pub async fn attach(&self, attach: Attach) -> Result<Served, SessionNodeError> {
+        let key = attach.wanted.key.clone();
+        let (tx, rx) = oneshot::channel();
+        let stopped = || SessionNodeError("the session node has stopped".into());
+        self.requests
+            .send(Request::Attach(attach, tx))
+            .await
+            .map_err(|_| stopped())?;
+        let handle = rx.await.map_err(|_| stopped())?.map_err(SessionNodeError)?;
+        let requests = self.requests.clone();
+        Ok(Served {
+            handle,
+            end: Box::pin(async move {
+                let (tx, rx) = oneshot::channel();
+                if requests.send(Request::Detach(key, tx)).await.is_ok() {
+                    let _ = rx.await;
+                }
+                Ok(())
+            }),
+        })
+    }
+}
 
 /// What a session node needs.
 pub struct SessionNodeOptions {
@@ -107,6 +169,7 @@ pub struct SessionNode {
     running: Arc<Mutex<Vec<String>>>,
     client: Client,
     gate: Gate,
+    attacher: Attacher,
 }
 
 /// One session running here.
@@ -116,6 +179,17 @@ struct Running {
     lease: KeptLock,
     agent: Arc<dyn Agent>,
     entry: SessionEntry,
+}
+
+/// An attached session waiting to run here: its lease is still a dead node's, or no
+/// ingress holds its bots yet.
+struct Waiting {
+    attach: Attach,
+    reply: oneshot::Sender<Result<SessionHandle, String>>,
+    /// Why it did not start at the last try, for the answer when time runs out.
+    why: String,
+    /// When the attach gives up.
+    until: tokio::time::Instant,
 }
 
 struct Node {
@@ -135,6 +209,10 @@ struct Node {
     pairing: PairingBudget,
     transport_ids: Vec<String>,
     running: BTreeMap<String, Running>,
+    /// Attached sessions (by key): they run here and nowhere else.
+    attached: BTreeMap<String, Attach>,
+    /// Attached sessions not running yet.
+    waiting: Vec<Waiting>,
     shown: Arc<Mutex<Vec<String>>>,
 }
 
@@ -216,16 +294,20 @@ impl SessionNode {
             pairing: PairingBudget::default(),
             transport_ids,
             running: BTreeMap::new(),
+            attached: BTreeMap::new(),
+            waiting: Vec::new(),
             shown: shown.clone(),
         };
         let (stop, stopping) = watch::channel(false);
-        let task = tokio::spawn(node.run(presence, stopping));
+        let (requests, requests_rx) = mpsc::channel(16);
+        let task = tokio::spawn(node.run(presence, stopping, requests_rx));
         Ok(SessionNode {
             task,
             stop,
             running: shown,
             client,
             gate,
+            attacher: Attacher { requests },
         })
     }
 
@@ -254,6 +336,11 @@ impl SessionNode {
                 Check::ready("sessions", format!("{running} running here")),
             ]
         })
+    }
+
+    /// Where the pi sessions of this machine are handed to the node.
+    pub fn attacher(&self) -> Attacher {
+        self.attacher.clone()
     }
 
     /// The sessions running on this node now, by key.
@@ -295,12 +382,24 @@ impl Node {
             .write(super::LOG_SCOPE, LogLine::new(level, event, fields));
     }
 
-    async fn run(mut self, mut presence: KeptLock, mut stopping: watch::Receiver<bool>) {
+    async fn run(
+        mut self,
+        mut presence: KeptLock,
+        mut stopping: watch::Receiver<bool>,
+        mut requests: mpsc::Receiver<Request>,
+    ) {
         let mut ticks = tokio::time::interval(renew_every(self.options.lease_ttl));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = ticks.tick() => self.place().await,
+                Some(request) = requests.recv() => match request {
+                    Request::Attach(attach, reply) => self.attach(attach, reply).await,
+                    Request::Detach(key, reply) => {
+                        self.detach(&key).await;
+                        let _ = reply.send(());
+                    }
+                },
                 lost = presence.lost() => {
                     // Others may have taken our sessions already: stop them all now.
                     self.log(Level::Error, "node presence lost", &[("error", lost.to_string())]);
@@ -341,6 +440,7 @@ impl Node {
                 self.stop(&session.key, true).await;
             }
         }
+        self.start_waiting().await;
         let lost: Vec<String> = self
             .running
             .iter_mut()
@@ -353,6 +453,14 @@ impl Node {
                 &[("session", session_token(&key))],
             );
             self.stop(&key, false).await;
+            if let Some(attach) = self.attached.remove(&key) {
+                // Another node may run it by now, and its pi cannot be moved there: say
+                // so where the user sees it rather than leave a link to nothing.
+                let text = "bot-connect: this session lost its place in the cluster (this \
+                            machine could not reach NATS for longer than the lease). Chats \
+                            cannot reach it now; type /connect in pi to attach it again.";
+                attach.ui.notify(Level::Error, text).await;
+            }
         }
         self.announce_changes().await;
         self.show();
@@ -364,15 +472,108 @@ impl Node {
             .is_some_and(|r| r.agent.is_idle() && !r.consumer.holds_prompts())
     }
 
+    /// Starts a placed session with the node's agent, terminal and config.
     async fn start(&mut self, wanted: &Wanted) {
+        let launch = Attach {
+            wanted: wanted.clone(),
+            config_sources: self.options.config_sources.clone(),
+            agent: (self.options.agent)(wanted),
+            ui: (self.options.ui)(wanted),
+        };
+        let _ = self.launch(&launch).await;
+    }
+
+    /// An attached session: runs it now, or keeps it waiting for its lease or its bots.
+    async fn attach(
+        &mut self,
+        attach: Attach,
+        reply: oneshot::Sender<Result<SessionHandle, String>>,
+    ) {
+        let key = attach.wanted.key.clone();
+        if self.attached.contains_key(&key) {
+            let _ = reply.send(Err(format!(
+                "session {} is already attached on this node",
+                attach.wanted.name
+            )));
+            return;
+        }
+        self.attached.insert(key, attach.clone());
+        // Twice the TTL: a dead node's lease ages out within one.
+        let until = tokio::time::Instant::now() + self.options.lease_ttl * 2;
+        self.waiting.push(Waiting {
+            attach,
+            reply,
+            why: String::new(),
+            until,
+        });
+        self.start_waiting().await;
+        self.show();
+    }
+
+    /// Tries the waiting attached sessions again; answers those that run now and those
+    /// whose time ran out.
+    async fn start_waiting(&mut self) {
+        for mut waiting in std::mem::take(&mut self.waiting) {
+            let key = waiting.attach.wanted.key.clone();
+            if !self.attached.contains_key(&key) {
+                // Detached while it waited: its pi has gone.
+                continue;
+            }
+            match self.launch(&waiting.attach).await {
+                Ok(handle) => {
+                    if waiting.reply.send(Ok(handle)).is_err() {
+                        // Its pi gave up meanwhile.
+                        self.detach(&key).await;
+                    }
+                }
+                Err(why) if tokio::time::Instant::now() >= waiting.until => {
+                    self.attached.remove(&key);
+                    let _ = waiting.reply.send(Err(why));
+                }
+                Err(why) => {
+                    waiting.why = why;
+                    self.waiting.push(waiting);
+                }
+            }
+        }
+    }
+
+    /// Stops an attached session whose pi has gone, and leaves its directory entry without
+    /// a node: `/sessions` shows it offline, its chats stay bound to it, and what they send
+    /// waits in its stream until it attaches again.
+    async fn detach(&mut self, key: &str) {
+        self.attached.remove(key);
+        self.waiting.retain(|w| w.attach.wanted.key != key);
+        let Some(mut entry) = self.running.get(key).map(|r| r.entry.clone()) else {
+            return;
+        };
+        self.stop(key, true).await;
+        entry.busy = false;
+        entry.node = String::new();
+        if let Err(error) = self.directory.announce(&entry).await {
+            self.log(
+                Level::Warning,
+                "session not listed",
+                &[("error", error.to_string())],
+            );
+        }
+        self.show();
+    }
+
+    /// Starts one session here: takes its lease, reaches its bots, spawns its component,
+    /// binds its inbound and lists it. `Err` says why it did not start (nothing of it is
+    /// left running).
+    async fn launch(&mut self, launch: &Attach) -> Result<SessionHandle, String> {
+        let wanted = &launch.wanted;
         let lease_key = session_token(&wanted.key);
-        let Ok(lease) = self
+        let lease = match self
             .leases
             .try_acquire(&lease_key, &self.options.holder)
             .await
-        else {
+        {
+            Ok(lease) => lease,
             // Its old node still has it: it lets go when idle, or ages out if dead.
-            return;
+            Err(error) => return Err(error.to_string()),
         };
         let ttl = self.options.lease_ttl;
         let lease = lease.keep_alive(renew_every(ttl), ttl);
@@ -398,11 +599,11 @@ impl Node {
                         &[("session", lease_key.clone()), ("error", error.to_string())],
                     );
                     let _ = lease.release().await;
-                    return;
+                    return Err(error.to_string());
                 }
             }
         }
-        let inner_agent = (self.options.agent)(wanted);
+        let inner_agent = launch.agent.clone();
         let ledger = TurnLedger::new(inner_agent.clone());
         let agent: Arc<dyn Agent> = Arc::new(LedgerAgent::new(ledger.clone()));
         let kv: Arc<dyn StateStore> = Arc::new(KvSessionStates::new(self.states.clone()));
@@ -413,7 +614,7 @@ impl Node {
             .collect();
         let spec = SessionSpec {
             key: wanted.key.clone(),
-            config_sources: self.options.config_sources.clone(),
+            config_sources: launch.config_sources.clone(),
             platforms: crate::factory::declarations(),
             transports: Box::new(move |requests| Built {
                 transports: offered
@@ -424,7 +625,7 @@ impl Node {
                 notes: Vec::new(),
             }),
             agent: agent.clone(),
-            ui: (self.options.ui)(wanted),
+            ui: launch.ui.clone(),
             state,
             locks: self.options.locks.clone(),
             pairing: self.pairing.clone(),
@@ -438,13 +639,14 @@ impl Node {
         let session = match Session::spawn(self.options.runtime.clone(), spec).await {
             Ok(session) => session,
             Err(error) => {
+                let why = format!("{error:#}");
                 self.log(
                     Level::Error,
                     "session did not start",
-                    &[("session", lease_key), ("error", format!("{error:#}"))],
+                    &[("session", lease_key), ("error", why.clone())],
                 );
                 let _ = lease.release().await;
-                return;
+                return Err(why);
             }
         };
         let Some(sink) = remotes.iter().find_map(|r| r.sink()) else {
@@ -455,7 +657,9 @@ impl Node {
             );
             let _ = session.shutdown().await;
             let _ = lease.release().await;
-            return;
+            return Err(
+                "the session's config enables none of the bots the cluster's ingress holds".into(),
+            );
         };
         let consumer = match SessionConsumer::start_with(
             self.jetstream.clone(),
@@ -486,7 +690,7 @@ impl Node {
                 );
                 let _ = session.shutdown().await;
                 let _ = lease.release().await;
-                return;
+                return Err(error.to_string());
             }
         };
         let entry = SessionEntry {
@@ -504,6 +708,7 @@ impl Node {
             );
         }
         self.log(Level::Info, "session started", &[("session", lease_key)]);
+        let handle = session.handle();
         self.running.insert(
             wanted.key.clone(),
             Running {
@@ -514,6 +719,7 @@ impl Node {
                 entry,
             },
         );
+        Ok(handle)
     }
 
     /// Stops a session here. `graceful`: it hands over (lease released at once);
@@ -545,7 +751,18 @@ impl Node {
     async fn stop_all(&mut self, graceful: bool) {
         let keys: Vec<String> = self.running.keys().cloned().collect();
         for key in keys {
-            self.stop(&key, graceful).await;
+            if graceful && self.attached.contains_key(&key) {
+                // Its pi stays behind on this machine: listed offline, not moved.
+                self.detach(&key).await;
+            } else {
+                self.stop(&key, graceful).await;
+            }
+        }
+        self.attached.clear();
+        for waiting in self.waiting.drain(..) {
+            let _ = waiting
+                .reply
+                .send(Err("the session node is stopping".into()));
         }
         self.show();
     }

@@ -161,7 +161,7 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                 exclusive: true,
                 transcript,
             };
-            Session::spawn(runtime, spec).await
+            Session::spawn(runtime, spec).await.map(attach::Served::owned)
         })
     });
     print!("{}", attach::ready_line(&socket, true));

@@ -1,10 +1,11 @@
 //! `host-shim serve --nats <url> --role ingress|sessions`: one node of a cluster on NATS JetStream
 //! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream, docs/scaling.md). The ingress
-//! holds the bots its config asks for (one node per bot at a time, the others standing by); session
-//! nodes run the `--demo` sessions placed on them. State, bindings and the list of sessions live in
+//! holds the bots its config asks for (one node per bot at a time, the others standing by); a session
+//! node runs the pi sessions of its machine (they attach to it as to a broker) and its share of the
+//! `--demo` sessions. State, bindings and the list of sessions live in
 //! JetStream, so any node can stop and another carries on.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +18,10 @@ use crate::cluster::connect_options::NatsAuth;
 use crate::cluster::inbound::InboundSettings;
 use crate::cluster::ingress::{Ingress, IngressOptions};
 use crate::cluster::seal::Gate;
-use crate::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
+use crate::cluster::session_node::{Attach, Attacher, SessionNode, SessionNodeOptions, Wanted};
 use crate::cluster::subjects::Prefix;
 use crate::cluster::trust_settings::{self, TrustSettings};
+use crate::commands::control::{self, SessionHome};
 use crate::commands::operator;
 use crate::commands::process;
 use crate::commands::serve::ServeArgs;
@@ -27,9 +29,12 @@ use crate::disk::lock::LockDir;
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
+use crate::pi::attach::{self, Bound, BoxFuture, Served};
+use crate::pi::link::LinkSession;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::wit::agent::SessionInfo;
 use crate::wit::session::TransportRequest;
+use crate::wit::types::Level;
 
 /// What a cluster node does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -138,6 +143,49 @@ pub fn messenger_requests(config: &guest::core::config::LoadedConfig) -> Vec<Tra
         .collect()
 }
 
+/// Starts the pi sessions of this machine on its session node.
+struct NodeHome {
+    attacher: Attacher,
+    /// This node as it describes itself (host and process), for the session's terminal.
+    machine: String,
+}
+
+impl SessionHome for NodeHome {
+    fn start(
+        self: Arc<Self>,
+        described: LinkSession,
+        agent: Arc<dyn Agent>,
+        ui: Arc<dyn Ui>,
+    ) -> BoxFuture<anyhow::Result<Served>> {
+        Box::pin(async move {
+            let config_sources = process::config_sources_in(Path::new(&described.cwd))?;
+            let name = control::session_name(described.name.as_deref(), &described.cwd);
+            let attach = Attach {
+                wanted: Wanted {
+                    key: described.key.clone(),
+                    name: name.clone(),
+                    cwd: described.cwd.clone(),
+                },
+                config_sources,
+                agent,
+                ui: ui.clone(),
+            };
+            let served = self.attacher.attach(attach).await?;
+            ui.notify(
+                Level::Info,
+                &format!(
+                    "This session runs on the cluster's session node {} and is served by the \
+                     cluster's bot as {name:?}. A chat reaches it with /switch {name}; \
+                     /sessions lists the sessions a chat is paired with.",
+                    self.machine
+                ),
+            )
+            .await;
+            Ok(served)
+        })
+    }
+}
+
 /// Runs one cluster node until Ctrl-C or SIGTERM.
 pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> anyhow::Result<()> {
     let (cwd, paths, state_dir) = process::process_paths()?;
@@ -168,10 +216,6 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         Role::Ingress if !args.demo.is_empty() => {
             bail!("--demo starts sessions, which session nodes run: use it with --role sessions")
         }
-        Role::Sessions if args.demo.is_empty() => bail!(
-            "a session node runs the sessions it is given: add --demo <name> for each (every \
-             session node of the cluster gets the same list)"
-        ),
         _ if requests.is_empty() => bail!(
             "the config enables no messenger, so the cluster has no bot to talk through: set \
              transports.telegram (or discord, slack, robo_claw) with \"enabled\": true"
@@ -307,13 +351,46 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
             let _listener =
                 operator::listen_for_node(args.metrics, metrics, &gate_for_metrics, node.probe())
                     .await?;
+            // pi sessions on this machine attach here, as they would to a broker. A second
+            // node in the same state directory (the README's one-machine setup) leaves them
+            // to the first.
+            let control_path = crate::disk::paths::control_socket_path(&state_dir);
+            let listener = match attach::bind(&control_path).await? {
+                Bound::Listening(listener) => Some(listener),
+                Bound::AlreadyServed => None,
+            };
+            let demos = if args.demo.is_empty() {
+                String::new()
+            } else {
+                format!("its share of {}; ", args.demo.join(", "))
+            };
+            let attached = match &listener {
+                Some(_) => format!(
+                    "the pi sessions of this machine, which attach through {}",
+                    control_path.display()
+                ),
+                None => format!(
+                    "no pi session (another node or broker answers on {}: pi sessions attach \
+                     there)",
+                    control_path.display()
+                ),
+            };
             println!(
-                "host-shim serve: session node ({}) ready for {}; it runs its share of them and \
-                 takes over a dead node's. Stop with Ctrl-C.",
+                "host-shim serve: session node ({}) ready for {demos}{attached}. It takes over \
+                 a dead node's demo sessions. Stop with Ctrl-C.",
                 holder.description,
-                args.demo.join(", ")
             );
-            stop.await;
+            match listener {
+                Some(listener) => {
+                    let home = Arc::new(NodeHome {
+                        attacher: node.attacher(),
+                        machine: holder.description.clone(),
+                    });
+                    control::serve(listener, state_dir.clone(), home, stop).await;
+                    let _ = std::fs::remove_file(&control_path);
+                }
+                None => stop.await,
+            }
             node.shutdown().await;
         }
     }

@@ -2,28 +2,21 @@
 //! (docs/decisions.md#decision-14-one-host-one-bot-many-sessions). It owns the bot connections and
 //! serves many sessions at once, each its own sandboxed instance:
 //!
-//! - pi sessions: the pi extension starts `host-shim attach` as always; `attach` finds
-//!   the broker's control socket and asks it to serve the session (the broker then
-//!   listens on that session's link socket), and stays alive only to tie the session's
-//!   life to pi's: when pi exits, `attach` exits, its control connection closes, and the
-//!   broker shuts that session down and detaches it;
+//! - pi sessions, which `host-shim attach` asks for on the control socket
+//!   ([`control`]): when pi exits, the broker shuts its session down and detaches it;
 //! - demo sessions started by the broker itself (`--demo <name>`), whose terminal is the
 //!   broker's stderr (their pairing codes show there, labelled with the name).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::bail;
-use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::net::UnixStream;
-use tokio::sync::watch;
 
 use crate::agent::{Agent, DemoAgent};
 use crate::broker::bindings::{self, Bindings};
 use crate::broker::{self, Broker, BrokerOptions};
+use crate::commands::control::{self, SessionHome};
 use crate::commands::operator;
 use crate::commands::process;
 use crate::disk::lock::{Claimant, LockDir, LockError};
@@ -32,16 +25,13 @@ use crate::factory;
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogSink, TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
-use crate::pi::attach::{self, Bound, Link};
+use crate::pi::attach::{self, Bound, BoxFuture, Served};
 use crate::pi::link::LinkSession;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
 use crate::wit::agent::SessionInfo;
 use crate::wit::types::Level;
-
-/// The longest control line read.
-const MAX_CONTROL_LINE: u64 = 64 * 1024;
 
 /// What `host-shim serve` was asked for.
 #[derive(Debug, Clone)]
@@ -60,17 +50,6 @@ pub struct ServeArgs {
     pub dashboard: bool,
 }
 
-/// One request on the control socket.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ControlRequest {
-    /// Serve the pi session `session` until this connection closes.
-    Serve {
-        /// pi's session id.
-        session: String,
-    },
-}
-
 /// Everything a served session needs from the broker process.
 struct Process {
     broker: Arc<Broker>,
@@ -80,20 +59,6 @@ struct Process {
     locks: LockDir,
     clock: Arc<dyn Clock>,
     log: Arc<dyn LogSink>,
-    /// Turns true when the broker stops: every served session stops with it.
-    stopping: watch::Receiver<bool>,
-}
-
-/// The name a session goes by in `/sessions`: pi's session name, else its directory's.
-fn session_name(name: Option<&str>, cwd: &str) -> String {
-    name.filter(|n| !n.trim().is_empty())
-        .map(str::to_owned)
-        .or_else(|| {
-            Path::new(cwd)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "session".into())
 }
 
 impl Process {
@@ -109,7 +74,7 @@ impl Process {
         let sources = process::config_sources_in(Path::new(&info.cwd))?;
         let name = self.broker.attach(
             &key,
-            &session_name(info.name.as_deref(), &info.cwd),
+            &control::session_name(info.name.as_deref(), &info.cwd),
             &info.cwd,
             &sources,
             agent.clone(),
@@ -145,110 +110,33 @@ impl Process {
             }
         }
     }
-
-    /// Serves one pi session's link until its `attach` goes away or the broker stops.
-    async fn serve_link(self: Arc<Self>, key: String, mut control: UnixStream) {
-        let socket = attach::socket_path(&self.state_dir, &key);
-        let listener = match attach::bind(&socket).await {
-            Ok(Bound::Listening(listener)) => listener,
-            Ok(Bound::AlreadyServed) => {
-                let _ = control
-                    .write_all(attach::ready_line(&socket, false).as_bytes())
-                    .await;
-                return;
-            }
-            Err(error) => {
-                let _ = control
-                    .write_all(error_line(&error.to_string()).as_bytes())
-                    .await;
-                return;
-            }
-        };
-        let link = Link::new();
-        let attached = Arc::new(AtomicBool::new(false));
-        let starter: attach::SessionStarter = {
-            let process = self.clone();
-            let agent = link.agent();
-            let ui = link.ui();
-            let attached = attached.clone();
-            Box::new(move |described: LinkSession| {
-                Box::pin(async move {
-                    let info = SessionInfo {
-                        id: described.key.clone(),
-                        name: described.name.clone(),
-                        cwd: described.cwd.clone(),
-                        accepts_images: true,
-                    };
-                    let (session, _) = process
-                        .start_session(described.key, info, agent, ui)
-                        .await?;
-                    attached.store(true, Ordering::SeqCst);
-                    Ok(session)
-                })
-            })
-        };
-        if control
-            .write_all(attach::ready_line(&socket, true).as_bytes())
-            .await
-            .is_err()
-        {
-            let _ = std::fs::remove_file(&socket);
-            return;
-        }
-        let mut stopping = self.stopping.clone();
-        let stop = async move {
-            // `attach` never writes again: anything read, or the end, means it is gone.
-            let mut byte = [0u8; 1];
-            tokio::select! {
-                _ = control.read(&mut byte) => {}
-                _ = stopping.wait_for(|stop| *stop) => {}
-            }
-        };
-        attach::serve(listener, link, Some(key.clone()), starter, stop).await;
-        if attached.load(Ordering::SeqCst) {
-            self.broker.detach(&key);
-        }
-        let _ = std::fs::remove_file(&socket);
-    }
-
-    async fn control(self: Arc<Self>, stream: UnixStream) {
-        let (read, write) = stream.into_split();
-        let mut reader = BufReader::new(read.take(MAX_CONTROL_LINE));
-        let mut line = String::new();
-        let request = match tokio::time::timeout(
-            process::ANSWER_TIMEOUT,
-            reader.read_line(&mut line),
-        )
-        .await
-        {
-            Ok(Ok(n)) if n > 0 => serde_json::from_str::<ControlRequest>(line.trim()),
-            _ => return,
-        };
-        let Ok(stream) = reader.into_inner().into_inner().reunite(write) else {
-            return;
-        };
-        match request {
-            Ok(ControlRequest::Serve { session }) => self.serve_link(session, stream).await,
-            Err(error) => {
-                let mut stream = stream;
-                let _ = stream
-                    .write_all(
-                        error_line(&format!(
-                            "the broker did not understand the request ({error}); is this \
-                             host-shim attach from the same build as host-shim serve?"
-                        ))
-                        .as_bytes(),
-                    )
-                    .await;
-            }
-        }
-    }
 }
 
-fn error_line(message: &str) -> String {
-    let mut line = serde_json::json!({"type": "error", "message": message}).to_string();
-    line.push('\n');
-    line
+impl SessionHome for Process {
+    fn start(
+        self: Arc<Self>,
+        described: LinkSession,
+        agent: Arc<dyn Agent>,
+        ui: Arc<dyn Ui>,
+    ) -> BoxFuture<anyhow::Result<Served>> {
+        Box::pin(async move {
+            let info = SessionInfo {
+                id: described.key.clone(),
+                name: described.name.clone(),
+                cwd: described.cwd.clone(),
+                accepts_images: true,
+            };
+            let key = described.key;
+            let (session, _) = self.start_session(key.clone(), info, agent, ui).await?;
+            let handle = session.handle();
+            let end = Box::pin(async move {
+                let result = session.shutdown().await;
+                self.broker.detach(&key);
+                result
+            });
+            Ok(Served { handle, end })
+        })
+    }
 }
 
 /// Runs `host-shim serve` until Ctrl-C or SIGTERM.
@@ -328,7 +216,6 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
             control_path.display()
         ),
     };
-    let (stop_tx, stopping) = watch::channel(false);
     let process = Arc::new(Process {
         broker: broker.clone(),
         runtime,
@@ -337,7 +224,6 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         locks,
         clock,
         log,
-        stopping,
     });
     let mut demos = Vec::new();
     for name in &args.demo {
@@ -363,24 +249,16 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         demos.len(),
         control_path.display()
     );
-    let mut links = tokio::task::JoinSet::new();
-    let terminate = process::terminated();
-    tokio::pin!(terminate);
-    loop {
+    let stop = async {
+        let terminate = process::terminated();
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
-            () = &mut terminate => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => { links.spawn(process.clone().control(stream)); }
-                Err(e) => tracing::warn!(target: TARGET, scope = "broker", "a control connection failed: {e}"),
-            },
-            Some(_) = links.join_next(), if !links.is_empty() => {}
+            _ = tokio::signal::ctrl_c() => {}
+            () = terminate => {}
         }
-    }
+    };
     // Every served session shuts down (reporting what it could not send) before the
     // bots stop.
-    stop_tx.send_replace(true);
-    while links.join_next().await.is_some() {}
+    control::serve(listener, process.state_dir.clone(), process.clone(), stop).await;
     for session in demos {
         if let Err(error) = session.shutdown().await {
             tracing::error!(target: TARGET, scope = "broker", "{error:#}");

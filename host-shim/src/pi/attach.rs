@@ -29,7 +29,7 @@ use crate::agent::{Agent, AgentSignal, RecentWork};
 use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
-use crate::sandbox::session::{FileRequest, Session};
+use crate::sandbox::session::{FileRequest, Session, SessionHandle};
 use crate::wit::agent::{
     DeliverAs, PromptImage, QuestionAnswer, SessionCommand, SessionInfo, SessionReply, ShellRun,
 };
@@ -571,7 +571,27 @@ impl Ui for LinkUi {
 pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 /// Builds the bridge session once the first pi says who it is.
-pub type SessionStarter = Box<dyn FnOnce(LinkSession) -> BoxFuture<anyhow::Result<Session>> + Send>;
+pub type SessionStarter = Box<dyn FnOnce(LinkSession) -> BoxFuture<anyhow::Result<Served>> + Send>;
+
+/// A started bridge session as its link sees it: where its local commands go, and what
+/// ends it once its pi has gone.
+pub struct Served {
+    /// The session's local commands and the agent's files.
+    pub handle: SessionHandle,
+    /// Stops the session (state saved, pending replies reported) and lets go of whatever
+    /// holds it: the session itself, a broker's attachment, a cluster node's lease.
+    pub end: BoxFuture<anyhow::Result<()>>,
+}
+
+impl Served {
+    /// A session this link owns alone: ending it is shutting it down.
+    pub fn owned(session: Session) -> Served {
+        Served {
+            handle: session.handle(),
+            end: Box::pin(session.shutdown()),
+        }
+    }
+}
 
 /// What the extension asks of the bridge session itself, answered in order.
 enum Request {
@@ -654,7 +674,7 @@ impl Server {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or_else(|| "the bridge session failed to start earlier".to_string())?;
-        let session = starter(described.clone())
+        let Served { handle, end } = starter(described.clone())
             .await
             .map_err(|e| format!("the bridge session could not start: {e:#}"))?;
         let (queue, mut rx) = mpsc::channel::<Request>(16);
@@ -662,14 +682,14 @@ impl Server {
             while let Some(request) = rx.recv().await {
                 match request {
                     Request::Local(args, reply) => {
-                        let note = session.local_command(&args).await.unwrap_or_else(|e| Note {
+                        let note = handle.local_command(&args).await.unwrap_or_else(|e| Note {
                             level: Level::Error,
                             text: format!("bot-connect: {e}"),
                         });
                         let _ = reply.send(note);
                     }
                     Request::SendFile(file, reply) => {
-                        let result = session
+                        let result = handle
                             .send_file(file)
                             .await
                             .unwrap_or_else(|e| Err(format!("bot-connect: {e}")));
@@ -677,7 +697,7 @@ impl Server {
                     }
                 }
             }
-            if let Err(e) = session.shutdown().await {
+            if let Err(e) = end.await {
                 eprintln!("host-shim attach: {e:#}");
             }
         });

@@ -100,6 +100,34 @@ enum Command {
 /// The agent's request to send a file, named here too for the session's callers.
 pub use crate::agent::FileRequest;
 
+/// A session's local commands and the agent's files, for a pi link whose session is
+/// owned elsewhere (a cluster node starts, moves and stops it): a clone of its queue.
+#[derive(Clone)]
+pub struct SessionHandle {
+    commands: mpsc::Sender<Command>,
+}
+
+impl SessionHandle {
+    /// [`Session::local_command`].
+    pub async fn local_command(&self, args: &str) -> anyhow::Result<Note> {
+        ask(&self.commands, |tx| Command::Local(args.to_string(), tx)).await
+    }
+
+    /// [`Session::send_file`].
+    pub async fn send_file(&self, request: FileRequest) -> anyhow::Result<Result<String, String>> {
+        ask(&self.commands, |tx| Command::SendFile(request, tx)).await
+    }
+}
+
+async fn ask<R>(
+    commands: &mpsc::Sender<Command>,
+    make: impl FnOnce(oneshot::Sender<R>) -> Command,
+) -> anyhow::Result<R> {
+    let (tx, rx) = oneshot::channel();
+    commands.send(make(tx)).await.map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())
+}
+
 /// A running session. Dropping it does not stop it; call [`Session::shutdown`].
 pub struct Session {
     commands: mpsc::Sender<Command>,
@@ -243,9 +271,15 @@ impl Session {
     }
 
     async fn ask<R>(&self, make: impl FnOnce(oneshot::Sender<R>) -> Command) -> anyhow::Result<R> {
-        let (tx, rx) = oneshot::channel();
-        self.commands.send(make(tx)).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())
+        ask(&self.commands, make).await
+    }
+
+    /// What the session's pi link may ask of it while its owner (a cluster node) keeps
+    /// the session itself.
+    pub fn handle(&self) -> SessionHandle {
+        SessionHandle {
+            commands: self.commands.clone(),
+        }
     }
 
     /// Runs a local `/connect …` command; returns the text for the terminal.

@@ -696,7 +696,8 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
                 "--role",
                 "sessions",
             ],
-            "add --demo <name> for each",
+            // A session node needs no --demo (pi sessions attach to it), but a bot.
+            "the config enables no messenger",
         ),
         (
             &[

@@ -29,7 +29,7 @@ use transport_testing::telegram::{BotApiServer, private_text};
 use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip, prefix};
 use crate::common::{Dirs, http_get, runtime, user_config};
 
-const USER: i64 = 4242;
+pub(crate) const USER: i64 = 4242;
 /// A dead node's locks and leases age out this fast here (15 s in production).
 const TTL: Duration = Duration::from_secs(1);
 
@@ -195,6 +195,11 @@ impl Cluster {
         }
     }
 
+    /// The config every session of the cluster reads (one user config).
+    pub(crate) fn sources(&self) -> Vec<ConfigSource> {
+        self.sources.clone()
+    }
+
     /// A new log for a node called `who`, kept for [`Cluster::log_lines`].
     fn log_for(&self, who: &str) -> Arc<MemoryLog> {
         let log = Arc::new(MemoryLog::default());
@@ -221,8 +226,29 @@ impl Cluster {
 
     /// Queues a private message and waits for a sent message holding `expect`.
     pub(crate) async fn say(&self, message_id: i64, text: &str, expect: &str) -> String {
+        self.say_update(private_text(USER, message_id, text), expect)
+            .await
+    }
+
+    /// As [`Cluster::say`], dated now: a stranger's message must be new to be answered
+    /// with a pairing challenge (older ones may be a backlog replayed at start).
+    pub(crate) async fn say_now(&self, message_id: i64, text: &str, expect: &str) -> String {
+        let mut update = private_text(USER, message_id, text);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("the clock is after 1970")
+            .as_secs();
+        update["message"]["date"] = serde_json::json!(now);
+        self.say_update(update, expect).await
+    }
+
+    async fn say_update(&self, update: serde_json::Value, expect: &str) -> String {
+        let text = update["message"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let before = self.bot.sent().len();
-        self.bot.queue_update(private_text(USER, message_id, text));
+        self.bot.queue_update(update);
         let found = self
             .bot
             .wait_until(WAIT, |s| {

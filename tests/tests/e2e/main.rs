@@ -12,6 +12,7 @@ mod cluster_documented_config;
 mod cluster_failover;
 mod cluster_inbound;
 mod cluster_outbound;
+mod cluster_pi;
 mod cluster_serve;
 mod cluster_state;
 mod demo_agent;

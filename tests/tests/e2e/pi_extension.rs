@@ -103,7 +103,9 @@ async fn start_in(
                 exclusive: true,
                 transcript: None,
             };
-            Session::spawn(common::runtime(), spec).await
+            Session::spawn(common::runtime(), spec)
+                .await
+                .map(attach::Served::owned)
         })
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -1083,7 +1085,9 @@ async fn the_models_send_file_call_reaches_a_loopback_telegram_chat() {
                 exclusive: true,
                 transcript: None,
             };
-            Session::spawn(common::runtime(), spec).await
+            Session::spawn(common::runtime(), spec)
+                .await
+                .map(attach::Served::owned)
         })
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
