@@ -1,4 +1,4 @@
-//! A session lives where its agent lives (docs/scaling.md#a-second-machine): the ingress of
+//! A session lives where its agent lives (docs/scaling.md#a-second-machine-a-session-lives-where-its-agent-lives): the ingress of
 //! "machine A" holds the Telegram bot (the real wire on a loopback Bot API), and on "machine B"
 //! a real pi with the bot-connect extension, in its own home, attaches to B's session node,
 //! which runs its bridge session next to it. The chat pairs with the code only pi shows and
