@@ -59,6 +59,20 @@ enum Command {
         /// only), behind a token printed here.
         #[arg(long, requires = "metrics")]
         dashboard: bool,
+        /// Join the cluster on this NATS server as a session node running only this
+        /// session: its chats come through the cluster's bot, held by an ingress node
+        /// elsewhere (docs/scaling.md). Not with --metrics.
+        #[arg(long, value_name = "URL", conflicts_with = "metrics")]
+        nats: Option<String>,
+        /// With --nats: the cluster's name on NATS (one subject token).
+        #[arg(long, default_value = "botconnect", value_name = "NAME")]
+        prefix: String,
+        /// With --nats: seconds a dead node's bot locks and session leases outlive it.
+        #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
+        lock_ttl: f64,
+        /// With --nats: how this process logs in and the cluster key.
+        #[command(flatten)]
+        trust: commands::cluster::TrustFlags,
     },
     /// Serve one live pi session for the bot-connect pi extension, which starts this
     /// command itself (examples/pi-extension). Prints one `ready` line naming the socket;
@@ -214,11 +228,30 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             transcript,
             metrics,
             dashboard,
+            nats,
+            prefix,
+            lock_ttl,
+            trust,
         } => {
             let pi = (agent == AgentKind::Pi).then_some((pi_program, pi_args));
             let transcript = transcript::directory(transcript, &|name| std::env::var(name).ok());
+            let cluster = match nats {
+                Some(url) => {
+                    if !(1.0..=600.0).contains(&lock_ttl) {
+                        bail!("--lock-ttl must be between 1 and 600 seconds, got {lock_ttl}");
+                    }
+                    Some(commands::cluster::ClusterArgs {
+                        url,
+                        role: commands::cluster::Role::Sessions,
+                        prefix,
+                        lock_ttl: Duration::from_secs_f64(lock_ttl),
+                        trust,
+                    })
+                }
+                None => None,
+            };
             let ops = commands::run::RunOps { metrics, dashboard };
-            commands::run::run(&component, session, pace, pi, transcript, ops)
+            commands::run::run(&component, session, pace, pi, transcript, ops, cluster)
                 .await
                 .map(|()| ok)
         }

@@ -186,18 +186,13 @@ impl SessionHome for NodeHome {
     }
 }
 
-/// Runs one cluster node until Ctrl-C or SIGTERM.
-pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> anyhow::Result<()> {
-    let (cwd, paths, state_dir) = process::process_paths()?;
-    let sources = process::config_sources_in(&cwd)?;
-    let prefix = Prefix::new(&cluster.prefix)?;
-    let config = crate::native_guest::read_transports_natively(&sources);
-    for note in &config.notes {
-        tracing::warn!(target: TARGET, scope = "node", "config: {}", note.text);
-    }
-    // Who this node is to NATS and the key it seals with, refused before anything is reached: a
-    // cluster without them is open to anyone on the server (docs/security.md#cluster-security).
-    let settings = trust_settings::from_config(&sources)?.overridden_by(cluster.trust.settings());
+/// Who this node is to NATS and the key it seals with, refused before anything is reached: a
+/// cluster without them is open to anyone on the server (docs/security.md#cluster-security).
+fn decide_trust(
+    sources: &[crate::wit::session::ConfigSource],
+    cluster: &ClusterArgs,
+) -> anyhow::Result<trust_settings::Trust> {
+    let settings = trust_settings::from_config(sources)?.overridden_by(cluster.trust.settings());
     let env = |name: &str| std::env::var(name).ok();
     let trust = trust_settings::decide(
         &cluster.url,
@@ -210,6 +205,81 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         // not be started without its operator seeing so.
         eprintln!("[node] WARNING: {warning}");
     }
+    Ok(trust)
+}
+
+/// `host-shim run --nats`: this process joins the cluster as a session node that runs only
+/// the session `run` starts (pi headless, or the demo), so that session is served by the
+/// cluster's bot while its agent stays here. The caller attaches it through the node's
+/// [`SessionNode::attacher`].
+pub async fn join_for_one_session(
+    runtime: Arc<Runtime>,
+    sources: Vec<crate::wit::session::ConfigSource>,
+    cluster: &ClusterArgs,
+    locks: LockDir,
+) -> anyhow::Result<SessionNode> {
+    let prefix = Prefix::new(&cluster.prefix)?;
+    let trust = decide_trust(&sources, cluster)?;
+    let config = crate::native_guest::read_transports_natively(&sources);
+    if messenger_requests(&config).is_empty() {
+        bail!(
+            "the config enables no messenger, so there is no cluster bot to talk through: set \
+             transports.telegram (or discord, slack, robo_claw) with \"enabled\": true and the \
+             same tokenEnv name as the ingress (the token itself only the ingress needs)"
+        );
+    }
+    let (client, jetstream) = crate::cluster::connect(&cluster.url, &trust.auth).await?;
+    let holder = Holder::this_process();
+    let log = Arc::new(TracingLog::for_node(&holder.description));
+    let gate = Gate::new(trust.key.clone(), Arc::new(SystemClock), log.clone());
+    let node = SessionNode::start(
+        client,
+        jetstream,
+        SessionNodeOptions {
+            prefix,
+            lease_ttl: cluster.lock_ttl,
+            inbound: InboundSettings::for_lease_ttl(cluster.lock_ttl),
+            request_timeout: REQUEST_TIMEOUT,
+            sessions: Vec::new(),
+            config_sources: sources,
+            runtime,
+            // No session is placed here: only the attached one runs.
+            agent: Arc::new(|wanted: &Wanted| {
+                Arc::new(DemoAgent::new(Duration::ZERO, info_of(wanted))) as Arc<dyn Agent>
+            }),
+            ui: Arc::new(|wanted: &Wanted| {
+                Arc::new(LabelledStderrUi::new(&wanted.name)) as Arc<dyn Ui>
+            }),
+            locks,
+            clock: Arc::new(SystemClock),
+            log,
+            holder,
+            gate,
+        },
+    )
+    .await?;
+    Ok(node)
+}
+
+fn info_of(wanted: &Wanted) -> SessionInfo {
+    SessionInfo {
+        id: wanted.key.clone(),
+        name: Some(wanted.name.clone()),
+        cwd: wanted.cwd.clone(),
+        accepts_images: true,
+    }
+}
+
+/// Runs one cluster node until Ctrl-C or SIGTERM.
+pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> anyhow::Result<()> {
+    let (cwd, paths, state_dir) = process::process_paths()?;
+    let sources = process::config_sources_in(&cwd)?;
+    let prefix = Prefix::new(&cluster.prefix)?;
+    let config = crate::native_guest::read_transports_natively(&sources);
+    for note in &config.notes {
+        tracing::warn!(target: TARGET, scope = "node", "config: {}", note.text);
+    }
+    let trust = decide_trust(&sources, &cluster)?;
     // What is wrong with the command line is said before anything is reached.
     let requests = messenger_requests(&config);
     match cluster.role {
@@ -329,13 +399,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                     config_sources: sources,
                     runtime,
                     agent: Arc::new(move |wanted: &Wanted| {
-                        let info = SessionInfo {
-                            id: wanted.key.clone(),
-                            name: Some(wanted.name.clone()),
-                            cwd: wanted.cwd.clone(),
-                            accepts_images: true,
-                        };
-                        Arc::new(DemoAgent::new(pace, info)) as Arc<dyn Agent>
+                        Arc::new(DemoAgent::new(pace, info_of(wanted))) as Arc<dyn Agent>
                     }),
                     ui: Arc::new(|wanted: &Wanted| {
                         Arc::new(LabelledStderrUi::new(&wanted.name)) as Arc<dyn Ui>

@@ -10,6 +10,8 @@ use anyhow::bail;
 use transport_core::Transport;
 
 use crate::agent::DemoAgent;
+use crate::cluster::session_node::{Attach, Wanted};
+use crate::commands::cluster::ClusterArgs;
 use crate::commands::operator::{self, OneSession};
 use crate::commands::process::{self, cache_dir, default_session_key, setup};
 use crate::disk::lock::LockDir;
@@ -19,6 +21,7 @@ use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::TracingLog;
 use crate::local::terminal::{TerminalEvent, TerminalTransport};
 use crate::local::ui::{TerminalUi, Ui};
+use crate::pi::attach::Served;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
@@ -39,7 +42,8 @@ pub struct RunOps {
     pub dashboard: bool,
 }
 
-/// Runs `host-shim run` until `/quit`, Ctrl-D or Ctrl-C.
+/// Runs `host-shim run` until `/quit`, Ctrl-D or Ctrl-C; with `cluster`, as a session node
+/// of that cluster running only this session.
 pub async fn run(
     component: &[u8],
     session: Option<String>,
@@ -47,6 +51,7 @@ pub async fn run(
     pi: Option<PiCommand>,
     transcript_dir: Option<PathBuf>,
     ops: RunOps,
+    cluster: Option<ClusterArgs>,
 ) -> anyhow::Result<()> {
     if !(0.0..=60.0).contains(&pace) {
         bail!("--pace must be between 0 and 60 seconds, got {pace}");
@@ -63,14 +68,36 @@ pub async fn run(
     // Local commands and /quit work from the first moment, whatever the chat is.
     terminal.listen_locally();
     let ui: Arc<dyn Ui> = Arc::new(TerminalUi(terminal.clone()));
-    ui.notify(
-        Level::Info,
-        "bot-connect demo. This terminal plays both sides: lines you type are chat messages \
-         from a remote user; lines marked `local` are what only the person at the agent's \
-         terminal sees (that is where pairing codes appear). Local commands: /connect status, \
-         /connect pair, /connect doctor, … Leave with /quit or Ctrl-D.",
-    )
-    .await;
+    let welcome = match &cluster {
+        None => {
+            "bot-connect demo. This terminal plays both sides: lines you type are chat \
+                 messages from a remote user; lines marked `local` are what only the person at \
+                 the agent's terminal sees (that is where pairing codes appear). Local \
+                 commands: /connect status, /connect pair, /connect doctor, … Leave with /quit \
+                 or Ctrl-D."
+        }
+        Some(_) => {
+            "bot-connect: this session joins the cluster; chats reach it through the \
+                    cluster's bot, and its pairing codes appear here. Local commands: /connect \
+                    status, /connect pair, /connect doctor, … Leave with /quit or Ctrl-D."
+        }
+    };
+    ui.notify(Level::Info, welcome).await;
+    let transcript_dir = match (transcript_dir, &cluster) {
+        (Some(dir), Some(_)) => {
+            ui.notify(
+                Level::Warning,
+                &format!(
+                    "No transcript is recorded in {}: a cluster session's inputs come through \
+                     NATS, which a transcript cannot replay. Run without --nats to record one.",
+                    dir.display()
+                ),
+            )
+            .await;
+            None
+        }
+        (dir, _) => dir,
+    };
     // The database's own message names the file and the way back; no second layer.
     let (state, warnings) = StateDb::open(&setup.paths.state_file, clock.now_ms())?;
     for warning in warnings {
@@ -169,7 +196,34 @@ pub async fn run(
         exclusive: true,
         transcript,
     };
-    let session = Session::spawn(runtime, spec).await?;
+    let (handle, end, node) = match cluster {
+        None => {
+            let session = Session::spawn(runtime, spec).await?;
+            let handle = session.handle();
+            (handle, Served::owned(session).end, None)
+        }
+        Some(cluster) => {
+            let node = super::cluster::join_for_one_session(
+                runtime,
+                spec.config_sources.clone(),
+                &cluster,
+                spec.locks.clone(),
+            )
+            .await?;
+            let attach = Attach {
+                wanted: Wanted {
+                    key: spec.key.clone(),
+                    name: super::control::session_name(None, &setup.cwd.display().to_string()),
+                    cwd: setup.cwd.display().to_string(),
+                },
+                config_sources: spec.config_sources,
+                agent: spec.agent,
+                ui: spec.ui,
+            };
+            let Served { handle, end } = node.attacher().attach(attach).await?;
+            (handle, end, Some(node))
+        }
+    };
     let _listener = match (ops.metrics, metrics) {
         (Some(addr), Some(metrics)) => {
             let dashboard = if ops.dashboard {
@@ -183,7 +237,7 @@ pub async fn run(
     };
     // The terminal read `/connect …` until the bridge was configured; from now on it
     // follows `bridge.localCommand`.
-    let local_command = session.local_command_name().to_owned();
+    let local_command = handle.local_command_name().to_owned();
     if terminal.local_command() != local_command {
         terminal.set_local_command(&local_command);
         ui.notify(
@@ -200,13 +254,16 @@ pub async fn run(
         };
         match event {
             Some(TerminalEvent::LocalCommand(args)) => {
-                let note = session.local_command(&args).await?;
+                let note = handle.local_command(&args).await?;
                 ui.notify(note.level, &note.text).await;
             }
             Some(TerminalEvent::Quit) | None => break,
         }
     }
-    session.shutdown().await?;
+    end.await?;
+    if let Some(node) = node {
+        node.shutdown().await;
+    }
     if let Some(pi) = pi {
         pi.stop().await;
     }

@@ -105,9 +105,15 @@ pub use crate::agent::FileRequest;
 #[derive(Clone)]
 pub struct SessionHandle {
     commands: mpsc::Sender<Command>,
+    local_command: String,
 }
 
 impl SessionHandle {
+    /// [`Session::local_command_name`].
+    pub fn local_command_name(&self) -> &str {
+        &self.local_command
+    }
+
     /// [`Session::local_command`].
     pub async fn local_command(&self, args: &str) -> anyhow::Result<Note> {
         ask(&self.commands, |tx| Command::Local(args.to_string(), tx)).await
@@ -279,6 +285,7 @@ impl Session {
     pub fn handle(&self) -> SessionHandle {
         SessionHandle {
             commands: self.commands.clone(),
+            local_command: self.local_command.clone(),
         }
     }
 

@@ -243,3 +243,87 @@ async fn a_node_without_credentials_or_key_refuses_to_start_and_says_which_flags
     assert!(stderr.contains("WARNING: INSECURE"), "{stderr}");
     assert!(stderr.contains("authorization violation"), "{stderr}");
 }
+
+/// `host-shim run --nats` (docs/scaling.md#a-second-machine-a-session-lives-where-its-agent-lives):
+/// the one session `run` starts, in a home and state directory of its own (another
+/// "machine"), joins the cluster and is answered through the ingress's bot, which holds the
+/// only token; `/quit` ends it and the process exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_nats_serves_its_one_session_through_the_clusters_bot() {
+    let nats = nats_or_skip!();
+    let bot = BotApiServer::start().await;
+    let machine_a = tempfile::tempdir().expect("temporary directory");
+    let machine_b = tempfile::tempdir().expect("temporary directory");
+    let config = cluster::telegram_cluster_config(&bot.base_url(), USER);
+    for dir in [machine_a.path(), machine_b.path()] {
+        std::fs::write(dir.join("config.json"), config.to_string()).expect("config");
+    }
+    let ingress = Node::start(
+        machine_a.path(),
+        &nats,
+        &["--role", "ingress"],
+        Some(&bot.token()),
+    )
+    .await;
+    crate::common::compiled::seed_cache(machine_b.path());
+    let dir = machine_b.path();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_host-shim"));
+    run.args([
+        "run",
+        "--pace",
+        "0",
+        "--nats",
+        &nats.url,
+        "--prefix",
+        "cli",
+        "--lock-ttl",
+        "1",
+    ])
+    .args(["--nats-user-env", "TEST_NATS_USER"])
+    .args(["--nats-password-env", "TEST_NATS_PASSWORD"])
+    .args(["--cluster-key-env", "TEST_CLUSTER_KEY"])
+    .env("TEST_NATS_USER", cluster::NODE_USER)
+    .env("TEST_NATS_PASSWORD", &nats.password)
+    .env("TEST_CLUSTER_KEY", CLUSTER_KEY)
+    .current_dir(dir)
+    .env("HOME", dir)
+    .env("PI_BOT_CONNECT_CONFIG", dir.join("config.json"))
+    .env("PI_BOT_CONNECT_STATE", dir.join("state.json"))
+    .env_remove("TG_TEST_TOKEN")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    let mut child = run.spawn().expect("host-shim run starts");
+    let mut stdin = child.stdin.take().expect("piped");
+
+    // The session is attached within a few lock periods; until then nothing answers.
+    let mut id = 0;
+    loop {
+        id += 1;
+        assert!(
+            id < 40,
+            "the run's session never answered: {:#?}",
+            bot.sent()
+        );
+        if say(&bot, id, &format!("build it {id}"), "You asked").await {
+            break;
+        }
+    }
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"/quit\n")
+        .await
+        .expect("write /quit");
+    let output = tokio::time::timeout(LIMIT, child.wait_with_output())
+        .await
+        .expect("run ends in time")
+        .expect("status");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains("joins the cluster"), "{printed}");
+    assert!(!printed.contains(&bot.token()), "no token in run's output");
+    ingress.stop().await;
+}
