@@ -114,8 +114,9 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
         /// Serve a read-only dashboard at /dashboard on the --metrics listener (loopback
-        /// only), behind a token printed here; not with --nats.
-        #[arg(long, requires = "metrics", conflicts_with = "nats")]
+        /// only), behind a token printed here; with --nats, on session nodes (each shows
+        /// the sessions it runs).
+        #[arg(long, requires = "metrics")]
         dashboard: bool,
         /// With --nats: how the node logs in and the cluster key.
         #[command(flatten)]

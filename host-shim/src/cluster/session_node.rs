@@ -46,6 +46,7 @@ use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::local::ui::Ui;
+use crate::ops::dashboard::SessionRow;
 use crate::ops::health::Check;
 use crate::pi::attach::Served;
 use crate::sandbox::pairing_budget::PairingBudget;
@@ -167,6 +168,7 @@ pub struct SessionNode {
     task: JoinHandle<()>,
     stop: watch::Sender<bool>,
     running: Arc<Mutex<Vec<String>>>,
+    rows: Rows,
     client: Client,
     gate: Gate,
     attacher: Attacher,
@@ -214,7 +216,12 @@ struct Node {
     /// Attached sessions not running yet.
     waiting: Vec<Waiting>,
     shown: Arc<Mutex<Vec<String>>>,
+    /// What the dashboard lists, refreshed at each look at placement.
+    rows: Rows,
 }
+
+/// The dashboard's rows of the sessions running here, by key.
+type Rows = Arc<Mutex<Vec<(String, SessionRow)>>>;
 
 impl SessionNode {
     /// Opens the buckets, announces this node and starts placing sessions.
@@ -280,6 +287,7 @@ impl SessionNode {
             ));
         }
         let shown = Arc::new(Mutex::new(Vec::new()));
+        let rows: Rows = Arc::default();
         let gate = options.gate.clone();
         let node = Node {
             client: client.clone(),
@@ -297,6 +305,7 @@ impl SessionNode {
             attached: BTreeMap::new(),
             waiting: Vec::new(),
             shown: shown.clone(),
+            rows: rows.clone(),
         };
         let (stop, stopping) = watch::channel(false);
         let (requests, requests_rx) = mpsc::channel(16);
@@ -305,6 +314,7 @@ impl SessionNode {
             task,
             stop,
             running: shown,
+            rows,
             client,
             gate,
             attacher: Attacher { requests },
@@ -335,6 +345,18 @@ impl SessionNode {
                 super::readiness::nats(&client),
                 Check::ready("sessions", format!("{running} running here")),
             ]
+        })
+    }
+
+    /// The dashboard's rows of the sessions running here (key and row), as of the last look
+    /// at placement (every third of the lease TTL): a page is built without a NATS round
+    /// trip.
+    pub fn dashboard_rows(&self) -> Arc<dyn Fn() -> Vec<(String, SessionRow)> + Send + Sync> {
+        let rows = self.rows.clone();
+        Arc::new(move || {
+            rows.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
         })
     }
 
@@ -464,6 +486,32 @@ impl Node {
         }
         self.announce_changes().await;
         self.show();
+        self.refresh_rows().await;
+    }
+
+    /// Reads the saved state of the sessions running here (the first
+    /// [`SESSIONS_SHOWN`](crate::ops::dashboard::SESSIONS_SHOWN)) for the dashboard.
+    async fn refresh_rows(&self) {
+        let mut rows = Vec::new();
+        for (key, running) in self
+            .running
+            .iter()
+            .take(crate::ops::dashboard::SESSIONS_SHOWN)
+        {
+            let document = match self.states.load(key).await {
+                Ok(loaded) => loaded.document,
+                // The page shows the session without its chats until the next look.
+                Err(_) => None,
+            };
+            rows.push((
+                key.clone(),
+                super::node_rows::row_of(&running.entry, document.as_deref()),
+            ));
+        }
+        *self
+            .rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rows;
     }
 
     fn is_idle(&self, key: &str) -> bool {

@@ -161,7 +161,9 @@ pub async fn run(component: &[u8], args: AttachArgs) -> anyhow::Result<()> {
                 exclusive: true,
                 transcript,
             };
-            Session::spawn(runtime, spec).await.map(attach::Served::owned)
+            Session::spawn(runtime, spec)
+                .await
+                .map(attach::Served::owned)
         })
     });
     print!("{}", attach::ready_line(&socket, true));

@@ -286,6 +286,11 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
         Role::Ingress if !args.demo.is_empty() => {
             bail!("--demo starts sessions, which session nodes run: use it with --role sessions")
         }
+        Role::Ingress if args.dashboard => bail!(
+            "--dashboard shows sessions, their chats, approvals and decisions, which live on the \
+             session nodes: use it with --role sessions (the ingress serves /metrics, /healthz \
+             and /readyz)"
+        ),
         _ if requests.is_empty() => bail!(
             "the config enables no messenger, so the cluster has no bot to talk through: set \
              transports.telegram (or discord, slack, robo_claw) with \"enabled\": true"
@@ -355,6 +360,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                 metrics,
                 &gate_for_metrics,
                 ingress.probe(),
+                None,
             )
             .await?;
             println!(
@@ -412,9 +418,23 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                 },
             )
             .await?;
-            let _listener =
-                operator::listen_for_node(args.metrics, metrics, &gate_for_metrics, node.probe())
-                    .await?;
+            let dashboard = match (args.dashboard, args.metrics, &metrics) {
+                (true, Some(addr), Some(metrics)) => Some(operator::node_dashboard(
+                    addr,
+                    metrics,
+                    node.dashboard_rows(),
+                    node.probe(),
+                )?),
+                _ => None,
+            };
+            let _listener = operator::listen_for_node(
+                args.metrics,
+                metrics,
+                &gate_for_metrics,
+                node.probe(),
+                dashboard,
+            )
+            .await?;
             // pi sessions on this machine attach here, as they would to a broker. A second
             // node in the same state directory (the README's one-machine setup) leaves them
             // to the first.

@@ -318,6 +318,7 @@ pub async fn listen_for_node(
     metrics: Option<Arc<Metrics>>,
     gate: &Gate,
     probe: Arc<dyn Fn() -> Vec<Check> + Send + Sync>,
+    dashboard: Option<Dashboard>,
 ) -> anyhow::Result<Option<Listener>> {
     let (Some(addr), Some(metrics)) = (addr, metrics) else {
         return Ok(None);
@@ -326,5 +327,48 @@ pub async fn listen_for_node(
     let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
         metrics.set_nats_envelopes_refused(gate.refused());
     });
-    listen(addr, metrics, refresh, probe, None).await.map(Some)
+    listen(addr, metrics, refresh, probe, dashboard)
+        .await
+        .map(Some)
+}
+
+/// The dashboard of a cluster's session node (`serve --nats --role sessions --dashboard`):
+/// the sessions running on it with their chats and pairings (read from their saved state
+/// at each look at placement), their open approvals and last decisions, the node's checks
+/// and the delivery figures. Each node shows its own sessions: the decisions and approvals
+/// are its bridges'.
+pub fn node_dashboard(
+    addr: SocketAddr,
+    metrics: &Arc<Metrics>,
+    rows: Arc<dyn Fn() -> Vec<(String, SessionRow)> + Send + Sync>,
+    probe: Arc<dyn Fn() -> Vec<Check> + Send + Sync>,
+) -> anyhow::Result<Dashboard> {
+    let token = dashboard_token(addr)?;
+    let metrics = metrics.clone();
+    Ok(Dashboard {
+        token,
+        view: Arc::new(move || {
+            let rows = rows();
+            let names: HashMap<&str, &str> = rows
+                .iter()
+                .map(|(key, row)| (key.as_str(), row.name.as_str()))
+                .collect();
+            let name = |key: &str| names.get(key).map_or(key, |name| *name).to_owned();
+            View {
+                sessions: rows.iter().map(|(_, row)| row.clone()).collect(),
+                more_sessions: 0,
+                approvals: metrics
+                    .recent()
+                    .pending()
+                    .into_iter()
+                    // An approval of a session that left this node went with it.
+                    .filter(|p| names.contains_key(p.session.as_str()))
+                    .map(|p| (name(&p.session), p.tool, p.id))
+                    .collect(),
+                decisions: decision_rows(&metrics, name),
+                checks: probe(),
+                figures: metrics.figures(),
+            }
+        }),
+    })
 }

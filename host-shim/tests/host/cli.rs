@@ -731,6 +731,23 @@ fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
     ]));
     assert!(!status.success());
     assert!(output.contains("use it with --role sessions"), "{output}");
+    // The dashboard's sessions, approvals and decisions live on the session nodes.
+    let (status, output) = finish(home.command(&[
+        "serve",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--insecure-no-auth",
+        "--role",
+        "ingress",
+        "--metrics",
+        "127.0.0.1:0",
+        "--dashboard",
+    ]));
+    assert!(!status.success());
+    assert!(
+        output.contains("--dashboard shows sessions") && output.contains("--role sessions"),
+        "{output}"
+    );
     // Without the bot's token the ingress would hold nothing: said before NATS.
     let (status, output) = finish(home.command(&[
         "serve",

@@ -12,6 +12,7 @@ use std::time::Duration;
 use host_shim::agent::{Agent, DemoAgent};
 use host_shim::cluster::directory::Directory;
 use host_shim::cluster::session_node::{Attach, Wanted};
+use host_shim::commands::operator;
 use host_shim::local::ui::{RecordingUi, Ui};
 use host_shim::pi::attach::{self, Bound, Link};
 use host_shim::wit::agent::SessionInfo;
@@ -200,6 +201,33 @@ async fn an_attached_session_whose_agent_left_keeps_its_chat_and_answers_what_wa
         .collect();
     cluster.say_now(2, &code, "Paired as").await;
     cluster.say_now(3, "first", "You asked").await;
+
+    // The node's dashboard lists the session it runs with its chat and pairing, read from
+    // the saved state (docs/operations.md#dashboard).
+    let metrics = operator::metrics();
+    let dashboard = operator::node_dashboard(
+        "127.0.0.1:9464".parse().expect("an address"),
+        &metrics,
+        node.dashboard_rows(),
+        node.probe(),
+    )
+    .expect("a loopback dashboard");
+    let user = format!("telegram:{}", crate::cluster_serve::USER);
+    let row = eventually("the dashboard lists the pairing", || {
+        let view = (dashboard.view)();
+        let user = user.clone();
+        async move {
+            view.sessions
+                .into_iter()
+                .find(|row| row.name == "laptop" && row.paired == [user.clone()])
+        }
+    })
+    .await;
+    assert_eq!(
+        row.chats,
+        [(user.clone(), true)],
+        "its one chat, remembered"
+    );
 
     // Its agent goes (pi exits): the session stops, and the directory keeps it, offline.
     (served.end).await.expect("the session ends");

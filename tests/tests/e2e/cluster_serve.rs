@@ -697,15 +697,26 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
     let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
     let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
     let listen = |probe| {
-        operator::listen_for_node(Some(addr), Some(operator::metrics()), &cluster.gate, probe)
+        operator::listen_for_node(
+            Some(addr),
+            Some(operator::metrics()),
+            &cluster.gate,
+            probe,
+            None,
+        )
     };
     let metrics = operator::metrics();
     ingress.count_in(metrics.clone());
-    let at_ingress =
-        operator::listen_for_node(Some(addr), Some(metrics), &cluster.gate, ingress.probe())
-            .await
-            .expect("listens")
-            .expect("asked");
+    let at_ingress = operator::listen_for_node(
+        Some(addr),
+        Some(metrics),
+        &cluster.gate,
+        ingress.probe(),
+        None,
+    )
+    .await
+    .expect("listens")
+    .expect("asked");
     let at_node = listen(node.probe()).await.expect("listens").expect("asked");
     let (ingress_addr, node_addr) = (at_ingress.addr(), at_node.addr());
     let ready = |addr, want: u16, needle: &'static str| async move {
