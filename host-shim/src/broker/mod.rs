@@ -582,9 +582,7 @@ impl Broker {
             }
             Inbound::Message { envelope, handled } => (envelope, handled),
         };
-        if let Some(metrics) = self.metrics() {
-            metrics.envelope_received(&envelope.transport);
-        }
+        // Counted by the bot's CountedTransport, as sends are.
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
         let audience = Audience::of(envelope.is_direct, envelope.addressed);

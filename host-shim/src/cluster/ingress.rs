@@ -33,7 +33,6 @@ use crate::broker::routing::{self, Audience, Decision, SessionView};
 use crate::broker::{BuildOne, send_notice};
 use crate::local::logging::{LogLine, LogSink};
 use crate::ops::health::Check;
-use crate::ops::metrics::Metrics;
 use crate::wit::session::TransportRequest;
 use crate::wit::types::Level;
 
@@ -85,8 +84,6 @@ struct Shared {
     live: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
     /// Where each bot stands, by transport id, for `/readyz`.
     standing: std::sync::Mutex<BTreeMap<String, Check>>,
-    /// The operator's metrics, when `--metrics` asked for them.
-    metrics: std::sync::OnceLock<Arc<Metrics>>,
 }
 
 impl Ingress {
@@ -134,7 +131,6 @@ impl Ingress {
                     })
                     .collect(),
             ),
-            metrics: std::sync::OnceLock::new(),
         });
         let (stop, stopping) = watch::channel(false);
         let bots = requests
@@ -147,12 +143,6 @@ impl Ingress {
     /// Envelopes and stored values this node refused (not sealed with the cluster key).
     pub fn refused(&self) -> u64 {
         self.shared.options.gate.refused()
-    }
-
-    /// Counts the messages its bots receive in `metrics` from now on (set once). Sends are
-    /// counted where the bots are built (`commands::operator::counted_build`).
-    pub fn count_in(&self, metrics: Arc<Metrics>) {
-        let _ = self.shared.metrics.set(metrics);
     }
 
     /// `/readyz`: the NATS connection, then each bot: ready when held here or when another
@@ -421,10 +411,8 @@ impl Shared {
                         &[("transport", transport), ("text", text)],
                     );
                 }
+                // Counted by the bot's CountedTransport (`counted_build`), as sends are.
                 Inbound::Message { envelope, handled } => {
-                    if let Some(metrics) = self.metrics.get() {
-                        metrics.envelope_received(&envelope.transport);
-                    }
                     self.route(transport, &envelope, &mut bound).await;
                     // Published (stored by JetStream) or answered: the platform may be told.
                     drop(handled);

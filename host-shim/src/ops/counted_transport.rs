@@ -1,11 +1,13 @@
-//! A transport that counts what it sends: wrapped around each real bot connection, it sees
-//! every message to the platform whichever path sent it (a session's reply, the broker's own
-//! answers, the queued answers to strangers), so the counts cannot miss one path.
+//! A transport that counts what it sends and receives: wrapped around each real bot
+//! connection, it sees every message to the platform whichever path sent it (a session's
+//! reply, the broker's own answers, the queued answers to strangers), so the counts cannot
+//! miss one path.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
+use transport_core::inbound::Inbound;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
     SendReceipt, Transport, TransportError,
@@ -61,7 +63,22 @@ impl Transport for CountedTransport {
     }
 
     async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
-        let started = self.inner.start(sink).await;
+        // Counted on the way in, in order, each with its receipt: under `run` the transport
+        // hands messages straight to the session, with no broker or ingress to count them.
+        let (counted, mut stream) = transport_core::inbound::channel(1);
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            while let Some(inbound) = stream.recv().await {
+                if let Inbound::Message { envelope, .. } = &inbound {
+                    metrics.envelope_received(&envelope.transport);
+                }
+                if sink.forward(inbound).await.is_err() {
+                    // The session is gone: the transport sees its sink closed as before.
+                    break;
+                }
+            }
+        });
+        let started = self.inner.start(counted).await;
         self.running.store(started.is_ok(), Ordering::SeqCst);
         started
     }

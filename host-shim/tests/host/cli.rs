@@ -881,6 +881,16 @@ fn run_with_metrics_serves_what_serve_does_for_its_one_session() {
     )
     .unwrap_or(0.0);
     assert!(sent >= 1.0, "{body}");
+    // The one chat message came in through the counted transport too.
+    assert_eq!(
+        sample(
+            &scrape,
+            "botconnect_envelopes_received_total",
+            &[("transport", "terminal")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
 
     let (status, reply) = http_get(&addr, "/healthz", "");
     assert_eq!(status, 200, "{reply}");

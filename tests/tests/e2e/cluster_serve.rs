@@ -22,6 +22,7 @@ use host_shim::factory::{self, Environment};
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::{RecordingUi, Ui};
+use host_shim::ops::metrics::Metrics;
 use host_shim::wit::agent::SessionInfo;
 use host_shim::wit::session::ConfigSource;
 use transport_testing::telegram::{BotApiServer, private_text};
@@ -97,6 +98,12 @@ impl Cluster {
     }
 
     pub(crate) async fn ingress(&self) -> Ingress {
+        self.ingress_counted(None).await
+    }
+
+    /// An ingress whose bots are counted in `metrics`, wrapped as `serve --nats --metrics`
+    /// wraps them (`operator::counted_build`).
+    pub(crate) async fn ingress_counted(&self, metrics: Option<&Arc<Metrics>>) -> Ingress {
         let client = self.nats.connect().await;
         let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
         let token = self.bot.token();
@@ -112,17 +119,20 @@ impl Cluster {
                 requests: messenger_requests(&config),
                 allowed: [format!("telegram:{USER}")].into(),
                 // The token comes from the "environment" only, as in production.
-                build: Arc::new(move |request| {
-                    let var = |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
-                    factory::build(
-                        std::slice::from_ref(request),
-                        None,
-                        &Environment {
-                            var: &var,
-                            state_dir: Some(state_dir.clone()),
-                        },
-                    )
-                }),
+                build: operator::counted_build(
+                    Arc::new(move |request| {
+                        let var = |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
+                        factory::build(
+                            std::slice::from_ref(request),
+                            None,
+                            &Environment {
+                                var: &var,
+                                state_dir: Some(state_dir.clone()),
+                            },
+                        )
+                    }),
+                    metrics,
+                ),
                 holder: Holder::this_process(),
                 gate: self.gate.clone(),
                 log: self.log_for("ingress"),
@@ -693,7 +703,8 @@ async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_ap
 async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
     let nats = nats_or_skip!();
     let mut cluster = Cluster::new(nats, "ready").await;
-    let ingress = cluster.ingress().await;
+    let metrics = operator::metrics();
+    let ingress = cluster.ingress_counted(Some(&metrics)).await;
     let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
     let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
     let listen = |probe| {
@@ -705,8 +716,6 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
             None,
         )
     };
-    let metrics = operator::metrics();
-    ingress.count_in(metrics.clone());
     let at_ingress = operator::listen_for_node(
         Some(addr),
         Some(metrics),
