@@ -136,6 +136,8 @@ struct Node {
     transport_ids: Vec<String>,
     running: BTreeMap<String, Running>,
     shown: Arc<Mutex<Vec<String>>>,
+    /// Sessions this node will not run (their state is newer than it reads), each said once.
+    refused: std::collections::HashSet<String>,
 }
 
 impl SessionNode {
@@ -217,6 +219,7 @@ impl SessionNode {
             transport_ids,
             running: BTreeMap::new(),
             shown: shown.clone(),
+            refused: std::collections::HashSet::new(),
         };
         let (stop, stopping) = watch::channel(false);
         let task = tokio::spawn(node.run(presence, stopping));
@@ -365,6 +368,9 @@ impl Node {
     }
 
     async fn start(&mut self, wanted: &Wanted) {
+        if self.refuses(wanted).await {
+            return;
+        }
         let lease_key = session_token(&wanted.key);
         let Ok(lease) = self
             .leases
@@ -489,12 +495,19 @@ impl Node {
                 return;
             }
         };
+        let now = self.options.clock.now_ms();
         let entry = SessionEntry {
             key: wanted.key.clone(),
             name: wanted.name.clone(),
             cwd: wanted.cwd.clone(),
             busy: false,
             node: self.options.holder.description.clone(),
+            node_id: self.options.holder.id.clone(),
+            machine: super::directory::machine_of(&self.options.holder),
+            active_at_ms: now,
+            written_at_ms: now,
+            usage: None,
+            refused: None,
         };
         if let Err(error) = self.directory.announce(&entry).await {
             self.log(
@@ -514,6 +527,60 @@ impl Node {
                 entry,
             },
         );
+    }
+
+    /// Whether this node must not run `wanted`: its state was written by a newer host-shim,
+    /// and running it here would drop what this one cannot read at the next save. Said once
+    /// in this node's log and in the session's directory entry (which `/sessions` and the
+    /// chats' offline notice show), written only under its lease so it never overwrites the
+    /// entry of a node that runs it.
+    async fn refuses(&mut self, wanted: &Wanted) -> bool {
+        let Ok(loaded) = self.states.load(&wanted.key).await else {
+            // Unreadable for another reason: the session's own load reports it.
+            return false;
+        };
+        let Err(newer) = loaded.readable(&wanted.key) else {
+            self.refused.remove(&wanted.key);
+            return false;
+        };
+        if !self.refused.insert(wanted.key.clone()) {
+            return true;
+        }
+        let machine = super::directory::machine_of(&self.options.holder);
+        let token = session_token(&wanted.key);
+        self.log(
+            Level::Error,
+            "session refused",
+            &[
+                ("session", token.clone()),
+                ("machine", machine.clone()),
+                ("error", newer.to_string()),
+            ],
+        );
+        if let Ok(lease) = self.leases.try_acquire(&token, &self.options.holder).await {
+            let now = self.options.clock.now_ms();
+            let entry = SessionEntry {
+                key: wanted.key.clone(),
+                name: wanted.name.clone(),
+                cwd: wanted.cwd.clone(),
+                node: self.options.holder.description.clone(),
+                node_id: self.options.holder.id.clone(),
+                refused: Some(super::directory::refusal(&newer, &machine)),
+                machine,
+                active_at_ms: now,
+                written_at_ms: now,
+                ..SessionEntry::default()
+            };
+            if let Err(error) = self.directory.announce(&entry).await {
+                self.log(
+                    Level::Warning,
+                    "session not listed",
+                    &[("error", error.to_string())],
+                );
+            }
+            let _ = lease.release().await;
+        }
+        true
     }
 
     /// Stops a session here. `graceful`: it hands over (lease released at once);
@@ -550,12 +617,20 @@ impl Node {
         self.show();
     }
 
-    /// Keeps `/sessions`' busy or idle current.
+    /// Keeps `/sessions`' busy or idle, last activity, usage and last seen current: written
+    /// when a turn starts or ends, and every [`SEEN_REFRESH`](super::directory::SEEN_REFRESH)
+    /// besides (never more often than this is called: once a lease renewal).
     async fn announce_changes(&mut self) {
         for running in self.running.values_mut() {
             let busy = !running.agent.is_idle();
-            if busy != running.entry.busy {
-                running.entry.busy = busy;
+            let now = self.options.clock.now_ms();
+            if running.entry.due(busy, now) {
+                let usage = crate::broker::routing::UsageSoFar::ask(
+                    running.agent.as_ref(),
+                    renew_every(self.options.lease_ttl),
+                )
+                .await;
+                running.entry.record(busy, usage, now);
                 if let Err(error) = self.directory.announce(&running.entry).await {
                     self.options.log.write(
                         super::LOG_SCOPE,
