@@ -22,7 +22,7 @@
 
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
-use futures_util::TryStreamExt as _;
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde::{Deserialize, Serialize};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,6 +69,10 @@ pub struct SessionEntry {
     #[serde(default)]
     pub refused: Option<String>,
 }
+
+/// Entries (or lock values) read at once when listing: one after another, a thousand
+/// sessions cost a thousand round trips.
+const READS: usize = 32;
 
 /// How often a running session's entry is written again though nothing changed, so its
 /// "last seen" stays fresh for when its node dies. Looked at once a lease renewal, so
@@ -268,27 +272,35 @@ impl Directory {
             .await
             .map_err(|e| fail(e.to_string()))?;
         keys.sort();
-        let mut entries = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Some(stored) = self
-                .sessions
-                .entry(&key)
-                .await
-                .map_err(|e| fail(e.to_string()))?
-            else {
-                continue;
-            };
-            if stored.operation != kv::Operation::Put {
-                continue;
-            }
-            let written_ms =
-                u64::try_from(stored.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
-            let opened = self.open_value(&self.sessions, &key, &stored.value);
-            if let Some(entry) = opened.and_then(|v| serde_json::from_slice(&v).ok()) {
-                entries.push(Listed { entry, written_ms });
-            }
-        }
-        Ok(entries)
+        let listed: Vec<Option<Listed>> = futures_util::stream::iter(keys)
+            .map(|key| async move { self.listed_at(&key).await })
+            .buffered(READS)
+            .try_collect()
+            .await?;
+        Ok(listed.into_iter().flatten().collect())
+    }
+
+    /// Session `session_key`'s entry, if it has one that opens.
+    pub async fn session(&self, session_key: &str) -> Result<Option<Listed>, DirectoryError> {
+        self.listed_at(&session_token(session_key)).await
+    }
+
+    /// The entry under KV key `key`, with the server's time of its write.
+    async fn listed_at(&self, key: &str) -> Result<Option<Listed>, DirectoryError> {
+        let stored = self
+            .sessions
+            .entry(key)
+            .await
+            .map_err(|error| self.failed(&self.sessions, "list the sessions", error))?;
+        let Some(stored) = stored.filter(|s| s.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let written_ms =
+            u64::try_from(stored.created.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+        let opened = self.open_value(&self.sessions, key, &stored.value);
+        Ok(opened
+            .and_then(|v| serde_json::from_slice(&v).ok())
+            .map(|entry| Listed { entry, written_ms }))
     }
 
     /// The session `conversation` (`<transport>:<conversation id>`) is bound to.
@@ -422,14 +434,21 @@ async fn holders(store: &kv::Store) -> Result<BTreeMap<String, String>, Director
         .try_collect()
         .await
         .map_err(|e| fail(e.to_string()))?;
-    let mut held = BTreeMap::new();
-    for key in keys {
-        let value = store.get(&key).await.map_err(|e| fail(e.to_string()))?;
-        if let Some(holder) = value.and_then(|v| serde_json::from_slice::<Holder>(&v).ok()) {
-            held.insert(key, holder.id);
-        }
-    }
-    Ok(held)
+    let values: Vec<(String, Option<Bytes>)> = futures_util::stream::iter(keys)
+        .map(|key| async move {
+            let value = store.get(&key).await.map_err(|e| fail(e.to_string()))?;
+            Ok::<_, DirectoryError>((key, value))
+        })
+        .buffered(READS)
+        .try_collect()
+        .await?;
+    Ok(values
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let holder = serde_json::from_slice::<Holder>(&value?).ok()?;
+            Some((key, holder.id))
+        })
+        .collect())
 }
 
 #[cfg(test)]

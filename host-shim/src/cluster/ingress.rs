@@ -591,15 +591,13 @@ impl Shared {
             // Online at the last look, or this chat was told already.
             return;
         }
-        let (Ok(sessions), Ok(presence)) =
-            (self.directory.sessions().await, self.presence.read().await)
-        else {
+        let (Ok(Some(listed)), Ok(presence)) = (
+            self.directory.session(session).await,
+            self.presence.read().await,
+        ) else {
             return;
         };
-        let Some(listed) = sessions.iter().find(|l| l.entry.key == session) else {
-            return;
-        };
-        let view = unpaired_view(listed, &presence, SystemClock.now_ms());
+        let view = unpaired_view(&listed, &presence, SystemClock.now_ms());
         let first = {
             let mut offline = self.offline();
             if view.state == SessionState::Offline {
