@@ -575,7 +575,9 @@ impl Shared {
 
     /// Tells `conversation` that `session` is offline and its message waits, once per
     /// offline period. The last look is checked again against the buckets first: a
-    /// session that came back since is not reported.
+    /// session that came back since is not reported. Only a sender paired with the session
+    /// is told: a stranger bound to it on its way to pairing learns nothing of its machine
+    /// or when it was last seen (its message waits all the same).
     async fn tell_if_offline(
         &self,
         transport: &dyn Transport,
@@ -598,6 +600,12 @@ impl Shared {
             return;
         };
         let view = unpaired_view(&listed, &presence, SystemClock.now_ms());
+        if view.state == SessionState::Offline {
+            let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+            if !self.view(view.clone()).await.paired.contains(&identity) {
+                return;
+            }
+        }
         let first = {
             let mut offline = self.offline();
             if view.state == SessionState::Offline {

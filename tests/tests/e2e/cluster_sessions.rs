@@ -12,12 +12,16 @@ use host_shim::cluster::placement;
 use host_shim::cluster::session_node::{SessionNode, Wanted};
 use host_shim::cluster::state_store::{KvStateStore, STATE_FORMAT};
 use host_shim::ops::metrics::Metrics;
+use transport_testing::telegram::private_text;
 
 use crate::cluster_serve::Cluster;
 use crate::common::WAIT;
 use crate::common::cluster::{self, eventually, nats_or_skip};
 
 const MACHINES: [&str; 2] = ["laptop", "build"];
+/// The paired user (the cluster's config lets it in), and someone paired with nothing.
+const USER: i64 = 4242;
+const STRANGER: i64 = 777;
 
 /// A session called `api` that placement gives to `machine` among [`MACHINES`], so each
 /// machine runs its own `api` (a real cluster: pi on each machine, each its own session).
@@ -123,11 +127,7 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
     );
     cluster
         .bot
-        .queue_update(transport_testing::telegram::private_text(
-            4242,
-            7,
-            "still there?",
-        ));
+        .queue_update(private_text(USER, 7, "still there?"));
     assert!(
         cluster
             .bot
@@ -145,6 +145,44 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
         cluster.sent_with("You asked"),
         1,
         "nothing answered meanwhile"
+    );
+    // A stranger who names the session is bound to it for its pairing, and learns nothing of
+    // its machine or when it was last seen: its message waits, unanswered.
+    let before = cluster.bot.sent().len();
+    cluster
+        .bot
+        .queue_update(private_text(STRANGER, 100, "/switch api@build"));
+    assert!(
+        cluster
+            .bot
+            .wait_until(WAIT, |s| s.sent()[before..]
+                .iter()
+                .any(|m| m.text.contains("If a session of that name is attached")))
+            .await,
+        "{:#?}",
+        cluster.bot.sent()
+    );
+    cluster
+        .bot
+        .queue_update(private_text(STRANGER, 101, "let me in"));
+    assert!(
+        cluster
+            .bot
+            .wait_until(WAIT, |s| s.pending_updates() == 0)
+            .await
+    );
+    assert_eq!(
+        cluster.sent_with("is offline"),
+        1,
+        "{:#?}",
+        cluster.bot.sent()
+    );
+    assert!(
+        cluster.bot.sent()[before..]
+            .iter()
+            .all(|m| !m.text.contains("build") && !m.text.contains("last seen")),
+        "{:#?}",
+        cluster.bot.sent()
     );
 
     // The machine comes back: what waited is delivered, in order, and it is listed idle.
