@@ -488,16 +488,17 @@ impl Shared {
         }
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
         let sessions = self.retrying(|| self.directory.sessions()).await;
-        let presence = self.retrying(|| self.presence.read()).await;
         let now = SystemClock.now_ms();
-        // Who is paired where only shapes an answer, and a group message not meant for the
-        // bot is never answered: group chatter in an unbound chat reads no session state.
+        // Who is paired where, and which sessions are live, only shape an answer, and a
+        // group message not meant for the bot is never answered: group chatter in an
+        // unbound chat reads no session state and no presence.
         let views = if audience != Audience::Chatter || broker_command {
+            let presence = self.retrying(|| self.presence.read()).await;
             self.views(sessions, &presence, now).await
         } else {
             sessions
                 .iter()
-                .map(|listed| unpaired_view(listed, &presence, now))
+                .map(|listed| unpaired_view(listed, &Presence::default(), now))
                 .collect()
         };
         let decision = routing::decide(
