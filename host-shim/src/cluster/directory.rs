@@ -394,6 +394,35 @@ impl PresenceReader {
 
     /// The presence now. No bucket yet means no session node ever started: nobody is live.
     pub async fn read(&self) -> Result<Presence, DirectoryError> {
+        let Some((nodes, leases)) = self.buckets().await else {
+            return Ok(Presence::default());
+        };
+        Ok(Presence {
+            nodes: holders(&nodes).await?.into_values().collect(),
+            leases: holders(&leases).await?,
+        })
+    }
+
+    /// The presence of one session: its lease and the node holding it, two reads however
+    /// many sessions there are ([`state_of`] reads it like the whole).
+    pub async fn of(&self, session_key: &str) -> Result<Presence, DirectoryError> {
+        let Some((nodes, leases)) = self.buckets().await else {
+            return Ok(Presence::default());
+        };
+        let token = session_token(session_key);
+        let Some(holder) = holder_at(&leases, &token).await? else {
+            return Ok(Presence::default());
+        };
+        // The node's presence key, as the session node names it (`node-<id>`).
+        let node = holder_at(&nodes, &format!("node-{holder}")).await?;
+        Ok(Presence {
+            nodes: node.into_iter().collect(),
+            leases: BTreeMap::from([(token, holder)]),
+        })
+    }
+
+    /// Both buckets, opened at the first call that finds them.
+    async fn buckets(&self) -> Option<(kv::Store, kv::Store)> {
         let mut buckets = self.buckets.lock().await;
         if buckets.is_none() {
             let nodes = self
@@ -404,19 +433,24 @@ impl PresenceReader {
                 .jetstream
                 .get_key_value(self.prefix.lease_bucket())
                 .await;
-            match (nodes, leases) {
-                (Ok(nodes), Ok(leases)) => *buckets = Some((nodes, leases)),
-                _ => return Ok(Presence::default()),
+            if let (Ok(nodes), Ok(leases)) = (nodes, leases) {
+                *buckets = Some((nodes, leases));
             }
         }
-        let Some((nodes, leases)) = buckets.as_ref() else {
-            return Ok(Presence::default());
-        };
-        Ok(Presence {
-            nodes: holders(nodes).await?.into_values().collect(),
-            leases: holders(leases).await?,
-        })
+        buckets.clone()
     }
+}
+
+/// The holder id under `key` of a lock-style bucket, if a holder is there.
+async fn holder_at(store: &kv::Store, key: &str) -> Result<Option<String>, DirectoryError> {
+    let value = store.get(key).await.map_err(|e| DirectoryError {
+        action: "read who is live",
+        bucket: bucket_name(store),
+        detail: e.to_string(),
+    })?;
+    Ok(value
+        .and_then(|v| serde_json::from_slice::<Holder>(&v).ok())
+        .map(|holder| holder.id))
 }
 
 /// The holder id of every key of a lock-style bucket, by key. A value that is not a

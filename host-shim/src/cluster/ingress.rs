@@ -596,7 +596,7 @@ impl Shared {
         }
         let (Ok(Some(listed)), Ok(presence)) = (
             self.directory.session(session).await,
-            self.presence.read().await,
+            self.presence.of(session).await,
         ) else {
             return;
         };

@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use host_shim::broker::routing::SessionState;
+use host_shim::cluster::directory::{PresenceReader, SessionEntry, state_of};
 use host_shim::cluster::placement;
 use host_shim::cluster::session_node::{SessionNode, Wanted};
 use host_shim::cluster::state_store::{KvStateStore, STATE_FORMAT};
@@ -213,6 +215,16 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
         (sessions_in(&metrics, "offline") == Some(0)).then_some(())
     })
     .await;
+    // The ingress's look at one session (before telling a chat) agrees with its look at all.
+    let reader = PresenceReader::new(cluster.nats.jetstream().await, &cluster.prefix);
+    let entry = SessionEntry {
+        key: on_build.key.clone(),
+        ..SessionEntry::default()
+    };
+    let one = reader.of(&on_build.key).await.expect("presence of one");
+    let all = reader.read().await.expect("presence");
+    assert_eq!(state_of(&entry, &one), SessionState::Idle, "{one:?}");
+    assert_eq!(state_of(&entry, &all), SessionState::Idle, "{all:?}");
     let list = cluster
         .say(8, "/sessions", "Sessions you are paired with")
         .await;
