@@ -81,18 +81,20 @@ pub const SEEN_REFRESH: Duration = Duration::from_secs(30);
 
 impl SessionEntry {
     /// Whether this entry should be written again at `now_ms` (the node's clock), its
-    /// session now `busy` or not: a turn started or ended, or [`SEEN_REFRESH`] passed since
-    /// the last write. A clock that jumped back counts as time passed, or a node whose clock
-    /// was set back an hour would not refresh for an hour.
-    pub fn due(&self, busy: bool, now_ms: u64) -> bool {
+    /// session now `busy` or not and `prompted` (it took a prompt since the last look): a
+    /// turn started or ended, a prompt came (its turn may have been shorter than a look),
+    /// or [`SEEN_REFRESH`] passed since the last write. A clock that jumped back counts as
+    /// time passed, or a node whose clock was set back an hour would not refresh for an
+    /// hour.
+    pub fn due(&self, busy: bool, prompted: bool, now_ms: u64) -> bool {
         let refresh = u64::try_from(SEEN_REFRESH.as_millis()).unwrap_or(u64::MAX);
-        busy != self.busy || now_ms.abs_diff(self.written_at_ms) >= refresh
+        prompted || busy != self.busy || now_ms.abs_diff(self.written_at_ms) >= refresh
     }
 
-    /// Records where the session stands at `now_ms`, before the entry is written: a change
-    /// of `busy` is activity.
-    pub fn record(&mut self, busy: bool, usage: Option<UsageSoFar>, now_ms: u64) {
-        if busy != self.busy {
+    /// Records where the session stands at `now_ms`, before the entry is written: a prompt
+    /// or a change of `busy` is activity.
+    pub fn record(&mut self, busy: bool, prompted: bool, usage: Option<UsageSoFar>, now_ms: u64) {
+        if prompted || busy != self.busy {
             self.active_at_ms = now_ms;
         }
         self.busy = busy;
@@ -572,24 +574,30 @@ mod tests {
         let refresh = u64::try_from(SEEN_REFRESH.as_millis()).expect("fits");
         let mut written = entry("k", false);
         written.written_at_ms = 1_000_000;
-        // (busy now, node's clock now, due)
+        // (busy now, prompted since, node's clock now, due)
         let table = [
-            (false, 1_000_000 + 1_000, false),
-            (true, 1_000_000 + 1_000, true),
-            (false, 1_000_000 + refresh, true),
+            (false, false, 1_000_000 + 1_000, false),
+            (true, false, 1_000_000 + 1_000, true),
+            // A turn that began and ended between two looks.
+            (false, true, 1_000_000 + 1_000, true),
+            (false, false, 1_000_000 + refresh, true),
             // The node's clock was set back: refreshed, not silent until it catches up.
-            (false, 1_000_000 - refresh, true),
-            (false, 1_000_000 - 1_000, false),
+            (false, false, 1_000_000 - refresh, true),
+            (false, false, 1_000_000 - 1_000, false),
         ];
-        for (busy, now, due) in table {
-            assert_eq!(written.due(busy, now), due, "{busy} {now}");
+        for (busy, prompted, now, due) in table {
+            assert_eq!(
+                written.due(busy, prompted, now),
+                due,
+                "{busy} {prompted} {now}"
+            );
         }
         let usage = UsageSoFar {
             input: 3,
             output: 4,
             cost_micros: None,
         };
-        written.record(true, Some(usage), 1_005_000);
+        written.record(true, false, Some(usage), 1_005_000);
         assert_eq!(
             (
                 written.busy,
@@ -601,11 +609,14 @@ mod tests {
         );
         // A refresh without a change keeps the time of the last activity, and a usage
         // report that could not be had keeps the last one.
-        written.record(true, None, 1_040_000);
+        written.record(true, false, None, 1_040_000);
         assert_eq!(
             (written.active_at_ms, written.written_at_ms, written.usage),
             (1_005_000, 1_040_000, Some(usage))
         );
+        // A prompt whose whole turn fell between two looks is activity all the same.
+        written.record(true, true, None, 1_050_000);
+        assert_eq!(written.active_at_ms, 1_050_000);
     }
 
     #[test]

@@ -116,6 +116,11 @@ struct Running {
     lease: KeptLock,
     agent: Arc<dyn Agent>,
     entry: SessionEntry,
+    /// Its prompts taken and turns settled: a prompt taken since the last look is activity
+    /// (`/sessions`' "active … ago"), however short its turn.
+    turns: Arc<TurnLedger>,
+    /// `turns.taken()` at the last look.
+    prompts_seen: u64,
 }
 
 struct Node {
@@ -470,7 +475,7 @@ impl Node {
             sink,
             &self.options.inbound,
             Some(SessionGuards {
-                turns: ledger,
+                turns: ledger.clone(),
                 handed: self.handed.clone(),
                 session_key: wanted.key.clone(),
                 notices: remotes
@@ -525,6 +530,8 @@ impl Node {
                 lease,
                 agent: inner_agent,
                 entry,
+                turns: ledger,
+                prompts_seen: 0,
             },
         );
     }
@@ -623,14 +630,17 @@ impl Node {
     async fn announce_changes(&mut self) {
         for running in self.running.values_mut() {
             let busy = !running.agent.is_idle();
+            let taken = running.turns.taken();
+            let prompted = taken != running.prompts_seen;
+            running.prompts_seen = taken;
             let now = self.options.clock.now_ms();
-            if running.entry.due(busy, now) {
+            if running.entry.due(busy, prompted, now) {
                 let usage = crate::broker::routing::UsageSoFar::ask(
                     running.agent.as_ref(),
                     renew_every(self.options.lease_ttl),
                 )
                 .await;
-                running.entry.record(busy, usage, now);
+                running.entry.record(busy, prompted, usage, now);
                 if let Err(error) = self.directory.announce(&running.entry).await {
                     self.options.log.write(
                         super::LOG_SCOPE,

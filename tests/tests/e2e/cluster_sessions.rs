@@ -8,12 +8,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
 use host_shim::broker::routing::SessionState;
-use host_shim::cluster::directory::{PresenceReader, SessionEntry, state_of};
+use host_shim::cluster::directory::{Directory, PresenceReader, SessionEntry, state_of};
 use host_shim::cluster::placement;
 use host_shim::cluster::session_node::{SessionNode, Wanted};
 use host_shim::cluster::state_store::{KvStateStore, STATE_FORMAT};
 use host_shim::ops::metrics::Metrics;
+use host_shim::wit::agent::{
+    DeliverAs, PromptImage, SessionCommand, SessionInfo, SessionReply, TokenUse, UsageReport,
+};
 use transport_testing::telegram::private_text;
 
 use crate::cluster_serve::Cluster;
@@ -40,9 +44,73 @@ fn api_on(machine: &str, cwd: &str) -> Wanted {
     }
 }
 
+/// A demo agent that reports its usage as pi does (the demo itself has no session
+/// commands), once it has taken a prompt.
+struct Reporting(DemoAgent);
+
+/// What [`Reporting`] reports: `1.2k in, 300 out, $0.0050` in `/sessions`.
+const USAGE: TokenUse = TokenUse {
+    input: 1_000,
+    output: 300,
+    cache_read: 200,
+    cache_write: 0,
+    cost_micros: Some(5_000),
+};
+
+#[async_trait::async_trait]
+impl Agent for Reporting {
+    fn attach(&self, signals: tokio::sync::mpsc::Sender<AgentSignal>) {
+        self.0.attach(signals);
+    }
+    async fn send_prompt(
+        &self,
+        text: String,
+        deliver_as: DeliverAs,
+        images: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        self.0.send_prompt(text, deliver_as, images).await
+    }
+    fn abort(&self) {
+        self.0.abort();
+    }
+    fn is_idle(&self) -> bool {
+        self.0.is_idle()
+    }
+    fn session_info(&self) -> SessionInfo {
+        self.0.session_info()
+    }
+    fn recent_work(&self) -> RecentWork {
+        self.0.recent_work()
+    }
+    async fn session_command(&self, command: SessionCommand) -> Result<SessionReply, String> {
+        match command {
+            SessionCommand::Usage if self.0.recent_work().last_prompt.is_some() => {
+                Ok(SessionReply::Usage(UsageReport {
+                    session: USAGE,
+                    last_turn: Some(USAGE),
+                    context_tokens: None,
+                    context_window: None,
+                }))
+            }
+            _ => Err("no usage yet".into()),
+        }
+    }
+}
+
 async fn machine(cluster: &Cluster, name: &str, session: &Wanted) -> SessionNode {
     let mut options = cluster.node_options(name, &[], Duration::ZERO);
     options.sessions = vec![session.clone()];
+    options.agent = Arc::new(|wanted: &Wanted| {
+        Arc::new(Reporting(DemoAgent::new(
+            Duration::ZERO,
+            SessionInfo {
+                id: wanted.key.clone(),
+                name: Some(wanted.name.clone()),
+                cwd: wanted.cwd.clone(),
+                accepts_images: true,
+            },
+        ))) as Arc<dyn Agent>
+    });
     cluster
         .start_node(options)
         .await
@@ -98,6 +166,33 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
         .say(3, "/switch api@build", "now talks to api@build (/srv/api)")
         .await;
     cluster.say(4, "hello", "You asked").await;
+    // Its node writes the prompt down as activity, with the usage its agent reports, at its
+    // next look (a turn shorter than a look is activity all the same).
+    let directory = Directory::open(
+        &cluster.nats.jetstream().await,
+        &cluster.prefix,
+        &cluster.gate,
+    )
+    .await
+    .expect("directory");
+    eventually("build's entry has the usage", || async {
+        let listed = directory.session(&on_build.key).await.ok()??;
+        listed.entry.usage.map(|_| ())
+    })
+    .await;
+    let list = cluster
+        .say(40, "/sessions", "Sessions you are paired with")
+        .await;
+    assert!(
+        list.contains(
+            "api@build — /srv/api · idle, active just now · 1.2k in, 300 out, $0.0050 ← this chat"
+        ),
+        "{list}"
+    );
+    assert!(
+        list.contains("api@laptop — /work/api · idle, active just now\n"),
+        "laptop's session took no prompt and reports none: {list}"
+    );
     eventually("the metrics count two idle sessions", || async {
         (sessions_in(&metrics, "idle") == Some(2) && sessions_in(&metrics, "offline") == Some(0))
             .then_some(())
@@ -114,7 +209,10 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
         .say(5, "/sessions", "Sessions you are paired with")
         .await;
     assert!(
-        list.contains("api@build — /srv/api · offline, last seen just now ← this chat"),
+        list.contains(
+            "api@build — /srv/api · offline, last seen just now · 1.2k in, 300 out, $0.0050 ← \
+             this chat"
+        ),
         "{list}"
     );
     assert!(list.contains("api@laptop — /work/api · idle"), "{list}");
