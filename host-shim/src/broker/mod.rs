@@ -37,7 +37,7 @@ use crate::wit::session::{ConfigSource, TransportRequest};
 use crate::wit::types::Level;
 use bindings::{Binding, Bindings};
 use indexmap::IndexMap;
-use routing::{Audience, Census, Decision, Roster, SessionView};
+use routing::{Audience, Census, Decision, Roster, SessionState, SessionView, UsageSoFar};
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
 
@@ -177,6 +177,8 @@ struct Attached {
     name: String,
     cwd: String,
     agent: Arc<dyn Agent>,
+    /// When a chat's message last reached it (or it attached), ms since the epoch.
+    last_active_ms: u64,
     /// Identities the session's config trusts without pairing (`allowUsers`).
     allowed: BTreeSet<String>,
     /// The session's inbound sink, by shared transport (fingerprint).
@@ -238,6 +240,8 @@ pub struct Broker {
     reader: Mutex<Option<Arc<StateReader>>>,
     /// The operator's metrics, when `--metrics` asked for them.
     metrics: OnceLock<Arc<Metrics>>,
+    /// This machine's host name: every session attached here runs on it (`/sessions`).
+    machine: String,
 }
 
 impl Broker {
@@ -285,6 +289,7 @@ impl Broker {
             pairing: options.pairing,
             reader: Mutex::new(None),
             metrics: OnceLock::new(),
+            machine: crate::disk::lock::Claimant::this_process(0).host,
         })
     }
 
@@ -339,6 +344,7 @@ impl Broker {
             .iter()
             .map(|identity| identity.as_str().to_owned())
             .collect();
+        let now = self.clock.now_ms();
         let name = self.inner(|inner| {
             if inner.sessions.contains_key(key) {
                 return Err(BrokerError::AlreadyAttached(key.to_owned()));
@@ -371,6 +377,7 @@ impl Broker {
                     name: unique.clone(),
                     cwd: cwd.to_owned(),
                     agent,
+                    last_active_ms: now,
                     allowed,
                     sinks: HashMap::new(),
                 },
@@ -586,20 +593,26 @@ impl Broker {
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
+        let usage = if routing::lists_sessions(&envelope.text) {
+            self.usage_of_paired(&shared.fingerprint, &identity).await
+        } else {
+            HashMap::new()
+        };
         let (decision, stranger) = self.decide(
             &shared.fingerprint,
             &conversation,
             &identity,
             audience,
             &envelope.text,
+            usage,
         );
         match decision {
             Decision::Deliver { session, .. } => {
+                let now = self.clock.now_ms();
                 let sink = self.inner(|inner| {
-                    inner
-                        .sessions
-                        .get(&session)
-                        .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
+                    let attached = inner.sessions.get_mut(&session)?;
+                    attached.last_active_ms = now;
+                    attached.sinks.get(&shared.fingerprint).cloned()
                 });
                 let message = Inbound::Message { envelope, handled };
                 let returned = match sink {
@@ -661,18 +674,13 @@ impl Broker {
         identity: &str,
         audience: Audience,
         text: &str,
+        usage: HashMap<String, UsageSoFar>,
     ) -> (Decision, bool) {
         if let Some(decision) = self.fast_path(fingerprint, conversation, text) {
             return (decision, false);
         }
-        let roster = BotRoster {
-            broker: self,
-            fingerprint,
-            identity,
-            trusting: OnceCell::new(),
-            paired: RefCell::default(),
-            reads: Cell::new(0),
-        };
+        let mut roster = BotRoster::new(self, fingerprint, identity);
+        roster.usage = usage;
         let bound = self.inner(|inner| inner.bindings.get(conversation).cloned());
         let decision = routing::decide(
             text,
@@ -717,6 +725,42 @@ impl Broker {
                 bind: false,
             })
         })
+    }
+
+    /// The usage so far of each session of this bot `identity` is paired with, as its
+    /// agent reports it, asked of them all at once and waited for at most [`USAGE_WAIT`]:
+    /// an agent that cannot say (the demo) or is slow to is listed without it.
+    async fn usage_of_paired(
+        &self,
+        fingerprint: &str,
+        identity: &str,
+    ) -> HashMap<String, UsageSoFar> {
+        let agents: Vec<(String, Arc<dyn Agent>)> = {
+            let roster = BotRoster::new(self, fingerprint, identity);
+            let keys: Vec<String> = roster
+                .paired_with(identity)
+                .into_iter()
+                .map(|view| view.key)
+                .collect();
+            self.inner(|inner| {
+                keys.into_iter()
+                    .filter_map(|key| {
+                        let agent = inner.sessions.get(&key)?.agent.clone();
+                        Some((key, agent))
+                    })
+                    .collect()
+            })
+        };
+        let asked = agents.into_iter().map(|(key, agent)| async move {
+            UsageSoFar::ask(agent.as_ref(), USAGE_WAIT)
+                .await
+                .map(|usage| (key, usage))
+        });
+        futures_util::future::join_all(asked)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Who trusts `identity` among the stored sessions (read fresh: a session may have
@@ -988,6 +1032,9 @@ fn pace_status_writes(
     }
 }
 
+/// How long `/sessions` waits for an agent's usage report (pi answers from its RPC).
+const USAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Routing's questions about one shared bot, for one sender, answered from the broker's
 /// books and the state database's trust index (see [`Roster`]).
 struct BotRoster<'a> {
@@ -1002,6 +1049,38 @@ struct BotRoster<'a> {
     paired: RefCell<HashMap<String, bool>>,
     /// How many times the state database was asked whether the sender is paired.
     reads: Cell<u32>,
+    /// Usage so far by session key, where it was asked for (`/sessions`).
+    usage: HashMap<String, UsageSoFar>,
+    /// Now, by the broker's clock (for "active 2 min ago").
+    now_ms: u64,
+}
+
+impl<'a> BotRoster<'a> {
+    fn new(broker: &'a Broker, fingerprint: &'a str, identity: &'a str) -> BotRoster<'a> {
+        BotRoster {
+            broker,
+            fingerprint,
+            identity,
+            trusting: OnceCell::new(),
+            paired: RefCell::default(),
+            reads: Cell::new(0),
+            usage: HashMap::new(),
+            now_ms: broker.clock.now_ms(),
+        }
+    }
+
+    /// An attached session as routing sees it, with no one paired.
+    fn view_of(&self, s: &Attached) -> SessionView {
+        let mut view = SessionView::new(&s.key, &s.name, &s.cwd, &self.broker.machine);
+        view.state = if s.agent.is_idle() {
+            SessionState::Idle
+        } else {
+            SessionState::Busy
+        };
+        view.ago = Some(routing::since(self.now_ms, s.last_active_ms));
+        view.usage = self.usage.get(&s.key).copied();
+        view
+    }
 }
 
 impl BotRoster<'_> {
@@ -1013,13 +1092,7 @@ impl BotRoster<'_> {
                 .sessions
                 .get(key)
                 .filter(|s| s.sinks.contains_key(self.fingerprint))
-                .map(|s| SessionView {
-                    key: s.key.clone(),
-                    name: s.name.clone(),
-                    cwd: s.cwd.clone(),
-                    busy: !s.agent.is_idle(),
-                    paired: BTreeSet::new(),
-                })
+                .map(|s| self.view_of(s))
         })?;
         if self.is_paired(key, self.identity) {
             view.paired.insert(self.identity.to_owned());
@@ -1107,21 +1180,25 @@ impl Roster for BotRoster<'_> {
         })
     }
 
-    fn named(&self, wanted: &str, identity: &str) -> Option<SessionView> {
-        // Names are unique among attached sessions, but a name may equal another's key.
-        let by_name = self
-            .broker
-            .inner(|inner| inner.names.get(&wanted.to_ascii_lowercase()).cloned());
-        let candidates: Vec<SessionView> = [by_name, Some(wanted.to_owned())]
+    fn named(&self, wanted: &str, _identity: &str) -> Vec<SessionView> {
+        // Names are unique among attached sessions, but a name may equal another's key;
+        // `name@machine` names one here when the machine is this one.
+        let here = wanted
+            .rsplit_once('@')
+            .filter(|(_, machine)| machine.eq_ignore_ascii_case(&self.broker.machine))
+            .map(|(name, _)| name);
+        let by_name = |name: &str| {
+            self.broker
+                .inner(|inner| inner.names.get(&name.to_ascii_lowercase()).cloned())
+        };
+        let mut keys: Vec<String> = [by_name(wanted), here.and_then(by_name)]
             .into_iter()
             .flatten()
-            .filter_map(|key| self.view(&key))
+            .chain([wanted.to_owned()])
             .collect();
-        let first = candidates.first().cloned();
-        candidates
-            .into_iter()
-            .find(|view| view.paired.contains(identity))
-            .or(first)
+        let mut seen = HashSet::new();
+        keys.retain(|key| seen.insert(key.clone()));
+        keys.iter().filter_map(|key| self.view(key)).collect()
     }
 
     fn is_paired(&self, key: &str, identity: &str) -> bool {
@@ -1161,11 +1238,8 @@ impl Roster for BotRoster<'_> {
                     trusting.contains(&s.key) || allowing.is_some_and(|keys| keys.contains(&s.key))
                 })
                 .map(|s| SessionView {
-                    key: s.key.clone(),
-                    name: s.name.clone(),
-                    cwd: s.cwd.clone(),
-                    busy: !s.agent.is_idle(),
                     paired: BTreeSet::from([identity.to_owned()]),
+                    ..self.view_of(s)
                 })
                 .collect()
         })
@@ -1205,10 +1279,23 @@ mod tests {
     /// A broker with no bot of its own, reading who is paired from the state beside
     /// `state_file` and keeping its status file at `status_file`.
     fn broker(state_file: Option<PathBuf>, status_file: Option<PathBuf>) -> Arc<Broker> {
+        broker_on(
+            Arc::new(ManualClock::new(1_700_000_000_000)),
+            state_file,
+            status_file,
+        )
+    }
+
+    /// [`broker`] with its clock.
+    fn broker_on(
+        clock: Arc<ManualClock>,
+        state_file: Option<PathBuf>,
+        status_file: Option<PathBuf>,
+    ) -> Arc<Broker> {
         let locks = tempfile::tempdir().expect("tempdir").keep();
         Broker::new(BrokerOptions {
             locks: LockDir::new(locks),
-            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            clock,
             log: Arc::new(MemoryLog::default()),
             build: Arc::new(|_| Built::default()),
             state_file,
@@ -1220,6 +1307,18 @@ mod tests {
 
     /// Attaches `key` as `name`, letting `allowed` in without pairing, with a sink on `bot`.
     fn attach(broker: &Broker, key: &str, name: &str, allowed: &[&str], bot: &str) {
+        attach_agent(broker, key, name, allowed, bot, Arc::new(IdleAgent));
+    }
+
+    /// [`attach`] with `agent`.
+    fn attach_agent(
+        broker: &Broker,
+        key: &str,
+        name: &str,
+        allowed: &[&str],
+        bot: &str,
+        agent: Arc<dyn Agent>,
+    ) {
         let users: Vec<String> = allowed.iter().map(|u| format!("{u:?}")).collect();
         let config = ConfigSource {
             scope: ConfigScope::Global,
@@ -1230,7 +1329,7 @@ mod tests {
             )),
         };
         let shown = broker
-            .attach(key, name, "/work", &[config], Arc::new(IdleAgent))
+            .attach(key, name, "/work", &[config], agent)
             .expect("attaches");
         assert_eq!(shown, name, "names are unique here");
         let (sink, _stream) = transport_core::inbound::channel(1);
@@ -1240,14 +1339,121 @@ mod tests {
     }
 
     fn roster<'a>(broker: &'a Broker, identity: &'a str) -> BotRoster<'a> {
-        BotRoster {
-            broker,
-            fingerprint: BOT,
-            identity,
-            trusting: OnceCell::new(),
-            paired: RefCell::default(),
-            reads: Cell::new(0),
+        BotRoster::new(broker, BOT, identity)
+    }
+
+    /// An idle agent that reports this usage, as pi does.
+    struct Reporting(crate::wit::agent::TokenUse);
+
+    #[async_trait::async_trait]
+    impl Agent for Reporting {
+        fn attach(&self, signals: tokio::sync::mpsc::Sender<crate::agent::AgentSignal>) {
+            IdleAgent.attach(signals);
         }
+        async fn send_prompt(
+            &self,
+            _: String,
+            _: crate::wit::agent::DeliverAs,
+            _: Vec<crate::wit::agent::PromptImage>,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+        fn abort(&self) {}
+        fn is_idle(&self) -> bool {
+            true
+        }
+        fn session_info(&self) -> crate::wit::agent::SessionInfo {
+            IdleAgent.session_info()
+        }
+        fn recent_work(&self) -> crate::agent::RecentWork {
+            crate::agent::RecentWork::default()
+        }
+        async fn session_command(
+            &self,
+            command: crate::wit::agent::SessionCommand,
+        ) -> Result<crate::wit::agent::SessionReply, String> {
+            match command {
+                crate::wit::agent::SessionCommand::Usage => Ok(
+                    crate::wit::agent::SessionReply::Usage(crate::wit::agent::UsageReport {
+                        session: self.0,
+                        last_turn: None,
+                        context_tokens: None,
+                        context_window: None,
+                    }),
+                ),
+                _ => Err("not in this test".into()),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn sessions_shows_this_machine_the_time_since_attach_and_the_usage_an_agent_reports() {
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let broker = broker_on(clock.clone(), None, None);
+        let reporting = Reporting(crate::wit::agent::TokenUse {
+            input: 10_000,
+            output: 1_200,
+            cache_read: 2_300,
+            cache_write: 5,
+            cost_micros: Some(41_200),
+        });
+        attach_agent(&broker, "key-a", "api", &[SENDER], BOT, Arc::new(reporting));
+        // The idle agent refuses session commands, as the demo does: listed without usage.
+        attach(&broker, "key-b", "web", &[SENDER], BOT);
+        attach_agent(
+            &broker,
+            "key-c",
+            "other",
+            &["fake:u2"],
+            BOT,
+            Arc::new(Reporting(crate::wit::agent::TokenUse {
+                input: 1,
+                output: 1,
+                cache_read: 0,
+                cache_write: 0,
+                cost_micros: None,
+            })),
+        );
+        let usage = broker.usage_of_paired(BOT, SENDER).await;
+        assert_eq!(
+            usage,
+            HashMap::from([(
+                "key-a".to_owned(),
+                UsageSoFar {
+                    input: 12_300,
+                    output: 1_200,
+                    cost_micros: Some(41_200)
+                }
+            )]),
+            "only the sender's sessions are asked, and only those that report"
+        );
+        clock.advance(130_000);
+        let mut books = roster(&broker, SENDER);
+        books.usage = usage;
+        let Decision::Reply(text) =
+            routing::decide("/sessions", SENDER, Audience::Direct, None, None, &books)
+        else {
+            panic!("expected the list");
+        };
+        let machine = &broker.machine;
+        assert_eq!(
+            text,
+            format!(
+                "Sessions you are paired with:\n1. api on {machine} — /work · idle, active 2 min \
+                 ago · 12.3k in, 1.2k out, $0.0412\n2. web on {machine} — /work · idle, active \
+                 2 min ago\nSend /switch <number or name> to talk to another."
+            )
+        );
+        // A clock set back since the attach: "just now", never a time to come.
+        clock.set(1_600_000_000_000);
+        let books = roster(&broker, SENDER);
+        let views = books.paired_with(SENDER);
+        assert!(
+            views
+                .iter()
+                .all(|v| v.ago == Some(std::time::Duration::ZERO)),
+            "{views:?}"
+        );
     }
 
     #[test]
@@ -1374,15 +1580,14 @@ mod tests {
             }
             if session.on_bot {
                 views.push(SessionView {
-                    key,
-                    name: NAMES[i].to_owned(),
-                    cwd: "/work".to_owned(),
-                    busy: false,
+                    // The test's clock stands still: attached "just now".
+                    ago: Some(std::time::Duration::ZERO),
                     paired: if session.allowed || session.trusted {
                         BTreeSet::from([SENDER.to_owned()])
                     } else {
                         BTreeSet::new()
                     },
+                    ..SessionView::new(&key, NAMES[i], "/work", &broker.machine)
                 });
             }
         }
@@ -1425,7 +1630,17 @@ mod tests {
                     );
                 }
             }
-            for name in NAMES.iter().flat_map(|n| [n.to_string(), n.to_ascii_uppercase()]) {
+            let machine = broker.machine.clone();
+            let spellings = |n: &&str| {
+                [
+                    n.to_string(),
+                    n.to_ascii_uppercase(),
+                    format!("{n}@{machine}"),
+                    format!("{n}@{}", machine.to_ascii_uppercase()),
+                    format!("{n}@elsewhere"),
+                ]
+            };
+            for name in NAMES.iter().flat_map(spellings) {
                 prop_assert_eq!(
                     books.named(&name, SENDER), list.named(&name, SENDER), "{}", name
                 );

@@ -12,9 +12,12 @@
 //!   decides at the next message; but not in a group already bound, which would move
 //!   everyone's chat. A stranger's `/switch` gets the same answer whether the name
 //!   exists or not ([`PAIRING_ANSWER`]), so names cannot be probed;
-//! - the broker answers only messages meant for the bot: group chatter gets no answer.
+//! - the broker answers only messages meant for the bot: group chatter gets no answer;
+//! - two sessions of one name (on two machines) are told apart as `name@machine`, and
+//!   `/switch name` then answers with the choices instead of picking one.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// One attached session as routing sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,11 +28,141 @@ pub struct SessionView {
     pub name: String,
     /// Its working directory.
     pub cwd: String,
-    /// A turn is running.
-    pub busy: bool,
+    /// The machine (host name) running it.
+    pub machine: String,
+    /// Idle, busy, or offline (its node is gone).
+    pub state: SessionState,
+    /// How long ago it was last active (online) or last seen (offline), by the answering
+    /// node's clock and never negative ([`since`]); `None` when unknown.
+    pub ago: Option<Duration>,
+    /// Tokens and cost so far, where its agent reports them.
+    pub usage: Option<UsageSoFar>,
+    /// What keeps it from running, when something does (a machine too old for its state).
+    pub note: Option<String>,
     /// Identities (`transport:userId`) paired with it; the broker fills in only the
     /// sender's (the one a decision asks about).
     pub paired: BTreeSet<String>,
+}
+
+impl SessionView {
+    /// A view with only what every caller knows; the rest is filled in where known.
+    pub fn new(key: &str, name: &str, cwd: &str, machine: &str) -> SessionView {
+        SessionView {
+            key: key.to_owned(),
+            name: name.to_owned(),
+            cwd: cwd.to_owned(),
+            machine: machine.to_owned(),
+            state: SessionState::Idle,
+            ago: None,
+            usage: None,
+            note: None,
+            paired: BTreeSet::new(),
+        }
+    }
+
+    /// `name@machine`: how a session is told apart from another of its name.
+    pub fn qualified(&self) -> String {
+        format!("{}@{}", self.name, self.machine)
+    }
+
+    /// Whether `wanted` names this session: its name or `name@machine` in any case, or its
+    /// key.
+    pub fn answers_to(&self, wanted: &str) -> bool {
+        self.name.eq_ignore_ascii_case(wanted)
+            || self.key == wanted
+            || self.qualified().eq_ignore_ascii_case(wanted)
+    }
+}
+
+/// Where a session stands, as `/sessions` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Running, no turn.
+    Idle,
+    /// Running a turn.
+    Busy,
+    /// Its node is no longer live (its presence or lease aged out): messages to it wait
+    /// in its stream.
+    Offline,
+}
+
+/// A session's token use so far, as its agent reports it (`/usage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UsageSoFar {
+    /// Input tokens (read from the cache or not).
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Cost in millionths of a US dollar; none when the agent does not know it.
+    pub cost_micros: Option<u64>,
+}
+
+impl UsageSoFar {
+    /// The figures of an agent's usage report (every model call of its session).
+    pub fn of(report: &crate::wit::agent::UsageReport) -> UsageSoFar {
+        let s = &report.session;
+        UsageSoFar {
+            input: s.input.saturating_add(s.cache_read),
+            output: s.output,
+            cost_micros: s.cost_micros,
+        }
+    }
+
+    /// Asks `agent` for its usage so far, waiting at most `wait`: `None` from an agent
+    /// that cannot say (the demo refuses session commands) or is slow to.
+    pub async fn ask(agent: &dyn crate::agent::Agent, wait: Duration) -> Option<UsageSoFar> {
+        use crate::wit::agent::{SessionCommand, SessionReply};
+        match tokio::time::timeout(wait, agent.session_command(SessionCommand::Usage)).await {
+            Ok(Ok(SessionReply::Usage(report))) => Some(UsageSoFar::of(&report)),
+            _ => None,
+        }
+    }
+
+    fn text(&self) -> String {
+        use guest::core::session_commands::{cost, count};
+        let tokens = format!("{} in, {} out", count(self.input), count(self.output));
+        match self.cost_micros {
+            Some(micros) => format!("{tokens}, {}", cost(micros)),
+            None => tokens,
+        }
+    }
+}
+
+/// How long before `now_ms` the moment `then_ms` was, both ms since the epoch: zero when
+/// `then_ms` is later (a machine whose clock runs ahead must never make it "in 3 min").
+pub fn since(now_ms: u64, then_ms: u64) -> Duration {
+    Duration::from_millis(now_ms.saturating_sub(then_ms))
+}
+
+/// `d` as a phone reads it in a list: `just now`, `4 min ago`, `3 h ago`, `2 days ago`.
+pub fn ago(d: Duration) -> String {
+    let minutes = d.as_secs() / 60;
+    match minutes {
+        0 => "just now".to_owned(),
+        1..=59 => format!("{minutes} min ago"),
+        60..=2_879 => format!("{} h ago", minutes / 60),
+        _ => format!("{} days ago", minutes / 1_440),
+    }
+}
+
+/// The label of each session of `visible` in a list: its name, or `name@machine` when
+/// another of them has the same name (in any case), so two `api` sessions on two machines
+/// read `api@laptop` and `api@build`.
+pub fn labels(visible: &[SessionView]) -> Vec<String> {
+    visible
+        .iter()
+        .map(|s| {
+            let twins = visible
+                .iter()
+                .filter(|o| o.name.eq_ignore_ascii_case(&s.name))
+                .count();
+            if twins > 1 {
+                s.qualified()
+            } else {
+                s.name.clone()
+            }
+        })
+        .collect()
 }
 
 /// What to do with one inbound message.
@@ -110,6 +243,12 @@ pub fn is_broker_command(text: &str) -> bool {
     broker_command(text).is_some()
 }
 
+/// True when `text` asks for the list of sessions (`/sessions`, or `/switch` alone): the
+/// only answer that shows usage, so the only one worth asking the agents for it.
+pub fn lists_sessions(text: &str) -> bool {
+    matches!(broker_command(text), Some(("sessions", _)) | Some((_, "")))
+}
+
 /// The text a stranger gets when several sessions could be meant: how to reach one,
 /// without naming any.
 pub const STRANGER_HELP: &str = "This bot serves several agent sessions. Send /switch <name> \
@@ -164,9 +303,10 @@ pub trait Roster {
     fn census(&self) -> Census;
     /// Whether session `key` is attached.
     fn is_attached(&self, key: &str) -> bool;
-    /// The session `wanted` names (its name in any case, or its key), one `identity` is
-    /// paired with first when several could be meant.
-    fn named(&self, wanted: &str, identity: &str) -> Option<SessionView>;
+    /// Every session `wanted` names ([`SessionView::answers_to`]: its name in any case,
+    /// `name@machine`, or its key), in attach order, each with `identity` in `paired`
+    /// when it is paired with it.
+    fn named(&self, wanted: &str, identity: &str) -> Vec<SessionView>;
     /// Whether `identity` is paired with session `key`.
     fn is_paired(&self, key: &str, identity: &str) -> bool;
     /// The sessions `identity` is paired with, in attach order (what `/sessions` lists
@@ -199,14 +339,11 @@ impl Roster for [SessionView] {
         self.iter().any(|s| s.key == key)
     }
 
-    fn named(&self, wanted: &str, identity: &str) -> Option<SessionView> {
-        let by_name = |s: &&SessionView| s.name.eq_ignore_ascii_case(wanted) || s.key == wanted;
-        let mut named = self.iter().filter(by_name);
-        let first = named.clone().next();
-        named
-            .find(|s| s.paired.contains(identity))
-            .or(first)
+    fn named(&self, wanted: &str, _identity: &str) -> Vec<SessionView> {
+        self.iter()
+            .filter(|s| s.answers_to(wanted))
             .cloned()
+            .collect()
     }
 
     fn is_paired(&self, key: &str, identity: &str) -> bool {
@@ -298,20 +435,103 @@ fn switch<R: Roster + ?Sized>(wanted: &str, identity: &str, sessions: &R) -> Dec
         .ok()
         .and_then(|n| n.checked_sub(1))
         .and_then(|i| sessions.paired_with(identity).into_iter().nth(i));
-    let target = by_number.or_else(|| sessions.named(wanted, identity));
-    match target {
-        Some(target) if sessions.is_paired(&target.key, identity) => Decision::Switch {
-            reply: format!("This chat now talks to {} ({}).", target.name, target.cwd),
-            session: target.key,
-        },
+    let named = match by_number {
+        Some(target) => vec![target],
+        None => sessions.named(wanted, identity),
+    };
+    let (paired, strange): (Vec<SessionView>, Vec<SessionView>) = named
+        .into_iter()
+        .partition(|s| sessions.is_paired(&s.key, identity));
+    match (paired.as_slice(), strange.first()) {
+        ([target], _) => {
+            let visible = sessions.paired_with(identity);
+            let label = label_in(&visible, target);
+            let offline = if target.state == SessionState::Offline {
+                " It is offline: your messages wait and are delivered when it is back."
+            } else {
+                ""
+            };
+            Decision::Switch {
+                reply: format!("This chat now talks to {label} ({}).{offline}", target.cwd),
+                session: target.key.clone(),
+            }
+        }
+        // Two of the sender's own sessions have that name: never pick one silently.
+        ([_, _, ..], _) => {
+            Decision::Reply(choices(wanted, &paired, &sessions.paired_with(identity)))
+        }
         // A stranger names a session: the session's own pairing decides, and its code
         // shows only in its terminal.
-        Some(target) => Decision::Pair {
-            session: target.key,
+        ([], Some(target)) => Decision::Pair {
+            session: target.key.clone(),
             reply: PAIRING_ANSWER.to_owned(),
         },
-        _ => Decision::Reply(PAIRING_ANSWER.to_owned()),
+        ([], None) => Decision::Reply(PAIRING_ANSWER.to_owned()),
     }
+}
+
+/// `session`'s label among `visible` (see [`labels`]); `name@machine` when it is not
+/// among them.
+fn label_in(visible: &[SessionView], session: &SessionView) -> String {
+    let labels = labels(visible);
+    visible
+        .iter()
+        .position(|s| s.key == session.key)
+        .and_then(|i| labels.get(i).cloned())
+        .unwrap_or_else(|| session.qualified())
+}
+
+/// The answer to `/switch <name>` when several of the sender's sessions have that name:
+/// each one, numbered as `/sessions` numbers it, with the name that picks it.
+fn choices(wanted: &str, matching: &[SessionView], visible: &[SessionView]) -> String {
+    let mut text = format!("Several of your sessions are called {wanted}:");
+    for session in matching {
+        let number = visible
+            .iter()
+            .position(|s| s.key == session.key)
+            .map_or(String::new(), |i| format!("{}. ", i + 1));
+        text.push_str(&format!(
+            "\n{number}{} — {}",
+            session.qualified(),
+            session.cwd
+        ));
+    }
+    let first = matching
+        .first()
+        .map_or_else(String::new, SessionView::qualified);
+    text.push_str(&format!(
+        "\nSend /switch {first} (or the number) to pick one."
+    ));
+    text
+}
+
+/// One session's line in `/sessions`: number, label, machine, directory, state, when it
+/// was last active (or seen), and its usage where its agent reports it.
+fn line(number: usize, label: &str, session: &SessionView, here: bool) -> String {
+    let mut text = format!("{number}. {label}");
+    if label != session.qualified() {
+        text.push_str(&format!(" on {}", session.machine));
+    }
+    text.push_str(&format!(" — {}", session.cwd));
+    let when = session.ago.map(ago);
+    let state = match (session.state, when) {
+        (SessionState::Idle, Some(when)) => format!("idle, active {when}"),
+        (SessionState::Idle, None) => "idle".to_owned(),
+        (SessionState::Busy, _) => "busy".to_owned(),
+        (SessionState::Offline, Some(when)) => format!("offline, last seen {when}"),
+        (SessionState::Offline, None) => "offline".to_owned(),
+    };
+    text.push_str(&format!(" · {state}"));
+    if let Some(usage) = &session.usage {
+        text.push_str(&format!(" · {}", usage.text()));
+    }
+    if let Some(note) = &session.note {
+        text.push_str(&format!(" · ⚠ {note}"));
+    }
+    if here {
+        text.push_str(" ← this chat");
+    }
+    text
 }
 
 /// The numbered list of `visible` sessions, marking the one `bound` to this chat.
@@ -320,19 +540,10 @@ fn list(visible: &[SessionView], bound: Option<&str>) -> String {
         return STRANGER_HELP.to_owned();
     }
     let mut text = String::from("Sessions you are paired with:");
-    for (i, session) in visible.iter().enumerate() {
-        let state = if session.busy { "busy" } else { "idle" };
-        let here = if bound == Some(session.key.as_str()) {
-            " ← this chat"
-        } else {
-            ""
-        };
-        text.push_str(&format!(
-            "\n{}. {} — {} ({state}){here}",
-            i + 1,
-            session.name,
-            session.cwd
-        ));
+    for ((i, session), label) in visible.iter().enumerate().zip(labels(visible)) {
+        let here = bound == Some(session.key.as_str());
+        text.push('\n');
+        text.push_str(&line(i + 1, &label, session, here));
     }
     text.push_str("\nSend /switch <number or name> to talk to another.");
     text
@@ -343,13 +554,9 @@ mod tests {
     use super::*;
 
     fn session(key: &str, name: &str, paired: &[&str]) -> SessionView {
-        SessionView {
-            key: key.into(),
-            name: name.into(),
-            cwd: format!("/work/{name}"),
-            busy: false,
-            paired: paired.iter().map(|p| p.to_string()).collect(),
-        }
+        let mut view = SessionView::new(key, name, &format!("/work/{name}"), "laptop");
+        view.paired = paired.iter().map(|p| p.to_string()).collect();
+        view
     }
 
     fn two() -> Vec<SessionView> {
@@ -409,7 +616,10 @@ mod tests {
             panic!("expected a reply");
         };
         assert!(text.contains("not delivered"), "{text}");
-        assert!(text.contains("1. web — /work/web (idle)"), "{text}");
+        assert!(
+            text.contains("1. web on laptop — /work/web · idle"),
+            "{text}"
+        );
         assert!(
             !text.contains("api"),
             "telegram:2 is not paired with api: {text}"
@@ -525,7 +735,7 @@ mod tests {
     #[test]
     fn sessions_marks_this_chat_and_says_busy() {
         let mut sessions = two();
-        sessions[0].busy = true;
+        sessions[0].state = SessionState::Busy;
         let Decision::Reply(text) = decide(
             "/sessions",
             "telegram:1",
@@ -536,9 +746,12 @@ mod tests {
         ) else {
             panic!("expected a reply");
         };
-        assert!(text.contains("1. api — /work/api (busy)\n"), "{text}");
         assert!(
-            text.contains("2. web — /work/web (idle) ← this chat"),
+            text.contains("1. api on laptop — /work/api · busy\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("2. web on laptop — /work/web · idle ← this chat"),
             "{text}"
         );
     }
@@ -696,7 +909,209 @@ mod tests {
     }
 
     #[test]
+    fn time_since_is_never_negative_whatever_the_clocks_say() {
+        // (now, then, expected): `then` from a machine whose clock runs ahead of ours.
+        let table = [
+            (10_000, 4_000, Duration::from_secs(6)),
+            (10_000, 10_000, Duration::ZERO),
+            (10_000, 190_000, Duration::ZERO),
+            (0, u64::MAX, Duration::ZERO),
+        ];
+        for (now, then, expected) in table {
+            assert_eq!(since(now, then), expected, "{now} {then}");
+        }
+        let table = [
+            (0, "just now"),
+            (59, "just now"),
+            (60, "1 min ago"),
+            (125, "2 min ago"),
+            (3_599, "59 min ago"),
+            (3_600, "1 h ago"),
+            (47 * 3_600, "47 h ago"),
+            (48 * 3_600, "2 days ago"),
+        ];
+        for (secs, text) in table {
+            assert_eq!(ago(Duration::from_secs(secs)), text, "{secs}");
+        }
+    }
+
+    #[test]
+    fn a_sessions_line_says_machine_state_activity_and_usage() {
+        let usage = UsageSoFar {
+            input: 12_300,
+            output: 1_200,
+            cost_micros: Some(41_200),
+        };
+        let base = || session("k", "api", &["telegram:1"]);
+        let table: Vec<(SessionView, bool, &str)> = vec![
+            (base(), false, "1. api on laptop — /work/api · idle"),
+            (
+                SessionView {
+                    ago: Some(Duration::from_secs(130)),
+                    ..base()
+                },
+                true,
+                "1. api on laptop — /work/api · idle, active 2 min ago ← this chat",
+            ),
+            (
+                SessionView {
+                    state: SessionState::Busy,
+                    ago: Some(Duration::from_secs(130)),
+                    usage: Some(usage),
+                    ..base()
+                },
+                false,
+                "1. api on laptop — /work/api · busy · 12.3k in, 1.2k out, $0.0412",
+            ),
+            (
+                SessionView {
+                    state: SessionState::Offline,
+                    ago: Some(Duration::from_secs(7_200)),
+                    usage: Some(UsageSoFar {
+                        cost_micros: None,
+                        ..usage
+                    }),
+                    ..base()
+                },
+                false,
+                "1. api on laptop — /work/api · offline, last seen 2 h ago · 12.3k in, 1.2k out",
+            ),
+            (
+                SessionView {
+                    state: SessionState::Offline,
+                    ..base()
+                },
+                false,
+                "1. api on laptop — /work/api · offline",
+            ),
+            (
+                SessionView {
+                    state: SessionState::Offline,
+                    note: Some("upgrade host-shim on laptop".into()),
+                    ..base()
+                },
+                false,
+                "1. api on laptop — /work/api · offline · ⚠ upgrade host-shim on laptop",
+            ),
+        ];
+        for (view, here, expected) in table {
+            let bound = here.then_some("k");
+            assert_eq!(
+                list(std::slice::from_ref(&view), bound),
+                format!(
+                    "Sessions you are paired with:\n{expected}\nSend /switch <number or name> \
+                     to talk to another."
+                )
+            );
+        }
+    }
+
+    /// `api` on two machines, both paired with telegram:1; telegram:2 with neither.
+    fn twins() -> Vec<SessionView> {
+        let mut build = session("k-api-build", "api", &["telegram:1"]);
+        build.machine = "build".into();
+        build.cwd = "/srv/api".into();
+        vec![
+            session("k-api-laptop", "API", &["telegram:1"]),
+            session("k-web", "web", &["telegram:1"]),
+            build,
+        ]
+    }
+
+    #[test]
+    fn two_sessions_of_one_name_are_told_apart_by_their_machine() {
+        assert_eq!(
+            labels(&twins()),
+            ["API@laptop", "web", "api@build"].map(String::from)
+        );
+        let Decision::Reply(text) = decide(
+            "/sessions",
+            "telegram:1",
+            Audience::Direct,
+            Some("k-api-build"),
+            None,
+            twins().as_slice(),
+        ) else {
+            panic!("expected the list");
+        };
+        assert!(
+            text.contains("\n1. API@laptop — /work/API · idle\n"),
+            "{text}"
+        );
+        assert!(text.contains("\n2. web on laptop — /work/web"), "{text}");
+        assert!(
+            text.contains("\n3. api@build — /srv/api · idle ← this chat"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn switch_to_a_shared_name_answers_with_the_choices_and_each_choice_works() {
+        let switch = |text: &str, who: &str| {
+            decide(text, who, Audience::Direct, None, None, twins().as_slice())
+        };
+        let Decision::Reply(text) = switch("/switch api", "telegram:1") else {
+            panic!("expected the choices, not a pick");
+        };
+        assert_eq!(
+            text,
+            "Several of your sessions are called api:\n1. API@laptop — /work/API\n3. \
+             api@build — /srv/api\nSend /switch API@laptop (or the number) to pick one."
+        );
+        for (wanted, key, reply) in [
+            ("api@build", "k-api-build", "api@build (/srv/api)"),
+            ("API@BUILD", "k-api-build", "api@build (/srv/api)"),
+            ("api@laptop", "k-api-laptop", "API@laptop (/work/API)"),
+            ("3", "k-api-build", "api@build (/srv/api)"),
+            ("web", "k-web", "web (/work/web)"),
+        ] {
+            assert_eq!(
+                switch(&format!("/switch {wanted}"), "telegram:1"),
+                Decision::Switch {
+                    session: key.into(),
+                    reply: format!("This chat now talks to {reply}.")
+                },
+                "{wanted}"
+            );
+        }
+        // A stranger learns nothing of either: the pairing answer, as for any name.
+        for wanted in ["api", "api@build", "api@nowhere"] {
+            let answer = switch(&format!("/switch {wanted}"), "telegram:2");
+            let (Decision::Pair { reply, .. } | Decision::Reply(reply)) = answer else {
+                panic!("{wanted}: {answer:?}");
+            };
+            assert_eq!(reply, PAIRING_ANSWER, "{wanted}");
+        }
+    }
+
+    #[test]
+    fn switching_to_an_offline_session_says_that_messages_wait() {
+        let mut sessions = two();
+        sessions[1].state = SessionState::Offline;
+        assert_eq!(
+            decide(
+                "/switch web",
+                "telegram:1",
+                Audience::Direct,
+                None,
+                None,
+                sessions.as_slice()
+            ),
+            Decision::Switch {
+                session: "k-web".into(),
+                reply: "This chat now talks to web (/work/web). It is offline: your messages \
+                        wait and are delivered when it is back."
+                    .into()
+            }
+        );
+    }
+
+    #[test]
     fn only_the_command_word_makes_a_broker_command() {
+        assert!(lists_sessions("/sessions@my_bot"));
+        assert!(lists_sessions("/switch "));
+        assert!(!lists_sessions("/switch api"));
+        assert!(!lists_sessions("sessions"));
         assert!(is_broker_command("  /sessions "));
         assert!(is_broker_command("/SWITCH api"));
         assert!(!is_broker_command("/sessionsx"));

@@ -7,9 +7,13 @@
 //! one process's sessions: a conversation bound to a session gets its messages published
 //! to that session's subject whether or not a node runs it right now, so a message sent
 //! while a session moves between nodes waits in the stream instead of being lost.
+//!
+//! A session whose node is gone (its lease or its node's key aged out) is **offline**: its
+//! chats' messages are still published (the stream keeps them 24 h, and its consumer
+//! delivers them when it is back), and each chat is told so once per offline period.
 
 use futures_util::StreamExt as _;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +24,7 @@ use tokio::task::JoinHandle;
 use transport_core::{Envelope, Inbound, InboundStream, Transport};
 
 use super::bot_lock::{BotLockError, BotLocks, Holder};
-use super::directory::{Directory, SessionEntry};
+use super::directory::{Directory, Listed, Presence, PresenceReader, state_of};
 use super::inbound::{InboundPublisher, InboundSettings};
 use super::outbound::OutboundServer;
 use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
@@ -29,10 +33,12 @@ use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key};
 use super::warn;
 use crate::broker::bindings::Binding;
-use crate::broker::routing::{self, Audience, Decision, SessionView};
+use crate::broker::routing::{self, Audience, Decision, SessionState, SessionView};
 use crate::broker::{BuildOne, send_notice};
+use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogLine, LogSink};
 use crate::ops::health::Check;
+use crate::ops::metrics::Metrics;
 use crate::wit::session::TransportRequest;
 use crate::wit::types::Level;
 
@@ -62,6 +68,8 @@ pub struct IngressOptions {
 /// A running ingress node.
 pub struct Ingress {
     bots: Vec<JoinHandle<()>>,
+    /// Looks at which sessions are offline, every third of the TTL.
+    watch: JoinHandle<()>,
     stop: watch::Sender<bool>,
     shared: Arc<Shared>,
 }
@@ -84,6 +92,13 @@ struct Shared {
     live: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
     /// Where each bot stands, by transport id, for `/readyz`.
     standing: std::sync::Mutex<BTreeMap<String, Check>>,
+    /// The operator's metrics, when `--metrics` asked for them.
+    metrics: std::sync::OnceLock<Arc<Metrics>>,
+    /// Which session nodes are live and who holds each lease.
+    presence: PresenceReader,
+    /// The sessions offline at the last look, each with the chats told so since it went
+    /// offline (told once per offline period; only bound chats, so strangers cannot grow it).
+    offline: std::sync::Mutex<HashMap<String, HashSet<String>>>,
 }
 
 impl Ingress {
@@ -113,7 +128,11 @@ impl Ingress {
         .await
         .map_err(|e| failed(&e))?;
         let requests = options.requests.clone();
+        let presence = PresenceReader::new(jetstream.clone(), &options.prefix);
         let shared = Arc::new(Shared {
+            presence,
+            offline: std::sync::Mutex::default(),
+            metrics: std::sync::OnceLock::new(),
             client,
             jetstream,
             locks,
@@ -137,12 +156,25 @@ impl Ingress {
             .into_iter()
             .map(|request| tokio::spawn(shared.clone().run_bot(request, stopping.clone())))
             .collect();
-        Ok(Ingress { bots, stop, shared })
+        let watch = tokio::spawn(shared.clone().watch_sessions());
+        Ok(Ingress {
+            bots,
+            watch,
+            stop,
+            shared,
+        })
     }
 
     /// Envelopes and stored values this node refused (not sealed with the cluster key).
     pub fn refused(&self) -> u64 {
         self.shared.options.gate.refused()
+    }
+
+    /// Reports the cluster's sessions by state (active, idle, offline) in `metrics` from
+    /// now on (set once). The messages its bots send and receive are counted where the
+    /// bots are built (`commands::operator::counted_build`).
+    pub fn count_in(&self, metrics: Arc<Metrics>) {
+        let _ = self.shared.metrics.set(metrics);
     }
 
     /// `/readyz`: the NATS connection, then each bot: ready when held here or when another
@@ -163,6 +195,7 @@ impl Ingress {
     /// standby takes over at once instead of after the TTL.
     pub async fn shutdown(self) {
         self.stop.send_replace(true);
+        self.watch.abort();
         for bot in self.bots {
             let _ = bot.await;
         }
@@ -171,6 +204,7 @@ impl Ingress {
     /// Stops at once without releasing anything, as a node that dies does: its locks age
     /// out after the TTL, and its platform connections go quiet. For tests of failover.
     pub async fn kill(self) {
+        self.watch.abort();
         for bot in &self.bots {
             bot.abort();
         }
@@ -447,16 +481,24 @@ impl Shared {
             && !broker_command
         {
             self.publish(&binding.session, envelope).await;
+            self.tell_if_offline(transport, envelope, &binding.session, &conversation)
+                .await;
             return;
         }
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
         let sessions = self.retrying(|| self.directory.sessions()).await;
-        // Who is paired where only shapes an answer, and a group message not meant for the
-        // bot is never answered: group chatter in an unbound chat reads no session state.
+        let now = SystemClock.now_ms();
+        // Who is paired where, and which sessions are live, only shape an answer, and a
+        // group message not meant for the bot is never answered: group chatter in an
+        // unbound chat reads no session state and no presence.
         let views = if audience != Audience::Chatter || broker_command {
-            self.views(sessions).await
+            let presence = self.retrying(|| self.presence.read()).await;
+            self.views(sessions, &presence, now).await
         } else {
-            sessions.into_iter().map(unpaired_view).collect()
+            sessions
+                .iter()
+                .map(|listed| unpaired_view(listed, &Presence::default(), now))
+                .collect()
         };
         let decision = routing::decide(
             &envelope.text,
@@ -472,6 +514,8 @@ impl Shared {
                     self.bind(&conversation, &session, &views, known).await;
                 }
                 self.publish(&session, envelope).await;
+                self.tell_if_offline(transport, envelope, &session, &conversation)
+                    .await;
             }
             // A stranger's `/switch` (Pair) is answered like a missing name; the cluster's
             // directory has no in-memory bindings, so it binds like a switch.
@@ -481,6 +525,102 @@ impl Shared {
             }
             Decision::Reply(text) => self.reply(transport, envelope, &text).await,
             Decision::Ignore => {}
+        }
+    }
+
+    /// Every third of the TTL: which sessions are offline now (a session back online
+    /// forgets which chats were told), and the sessions by state for the metrics.
+    async fn watch_sessions(self: Arc<Self>) {
+        let mut ticks =
+            tokio::time::interval((self.options.lock_ttl / 3).max(Duration::from_millis(100)));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let (sessions, presence) =
+                match (self.directory.sessions().await, self.presence.read().await) {
+                    (Ok(sessions), Ok(presence)) => (sessions, presence),
+                    (Err(error), _) | (_, Err(error)) => {
+                        warn(
+                            self.options.log.as_ref(),
+                            "nats_directory_failed",
+                            &[("error", error.to_string())],
+                        );
+                        continue;
+                    }
+                };
+            {
+                let mut offline = self.offline();
+                let now_offline: HashSet<&str> = sessions
+                    .iter()
+                    .filter(|l| state_of(&l.entry, &presence) == SessionState::Offline)
+                    .map(|l| l.entry.key.as_str())
+                    .collect();
+                offline.retain(|key, _| now_offline.contains(key.as_str()));
+                for key in now_offline {
+                    offline.entry(key.to_owned()).or_default();
+                }
+            }
+            if let Some(metrics) = self.metrics.get() {
+                let (active, idle, offline) = census(&sessions, &presence);
+                metrics.set_cluster_sessions(active, idle, offline);
+            }
+        }
+    }
+
+    fn offline(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
+        self.offline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Tells `conversation` that `session` is offline and its message waits, once per
+    /// offline period. The last look is checked again against the buckets first: a
+    /// session that came back since is not reported. Only a sender paired with the session
+    /// is told: a stranger bound to it on its way to pairing learns nothing of its machine
+    /// or when it was last seen (its message waits all the same).
+    async fn tell_if_offline(
+        &self,
+        transport: &dyn Transport,
+        envelope: &Envelope,
+        session: &str,
+        conversation: &str,
+    ) {
+        let offline_told = self
+            .offline()
+            .get(session)
+            .map(|told| told.contains(conversation));
+        if offline_told != Some(false) {
+            // Online at the last look, or this chat was told already.
+            return;
+        }
+        let (Ok(Some(listed)), Ok(presence)) = (
+            self.directory.session(session).await,
+            self.presence.of(session).await,
+        ) else {
+            return;
+        };
+        let view = unpaired_view(&listed, &presence, SystemClock.now_ms());
+        if view.state == SessionState::Offline {
+            let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+            if !self.view(view.clone()).await.paired.contains(&identity) {
+                return;
+            }
+        }
+        let first = {
+            let mut offline = self.offline();
+            if view.state == SessionState::Offline {
+                offline
+                    .entry(session.to_owned())
+                    .or_default()
+                    .insert(conversation.to_owned())
+            } else {
+                offline.remove(session);
+                false
+            }
+        };
+        if first {
+            self.reply(transport, envelope, &offline_notice(&view))
+                .await;
         }
     }
 
@@ -575,16 +715,20 @@ impl Shared {
     /// the identities the config allows. The states are read [`STATE_READS`] at a time, in
     /// order: one after another, a first message to a bot of a thousand sessions waited
     /// for a thousand round trips.
-    async fn views(&self, sessions: Vec<SessionEntry>) -> Vec<SessionView> {
+    async fn views(
+        &self,
+        sessions: Vec<Listed>,
+        presence: &Presence,
+        now_ms: u64,
+    ) -> Vec<SessionView> {
         futures_util::stream::iter(sessions)
-            .map(|entry| self.view(entry))
+            .map(|listed| self.view(unpaired_view(&listed, presence, now_ms)))
             .buffered(STATE_READS)
             .collect()
             .await
     }
 
-    async fn view(&self, entry: SessionEntry) -> SessionView {
-        let mut view = unpaired_view(entry);
+    async fn view(&self, mut view: SessionView) -> SessionView {
         view.paired = self.options.allowed.clone();
         match self.states.load(&view.key).await {
             Ok(loaded) => {
@@ -610,15 +754,57 @@ impl Shared {
 /// few enough not to flood the KV bucket from one message.
 const STATE_READS: usize = 32;
 
-/// A directory entry as routing sees it, with no one paired.
-fn unpaired_view(entry: SessionEntry) -> SessionView {
-    SessionView {
-        key: entry.key,
-        name: entry.name,
-        cwd: entry.cwd,
-        busy: entry.busy,
-        paired: Default::default(),
+/// A directory entry as routing sees it at `now_ms` (this node's clock), with no one
+/// paired: offline unless a live node holds its lease, and how long ago it was last
+/// active (or, offline, last seen).
+fn unpaired_view(listed: &Listed, presence: &Presence, now_ms: u64) -> SessionView {
+    let entry = &listed.entry;
+    let machine = if entry.machine.is_empty() {
+        // Written by a node before machines were recorded: its description says.
+        super::directory::machine_in(&entry.node)
+    } else {
+        entry.machine.clone()
+    };
+    let mut view = SessionView::new(&entry.key, &entry.name, &entry.cwd, &machine);
+    view.state = state_of(entry, presence);
+    view.ago = Some(listed.ago(now_ms, view.state != SessionState::Offline));
+    view.usage = entry.usage;
+    // Only while it is offline: a node that runs it now has nothing to be refused.
+    if view.state == SessionState::Offline {
+        view.note.clone_from(&entry.refused);
     }
+    view
+}
+
+/// What a chat bound to an offline session is told (once per offline period) when its
+/// message was kept for it.
+pub fn offline_notice(view: &SessionView) -> String {
+    let seen = view
+        .ago
+        .map_or_else(|| "a while ago".to_owned(), routing::ago);
+    let why = view
+        .note
+        .as_ref()
+        .map_or_else(String::new, |note| format!(" ⚠ {note}."));
+    format!(
+        "⏸ {} on {} is offline (last seen {seen}); your message waits and is delivered when \
+         it is back.{why}",
+        view.name, view.machine
+    )
+}
+
+/// The sessions counted by state (active, idle, offline), for the metrics.
+fn census(sessions: &[Listed], presence: &Presence) -> (usize, usize, usize) {
+    sessions
+        .iter()
+        .fold(
+            (0, 0, 0),
+            |(active, idle, offline), listed| match state_of(&listed.entry, presence) {
+                SessionState::Busy => (active + 1, idle, offline),
+                SessionState::Idle => (active, idle + 1, offline),
+                SessionState::Offline => (active, idle, offline + 1),
+            },
+        )
 }
 
 /// The bot lock's key for `request`: its platform and the *name* of its first credential

@@ -54,6 +54,7 @@ mod tests {
             cwd: "/work/laptop".into(),
             busy: true,
             node: "machine-b (pid 7)".into(),
+            ..SessionEntry::default()
         }
     }
 

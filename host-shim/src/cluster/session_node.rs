@@ -181,6 +181,11 @@ struct Running {
     lease: KeptLock,
     agent: Arc<dyn Agent>,
     entry: SessionEntry,
+    /// Its prompts taken and turns settled: a prompt taken since the last look is activity
+    /// (`/sessions`' "active … ago"), however short its turn.
+    turns: Arc<TurnLedger>,
+    /// `turns.taken()` at the last look.
+    prompts_seen: u64,
 }
 
 /// An attached session waiting to run here: its lease is still a dead node's, or no
@@ -218,6 +223,8 @@ struct Node {
     shown: Arc<Mutex<Vec<String>>>,
     /// What the dashboard lists, refreshed at each look at placement.
     rows: Rows,
+    /// Sessions this node will not run (their state is newer than it reads), each said once.
+    refused: std::collections::HashSet<String>,
 }
 
 /// The dashboard's rows of the sessions running here, by key.
@@ -306,6 +313,7 @@ impl SessionNode {
             waiting: Vec::new(),
             shown: shown.clone(),
             rows: rows.clone(),
+            refused: std::collections::HashSet::new(),
         };
         let (stop, stopping) = watch::channel(false);
         let (requests, requests_rx) = mpsc::channel(16);
@@ -596,8 +604,11 @@ impl Node {
             return;
         };
         self.stop(key, true).await;
+        // Written now: its "last seen" is when its pi left.
         entry.busy = false;
         entry.node = String::new();
+        entry.node_id = String::new();
+        entry.written_at_ms = self.options.clock.now_ms();
         if let Err(error) = self.directory.announce(&entry).await {
             self.log(
                 Level::Warning,
@@ -613,6 +624,14 @@ impl Node {
     /// left running).
     async fn launch(&mut self, launch: &Attach) -> Result<SessionHandle, String> {
         let wanted = &launch.wanted;
+        if self.refuses(wanted).await {
+            return Err(format!(
+                "session {}'s saved state was written by a newer host-shim than this one \
+                 ({}): upgrade host-shim on this machine, then attach again",
+                wanted.name,
+                super::directory::machine_of(&self.options.holder)
+            ));
+        }
         let lease_key = session_token(&wanted.key);
         let lease = match self
             .leases
@@ -716,7 +735,7 @@ impl Node {
             sink,
             &self.options.inbound,
             Some(SessionGuards {
-                turns: ledger,
+                turns: ledger.clone(),
                 handed: self.handed.clone(),
                 session_key: wanted.key.clone(),
                 notices: remotes
@@ -741,12 +760,19 @@ impl Node {
                 return Err(error.to_string());
             }
         };
+        let now = self.options.clock.now_ms();
         let entry = SessionEntry {
             key: wanted.key.clone(),
             name: wanted.name.clone(),
             cwd: wanted.cwd.clone(),
             busy: false,
             node: self.options.holder.description.clone(),
+            node_id: self.options.holder.id.clone(),
+            machine: super::directory::machine_of(&self.options.holder),
+            active_at_ms: now,
+            written_at_ms: now,
+            usage: None,
+            refused: None,
         };
         if let Err(error) = self.directory.announce(&entry).await {
             self.log(
@@ -765,9 +791,65 @@ impl Node {
                 lease,
                 agent: inner_agent,
                 entry,
+                turns: ledger,
+                prompts_seen: 0,
             },
         );
         Ok(handle)
+    }
+
+    /// Whether this node must not run `wanted`: its state was written by a newer host-shim,
+    /// and running it here would drop what this one cannot read at the next save. Said once
+    /// in this node's log and in the session's directory entry (which `/sessions` and the
+    /// chats' offline notice show), written only under its lease so it never overwrites the
+    /// entry of a node that runs it.
+    async fn refuses(&mut self, wanted: &Wanted) -> bool {
+        let Ok(loaded) = self.states.load(&wanted.key).await else {
+            // Unreadable for another reason: the session's own load reports it.
+            return false;
+        };
+        let Err(newer) = loaded.readable(&wanted.key) else {
+            self.refused.remove(&wanted.key);
+            return false;
+        };
+        if !self.refused.insert(wanted.key.clone()) {
+            return true;
+        }
+        let machine = super::directory::machine_of(&self.options.holder);
+        let token = session_token(&wanted.key);
+        self.log(
+            Level::Error,
+            "session refused",
+            &[
+                ("session", token.clone()),
+                ("machine", machine.clone()),
+                ("error", newer.to_string()),
+            ],
+        );
+        if let Ok(lease) = self.leases.try_acquire(&token, &self.options.holder).await {
+            let now = self.options.clock.now_ms();
+            let entry = SessionEntry {
+                key: wanted.key.clone(),
+                name: wanted.name.clone(),
+                cwd: wanted.cwd.clone(),
+                node: self.options.holder.description.clone(),
+                node_id: self.options.holder.id.clone(),
+                refused: Some(super::directory::refusal(&newer, &machine)),
+                machine,
+                active_at_ms: now,
+                written_at_ms: now,
+                ..SessionEntry::default()
+            };
+            if let Err(error) = self.directory.announce(&entry).await {
+                self.log(
+                    Level::Warning,
+                    "session not listed",
+                    &[("error", error.to_string())],
+                );
+            }
+            let _ = lease.release().await;
+        }
+        true
     }
 
     /// Stops a session here. `graceful`: it hands over (lease released at once);
@@ -815,12 +897,23 @@ impl Node {
         self.show();
     }
 
-    /// Keeps `/sessions`' busy or idle current.
+    /// Keeps `/sessions`' busy or idle, last activity, usage and last seen current: written
+    /// when a turn starts or ends, and every [`SEEN_REFRESH`](super::directory::SEEN_REFRESH)
+    /// besides (never more often than this is called: once a lease renewal).
     async fn announce_changes(&mut self) {
         for running in self.running.values_mut() {
             let busy = !running.agent.is_idle();
-            if busy != running.entry.busy {
-                running.entry.busy = busy;
+            let taken = running.turns.taken();
+            let prompted = taken != running.prompts_seen;
+            running.prompts_seen = taken;
+            let now = self.options.clock.now_ms();
+            if running.entry.due(busy, prompted, now) {
+                let usage = crate::broker::routing::UsageSoFar::ask(
+                    running.agent.as_ref(),
+                    renew_every(self.options.lease_ttl),
+                )
+                .await;
+                running.entry.record(busy, prompted, usage, now);
                 if let Err(error) = self.directory.announce(&running.entry).await {
                     self.options.log.write(
                         super::LOG_SCOPE,

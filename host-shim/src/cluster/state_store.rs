@@ -6,6 +6,12 @@
 //! revision its writer loaded; KV `update` writes only if that is still the key's latest, so
 //! the stale node gets [`KvStateError::Conflict`] and writes nothing, and two nodes can
 //! never both own a session's state.
+//!
+//! Why a format number: a node whose host-shim is older than the one that last saved a
+//! session would load the document, drop what it does not know, and save the rest over it.
+//! Every document carries the format it was written in (`stateFormat`, [`STATE_FORMAT`]);
+//! a session whose document is newer than this host-shim reads is refused here
+//! ([`KvStateError::Newer`]) and is not started on this node at all.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,6 +23,14 @@ use super::seal::Gate;
 use super::sealed_kv::{self, ValueRefused};
 use super::subjects::{Prefix, session_token};
 use crate::disk::state_store::{QueueFold, StateChanges, StateStore, StateStoreError, StoredState};
+
+/// The format of the state documents this host-shim writes. Raise it when a document gains
+/// something an older host-shim would drop on its next save; documents written before
+/// formats were recorded are format 0.
+pub const STATE_FORMAT: u64 = 1;
+
+/// The document's field that holds its format; the guest never sees it.
+const FORMAT_FIELD: &str = "stateFormat";
 
 /// Why a session's state could not be loaded or saved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +72,21 @@ pub enum KvStateError {
         /// The KV bucket.
         bucket: String,
     },
+    /// The document was written by a newer host-shim: loading it here would lose what this
+    /// one does not know at the next save.
+    #[error(
+        "the state of session {session_key:?} was written by a newer host-shim (state format \
+         {found}; this one reads up to {known}), so this node does not run the session and \
+         writes nothing to its state: upgrade host-shim on this machine"
+    )]
+    Newer {
+        /// The session.
+        session_key: String,
+        /// The document's format.
+        found: u64,
+        /// The newest format this host-shim reads ([`STATE_FORMAT`]).
+        known: u64,
+    },
     /// NATS did not do what was asked.
     #[error(
         "NATS could not {action} for session {session_key:?}: {detail}. Check that nats-server \
@@ -80,6 +109,49 @@ pub struct Loaded {
     pub document: Option<String>,
     /// The key's revision; 0 when it never existed.
     pub revision: u64,
+    /// The format the document was written in (0: none, or written before formats).
+    pub format: u64,
+}
+
+impl Loaded {
+    /// [`KvStateError::Newer`] when this host-shim cannot read the document's format.
+    pub fn readable(&self, session_key: &str) -> Result<(), KvStateError> {
+        if self.format > STATE_FORMAT {
+            return Err(KvStateError::Newer {
+                session_key: session_key.to_owned(),
+                found: self.format,
+                known: STATE_FORMAT,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `document` (a JSON object) with its format recorded.
+fn stamped(document: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(document) {
+        Ok(serde_json::Value::Object(mut fields)) => {
+            fields.insert(FORMAT_FIELD.into(), STATE_FORMAT.into());
+            serde_json::Value::Object(fields).to_string()
+        }
+        // Refused before it gets here (`check_object`).
+        _ => document.to_owned(),
+    }
+}
+
+/// `document` without its format, and the format (0 when it has none or is not an object).
+fn unstamped(document: String) -> (String, u64) {
+    match serde_json::from_str::<serde_json::Value>(&document) {
+        Ok(serde_json::Value::Object(mut fields)) => match fields.remove(FORMAT_FIELD) {
+            // A format that is not a number is not one this host-shim wrote: newer.
+            Some(format) => (
+                serde_json::Value::Object(fields).to_string(),
+                format.as_u64().unwrap_or(u64::MAX),
+            ),
+            None => (document, 0),
+        },
+        _ => (document, 0),
+    }
 }
 
 /// The state bucket of one prefix. Cheap to clone. Values are sealed with the cluster
@@ -139,6 +211,7 @@ impl KvStateStore {
             return Ok(Loaded {
                 document: None,
                 revision: 0,
+                format: 0,
             });
         };
         let document = match entry.operation {
@@ -159,9 +232,14 @@ impl KvStateStore {
                 )
             }
         };
+        let (document, format) = match document.map(unstamped) {
+            Some((document, format)) => (Some(document), format),
+            None => (None, 0),
+        };
         Ok(Loaded {
             document,
             revision: entry.revision,
+            format,
         })
     }
 
@@ -175,6 +253,7 @@ impl KvStateStore {
     ) -> Result<u64, KvStateError> {
         check_object(session_key, document)?;
         let key = session_token(session_key);
+        let document = stamped(document);
         let value = Bytes::from(
             sealed_kv::seal(self.gate.key(), &self.bucket, &key, document.as_bytes())
                 .map_err(KvStateError::Refused)?,
@@ -255,6 +334,8 @@ impl From<KvStateError> for StateStoreError {
 impl StateStore for KvSessionStates {
     async fn load(&self, session_key: &str) -> Result<Option<StoredState>, StateStoreError> {
         let loaded = self.store.load(session_key).await?;
+        // Refused before its revision is known: a save then finds none and writes nothing.
+        loaded.readable(session_key)?;
         self.known().insert(session_key.to_owned(), loaded.revision);
         Ok(self.queues.split(session_key, loaded.document))
     }
@@ -270,5 +351,61 @@ impl StateStore for KvSessionStates {
 
     fn path(&self) -> Option<std::path::PathBuf> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_carries_its_format_and_the_guest_never_sees_it() {
+        let saved = stamped(r#"{"trusted":{"telegram:1":5}}"#);
+        let value: serde_json::Value = serde_json::from_str(&saved).expect("JSON");
+        assert_eq!(value[FORMAT_FIELD], STATE_FORMAT);
+        let (document, format) = unstamped(saved);
+        assert_eq!(format, STATE_FORMAT);
+        assert_eq!(document, r#"{"trusted":{"telegram:1":5}}"#);
+    }
+
+    #[test]
+    fn only_a_format_newer_than_this_host_shim_reads_is_refused() {
+        // (document, format found, refused)
+        let table = [
+            (r#"{"trusted":{}}"#.to_owned(), 0, false),
+            (
+                format!(r#"{{"stateFormat":{STATE_FORMAT}}}"#),
+                STATE_FORMAT,
+                false,
+            ),
+            (
+                format!(r#"{{"stateFormat":{}}}"#, STATE_FORMAT + 1),
+                STATE_FORMAT + 1,
+                true,
+            ),
+            (r#"{"stateFormat":"two"}"#.to_owned(), u64::MAX, true),
+            ("not json".to_owned(), 0, false),
+        ];
+        for (document, found, refused) in table {
+            let (_, format) = unstamped(document.clone());
+            assert_eq!(format, found, "{document}");
+            let loaded = Loaded {
+                document: Some(document.clone()),
+                revision: 3,
+                format,
+            };
+            match loaded.readable("k") {
+                Ok(()) => assert!(!refused, "{document}"),
+                Err(error) => {
+                    assert!(refused, "{document}");
+                    let text = error.to_string();
+                    assert!(text.contains("upgrade host-shim"), "{text}");
+                    assert!(
+                        text.contains(&format!("reads up to {STATE_FORMAT}")),
+                        "{text}"
+                    );
+                }
+            }
+        }
     }
 }

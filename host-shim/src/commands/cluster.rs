@@ -352,6 +352,9 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                 },
             )
             .await?;
+            if let Some(metrics) = &metrics {
+                ingress.count_in(metrics.clone());
+            }
             let _listener = operator::listen_for_node(
                 args.metrics,
                 metrics,

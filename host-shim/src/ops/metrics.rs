@@ -160,7 +160,8 @@ impl Metrics {
         // Counters are registered without `_total`: the encoder adds it (OpenMetrics).
         registry.register(
             "sessions",
-            "Sessions attached to this broker, by state (active: a turn runs; idle)",
+            "Sessions by state (active: a turn runs; idle; offline: a cluster session whose \
+             node is gone, its messages waiting)",
             metrics.sessions.clone(),
         );
         registry.register(
@@ -288,7 +289,22 @@ impl Metrics {
 
     /// Sessions attached now: `active` ones run a turn.
     pub fn set_sessions(&self, active: usize, idle: usize) {
-        for (state, count) in [("active", active), ("idle", idle)] {
+        self.set_session_states(active, idle, None);
+    }
+
+    /// A cluster's sessions by state, as its directory and presence say (the ingress):
+    /// `offline` ones are listed but no live node runs them.
+    pub fn set_cluster_sessions(&self, active: usize, idle: usize, offline: usize) {
+        self.set_session_states(active, idle, Some(offline));
+    }
+
+    fn set_session_states(&self, active: usize, idle: usize, offline: Option<usize>) {
+        let states = [
+            ("active", Some(active)),
+            ("idle", Some(idle)),
+            ("offline", offline),
+        ];
+        for (state, count) in states.into_iter().filter_map(|(s, c)| Some((s, c?))) {
             self.sessions
                 .get_or_create(&StateLabel {
                     state: state.into(),
@@ -512,6 +528,24 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn a_cluster_counts_offline_sessions_and_a_broker_has_none_to_count() {
+        let metrics = Metrics::new(Vec::<String>::new());
+        metrics.set_cluster_sessions(1, 2, 3);
+        let text = metrics.render();
+        for line in [
+            "botconnect_sessions{state=\"active\"} 1",
+            "botconnect_sessions{state=\"idle\"} 2",
+            "botconnect_sessions{state=\"offline\"} 3",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+        let broker = Metrics::new(Vec::<String>::new());
+        broker.set_sessions(1, 2);
+        let text = broker.render();
+        assert!(!text.contains("state=\"offline\""), "{text}");
     }
 
     #[test]

@@ -220,6 +220,7 @@ async fn the_documented_nats_config_runs_a_cluster_and_refuses_what_the_roles_ma
             cwd: "/work/api".into(),
             busy: false,
             node: "n".into(),
+            ..SessionEntry::default()
         })
         .await
         .expect("and announces its session");

@@ -10,13 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use host_shim::agent::{Agent, DemoAgent};
-use host_shim::cluster::directory::Directory;
 use host_shim::cluster::session_node::{Attach, Wanted};
 use host_shim::commands::operator;
 use host_shim::local::ui::{RecordingUi, Ui};
 use host_shim::pi::attach::{self, Bound, Link};
 use host_shim::wit::agent::SessionInfo;
-use transport_testing::telegram::private_text;
 
 use crate::cluster_serve::Cluster;
 use crate::common::cluster::{NatsServer, Unavailable, eventually};
@@ -155,7 +153,10 @@ async fn an_attached_session_whose_agent_left_keeps_its_chat_and_answers_what_wa
     let Some(cluster) = pairing_cluster("pi-away").await else {
         return;
     };
-    let ingress = cluster.ingress().await;
+    // The ingress's metrics show when it has seen the session go offline.
+    let census = operator::metrics();
+    let ingress = cluster.ingress_counted(Some(&census)).await;
+    ingress.count_in(census.clone());
     let node = cluster.node("machine-b", &[], Duration::ZERO).await;
     let ui = Arc::new(RecordingUi::default());
     let attach = |ui: Arc<RecordingUi>| {
@@ -232,28 +233,25 @@ async fn an_attached_session_whose_agent_left_keeps_its_chat_and_answers_what_wa
     // Its agent goes (pi exits): the session stops, and the directory keeps it, offline.
     (served.end).await.expect("the session ends");
     assert!(node.running().is_empty(), "nothing runs once its pi left");
-    let jetstream = cluster.nats.jetstream().await;
-    let directory = Directory::open(&jetstream, &cluster.prefix, &cluster.gate)
-        .await
-        .expect("the directory opens");
-    let entries = directory.sessions().await.expect("the directory reads");
-    let entry = entries
-        .iter()
-        .find(|e| e.key == "pi:laptop-session")
-        .expect("the session stays listed");
-    assert_eq!(entry.node, "", "listed without a node: offline");
+    let listed = cluster.say_now(4, "/sessions", "laptop").await;
+    assert!(listed.contains("offline"), "listed, offline: {listed}");
+    eventually("the ingress's look finds it offline", || {
+        let text = census.render();
+        async move {
+            text.contains("botconnect_sessions{state=\"offline\"} 1")
+                .then_some(())
+        }
+    })
+    .await;
 
-    // A message while it is away waits in its stream, unanswered…
+    // A message while it is away waits in its stream; the chat is told so…
     let before = cluster.bot.sent().len();
-    cluster
-        .bot
-        .queue_update(private_text(crate::cluster_serve::USER, 4, "while away"));
+    cluster.say_now(5, "while away", "waits").await;
     assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.pending_updates() == 0)
-            .await,
-        "the ingress took the message"
+        !cluster.bot.sent()[before..]
+            .iter()
+            .any(|m| m.text.contains("You asked")),
+        "not answered while away"
     );
     // …and is answered once the session attaches again, paired as before.
     let again = Arc::new(RecordingUi::default());

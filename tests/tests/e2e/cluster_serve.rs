@@ -149,7 +149,10 @@ impl Cluster {
             .expect("session node starts")
     }
 
-    async fn start_node(&self, options: SessionNodeOptions) -> Result<SessionNode, String> {
+    pub(crate) async fn start_node(
+        &self,
+        options: SessionNodeOptions,
+    ) -> Result<SessionNode, String> {
         let client = self.nats.connect().await;
         let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
         SessionNode::start(client, jetstream, options)
@@ -157,7 +160,12 @@ impl Cluster {
             .map_err(|error| error.to_string())
     }
 
-    fn node_options(&self, node: &str, sessions: &[&str], pace: Duration) -> SessionNodeOptions {
+    pub(crate) fn node_options(
+        &self,
+        node: &str,
+        sessions: &[&str],
+        pace: Duration,
+    ) -> SessionNodeOptions {
         let agents = self.agents.clone();
         let node_name = node.to_owned();
         SessionNodeOptions {

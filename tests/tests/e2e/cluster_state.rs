@@ -2,7 +2,9 @@
 //! (docs/decisions.md#decision-19-past-one-host-on-nats-jetstream): saves are compare-and-set on
 //! the revision, so a stale writer is refused and writes nothing.
 
-use host_shim::cluster::state_store::{KvSessionStates, KvStateError, KvStateStore, Loaded};
+use host_shim::cluster::state_store::{
+    KvSessionStates, KvStateError, KvStateStore, Loaded, STATE_FORMAT,
+};
 use host_shim::disk::state_store::{StateChanges, StateStore, StateStoreError};
 
 use crate::common::cluster::{self, nats_or_skip};
@@ -24,7 +26,8 @@ async fn the_state_cas_refuses_a_stale_writer() {
         node_a.load(SESSION).await.expect("load"),
         Loaded {
             document: None,
-            revision: 0
+            revision: 0,
+            format: 0
         }
     );
     let first = node_a
@@ -68,7 +71,8 @@ async fn the_state_cas_refuses_a_stale_writer() {
         node_a.load(SESSION).await.expect("load"),
         Loaded {
             document: Some(r#"{"trusted":{"telegram:1":1}}"#.to_owned()),
-            revision: by_b
+            revision: by_b,
+            format: STATE_FORMAT
         }
     );
     // Creating a document that exists is a conflict too (two nodes starting one session).
@@ -184,5 +188,52 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
     assert_eq!(
         queued,
         [serde_json::from_str::<serde_json::Value>(&entry("b")).unwrap()]
+    );
+}
+
+/// A node whose host-shim is older than the one that last saved a session would drop what
+/// it cannot read at its next save: it is refused the document, and, knowing no revision,
+/// writes nothing over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_newer_than_this_host_shim_reads_is_refused_and_never_overwritten() {
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("state3");
+    let newer = format!(
+        r#"{{"stateFormat":{},"trusted":{{"telegram:1":1}},"shinyNewThing":{{"kept":true}}}}"#,
+        STATE_FORMAT + 1
+    );
+    cluster::plant_state(&server, &prefix, SESSION, &newer).await;
+    let store = KvStateStore::open(&server.jetstream().await, &prefix, &cluster::gate())
+        .await
+        .expect("state bucket");
+    let states = KvSessionStates::new(store.clone());
+    let refused = states.load(SESSION).await.expect_err("newer");
+    let text = refused.to_string();
+    for needed in [
+        format!("state format {}", STATE_FORMAT + 1),
+        format!("reads up to {STATE_FORMAT}"),
+        "upgrade host-shim".to_owned(),
+    ] {
+        assert!(text.contains(&needed), "{needed}: {text}");
+    }
+    let overwrite = states
+        .save(SESSION, &StateChanges::document(r#"{"trusted":{}}"#))
+        .await
+        .expect_err("no revision known: nothing written");
+    assert!(
+        matches!(
+            &overwrite,
+            StateStoreError::Backend(error)
+                if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
+        ),
+        "{overwrite}"
+    );
+    let kept = store.load(SESSION).await.expect("load");
+    assert_eq!(kept.format, STATE_FORMAT + 1);
+    assert!(
+        kept.document
+            .as_deref()
+            .is_some_and(|d| d.contains("shinyNewThing")),
+        "{kept:?}"
     );
 }

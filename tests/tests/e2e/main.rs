@@ -14,6 +14,7 @@ mod cluster_inbound;
 mod cluster_outbound;
 mod cluster_pi;
 mod cluster_serve;
+mod cluster_sessions;
 mod cluster_state;
 mod demo_agent;
 mod digest_flow;

@@ -444,3 +444,23 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Writes `document` as session `session_key`'s state, sealed with the test cluster key,
+/// without the state store's own stamp: a document as a newer host-shim would have left it.
+pub async fn plant_state(server: &NatsServer, prefix: &Prefix, session_key: &str, document: &str) {
+    let jetstream = server.jetstream().await;
+    // Opened as the nodes open it, so its settings agree with theirs.
+    let _ = host_shim::cluster::state_store::KvStateStore::open(&jetstream, prefix, &gate())
+        .await
+        .expect("the state bucket opens");
+    let bucket = prefix.state_bucket();
+    let store = jetstream
+        .get_key_value(&bucket)
+        .await
+        .expect("the state bucket exists");
+    let token = host_shim::cluster::subjects::session_token(session_key);
+    let sealed =
+        host_shim::cluster::sealed_kv::seal(&cluster_key(), &bucket, &token, document.as_bytes())
+            .expect("sealed");
+    store.put(token, sealed.into()).await.expect("planted");
+}
