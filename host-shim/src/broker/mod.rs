@@ -11,6 +11,7 @@ pub mod bindings;
 pub mod routing;
 pub mod shared;
 pub mod strangers;
+pub mod topics;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -40,6 +41,7 @@ use indexmap::IndexMap;
 use routing::{Audience, Census, Decision, Roster, SessionView};
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
+use topics::{OnAttach, TopicRecord, TopicRoute, Topics};
 
 /// The shortest time between two writes of the status file: `doctor` may show an attach a
 /// second late.
@@ -197,6 +199,8 @@ struct Inner {
     allowing: HashMap<String, HashSet<String>>,
     bindings: Bindings,
     shared: HashMap<String, Arc<Shared>>,
+    /// Every topic made for a session (docs/broker.md#a-topic-per-session).
+    topics: Topics,
 }
 
 /// An attached session as `doctor` and the status line show it.
@@ -238,6 +242,13 @@ pub struct Broker {
     reader: Mutex<Option<Arc<StateReader>>>,
     /// The operator's metrics, when `--metrics` asked for them.
     metrics: OnceLock<Arc<Metrics>>,
+    /// The machine's name, in each session's topic name.
+    host: String,
+    /// A session's topic being made or opened, by `(session, fingerprint)`: its end waits
+    /// for it, or a session stopping at once would leave its topic open.
+    topic_tasks: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// Held while a deleted topic is replaced: two sends failing at once make one topic.
+    topic_replacing: tokio::sync::Mutex<()>,
 }
 
 impl Broker {
@@ -259,6 +270,7 @@ impl Broker {
             });
         }
         let status_stopped = Arc::new(Mutex::new(false));
+        let topics = kept_topics(options.bindings.store().as_deref(), options.log.as_ref());
         Arc::new_cyclic(|me| Broker {
             status: options.status_file.as_ref().and_then(|path| {
                 spawn_status_writer(
@@ -278,6 +290,7 @@ impl Broker {
             status_file: options.status_file,
             inner: Mutex::new(Inner {
                 bindings: options.bindings,
+                topics,
                 ..Inner::default()
             }),
             routers: Mutex::new(Vec::new()),
@@ -285,6 +298,9 @@ impl Broker {
             pairing: options.pairing,
             reader: Mutex::new(None),
             metrics: OnceLock::new(),
+            host: crate::disk::lock::host_name(),
+            topic_tasks: Mutex::new(HashMap::new()),
+            topic_replacing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -585,8 +601,26 @@ impl Broker {
         if let Some(metrics) = self.metrics() {
             metrics.envelope_received(&envelope.transport);
         }
+        let mut envelope = envelope;
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+        match self.topic_route(shared, &envelope) {
+            TopicRoute::NotATopic => {}
+            TopicRoute::Session(session) => {
+                // The topic is that session's own place: every message in it is meant for
+                // it, mentioned or not (a stranger there meets its pairing).
+                envelope.addressed = true;
+                self.deliver(shared, &session, envelope, handled, Audience::Direct, false)
+                    .await;
+                return;
+            }
+            TopicRoute::Ended(name) => {
+                drop(handled);
+                self.answer(shared, envelope, &topics::ended_topic_answer(&name), true)
+                    .await;
+                return;
+            }
+        }
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
         let (decision, stranger) = self.decide(
             &shared.fingerprint,
@@ -597,32 +631,8 @@ impl Broker {
         );
         match decision {
             Decision::Deliver { session, .. } => {
-                let sink = self.inner(|inner| {
-                    inner
-                        .sessions
-                        .get(&session)
-                        .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
-                });
-                let message = Inbound::Message { envelope, handled };
-                let returned = match sink {
-                    Some(sink) => sink.forward(message).await.err(),
-                    None => Some(message),
-                };
-                // The session went away between the decision and the hand-over. Said only
-                // to a message meant for the bot, like every answer of the broker's own.
-                if let Some(Inbound::Message { envelope, handled }) = returned {
-                    drop(handled);
-                    if audience != Audience::Chatter {
-                        self.answer(
-                            shared,
-                            envelope,
-                            "The session this chat talks to has just stopped, so this message was \
-                         not delivered. Send /sessions to pick another.",
-                            stranger,
-                        )
-                        .await;
-                    }
-                }
+                self.deliver(shared, &session, envelope, handled, audience, stranger)
+                    .await;
             }
             Decision::Switch { session, reply } => {
                 drop(handled);
@@ -639,6 +649,44 @@ impl Broker {
                 self.answer(shared, envelope, &text, stranger).await;
             }
             Decision::Ignore => drop(handled),
+        }
+    }
+
+    /// Hands `envelope` to `session`'s sink on `shared`'s bot.
+    async fn deliver(
+        &self,
+        shared: &Arc<Shared>,
+        session: &str,
+        envelope: transport_core::Envelope,
+        handled: transport_core::inbound::Handled,
+        audience: Audience,
+        stranger: bool,
+    ) {
+        let sink = self.inner(|inner| {
+            inner
+                .sessions
+                .get(session)
+                .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
+        });
+        let message = Inbound::Message { envelope, handled };
+        let returned = match sink {
+            Some(sink) => sink.forward(message).await.err(),
+            None => Some(message),
+        };
+        // The session went away between the decision and the hand-over. Said only
+        // to a message meant for the bot, like every answer of the broker's own.
+        if let Some(Inbound::Message { envelope, handled }) = returned {
+            drop(handled);
+            if audience != Audience::Chatter {
+                self.answer(
+                    shared,
+                    envelope,
+                    "The session this chat talks to has just stopped, so this message was \
+                     not delivered. Send /sessions to pick another.",
+                    stranger,
+                )
+                .await;
+            }
         }
     }
 
@@ -894,6 +942,367 @@ impl Broker {
         if let Some(path) = &self.status_file {
             *lock(&self.status_stopped) = true;
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The topics kept in the state database, read once when the broker starts. A row that
+/// cannot be read is named in the log and left alone: its session gets a new topic.
+fn kept_topics(store: Option<&crate::disk::state_db::StateDb>, log: &dyn LogSink) -> Topics {
+    let warn = |event: &str, fields: &[(&str, String)]| {
+        log.write(LOG_NAME, LogLine::new(Level::Warning, event, fields));
+    };
+    let Some(store) = store else {
+        return Topics::default();
+    };
+    match store.kept_under(topics::KEPT_PREFIX) {
+        Ok(rows) => Topics::from_kept(rows.into_iter().filter_map(|(name, value)| {
+            match serde_json::from_str::<TopicRecord>(&value) {
+                Ok(record) => Some((name, record)),
+                Err(error) => {
+                    warn(
+                        "session topic unreadable",
+                        &[
+                            ("name", name),
+                            (
+                                "error",
+                                format!(
+                                    "{error}; its session gets a new topic when it attaches"
+                                ),
+                            ),
+                        ],
+                    );
+                    None
+                }
+            }
+        })),
+        Err(error) => {
+            warn(
+                "session topics unreadable",
+                &[(
+                    "error",
+                    format!("{error}; sessions get new topics when they attach"),
+                )],
+            );
+            Topics::default()
+        }
+    }
+}
+
+/// A topic per session (docs/broker.md#a-topic-per-session): the I/O around the decisions
+/// of [`topics`].
+impl Broker {
+    /// Where a message goes as far as session topics tell. The broker's own commands are
+    /// answered by the broker even in a topic, so `/sessions` and `/switch` work anywhere.
+    fn topic_route(&self, shared: &Shared, envelope: &transport_core::Envelope) -> TopicRoute {
+        if routing::is_broker_command(&envelope.text) {
+            return TopicRoute::NotATopic;
+        }
+        self.inner(|inner| {
+            let Inner {
+                topics, sessions, ..
+            } = inner;
+            topics.route(
+                &envelope.transport,
+                &envelope.conversation_id,
+                envelope.thread_id.as_deref(),
+                |key| {
+                    sessions
+                        .get(key)
+                        .is_some_and(|s| s.sinks.contains_key(&shared.fingerprint))
+                },
+            )
+        })
+    }
+
+    /// The session whose topic `conversation_id` (and `thread_id`) is on `transport`, with
+    /// its name: a send there from another session is refused.
+    fn topic_owner(
+        &self,
+        transport: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<(String, String)> {
+        self.inner(|inner| {
+            let owner = inner.topics.owner(transport, conversation_id, thread_id)?;
+            let name = inner
+                .sessions
+                .get(owner)
+                .map_or_else(|| owner.to_owned(), |s| s.name.clone());
+            Some((owner.to_owned(), name))
+        })
+    }
+
+    /// Starts making (or opening again) `session`'s topic on `shared`'s bot, whose
+    /// transport the session just started; off the start path, so a slow platform does not
+    /// hold the session up. Nothing when the bot's config names no place for topics.
+    fn start_topic(self: &Arc<Self>, session: &str, shared: &Arc<Shared>) {
+        if shared.real.topic_place().is_none() {
+            return;
+        }
+        let broker = self.clone();
+        let key = (session.to_owned(), shared.fingerprint.clone());
+        let (session, shared) = (session.to_owned(), shared.clone());
+        let task = tokio::spawn(async move { broker.open_topic(&session, &shared).await });
+        if let Some(earlier) = lock(&self.topic_tasks).insert(key, task) {
+            earlier.abort();
+        }
+    }
+
+    /// Makes or opens `session`'s topic (see [`topics::on_attach`]) and writes it down.
+    async fn open_topic(&self, session: &str, shared: &Arc<Shared>) {
+        let Some(place) = shared.real.topic_place() else {
+            return;
+        };
+        let Some((shown, cwd)) = self.inner(|inner| {
+            inner
+                .sessions
+                .get(session)
+                .map(|s| (s.name.clone(), s.cwd.clone()))
+        }) else {
+            return;
+        };
+        let transport = shared.real.id().to_owned();
+        let max = shared.real.topic_naming().max_chars;
+        let name = topics::topic_name(&shown, &cwd, &self.host, max);
+        let kept = topics::kept_name(&transport, &place, &name);
+        let known = self.inner(|inner| inner.topics.get(&kept).cloned());
+        let mut replaced = false;
+        let resumed = match topics::on_attach(known.as_ref()) {
+            OnAttach::Create => None,
+            OnAttach::Resume(topic) => match shared.real.resume_topic(&topic, &name).await {
+                Ok(()) => {
+                    self.topic_notice(shared, &topic, &topics::resumed_announcement(&shown))
+                        .await;
+                    Some(topic)
+                }
+                Err(error) => match topics::after_resume_failed(&error) {
+                    topics::AfterResumeFailed::Recreate => {
+                        replaced = true;
+                        None
+                    }
+                    topics::AfterResumeFailed::KeepAndSay => {
+                        self.topic_problem(session, shared, &place, &error);
+                        Some(topic)
+                    }
+                },
+            },
+        };
+        let topic = match resumed {
+            Some(topic) => topic,
+            None => match shared.real.create_topic(&name).await {
+                Ok(topic) => {
+                    self.topic_notice(shared, &topic, &topics::announcement(&shown, &cwd, &self.host))
+                        .await;
+                    topic
+                }
+                Err(error) => {
+                    self.topic_problem(session, shared, &place, &error);
+                    return;
+                }
+            },
+        };
+        self.keep_topic(
+            &kept,
+            TopicRecord {
+                transport: transport.clone(),
+                session: session.to_owned(),
+                name: name.clone(),
+                topic: topic.clone(),
+                ended: false,
+            },
+        );
+        self.log(
+            Level::Info,
+            "session topic ready",
+            &[
+                ("session", session.to_owned()),
+                ("transport", transport),
+                ("topic", name.clone()),
+            ],
+        );
+        if replaced {
+            let text = topics::recreated(&name);
+            self.topic_notice(shared, &topic, &text).await;
+            self.tell_session(session, shared, &text);
+        }
+    }
+
+    /// Marks `session`'s topic on `shared`'s bot ended (its transport stops): a last
+    /// message in it, then renamed and closed (archived) by the platform, never deleted.
+    async fn end_topic(&self, session: &str, shared: &Arc<Shared>) {
+        let opening = lock(&self.topic_tasks).remove(&(session.to_owned(), shared.fingerprint.clone()));
+        if let Some(opening) = opening {
+            let _ = opening.await;
+        }
+        let transport = shared.real.id().to_owned();
+        let Some((kept, record)) = self.inner(|inner| {
+            inner
+                .topics
+                .open_of(session, &transport)
+                .map(|(kept, record)| (kept.to_owned(), record.clone()))
+        }) else {
+            return;
+        };
+        let shown = self
+            .inner(|inner| inner.sessions.get(session).map(|s| s.name.clone()))
+            .unwrap_or_else(|| record.name.clone());
+        self.topic_notice(shared, &record.topic, &topics::ended_announcement(&shown))
+            .await;
+        let ended = topics::ended_name(&record.name, shared.real.topic_naming().max_chars);
+        if let Err(error) = shared.real.end_topic(&record.topic, &ended).await {
+            // Gone: the next attach makes a new one. Anything else: the topic stays open
+            // under its running name, which the next attach reuses all the same.
+            let place = shared.real.topic_place().unwrap_or_default();
+            self.topic_problem(session, shared, &place, &error);
+        }
+        self.keep_topic(
+            &kept,
+            TopicRecord {
+                ended: true,
+                ..record
+            },
+        );
+    }
+
+    /// After a send into `session`'s topic failed because the topic is gone (deleted by
+    /// hand): makes a new topic under the same name, says so once (in the new topic and
+    /// the session's terminal), and sends `message` there, so nothing is lost. `failed`
+    /// is the topic the send went to; when another send replaced it meanwhile, that
+    /// replacement is used.
+    async fn resend_in_new_topic(
+        &self,
+        session: &str,
+        shared: &Arc<Shared>,
+        failed: &transport_core::Topic,
+        message: OutboundMessage,
+        error: transport_core::TransportError,
+    ) -> Result<transport_core::SendReceipt, transport_core::TransportError> {
+        let topic = {
+            let _one_at_a_time = self.topic_replacing.lock().await;
+            let transport = shared.real.id().to_owned();
+            let Some((kept, record)) = self.inner(|inner| {
+                inner
+                    .topics
+                    .open_of(session, &transport)
+                    .map(|(kept, record)| (kept.to_owned(), record.clone()))
+            }) else {
+                return Err(error);
+            };
+            if &record.topic == failed {
+                let place = shared.real.topic_place().unwrap_or_default();
+                let topic = match shared.real.create_topic(&record.name).await {
+                    Ok(topic) => topic,
+                    Err(problem) => {
+                        self.topic_problem(session, shared, &place, &problem);
+                        return Err(error);
+                    }
+                };
+                let text = topics::recreated(&record.name);
+                self.topic_notice(shared, &topic, &text).await;
+                self.tell_session(session, shared, &text);
+                self.keep_topic(
+                    &kept,
+                    TopicRecord {
+                        topic: topic.clone(),
+                        ..record
+                    },
+                );
+                topic
+            } else {
+                record.topic
+            }
+        };
+        // An edit's message went with the old topic: the text is posted anew.
+        shared
+            .real
+            .send(OutboundMessage {
+                conversation_id: topic.conversation_id,
+                thread_id: topic.thread_id,
+                edit_key: None,
+                ..message
+            })
+            .await
+    }
+
+    /// Keeps `record` in the book and writes it to the state database with its next commit.
+    fn keep_topic(&self, kept: &str, record: TopicRecord) {
+        let written = serde_json::to_string(&record);
+        let store = self.inner(|inner| {
+            inner.topics.keep(kept, record);
+            inner.bindings.store()
+        });
+        if let (Some(store), Ok(value)) = (store, written) {
+            store.keep(kept, value);
+        }
+    }
+
+    /// Posts `text` in `topic` from the broker; a failure is logged (the topic's use does
+    /// not depend on it).
+    async fn topic_notice(&self, shared: &Shared, topic: &transport_core::Topic, text: &str) {
+        if let Err(error) = send_notice_to(
+            shared.real.as_ref(),
+            &topic.conversation_id,
+            topic.thread_id.as_deref(),
+            text,
+        )
+        .await
+        {
+            self.log(
+                Level::Warning,
+                "session topic notice not sent",
+                &[
+                    ("transport", shared.real.id().to_owned()),
+                    ("error", error.to_string()),
+                ],
+            );
+        }
+    }
+
+    /// Says a topic problem once per place and kind: in the broker's log and in the
+    /// terminal of the session it happened to. Nothing is retried: the next attach asks
+    /// the platform once again (a right granted meanwhile then works).
+    fn topic_problem(
+        &self,
+        session: &str,
+        shared: &Shared,
+        place: &str,
+        error: &transport_core::TopicError,
+    ) {
+        use transport_core::TopicError;
+        let transport = shared.real.id().to_owned();
+        let problem = match error {
+            TopicError::MissingPermission(_) => "rights".to_owned(),
+            TopicError::Unsupported(_) => "unsupported".to_owned(),
+            TopicError::Gone(_) => "gone".to_owned(),
+            TopicError::Failed(text) => text.clone(),
+        };
+        if !self.inner(|inner| inner.topics.first_time(&transport, place, &problem)) {
+            return;
+        }
+        let text = topics::not_made(&transport, place, error);
+        self.log(
+            Level::Warning,
+            "session topic not made",
+            &[
+                ("session", session.to_owned()),
+                ("transport", transport),
+                ("error", text.clone()),
+            ],
+        );
+        self.tell_session(session, shared, &text);
+    }
+
+    /// Shows `text` in the terminal of `session` (an alert on its sink of `shared`'s bot).
+    fn tell_session(&self, session: &str, shared: &Shared, text: &str) {
+        let sink = self.inner(|inner| {
+            inner
+                .sessions
+                .get(session)
+                .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
+        });
+        if let Some(sink) = sink {
+            sink.alert(shared.real.id(), text.to_owned());
         }
     }
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use async_trait::async_trait;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
-    SendReceipt, Transport, TransportError,
+    SendReceipt, Topic, Transport, TransportError,
 };
 
 use super::Broker;
@@ -128,8 +128,20 @@ impl RoutedTransport {
             .ok_or_else(|| TransportError::NotStarted(self.shared.real.id().to_owned()))
     }
 
-    /// The session `conversation_id` is bound to when that is another one: its name.
-    fn bound_elsewhere(&self, broker: &Broker, conversation_id: &str) -> Option<String> {
+    /// The session `conversation_id` (and `thread_id`) belongs to when that is another
+    /// one: its name. A session's topic belongs to it whatever the chat it is in is bound
+    /// to (a forum's topics share one chat id).
+    fn bound_elsewhere(
+        &self,
+        broker: &Broker,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<String> {
+        if let Some((owner, name)) =
+            broker.topic_owner(self.shared.real.id(), conversation_id, thread_id)
+        {
+            return (owner != self.session).then_some(name);
+        }
         let key = format!("{}:{conversation_id}", self.shared.real.id());
         broker.inner(|inner| {
             inner
@@ -174,18 +186,26 @@ impl Transport for RoutedTransport {
                 started.running = true;
             }
         }
-        broker.register_sink(&self.session, &self.shared.fingerprint, self.id(), sink)
+        broker.register_sink(&self.session, &self.shared.fingerprint, self.id(), sink)?;
+        broker.start_topic(&self.session, &self.shared);
+        Ok(())
     }
 
     async fn stop(&self) {
         if let Some(broker) = self.broker.upgrade() {
+            // Before the sink goes: a problem ending the topic is told in its terminal.
+            broker.end_topic(&self.session, &self.shared).await;
             broker.unregister_sink(&self.session, &self.shared.fingerprint);
         }
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
-        if let Some(other) = self.bound_elsewhere(&broker, &message.conversation_id) {
+        if let Some(other) = self.bound_elsewhere(
+            &broker,
+            &message.conversation_id,
+            message.thread_id.as_deref(),
+        ) {
             // The chat moved on with /switch: its messages now come from that session.
             if let Some(metrics) = broker.metrics() {
                 metrics.envelope_refused(self.id());
@@ -194,7 +214,32 @@ impl Transport for RoutedTransport {
                 "not sent: this chat now talks to another session ({other})"
             )));
         }
-        self.shared.real.send(message).await
+        // Only a send into the session's own topic is kept for a second try: the topic
+        // may have been deleted by hand, and the message then goes to a new one.
+        let own_topic = broker
+            .topic_owner(
+                self.id(),
+                &message.conversation_id,
+                message.thread_id.as_deref(),
+            )
+            .filter(|(owner, _)| *owner == self.session)
+            .map(|_| {
+                (
+                    Topic {
+                        conversation_id: message.conversation_id.clone(),
+                        thread_id: message.thread_id.clone(),
+                    },
+                    message.clone(),
+                )
+            });
+        match (self.shared.real.send(message).await, own_topic) {
+            (Err(error), Some((topic, message))) if self.shared.real.topic_gone(&error) => {
+                broker
+                    .resend_in_new_topic(&self.session, &self.shared, &topic, message, error)
+                    .await
+            }
+            (sent, _) => sent,
+        }
     }
 
     async fn typing(
@@ -203,7 +248,10 @@ impl Transport for RoutedTransport {
         thread_id: Option<&str>,
     ) -> Result<(), TransportError> {
         let broker = self.broker()?;
-        if self.bound_elsewhere(&broker, conversation_id).is_some() {
+        if self
+            .bound_elsewhere(&broker, conversation_id, thread_id)
+            .is_some()
+        {
             return Ok(());
         }
         self.shared.real.typing(conversation_id, thread_id).await
@@ -226,7 +274,9 @@ impl Transport for RoutedTransport {
 
     async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
-        if let Some(other) = self.bound_elsewhere(&broker, &file.conversation_id) {
+        if let Some(other) =
+            self.bound_elsewhere(&broker, &file.conversation_id, file.thread_id.as_deref())
+        {
             // The chat moved on with /switch: a file from this session would land in
             // another session's conversation.
             return Err(TransportError::Failed(format!(
