@@ -1033,6 +1033,22 @@ impl Broker {
         })
     }
 
+    /// The current place of the topic that was at `conversation_id` (and `thread_id`) of
+    /// `transport`, when it was replaced since (deleted by hand, made anew).
+    fn topic_moved(
+        &self,
+        transport: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<transport_core::Topic> {
+        self.inner(|inner| {
+            inner
+                .topics
+                .moved(transport, conversation_id, thread_id)
+                .cloned()
+        })
+    }
+
     /// Starts making (or opening again) `session`'s topic on `shared`'s bot, whose
     /// transport the session just started; off the start path, so a slow platform does not
     /// hold the session up. Nothing when the bot's config names no place for topics.

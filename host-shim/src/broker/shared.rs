@@ -201,6 +201,20 @@ impl Transport for RoutedTransport {
 
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
+        // The session answers where the message came from; that topic may have been
+        // replaced since (deleted by hand).
+        let message = match broker.topic_moved(
+            self.id(),
+            &message.conversation_id,
+            message.thread_id.as_deref(),
+        ) {
+            Some(now) => OutboundMessage {
+                conversation_id: now.conversation_id,
+                thread_id: now.thread_id,
+                ..message
+            },
+            None => message,
+        };
         if let Some(other) = self.bound_elsewhere(
             &broker,
             &message.conversation_id,
@@ -254,7 +268,15 @@ impl Transport for RoutedTransport {
         {
             return Ok(());
         }
-        self.shared.real.typing(conversation_id, thread_id).await
+        match broker.topic_moved(self.id(), conversation_id, thread_id) {
+            Some(now) => {
+                self.shared
+                    .real
+                    .typing(&now.conversation_id, now.thread_id.as_deref())
+                    .await
+            }
+            None => self.shared.real.typing(conversation_id, thread_id).await,
+        }
     }
 
     async fn fetch_attachment(
@@ -274,6 +296,18 @@ impl Transport for RoutedTransport {
 
     async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
+        let file = match broker.topic_moved(
+            self.id(),
+            &file.conversation_id,
+            file.thread_id.as_deref(),
+        ) {
+            Some(now) => OutboundFile {
+                conversation_id: now.conversation_id,
+                thread_id: now.thread_id,
+                ..file
+            },
+            None => file,
+        };
         if let Some(other) =
             self.bound_elsewhere(&broker, &file.conversation_id, file.thread_id.as_deref())
         {

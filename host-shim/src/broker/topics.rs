@@ -140,7 +140,9 @@ pub enum TopicRoute {
 #[derive(Debug, Default)]
 pub struct Topics {
     by_name: HashMap<String, TopicRecord>,
-    /// `(transport, conversation, thread)` to the kept name.
+    /// `(transport, conversation, thread)` to the kept name: the topic's place now, and
+    /// the places of the topics it replaced (deleted by hand), so a reply the session
+    /// still addresses to the old place goes to the new one.
     by_place: HashMap<(String, String, Option<String>), String>,
     /// Problems already told, so each is said once: `<transport>:<place>:<kind>`.
     said: HashSet<String>,
@@ -161,11 +163,9 @@ impl Topics {
         self.by_name.get(name)
     }
 
-    /// Keeps `record` under `name`, replacing what was there (a topic made anew).
+    /// Keeps `record` under `name`, replacing what was there (a topic made anew: the old
+    /// place now leads to the new topic).
     pub fn keep(&mut self, name: &str, record: TopicRecord) {
-        if let Some(old) = self.by_name.remove(name) {
-            self.by_place.remove(&place_key(&old.transport, &old.topic));
-        }
         self.by_place.insert(
             place_key(&record.transport, &record.topic),
             name.to_owned(),
@@ -181,6 +181,24 @@ impl Topics {
                 record.session == session && record.transport == transport && !record.ended
             })
             .map(|(name, record)| (name.as_str(), record))
+    }
+
+    /// Where a send to `conversation` (and `thread`) of `transport` goes instead: the
+    /// current place of the topic that was there, when it was replaced.
+    pub fn moved(
+        &self,
+        transport: &str,
+        conversation: &str,
+        thread: Option<&str>,
+    ) -> Option<&Topic> {
+        let key = (
+            transport.to_owned(),
+            conversation.to_owned(),
+            thread.map(str::to_owned),
+        );
+        let record = self.by_name.get(self.by_place.get(&key)?)?;
+        let now = &record.topic;
+        (now.conversation_id != conversation || now.thread_id.as_deref() != thread).then_some(now)
     }
 
     /// Where a message at `conversation` (and `thread`) of `transport` goes;
@@ -238,7 +256,7 @@ fn place_key(transport: &str, topic: &Topic) -> (String, String, Option<String>)
 /// What the person is told in a topic whose session is not attached.
 pub fn ended_topic_answer(name: &str) -> String {
     format!(
-        "This topic belongs to the session \"{name}\", which is not running now, so this message \
+        "This topic belongs to the session {name}, which is not running now, so this message \
          was not delivered. It reopens when that session starts again; send /sessions to pick \
          another."
     )
@@ -247,20 +265,20 @@ pub fn ended_topic_answer(name: &str) -> String {
 /// The first message in a new topic: what it is for.
 pub fn announcement(session: &str, cwd: &str, host: &str) -> String {
     format!(
-        "This topic talks to the session \"{session}\" ({cwd} on {host}). Messages here go to it \
+        "This topic talks to the session {session} ({cwd} on {host}). Messages here go to it \
          without /switch."
     )
 }
 
 /// The message in a topic opened again.
 pub fn resumed_announcement(session: &str) -> String {
-    format!("The session \"{session}\" is running again; messages here go to it.")
+    format!("The session {session} is running again; messages here go to it.")
 }
 
 /// The last message in a topic whose session ended.
 pub fn ended_announcement(session: &str) -> String {
     format!(
-        "The session \"{session}\" has ended. This topic is kept; it reopens when the session \
+        "The session {session} has ended. This topic is kept; it reopens when the session \
          starts again."
     )
 }
@@ -282,7 +300,7 @@ pub fn not_made(transport: &str, place: &str, error: &TopicError) -> String {
 /// What is said (once) when a session's topic was deleted by hand and a new one made.
 pub fn recreated(name: &str) -> String {
     format!(
-        "The topic \"{name}\" was deleted, so a new one was made for this session; nothing \
+        "The topic {name} was deleted, so a new one was made for this session; nothing \
          sent to it was lost."
     )
 }
@@ -398,11 +416,18 @@ mod tests {
     }
 
     #[test]
-    fn a_topic_made_anew_replaces_the_old_place() {
+    fn a_topic_made_anew_takes_over_the_old_place() {
         let mut topics = Topics::default();
         topics.keep("a", record("k", "api", topic("-100", Some("7")), false));
+        assert_eq!(topics.moved("telegram", "-100", Some("7")), None);
         topics.keep("a", record("k", "api", topic("-100", Some("8")), false));
-        assert_eq!(topics.owner("telegram", "-100", Some("7")), None);
+        // A reply still addressed to the deleted topic goes to the new one.
+        assert_eq!(topics.owner("telegram", "-100", Some("7")), Some("k"));
+        assert_eq!(
+            topics.moved("telegram", "-100", Some("7")),
+            Some(&topic("-100", Some("8")))
+        );
+        assert_eq!(topics.moved("telegram", "-100", Some("8")), None);
         assert_eq!(topics.owner("telegram", "-100", Some("8")), Some("k"));
         assert_eq!(
             topics.open_of("k", "telegram").map(|(name, _)| name),
