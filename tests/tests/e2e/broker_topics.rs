@@ -389,3 +389,185 @@ mod telegram {
         world.broker.shutdown().await;
     }
 }
+
+mod discord {
+    use super::*;
+    use transport_testing::discord::{DiscordLoopback, dm_message, thread_message};
+
+    const USER: &str = "555000111222333444";
+    const GUILD: &str = "777000111222333444";
+    const CHANNEL: &str = "888000111222333444";
+
+    async fn world(loopback: &DiscordLoopback, dirs: Dirs) -> World {
+        let transports = json!({"discord": {
+            "enabled": true,
+            "tokenEnv": "DISCORD_TEST_TOKEN",
+            "baseUrl": loopback.base_url(),
+            "readyTimeoutSeconds": 10,
+            "sessionTopics": CHANNEL,
+        }});
+        World::new(dirs, transports, ("DISCORD_TEST_TOKEN", loopback.token())).await
+    }
+
+    fn users() -> Vec<String> {
+        vec![format!("discord:{USER}")]
+    }
+
+    /// The id of the thread called `name`, once it is there.
+    async fn thread(loopback: &DiscordLoopback, name: &str) -> String {
+        until(&format!("a thread named {name:?}"), || {
+            loopback.rest.threads().iter().any(|t| t.name == name)
+        })
+        .await;
+        loopback
+            .rest
+            .threads()
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| t.id)
+            .expect("found")
+    }
+
+    /// Waits for a message of the bot in `channel` containing `needle`.
+    async fn posted_in(loopback: &DiscordLoopback, channel: &str, needle: &str) {
+        let what = format!("{needle:?} in channel {channel}");
+        until_with(
+            || format!("{what}: created {:#?}", loopback.rest.created()),
+            || {
+                loopback
+                    .rest
+                    .created()
+                    .iter()
+                    .any(|m| m.channel_id == channel && m.content.contains(needle))
+            },
+        )
+        .await;
+    }
+
+    /// A message from the user in `channel` (a thread), through the gateway.
+    fn say(loopback: &DiscordLoopback, id: u64, channel: &str, text: &str) {
+        let message = thread_message(&id.to_string(), channel, GUILD, USER, text);
+        assert!(loopback.gateway.message_create(message).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_session_gets_its_own_thread_talks_there_without_switch_and_archives_it_on_detach()
+    {
+        let loopback = DiscordLoopback::start().await;
+        loopback.rest.add_text_channel(CHANNEL, true);
+        let world = world(&loopback, Dirs::new()).await;
+        let api = world.attach("api", &users()).await;
+        let web = world.attach("web", &users()).await;
+        let api_thread = thread(&loopback, &topic_name("api")).await;
+        let web_thread = thread(&loopback, &topic_name("web")).await;
+        posted_in(&loopback, &web_thread, "talks to the session web").await;
+
+        say(&loopback, 9_001, &web_thread, "build it");
+        web.agent.wait_for_prompts(1).await;
+        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        answer(&web.agent, "built in the thread").await;
+        posted_in(&loopback, &web_thread, "built in the thread").await;
+        say(&loopback, 9_002, &api_thread, "test it");
+        api.agent.wait_for_prompts(1).await;
+
+        web.session.shutdown().await.expect("shutdown");
+        posted_in(&loopback, &web_thread, "has ended").await;
+        let ended = loopback
+            .rest
+            .threads()
+            .into_iter()
+            .find(|t| t.id == web_thread)
+            .expect("kept, not deleted");
+        assert_eq!(ended.name, format!("ended · {}", topic_name("web")));
+        assert!(ended.archived, "archived");
+
+        api.session.shutdown().await.expect("shutdown");
+        let world = world.restart().await;
+        let web = world.attach("web", &users()).await;
+        posted_in(&loopback, &web_thread, "running again").await;
+        let reopened = loopback
+            .rest
+            .threads()
+            .into_iter()
+            .find(|t| t.id == web_thread)
+            .expect("kept");
+        assert_eq!(reopened.name, topic_name("web"));
+        assert!(!reopened.archived);
+        assert_eq!(loopback.rest.threads().len(), 2, "reused, not made again");
+        say(&loopback, 9_003, &web_thread, "again");
+        web.agent.wait_for_prompts(1).await;
+        web.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn missing_permissions_are_said_once_and_switch_keeps_working() {
+        let loopback = DiscordLoopback::start().await;
+        loopback.rest.add_text_channel(CHANNEL, false);
+        let world = world(&loopback, Dirs::new()).await;
+        let api = world.attach("api", &users()).await;
+        let web = world.attach("web", &users()).await;
+        let start_thread = transport_testing::discord::START_THREAD;
+        until("both sessions asked for a thread", || {
+            loopback.rest.calls(start_thread) == 2
+        })
+        .await;
+        until("the terminal hears it", || {
+            [&api.ui, &web.ui].iter().any(|ui| {
+                ui.notes()
+                    .iter()
+                    .any(|(_, t)| t.contains("Create Public Threads"))
+            })
+        })
+        .await;
+        let said = world.logged("session topic not made");
+        assert_eq!(said.len(), 1, "said once: {said:#?}");
+        assert!(said[0].contains("Missing Permissions"), "{said:#?}");
+
+        let dm = "600000000000000001";
+        let switch = dm_message("9100", dm, USER, "/switch web");
+        assert!(loopback.gateway.message_create(switch).is_some());
+        posted_in(&loopback, dm, "This chat now talks to web").await;
+        let prompt = dm_message("9101", dm, USER, "deploy");
+        assert!(loopback.gateway.message_create(prompt).is_some());
+        web.agent.wait_for_prompts(1).await;
+        assert_eq!(loopback.rest.calls(start_thread), 2, "no retry storm");
+
+        api.session.shutdown().await.expect("shutdown");
+        web.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
+        let loopback = DiscordLoopback::start().await;
+        loopback.rest.add_text_channel(CHANNEL, true);
+        let world = world(&loopback, Dirs::new()).await;
+        let api = world.attach("api", &users()).await;
+        let first = thread(&loopback, &topic_name("api")).await;
+        say(&loopback, 9_001, &first, "long job");
+        api.agent.wait_for_prompts(1).await;
+
+        loopback.rest.delete_thread(&first);
+        answer(&api.agent, "the long job is done").await;
+        let second = thread(&loopback, &topic_name("api")).await;
+        assert_ne!(second, first);
+        posted_in(&loopback, &second, "the long job is done").await;
+        posted_in(&loopback, &second, "was deleted").await;
+        shown(&api.ui, "was deleted").await;
+        say(&loopback, 9_002, &second, "thanks");
+        api.agent.wait_for_prompts(2).await;
+
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.detach("key-api");
+        loopback.rest.delete_thread(&second);
+        let api = world.attach("api", &users()).await;
+        until("a third thread", || loopback.rest.threads().len() == 1 && loopback.rest.threads()[0].id != second).await;
+        let third = thread(&loopback, &topic_name("api")).await;
+        posted_in(&loopback, &third, "was deleted").await;
+        say(&loopback, 9_003, &third, "hello again");
+        api.agent.wait_for_prompts(1).await;
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+}
