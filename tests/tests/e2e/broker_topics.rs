@@ -33,19 +33,23 @@ struct World {
     log: Arc<MemoryLog>,
     /// `transports` of the user's config file.
     transports: Value,
-    token: (&'static str, String),
+    /// The "environment": the platform's token variables.
+    env: Env,
 }
 
+/// Variables and their values, as the process environment would hold them.
+type Env = Vec<(&'static str, String)>;
+
 impl World {
-    async fn new(dirs: Dirs, transports: Value, token: (&'static str, String)) -> World {
+    async fn new(dirs: Dirs, transports: Value, env: Env) -> World {
         let log = Arc::new(MemoryLog::default());
-        let broker = broker(&dirs, log.clone(), token.clone()).await;
+        let broker = broker(&dirs, log.clone(), env.clone()).await;
         World {
             dirs,
             broker,
             log,
             transports,
-            token,
+            env,
         }
     }
 
@@ -54,7 +58,7 @@ impl World {
         self.broker.shutdown().await;
         let World {
             transports,
-            token,
+            env,
             dirs,
             ..
         } = self;
@@ -62,7 +66,7 @@ impl World {
             state: Dirs::open_state(&dirs.dir),
             dir: dirs.dir,
         };
-        World::new(dirs, transports, token).await
+        World::new(dirs, transports, env).await
     }
 
     async fn attach(&self, name: &str, users: &[String]) -> Attached {
@@ -115,7 +119,7 @@ impl World {
     }
 }
 
-async fn broker(dirs: &Dirs, log: Arc<MemoryLog>, token: (&'static str, String)) -> Arc<Broker> {
+async fn broker(dirs: &Dirs, log: Arc<MemoryLog>, env: Env) -> Arc<Broker> {
     let state_dir = dirs.dir.path().to_path_buf();
     let (kept, _) = Bindings::kept_in(
         dirs.state.clone(),
@@ -128,8 +132,11 @@ async fn broker(dirs: &Dirs, log: Arc<MemoryLog>, token: (&'static str, String))
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         log,
         build: Arc::new(move |request| {
-            let (name, value) = token.clone();
-            let var = move |wanted: &str| (wanted == name).then(|| value.clone());
+            let var = |wanted: &str| {
+                env.iter()
+                    .find(|(name, _)| *name == wanted)
+                    .map(|(_, value)| value.clone())
+            };
             factory::build(
                 std::slice::from_ref(request),
                 None,
@@ -206,7 +213,7 @@ mod telegram {
             "pollTimeoutSeconds": 1,
             "sessionTopics": FORUM.to_string(),
         }});
-        World::new(dirs, transports, ("TG_TEST_TOKEN", server.token())).await
+        World::new(dirs, transports, vec![("TG_TEST_TOKEN", server.token())]).await
     }
 
     fn users() -> Vec<String> {
@@ -406,7 +413,7 @@ mod discord {
             "readyTimeoutSeconds": 10,
             "sessionTopics": CHANNEL,
         }});
-        World::new(dirs, transports, ("DISCORD_TEST_TOKEN", loopback.token())).await
+        World::new(dirs, transports, vec![("DISCORD_TEST_TOKEN", loopback.token())]).await
     }
 
     fn users() -> Vec<String> {
@@ -566,6 +573,214 @@ mod discord {
         let third = thread(&loopback, &topic_name("api")).await;
         posted_in(&loopback, &third, "was deleted").await;
         say(&loopback, 9_003, &third, "hello again");
+        api.agent.wait_for_prompts(1).await;
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+}
+
+mod slack {
+    use super::*;
+    use transport_testing::slack::{SlackServer, channel_message, im_message, in_thread};
+
+    const USER: &str = "U0ADA";
+    const CHANNEL: &str = "C0SESSIONS";
+
+    async fn world(server: &SlackServer, dirs: Dirs) -> World {
+        let transports = json!({"slack": {
+            "enabled": true,
+            "tokenEnv": "SLACK_E2E_BOT",
+            "appTokenEnv": "SLACK_E2E_APP",
+            "baseUrl": server.base_url(),
+            "sessionTopics": CHANNEL,
+        }});
+        let env = vec![
+            ("SLACK_E2E_BOT", server.bot_token()),
+            ("SLACK_E2E_APP", server.app_token()),
+        ];
+        World::new(dirs, transports, env).await
+    }
+
+    fn users() -> Vec<String> {
+        vec![format!("slack:{USER}")]
+    }
+
+    /// The `ts` of the thread parent whose text holds `name` (and not "ended"), once it
+    /// is there.
+    async fn thread(server: &SlackServer, name: &str) -> String {
+        let find = || {
+            server
+                .posted()
+                .into_iter()
+                .rev()
+                .find(|p| p.channel == CHANNEL && p.thread_ts.is_none() && p.text.contains(name))
+                .map(|p| p.ts)
+        };
+        until(&format!("a thread named {name:?}"), || find().is_some()).await;
+        find().expect("found")
+    }
+
+    /// Waits for a message of the bot in the thread `ts` containing `needle`.
+    async fn posted_in(server: &SlackServer, ts: &str, needle: &str) {
+        let what = format!("{needle:?} in thread {ts}");
+        until_with(
+            || format!("{what}: posted {:#?}", server.posted()),
+            || {
+                server.posted().iter().any(|p| {
+                    p.channel == CHANNEL
+                        && p.thread_ts.as_deref() == Some(ts)
+                        && p.text.contains(needle)
+                })
+            },
+        )
+        .await;
+    }
+
+    /// A message from the user in thread `ts` of the channel, through Socket Mode.
+    fn say(server: &SlackServer, ts: &str, at: &str, text: &str) {
+        let connection = *server.open_connections().last().expect("connected");
+        let event = in_thread(channel_message(CHANNEL, USER, at, text), ts);
+        assert!(server.send_event(connection, event).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_session_gets_its_own_thread_talks_there_without_switch_and_ends_it_on_detach() {
+        let server = SlackServer::start().await;
+        server.add_channel(CHANNEL, true);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &users()).await;
+        let web = world.attach("web", &users()).await;
+        let api_thread = thread(&server, &topic_name("api")).await;
+        let web_thread = thread(&server, &topic_name("web")).await;
+        posted_in(&server, &web_thread, "talks to the session web").await;
+
+        until("connected", || !server.open_connections().is_empty()).await;
+        say(&server, &web_thread, "1700000100.000100", "build it");
+        web.agent.wait_for_prompts(1).await;
+        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        answer(&web.agent, "built in the thread").await;
+        posted_in(&server, &web_thread, "built in the thread").await;
+        say(&server, &api_thread, "1700000100.000200", "test it");
+        api.agent.wait_for_prompts(1).await;
+
+        // The end: a last message in the thread, and its parent says it ended.
+        web.session.shutdown().await.expect("shutdown");
+        posted_in(&server, &web_thread, "has ended").await;
+        let parent = server.message_text(CHANNEL, &web_thread).expect("kept");
+        assert!(parent.contains(&format!("ended · {}", topic_name("web"))), "{parent}");
+
+        api.session.shutdown().await.expect("shutdown");
+        let world = world.restart().await;
+        let web = world.attach("web", &users()).await;
+        posted_in(&server, &web_thread, "running again").await;
+        let parent = server.message_text(CHANNEL, &web_thread).expect("kept");
+        assert!(!parent.contains("ended"), "{parent}");
+        let parents = server
+            .posted()
+            .iter()
+            .filter(|p| p.channel == CHANNEL && p.thread_ts.is_none())
+            .count();
+        assert_eq!(parents, 2, "reused, not made again");
+        until("connected", || !server.open_connections().is_empty()).await;
+        say(&server, &web_thread, "1700000100.000300", "again");
+        web.agent.wait_for_prompts(1).await;
+        web.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_channel_without_the_bot_is_said_once_and_switch_keeps_working() {
+        let server = SlackServer::start().await;
+        server.add_channel(CHANNEL, false);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &users()).await;
+        let web = world.attach("web", &users()).await;
+        until("both sessions asked for a thread", || {
+            server.requests("chat.postMessage").len() == 2
+        })
+        .await;
+        until("the terminal hears it", || {
+            [&api.ui, &web.ui]
+                .iter()
+                .any(|ui| ui.notes().iter().any(|(_, t)| t.contains("/invite")))
+        })
+        .await;
+        let said = world.logged("session topic not made");
+        assert_eq!(said.len(), 1, "said once: {said:#?}");
+        assert!(said[0].contains("not_in_channel"), "{said:#?}");
+
+        until("connected", || !server.open_connections().is_empty()).await;
+        let connection = *server.open_connections().last().expect("connected");
+        let dm = "D0ADA";
+        server.send_event(connection, im_message(dm, USER, "1700000200.000100", "/switch web"));
+        until("the switch answered", || {
+            server
+                .posted()
+                .iter()
+                .any(|p| p.channel == dm && p.text.contains("This chat now talks to web"))
+        })
+        .await;
+        server.send_event(connection, im_message(dm, USER, "1700000200.000200", "deploy"));
+        web.agent.wait_for_prompts(1).await;
+        let parents = server
+            .requests("chat.postMessage")
+            .iter()
+            .filter(|r| r["channel"] == CHANNEL)
+            .count();
+        assert_eq!(parents, 2, "no retry storm");
+
+        api.session.shutdown().await.expect("shutdown");
+        web.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_thread_whose_parent_was_deleted_is_made_again_and_the_reply_goes_there() {
+        let server = SlackServer::start().await;
+        server.add_channel(CHANNEL, true);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &users()).await;
+        let first = thread(&server, &topic_name("api")).await;
+        until("connected", || !server.open_connections().is_empty()).await;
+        say(&server, &first, "1700000300.000100", "long job");
+        api.agent.wait_for_prompts(1).await;
+
+        server.delete_message(CHANNEL, &first);
+        answer(&api.agent, "the long job is done").await;
+        until("a second thread", || {
+            server
+                .posted()
+                .iter()
+                .filter(|p| p.channel == CHANNEL && p.thread_ts.is_none())
+                .count()
+                == 2
+        })
+        .await;
+        let second = thread(&server, &topic_name("api")).await;
+        assert_ne!(second, first);
+        posted_in(&server, &second, "the long job is done").await;
+        posted_in(&server, &second, "was deleted").await;
+        shown(&api.ui, "was deleted").await;
+        say(&server, &second, "1700000300.000200", "thanks");
+        api.agent.wait_for_prompts(2).await;
+
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.detach("key-api");
+        server.delete_message(CHANNEL, &second);
+        let api = world.attach("api", &users()).await;
+        until("a third thread", || {
+            server
+                .posted()
+                .iter()
+                .filter(|p| p.channel == CHANNEL && p.thread_ts.is_none())
+                .count()
+                == 3
+        })
+        .await;
+        let third = thread(&server, &topic_name("api")).await;
+        posted_in(&server, &third, "was deleted").await;
+        until("connected", || !server.open_connections().is_empty()).await;
+        say(&server, &third, "1700000300.000300", "hello again");
         api.agent.wait_for_prompts(1).await;
         api.session.shutdown().await.expect("shutdown");
         world.broker.shutdown().await;
