@@ -445,6 +445,68 @@ mod tests {
         assert!(topics.first_time("discord", "-100", "rights"));
     }
 
+    /// The bridge's own config reader, natively, over a user file and (maybe) a project
+    /// file: the requests it makes and its warnings.
+    fn read(user: &str, project: Option<&str>) -> (Vec<guest::model::TransportRequest>, Vec<String>) {
+        use crate::wit::session::{ConfigContent, ConfigScope, ConfigSource};
+        let mut sources = vec![ConfigSource {
+            scope: ConfigScope::Global,
+            path: "/home/ada/.pi/agent/bot-connect.json".into(),
+            content: ConfigContent::Text(user.into()),
+        }];
+        if let Some(project) = project {
+            sources.push(ConfigSource {
+                scope: ConfigScope::Project,
+                path: "/work/api/.pi/bot-connect.json".into(),
+                content: ConfigContent::Text(project.into()),
+            });
+        }
+        let loaded = crate::native_guest::read_transports_natively(&sources);
+        let warnings = loaded
+            .notes
+            .iter()
+            .filter(|n| n.level != guest::model::Level::Info)
+            .map(|n| n.text.clone())
+            .collect();
+        (loaded.transports, warnings)
+    }
+
+    #[test]
+    fn session_topics_come_from_the_users_own_file_only() {
+        let user = r#"{"transports": {
+            "telegram": {"enabled": true, "sessionTopics": "-1001234567890"},
+            "discord": {"enabled": true, "sessionTopics": "123456789012345678"},
+            "slack": {"enabled": true, "sessionTopics": "C0123456789"}}}"#;
+        let (requests, warnings) = read(user, None);
+        assert_eq!(warnings, Vec::<String>::new(), "accepted without a warning");
+        for (id, place) in [
+            ("telegram", "-1001234567890"),
+            ("discord", "123456789012345678"),
+            ("slack", "C0123456789"),
+        ] {
+            let request = requests.iter().find(|r| r.id == id).expect(id);
+            assert_eq!(
+                request.setting("sessionTopics"),
+                Some(&guest::model::SettingValue::Text(place.into())),
+                "{id}"
+            );
+        }
+        // A cloned repository must not choose where sessions talk.
+        let project = r#"{"transports": {"telegram": {"sessionTopics": "-1009999999999"}}}"#;
+        let (requests, warnings) = read(user, Some(project));
+        let telegram = requests.iter().find(|r| r.id == "telegram").expect("telegram");
+        assert_eq!(
+            telegram.setting("sessionTopics"),
+            Some(&guest::model::SettingValue::Text("-1001234567890".into()))
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("transports.telegram.sessionTopics: ignored")),
+            "{warnings:#?}"
+        );
+    }
+
     #[test]
     fn kept_names_tell_places_and_transports_apart() {
         let names = [

@@ -1,4 +1,4 @@
-//! A topic or thread per session (issue 31, docs/broker.md#a-topic-per-session): the plain
+//! A topic or thread per session (docs/broker.md#a-topic-per-session): the plain
 //! data the broker and a transport exchange when the broker makes a session its own place
 //! in a group (a Telegram forum topic, a Discord thread, a Slack thread).
 //!

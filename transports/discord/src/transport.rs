@@ -880,6 +880,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn discords_thread_refusals_are_sorted_into_what_the_broker_does() {
+        let unknown = || ApiError::NotFound {
+            call: "modify thread",
+            code: 10003,
+            message: "Unknown Channel".into(),
+            hint: String::new(),
+        };
+        let forbidden = ApiError::Forbidden {
+            call: "start thread",
+            code: 50013,
+            message: "Missing Permissions".into(),
+        };
+        // The thread gone: made again. The channel gone: the setting is wrong.
+        assert!(matches!(topic_error(unknown(), "1", true), TopicError::Gone(_)));
+        let channel = topic_error(unknown(), "1", false);
+        assert!(
+            matches!(&channel, TopicError::MissingPermission(t) if t.contains("sessionTopics")),
+            "{channel:?}"
+        );
+        let rights = topic_error(forbidden, "1", false);
+        assert!(
+            matches!(&rights, TopicError::MissingPermission(t) if t.contains("Create Public Threads")),
+            "{rights:?}"
+        );
+        let slow = ApiError::Timeout {
+            call: "start thread",
+            seconds: 15,
+        };
+        assert!(matches!(topic_error(slow, "1", false), TopicError::Failed(_)));
+        // A send into a deleted thread says 10003 in its text.
+        let transport = DiscordTransport::new(DiscordConfig::new(
+            "MTIzNDU2Nzg5MDEyMzQ1Njc4.GLoopB.loopback-token_AAbbCCddEEff",
+            "http://127.0.0.1:9/api/v10",
+        ))
+        .expect("builds");
+        assert!(transport.topic_gone(&send_error(unknown())));
+        let other = ApiError::NotFound {
+            call: "create message",
+            code: 10008,
+            message: "Unknown Message".into(),
+            hint: String::new(),
+        };
+        assert!(!transport.topic_gone(&send_error(other)));
+    }
+
+    #[test]
     fn the_media_type_is_what_the_bytes_are() {
         let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
         assert_eq!(served_media_type(Some("text/plain"), png), "image/png");

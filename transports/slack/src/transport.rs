@@ -801,3 +801,53 @@ impl Transport for SlackTransport {
         self.shared.api.scrub(&line)
     }
 }
+
+#[cfg(test)]
+mod topic_tests {
+    use super::*;
+
+    fn refused(code: &str) -> ApiError {
+        ApiError::Refused {
+            method: "chat.update",
+            code: code.to_owned(),
+            hint: String::new(),
+        }
+    }
+
+    #[test]
+    fn slacks_thread_refusals_are_sorted_into_what_the_broker_does() {
+        assert!(matches!(
+            topic_error(refused("message_not_found"), "C1", true),
+            TopicError::Gone(_)
+        ));
+        assert!(matches!(
+            topic_error(refused("message_not_found"), "C1", false),
+            TopicError::Failed(_)
+        ));
+        let invite = topic_error(refused("not_in_channel"), "C1", false);
+        assert!(
+            matches!(&invite, TopicError::MissingPermission(t) if t.contains("/invite")),
+            "{invite:?}"
+        );
+        let setting = topic_error(refused("channel_not_found"), "C1", false);
+        assert!(
+            matches!(&setting, TopicError::MissingPermission(t) if t.contains("sessionTopics")),
+            "{setting:?}"
+        );
+        let scope = ApiError::MissingScope {
+            method: "chat.postMessage",
+            needed: "chat:write".into(),
+        };
+        let scope = topic_error(scope, "C1", false);
+        assert!(
+            matches!(&scope, TopicError::MissingPermission(t) if t.contains("chat:write")),
+            "{scope:?}"
+        );
+    }
+
+    #[test]
+    fn a_thread_title_stays_bold_unless_the_name_has_a_star() {
+        assert_eq!(thread_title("api · api · h"), "*Session api · api · h*");
+        assert_eq!(thread_title("a*b"), "Session a*b");
+    }
+}

@@ -876,3 +876,89 @@ impl Transport for TelegramTransport {
         self.shared.api.token().scrub(&line)
     }
 }
+
+#[cfg(test)]
+mod topic_tests {
+    use super::*;
+
+    fn refused(status: u16, description: &str) -> ApiError {
+        ApiError::Rejected {
+            method: "createForumTopic",
+            status,
+            description: description.to_owned(),
+        }
+    }
+
+    #[test]
+    fn telegrams_topic_refusals_are_sorted_into_what_the_broker_does() {
+        let gone = |e: &TopicError| matches!(e, TopicError::Gone(_));
+        let rights = |e: &TopicError| matches!(e, TopicError::MissingPermission(_));
+        let failed = |e: &TopicError| matches!(e, TopicError::Failed(_));
+        let table: [(ApiError, &dyn Fn(&TopicError) -> bool, &str); 7] = [
+            (refused(400, "Bad Request: message thread not found"), &gone, ""),
+            (refused(400, "Bad Request: TOPIC_ID_INVALID"), &gone, ""),
+            (refused(400, "Bad Request: the chat is not a forum"), &rights, "turn on Topics"),
+            (
+                refused(400, "Bad Request: not enough rights to create a topic"),
+                &rights,
+                "can_manage_topics",
+            ),
+            (
+                refused(403, "Forbidden: bot is not a member of the supergroup chat"),
+                &rights,
+                "add the bot",
+            ),
+            (refused(400, "Bad Request: chat not found"), &rights, "sessionTopics"),
+            (
+                ApiError::Timeout {
+                    method: "createForumTopic",
+                    seconds: 15,
+                },
+                &failed,
+                "",
+            ),
+        ];
+        for (error, expected, says) in table {
+            let sorted = topic_error(&error, "-100");
+            assert!(expected(&sorted), "{error} became {sorted:?}");
+            assert!(sorted.to_string().contains(says), "{sorted}");
+        }
+    }
+
+    #[test]
+    fn a_send_into_a_deleted_topic_is_told_apart_from_other_failures() {
+        let transport = TelegramTransport::new(TelegramConfig::new(
+            "123456:TEST-topic-token",
+            "http://127.0.0.1:9",
+        ))
+        .expect("builds");
+        let failed = |error: ApiError| send_error(error);
+        assert!(transport.topic_gone(&failed(refused(
+            400,
+            "Bad Request: message thread not found"
+        ))));
+        assert!(!transport.topic_gone(&failed(refused(400, "Bad Request: chat not found"))));
+        assert!(!transport.topic_gone(&TransportError::RateLimited { retry_after_ms: 1 }));
+    }
+
+    #[test]
+    fn only_a_numeric_chat_id_is_a_place_for_topics() {
+        for (written, ok) in [
+            ("-1001234567890", true),
+            (" -1001234567890 ", true),
+            ("@mygroup", false),
+            ("sessions", false),
+        ] {
+            let mut config = TelegramConfig::new("123456:TEST-topic-token", "http://127.0.0.1:9");
+            config.session_topics = Some(written.to_owned());
+            let transport = TelegramTransport::new(config).expect("builds");
+            match transport.topic_chat() {
+                Ok(chat) => assert!(ok, "{written} -> {chat}"),
+                Err(error) => {
+                    assert!(!ok, "{written}: {error}");
+                    assert!(error.to_string().contains("-1001234567890"), "{error}");
+                }
+            }
+        }
+    }
+}
