@@ -1931,6 +1931,73 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_topic_belongs_to_its_session_whatever_its_chat_is_bound_to() {
+        let broker = broker(None, None);
+        attach(&broker, "key-a", "a", &[], BOT);
+        attach(&broker, "key-b", "b", &[], BOT);
+        let fake = Arc::new(FakeTransport::new(FakeConfig::default()));
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        fake.start(sink).await.expect("started");
+        let shared = Shared::new(BOT.to_owned(), fake.clone());
+        let routed = |session: &str| RoutedTransport {
+            shared: shared.clone(),
+            session: session.to_owned(),
+            broker: Arc::downgrade(&broker),
+        };
+        let topic = |thread: &str| transport_core::Topic {
+            conversation_id: "-100".into(),
+            thread_id: Some(thread.into()),
+        };
+        for (kept, session, thread) in [("t-a", "key-a", "7"), ("t-b", "key-b", "9")] {
+            broker.keep_topic(
+                kept,
+                TopicRecord {
+                    transport: "fake".into(),
+                    session: session.into(),
+                    name: kept.into(),
+                    topic: topic(thread),
+                    ended: false,
+                },
+            );
+        }
+        // Someone switched the forum's General topic (the chat itself) to b.
+        broker.bind("fake:-100", "key-b", true);
+        let message = |thread: &str| OutboundMessage {
+            conversation_id: "-100".into(),
+            thread_id: Some(thread.into()),
+            kind: OutboundKind::Reply,
+            text: "hello".into(),
+            edit_key: None,
+            buttons: Vec::new(),
+            answers_press: None,
+            reply_to: None,
+        };
+        routed("key-a")
+            .send(message("7"))
+            .await
+            .expect("a's own topic, though the chat is bound to b");
+        let refused = routed("key-a")
+            .send(message("9"))
+            .await
+            .expect_err("b's topic");
+        assert!(refused.to_string().contains("another session (b)"), "{refused}");
+        routed("key-b").send(message("9")).await.expect("b's own");
+        // The chat itself (General) follows its binding.
+        let general = OutboundMessage {
+            thread_id: None,
+            ..message("0")
+        };
+        assert!(routed("key-a").send(general.clone()).await.is_err());
+        routed("key-b").send(general).await.expect("bound to b");
+        let threads: Vec<Option<String>> = fake
+            .sent()
+            .into_iter()
+            .map(|s| s.message.thread_id)
+            .collect();
+        assert_eq!(threads, [Some("7".into()), Some("9".into()), None]);
+    }
+
+    #[tokio::test]
     async fn a_notice_cut_at_its_cap_says_so() {
         let fake = FakeTransport::new(FakeConfig {
             capabilities: Capabilities {
