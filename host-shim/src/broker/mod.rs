@@ -956,26 +956,28 @@ fn kept_topics(store: Option<&crate::disk::state_db::StateDb>, log: &dyn LogSink
         return Topics::default();
     };
     match store.kept_under(topics::KEPT_PREFIX) {
-        Ok(rows) => Topics::from_kept(rows.into_iter().filter_map(|(name, value)| {
-            match serde_json::from_str::<TopicRecord>(&value) {
-                Ok(record) => Some((name, record)),
-                Err(error) => {
-                    warn(
-                        "session topic unreadable",
-                        &[
-                            ("name", name),
-                            (
-                                "error",
-                                format!(
-                                    "{error}; its session gets a new topic when it attaches"
+        Ok(rows) => {
+            Topics::from_kept(rows.into_iter().filter_map(
+                |(name, value)| match serde_json::from_str::<TopicRecord>(&value) {
+                    Ok(record) => Some((name, record)),
+                    Err(error) => {
+                        warn(
+                            "session topic unreadable",
+                            &[
+                                ("name", name),
+                                (
+                                    "error",
+                                    format!(
+                                        "{error}; its session gets a new topic when it attaches"
+                                    ),
                                 ),
-                            ),
-                        ],
-                    );
-                    None
-                }
-            }
-        })),
+                            ],
+                        );
+                        None
+                    }
+                },
+            ))
+        }
         Err(error) => {
             warn(
                 "session topics unreadable",
@@ -1108,8 +1110,12 @@ impl Broker {
             Some(topic) => topic,
             None => match shared.real.create_topic(&name).await {
                 Ok(topic) => {
-                    self.topic_notice(shared, &topic, &topics::announcement(&shown, &cwd, &self.host))
-                        .await;
+                    self.topic_notice(
+                        shared,
+                        &topic,
+                        &topics::announcement(&shown, &cwd, &self.host),
+                    )
+                    .await;
                     topic
                 }
                 Err(error) => {
@@ -1147,7 +1153,8 @@ impl Broker {
     /// Marks `session`'s topic on `shared`'s bot ended (its transport stops): a last
     /// message in it, then renamed and closed (archived) by the platform, never deleted.
     async fn end_topic(&self, session: &str, shared: &Arc<Shared>) {
-        let opening = lock(&self.topic_tasks).remove(&(session.to_owned(), shared.fingerprint.clone()));
+        let opening =
+            lock(&self.topic_tasks).remove(&(session.to_owned(), shared.fingerprint.clone()));
         if let Some(opening) = opening {
             let _ = opening.await;
         }
@@ -1980,7 +1987,10 @@ mod tests {
             .send(message("9"))
             .await
             .expect_err("b's topic");
-        assert!(refused.to_string().contains("another session (b)"), "{refused}");
+        assert!(
+            refused.to_string().contains("another session (b)"),
+            "{refused}"
+        );
         routed("key-b").send(message("9")).await.expect("b's own");
         // The chat itself (General) follows its binding.
         let general = OutboundMessage {

@@ -296,18 +296,15 @@ impl Transport for RoutedTransport {
 
     async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
-        let file = match broker.topic_moved(
-            self.id(),
-            &file.conversation_id,
-            file.thread_id.as_deref(),
-        ) {
-            Some(now) => OutboundFile {
-                conversation_id: now.conversation_id,
-                thread_id: now.thread_id,
-                ..file
-            },
-            None => file,
-        };
+        let file =
+            match broker.topic_moved(self.id(), &file.conversation_id, file.thread_id.as_deref()) {
+                Some(now) => OutboundFile {
+                    conversation_id: now.conversation_id,
+                    thread_id: now.thread_id,
+                    ..file
+                },
+                None => file,
+            };
         if let Some(other) =
             self.bound_elsewhere(&broker, &file.conversation_id, file.thread_id.as_deref())
         {

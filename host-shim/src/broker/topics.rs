@@ -166,10 +166,8 @@ impl Topics {
     /// Keeps `record` under `name`, replacing what was there (a topic made anew: the old
     /// place now leads to the new topic).
     pub fn keep(&mut self, name: &str, record: TopicRecord) {
-        self.by_place.insert(
-            place_key(&record.transport, &record.topic),
-            name.to_owned(),
-        );
+        self.by_place
+            .insert(place_key(&record.transport, &record.topic), name.to_owned());
         self.by_name.insert(name.to_owned(), record);
     }
 
@@ -329,11 +327,29 @@ mod tests {
     #[test]
     fn a_topic_is_named_after_the_session_its_directory_and_its_host_within_the_limit() {
         let table = [
-            ("api", "/home/ada/work/api", "laptop", 128, "api · api · laptop"),
-            ("web", "/home/ada/shop/", "build-1", 128, "web · shop · build-1"),
+            (
+                "api",
+                "/home/ada/work/api",
+                "laptop",
+                128,
+                "api · api · laptop",
+            ),
+            (
+                "web",
+                "/home/ada/shop/",
+                "build-1",
+                128,
+                "web · shop · build-1",
+            ),
             ("root", "/", "h", 128, "root · / · h"),
             // Cut at the end, so the session's name stays whole as long as it fits.
-            ("api", "/srv/a-very-long-directory", "host", 16, "api · a-very-lo…"),
+            (
+                "api",
+                "/srv/a-very-long-directory",
+                "host",
+                16,
+                "api · a-very-lo…",
+            ),
             ("ééééé", "/x", "h", 3, "éé…"),
         ];
         for (session, cwd, host, max, expected) in table {
@@ -365,13 +381,22 @@ mod tests {
     #[test]
     fn only_a_deleted_topic_is_made_anew_after_a_failed_resume() {
         let table = [
-            (TopicError::Gone("thread not found".into()), AfterResumeFailed::Recreate),
+            (
+                TopicError::Gone("thread not found".into()),
+                AfterResumeFailed::Recreate,
+            ),
             (
                 TopicError::MissingPermission("grant can_manage_topics".into()),
                 AfterResumeFailed::KeepAndSay,
             ),
-            (TopicError::Failed("timeout".into()), AfterResumeFailed::KeepAndSay),
-            (TopicError::Unsupported("no".into()), AfterResumeFailed::KeepAndSay),
+            (
+                TopicError::Failed("timeout".into()),
+                AfterResumeFailed::KeepAndSay,
+            ),
+            (
+                TopicError::Unsupported("no".into()),
+                AfterResumeFailed::KeepAndSay,
+            ),
         ];
         for (error, expected) in table {
             assert_eq!(after_resume_failed(&error), expected, "{error}");
@@ -395,11 +420,20 @@ mod tests {
         );
         let attached = |key: &str| key != "key-gone";
         let table = [
-            (("telegram", "-100", Some("7")), TopicRoute::Session("key-api".into())),
+            (
+                ("telegram", "-100", Some("7")),
+                TopicRoute::Session("key-api".into()),
+            ),
             // Marked ended: told, not delivered.
-            (("telegram", "-100", Some("9")), TopicRoute::Ended("web · w · h".into())),
+            (
+                ("telegram", "-100", Some("9")),
+                TopicRoute::Ended("web · w · h".into()),
+            ),
             // Its session went away without its topic being ended (a crash).
-            (("telegram", "-100", Some("11")), TopicRoute::Ended("gone · w · h".into())),
+            (
+                ("telegram", "-100", Some("11")),
+                TopicRoute::Ended("gone · w · h".into()),
+            ),
             // The General topic, another thread, another chat, another transport.
             (("telegram", "-100", None), TopicRoute::NotATopic),
             (("telegram", "-100", Some("8")), TopicRoute::NotATopic),
@@ -447,7 +481,10 @@ mod tests {
 
     /// The bridge's own config reader, natively, over a user file and (maybe) a project
     /// file: the requests it makes and its warnings.
-    fn read(user: &str, project: Option<&str>) -> (Vec<guest::model::TransportRequest>, Vec<String>) {
+    fn read(
+        user: &str,
+        project: Option<&str>,
+    ) -> (Vec<guest::model::TransportRequest>, Vec<String>) {
         use crate::wit::session::{ConfigContent, ConfigScope, ConfigSource};
         let mut sources = vec![ConfigSource {
             scope: ConfigScope::Global,
@@ -494,7 +531,10 @@ mod tests {
         // A cloned repository must not choose where sessions talk.
         let project = r#"{"transports": {"telegram": {"sessionTopics": "-1009999999999"}}}"#;
         let (requests, warnings) = read(user, Some(project));
-        let telegram = requests.iter().find(|r| r.id == "telegram").expect("telegram");
+        let telegram = requests
+            .iter()
+            .find(|r| r.id == "telegram")
+            .expect("telegram");
         assert_eq!(
             telegram.setting("sessionTopics"),
             Some(&guest::model::SettingValue::Text("-1001234567890".into()))

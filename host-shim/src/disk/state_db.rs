@@ -486,7 +486,9 @@ impl StateDb {
             .map_err(|error| read_error(&self.path, &error))?;
         let length = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
         let rows = statement
-            .query_map(params![prefix, length], |row| Ok((row.get(0)?, row.get(1)?)))
+            .query_map(params![prefix, length], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
             .map_err(|error| read_error(&self.path, &error))?;
         rows.collect::<Result<Vec<_>, _>>()
             .map_err(|error| read_error(&self.path, &error))

@@ -155,10 +155,7 @@ async fn broker(dirs: &Dirs, log: Arc<MemoryLog>, env: Env) -> Arc<Broker> {
 
 /// The topic name a session `name` in `/work/<name>` gets on this machine.
 fn topic_name(name: &str) -> String {
-    format!(
-        "{name} · {name} · {}",
-        host_shim::disk::lock::host_name()
-    )
+    format!("{name} · {name} · {}", host_shim::disk::lock::host_name())
 }
 
 /// Polls `check` until it is true; panics with `what` after [`WAIT`].
@@ -269,7 +266,10 @@ mod telegram {
         // No /switch: the topic is the session's own place.
         server.queue_update(topic_text(FORUM, web_topic, USER, 100, "build it"));
         web.agent.wait_for_prompts(1).await;
-        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        assert!(
+            api.agent.prompts.lock().unwrap().is_empty(),
+            "api got web's"
+        );
         answer(&web.agent, "built in the topic").await;
         posted_in(&server, web_topic, "built in the topic").await;
 
@@ -304,7 +304,11 @@ mod telegram {
             .expect("kept");
         assert_eq!(reopened.name, topic_name("web"));
         assert!(!reopened.closed, "reopened");
-        assert_eq!(server.calls("createForumTopic"), 2, "reused, not made again");
+        assert_eq!(
+            server.calls("createForumTopic"),
+            2,
+            "reused, not made again"
+        );
         server.queue_update(topic_text(FORUM, web_topic, USER, 103, "again"));
         web.agent.wait_for_prompts(1).await;
 
@@ -329,12 +333,18 @@ mod telegram {
         assert!(said[0].contains("can_manage_topics"), "{said:#?}");
         let terminals = [&api.ui, &web.ui]
             .iter()
-            .filter(|ui| ui.notes().iter().any(|(_, t)| t.contains("can_manage_topics")))
+            .filter(|ui| {
+                ui.notes()
+                    .iter()
+                    .any(|(_, t)| t.contains("can_manage_topics"))
+            })
             .count();
         until("the terminal hears it", || {
-            [&api.ui, &web.ui]
-                .iter()
-                .any(|ui| ui.notes().iter().any(|(_, t)| t.contains("can_manage_topics")))
+            [&api.ui, &web.ui].iter().any(|ui| {
+                ui.notes()
+                    .iter()
+                    .any(|(_, t)| t.contains("can_manage_topics"))
+            })
         })
         .await;
         assert!(terminals <= 1, "one terminal, once");
@@ -370,7 +380,10 @@ mod telegram {
         // Deleted while the agent works: its answer goes to a new topic of the same name.
         server.delete_topic(FORUM, first);
         answer(&api.agent, "the long job is done").await;
-        until("a second topic", || server.topics(FORUM).len() == 1 && server.calls("createForumTopic") == 2).await;
+        until("a second topic", || {
+            server.topics(FORUM).len() == 1 && server.calls("createForumTopic") == 2
+        })
+        .await;
         let second = topic(&server, &topic_name("api")).await;
         assert_ne!(second, first);
         posted_in(&server, second, "the long job is done").await;
@@ -413,7 +426,12 @@ mod discord {
             "readyTimeoutSeconds": 10,
             "sessionTopics": CHANNEL,
         }});
-        World::new(dirs, transports, vec![("DISCORD_TEST_TOKEN", loopback.token())]).await
+        World::new(
+            dirs,
+            transports,
+            vec![("DISCORD_TEST_TOKEN", loopback.token())],
+        )
+        .await
     }
 
     fn users() -> Vec<String> {
@@ -458,8 +476,7 @@ mod discord {
     }
 
     #[tokio::test]
-    async fn a_session_gets_its_own_thread_talks_there_without_switch_and_archives_it_on_detach()
-    {
+    async fn a_session_gets_its_own_thread_talks_there_without_switch_and_archives_it_on_detach() {
         let loopback = DiscordLoopback::start().await;
         loopback.rest.add_text_channel(CHANNEL, true);
         let world = world(&loopback, Dirs::new()).await;
@@ -471,7 +488,10 @@ mod discord {
 
         say(&loopback, 9_001, &web_thread, "build it");
         web.agent.wait_for_prompts(1).await;
-        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        assert!(
+            api.agent.prompts.lock().unwrap().is_empty(),
+            "api got web's"
+        );
         answer(&web.agent, "built in the thread").await;
         posted_in(&loopback, &web_thread, "built in the thread").await;
         say(&loopback, 9_002, &api_thread, "test it");
@@ -569,7 +589,10 @@ mod discord {
         world.broker.detach("key-api");
         loopback.rest.delete_thread(&second);
         let api = world.attach("api", &users()).await;
-        until("a third thread", || loopback.rest.threads().len() == 1 && loopback.rest.threads()[0].id != second).await;
+        until("a third thread", || {
+            loopback.rest.threads().len() == 1 && loopback.rest.threads()[0].id != second
+        })
+        .await;
         let third = thread(&loopback, &topic_name("api")).await;
         posted_in(&loopback, &third, "was deleted").await;
         say(&loopback, 9_003, &third, "hello again");
@@ -657,7 +680,10 @@ mod slack {
         until("connected", || !server.open_connections().is_empty()).await;
         say(&server, &web_thread, "1700000100.000100", "build it");
         web.agent.wait_for_prompts(1).await;
-        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        assert!(
+            api.agent.prompts.lock().unwrap().is_empty(),
+            "api got web's"
+        );
         answer(&web.agent, "built in the thread").await;
         posted_in(&server, &web_thread, "built in the thread").await;
         say(&server, &api_thread, "1700000100.000200", "test it");
@@ -667,7 +693,10 @@ mod slack {
         web.session.shutdown().await.expect("shutdown");
         posted_in(&server, &web_thread, "has ended").await;
         let parent = server.message_text(CHANNEL, &web_thread).expect("kept");
-        assert!(parent.contains(&format!("ended · {}", topic_name("web"))), "{parent}");
+        assert!(
+            parent.contains(&format!("ended · {}", topic_name("web"))),
+            "{parent}"
+        );
 
         api.session.shutdown().await.expect("shutdown");
         let world = world.restart().await;
@@ -712,7 +741,10 @@ mod slack {
         until("connected", || !server.open_connections().is_empty()).await;
         let connection = *server.open_connections().last().expect("connected");
         let dm = "D0ADA";
-        server.send_event(connection, im_message(dm, USER, "1700000200.000100", "/switch web"));
+        server.send_event(
+            connection,
+            im_message(dm, USER, "1700000200.000100", "/switch web"),
+        );
         until("the switch answered", || {
             server
                 .posted()
@@ -720,7 +752,10 @@ mod slack {
                 .any(|p| p.channel == dm && p.text.contains("This chat now talks to web"))
         })
         .await;
-        server.send_event(connection, im_message(dm, USER, "1700000200.000200", "deploy"));
+        server.send_event(
+            connection,
+            im_message(dm, USER, "1700000200.000200", "deploy"),
+        );
         web.agent.wait_for_prompts(1).await;
         let parents = server
             .requests("chat.postMessage")

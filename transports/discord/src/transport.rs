@@ -199,7 +199,11 @@ fn topic_error(error: ApiError, channel: &str, on_thread: bool) -> TopicError {
             code: UNKNOWN_CHANNEL,
             ..
         } if on_thread => TopicError::Gone(error.to_string()),
-        ApiError::Forbidden { call, code, message } => TopicError::MissingPermission(format!(
+        ApiError::Forbidden {
+            call,
+            code,
+            message,
+        } => TopicError::MissingPermission(format!(
             "give the bot's role View Channel, Create Public Threads, Send Messages in Threads \
              and Manage Threads in channel {channel} (Discord refused {call}: {message}, code \
              {code})"
@@ -315,7 +319,12 @@ impl DiscordTransport {
 
     /// The channel from `sessionTopics`: a snowflake (digits), or what to write instead.
     fn topic_channel(&self) -> Result<String, TopicError> {
-        let written = self.config.session_topics.as_deref().unwrap_or_default().trim();
+        let written = self
+            .config
+            .session_topics
+            .as_deref()
+            .unwrap_or_default()
+            .trim();
         if !written.is_empty() && written.bytes().all(|b| b.is_ascii_digit()) {
             return Ok(written.to_owned());
         }
@@ -893,7 +902,10 @@ mod tests {
             message: "Missing Permissions".into(),
         };
         // The thread gone: made again. The channel gone: the setting is wrong.
-        assert!(matches!(topic_error(unknown(), "1", true), TopicError::Gone(_)));
+        assert!(matches!(
+            topic_error(unknown(), "1", true),
+            TopicError::Gone(_)
+        ));
         let channel = topic_error(unknown(), "1", false);
         assert!(
             matches!(&channel, TopicError::MissingPermission(t) if t.contains("sessionTopics")),
@@ -908,7 +920,10 @@ mod tests {
             call: "start thread",
             seconds: 15,
         };
-        assert!(matches!(topic_error(slow, "1", false), TopicError::Failed(_)));
+        assert!(matches!(
+            topic_error(slow, "1", false),
+            TopicError::Failed(_)
+        ));
         // A send into a deleted thread says 10003 in its text.
         let transport = DiscordTransport::new(DiscordConfig::new(
             "MTIzNDU2Nzg5MDEyMzQ1Njc4.GLoopB.loopback-token_AAbbCCddEEff",

@@ -425,10 +425,17 @@ impl SlackTransport {
 
     /// The channel from `sessionTopics`: a channel id (`C…` or `G…`), or what to write.
     fn topic_channel(&self) -> Result<String, TopicError> {
-        let written = self.config.session_topics.as_deref().unwrap_or_default().trim();
+        let written = self
+            .config
+            .session_topics
+            .as_deref()
+            .unwrap_or_default()
+            .trim();
         let shaped = written.len() > 1
             && (written.starts_with('C') || written.starts_with('G'))
-            && written.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+            && written
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
         if shaped {
             return Ok(written.to_owned());
         }

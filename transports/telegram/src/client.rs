@@ -21,10 +21,10 @@ use transport_core::jitter::Jitter;
 use transport_core::retry::{Outcome, RetryPolicy};
 
 use crate::wire::{
-    AnswerCallbackQuery, ApiResponse, ChatId, CreateForumTopic, EditMessageText, File,
-    ForumTopic, ForumTopicChange, GetFile, GetUpdates,
-    InlineKeyboardMarkup, ReactionTypeEmoji, ReplyParameters, SendChatAction, SendMessage,
-    SendMessageDraft, SentMessage, SetMessageReaction, User,
+    AnswerCallbackQuery, ApiResponse, ChatId, CreateForumTopic, EditMessageText, File, ForumTopic,
+    ForumTopicChange, GetFile, GetUpdates, InlineKeyboardMarkup, ReactionTypeEmoji,
+    ReplyParameters, SendChatAction, SendMessage, SendMessageDraft, SentMessage,
+    SetMessageReaction, User,
 };
 
 /// The update kinds the transport asks for. Edited messages are asked for only so they
@@ -597,7 +597,12 @@ impl BotApi {
             name,
         };
         let _: serde_json::Value = self
-            .call(method, &params, self.settings.request_timeout, Retry::Transient)
+            .call(
+                method,
+                &params,
+                self.settings.request_timeout,
+                Retry::Transient,
+            )
             .await?;
         Ok(())
     }

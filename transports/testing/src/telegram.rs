@@ -1306,20 +1306,18 @@ fn missing_thread(inner: &Inner, chat: &str, thread: Option<i64>) -> Option<Answ
     (!group.topics.contains_key(&thread)).then(|| bad_request("message thread not found"))
 }
 
-/// The declared group of `params["chat_id"]` for a topic call, or Telegram's refusal:
-/// "chat not found" (not declared: the bot is not in it), "the chat is not a forum",
-/// "not enough rights to manage topics" (the bot is no admin with `can_manage_topics`).
-fn forum<'a>(state: &'a mut State, params: &Value) -> Result<&'a mut FakeGroup, Answer> {
-    let chat = chat_key(&params["chat_id"]).ok_or_else(|| bad_request("chat_id is empty"))?;
-    let group = state
-        .groups
-        .get_mut(&chat)
-        .ok_or_else(|| bad_request("chat not found"))?;
+/// The declared group of `params["chat_id"]` for a topic call, or the description of
+/// Telegram's refusal (a 400): "chat not found" (not declared: the bot is not in it), "the
+/// chat is not a forum", "not enough rights to manage topics" (the bot is no admin with
+/// `can_manage_topics`).
+fn forum<'a>(state: &'a mut State, params: &Value) -> Result<&'a mut FakeGroup, &'static str> {
+    let chat = chat_key(&params["chat_id"]).ok_or("chat_id is empty")?;
+    let group = state.groups.get_mut(&chat).ok_or("chat not found")?;
     if !group.is_forum {
-        return Err(bad_request("the chat is not a forum"));
+        return Err("the chat is not a forum");
     }
     if !group.can_manage_topics {
-        return Err(bad_request("not enough rights to manage topics"));
+        return Err("not enough rights to manage topics");
     }
     Ok(group)
 }
@@ -1335,7 +1333,7 @@ fn create_forum_topic(inner: &Inner, params: &Value) -> Answer {
     let thread = state.next_message_id;
     let group = match forum(&mut state, params) {
         Ok(group) => group,
-        Err(refused) => return refused,
+        Err(refused) => return bad_request(refused),
     };
     group.topics.insert(
         thread,
@@ -1356,7 +1354,7 @@ fn change_forum_topic(inner: &Inner, method: &str, params: &Value) -> Answer {
     let mut state = inner.state();
     let group = match forum(&mut state, params) {
         Ok(group) => group,
-        Err(refused) => return refused,
+        Err(refused) => return bad_request(refused),
     };
     let Some(topic) = integer(&params["message_thread_id"]).and_then(|t| group.topics.get_mut(&t))
     else {
