@@ -1190,62 +1190,46 @@ impl Broker {
 
     /// After a send into `session`'s topic failed because the topic is gone (deleted by
     /// hand): makes a new topic under the same name, says so once (in the new topic and
-    /// the session's terminal), and sends `message` there, so nothing is lost. `failed`
-    /// is the topic the send went to; when another send replaced it meanwhile, that
-    /// replacement is used.
-    async fn resend_in_new_topic(
+    /// the session's terminal), and returns it, for the send to go there (nothing is
+    /// lost). `failed` is the topic the send went to; when another send replaced it
+    /// meanwhile, that replacement is returned. `None` when no new topic could be made
+    /// (said as any topic problem is).
+    async fn replace_gone_topic(
         &self,
         session: &str,
         shared: &Arc<Shared>,
         failed: &transport_core::Topic,
-        message: OutboundMessage,
-        error: transport_core::TransportError,
-    ) -> Result<transport_core::SendReceipt, transport_core::TransportError> {
-        let topic = {
-            let _one_at_a_time = self.topic_replacing.lock().await;
-            let transport = shared.real.id().to_owned();
-            let Some((kept, record)) = self.inner(|inner| {
-                inner
-                    .topics
-                    .open_of(session, &transport)
-                    .map(|(kept, record)| (kept.to_owned(), record.clone()))
-            }) else {
-                return Err(error);
-            };
-            if &record.topic == failed {
-                let place = shared.real.topic_place().unwrap_or_default();
-                let topic = match shared.real.create_topic(&record.name).await {
-                    Ok(topic) => topic,
-                    Err(problem) => {
-                        self.topic_problem(session, shared, &place, &problem);
-                        return Err(error);
-                    }
-                };
-                let text = topics::recreated(&record.name);
-                self.topic_notice(shared, &topic, &text).await;
-                self.tell_session(session, shared, &text);
-                self.keep_topic(
-                    &kept,
-                    TopicRecord {
-                        topic: topic.clone(),
-                        ..record
-                    },
-                );
-                topic
-            } else {
-                record.topic
+    ) -> Option<transport_core::Topic> {
+        let _one_at_a_time = self.topic_replacing.lock().await;
+        let transport = shared.real.id().to_owned();
+        let (kept, record) = self.inner(|inner| {
+            inner
+                .topics
+                .open_of(session, &transport)
+                .map(|(kept, record)| (kept.to_owned(), record.clone()))
+        })?;
+        if &record.topic != failed {
+            return Some(record.topic);
+        }
+        let place = shared.real.topic_place().unwrap_or_default();
+        let topic = match shared.real.create_topic(&record.name).await {
+            Ok(topic) => topic,
+            Err(problem) => {
+                self.topic_problem(session, shared, &place, &problem);
+                return None;
             }
         };
-        // An edit's message went with the old topic: the text is posted anew.
-        shared
-            .real
-            .send(OutboundMessage {
-                conversation_id: topic.conversation_id,
-                thread_id: topic.thread_id,
-                edit_key: None,
-                ..message
-            })
-            .await
+        let text = topics::recreated(&record.name);
+        self.topic_notice(shared, &topic, &text).await;
+        self.tell_session(session, shared, &text);
+        self.keep_topic(
+            &kept,
+            TopicRecord {
+                topic: topic.clone(),
+                ..record
+            },
+        );
+        Some(topic)
     }
 
     /// Keeps `record` in the book and writes it to the state database with its next commit.
@@ -2005,6 +1989,44 @@ mod tests {
             .map(|s| s.message.thread_id)
             .collect();
         assert_eq!(threads, [Some("7".into()), Some("9".into()), None]);
+    }
+
+    #[tokio::test]
+    async fn a_file_into_a_deleted_topic_goes_to_the_new_one() {
+        let broker = broker(None, None);
+        attach(&broker, "key-a", "a", &[], BOT);
+        let fake = Arc::new(FakeTransport::new(FakeConfig::default()));
+        fake.set_topic_place(Some("forum"));
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        fake.start(sink).await.expect("started");
+        let shared = Shared::new(BOT.to_owned(), fake.clone());
+        broker.open_topic("key-a", &shared).await;
+        let routed = RoutedTransport {
+            shared: shared.clone(),
+            session: "key-a".to_owned(),
+            broker: Arc::downgrade(&broker),
+        };
+        let file = |thread: &str| transport_core::OutboundFile {
+            conversation_id: "forum".into(),
+            thread_id: Some(thread.into()),
+            name: "report.txt".into(),
+            media_type: "text/plain".into(),
+            as_image: false,
+            caption: "the report".into(),
+            data: b"all green".to_vec(),
+        };
+        assert_eq!(fake.topics().len(), 1);
+        fake.delete_topic("t1");
+        routed
+            .send_file(file("t1"))
+            .await
+            .expect("sent to the new topic");
+        let files: Vec<Option<String>> = fake.files().into_iter().map(|f| f.thread_id).collect();
+        assert_eq!(files, [Some("t2".to_owned())]);
+        // The next one, still addressed to the deleted topic, goes straight to the new one.
+        routed.send_file(file("t1")).await.expect("redirected");
+        assert_eq!(fake.files().len(), 2);
+        assert_eq!(fake.topics().len(), 1, "one new topic, not one per send");
     }
 
     #[tokio::test]

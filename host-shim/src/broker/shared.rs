@@ -248,8 +248,21 @@ impl Transport for RoutedTransport {
             });
         match (self.shared.real.send(message).await, own_topic) {
             (Err(error), Some((topic, message))) if self.shared.real.topic_gone(&error) => {
-                broker
-                    .resend_in_new_topic(&self.session, &self.shared, &topic, message, error)
+                let Some(now) = broker
+                    .replace_gone_topic(&self.session, &self.shared, &topic)
+                    .await
+                else {
+                    return Err(error);
+                };
+                // An edit's message went with the old topic: the text is posted anew.
+                self.shared
+                    .real
+                    .send(OutboundMessage {
+                        conversation_id: now.conversation_id,
+                        thread_id: now.thread_id,
+                        edit_key: None,
+                        ..message
+                    })
                     .await
             }
             (sent, _) => sent,
@@ -314,7 +327,41 @@ impl Transport for RoutedTransport {
                 "not sent: this chat now talks to another session ({other})"
             )));
         }
-        self.shared.real.send_file(file).await
+        // As for a message: a file into the session's own topic is kept for a second try
+        // in a new topic, should that one have been deleted by hand.
+        let topic = Topic {
+            conversation_id: file.conversation_id.clone(),
+            thread_id: file.thread_id.clone(),
+        };
+        let own = broker
+            .topic_owner(
+                self.id(),
+                &topic.conversation_id,
+                topic.thread_id.as_deref(),
+            )
+            .is_some_and(|(owner, _)| owner == self.session);
+        if !own {
+            return self.shared.real.send_file(file).await;
+        }
+        match self.shared.real.send_file(file.clone()).await {
+            Err(error) if self.shared.real.topic_gone(&error) => {
+                let Some(now) = broker
+                    .replace_gone_topic(&self.session, &self.shared, &topic)
+                    .await
+                else {
+                    return Err(error);
+                };
+                self.shared
+                    .real
+                    .send_file(OutboundFile {
+                        conversation_id: now.conversation_id,
+                        thread_id: now.thread_id,
+                        ..file
+                    })
+                    .await
+            }
+            sent => sent,
+        }
     }
 
     fn diagnose(&self) -> String {
