@@ -26,7 +26,11 @@
 //!   without authentication, as the CDN does, and the interaction callback
 //!   (`POST /interactions/{id}/{token}/callback`, no authentication needed): an interaction
 //!   the test did not click, a wrong token or a callback more than 3 s after the click is
-//!   10062 Unknown interaction, a second callback 40060 already acknowledged. Scripts: a failure, a 429 with float
+//!   10062 Unknown interaction, a second callback 40060 already acknowledged. Threads: Start
+//!   Thread without Message and Modify Channel (name, `archived`) in channels the test
+//!   declares ([`RestServer::add_text_channel`], with the thread permissions or not: 403
+//!   50013), 10003 Unknown Channel for a thread deleted with [`RestServer::delete_thread`]
+//!   (a message there too). Scripts: a failure, a 429 with float
 //!   `retry_after` (bucket or global), a dropped connection, chosen bucket headers.
 //!
 //! [`DiscordLoopback`] starts both, wired together. Tests wait with `wait_until` on either

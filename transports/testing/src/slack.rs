@@ -11,7 +11,9 @@
 //!   HTTP 429 with `Retry-After`. Methods: `auth.test`, `apps.connections.open` (app-level
 //!   token only; answers a `ws://` URL with a single-use ticket), `chat.postMessage`,
 //!   `chat.update`, `chat.postEphemeral`, `reactions.add` and `reactions.remove`
-//!   (`already_reacted`, `no_reaction`). Files: `GET /files/<name>` with the bot token; without it, like Slack, a
+//!   (`already_reacted`, `no_reaction`); `not_in_channel` in a channel declared without the
+//!   bot ([`SlackServer::add_channel`]), `thread_not_found` for a reply under a message
+//!   deleted with [`SlackServer::delete_message`]. Files: `GET /files/<name>` with the bot token; without it, like Slack, a
 //!   sign-in web page with status 200.
 //! - Socket Mode: `GET /link/?ticket=…` upgrades once per ticket; `hello` is sent on connect
 //!   (unless a test turns that off); envelopes carry `envelope_id`, `retry_attempt` and

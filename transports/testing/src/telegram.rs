@@ -21,6 +21,13 @@
 //! records it ([`BotApiServer::reactions`]); `sendMessageDraft` takes private chats only, a
 //! non-zero `draft_id` and parsable text, and records it ([`BotApiServer::drafts`]).
 //!
+//! Forum topics: supergroups the test declares ([`BotApiServer::add_group`], a forum or not,
+//! the bot with `can_manage_topics` or not) take `createForumTopic`, `editForumTopic`,
+//! `closeForumTopic` and `reopenForumTopic` with Telegram's refusals ("chat not found", "the
+//! chat is not a forum", "not enough rights…", "message thread not found",
+//! `TOPIC_NOT_MODIFIED`); a message or file into a topic of a declared forum that is not
+//! there (deleted with [`BotApiServer::delete_topic`]) is "message thread not found".
+//!
 //! Tests script it: [`BotApiServer::queue_update`], [`BotApiServer::fail_next`],
 //! [`BotApiServer::drop_next`] (the connection closes without an answer), call counts,
 //! the records of what was sent, edited and shown as typing, and [`BotApiServer::wait_until`]
@@ -1223,6 +1230,9 @@ fn upload(inner: &Inner, method: &str, field: &str, content_type: &str, body: &[
         return bad_request("message caption is too long");
     }
     let thread = value("message_thread_id").and_then(|t| t.parse::<i64>().ok());
+    if let Some(refused) = missing_thread(inner, &chat, thread) {
+        return refused;
+    }
     let message_id = {
         let mut state = inner.state();
         let message_id = state.next_message_id;
