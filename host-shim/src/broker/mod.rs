@@ -1276,14 +1276,8 @@ impl Broker {
         place: &str,
         error: &transport_core::TopicError,
     ) {
-        use transport_core::TopicError;
         let transport = shared.real.id().to_owned();
-        let problem = match error {
-            TopicError::MissingPermission(_) => "rights".to_owned(),
-            TopicError::Unsupported(_) => "unsupported".to_owned(),
-            TopicError::Gone(_) => "gone".to_owned(),
-            TopicError::Failed(text) => text.clone(),
-        };
+        let problem = topics::problem_key(error);
         if !self.inner(|inner| inner.topics.first_time(&transport, place, &problem)) {
             return;
         }

@@ -251,6 +251,19 @@ fn place_key(transport: &str, topic: &Topic) -> (String, String, Option<String>)
     )
 }
 
+/// What a topic problem is said once per place as: its kind for a missing right (however
+/// the platform words it), the text for anything else with its figures left out ("wait
+/// 3100 ms" and "wait 2900 ms" are one problem: a burst of attaches meeting a rate limit is
+/// said once, not once per attach).
+pub fn problem_key(error: &TopicError) -> String {
+    match error {
+        TopicError::MissingPermission(_) => "rights".to_owned(),
+        TopicError::Unsupported(_) => "unsupported".to_owned(),
+        TopicError::Gone(_) => "gone".to_owned(),
+        TopicError::Failed(text) => text.chars().filter(|c| !c.is_ascii_digit()).collect(),
+    }
+}
+
 /// What the person is told in a topic whose session is not attached.
 pub fn ended_topic_answer(name: &str) -> String {
     format!(
@@ -468,6 +481,27 @@ mod tests {
             Some("a")
         );
         assert_eq!(topics.open_of("k", "discord"), None);
+    }
+
+    #[test]
+    fn problems_that_differ_only_in_figures_or_wording_of_a_right_are_one() {
+        let key = |e: TopicError| problem_key(&e);
+        assert_eq!(
+            key(TopicError::Failed("rate limited; wait 3100 ms".into())),
+            key(TopicError::Failed("rate limited; wait 2900 ms".into()))
+        );
+        assert_ne!(
+            key(TopicError::Failed("rate limited; wait 3100 ms".into())),
+            key(TopicError::Failed("no answer within 15 s".into()))
+        );
+        assert_eq!(
+            key(TopicError::MissingPermission("not a forum".into())),
+            key(TopicError::MissingPermission("no can_manage_topics".into()))
+        );
+        assert_ne!(
+            key(TopicError::MissingPermission("x".into())),
+            key(TopicError::Unsupported("x".into()))
+        );
     }
 
     #[test]
