@@ -604,12 +604,22 @@ impl Broker {
         let mut envelope = envelope;
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+        // A session's topic is the bot's own place: every message in it is meant for the
+        // bot, mentioned or not (a stranger there meets its session's pairing, a bare
+        // `/sessions` there is answered).
+        if self
+            .topic_owner(
+                &envelope.transport,
+                &envelope.conversation_id,
+                envelope.thread_id.as_deref(),
+            )
+            .is_some()
+        {
+            envelope.addressed = true;
+        }
         match self.topic_route(shared, &envelope) {
             TopicRoute::NotATopic => {}
             TopicRoute::Session(session) => {
-                // The topic is that session's own place: every message in it is meant for
-                // it, mentioned or not (a stranger there meets its pairing).
-                envelope.addressed = true;
                 self.deliver(shared, &session, envelope, handled, Audience::Direct, false)
                     .await;
                 return;

@@ -184,6 +184,18 @@ async fn shown(ui: &RecordingUi, needle: &str) {
     .await;
 }
 
+/// How many notes containing `needle` the terminals `uis` show in all.
+fn told(uis: &[&RecordingUi], needle: &str) -> usize {
+    uis.iter()
+        .map(|ui| {
+            ui.notes()
+                .iter()
+                .filter(|(_, t)| t.contains(needle))
+                .count()
+        })
+        .sum()
+}
+
 /// The agent answers its running remote turn with `text`.
 async fn answer(agent: &ScriptAgent, text: &str) {
     agent
@@ -277,6 +289,11 @@ mod telegram {
         api.agent.wait_for_prompts(1).await;
         assert_eq!(web.agent.prompts.lock().unwrap().len(), 1);
 
+        // The broker's own commands are still the broker's, answered in the topic.
+        server.queue_update(topic_text(FORUM, api_topic, USER, 104, "/sessions"));
+        posted_in(&server, api_topic, "2. web").await;
+        assert_eq!(api.agent.prompts.lock().unwrap().len(), 1, "not a prompt");
+
         // The end: a last message, then renamed and closed, never deleted.
         web.session.shutdown().await.expect("shutdown");
         posted_in(&server, web_topic, "has ended").await;
@@ -331,23 +348,10 @@ mod telegram {
         let said = world.logged("session topic not made");
         assert_eq!(said.len(), 1, "said once: {said:#?}");
         assert!(said[0].contains("can_manage_topics"), "{said:#?}");
-        let terminals = [&api.ui, &web.ui]
-            .iter()
-            .filter(|ui| {
-                ui.notes()
-                    .iter()
-                    .any(|(_, t)| t.contains("can_manage_topics"))
-            })
-            .count();
         until("the terminal hears it", || {
-            [&api.ui, &web.ui].iter().any(|ui| {
-                ui.notes()
-                    .iter()
-                    .any(|(_, t)| t.contains("can_manage_topics"))
-            })
+            told(&[&api.ui, &web.ui], "can_manage_topics") > 0
         })
         .await;
-        assert!(terminals <= 1, "one terminal, once");
 
         server.queue_update(private_text(USER, 1, "/switch web"));
         until("the switch answered", || {
@@ -361,6 +365,11 @@ mod telegram {
         web.agent.wait_for_prompts(1).await;
         assert_eq!(server.calls("createForumTopic"), 2, "no retry storm");
         assert!(server.topics(FORUM).is_empty());
+        assert_eq!(
+            told(&[&api.ui, &web.ui], "can_manage_topics"),
+            1,
+            "one terminal, once"
+        );
 
         api.session.shutdown().await.expect("shutdown");
         web.session.shutdown().await.expect("shutdown");
@@ -550,6 +559,11 @@ mod discord {
         let said = world.logged("session topic not made");
         assert_eq!(said.len(), 1, "said once: {said:#?}");
         assert!(said[0].contains("Missing Permissions"), "{said:#?}");
+        assert_eq!(
+            told(&[&api.ui, &web.ui], "Create Public Threads"),
+            1,
+            "one terminal, once"
+        );
 
         let dm = "600000000000000001";
         let switch = dm_message("9100", dm, USER, "/switch web");
@@ -737,6 +751,11 @@ mod slack {
         let said = world.logged("session topic not made");
         assert_eq!(said.len(), 1, "said once: {said:#?}");
         assert!(said[0].contains("not_in_channel"), "{said:#?}");
+        assert_eq!(
+            told(&[&api.ui, &web.ui], "/invite"),
+            1,
+            "one terminal, once"
+        );
 
         until("connected", || !server.open_connections().is_empty()).await;
         let connection = *server.open_connections().last().expect("connected");
