@@ -11,6 +11,7 @@ pub mod bindings;
 pub mod routing;
 pub mod shared;
 pub mod strangers;
+pub mod topics;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -40,6 +41,7 @@ use indexmap::IndexMap;
 use routing::{Audience, Census, Decision, Roster, SessionState, SessionView, UsageSoFar};
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
+use topics::{OnAttach, TopicRecord, TopicRoute, Topics};
 
 /// The shortest time between two writes of the status file: `doctor` may show an attach a
 /// second late.
@@ -199,6 +201,8 @@ struct Inner {
     allowing: HashMap<String, HashSet<String>>,
     bindings: Bindings,
     shared: HashMap<String, Arc<Shared>>,
+    /// Every topic made for a session (docs/broker.md#a-topic-per-session).
+    topics: Topics,
 }
 
 /// An attached session as `doctor` and the status line show it.
@@ -240,8 +244,14 @@ pub struct Broker {
     reader: Mutex<Option<Arc<StateReader>>>,
     /// The operator's metrics, when `--metrics` asked for them.
     metrics: OnceLock<Arc<Metrics>>,
-    /// This machine's host name: every session attached here runs on it (`/sessions`).
+    /// This machine's host name: every session attached here runs on it (`/sessions`, and
+    /// each session's topic name).
     machine: String,
+    /// A session's topic being made or opened, by `(session, fingerprint)`: its end waits
+    /// for it, or a session stopping at once would leave its topic open.
+    topic_tasks: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// Held while a deleted topic is replaced: two sends failing at once make one topic.
+    topic_replacing: tokio::sync::Mutex<()>,
 }
 
 impl Broker {
@@ -263,6 +273,7 @@ impl Broker {
             });
         }
         let status_stopped = Arc::new(Mutex::new(false));
+        let topics = kept_topics(options.bindings.store().as_deref(), options.log.as_ref());
         Arc::new_cyclic(|me| Broker {
             status: options.status_file.as_ref().and_then(|path| {
                 spawn_status_writer(
@@ -282,6 +293,7 @@ impl Broker {
             status_file: options.status_file,
             inner: Mutex::new(Inner {
                 bindings: options.bindings,
+                topics,
                 ..Inner::default()
             }),
             routers: Mutex::new(Vec::new()),
@@ -289,7 +301,9 @@ impl Broker {
             pairing: options.pairing,
             reader: Mutex::new(None),
             metrics: OnceLock::new(),
-            machine: crate::disk::lock::Claimant::this_process(0).host,
+            machine: crate::disk::lock::host_name(),
+            topic_tasks: Mutex::new(HashMap::new()),
+            topic_replacing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -590,8 +604,36 @@ impl Broker {
             Inbound::Message { envelope, handled } => (envelope, handled),
         };
         // Counted by the bot's CountedTransport, as sends are.
+        let mut envelope = envelope;
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
+        // A session's topic is the bot's own place: every message in it is meant for the
+        // bot, mentioned or not (a stranger there meets its session's pairing, a bare
+        // `/sessions` there is answered).
+        if self
+            .topic_owner(
+                &envelope.transport,
+                &envelope.conversation_id,
+                envelope.thread_id.as_deref(),
+            )
+            .is_some()
+        {
+            envelope.addressed = true;
+        }
+        match self.topic_route(shared, &envelope) {
+            TopicRoute::NotATopic => {}
+            TopicRoute::Session(session) => {
+                self.deliver(shared, &session, envelope, handled, Audience::Direct, false)
+                    .await;
+                return;
+            }
+            TopicRoute::Ended(name) => {
+                drop(handled);
+                self.answer(shared, envelope, &topics::ended_topic_answer(&name), true)
+                    .await;
+                return;
+            }
+        }
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
         let usage = if routing::lists_sessions(&envelope.text) {
             self.usage_of_paired(&shared.fingerprint, &identity).await
@@ -608,32 +650,8 @@ impl Broker {
         );
         match decision {
             Decision::Deliver { session, .. } => {
-                let now = self.clock.now_ms();
-                let sink = self.inner(|inner| {
-                    let attached = inner.sessions.get_mut(&session)?;
-                    attached.last_active_ms = now;
-                    attached.sinks.get(&shared.fingerprint).cloned()
-                });
-                let message = Inbound::Message { envelope, handled };
-                let returned = match sink {
-                    Some(sink) => sink.forward(message).await.err(),
-                    None => Some(message),
-                };
-                // The session went away between the decision and the hand-over. Said only
-                // to a message meant for the bot, like every answer of the broker's own.
-                if let Some(Inbound::Message { envelope, handled }) = returned {
-                    drop(handled);
-                    if audience != Audience::Chatter {
-                        self.answer(
-                            shared,
-                            envelope,
-                            "The session this chat talks to has just stopped, so this message was \
-                         not delivered. Send /sessions to pick another.",
-                            stranger,
-                        )
-                        .await;
-                    }
-                }
+                self.deliver(shared, &session, envelope, handled, audience, stranger)
+                    .await;
             }
             Decision::Switch { session, reply } => {
                 drop(handled);
@@ -650,6 +668,45 @@ impl Broker {
                 self.answer(shared, envelope, &text, stranger).await;
             }
             Decision::Ignore => drop(handled),
+        }
+    }
+
+    /// Hands `envelope` to `session`'s sink on `shared`'s bot.
+    async fn deliver(
+        &self,
+        shared: &Arc<Shared>,
+        session: &str,
+        envelope: transport_core::Envelope,
+        handled: transport_core::inbound::Handled,
+        audience: Audience,
+        stranger: bool,
+    ) {
+        let now = self.clock.now_ms();
+        let sink = self.inner(|inner| {
+            let attached = inner.sessions.get_mut(session)?;
+            // `/sessions`' "active … ago".
+            attached.last_active_ms = now;
+            attached.sinks.get(&shared.fingerprint).cloned()
+        });
+        let message = Inbound::Message { envelope, handled };
+        let returned = match sink {
+            Some(sink) => sink.forward(message).await.err(),
+            None => Some(message),
+        };
+        // The session went away between the decision and the hand-over. Said only
+        // to a message meant for the bot, like every answer of the broker's own.
+        if let Some(Inbound::Message { envelope, handled }) = returned {
+            drop(handled);
+            if audience != Audience::Chatter {
+                self.answer(
+                    shared,
+                    envelope,
+                    "The session this chat talks to has just stopped, so this message was \
+                     not delivered. Send /sessions to pick another.",
+                    stranger,
+                )
+                .await;
+            }
         }
     }
 
@@ -936,6 +993,368 @@ impl Broker {
         if let Some(path) = &self.status_file {
             *lock(&self.status_stopped) = true;
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The topics kept in the state database, read once when the broker starts. A row that
+/// cannot be read is named in the log and left alone: its session gets a new topic.
+fn kept_topics(store: Option<&crate::disk::state_db::StateDb>, log: &dyn LogSink) -> Topics {
+    let warn = |event: &str, fields: &[(&str, String)]| {
+        log.write(LOG_NAME, LogLine::new(Level::Warning, event, fields));
+    };
+    let Some(store) = store else {
+        return Topics::default();
+    };
+    match store.kept_under(topics::KEPT_PREFIX) {
+        Ok(rows) => {
+            Topics::from_kept(rows.into_iter().filter_map(
+                |(name, value)| match serde_json::from_str::<TopicRecord>(&value) {
+                    Ok(record) => Some((name, record)),
+                    Err(error) => {
+                        warn(
+                            "session topic unreadable",
+                            &[
+                                ("name", name),
+                                (
+                                    "error",
+                                    format!(
+                                        "{error}; its session gets a new topic when it attaches"
+                                    ),
+                                ),
+                            ],
+                        );
+                        None
+                    }
+                },
+            ))
+        }
+        Err(error) => {
+            warn(
+                "session topics unreadable",
+                &[(
+                    "error",
+                    format!("{error}; sessions get new topics when they attach"),
+                )],
+            );
+            Topics::default()
+        }
+    }
+}
+
+/// A topic per session (docs/broker.md#a-topic-per-session): the I/O around the decisions
+/// of [`topics`].
+impl Broker {
+    /// Where a message goes as far as session topics tell. The broker's own commands are
+    /// answered by the broker even in a topic, so `/sessions` and `/switch` work anywhere.
+    fn topic_route(&self, shared: &Shared, envelope: &transport_core::Envelope) -> TopicRoute {
+        if routing::is_broker_command(&envelope.text) {
+            return TopicRoute::NotATopic;
+        }
+        self.inner(|inner| {
+            let Inner {
+                topics, sessions, ..
+            } = inner;
+            topics.route(
+                &envelope.transport,
+                &envelope.conversation_id,
+                envelope.thread_id.as_deref(),
+                |key| {
+                    sessions
+                        .get(key)
+                        .is_some_and(|s| s.sinks.contains_key(&shared.fingerprint))
+                },
+            )
+        })
+    }
+
+    /// The session whose topic `conversation_id` (and `thread_id`) is on `transport`, with
+    /// its name: a send there from another session is refused.
+    fn topic_owner(
+        &self,
+        transport: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<(String, String)> {
+        self.inner(|inner| {
+            let owner = inner.topics.owner(transport, conversation_id, thread_id)?;
+            let name = inner
+                .sessions
+                .get(owner)
+                .map_or_else(|| owner.to_owned(), |s| s.name.clone());
+            Some((owner.to_owned(), name))
+        })
+    }
+
+    /// The current place of the topic that was at `conversation_id` (and `thread_id`) of
+    /// `transport`, when it was replaced since (deleted by hand, made anew).
+    fn topic_moved(
+        &self,
+        transport: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<transport_core::Topic> {
+        self.inner(|inner| {
+            inner
+                .topics
+                .moved(transport, conversation_id, thread_id)
+                .cloned()
+        })
+    }
+
+    /// Starts making (or opening again) `session`'s topic on `shared`'s bot, whose
+    /// transport the session just started; off the start path, so a slow platform does not
+    /// hold the session up. Nothing when the bot's config names no place for topics.
+    fn start_topic(self: &Arc<Self>, session: &str, shared: &Arc<Shared>) {
+        if shared.real.topic_place().is_none() {
+            return;
+        }
+        let broker = self.clone();
+        let key = (session.to_owned(), shared.fingerprint.clone());
+        let (session, shared) = (session.to_owned(), shared.clone());
+        let task = tokio::spawn(async move { broker.open_topic(&session, &shared).await });
+        if let Some(earlier) = lock(&self.topic_tasks).insert(key, task) {
+            earlier.abort();
+        }
+    }
+
+    /// Makes or opens `session`'s topic (see [`topics::on_attach`]) and writes it down.
+    async fn open_topic(&self, session: &str, shared: &Arc<Shared>) {
+        let Some(place) = shared.real.topic_place() else {
+            return;
+        };
+        let Some((shown, cwd)) = self.inner(|inner| {
+            inner
+                .sessions
+                .get(session)
+                .map(|s| (s.name.clone(), s.cwd.clone()))
+        }) else {
+            return;
+        };
+        let transport = shared.real.id().to_owned();
+        let max = shared.real.topic_naming().max_chars;
+        let name = topics::topic_name(&shown, &cwd, &self.machine, max);
+        let kept = topics::kept_name(&transport, &place, &name);
+        let known = self.inner(|inner| inner.topics.get(&kept).cloned());
+        let mut replaced = false;
+        let resumed = match topics::on_attach(known.as_ref()) {
+            OnAttach::Create => None,
+            OnAttach::Resume(topic) => match shared.real.resume_topic(&topic, &name).await {
+                Ok(()) => {
+                    self.topic_notice(shared, &topic, &topics::resumed_announcement(&shown))
+                        .await;
+                    Some(topic)
+                }
+                Err(error) => match topics::after_resume_failed(&error) {
+                    topics::AfterResumeFailed::Recreate => {
+                        replaced = true;
+                        None
+                    }
+                    topics::AfterResumeFailed::KeepAndSay => {
+                        self.topic_problem(session, shared, &place, &error);
+                        Some(topic)
+                    }
+                },
+            },
+        };
+        let topic = match resumed {
+            Some(topic) => topic,
+            None => match shared.real.create_topic(&name).await {
+                Ok(topic) => {
+                    self.topic_notice(
+                        shared,
+                        &topic,
+                        &topics::announcement(&shown, &cwd, &self.machine),
+                    )
+                    .await;
+                    topic
+                }
+                Err(error) => {
+                    self.topic_problem(session, shared, &place, &error);
+                    return;
+                }
+            },
+        };
+        self.keep_topic(
+            &kept,
+            TopicRecord {
+                transport: transport.clone(),
+                session: session.to_owned(),
+                name: name.clone(),
+                topic: topic.clone(),
+                ended: false,
+            },
+        );
+        self.log(
+            Level::Info,
+            "session topic ready",
+            &[
+                ("session", session.to_owned()),
+                ("transport", transport),
+                ("topic", name.clone()),
+            ],
+        );
+        if replaced {
+            let text = topics::recreated(&name);
+            self.topic_notice(shared, &topic, &text).await;
+            self.tell_session(session, shared, &text);
+        }
+    }
+
+    /// Marks `session`'s topic on `shared`'s bot ended (its transport stops): a last
+    /// message in it, then renamed and closed (archived) by the platform, never deleted.
+    async fn end_topic(&self, session: &str, shared: &Arc<Shared>) {
+        let opening =
+            lock(&self.topic_tasks).remove(&(session.to_owned(), shared.fingerprint.clone()));
+        if let Some(opening) = opening {
+            let _ = opening.await;
+        }
+        let transport = shared.real.id().to_owned();
+        let Some((kept, record)) = self.inner(|inner| {
+            inner
+                .topics
+                .open_of(session, &transport)
+                .map(|(kept, record)| (kept.to_owned(), record.clone()))
+        }) else {
+            return;
+        };
+        let shown = self
+            .inner(|inner| inner.sessions.get(session).map(|s| s.name.clone()))
+            .unwrap_or_else(|| record.name.clone());
+        self.topic_notice(shared, &record.topic, &topics::ended_announcement(&shown))
+            .await;
+        let ended = topics::ended_name(&record.name, shared.real.topic_naming().max_chars);
+        if let Err(error) = shared.real.end_topic(&record.topic, &ended).await {
+            // Gone: the next attach makes a new one. Anything else: the topic stays open
+            // under its running name, which the next attach reuses all the same.
+            let place = shared.real.topic_place().unwrap_or_default();
+            self.topic_problem(session, shared, &place, &error);
+        }
+        self.keep_topic(
+            &kept,
+            TopicRecord {
+                ended: true,
+                ..record
+            },
+        );
+    }
+
+    /// After a send into `session`'s topic failed because the topic is gone (deleted by
+    /// hand): makes a new topic under the same name, says so once (in the new topic and
+    /// the session's terminal), and returns it, for the send to go there (nothing is
+    /// lost). `failed` is the topic the send went to; when another send replaced it
+    /// meanwhile, that replacement is returned. `None` when no new topic could be made
+    /// (said as any topic problem is).
+    async fn replace_gone_topic(
+        &self,
+        session: &str,
+        shared: &Arc<Shared>,
+        failed: &transport_core::Topic,
+    ) -> Option<transport_core::Topic> {
+        let _one_at_a_time = self.topic_replacing.lock().await;
+        let transport = shared.real.id().to_owned();
+        let (kept, record) = self.inner(|inner| {
+            inner
+                .topics
+                .open_of(session, &transport)
+                .map(|(kept, record)| (kept.to_owned(), record.clone()))
+        })?;
+        if &record.topic != failed {
+            return Some(record.topic);
+        }
+        let place = shared.real.topic_place().unwrap_or_default();
+        let topic = match shared.real.create_topic(&record.name).await {
+            Ok(topic) => topic,
+            Err(problem) => {
+                self.topic_problem(session, shared, &place, &problem);
+                return None;
+            }
+        };
+        let text = topics::recreated(&record.name);
+        self.topic_notice(shared, &topic, &text).await;
+        self.tell_session(session, shared, &text);
+        self.keep_topic(
+            &kept,
+            TopicRecord {
+                topic: topic.clone(),
+                ..record
+            },
+        );
+        Some(topic)
+    }
+
+    /// Keeps `record` in the book and writes it to the state database with its next commit.
+    fn keep_topic(&self, kept: &str, record: TopicRecord) {
+        let written = serde_json::to_string(&record);
+        let store = self.inner(|inner| {
+            inner.topics.keep(kept, record);
+            inner.bindings.store()
+        });
+        if let (Some(store), Ok(value)) = (store, written) {
+            store.keep(kept, value);
+        }
+    }
+
+    /// Posts `text` in `topic` from the broker; a failure is logged (the topic's use does
+    /// not depend on it).
+    async fn topic_notice(&self, shared: &Shared, topic: &transport_core::Topic, text: &str) {
+        if let Err(error) = send_notice_to(
+            shared.real.as_ref(),
+            &topic.conversation_id,
+            topic.thread_id.as_deref(),
+            text,
+        )
+        .await
+        {
+            self.log(
+                Level::Warning,
+                "session topic notice not sent",
+                &[
+                    ("transport", shared.real.id().to_owned()),
+                    ("error", error.to_string()),
+                ],
+            );
+        }
+    }
+
+    /// Says a topic problem once per place and kind: in the broker's log and in the
+    /// terminal of the session it happened to. Nothing is retried: the next attach asks
+    /// the platform once again (a right granted meanwhile then works).
+    fn topic_problem(
+        &self,
+        session: &str,
+        shared: &Shared,
+        place: &str,
+        error: &transport_core::TopicError,
+    ) {
+        let transport = shared.real.id().to_owned();
+        let problem = topics::problem_key(error);
+        if !self.inner(|inner| inner.topics.first_time(&transport, place, &problem)) {
+            return;
+        }
+        let text = topics::not_made(&transport, place, error);
+        self.log(
+            Level::Warning,
+            "session topic not made",
+            &[
+                ("session", session.to_owned()),
+                ("transport", transport),
+                ("error", text.clone()),
+            ],
+        );
+        self.tell_session(session, shared, &text);
+    }
+
+    /// Shows `text` in the terminal of `session` (an alert on its sink of `shared`'s bot).
+    fn tell_session(&self, session: &str, shared: &Shared, text: &str) {
+        let sink = self.inner(|inner| {
+            inner
+                .sessions
+                .get(session)
+                .and_then(|s| s.sinks.get(&shared.fingerprint).cloned())
+        });
+        if let Some(sink) = sink {
+            sink.alert(shared.real.id(), text.to_owned());
         }
     }
 }
@@ -1716,6 +2135,114 @@ mod tests {
             !status.exists(),
             "a write after the stop leaves no file behind"
         );
+    }
+
+    #[tokio::test]
+    async fn a_topic_belongs_to_its_session_whatever_its_chat_is_bound_to() {
+        let broker = broker(None, None);
+        attach(&broker, "key-a", "a", &[], BOT);
+        attach(&broker, "key-b", "b", &[], BOT);
+        let fake = Arc::new(FakeTransport::new(FakeConfig::default()));
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        fake.start(sink).await.expect("started");
+        let shared = Shared::new(BOT.to_owned(), fake.clone());
+        let routed = |session: &str| RoutedTransport {
+            shared: shared.clone(),
+            session: session.to_owned(),
+            broker: Arc::downgrade(&broker),
+        };
+        let topic = |thread: &str| transport_core::Topic {
+            conversation_id: "-100".into(),
+            thread_id: Some(thread.into()),
+        };
+        for (kept, session, thread) in [("t-a", "key-a", "7"), ("t-b", "key-b", "9")] {
+            broker.keep_topic(
+                kept,
+                TopicRecord {
+                    transport: "fake".into(),
+                    session: session.into(),
+                    name: kept.into(),
+                    topic: topic(thread),
+                    ended: false,
+                },
+            );
+        }
+        // Someone switched the forum's General topic (the chat itself) to b.
+        broker.bind("fake:-100", "key-b", true);
+        let message = |thread: &str| OutboundMessage {
+            conversation_id: "-100".into(),
+            thread_id: Some(thread.into()),
+            kind: OutboundKind::Reply,
+            text: "hello".into(),
+            edit_key: None,
+            buttons: Vec::new(),
+            answers_press: None,
+            reply_to: None,
+        };
+        routed("key-a")
+            .send(message("7"))
+            .await
+            .expect("a's own topic, though the chat is bound to b");
+        let refused = routed("key-a")
+            .send(message("9"))
+            .await
+            .expect_err("b's topic");
+        assert!(
+            refused.to_string().contains("another session (b)"),
+            "{refused}"
+        );
+        routed("key-b").send(message("9")).await.expect("b's own");
+        // The chat itself (General) follows its binding.
+        let general = OutboundMessage {
+            thread_id: None,
+            ..message("0")
+        };
+        assert!(routed("key-a").send(general.clone()).await.is_err());
+        routed("key-b").send(general).await.expect("bound to b");
+        let threads: Vec<Option<String>> = fake
+            .sent()
+            .into_iter()
+            .map(|s| s.message.thread_id)
+            .collect();
+        assert_eq!(threads, [Some("7".into()), Some("9".into()), None]);
+    }
+
+    #[tokio::test]
+    async fn a_file_into_a_deleted_topic_goes_to_the_new_one() {
+        let broker = broker(None, None);
+        attach(&broker, "key-a", "a", &[], BOT);
+        let fake = Arc::new(FakeTransport::new(FakeConfig::default()));
+        fake.set_topic_place(Some("forum"));
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        fake.start(sink).await.expect("started");
+        let shared = Shared::new(BOT.to_owned(), fake.clone());
+        broker.open_topic("key-a", &shared).await;
+        let routed = RoutedTransport {
+            shared: shared.clone(),
+            session: "key-a".to_owned(),
+            broker: Arc::downgrade(&broker),
+        };
+        let file = |thread: &str| transport_core::OutboundFile {
+            conversation_id: "forum".into(),
+            thread_id: Some(thread.into()),
+            name: "report.txt".into(),
+            media_type: "text/plain".into(),
+            as_image: false,
+            caption: "the report".into(),
+            data: b"all green".to_vec(),
+        };
+        assert_eq!(fake.topics().len(), 1);
+        fake.delete_topic("t1");
+        routed
+            .send_file(file("t1"))
+            .await
+            .expect("sent to the new topic");
+        let files: Vec<Option<String>> = fake.files().into_iter().map(|f| f.thread_id).collect();
+        assert_eq!(files, [Some("t2".to_owned())]);
+        // The next one, still addressed to the deleted topic, goes straight to the new one.
+        routed.send_file(file("t1")).await.expect("redirected");
+        assert_eq!(fake.files().len(), 2);
+        assert_eq!(fake.topics().len(), 1, "one new topic, not one per send");
     }
 
     #[tokio::test]

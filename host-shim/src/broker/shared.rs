@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use async_trait::async_trait;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
-    SendReceipt, Transport, TransportError,
+    SendReceipt, Topic, Transport, TransportError,
 };
 
 use super::Broker;
@@ -128,8 +128,20 @@ impl RoutedTransport {
             .ok_or_else(|| TransportError::NotStarted(self.shared.real.id().to_owned()))
     }
 
-    /// The session `conversation_id` is bound to when that is another one: its name.
-    fn bound_elsewhere(&self, broker: &Broker, conversation_id: &str) -> Option<String> {
+    /// The session `conversation_id` (and `thread_id`) belongs to when that is another
+    /// one: its name. A session's topic belongs to it whatever the chat it is in is bound
+    /// to (a forum's topics share one chat id).
+    fn bound_elsewhere(
+        &self,
+        broker: &Broker,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<String> {
+        if let Some((owner, name)) =
+            broker.topic_owner(self.shared.real.id(), conversation_id, thread_id)
+        {
+            return (owner != self.session).then_some(name);
+        }
         let key = format!("{}:{conversation_id}", self.shared.real.id());
         broker.inner(|inner| {
             inner
@@ -174,18 +186,40 @@ impl Transport for RoutedTransport {
                 started.running = true;
             }
         }
-        broker.register_sink(&self.session, &self.shared.fingerprint, self.id(), sink)
+        broker.register_sink(&self.session, &self.shared.fingerprint, self.id(), sink)?;
+        broker.start_topic(&self.session, &self.shared);
+        Ok(())
     }
 
     async fn stop(&self) {
         if let Some(broker) = self.broker.upgrade() {
+            // Before the sink goes: a problem ending the topic is told in its terminal.
+            broker.end_topic(&self.session, &self.shared).await;
             broker.unregister_sink(&self.session, &self.shared.fingerprint);
         }
     }
 
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
-        if let Some(other) = self.bound_elsewhere(&broker, &message.conversation_id) {
+        // The session answers where the message came from; that topic may have been
+        // replaced since (deleted by hand).
+        let message = match broker.topic_moved(
+            self.id(),
+            &message.conversation_id,
+            message.thread_id.as_deref(),
+        ) {
+            Some(now) => OutboundMessage {
+                conversation_id: now.conversation_id,
+                thread_id: now.thread_id,
+                ..message
+            },
+            None => message,
+        };
+        if let Some(other) = self.bound_elsewhere(
+            &broker,
+            &message.conversation_id,
+            message.thread_id.as_deref(),
+        ) {
             // The chat moved on with /switch: its messages now come from that session.
             if let Some(metrics) = broker.metrics() {
                 metrics.envelope_refused(self.id());
@@ -194,7 +228,45 @@ impl Transport for RoutedTransport {
                 "not sent: this chat now talks to another session ({other})"
             )));
         }
-        self.shared.real.send(message).await
+        // Only a send into the session's own topic is kept for a second try: the topic
+        // may have been deleted by hand, and the message then goes to a new one.
+        let own_topic = broker
+            .topic_owner(
+                self.id(),
+                &message.conversation_id,
+                message.thread_id.as_deref(),
+            )
+            .filter(|(owner, _)| *owner == self.session)
+            .map(|_| {
+                (
+                    Topic {
+                        conversation_id: message.conversation_id.clone(),
+                        thread_id: message.thread_id.clone(),
+                    },
+                    message.clone(),
+                )
+            });
+        match (self.shared.real.send(message).await, own_topic) {
+            (Err(error), Some((topic, message))) if self.shared.real.topic_gone(&error) => {
+                let Some(now) = broker
+                    .replace_gone_topic(&self.session, &self.shared, &topic)
+                    .await
+                else {
+                    return Err(error);
+                };
+                // An edit's message went with the old topic: the text is posted anew.
+                self.shared
+                    .real
+                    .send(OutboundMessage {
+                        conversation_id: now.conversation_id,
+                        thread_id: now.thread_id,
+                        edit_key: None,
+                        ..message
+                    })
+                    .await
+            }
+            (sent, _) => sent,
+        }
     }
 
     async fn typing(
@@ -203,10 +275,21 @@ impl Transport for RoutedTransport {
         thread_id: Option<&str>,
     ) -> Result<(), TransportError> {
         let broker = self.broker()?;
-        if self.bound_elsewhere(&broker, conversation_id).is_some() {
+        if self
+            .bound_elsewhere(&broker, conversation_id, thread_id)
+            .is_some()
+        {
             return Ok(());
         }
-        self.shared.real.typing(conversation_id, thread_id).await
+        match broker.topic_moved(self.id(), conversation_id, thread_id) {
+            Some(now) => {
+                self.shared
+                    .real
+                    .typing(&now.conversation_id, now.thread_id.as_deref())
+                    .await
+            }
+            None => self.shared.real.typing(conversation_id, thread_id).await,
+        }
     }
 
     async fn fetch_attachment(
@@ -226,14 +309,59 @@ impl Transport for RoutedTransport {
 
     async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
         let broker = self.broker()?;
-        if let Some(other) = self.bound_elsewhere(&broker, &file.conversation_id) {
+        let file =
+            match broker.topic_moved(self.id(), &file.conversation_id, file.thread_id.as_deref()) {
+                Some(now) => OutboundFile {
+                    conversation_id: now.conversation_id,
+                    thread_id: now.thread_id,
+                    ..file
+                },
+                None => file,
+            };
+        if let Some(other) =
+            self.bound_elsewhere(&broker, &file.conversation_id, file.thread_id.as_deref())
+        {
             // The chat moved on with /switch: a file from this session would land in
             // another session's conversation.
             return Err(TransportError::Failed(format!(
                 "not sent: this chat now talks to another session ({other})"
             )));
         }
-        self.shared.real.send_file(file).await
+        // As for a message: a file into the session's own topic is kept for a second try
+        // in a new topic, should that one have been deleted by hand.
+        let topic = Topic {
+            conversation_id: file.conversation_id.clone(),
+            thread_id: file.thread_id.clone(),
+        };
+        let own = broker
+            .topic_owner(
+                self.id(),
+                &topic.conversation_id,
+                topic.thread_id.as_deref(),
+            )
+            .is_some_and(|(owner, _)| owner == self.session);
+        if !own {
+            return self.shared.real.send_file(file).await;
+        }
+        match self.shared.real.send_file(file.clone()).await {
+            Err(error) if self.shared.real.topic_gone(&error) => {
+                let Some(now) = broker
+                    .replace_gone_topic(&self.session, &self.shared, &topic)
+                    .await
+                else {
+                    return Err(error);
+                };
+                self.shared
+                    .real
+                    .send_file(OutboundFile {
+                        conversation_id: now.conversation_id,
+                        thread_id: now.thread_id,
+                        ..file
+                    })
+                    .await
+            }
+            sent => sent,
+        }
     }
 
     fn diagnose(&self) -> String {

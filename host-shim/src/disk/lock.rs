@@ -359,7 +359,7 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
 
 /// This machine's host name, or "localhost" when the OS will not say (then every holder
 /// written by this fallback compares as same-host and is probed, the safe default).
-fn host_name() -> String {
+pub fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the pointer and length describe `buf`, which outlives the call.
     #[allow(unsafe_code)]

@@ -476,6 +476,24 @@ impl StateDb {
             .map_err(|error| read_error(&self.path, &error))
     }
 
+    /// Every value kept under a name starting with `prefix`, as `(name, value)` (the
+    /// broker's topics, one row each: a topic made rewrites one row, not all of them).
+    pub fn kept_under(&self, prefix: &str) -> Result<Vec<(String, String)>, StateDbError> {
+        let reader = self.reader();
+        // `substr` instead of `LIKE`: a name may hold `%` or `_` (a session's name).
+        let mut statement = reader
+            .prepare("SELECT name, value FROM meta WHERE substr(name, 1, ?2) = ?1")
+            .map_err(|error| read_error(&self.path, &error))?;
+        let length = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+        let rows = statement
+            .query_map(params![prefix, length], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .map_err(|error| read_error(&self.path, &error))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|error| read_error(&self.path, &error))
+    }
+
     /// Keeps `value` under `name` with the next commit, without waiting for it: for what
     /// the host changes from a synchronous call (the pairing failure budget). A `kill -9`
     /// may lose the writes of the last commit window (a few milliseconds), never more.

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use transport_core::inbound::Inbound;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
-    SendReceipt, Transport, TransportError,
+    SendReceipt, Topic, TopicError, TopicNaming, Transport, TransportError,
 };
 
 use super::health::Check;
@@ -120,6 +120,30 @@ impl Transport for CountedTransport {
         self.metrics
             .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
         sent
+    }
+
+    fn topic_place(&self) -> Option<String> {
+        self.inner.topic_place()
+    }
+
+    fn topic_naming(&self) -> TopicNaming {
+        self.inner.topic_naming()
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        self.inner.create_topic(name).await
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.inner.resume_topic(topic, name).await
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.inner.end_topic(topic, name).await
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        self.inner.topic_gone(error)
     }
 
     fn diagnose(&self) -> String {

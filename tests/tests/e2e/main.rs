@@ -6,6 +6,7 @@ mod common;
 
 mod broker;
 mod broker_telegram;
+mod broker_topics;
 mod capability_audit;
 mod cluster_bot_lock;
 mod cluster_documented_config;

@@ -24,9 +24,11 @@ pub mod printable;
 pub mod retry;
 pub mod secret;
 pub mod sync;
+pub mod topics;
 
 pub use inbound::{Inbound, InboundSink, InboundStream, SessionGone};
 pub use secret::Secret;
+pub use topics::{Topic, TopicError, TopicNaming};
 
 pub use model::{
     Attachment, AttachmentKind, BotIdentity, Button, Capabilities, Envelope, FetchedAttachment,
@@ -155,6 +157,51 @@ pub trait Transport: Send + Sync {
             "{} cannot upload files",
             self.id()
         )))
+    }
+
+    /// The place this bot's config names for a topic per session (`sessionTopics`: a
+    /// forum group, a channel), as written there; `None`: no topics, sessions are reached
+    /// with `/switch` only.
+    fn topic_place(&self) -> Option<String> {
+        None
+    }
+
+    /// How long a topic's name may be on this platform.
+    fn topic_naming(&self) -> TopicNaming {
+        TopicNaming { max_chars: 100 }
+    }
+
+    /// Makes a new topic called `name` in [`Transport::topic_place`] and returns where it
+    /// is. Never deletes or reuses anything.
+    async fn create_topic(&self, _name: &str) -> Result<Topic, TopicError> {
+        Err(TopicError::Unsupported(format!(
+            "{} cannot make a topic per session",
+            self.id()
+        )))
+    }
+
+    /// Opens `topic` again under `name` (a session attached again: its topic was marked
+    /// ended). [`TopicError::Gone`] when it was deleted meanwhile.
+    async fn resume_topic(&self, _topic: &Topic, _name: &str) -> Result<(), TopicError> {
+        Err(TopicError::Unsupported(format!(
+            "{} cannot make a topic per session",
+            self.id()
+        )))
+    }
+
+    /// Marks `topic` ended under `name` (renamed, closed or archived, never deleted: its
+    /// history stays readable).
+    async fn end_topic(&self, _topic: &Topic, _name: &str) -> Result<(), TopicError> {
+        Err(TopicError::Unsupported(format!(
+            "{} cannot make a topic per session",
+            self.id()
+        )))
+    }
+
+    /// Whether `error`, from a send into a topic, says the topic no longer exists (deleted
+    /// by hand), so the broker makes a new one instead of losing the message.
+    fn topic_gone(&self, _error: &TransportError) -> bool {
+        false
     }
 
     /// One line for `doctor`: connection state and counters. Never a token or a body.

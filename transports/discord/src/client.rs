@@ -26,7 +26,8 @@ use transport_core::sync::lock;
 use crate::ratelimit::{Headers, RateLimits, Route, WaitStats, seconds};
 use crate::wire::{
     ActionRow, CallbackData, CreateMessage, EPHEMERAL, EditMessage, ErrorBody, GatewayBot,
-    InteractionCallback, NO_PINGS, PING_REPLIED_USER_ONLY, ReplyReference, SentMessage, User,
+    InteractionCallback, ModifyThread, NO_PINGS, PING_REPLIED_USER_ONLY, ReplyReference,
+    SentMessage, StartThread, ThreadChannel, User,
 };
 
 /// Hosts Discord serves attachments from. An attachment reference on any other host is
@@ -539,6 +540,49 @@ impl RestApi {
                 ],
                 None::<&()>,
                 Retry::Never,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /channels/{id}/threads`: a public thread (type 11) called `name` in
+    /// `channel`, without a starter message; the thread's id. One attempt: a retry after a
+    /// lost answer would make a second thread of the same name.
+    pub async fn start_thread(&self, channel: &str, name: &str) -> Result<String, ApiError> {
+        let body = StartThread {
+            name,
+            kind: 11,
+            auto_archive_duration: 10_080,
+        };
+        let made: ThreadChannel = self
+            .call(
+                "start thread",
+                Method::POST,
+                Route::start_thread(channel),
+                &["channels", channel, "threads"],
+                Some(&body),
+                Retry::Never,
+            )
+            .await?;
+        Ok(made.id)
+    }
+
+    /// `PATCH /channels/{thread}`: renames the thread and archives or unarchives it; may
+    /// be repeated without harm.
+    pub async fn modify_thread(
+        &self,
+        thread: &str,
+        name: &str,
+        archived: bool,
+    ) -> Result<(), ApiError> {
+        let _: serde_json::Value = self
+            .call(
+                "modify thread",
+                Method::PATCH,
+                Route::modify_channel(thread),
+                &["channels", thread],
+                Some(&ModifyThread { name, archived }),
+                Retry::Transient,
             )
             .await?;
         Ok(())

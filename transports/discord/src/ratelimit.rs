@@ -84,6 +84,22 @@ impl Route {
         }
     }
 
+    /// `POST /channels/{channel_id}/threads` for `channel` (a thread without a message).
+    pub fn start_thread(channel: &str) -> Route {
+        Route {
+            template: "POST /channels/{channel_id}/threads",
+            major: channel.to_owned(),
+        }
+    }
+
+    /// `PATCH /channels/{channel_id}` for `channel` (a thread's name or archived state).
+    pub fn modify_channel(channel: &str) -> Route {
+        Route {
+            template: "PATCH /channels/{channel_id}",
+            major: channel.to_owned(),
+        }
+    }
+
     /// `GET /users/@me`.
     pub fn me() -> Route {
         Route {

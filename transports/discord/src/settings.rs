@@ -71,6 +71,15 @@ pub const MAX_UPLOAD_BYTES: Setting = Setting {
     summary: "largest file the agent may upload (bytes): 25 MiB unless the server's boosts allow more",
 };
 
+/// `sessionTopics`: the channel the broker makes a thread per session in.
+pub const SESSION_TOPICS: Setting = Setting {
+    name: "sessionTopics",
+    kind: SettingKind::Text,
+    default: SettingDefault::Absent,
+    summary: "id of a text channel where `host-shim serve` makes a thread per session; the bot's \
+              role needs Create Public Threads, Send Messages in Threads and Manage Threads there",
+};
+
 /// Every key of `transports.discord`.
 pub const SETTINGS: Settings = Settings {
     id: "discord",
@@ -83,6 +92,7 @@ pub const SETTINGS: Settings = Settings {
         LOCK_STALE_MS,
         READY_TIMEOUT_SECONDS,
         MAX_UPLOAD_BYTES,
+        SESSION_TOPICS,
     ],
 };
 
@@ -122,6 +132,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     {
         config.max_upload_bytes = bytes;
     }
+    config.session_topics = input.text(SESSION_TOPICS.name).map(str::to_owned);
     let transport = DiscordTransport::new(config).map_err(|error| error.to_string())?;
     Ok(Arc::new(transport))
 }
@@ -155,7 +166,8 @@ mod tests {
                 "gatewayUrl",
                 "lockStaleMs",
                 "readyTimeoutSeconds",
-                "maxUploadBytes"
+                "maxUploadBytes",
+                "sessionTopics"
             ]
         );
         assert_eq!(

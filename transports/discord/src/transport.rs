@@ -17,7 +17,8 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup, OutboundFile,
-    OutboundMessage, Reaction, Secret, SendReceipt, Transport, TransportError, own_message_id,
+    OutboundMessage, Reaction, Secret, SendReceipt, Topic, TopicError, TopicNaming, Transport,
+    TransportError, own_message_id,
 };
 
 use crate::client::{ApiError, ClientSettings, RestApi, Upload, bot_token, looks_like_bot_token};
@@ -84,6 +85,9 @@ pub struct DiscordConfig {
     pub max_upload_bytes: u64,
     /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
     pub fixed_jitter: Option<f64>,
+    /// `sessionTopics` as written: the channel the broker makes a thread per session in;
+    /// `None`: no threads.
+    pub session_topics: Option<String>,
 }
 
 impl DiscordConfig {
@@ -106,6 +110,7 @@ impl DiscordConfig {
             typing_interval: Duration::from_secs(8),
             max_upload_bytes: settings::DEFAULT_MAX_UPLOAD_BYTES.unsigned_abs(),
             fixed_jitter: None,
+            session_topics: None,
         }
     }
 
@@ -176,6 +181,38 @@ impl std::fmt::Debug for DiscordTransport {
         f.debug_struct("DiscordTransport")
             .field("config", &self.config)
             .finish_non_exhaustive()
+    }
+}
+
+/// The most characters a thread's name may hold (1–100).
+pub const THREAD_NAME_MAX_CHARS: usize = 100;
+
+/// Discord's JSON code for a channel (a thread) that does not exist.
+const UNKNOWN_CHANNEL: i64 = 10003;
+
+/// What Discord's refusal of a thread call means for the broker: 403 (50001 Missing
+/// Access, 50013 Missing Permissions) names the permissions to give; 10003 Unknown Channel
+/// on the thread is a thread deleted by hand, on the channel a wrong `sessionTopics`.
+fn topic_error(error: ApiError, channel: &str, on_thread: bool) -> TopicError {
+    match error {
+        ApiError::NotFound {
+            code: UNKNOWN_CHANNEL,
+            ..
+        } if on_thread => TopicError::Gone(error.to_string()),
+        ApiError::Forbidden {
+            call,
+            code,
+            message,
+        } => TopicError::MissingPermission(format!(
+            "give the bot's role View Channel, Create Public Threads, Send Messages in Threads \
+             and Manage Threads in channel {channel} (Discord refused {call}: {message}, code \
+             {code})"
+        )),
+        error @ ApiError::NotFound { .. } => TopicError::MissingPermission(format!(
+            "channel {channel} was not found: check transports.discord.sessionTopics and that \
+             the bot can see the channel ({error})"
+        )),
+        other => TopicError::Failed(other.to_string()),
     }
 }
 
@@ -278,6 +315,24 @@ impl DiscordTransport {
             message_id: id,
             edit_key: None,
         })
+    }
+
+    /// The channel from `sessionTopics`: a snowflake (digits), or what to write instead.
+    fn topic_channel(&self) -> Result<String, TopicError> {
+        let written = self
+            .config
+            .session_topics
+            .as_deref()
+            .unwrap_or_default()
+            .trim();
+        if !written.is_empty() && written.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(written.to_owned());
+        }
+        Err(TopicError::Unsupported(format!(
+            "transports.discord.sessionTopics is {written:?}, not a channel id: write the text \
+             channel's id (digits; Developer Mode on, then right-click the channel, Copy \
+             Channel ID)"
+        )))
     }
 
     fn not_started(&self) -> TransportError {
@@ -710,6 +765,52 @@ impl Transport for DiscordTransport {
         })
     }
 
+    fn topic_place(&self) -> Option<String> {
+        self.config.session_topics.clone()
+    }
+
+    fn topic_naming(&self) -> TopicNaming {
+        TopicNaming {
+            max_chars: THREAD_NAME_MAX_CHARS,
+        }
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        let channel = self.topic_channel()?;
+        let thread = self
+            .shared
+            .api
+            .start_thread(&channel, name)
+            .await
+            .map_err(|error| topic_error(error, &channel, false))?;
+        // A thread is a channel: its messages carry its id as `channel_id`.
+        Ok(Topic {
+            conversation_id: thread,
+            thread_id: None,
+        })
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.shared
+            .api
+            .modify_thread(&topic.conversation_id, name, false)
+            .await
+            .map_err(|error| topic_error(error, &topic.conversation_id, true))
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.shared
+            .api
+            .modify_thread(&topic.conversation_id, name, true)
+            .await
+            .map_err(|error| topic_error(error, &topic.conversation_id, true))
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        // `send_error` keeps the refusal's text: "… (HTTP 404, code 10003); …".
+        matches!(error, TransportError::Failed(text) if text.contains("HTTP 404, code 10003"))
+    }
+
     fn diagnose(&self) -> String {
         let retries = self.shared.api.retries();
         let waits = self.shared.api.wait_stats();
@@ -786,6 +887,58 @@ impl Transport for DiscordTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discords_thread_refusals_are_sorted_into_what_the_broker_does() {
+        let unknown = || ApiError::NotFound {
+            call: "modify thread",
+            code: 10003,
+            message: "Unknown Channel".into(),
+            hint: String::new(),
+        };
+        let forbidden = ApiError::Forbidden {
+            call: "start thread",
+            code: 50013,
+            message: "Missing Permissions".into(),
+        };
+        // The thread gone: made again. The channel gone: the setting is wrong.
+        assert!(matches!(
+            topic_error(unknown(), "1", true),
+            TopicError::Gone(_)
+        ));
+        let channel = topic_error(unknown(), "1", false);
+        assert!(
+            matches!(&channel, TopicError::MissingPermission(t) if t.contains("sessionTopics")),
+            "{channel:?}"
+        );
+        let rights = topic_error(forbidden, "1", false);
+        assert!(
+            matches!(&rights, TopicError::MissingPermission(t) if t.contains("Create Public Threads")),
+            "{rights:?}"
+        );
+        let slow = ApiError::Timeout {
+            call: "start thread",
+            seconds: 15,
+        };
+        assert!(matches!(
+            topic_error(slow, "1", false),
+            TopicError::Failed(_)
+        ));
+        // A send into a deleted thread says 10003 in its text.
+        let transport = DiscordTransport::new(DiscordConfig::new(
+            "MTIzNDU2Nzg5MDEyMzQ1Njc4.GLoopB.loopback-token_AAbbCCddEEff",
+            "http://127.0.0.1:9/api/v10",
+        ))
+        .expect("builds");
+        assert!(transport.topic_gone(&send_error(unknown())));
+        let other = ApiError::NotFound {
+            call: "create message",
+            code: 10008,
+            message: "Unknown Message".into(),
+            hint: String::new(),
+        };
+        assert!(!transport.topic_gone(&send_error(other)));
+    }
 
     #[test]
     fn the_media_type_is_what_the_bytes_are() {

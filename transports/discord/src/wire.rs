@@ -273,6 +273,35 @@ pub const NO_PINGS: AllowedMentions = AllowedMentions {
     replied_user: false,
 };
 
+/// `POST /channels/{id}/threads` body: a thread without a message.
+#[derive(Debug, Clone, Serialize)]
+pub struct StartThread<'a> {
+    /// 1–100 characters.
+    pub name: &'a str,
+    /// 11: `PUBLIC_THREAD`.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// Minutes without activity before Discord archives it itself (10080: a week, the
+    /// longest; a session idle for a day keeps its thread in the list).
+    pub auto_archive_duration: u32,
+}
+
+/// `PATCH /channels/{id}` body for a thread: its name and whether it is archived.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModifyThread<'a> {
+    /// The new name, 1–100 characters.
+    pub name: &'a str,
+    /// Archived (ended) or not.
+    pub archived: bool,
+}
+
+/// A channel, as `POST /channels/{id}/threads` returns the thread.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ThreadChannel {
+    /// The thread's snowflake: messages in it have it as `channel_id`.
+    pub id: String,
+}
+
 /// `POST /channels/{id}/messages` body.
 #[derive(Debug, Clone, Serialize)]
 pub struct CreateMessage<'a> {

@@ -44,11 +44,27 @@ pub const BASE_URL: Setting = Setting {
     summary: "Slack Web API base URL; change it only for a test server",
 };
 
+/// `sessionTopics`: the channel the broker makes a thread per session in.
+pub const SESSION_TOPICS: Setting = Setting {
+    name: "sessionTopics",
+    kind: SettingKind::Text,
+    default: SettingDefault::Absent,
+    summary: "id of a channel (like C0123456789) where `host-shim serve` starts a thread per \
+              session; invite the bot to it first",
+};
+
 /// Every key of `transports.slack`.
 pub const SETTINGS: Settings = Settings {
     id: "slack",
     display_name: "Slack",
-    keys: &[ENABLED, TOKEN_ENV, APP_TOKEN_ENV, BASE_URL, LOCK_STALE_MS],
+    keys: &[
+        ENABLED,
+        TOKEN_ENV,
+        APP_TOKEN_ENV,
+        BASE_URL,
+        LOCK_STALE_MS,
+        SESSION_TOPICS,
+    ],
 };
 
 /// Slack, as a host offers it: settings, constructor and the pure normalizer.
@@ -90,6 +106,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     );
     config.bot_token_env = bot_env.to_owned();
     config.app_token_env = app_env.to_owned();
+    config.session_topics = input.text(SESSION_TOPICS.name).map(str::to_owned);
     let transport = SlackTransport::new(config).map_err(|error| error.to_string())?;
     Ok(Arc::new(transport))
 }
@@ -128,7 +145,8 @@ mod tests {
                 "tokenEnv",
                 "appTokenEnv",
                 "baseUrl",
-                "lockStaleMs"
+                "lockStaleMs",
+                "sessionTopics"
             ]
         );
         let env: Vec<_> = SETTINGS.env_keys().map(|key| key.default).collect();

@@ -18,8 +18,8 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundFile, OutboundMessage, Reaction, SendReceipt, Transport, TransportError,
-    own_message_id,
+    OutboundFile, OutboundMessage, Reaction, SendReceipt, Topic, TopicError, TopicNaming,
+    Transport, TransportError, own_message_id,
 };
 
 use crate::client::{ApiError, ClientSettings, Upload, WebApi, has_shape};
@@ -87,6 +87,46 @@ pub struct SlackConfig {
     pub reconnect_policy: RetryPolicy,
     /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
     pub fixed_jitter: Option<f64>,
+    /// `sessionTopics` as written: the channel the broker starts a thread per session in;
+    /// `None`: no threads.
+    pub session_topics: Option<String>,
+}
+
+/// Slack has no limit on a thread's parent message worth meeting; a title longer than a
+/// line helps nobody.
+pub const THREAD_NAME_MAX_CHARS: usize = 150;
+
+/// A session thread's parent message: its name, in bold (a `*` in the name would end the
+/// bold early, so it is left plain then).
+fn thread_title(name: &str) -> String {
+    if name.contains('*') {
+        format!("Session {name}")
+    } else {
+        format!("*Session {name}*")
+    }
+}
+
+/// What Slack's refusal of a thread call means for the broker: a missing scope or
+/// membership names what to do; `message_not_found`/`thread_not_found` on the thread is
+/// a parent deleted by hand.
+fn topic_error(error: ApiError, channel: &str, on_thread: bool) -> TopicError {
+    match error {
+        ApiError::MissingScope { .. } => TopicError::MissingPermission(error.to_string()),
+        ApiError::Refused { ref code, .. } => match code.as_str() {
+            "message_not_found" | "thread_not_found" if on_thread => {
+                TopicError::Gone(error.to_string())
+            }
+            "not_in_channel" => TopicError::MissingPermission(format!(
+                "invite the bot to channel {channel} (type /invite @<the bot> there) ({error})"
+            )),
+            "channel_not_found" | "is_archived" => TopicError::MissingPermission(format!(
+                "channel {channel} cannot take threads: check transports.slack.sessionTopics \
+                 and that the channel exists, is not archived and has the bot in it ({error})"
+            )),
+            _ => TopicError::Failed(error.to_string()),
+        },
+        other => TopicError::Failed(other.to_string()),
+    }
 }
 
 impl SlackConfig {
@@ -108,6 +148,7 @@ impl SlackConfig {
             request_policy: RetryPolicy::REQUEST,
             reconnect_policy: RetryPolicy::RECONNECT,
             fixed_jitter: None,
+            session_topics: None,
         }
     }
 
@@ -382,6 +423,45 @@ impl SlackTransport {
         })
     }
 
+    /// The channel from `sessionTopics`: a channel id (`C…` or `G…`), or what to write.
+    fn topic_channel(&self) -> Result<String, TopicError> {
+        let written = self
+            .config
+            .session_topics
+            .as_deref()
+            .unwrap_or_default()
+            .trim();
+        let shaped = written.len() > 1
+            && (written.starts_with('C') || written.starts_with('G'))
+            && written
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+        if shaped {
+            return Ok(written.to_owned());
+        }
+        Err(TopicError::Unsupported(format!(
+            "transports.slack.sessionTopics is {written:?}, not a channel id: write the \
+             channel's id (like C0123456789: the channel's details, at the bottom), not its name"
+        )))
+    }
+
+    /// Edits a session thread's parent message to show `name` (running or ended).
+    async fn retitle(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        let (channel, _) = split_conversation(&topic.conversation_id);
+        let Some(ts) = topic.thread_id.as_deref() else {
+            return Err(TopicError::Gone(format!(
+                "the kept thread {} has no parent message; a new one is made",
+                topic.conversation_id
+            )));
+        };
+        self.shared
+            .api
+            .update_message(channel, ts, &thread_title(name), &[])
+            .await
+            .map(|_| ())
+            .map_err(|error| topic_error(error, channel, true))
+    }
+
     fn send_error(&self, error: ApiError) -> TransportError {
         match error {
             ApiError::RateLimited { retry_after_ms, .. } => {
@@ -626,6 +706,49 @@ impl Transport for SlackTransport {
         Ok(FetchedAttachment { media_type, data })
     }
 
+    fn topic_place(&self) -> Option<String> {
+        self.config.session_topics.clone()
+    }
+
+    fn topic_naming(&self) -> TopicNaming {
+        TopicNaming {
+            max_chars: THREAD_NAME_MAX_CHARS,
+        }
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        let channel = self.topic_channel()?;
+        let posted = self
+            .shared
+            .api
+            .post_message(&channel, None, &thread_title(name), &[])
+            .await
+            .map_err(|error| topic_error(error, &channel, false))?;
+        let channel = if posted.channel.is_empty() {
+            channel
+        } else {
+            posted.channel
+        };
+        // A thread is a conversation of its own here (`<channel>/<ts>`), as its messages
+        // arrive (normalize.rs).
+        Ok(Topic {
+            conversation_id: crate::normalize::conversation_id(&channel, Some(&posted.ts)),
+            thread_id: Some(posted.ts),
+        })
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.retitle(topic, name).await
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.retitle(topic, name).await
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        matches!(error, TransportError::Failed(text) if text.contains("thread_not_found"))
+    }
+
     fn diagnose(&self) -> String {
         let retries = self.shared.api.retries();
         let stats = self.shared.stats();
@@ -683,5 +806,55 @@ impl Transport for SlackTransport {
         }
         // Every text above is already free of tokens; this is the last line of defence.
         self.shared.api.scrub(&line)
+    }
+}
+
+#[cfg(test)]
+mod topic_tests {
+    use super::*;
+
+    fn refused(code: &str) -> ApiError {
+        ApiError::Refused {
+            method: "chat.update",
+            code: code.to_owned(),
+            hint: String::new(),
+        }
+    }
+
+    #[test]
+    fn slacks_thread_refusals_are_sorted_into_what_the_broker_does() {
+        assert!(matches!(
+            topic_error(refused("message_not_found"), "C1", true),
+            TopicError::Gone(_)
+        ));
+        assert!(matches!(
+            topic_error(refused("message_not_found"), "C1", false),
+            TopicError::Failed(_)
+        ));
+        let invite = topic_error(refused("not_in_channel"), "C1", false);
+        assert!(
+            matches!(&invite, TopicError::MissingPermission(t) if t.contains("/invite")),
+            "{invite:?}"
+        );
+        let setting = topic_error(refused("channel_not_found"), "C1", false);
+        assert!(
+            matches!(&setting, TopicError::MissingPermission(t) if t.contains("sessionTopics")),
+            "{setting:?}"
+        );
+        let scope = ApiError::MissingScope {
+            method: "chat.postMessage",
+            needed: "chat:write".into(),
+        };
+        let scope = topic_error(scope, "C1", false);
+        assert!(
+            matches!(&scope, TopicError::MissingPermission(t) if t.contains("chat:write")),
+            "{scope:?}"
+        );
+    }
+
+    #[test]
+    fn a_thread_title_stays_bold_unless_the_name_has_a_star() {
+        assert_eq!(thread_title("api · api · h"), "*Session api · api · h*");
+        assert_eq!(thread_title("a*b"), "Session a*b");
     }
 }

@@ -21,9 +21,10 @@ use transport_core::jitter::Jitter;
 use transport_core::retry::{Outcome, RetryPolicy};
 
 use crate::wire::{
-    AnswerCallbackQuery, ApiResponse, ChatId, EditMessageText, File, GetFile, GetUpdates,
-    InlineKeyboardMarkup, ReactionTypeEmoji, ReplyParameters, SendChatAction, SendMessage,
-    SendMessageDraft, SentMessage, SetMessageReaction, User,
+    AnswerCallbackQuery, ApiResponse, ChatId, CreateForumTopic, EditMessageText, File, ForumTopic,
+    ForumTopicChange, GetFile, GetUpdates, InlineKeyboardMarkup, ReactionTypeEmoji,
+    ReplyParameters, SendChatAction, SendMessage, SendMessageDraft, SentMessage,
+    SetMessageReaction, User,
 };
 
 /// The update kinds the transport asks for. Edited messages are asked for only so they
@@ -561,6 +562,47 @@ impl BotApi {
         let timeout = self.settings.request_timeout.min(Duration::from_secs(5));
         let _: serde_json::Value = self
             .call("answerCallbackQuery", &params, timeout, Retry::Never)
+            .await?;
+        Ok(())
+    }
+
+    /// `createForumTopic`. One attempt: a retry after a lost answer would make a second
+    /// topic of the same name.
+    pub async fn create_forum_topic(
+        &self,
+        chat_id: &ChatId,
+        name: &str,
+    ) -> Result<ForumTopic, ApiError> {
+        self.call(
+            "createForumTopic",
+            &CreateForumTopic { chat_id, name },
+            self.settings.request_timeout,
+            Retry::Never,
+        )
+        .await
+    }
+
+    /// `editForumTopic`, `closeForumTopic` or `reopenForumTopic` (`method`): each may be
+    /// repeated without harm, so passing failures are retried.
+    pub async fn change_forum_topic(
+        &self,
+        method: &'static str,
+        chat_id: &ChatId,
+        message_thread_id: i64,
+        name: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let params = ForumTopicChange {
+            chat_id,
+            message_thread_id,
+            name,
+        };
+        let _: serde_json::Value = self
+            .call(
+                method,
+                &params,
+                self.settings.request_timeout,
+                Retry::Transient,
+            )
             .await?;
         Ok(())
     }

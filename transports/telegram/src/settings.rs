@@ -46,6 +46,15 @@ pub const POLL_TIMEOUT_SECONDS: Setting = Setting {
     summary: "seconds one getUpdates long poll waits for new messages before asking again",
 };
 
+/// `sessionTopics`: the forum supergroup the broker makes a topic per session in.
+pub const SESSION_TOPICS: Setting = Setting {
+    name: "sessionTopics",
+    kind: SettingKind::Text,
+    default: SettingDefault::Absent,
+    summary: "chat id of a forum supergroup (like -1001234567890) where `host-shim serve` makes a \
+              topic per session; the bot must be an admin there with the right to manage topics",
+};
+
 /// Every key of `transports.telegram`.
 pub const SETTINGS: Settings = Settings {
     id: "telegram",
@@ -56,6 +65,7 @@ pub const SETTINGS: Settings = Settings {
         BASE_URL,
         LOCK_STALE_MS,
         POLL_TIMEOUT_SECONDS,
+        SESSION_TOPICS,
     ],
 };
 
@@ -89,6 +99,7 @@ pub fn build(input: &BuildInput<'_>) -> Result<Arc<dyn Transport>, String> {
     {
         config.poll_timeout = Duration::from_secs(seconds.clamp(1, 50));
     }
+    config.session_topics = input.text(SESSION_TOPICS.name).map(str::to_owned);
     let transport = TelegramTransport::new(config).map_err(|error| error.to_string())?;
     Ok(Arc::new(transport))
 }
@@ -118,7 +129,8 @@ mod tests {
                 "tokenEnv",
                 "baseUrl",
                 "lockStaleMs",
-                "pollTimeoutSeconds"
+                "pollTimeoutSeconds",
+                "sessionTopics"
             ]
         );
         assert_eq!(

@@ -19,8 +19,8 @@ use transport_core::retry::RetryPolicy;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Button, Capabilities, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundFile, OutboundMessage, Reaction, Secret, SendReceipt, Transport, TransportError,
-    own_message_id,
+    OutboundFile, OutboundMessage, Reaction, Secret, SendReceipt, Topic, TopicError, TopicNaming,
+    Transport, TransportError, own_message_id,
 };
 
 use crate::client::{
@@ -94,6 +94,9 @@ pub struct TelegramConfig {
     pub typing_interval: Duration,
     /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
     pub fixed_jitter: Option<f64>,
+    /// `sessionTopics` as written: the forum supergroup the broker makes a topic per
+    /// session in; `None`: no topics.
+    pub session_topics: Option<String>,
 }
 
 impl TelegramConfig {
@@ -113,6 +116,7 @@ impl TelegramConfig {
             reconnect_policy: RetryPolicy::RECONNECT,
             typing_interval: Duration::from_secs(4),
             fixed_jitter: None,
+            session_topics: None,
         }
     }
 
@@ -205,6 +209,55 @@ fn not_modified(error: &ApiError) -> bool {
     })
 }
 
+/// The most characters a forum topic's name may hold (`createForumTopic`: 1–128).
+pub const TOPIC_NAME_MAX_CHARS: usize = 128;
+
+/// What Telegram's refusal of a topic call means for the broker. Telegram documents the
+/// right (`can_manage_topics`) but not its error texts, so the known ones are matched
+/// loosely, lower-cased; anything else is a plain failure, said with Telegram's words.
+fn topic_error(error: &ApiError, chat: &str) -> TopicError {
+    let text = error.to_string();
+    let lower = text.to_ascii_lowercase();
+    let status = match error {
+        ApiError::Rejected { status, .. } => *status,
+        _ => 0,
+    };
+    if is_topic_gone(&lower) {
+        TopicError::Gone(text)
+    } else if lower.contains("not a forum") {
+        TopicError::MissingPermission(format!(
+            "the group {chat} is not a forum; turn on Topics in its settings ({text})"
+        ))
+    } else if lower.contains("not enough rights") || lower.contains("chat_admin_required") {
+        TopicError::MissingPermission(format!(
+            "make the bot an admin of {chat} with the right to manage topics \
+             (can_manage_topics) ({text})"
+        ))
+    } else if status == 403 || lower.contains("chat not found") {
+        TopicError::MissingPermission(format!(
+            "add the bot to {chat} as an admin with the right to manage topics, and check \
+             transports.telegram.sessionTopics ({text})"
+        ))
+    } else {
+        TopicError::Failed(text)
+    }
+}
+
+/// Telegram's words for a topic that no longer exists (deleted by hand).
+fn is_topic_gone(lower: &str) -> bool {
+    lower.contains("message thread not found")
+        || lower.contains("topic_id_invalid")
+        || lower.contains("topic_deleted")
+}
+
+/// Telegram's answer to a change that changes nothing (a topic already open, closed or
+/// so named): the change is done.
+fn topic_unchanged(error: &ApiError) -> bool {
+    error
+        .description()
+        .is_some_and(|text| text.to_ascii_uppercase().contains("TOPIC_NOT_MODIFIED"))
+}
+
 fn send_error(error: ApiError) -> TransportError {
     match error {
         ApiError::RateLimited { retry_after_ms, .. } => {
@@ -248,6 +301,55 @@ impl TelegramTransport {
             started: AtomicBool::new(false),
             typing: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The forum's chat id from `sessionTopics`: a number, since the topics' messages
+    /// arrive with the numeric id (an `@username` would never match them).
+    fn topic_chat(&self) -> Result<i64, TopicError> {
+        let written = self
+            .config
+            .session_topics
+            .as_deref()
+            .unwrap_or_default()
+            .trim();
+        written.parse::<i64>().map_err(|_| {
+            TopicError::Unsupported(format!(
+                "transports.telegram.sessionTopics is {written:?}, not a chat id: write the \
+                 forum supergroup's numeric id (like -1001234567890; forward a message from \
+                 the group to @userinfobot to see it)"
+            ))
+        })
+    }
+
+    /// One change of `topic` (`editForumTopic`, `closeForumTopic`, `reopenForumTopic`);
+    /// a change that changes nothing is done.
+    async fn change_topic(
+        &self,
+        topic: &Topic,
+        method: &'static str,
+        name: Option<&str>,
+    ) -> Result<(), TopicError> {
+        let thread = topic
+            .thread_id
+            .as_deref()
+            .and_then(|thread| thread.trim().parse::<i64>().ok())
+            .ok_or_else(|| {
+                TopicError::Gone(format!(
+                    "the kept topic {:?} has no topic id; a new one is made",
+                    topic.thread_id
+                ))
+            })?;
+        let chat = ChatId::parse(&topic.conversation_id);
+        match self
+            .shared
+            .api
+            .change_forum_topic(method, &chat, thread, name)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) if topic_unchanged(&error) => Ok(()),
+            Err(error) => Err(topic_error(&error, &topic.conversation_id)),
+        }
     }
 
     fn not_started(&self) -> TransportError {
@@ -691,6 +793,48 @@ impl Transport for TelegramTransport {
         })
     }
 
+    fn topic_place(&self) -> Option<String> {
+        self.config.session_topics.clone()
+    }
+
+    fn topic_naming(&self) -> TopicNaming {
+        TopicNaming {
+            max_chars: TOPIC_NAME_MAX_CHARS,
+        }
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        let chat = self.topic_chat()?;
+        let made = self
+            .shared
+            .api
+            .create_forum_topic(&ChatId::Id(chat), name)
+            .await
+            .map_err(|error| topic_error(&error, &chat.to_string()))?;
+        Ok(Topic {
+            conversation_id: chat.to_string(),
+            thread_id: Some(made.message_thread_id.to_string()),
+        })
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.change_topic(topic, "reopenForumTopic", None).await?;
+        self.change_topic(topic, "editForumTopic", Some(name)).await
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.change_topic(topic, "editForumTopic", Some(name))
+            .await?;
+        self.change_topic(topic, "closeForumTopic", None).await
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        match error {
+            TransportError::Failed(text) => is_topic_gone(&text.to_ascii_lowercase()),
+            _ => false,
+        }
+    }
+
     fn diagnose(&self) -> String {
         let retries = self.shared.api.retries();
         let stats = self.shared.stats();
@@ -735,5 +879,118 @@ impl Transport for TelegramTransport {
         }
         // Every text above is already free of the token; this is the last line of defence.
         self.shared.api.token().scrub(&line)
+    }
+}
+
+#[cfg(test)]
+mod topic_tests {
+    use super::*;
+
+    fn refused(status: u16, description: &str) -> ApiError {
+        ApiError::Rejected {
+            method: "createForumTopic",
+            status,
+            description: description.to_owned(),
+        }
+    }
+
+    /// Which [`TopicError`] a refusal should become.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Gone,
+        Rights,
+        Failed,
+    }
+
+    fn kind(error: &TopicError) -> Option<Kind> {
+        match error {
+            TopicError::Gone(_) => Some(Kind::Gone),
+            TopicError::MissingPermission(_) => Some(Kind::Rights),
+            TopicError::Failed(_) => Some(Kind::Failed),
+            TopicError::Unsupported(_) => None,
+        }
+    }
+
+    #[test]
+    fn telegrams_topic_refusals_are_sorted_into_what_the_broker_does() {
+        use Kind::{Failed as failed, Gone as gone, Rights as rights};
+        let table = [
+            (
+                refused(400, "Bad Request: message thread not found"),
+                gone,
+                "",
+            ),
+            (refused(400, "Bad Request: TOPIC_ID_INVALID"), gone, ""),
+            (
+                refused(400, "Bad Request: the chat is not a forum"),
+                rights,
+                "turn on Topics",
+            ),
+            (
+                refused(400, "Bad Request: not enough rights to create a topic"),
+                rights,
+                "can_manage_topics",
+            ),
+            (
+                refused(403, "Forbidden: bot is not a member of the supergroup chat"),
+                rights,
+                "add the bot",
+            ),
+            (
+                refused(400, "Bad Request: chat not found"),
+                rights,
+                "sessionTopics",
+            ),
+            (
+                ApiError::Timeout {
+                    method: "createForumTopic",
+                    seconds: 15,
+                },
+                failed,
+                "",
+            ),
+        ];
+        for (error, expected, says) in table {
+            let sorted = topic_error(&error, "-100");
+            assert_eq!(kind(&sorted), Some(expected), "{error} became {sorted:?}");
+            assert!(sorted.to_string().contains(says), "{sorted}");
+        }
+    }
+
+    #[test]
+    fn a_send_into_a_deleted_topic_is_told_apart_from_other_failures() {
+        let transport = TelegramTransport::new(TelegramConfig::new(
+            "123456:TEST-topic-token",
+            "http://127.0.0.1:9",
+        ))
+        .expect("builds");
+        let failed = |error: ApiError| send_error(error);
+        assert!(transport.topic_gone(&failed(refused(
+            400,
+            "Bad Request: message thread not found"
+        ))));
+        assert!(!transport.topic_gone(&failed(refused(400, "Bad Request: chat not found"))));
+        assert!(!transport.topic_gone(&TransportError::RateLimited { retry_after_ms: 1 }));
+    }
+
+    #[test]
+    fn only_a_numeric_chat_id_is_a_place_for_topics() {
+        for (written, ok) in [
+            ("-1001234567890", true),
+            (" -1001234567890 ", true),
+            ("@mygroup", false),
+            ("sessions", false),
+        ] {
+            let mut config = TelegramConfig::new("123456:TEST-topic-token", "http://127.0.0.1:9");
+            config.session_topics = Some(written.to_owned());
+            let transport = TelegramTransport::new(config).expect("builds");
+            match transport.topic_chat() {
+                Ok(chat) => assert!(ok, "{written} -> {chat}"),
+                Err(error) => {
+                    assert!(!ok, "{written}: {error}");
+                    assert!(error.to_string().contains("-1001234567890"), "{error}");
+                }
+            }
+        }
     }
 }

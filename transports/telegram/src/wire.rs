@@ -437,6 +437,38 @@ pub struct SendChatAction<'a> {
     pub action: &'static str,
 }
 
+/// `createForumTopic` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateForumTopic<'a> {
+    /// The forum supergroup.
+    pub chat_id: &'a ChatId,
+    /// Topic name, 1–128 characters.
+    pub name: &'a str,
+}
+
+/// `editForumTopic`, `closeForumTopic` and `reopenForumTopic` parameters (`name` only
+/// for `editForumTopic`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForumTopicChange<'a> {
+    /// The forum supergroup.
+    pub chat_id: &'a ChatId,
+    /// The topic.
+    pub message_thread_id: i64,
+    /// The new name (`editForumTopic`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+}
+
+/// A `ForumTopic`, as `createForumTopic` returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ForumTopic {
+    /// The topic's id: the `message_thread_id` of its messages.
+    pub message_thread_id: i64,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+}
+
 /// `getUpdates` parameters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GetUpdates<'a> {

@@ -26,7 +26,11 @@
 //!   without authentication, as the CDN does, and the interaction callback
 //!   (`POST /interactions/{id}/{token}/callback`, no authentication needed): an interaction
 //!   the test did not click, a wrong token or a callback more than 3 s after the click is
-//!   10062 Unknown interaction, a second callback 40060 already acknowledged. Scripts: a failure, a 429 with float
+//!   10062 Unknown interaction, a second callback 40060 already acknowledged. Threads: Start
+//!   Thread without Message and Modify Channel (name, `archived`) in channels the test
+//!   declares ([`RestServer::add_text_channel`], with the thread permissions or not: 403
+//!   50013), 10003 Unknown Channel for a thread deleted with [`RestServer::delete_thread`]
+//!   (a message there too). Scripts: a failure, a 429 with float
 //!   `retry_after` (bucket or global), a dropped connection, chosen bucket headers.
 //!
 //! [`DiscordLoopback`] starts both, wired together. Tests wait with `wait_until` on either
@@ -90,6 +94,10 @@ pub const FOLLOWUP: &str = "POST /webhooks/{application_id}/{interaction_token}"
 pub const INTERACTION_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
 /// Get Current User's route.
 pub const GET_ME: &str = "GET /users/@me";
+/// Start Thread without Message.
+pub const START_THREAD: &str = "POST /channels/{channel_id}/threads";
+/// Modify Channel (a thread's name, `archived`).
+pub const MODIFY_CHANNEL: &str = "PATCH /channels/{channel_id}";
 /// Get Gateway Bot's route.
 pub const GATEWAY_BOT: &str = "GET /gateway/bot";
 
@@ -858,6 +866,26 @@ struct RestState {
     followups: Vec<Followup>,
     /// How long the next interaction callbacks are held before they are answered.
     hold_callbacks: Duration,
+    /// Text channels the tests declared: whether the bot's role may create and manage
+    /// threads there.
+    channels: HashMap<String, bool>,
+    /// Threads made with Start Thread without Message, by id.
+    threads: std::collections::BTreeMap<String, ThreadRecord>,
+    /// Threads deleted by hand: a message or change there is 10003 Unknown Channel.
+    deleted: std::collections::HashSet<String>,
+}
+
+/// A thread on the server, as the tests see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRecord {
+    /// Its id (a channel's).
+    pub id: String,
+    /// The channel it was started in.
+    pub parent_id: String,
+    /// Its current name.
+    pub name: String,
+    /// Archived (and not unarchived since).
+    pub archived: bool,
 }
 
 /// An interaction callback the server took.
@@ -1085,6 +1113,30 @@ impl RestServer {
             .count()
     }
 
+    /// Declares text channel `channel`, where the bot's role may (or may not) create and
+    /// manage threads. Thread calls on a channel not declared answer 10003 Unknown Channel.
+    pub fn add_text_channel(&self, channel: &str, can_manage_threads: bool) {
+        self.script(|state| {
+            state
+                .channels
+                .insert(channel.to_owned(), can_manage_threads);
+        });
+    }
+
+    /// The threads made, oldest first (ids grow).
+    pub fn threads(&self) -> Vec<ThreadRecord> {
+        self.inner.state().threads.values().cloned().collect()
+    }
+
+    /// Deletes a thread, as a person does by hand: later messages or changes there are
+    /// 10003 Unknown Channel.
+    pub fn delete_thread(&self, id: &str) {
+        self.script(|state| {
+            state.threads.remove(id);
+            state.deleted.insert(id.to_owned());
+        });
+    }
+
     /// Registers a click the gateway is about to dispatch, so its callback is accepted
     /// within [`INTERACTION_DEADLINE`] of now.
     pub fn expect_interaction(&self, interaction_id: &str, token: &str) {
@@ -1210,6 +1262,92 @@ fn error(status: u16, code: i64, message: &str) -> Answer {
     )
 }
 
+/// Start Thread without Message in a declared channel: 10003 for a channel not declared,
+/// 403 50013 Missing Permissions without Create Public Threads, 50035 for a `type` other
+/// than 11 (public) or a name outside 1–100 characters. Returns the thread's channel.
+fn start_thread(
+    state: &mut RestState,
+    ids: &[String],
+    body: &Value,
+    headers: &[(String, String)],
+) -> Answer {
+    let channel = ids.first().cloned().unwrap_or_default();
+    let Some(allowed) = state.channels.get(&channel).copied() else {
+        return error(404, 10003, "Unknown Channel");
+    };
+    if !allowed {
+        return error(403, 50013, "Missing Permissions");
+    }
+    let name = body["name"].as_str().unwrap_or_default().to_owned();
+    if body["type"].as_u64() != Some(11) || name.is_empty() || name.chars().count() > 100 {
+        return error(400, 50035, "Invalid Form Body");
+    }
+    state.next_id += 1;
+    let id = format!("{}", 1_400_000_000_000_000_000u64 + state.next_id);
+    state.threads.insert(
+        id.clone(),
+        ThreadRecord {
+            id: id.clone(),
+            parent_id: channel.clone(),
+            name: name.clone(),
+            archived: false,
+        },
+    );
+    let thread = json!({
+        "id": id, "type": 11, "parent_id": channel, "name": name,
+        "thread_metadata": {"archived": false, "auto_archive_duration": body["auto_archive_duration"], "locked": false}
+    });
+    answer(201, Some(&thread), headers)
+}
+
+/// Modify Channel on a thread: its `name` and `archived`; 10003 for a thread that is not
+/// there (deleted), 403 50013 without Manage Threads in its channel.
+fn modify_thread(
+    state: &mut RestState,
+    ids: &[String],
+    body: &Value,
+    headers: &[(String, String)],
+) -> Answer {
+    let id = ids.first().cloned().unwrap_or_default();
+    let Some(parent) = state.threads.get(&id).map(|t| t.parent_id.clone()) else {
+        return error(404, 10003, "Unknown Channel");
+    };
+    if !state.channels.get(&parent).copied().unwrap_or(false) {
+        return error(403, 50013, "Missing Permissions");
+    }
+    let Some(thread) = state.threads.get_mut(&id) else {
+        return error(404, 10003, "Unknown Channel");
+    };
+    if let Some(name) = body["name"].as_str() {
+        if name.is_empty() || name.chars().count() > 100 {
+            return error(400, 50035, "Invalid Form Body");
+        }
+        thread.name = name.to_owned();
+    }
+    if let Some(archived) = body["archived"].as_bool() {
+        thread.archived = archived;
+    }
+    let channel = json!({
+        "id": thread.id, "type": 11, "parent_id": thread.parent_id, "name": thread.name,
+        "thread_metadata": {"archived": thread.archived, "locked": false}
+    });
+    answer(200, Some(&channel), headers)
+}
+
+/// A MESSAGE_CREATE `d` in thread `thread_id` of server `guild_id`: a thread is a channel,
+/// so `channel_id` is the thread's id (`channel_type` 11, a public thread).
+pub fn thread_message(
+    id: &str,
+    thread_id: &str,
+    guild_id: &str,
+    author_id: &str,
+    content: &str,
+) -> Value {
+    let mut message = guild_message(id, thread_id, guild_id, author_id, content, json!([]));
+    message["channel_type"] = json!(11);
+    message
+}
+
 /// The route template a path matches, and the ids in it.
 fn route_of(method: &str, path: &str) -> (String, Vec<String>) {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -1234,6 +1372,12 @@ fn route_of(method: &str, path: &str) -> (String, Vec<String>) {
             EDIT_MESSAGE.to_owned(),
             vec![(*channel).to_owned(), (*message).to_owned()],
         ),
+        ("POST", ["channels", channel, "threads"]) => {
+            (START_THREAD.to_owned(), vec![(*channel).to_owned()])
+        }
+        ("PATCH", ["channels", channel]) => {
+            (MODIFY_CHANNEL.to_owned(), vec![(*channel).to_owned()])
+        }
         ("POST", ["channels", channel, "typing"]) => {
             (TYPING.to_owned(), vec![(*channel).to_owned()])
         }
@@ -1581,7 +1725,16 @@ fn rest_route(
             });
             answer(200, Some(&bot), &headers)
         }
+        START_THREAD => start_thread(&mut state, &ids, &body, &headers),
+        MODIFY_CHANNEL => modify_thread(&mut state, &ids, &body, &headers),
+        CREATE_MESSAGE if ids.first().is_some_and(|c| state.deleted.contains(c)) => {
+            error(404, 10003, "Unknown Channel")
+        }
         CREATE_MESSAGE => {
+            // A message in an archived (not locked) thread unarchives it, as Discord does.
+            if let Some(thread) = ids.first().and_then(|c| state.threads.get_mut(c)) {
+                thread.archived = false;
+            }
             // A message with a file may have no text; its text is still held to 2000.
             let caption_only =
                 multipart && content.as_deref().is_none_or(|c| c.chars().count() <= 2000);

@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use transport_core::sync::lock;
 use transport_core::{
     BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, LengthUnit, Markup,
-    OutboundFile, OutboundMessage, Reaction, SendReceipt, Transport, TransportError,
+    OutboundFile, OutboundMessage, Reaction, SendReceipt, Topic, TopicError, Transport,
+    TransportError,
 };
 
 /// One reaction the fake was asked to set: `(conversation, message id, reaction, replaces)`.
@@ -100,7 +101,16 @@ struct State {
     drafts: Vec<(String, u64, String)>,
     sent_count: u64,
     received: u64,
+    /// `Some(place)`: the fake makes a topic per session there ([`FakeTransport::set_topic_place`]).
+    topic_place: Option<String>,
+    /// Topics made, by thread id: their current name and whether they are ended.
+    topics: std::collections::BTreeMap<String, (String, bool)>,
+    /// Topics deleted by hand: a send into one fails with [`FAKE_TOPIC_GONE`].
+    deleted_topics: std::collections::HashSet<String>,
 }
+
+/// What a send into a deleted topic fails with (and what `topic_gone` recognizes).
+pub const FAKE_TOPIC_GONE: &str = "topic not found";
 
 impl Default for FakeTransport {
     fn default() -> Self {
@@ -117,6 +127,40 @@ impl FakeTransport {
                 state: Mutex::new(State::default()),
                 changed: tokio::sync::Notify::new(),
             }),
+        }
+    }
+
+    /// Gives the fake a place for a topic per session (`None`: no topics, the default).
+    /// Topics are threads `t<n>` of conversation `place`.
+    pub fn set_topic_place(&self, place: Option<&str>) {
+        self.state().topic_place = place.map(str::to_owned);
+    }
+
+    /// The topics made so far: thread id, current name, ended.
+    pub fn topics(&self) -> Vec<(String, String, bool)> {
+        self.state()
+            .topics
+            .iter()
+            .map(|(thread, (name, ended))| (thread.clone(), name.clone(), *ended))
+            .collect()
+    }
+
+    /// Deletes topic `thread`, as a person does by hand.
+    pub fn delete_topic(&self, thread: &str) {
+        let mut state = self.state();
+        state.topics.remove(thread);
+        state.deleted_topics.insert(thread.to_owned());
+    }
+
+    fn change_topic(&self, topic: &Topic, name: &str, ended: bool) -> Result<(), TopicError> {
+        let mut state = self.state();
+        let thread = topic.thread_id.clone().unwrap_or_default();
+        match state.topics.get_mut(&thread) {
+            Some(kept) => {
+                *kept = (name.to_owned(), ended);
+                Ok(())
+            }
+            None => Err(TopicError::Gone(format!("{FAKE_TOPIC_GONE}: {thread}"))),
         }
     }
 
@@ -337,6 +381,11 @@ impl Transport for FakeTransport {
         if state.fail_sends {
             return Err(TransportError::Failed(format!("{id} rejected the send")));
         }
+        if let Some(thread) = message.thread_id.as_deref()
+            && state.deleted_topics.contains(thread)
+        {
+            return Err(TransportError::Failed(format!("{id}: {FAKE_TOPIC_GONE}")));
+        }
         let is_edit = editable && message.edit_key.is_some();
         let due = state
             .faults
@@ -490,6 +539,11 @@ impl Transport for FakeTransport {
         if state.fail_sends {
             return Err(TransportError::Failed(format!("{id} rejected the upload")));
         }
+        if let Some(thread) = file.thread_id.as_deref()
+            && state.deleted_topics.contains(thread)
+        {
+            return Err(TransportError::Failed(format!("{id}: {FAKE_TOPIC_GONE}")));
+        }
         if file.data.len() as u64 > FAKE_UPLOAD_LIMIT {
             return Err(TransportError::Failed(format!(
                 "{id} takes files of up to {FAKE_UPLOAD_LIMIT} bytes"
@@ -504,6 +558,37 @@ impl Transport for FakeTransport {
             message_id,
             edit_key: None,
         })
+    }
+
+    fn topic_place(&self) -> Option<String> {
+        self.state().topic_place.clone()
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        let mut state = self.state();
+        let Some(place) = state.topic_place.clone() else {
+            return Err(TopicError::Unsupported("no topic place set".into()));
+        };
+        let thread = format!("t{}", state.topics.len() + state.deleted_topics.len() + 1);
+        state
+            .topics
+            .insert(thread.clone(), (name.to_owned(), false));
+        Ok(Topic {
+            conversation_id: place,
+            thread_id: Some(thread),
+        })
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.change_topic(topic, name, false)
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.change_topic(topic, name, true)
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        matches!(error, TransportError::Failed(text) if text.ends_with(FAKE_TOPIC_GONE))
     }
 
     fn diagnose(&self) -> String {

@@ -11,7 +11,9 @@
 //!   HTTP 429 with `Retry-After`. Methods: `auth.test`, `apps.connections.open` (app-level
 //!   token only; answers a `ws://` URL with a single-use ticket), `chat.postMessage`,
 //!   `chat.update`, `chat.postEphemeral`, `reactions.add` and `reactions.remove`
-//!   (`already_reacted`, `no_reaction`). Files: `GET /files/<name>` with the bot token; without it, like Slack, a
+//!   (`already_reacted`, `no_reaction`); `not_in_channel` in a channel declared without the
+//!   bot ([`SlackServer::add_channel`]), `thread_not_found` for a reply under a message
+//!   deleted with [`SlackServer::delete_message`]. Files: `GET /files/<name>` with the bot token; without it, like Slack, a
 //!   sign-in web page with status 200.
 //! - Socket Mode: `GET /link/?ticket=…` upgrades once per ticket; `hello` is sent on connect
 //!   (unless a test turns that off); envelopes carry `envelope_id`, `retry_attempt` and
@@ -342,6 +344,12 @@ struct State {
     next_upload: u64,
     shared_files: Vec<SharedFile>,
     timeline: Vec<String>,
+    /// Channels the tests declared, and whether the bot is a member (`not_in_channel`
+    /// otherwise); a channel not declared takes posts as before.
+    channels: HashMap<String, bool>,
+    /// Messages deleted by hand, by `(channel, ts)`: a reply under one is refused with
+    /// `thread_not_found`, an update with `message_not_found`.
+    deleted: std::collections::HashSet<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -533,6 +541,32 @@ impl SlackServer {
     /// Files uploaded and shared, oldest first.
     pub fn shared_files(&self) -> Vec<SharedFile> {
         self.inner.state().shared_files.clone()
+    }
+
+    /// Declares `channel`, with the bot a member of it or not (then `chat.postMessage`
+    /// there is `not_in_channel`).
+    pub fn add_channel(&self, channel: &str, member: bool) {
+        self.inner
+            .state()
+            .channels
+            .insert(channel.to_owned(), member);
+    }
+
+    /// Deletes message `ts` of `channel`, as a person does by hand: a reply under it is
+    /// `thread_not_found`, an update `message_not_found`.
+    pub fn delete_message(&self, channel: &str, ts: &str) {
+        let mut state = self.inner.state();
+        state.messages.remove(&(channel.to_owned(), ts.to_owned()));
+        state.deleted.insert((channel.to_owned(), ts.to_owned()));
+    }
+
+    /// The current text of message `ts` of `channel` (after updates), if it is there.
+    pub fn message_text(&self, channel: &str, ts: &str) -> Option<String> {
+        self.inner
+            .state()
+            .messages
+            .get(&(channel.to_owned(), ts.to_owned()))
+            .cloned()
     }
 
     /// Messages posted, oldest first.
@@ -1203,6 +1237,17 @@ fn post_message(inner: &Inner, params: &Value) -> Answer {
     let Some(channel) = text(&params["channel"]).filter(|c| !c.is_empty()) else {
         return error("channel_not_found");
     };
+    {
+        let state = inner.state();
+        if state.channels.get(&channel) == Some(&false) {
+            return error("not_in_channel");
+        }
+        if let Some(thread) = text(&params["thread_ts"])
+            && state.deleted.contains(&(channel.clone(), thread))
+        {
+            return error("thread_not_found");
+        }
+    }
     let Some(message) = text(&params["text"]).filter(|t| !t.trim().is_empty()) else {
         return error("no_text");
     };

@@ -21,6 +21,13 @@
 //! records it ([`BotApiServer::reactions`]); `sendMessageDraft` takes private chats only, a
 //! non-zero `draft_id` and parsable text, and records it ([`BotApiServer::drafts`]).
 //!
+//! Forum topics: supergroups the test declares ([`BotApiServer::add_group`], a forum or not,
+//! the bot with `can_manage_topics` or not) take `createForumTopic`, `editForumTopic`,
+//! `closeForumTopic` and `reopenForumTopic` with Telegram's refusals ("chat not found", "the
+//! chat is not a forum", "not enough rights…", "message thread not found",
+//! `TOPIC_NOT_MODIFIED`); a message or file into a topic of a declared forum that is not
+//! there (deleted with [`BotApiServer::delete_topic`]) is "message thread not found".
+//!
 //! Tests script it: [`BotApiServer::queue_update`], [`BotApiServer::fail_next`],
 //! [`BotApiServer::drop_next`] (the connection closes without an answer), call counts,
 //! the records of what was sent, edited and shown as typing, and [`BotApiServer::wait_until`]
@@ -413,6 +420,28 @@ struct State {
     next_file: u64,
     webhook: Option<String>,
     token: String,
+    /// Supergroups declared with [`BotApiServer::add_group`], by chat id.
+    groups: HashMap<String, FakeGroup>,
+}
+
+/// A supergroup the tests declared: whether it is a forum, whether the bot may manage its
+/// topics, and its topics by `message_thread_id`.
+#[derive(Debug, Default)]
+struct FakeGroup {
+    is_forum: bool,
+    can_manage_topics: bool,
+    topics: std::collections::BTreeMap<i64, ForumTopicRecord>,
+}
+
+/// A forum topic on the server, as the tests see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForumTopicRecord {
+    /// Its `message_thread_id`.
+    pub message_thread_id: i64,
+    /// Its current name.
+    pub name: String,
+    /// Closed with `closeForumTopic` (and not reopened).
+    pub closed: bool,
 }
 
 #[derive(Debug)]
@@ -595,6 +624,48 @@ impl BotApiServer {
         state.next_file += 1;
         let path = format!("documents/file_{}.bin", state.next_file);
         state.files.insert(file_id.to_owned(), (path, file));
+    }
+
+    /// Declares supergroup `chat_id`: a forum (topics on) or not, and whether the bot is an
+    /// admin with `can_manage_topics` there. Topic calls on a chat not declared answer
+    /// "chat not found", as Telegram does for a chat the bot is not in.
+    pub fn add_group(&self, chat_id: i64, is_forum: bool, can_manage_topics: bool) {
+        self.inner.state().groups.insert(
+            chat_id.to_string(),
+            FakeGroup {
+                is_forum,
+                can_manage_topics,
+                topics: std::collections::BTreeMap::new(),
+            },
+        );
+        self.changed();
+    }
+
+    /// Gives (or takes) the bot's right to manage topics in declared group `chat_id`.
+    pub fn set_can_manage_topics(&self, chat_id: i64, can: bool) {
+        if let Some(group) = self.inner.state().groups.get_mut(&chat_id.to_string()) {
+            group.can_manage_topics = can;
+        }
+        self.changed();
+    }
+
+    /// The topics of declared group `chat_id`, by `message_thread_id`.
+    pub fn topics(&self, chat_id: i64) -> Vec<ForumTopicRecord> {
+        self.inner
+            .state()
+            .groups
+            .get(&chat_id.to_string())
+            .map(|group| group.topics.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Deletes a topic, as a person does by hand: later calls naming it answer "message
+    /// thread not found".
+    pub fn delete_topic(&self, chat_id: i64, message_thread_id: i64) {
+        if let Some(group) = self.inner.state().groups.get_mut(&chat_id.to_string()) {
+            group.topics.remove(&message_thread_id);
+        }
+        self.changed();
     }
 
     /// How often `method` (case-insensitive) was called, failed calls included.
@@ -832,6 +903,10 @@ async fn route(
         "setmessagereaction" => set_message_reaction(inner, &params),
         "sendmessagedraft" => send_message_draft(inner, &params),
         "getfile" => get_file(inner, &params),
+        "createforumtopic" => create_forum_topic(inner, &params),
+        "editforumtopic" | "closeforumtopic" | "reopenforumtopic" => {
+            change_forum_topic(inner, &method, &params)
+        }
         "senddocument" => upload(inner, "senddocument", "document", content_type, body),
         "sendphoto" => upload(inner, "sendphoto", "photo", content_type, body),
         "deletewebhook" => {
@@ -1155,6 +1230,9 @@ fn upload(inner: &Inner, method: &str, field: &str, content_type: &str, body: &[
         return bad_request("message caption is too long");
     }
     let thread = value("message_thread_id").and_then(|t| t.parse::<i64>().ok());
+    if let Some(refused) = missing_thread(inner, &chat, thread) {
+        return refused;
+    }
     let message_id = {
         let mut state = inner.state();
         let message_id = state.next_message_id;
@@ -1194,6 +1272,9 @@ fn send_message(inner: &Inner, params: &Value) -> Answer {
         Err(reason) => return bad_request(&reason),
     };
     let thread = integer(&params["message_thread_id"]);
+    if let Some(refused) = missing_thread(inner, &chat, thread) {
+        return refused;
+    }
     let reply_markup = match reply_markup(&params["reply_markup"]) {
         Ok(markup) => markup,
         Err(reason) => return bad_request(reason),
@@ -1224,6 +1305,114 @@ fn send_message(inner: &Inner, params: &Value) -> Answer {
         &visible,
         thread,
     ))
+}
+
+/// Telegram's answer to a message into a topic of a declared forum that does not exist
+/// (deleted by hand); `None` when the thread is there or the chat is not declared.
+fn missing_thread(inner: &Inner, chat: &str, thread: Option<i64>) -> Option<Answer> {
+    let thread = thread?;
+    let state = inner.state();
+    let group = state.groups.get(chat).filter(|group| group.is_forum)?;
+    (!group.topics.contains_key(&thread)).then(|| bad_request("message thread not found"))
+}
+
+/// The declared group of `params["chat_id"]` for a topic call, or the description of
+/// Telegram's refusal (a 400): "chat not found" (not declared: the bot is not in it), "the
+/// chat is not a forum", "not enough rights to manage topics" (the bot is no admin with
+/// `can_manage_topics`).
+fn forum<'a>(state: &'a mut State, params: &Value) -> Result<&'a mut FakeGroup, &'static str> {
+    let chat = chat_key(&params["chat_id"]).ok_or("chat_id is empty")?;
+    let group = state.groups.get_mut(&chat).ok_or("chat not found")?;
+    if !group.is_forum {
+        return Err("the chat is not a forum");
+    }
+    if !group.can_manage_topics {
+        return Err("not enough rights to manage topics");
+    }
+    Ok(group)
+}
+
+/// `createForumTopic`: `name` of 1–128 characters; the topic's id is a message id (its
+/// `forum_topic_created` service message's), returned as a `ForumTopic`.
+fn create_forum_topic(inner: &Inner, params: &Value) -> Answer {
+    let name = text(&params["name"]).unwrap_or_default();
+    if name.is_empty() || name.chars().count() > 128 {
+        return bad_request("TOPIC_NAME_INVALID");
+    }
+    let mut state = inner.state();
+    let thread = state.next_message_id;
+    let group = match forum(&mut state, params) {
+        Ok(group) => group,
+        Err(refused) => return bad_request(refused),
+    };
+    group.topics.insert(
+        thread,
+        ForumTopicRecord {
+            message_thread_id: thread,
+            name: name.clone(),
+            closed: false,
+        },
+    );
+    state.next_message_id += 1;
+    ok(json!({"message_thread_id": thread, "name": name, "icon_color": 7_322_096}))
+}
+
+/// `editForumTopic` (a new `name`), `closeForumTopic`, `reopenForumTopic`: "message thread
+/// not found" for a topic that is not there, `TOPIC_NOT_MODIFIED` for a change that
+/// changes nothing, as Telegram answers.
+fn change_forum_topic(inner: &Inner, method: &str, params: &Value) -> Answer {
+    let mut state = inner.state();
+    let group = match forum(&mut state, params) {
+        Ok(group) => group,
+        Err(refused) => return bad_request(refused),
+    };
+    let Some(topic) = integer(&params["message_thread_id"]).and_then(|t| group.topics.get_mut(&t))
+    else {
+        return bad_request("message thread not found");
+    };
+    let changed = match method {
+        "editforumtopic" => match text(&params["name"]) {
+            Some(name) if name.is_empty() || name.chars().count() > 128 => {
+                return bad_request("TOPIC_NAME_INVALID");
+            }
+            Some(name) if name != topic.name => {
+                topic.name = name;
+                true
+            }
+            _ => false,
+        },
+        "closeforumtopic" => !std::mem::replace(&mut topic.closed, true),
+        _ => std::mem::replace(&mut topic.closed, false),
+    };
+    if changed {
+        ok(json!(true))
+    } else {
+        bad_request("TOPIC_NOT_MODIFIED")
+    }
+}
+
+/// A text message from `user_id` in topic `thread` of forum supergroup `chat_id`, as
+/// Telegram sends it: `message_thread_id`, `is_topic_message`, and `reply_to_message` the
+/// topic's `forum_topic_created` service message (every message in a topic carries it).
+pub fn topic_text(chat_id: i64, thread: i64, user_id: i64, message_id: i64, text: &str) -> Value {
+    json!({
+        "message": {
+            "message_id": message_id,
+            "message_thread_id": thread,
+            "is_topic_message": true,
+            "from": user(user_id, "Ada"),
+            "chat": {"id": chat_id, "title": "Sessions", "type": "supergroup", "is_forum": true},
+            "date": 1_700_000_000,
+            "text": text,
+            "reply_to_message": {
+                "message_id": thread,
+                "message_thread_id": thread,
+                "chat": {"id": chat_id, "title": "Sessions", "type": "supergroup", "is_forum": true},
+                "date": 1_700_000_000,
+                "forum_topic_created": {"name": "topic", "icon_color": 7_322_096}
+            }
+        }
+    })
 }
 
 /// `sendMessageDraft`: a private chat (a positive id), a non-zero `draft_id`, text that
