@@ -32,10 +32,16 @@ const CLUSTER_KEY: &str = "a test cluster key of at least thirty-two bytes";
 /// `host-shim serve --nats` logging in as the test server's node user, with the key: the
 /// secrets travel in the environment only, the flags name the variables.
 fn serve(nats: &cluster::NatsServer) -> Command {
+    joined(nats, "serve")
+}
+
+/// `host-shim <subcommand> --nats …` on the test server's prefix with a 1 s TTL, logged in as
+/// its node user, with the cluster key.
+fn joined(nats: &cluster::NatsServer, subcommand: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_host-shim"));
     command
         .args([
-            "serve",
+            subcommand,
             "--nats",
             &nats.url,
             "--prefix",
@@ -267,33 +273,17 @@ async fn run_with_nats_serves_its_one_session_through_the_clusters_bot() {
     .await;
     crate::common::compiled::seed_cache(machine_b.path());
     let dir = machine_b.path();
-    let mut run = Command::new(env!("CARGO_BIN_EXE_host-shim"));
-    run.args([
-        "run",
-        "--pace",
-        "0",
-        "--nats",
-        &nats.url,
-        "--prefix",
-        "cli",
-        "--lock-ttl",
-        "1",
-    ])
-    .args(["--nats-user-env", "TEST_NATS_USER"])
-    .args(["--nats-password-env", "TEST_NATS_PASSWORD"])
-    .args(["--cluster-key-env", "TEST_CLUSTER_KEY"])
-    .env("TEST_NATS_USER", cluster::NODE_USER)
-    .env("TEST_NATS_PASSWORD", &nats.password)
-    .env("TEST_CLUSTER_KEY", CLUSTER_KEY)
-    .current_dir(dir)
-    .env("HOME", dir)
-    .env("PI_BOT_CONNECT_CONFIG", dir.join("config.json"))
-    .env("PI_BOT_CONNECT_STATE", dir.join("state.json"))
-    .env_remove("TG_TEST_TOKEN")
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
+    let mut run = joined(&nats, "run");
+    run.args(["--pace", "0"])
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("PI_BOT_CONNECT_CONFIG", dir.join("config.json"))
+        .env("PI_BOT_CONNECT_STATE", dir.join("state.json"))
+        .env_remove("TG_TEST_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     let mut child = run.spawn().expect("host-shim run starts");
     let mut stdin = child.stdin.take().expect("piped");
 

@@ -13,13 +13,13 @@ use host_shim::agent::{Agent, DemoAgent};
 use host_shim::cluster::session_node::{Attach, Wanted};
 use host_shim::commands::operator;
 use host_shim::local::ui::{RecordingUi, Ui};
-use host_shim::pi::attach::{self, Bound, Link};
+use host_shim::pi::attach::{self, Link};
 use host_shim::wit::agent::SessionInfo;
 
 use crate::cluster_serve::Cluster;
 use crate::common::cluster::{NatsServer, Unavailable, eventually};
 use crate::common::fake_model::FakeModel;
-use crate::common::pi::{PiHome, PiProcess, extension_path, require_pi};
+use crate::common::pi::{PiHome, extension_path, private_link_socket, require_pi, start_linked};
 use crate::common::{Dirs, WAIT};
 
 /// A cluster whose chats must pair: nobody is let in by config.
@@ -69,17 +69,9 @@ async fn a_pi_on_a_second_machine_pairs_and_answers_through_the_first_machines_b
     let model = FakeModel::start().await;
     let home = PiHome::new(Some(&model.base_url));
     let dirs = Dirs::new();
-    std::fs::set_permissions(
-        dirs.dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("chmod the link's directory");
-    let socket = dirs.dir.path().join("link.sock");
-    let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
-        panic!("a fresh socket is free");
-    };
+    let (socket, listener) = private_link_socket(dirs.dir.path()).await;
     let link = Link::new();
-    let mut connected = link.connected();
+    let connected = link.connected();
     let (agent, ui) = (link.agent(), link.ui());
     let attacher = node_b.attacher();
     let sources = cluster.sources();
@@ -104,13 +96,7 @@ async fn a_pi_on_a_second_machine_pairs_and_answers_through_the_first_machines_b
     }));
     let mut args = home.args();
     args.extend(["-e".into(), extension_path().display().to_string()]);
-    let mut env = home.env();
-    env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
-    let pi = PiProcess::start(&bin, &home.work(), &args, &env).await;
-    tokio::time::timeout(WAIT, connected.wait_for(|up| *up))
-        .await
-        .expect("the extension links to machine B's node in time")
-        .expect("link alive");
+    let pi = start_linked(&bin, &home, &args, &socket, &[], connected).await;
     eventually("machine B runs the pi session", || async {
         (node_b.running().len() == 1).then_some(())
     })

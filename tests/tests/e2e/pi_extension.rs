@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
-use host_shim::pi::attach::{self, Bound, Link};
+use host_shim::pi::attach::{self, Link};
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use serde_json::json;
@@ -17,7 +17,9 @@ use transport_core::{Envelope, Transport};
 use transport_testing::fake::FakeTransport;
 
 use crate::common::fake_model::FakeModel;
-use crate::common::pi::{PiHome, PiProcess, extension_path, require_pi};
+use crate::common::pi::{
+    PiHome, PiProcess, extension_path, private_link_socket, require_pi, start_linked,
+};
 use crate::common::{self, Dirs, WAIT, editable_fake, user_config};
 
 struct Live {
@@ -66,17 +68,9 @@ async fn start_in(
     let dirs = Dirs::new();
     // The link's socket must sit in a directory only its user can enter (attach refuses
     // an open one), as a user's state directory is.
-    std::fs::set_permissions(
-        dirs.dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("chmod the test's directory");
-    let socket = dirs.dir.path().join("link.sock");
-    let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
-        panic!("a fresh socket is free");
-    };
+    let (socket, listener) = private_link_socket(dirs.dir.path()).await;
     let link = Link::new();
-    let mut connected = link.connected();
+    let connected = link.connected();
     let fake = editable_fake();
     let transport: Arc<dyn Transport> = Arc::new(fake.handle());
     let (agent, ui) = (link.agent(), link.ui());
@@ -130,16 +124,11 @@ async fn start_in(
         args.push("-e".into());
         args.push(path.display().to_string());
     }
-    let mut env = home.env();
-    env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
-    for (key, value) in extra_env {
-        env.push((key.to_string(), value.to_string()));
-    }
-    let pi = PiProcess::start(&bin, &home.work(), &args, &env).await;
-    tokio::time::timeout(WAIT, connected.wait_for(|up| *up))
-        .await
-        .expect("the extension links to the host in time")
-        .expect("link alive");
+    let extra_env: Vec<(String, String)> = extra_env
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect();
+    let pi = start_linked(&bin, &home, &args, &socket, &extra_env, connected).await;
     Some(Live {
         pi,
         model,
@@ -1036,17 +1025,9 @@ async fn the_models_send_file_call_reaches_a_loopback_telegram_chat() {
     std::fs::write(home.work().join("report.txt"), &report).expect("the report is written");
     let telegram = Arc::new(BotApiServer::start().await);
     let dirs = Dirs::new();
-    std::fs::set_permissions(
-        dirs.dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("chmod the test's directory");
-    let socket = dirs.dir.path().join("link.sock");
-    let Bound::Listening(listener) = attach::bind(&socket).await.expect("bind") else {
-        panic!("a fresh socket is free");
-    };
+    let (socket, listener) = private_link_socket(dirs.dir.path()).await;
     let link = Link::new();
-    let mut connected = link.connected();
+    let connected = link.connected();
     let (agent, ui) = (link.agent(), link.ui());
     let (state, locks) = (dirs.state.clone(), dirs.locks());
     let state_dir = dirs.dir.path().to_path_buf();
@@ -1104,13 +1085,7 @@ async fn the_models_send_file_call_reaches_a_loopback_telegram_chat() {
     }
     args.push("-e".into());
     args.push(extension_path().display().to_string());
-    let mut env = home.env();
-    env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
-    let pi = PiProcess::start(&bin, &home.work(), &args, &env).await;
-    tokio::time::timeout(WAIT, connected.wait_for(|up| *up))
-        .await
-        .expect("the extension links to the host in time")
-        .expect("link alive");
+    let pi = start_linked(&bin, &home, &args, &socket, &[], connected).await;
 
     const USER: i64 = 4242;
     let said = |expect: &'static str| {

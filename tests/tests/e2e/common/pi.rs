@@ -387,3 +387,38 @@ fn tail(lines: &[Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// A link socket in `dir`, bound: the directory is made private first, since `attach`
+/// refuses one others can enter (a user's state directory is private).
+pub async fn private_link_socket(dir: &Path) -> (PathBuf, tokio::net::UnixListener) {
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod the link's directory");
+    let socket = dir.join("link.sock");
+    let host_shim::pi::attach::Bound::Listening(listener) =
+        host_shim::pi::attach::bind(&socket).await.expect("bind")
+    else {
+        panic!("a fresh socket is free");
+    };
+    (socket, listener)
+}
+
+/// Starts pi with `args` in `home`, its extension pointed at `socket`, and waits until the
+/// extension has linked (`connected`, from the link's `connected()`).
+pub async fn start_linked(
+    bin: &Path,
+    home: &PiHome,
+    args: &[String],
+    socket: &Path,
+    extra_env: &[(String, String)],
+    mut connected: tokio::sync::watch::Receiver<bool>,
+) -> PiProcess {
+    let mut env = home.env();
+    env.push(("PI_BOT_CONNECT_SOCKET".into(), socket.display().to_string()));
+    env.extend(extra_env.iter().cloned());
+    let pi = PiProcess::start(bin, &home.work(), args, &env).await;
+    tokio::time::timeout(super::WAIT, connected.wait_for(|up| *up))
+        .await
+        .expect("the extension links to the host in time")
+        .expect("link alive");
+    pi
+}
