@@ -15,7 +15,6 @@ pub mod directory;
 pub mod handed;
 pub mod inbound;
 pub mod ingress;
-pub mod node_rows;
 pub mod outbound;
 pub mod outbox;
 pub mod placement;

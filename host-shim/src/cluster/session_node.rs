@@ -513,7 +513,12 @@ impl Node {
             };
             rows.push((
                 key.clone(),
-                super::node_rows::row_of(&running.entry, document.as_deref()),
+                crate::ops::session_row::row_from_state(
+                    key,
+                    &running.entry.name,
+                    running.entry.busy,
+                    document.as_deref(),
+                ),
             ));
         }
         *self

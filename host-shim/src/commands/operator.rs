@@ -221,9 +221,27 @@ pub struct OneSession {
     pub agent: Arc<dyn crate::agent::Agent>,
     /// Its transports, each counted and saying whether it runs.
     pub transports: Arc<std::sync::OnceLock<Vec<Arc<CountedTransport>>>>,
+    /// Its key, and the state database it saves to: its chats and pairings are read from
+    /// the saved document, since no broker keeps them in this mode.
+    pub saved: Option<(String, Arc<crate::disk::state_db::StateDb>)>,
 }
 
 impl OneSession {
+    /// Its row, with the chats and pairings of its last saved state (none when it could
+    /// not be read: the page then shows the session alone).
+    fn row(&self) -> SessionRow {
+        let (key, document) = match &self.saved {
+            Some((key, state)) => (key.as_str(), state.load_document(key).ok().flatten()),
+            None => ("", None),
+        };
+        crate::ops::session_row::row_from_state(
+            key,
+            &self.name,
+            !self.agent.is_idle(),
+            document.as_deref(),
+        )
+    }
+
     /// Each transport's check; none before the bridge asked for its transports.
     fn checks(&self) -> Vec<Check> {
         self.transports
@@ -233,10 +251,9 @@ impl OneSession {
     }
 }
 
-/// The dashboard of `host-shim run --dashboard`: its one session, its open approvals and
-/// last decisions, its transports' checks and the delivery figures. The chats and pairings
-/// live inside the bridge (no broker keeps them in this mode): `/connect status` at the
-/// terminal lists them.
+/// The dashboard of `host-shim run --dashboard`: its one session with its chats and
+/// pairings (read from its saved state), its open approvals and last decisions, its
+/// transports' checks and the delivery figures.
 pub fn session_dashboard(
     addr: SocketAddr,
     metrics: &Arc<Metrics>,
@@ -247,12 +264,7 @@ pub fn session_dashboard(
     Ok(Dashboard {
         token,
         view: Arc::new(move || View {
-            sessions: vec![SessionRow {
-                name: session.name.clone(),
-                busy: !session.agent.is_idle(),
-                chats: Vec::new(),
-                paired: Vec::new(),
-            }],
+            sessions: vec![session.row()],
             more_sessions: 0,
             approvals: metrics
                 .recent()

@@ -165,6 +165,7 @@ pub async fn run(
         name: if pi.is_some() { "pi" } else { "demo" }.into(),
         agent: agent.clone(),
         transports: Arc::default(),
+        saved: Some((key.clone(), state.clone())),
     };
     let transports: factory::TransportFactory = Box::new(move |requests| {
         let var = |name: &str| std::env::var(name).ok();

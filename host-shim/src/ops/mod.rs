@@ -8,3 +8,4 @@ pub mod listener;
 pub mod metrics;
 pub mod metrics_log;
 pub mod recent;
+pub mod session_row;

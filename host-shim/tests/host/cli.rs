@@ -904,6 +904,8 @@ fn run_with_metrics_serves_what_serve_does_for_its_one_session() {
     let (status, page) = http_get(&addr, "/dashboard", &cookie);
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("data-session=\"demo\""), "{page}");
+    // Its chat, read from the state it saved: no broker keeps it in this mode.
+    assert!(page.contains("data-chat=\"terminal:"), "{page}");
     assert!(
         page.contains("data-decision=\"prompt forwarded\""),
         "{page}"

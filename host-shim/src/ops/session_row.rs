@@ -1,19 +1,19 @@
-//! What a session node's dashboard lists of each session it runs
-//! (docs/operations.md#dashboard): a pure reading of the session's saved state, since on a
-//! node the chats and pairings live in the bucket, not in a broker's memory.
+//! A session's dashboard row read from its saved state (docs/operations.md#dashboard): where
+//! no broker keeps the chats and pairings in memory (a cluster's session node, whose sessions
+//! save to the bucket; `run`, whose one session saves to the state database), the page reads
+//! them from the document the bridge saved.
 
 use guest::core::state::parse_session_state;
 
-use super::directory::SessionEntry;
-use crate::ops::dashboard::SessionRow;
+use super::dashboard::SessionRow;
 
-/// The row of `entry`, whose saved state document is `document` (none before its first
-/// save): its paired identities, and its chats, those it remembers (written) and those
-/// waiting on a pairing code (not yet).
-pub fn row_of(entry: &SessionEntry, document: Option<&str>) -> SessionRow {
+/// The row of session `key`, shown as `name`, `busy` or not, whose saved state document is
+/// `document` (none before its first save): its paired identities, and its chats, those it
+/// remembers (written) and those waiting on a pairing code (not yet).
+pub fn row_from_state(key: &str, name: &str, busy: bool, document: Option<&str>) -> SessionRow {
     let mut row = SessionRow {
-        name: entry.name.clone(),
-        busy: entry.busy,
+        name: name.to_owned(),
+        busy,
         chats: Vec::new(),
         paired: Vec::new(),
     };
@@ -21,7 +21,7 @@ pub fn row_of(entry: &SessionEntry, document: Option<&str>) -> SessionRow {
         return row;
     };
     // A document the node could not read is the bridge's to report; the page shows none.
-    let (state, _) = parse_session_state(document, &entry.key);
+    let (state, _) = parse_session_state(document, key);
     row.paired = state
         .trusted
         .keys()
@@ -47,20 +47,13 @@ pub fn row_of(entry: &SessionEntry, document: Option<&str>) -> SessionRow {
 mod tests {
     use super::*;
 
-    fn entry() -> SessionEntry {
-        SessionEntry {
-            key: "pi:laptop".into(),
-            name: "laptop".into(),
-            cwd: "/work/laptop".into(),
-            busy: true,
-            node: "machine-b (pid 7)".into(),
-            ..SessionEntry::default()
-        }
+    fn row(document: Option<&str>) -> SessionRow {
+        row_from_state("pi:laptop", "laptop", true, document)
     }
 
     #[test]
     fn a_session_never_saved_shows_its_name_and_nothing_else() {
-        let row = row_of(&entry(), None);
+        let row = row(None);
         assert_eq!(row.name, "laptop");
         assert!(row.busy);
         assert!(row.chats.is_empty() && row.paired.is_empty());
@@ -81,7 +74,7 @@ mod tests {
             }},
         })
         .to_string();
-        let row = row_of(&entry(), Some(&document));
+        let row = row(Some(&document));
         assert_eq!(row.paired, ["telegram:42"]);
         assert_eq!(
             row.chats,
@@ -94,7 +87,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_document_shows_no_one_paired() {
-        let row = row_of(&entry(), Some("{not json"));
+        let row = row(Some("{not json"));
         assert!(row.paired.is_empty() && row.chats.is_empty());
     }
 }
