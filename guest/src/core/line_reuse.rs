@@ -116,13 +116,69 @@ pub fn by_line<T: Copy>(
     new: &[u8],
     at: impl Fn(&T) -> usize,
     moved: impl Fn(T, usize, usize) -> T,
+    scan: impl FnMut(usize, usize, &mut Vec<T>),
+) -> Vec<T> {
+    by_runs(
+        &shared_runs(old, new),
+        old_finds,
+        new.len(),
+        at,
+        moved,
+        scan,
+    )
+}
+
+/// [`by_line`] given the runs of lines `new` (`new_len` bytes) shares with `old`
+/// ([`shared_runs`]): a scan that also needs the runs compares the texts once.
+pub fn by_runs<T: Copy>(
+    runs: &[Shared],
+    old_finds: &[T],
+    new_len: usize,
+    at: impl Fn(&T) -> usize,
+    moved: impl Fn(T, usize, usize) -> T,
     mut scan: impl FnMut(usize, usize, &mut Vec<T>),
 ) -> Vec<T> {
     let mut finds: Vec<T> = Vec::with_capacity(old_finds.len() + 16);
-    // The run of changed lines not read yet: read as one piece when a shared line (or the
-    // end) closes it.
-    let mut dirty: Option<usize> = None;
-    let (mut o, mut n, mut k) = (0, 0, 0);
+    // Where the lines not read yet start: the run of changed lines before a shared run is
+    // read as one piece.
+    let mut done = 0;
+    let mut k = 0;
+    for &Shared { from, to, old: o } in runs {
+        if from > done {
+            scan(done, from, &mut finds);
+        }
+        while old_finds.get(k).is_some_and(|f| at(f) < o) {
+            k += 1;
+        }
+        while let Some(&find) = old_finds.get(k).filter(|f| at(f) < o + (to - from)) {
+            finds.push(moved(find, o, from));
+            k += 1;
+        }
+        done = to;
+    }
+    if done < new_len {
+        scan(done, new_len, &mut finds);
+    }
+    finds
+}
+
+/// A run of whole lines that `new` shares with `old`: the same bytes at the same line
+/// numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared {
+    /// Where the run starts in `new` (a line start).
+    pub from: usize,
+    /// Where it ends in `new`: past a line break, or `new`'s end when `old` ends there too.
+    pub to: usize,
+    /// Where the same run starts in `old`.
+    pub old: usize,
+}
+
+/// The runs of lines `new` shares with `old`, paired by number as [`by_line`] says, in
+/// order, each as long as it goes: between two runs lies at least one line that differs.
+pub fn shared_runs(old: &[u8], new: &[u8]) -> Vec<Shared> {
+    let mut runs = Vec::new();
+    let (mut o, mut n) = (0, 0);
     while n < new.len() {
         // Both at a line's start. The shared lines ahead are found by comparing the texts a
         // word at a time, not line by line: agent text's lines are a few dozen bytes, and a
@@ -134,22 +190,16 @@ pub fn by_line<T: Copy>(
             memchr::memrchr(b'\n', &new[n..n + same]).map_or(0, |i| i + 1)
         };
         if whole > 0 {
-            if let Some(from) = dirty.take() {
-                scan(from, n, &mut finds);
-            }
-            while old_finds.get(k).is_some_and(|f| at(f) < o) {
-                k += 1;
-            }
-            while let Some(&find) = old_finds.get(k).filter(|f| at(f) < o + whole) {
-                finds.push(moved(find, o, n));
-                k += 1;
-            }
+            runs.push(Shared {
+                from: n,
+                to: n + whole,
+                old: o,
+            });
             o += whole;
             n += whole;
             continue;
         }
-        // This line differs: it is read, and both texts go on at their next lines.
-        dirty.get_or_insert(n);
+        // This line differs: both texts go on at their next lines.
         let line_end = |text: &[u8], from: usize| {
             memchr::memchr(b'\n', text.get(from..).unwrap_or_default())
                 .map_or(text.len(), |i| from + i + 1)
@@ -157,10 +207,7 @@ pub fn by_line<T: Copy>(
         n = line_end(new, n);
         o = line_end(old, o);
     }
-    if let Some(from) = dirty {
-        scan(from, new.len(), &mut finds);
-    }
-    finds
+    runs
 }
 
 /// How many bytes `a` and `b` share at their start.
