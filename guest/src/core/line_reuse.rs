@@ -214,9 +214,24 @@ pub fn shared_runs(old: &[u8], new: &[u8]) -> Vec<Shared> {
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let len = a.len().min(b.len());
     let mut i = 0;
+    let word = |t: &[u8], i: usize| u64::from_le_bytes(t[i..i + 8].try_into().unwrap_or_default());
+    // A line that differs mostly differs near its start (a view's dropped delimiter, a
+    // replaced value): the first words are compared one at a time. Past them the texts
+    // mostly run on alike for many lines, which whole blocks compared as slices (the
+    // vectorised compare where there is one) cross faster than words: a word at a time was
+    // most of the comparing (cachegrind, 2026-12-07).
+    while i + 8 <= len.min(64) {
+        let differ = word(a, i) ^ word(b, i);
+        if differ != 0 {
+            return i + (differ.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i + 64 <= len && a[i..i + 64] == b[i..i + 64] {
+        i += 64;
+    }
     while i + 8 <= len {
-        let word = |t: &[u8]| u64::from_le_bytes(t[i..i + 8].try_into().unwrap_or_default());
-        let differ = word(a) ^ word(b);
+        let differ = word(a, i) ^ word(b, i);
         if differ != 0 {
             return i + (differ.trailing_zeros() / 8) as usize;
         }
@@ -286,6 +301,20 @@ mod tests {
             });
             proptest::prop_assert_eq!(carried, full);
         }
+    }
+
+    #[test]
+    fn blocks_and_words_compare_to_the_first_difference() {
+        // Texts of several blocks, differing at every position in turn, or of different
+        // lengths: the prefix is what a byte-by-byte compare gives.
+        let a: Vec<u8> = (0..300u32).map(|i| b'a' + (i % 26) as u8).collect();
+        for at in 0..a.len() {
+            let mut b = a.clone();
+            b[at] ^= 1;
+            assert_eq!(common_prefix(&a, &b), at, "differing at {at}");
+            assert_eq!(common_prefix(&a[..at], &a), at, "one ending at {at}");
+        }
+        assert_eq!(common_prefix(&a, &a), a.len());
     }
 
     #[test]
