@@ -280,10 +280,21 @@ impl Keywords {
     /// [`Keywords::new`]), so every occurrence lies inside one line and a line's hits depend
     /// on its bytes alone.
     pub fn find_all_reusing(&self, old: &[u8], old_hits: &[Hit], new: &[u8]) -> Vec<Hit> {
-        line_reuse::by_line(
-            old,
+        self.find_all_carried(&line_reuse::shared_runs(old, new), old_hits, new)
+    }
+
+    /// [`Keywords::find_all_reusing`] given the runs of lines `new` shares with the old
+    /// text ([`line_reuse::shared_runs`]).
+    pub fn find_all_carried(
+        &self,
+        runs: &[line_reuse::Shared],
+        old_hits: &[Hit],
+        new: &[u8],
+    ) -> Vec<Hit> {
+        line_reuse::by_runs(
+            runs,
             old_hits,
-            new,
+            new.len(),
             |&(_, at)| at,
             |(keyword, at), o, n| (keyword, at - o + n),
             |from, to, hits| {

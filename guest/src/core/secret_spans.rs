@@ -388,22 +388,78 @@ fn is_word(b: u8) -> bool {
 pub fn find_spans(text: &str) -> Vec<Span> {
     let engine = engine();
     let bytes = text.as_bytes();
-    // (rule, window start, window end) for every hit that can start a match.
-    let mut windows: Vec<(usize, usize, usize)> = Vec::new();
-    let hits: Vec<(usize, usize)> = match &engine.scan {
-        Scan::Grams(scan) => keyword_hits(scan, bytes),
-        Scan::Automaton(automaton) => automaton
-            .find_overlapping_iter(text)
-            .map(|hit| (hit.pattern().as_usize(), hit.start()))
+    let stage = line_reuse::recall(&STAGE, bytes, |last| {
+        let last = last.and_then(|(old, stage)| Some((old, stage.first()?)));
+        // The lines shared with the last text, compared once for the keyword scan and the
+        // searches.
+        let runs = last.map(|(old, _)| line_reuse::shared_runs(old, bytes));
+        let hits: Vec<Hit> = match &engine.scan {
+            Scan::Grams(scan) => match (&runs, last) {
+                (Some(runs), Some((_, stage))) => scan.find_all_carried(runs, &stage.hits, bytes),
+                _ => scan.find_all(bytes),
+            },
+            Scan::Automaton(automaton) => automaton
+                .find_overlapping_iter(text)
+                .map(|hit| (hit.pattern().as_usize(), hit.start()))
+                .collect(),
+        };
+        let windows = windows_of(text, &hits);
+        let found = match windows.is_empty() {
+            true => Vec::new(),
+            false => {
+                let folds = has_folds(bytes);
+                let carry = runs
+                    .as_deref()
+                    .zip(last)
+                    .map(|(runs, (_, stage))| (runs, stage.found.as_slice()));
+                let found = search_windows(text, &windows, folds, carry);
+                // The debug builds (every test) hold what was carried to a search of every
+                // window.
+                #[cfg(debug_assertions)]
+                if carry.is_some() {
+                    debug_assert_eq!(
+                        found,
+                        search_windows(text, &windows, folds, None),
+                        "{text:?}"
+                    );
+                }
+                found
+            }
+        };
+        vec![Stage { hits, found }]
+    });
+    let found = stage
+        .first()
+        .map(|s| s.found.as_slice())
+        .unwrap_or_default();
+    merge(
+        found
+            .iter()
+            .filter(|f| !f.window)
+            .filter_map(|f| {
+                Some(Span {
+                    start: f.start,
+                    end: f.end,
+                    label: engine.rules.get(f.rule)?.family.label,
+                })
+            })
             .collect(),
-    };
+    )
+}
+
+/// The windows of `text`'s keyword `hits` that can start a match: (rule, start, end),
+/// sorted by [`by_rule`].
+fn windows_of(text: &str, hits: &[Hit]) -> Vec<(usize, usize, usize)> {
+    let engine = engine();
+    let bytes = text.as_bytes();
+    let mut windows: Vec<(usize, usize, usize)> = Vec::new();
     // Whether the hit at a position can be in an assignment's key: asked once per position,
     // not once per rule (the generic assignments are four rules over the same keywords).
     let mut assigned: Option<(usize, bool)> = None;
     // Asked once for the text, not at each hit: a config dump has thousands of hits, and
     // the look around each was 7% of its redaction (cachegrind, `assignments`).
     let has_markers = memchr::memmem::find(bytes, b"[redacted").is_some();
-    for (keyword, at) in hits {
+    for &(keyword, at) in hits {
         // A keyword in one of redaction's own markers (`mysql` in
         // `[redacted:mysql-password]`) is no text the agent wrote: read as text, it let
         // mysql's `-p` rule start in an earlier marker and take the next `-p…` assignment
@@ -435,18 +491,67 @@ pub fn find_spans(text: &str) -> Vec<Span> {
             windows.push((r, start, end));
         }
     }
-    if windows.is_empty() {
-        return Vec::new();
+    match windows.is_empty() {
+        true => windows,
+        false => by_rule(windows, engine.rules.len()),
     }
-    let windows = by_rule(windows, engine.rules.len());
-    // The two characters whose Unicode case folding is an ASCII letter: K (U+212A KELVIN
-    // SIGN) and ſ (U+017F LATIN SMALL LETTER LONG S); see `dfa_pattern`.
+}
+
+/// What the span stage found in one text: its keyword hits, and what [`search_windows`]
+/// found around them. Kept for the next text within one redaction (see `line_reuse.rs`).
+#[derive(Debug, Clone)]
+struct Stage {
+    hits: Vec<Hit>,
+    found: Vec<Found>,
+}
+
+thread_local! {
+    /// The span stage's last text and finds, within one redaction (see `line_reuse.rs`):
+    /// one memory, so the two texts are compared once and the text is kept once.
+    static STAGE: line_reuse::Memory<Stage> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether `bytes` holds one of the two characters whose Unicode case folding is an ASCII
+/// letter: K (U+212A KELVIN SIGN) and ſ (U+017F LATIN SMALL LETTER LONG S); see
+/// `dfa_pattern`.
+fn has_folds(bytes: &[u8]) -> bool {
     // `str::contains` with a character of two or three bytes runs the two-way substring
     // search, twice over the whole text per look; memchr's vectorised search answers the
     // same question in fewer steps.
-    let folds = memchr::memmem::find(bytes, "\u{212A}".as_bytes()).is_some()
-        || memchr::memmem::find(bytes, "\u{17F}".as_bytes()).is_some();
+    memchr::memmem::find(bytes, "\u{212A}".as_bytes()).is_some()
+        || memchr::memmem::find(bytes, "\u{17F}".as_bytes()).is_some()
+}
+
+/// What the span stage found in a text, by rule, in the order [`search_windows`] finds it:
+/// each rule's secrets, and the merged windows of the rules whose finds
+/// [`carry_assignments`] can carry to the next text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    rule: usize,
+    start: usize,
+    end: usize,
+    /// A merged window searched, not a secret.
+    window: bool,
+}
+
+/// Searches each rule in its `windows` (sorted by [`by_rule`]), merging the windows of a
+/// rule that touch. With `last` (the lines shared with an earlier text, and what this found
+/// in it), the generic assignments keep their finds on those lines (see
+/// [`carry_assignments`]); what is found is the same.
+fn search_windows(
+    text: &str,
+    windows: &[(usize, usize, usize)],
+    folds: bool,
+    last: Option<(&[line_reuse::Shared], &[Found])>,
+) -> Vec<Found> {
+    let engine = engine();
+    // A text holding a folding character goes through regex-lite, and carries nothing. One
+    // that held one kept no window of the matcher's to carry from.
+    let last = last.filter(|_| !folds);
+    let mut found = Vec::new();
     let mut spans = Vec::new();
+    // The last text's finds of the rule being searched.
+    let mut old: Option<OldFinds> = None;
     let mut k = 0;
     while let Some(&(r, start, mut end)) = windows.get(k) {
         let first = k;
@@ -459,27 +564,171 @@ pub fn find_spans(text: &str) -> Vec<Span> {
             end = end.max(e2);
             k += 1;
         }
-        if let Some(rule) = engine.rules.get(r) {
-            let starts = windows.get(first..k).unwrap_or_default();
-            let window = Window { start, end, starts };
-            search(rule, text, &window, folds, &mut spans);
+        let Some(rule) = engine.rules.get(r) else {
+            continue;
+        };
+        spans.clear();
+        match rule.dfa().filter(|_| !folds && rule.assignment) {
+            Some((dfa, _)) if rule.assigned.is_some() => {
+                found.push(Found {
+                    rule: r,
+                    start,
+                    end,
+                    window: true,
+                });
+                let hay_end = ceil_char(text, ceil_char(text, end) + 1);
+                let Some(hay) = text.get(..hay_end) else {
+                    continue;
+                };
+                let search = Search {
+                    rule,
+                    dfa,
+                    text,
+                    hay,
+                };
+                match last {
+                    Some((runs, last_found)) => {
+                        let old = match old.take() {
+                            Some(kept) if kept.rule == r => old.insert(kept),
+                            _ => old.insert(OldFinds::of(last_found, r)),
+                        };
+                        carry_assignments(&search, runs, old, start..end, &mut spans);
+                    }
+                    None => search.assignments(floor_char(text, start), end, &mut spans),
+                }
+            }
+            _ => {
+                let starts = windows.get(first..k).unwrap_or_default();
+                let window = Window { start, end, starts };
+                search_rule(rule, text, &window, folds, &mut spans);
+            }
+        }
+        found.extend(spans.iter().map(|s| Found {
+            rule: r,
+            start: s.start,
+            end: s.end,
+            window: false,
+        }));
+    }
+    found
+}
+
+/// The last text's finds of one generic assignment.
+struct OldFinds {
+    rule: usize,
+    /// The rule's merged windows, in order.
+    windows: Vec<(usize, usize)>,
+    /// The rule's secrets, in order.
+    spans: Vec<(usize, usize)>,
+}
+
+impl OldFinds {
+    /// `found`'s windows and secrets of rule `r`.
+    fn of(found: &[Found], r: usize) -> OldFinds {
+        let (mut windows, mut spans) = (Vec::new(), Vec::new());
+        for f in found.iter().filter(|f| f.rule == r) {
+            match f.window {
+                true => windows.push((f.start, f.end)),
+                false => spans.push((f.start, f.end)),
+            }
+        }
+        OldFinds {
+            rule: r,
+            windows,
+            spans,
         }
     }
-    merge(spans)
 }
 
-thread_local! {
-    /// The keyword scan's last text and hits, within one redaction (see `line_reuse.rs`).
-    static KEYWORD_HITS: line_reuse::Memory<Hit> = const { std::cell::RefCell::new(None) };
+/// A generic assignment's search of `window` (merged), its finds on the lines shared with
+/// the last text carried over instead of searched again.
+///
+/// A config dump holds an assignment every few dozen bytes: all four rules' windows merge
+/// into one that covers the text, and each of redaction's three or four readings (the text,
+/// the confirming pass, the views) searched all of it again, though a reading differs from
+/// the last in a few lines (cachegrind, `assignments`: the matcher and the judging of its
+/// values were half of redaction).
+///
+/// Why a line's finds carry: a match of [`Assigned`]'s shape lies inside one line (a key is
+/// `[A-Za-z0-9_.-]`, the blanks around the sign are spaces and tabs, a bare value stops at
+/// any blank, a quoted one at a line break), and judging it reads its key, its value and the
+/// markers on its line (no marker holds a line break). The rule's search of a merged window
+/// is a chain of leftmost matches from the window's start, each search starting where the
+/// last match ended; since no match crosses a line, the chain enters each line at or before
+/// its start and finds there what a search from the line's start finds, the line break
+/// before it being no key character, quote or blank. So the finds on a line that lies
+/// whole inside the window depend on that line's bytes alone, and a line the last text held
+/// at the same line number, whole inside one of the rule's merged windows there, has the
+/// same finds, moved. The other lines are searched in pieces (whole lines, or the window's
+/// partial first and last ones), each piece reading the window's text to its end as the
+/// whole search did. The debug builds hold the result to a search of the whole window.
+fn carry_assignments(
+    search: &Search<'_>,
+    runs: &[line_reuse::Shared],
+    carry: &OldFinds,
+    window: Range<usize>,
+    spans: &mut Vec<Span>,
+) {
+    let bytes = search.text.as_bytes();
+    let label = search.rule.family.label;
+    let mut cursor = floor_char(search.text, window.start);
+    let first_run = runs.partition_point(|run| run.to <= window.start);
+    for run in runs.get(first_run..).unwrap_or_default() {
+        if run.from >= window.end {
+            break;
+        }
+        // In this run a position of the last text is this text's plus `run.old`, minus
+        // `run.from`.
+        let to_new = |old: usize| (old + run.from).saturating_sub(run.old);
+        let from_old = run.old + run.from.max(window.start) - run.from;
+        let first_window = carry.windows.partition_point(|&(_, end)| end <= from_old);
+        for &(old_start, old_end) in carry.windows.get(first_window..).unwrap_or_default() {
+            let lo = window.start.max(run.from).max(to_new(old_start));
+            if lo >= window.end.min(run.to) {
+                break;
+            }
+            let hi = window.end.min(run.to).min(to_new(old_end));
+            let (a, b) = whole_lines(bytes, lo, hi);
+            if a >= b {
+                continue;
+            }
+            if a > cursor {
+                search.assignments(cursor, a, spans);
+            }
+            let (old_a, old_b) = (a + run.old - run.from, b + run.old - run.from);
+            let first_span = carry.spans.partition_point(|&(start, _)| start < old_a);
+            for &(start, end) in carry.spans.get(first_span..).unwrap_or_default() {
+                if start >= old_b {
+                    break;
+                }
+                spans.push(Span {
+                    start: to_new(start),
+                    end: to_new(end),
+                    label,
+                });
+            }
+            cursor = b;
+        }
+    }
+    if cursor < window.end {
+        search.assignments(cursor, window.end, spans);
+    }
 }
 
-/// The keyword hits of `bytes`, from the last scan's where a redaction remembers one
-/// (see `line_reuse.rs`).
-fn keyword_hits(scan: &Keywords, bytes: &[u8]) -> Vec<Hit> {
-    line_reuse::recall(&KEYWORD_HITS, bytes, |last| match last {
-        Some((text, hits)) => scan.find_all_reusing(text, hits, bytes),
-        None => scan.find_all(bytes),
-    })
+/// The whole lines of `bytes` inside `lo..hi`: from the first line start at or after `lo`
+/// to the last line end (past its line break, or the text's end) at or before `hi`.
+fn whole_lines(bytes: &[u8], lo: usize, hi: usize) -> (usize, usize) {
+    let a = match lo {
+        0 => 0,
+        lo if bytes.get(lo - 1) == Some(&b'\n') => lo,
+        lo => memchr::memchr(b'\n', bytes.get(lo..).unwrap_or_default())
+            .map_or(bytes.len(), |i| lo + i + 1),
+    };
+    let b = match hi {
+        hi if hi >= bytes.len() => bytes.len(),
+        hi => memchr::memrchr(b'\n', bytes.get(..hi).unwrap_or_default()).map_or(0, |i| i + 1),
+    };
+    (a, b)
 }
 
 /// `windows` (rule, start, end) sorted, as `sort_unstable` sorts them.
@@ -525,10 +774,103 @@ struct Window<'w> {
     starts: &'w [(usize, usize, usize)],
 }
 
+/// One rule's search of one merged window: the text, and the part of it the search reads
+/// (to one character past the window's end).
+struct Search<'s> {
+    rule: &'s Rule,
+    dfa: &'s Dfa,
+    text: &'s str,
+    hay: &'s str,
+}
+
+impl Search<'_> {
+    /// The generic assignment's matches starting in `start..end` (`start` a char boundary),
+    /// each judged into `spans`, as the engine's leftmost-first search from `start` finds
+    /// them.
+    fn assignments(&self, start: usize, end: usize, spans: &mut Vec<Span>) {
+        let Search {
+            rule,
+            dfa,
+            text,
+            hay,
+        } = *self;
+        // Only the rare fallback fills groups: an allocation per window was a tenth of a
+        // config dump's redaction.
+        let mut lazy_caps: Option<Captures> = None;
+        let next = |whole: Range<usize>| {
+            if whole.end > whole.start {
+                whole.end
+            } else {
+                ceil_char(text, whole.end + 1)
+            }
+        };
+        let mut at = start;
+        while at < end {
+            let found = match &rule.assigned {
+                Some(assigned) => {
+                    let found = assigned.find(hay.as_bytes(), at, end);
+                    // The debug builds (every test) hold the matcher to the engine.
+                    #[cfg(debug_assertions)]
+                    {
+                        let engine = dfa
+                            .search(&Input::new(hay).range(at..))
+                            .filter(|m| m.start() < end)
+                            .map(|m| m.range());
+                        debug_assert_eq!(found, engine, "{}: {hay:?} from {at}", rule.family.label);
+                    }
+                    found
+                }
+                None => dfa
+                    .search(&Input::new(hay).range(at..))
+                    .filter(|m| m.start() < end)
+                    .map(|m| m.range()),
+            };
+            let Some(whole) = found.map(|r| Match::must(0, r)) else {
+                break;
+            };
+            match assignment_groups(text, whole.range()) {
+                Some((key, secret)) => {
+                    // The debug builds (every test) hold the reading to the engine's.
+                    #[cfg(debug_assertions)]
+                    {
+                        let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
+                        let caps = lazy_caps.get_or_insert_with(|| dfa.create_captures());
+                        dfa.search_captures(&input, caps);
+                        let group = |name| caps.get_group_by_name(name).map(|g| g.range());
+                        debug_assert_eq!(
+                            (group("key"), group("secret")),
+                            (Some(key.clone()), Some(secret.clone())),
+                            "{}: {:?}",
+                            rule.family.label,
+                            text.get(whole.range())
+                        );
+                    }
+                    judge(rule, text, secret, text.get(key), spans);
+                    at = next(whole.range());
+                }
+                // Not the shape the reading knows: the engine fills the groups.
+                None => {
+                    let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
+                    let caps = lazy_caps.get_or_insert_with(|| dfa.create_captures());
+                    dfa.search_captures(&input, caps);
+                    if let Some(found) = caps.get_match() {
+                        let secret = caps.get_group_by_name("secret").unwrap_or(found.span());
+                        let key = caps
+                            .get_group_by_name("key")
+                            .and_then(|k| text.get(k.range()));
+                        judge(rule, text, secret.range(), key, spans);
+                    }
+                    at = next(whole.range());
+                }
+            }
+        }
+    }
+}
+
 /// Runs `rule`'s pattern over `text[window.start..window.end]`, seeing the text around it
 /// for `\b`. `folds`: the text holds a character that Unicode's case folding reads as an
 /// ASCII letter (see [`dfa_pattern`]).
-fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut Vec<Span>) {
+fn search_rule(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut Vec<Span>) {
     let Window { start, end, .. } = *window;
     let start = floor_char(text, start);
     // One character past the window: a `\b` at a match's end must see what follows it, or
@@ -548,81 +890,21 @@ fn search(rule: &Rule, text: &str, window: &Window<'_>, folds: bool, spans: &mut
     // so the DFA's engine gives the match and its groups itself: regex-lite's PikeVM, even
     // from the match's start, was a third of redaction's time.
     if let Some((dfa, bounded)) = rule.dfa().filter(|_| !folds) {
-        // Only the generic assignments' rare fallback and the other rules fill groups: an
-        // allocation per window was a tenth of a config dump's redaction.
-        let mut lazy_caps: Option<Captures> = None;
         // A generic assignment's groups follow from its match (see `assignment_groups`):
         // the match alone is found, and the groups read off it. Filling the groups was
         // most of the time on a config dump, whose values mostly stay (`changeme`,
         // `${VAR}`, `3600`): 14-20 ms per 64 KiB for matches the value check then refused.
         if rule.assignment {
-            let mut at = start;
-            while at < end {
-                let found = match &rule.assigned {
-                    Some(assigned) => {
-                        let found = assigned.find(hay.as_bytes(), at, end);
-                        // The debug builds (every test) hold the matcher to the engine.
-                        #[cfg(debug_assertions)]
-                        {
-                            let engine = dfa
-                                .search(&Input::new(hay).range(at..))
-                                .filter(|m| m.start() < end)
-                                .map(|m| m.range());
-                            debug_assert_eq!(
-                                found, engine,
-                                "{}: {hay:?} from {at}",
-                                rule.family.label
-                            );
-                        }
-                        found
-                    }
-                    None => dfa
-                        .search(&Input::new(hay).range(at..))
-                        .filter(|m| m.start() < end)
-                        .map(|m| m.range()),
-                };
-                let Some(whole) = found.map(|r| Match::must(0, r)) else {
-                    break;
-                };
-                match assignment_groups(text, whole.range()) {
-                    Some((key, secret)) => {
-                        // The debug builds (every test) hold the reading to the engine's.
-                        #[cfg(debug_assertions)]
-                        {
-                            let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
-                            let caps = lazy_caps.get_or_insert_with(|| dfa.create_captures());
-                            dfa.search_captures(&input, caps);
-                            let group = |name| caps.get_group_by_name(name).map(|g| g.range());
-                            debug_assert_eq!(
-                                (group("key"), group("secret")),
-                                (Some(key.clone()), Some(secret.clone())),
-                                "{}: {:?}",
-                                rule.family.label,
-                                text.get(whole.range())
-                            );
-                        }
-                        judge(rule, text, secret, text.get(key), spans);
-                        at = next(whole.range());
-                    }
-                    // Not the shape the reading knows: the engine fills the groups.
-                    None => {
-                        let input = Input::new(hay).span(whole.range()).anchored(Anchored::Yes);
-                        let caps = lazy_caps.get_or_insert_with(|| dfa.create_captures());
-                        dfa.search_captures(&input, caps);
-                        if let Some(found) = caps.get_match() {
-                            let secret = caps.get_group_by_name("secret").unwrap_or(found.span());
-                            let key = caps
-                                .get_group_by_name("key")
-                                .and_then(|k| text.get(k.range()));
-                            judge(rule, text, secret.range(), key, spans);
-                        }
-                        at = next(whole.range());
-                    }
-                }
-            }
+            let search = Search {
+                rule,
+                dfa,
+                text,
+                hay,
+            };
+            search.assignments(start, end, spans);
             return;
         }
-        let mut caps = lazy_caps.unwrap_or_else(|| dfa.create_captures());
+        let mut caps = dfa.create_captures();
         // Judges the match `caps` holds; gives where the next search starts.
         let mut take = |caps: &Captures, whole: Match| {
             let secret = caps.get_group_by_name("secret").unwrap_or(whole.span());
@@ -971,6 +1253,44 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A line for [`spans_carried_from_the_last_text_are_a_full_searchs`]: assignments whose
+    /// values go or stay, keys long and short, quotes, and runs of prose long enough to part
+    /// one window from the next.
+    const CARRY_LINE: &str = "(((db_|a{0,50})?(password|token|api_key|pwd)|name)[ ]{0,2}(=|: |:=)[ ]?['\"]?(hunter2x|Hq7Rt2Wz9Lm4Xv8Nc3Ks6Pd1|3600|changeme|[A-Za-z0-9]{8,24})['\"]?[ ]?|[a-z ]{0,320}){0,3}";
+
+    proptest::proptest! {
+        /// What the span stage carries from the last text (the generic assignments' finds on
+        /// the lines the texts share) is what a search of the new text finds: texts of
+        /// assignment lines and prose, the new one the old with lines changed, added or
+        /// removed, so that windows grow, shrink, split and join around shared lines.
+        #[test]
+        fn spans_carried_from_the_last_text_are_a_full_searchs(
+            old in proptest::collection::vec(CARRY_LINE, 0..10),
+            edits in proptest::collection::vec((0usize..12, proptest::option::of(CARRY_LINE)), 1..4),
+        ) {
+            let mut lines = old.clone();
+            for (at, line) in edits {
+                let at = at % (lines.len() + 1);
+                match (line, at < lines.len()) {
+                    (Some(line), true) => lines[at] = line,
+                    (Some(line), false) => lines.push(line),
+                    (None, true) => {
+                        lines.remove(at);
+                    }
+                    (None, false) => {}
+                }
+            }
+            let (old, new) = (old.join("\n"), lines.join("\n"));
+            // Outside a redaction nothing is carried: every window is searched.
+            let full = find_spans(&new);
+            let carried = line_reuse::remembering(|| {
+                find_spans(&old);
+                find_spans(&new)
+            });
+            proptest::prop_assert_eq!(carried, full, "{:?} then {:?}", old, new);
         }
     }
 
