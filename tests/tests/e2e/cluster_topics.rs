@@ -61,11 +61,7 @@ async fn posted_in(bot: &BotApiServer, thread: i64, needle: &str) {
             })
         })
         .await;
-    assert!(
-        found,
-        "no {needle:?} in topic {thread}: {:#?}",
-        bot.sent()
-    );
+    assert!(found, "no {needle:?} in topic {thread}: {:#?}", bot.sent());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -144,7 +140,9 @@ async fn a_missing_right_to_make_topics_is_said_once_and_switch_keeps_working() 
     let nats = nats_or_skip!();
     let cluster = cluster(nats, "ctopicsrights", false).await;
     let ingress = cluster.ingress().await;
-    let node = cluster.node("laptop", &["api", "web"], Duration::ZERO).await;
+    let node = cluster
+        .node("laptop", &["api", "web"], Duration::ZERO)
+        .await;
     eventually("both sessions asked for a topic", || async {
         (cluster.bot.calls("createForumTopic") == 2).then_some(())
     })
