@@ -106,6 +106,9 @@ struct Shared {
     topics: Arc<TopicKeeper>,
     /// The bots held now, for the look that keeps their sessions' topics.
     topic_bots: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
+    /// The last look at the topics, stopped with the ingress: a stopped (or dead) node
+    /// asks the platform nothing more.
+    topic_look: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Ingress {
@@ -147,6 +150,7 @@ impl Ingress {
         let shared = Arc::new(Shared {
             topics: Arc::new(topics),
             topic_bots: std::sync::Mutex::default(),
+            topic_look: std::sync::Mutex::default(),
             presence,
             offline: std::sync::Mutex::default(),
             metrics: std::sync::OnceLock::new(),
@@ -213,6 +217,7 @@ impl Ingress {
     pub async fn shutdown(self) {
         self.stop.send_replace(true);
         self.watch.abort();
+        self.shared.stop_topic_look();
         for bot in self.bots {
             let _ = bot.await;
         }
@@ -222,6 +227,7 @@ impl Ingress {
     /// out after the TTL, and its platform connections go quiet. For tests of failover.
     pub async fn kill(self) {
         self.watch.abort();
+        self.shared.stop_topic_look();
         for bot in &self.bots {
             bot.abort();
         }
@@ -650,12 +656,31 @@ impl Shared {
                 }
             })
             .collect();
+        let mut last = self
+            .topic_look
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.as_ref().is_some_and(|look| !look.is_finished()) {
+            // The last look still runs (a slow platform): this one is skipped.
+            return;
+        }
         let keeper = self.topics.clone();
-        tokio::spawn(async move {
+        *last = Some(tokio::spawn(async move {
             for bot in bots {
                 keeper.look(bot.as_ref(), &listed).await;
             }
-        });
+        }));
+    }
+
+    fn stop_topic_look(&self) {
+        let look = self
+            .topic_look
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(look) = look {
+            look.abort();
+        }
     }
 
     fn offline(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {

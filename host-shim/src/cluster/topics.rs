@@ -68,6 +68,17 @@ pub enum Step {
         /// Where it is.
         topic: Topic,
     },
+    /// Give an open topic to the session now listed under its name, its previous session
+    /// having left the directory (a session started again under a new key): the topic
+    /// stays open, nothing is asked of the platform.
+    Move {
+        /// The session now listed.
+        session: ListedSession,
+        /// The topic's kept name.
+        kept: String,
+        /// The topic as kept (for its previous session).
+        record: TopicRecord,
+    },
     /// Mark ended the topic of a session that left the directory.
     End {
         /// The topic's kept name.
@@ -86,7 +97,8 @@ pub enum Step {
 /// Rules: a listed session with an open topic of its name is left alone; one whose topic
 /// was ended gets it opened again; one without gets a new one; two listed sessions whose
 /// topic names are equal share the first one's (in key order); an open topic whose session
-/// is no longer listed is ended.
+/// is no longer listed is ended, unless a listed session has its name (it moves to that
+/// session).
 pub fn plan(
     book: &Topics,
     transport: &str,
@@ -107,7 +119,14 @@ pub fn plan(
             continue;
         }
         let known = book.get(&kept);
-        if known.is_some_and(|r| !r.ended && listed.contains(r.session.as_str())) {
+        if let Some(record) = known.filter(|r| !r.ended) {
+            if !listed.contains(record.session.as_str()) {
+                steps.push(Step::Move {
+                    session: session.clone(),
+                    kept,
+                    record: record.clone(),
+                });
+            }
             continue;
         }
         steps.push(match topics::on_attach(known) {
@@ -127,7 +146,7 @@ pub fn plan(
     let mut ends: Vec<(&str, &TopicRecord)> = book
         .records()
         .filter(|(_, r)| r.transport == transport && !r.ended)
-        .filter(|(_, r)| !listed.contains(r.session.as_str()))
+        .filter(|(kept, r)| !listed.contains(r.session.as_str()) && !planned.contains(*kept))
         .collect();
     ends.sort_by_key(|(kept, _)| *kept);
     steps.extend(ends.into_iter().map(|(kept, record)| Step::End {
@@ -401,6 +420,14 @@ impl TopicKeeper {
                         }
                     },
                 },
+                Step::Move {
+                    session,
+                    kept,
+                    record,
+                } => {
+                    self.opened(&transport_id, &session, &kept, &record.name, record.topic)
+                        .await;
+                }
                 Step::End { kept, record } => {
                     notice(
                         self,
@@ -578,6 +605,9 @@ mod tests {
                 Step::Resume { session, topic, .. } => {
                     format!("resume {} at {:?}", session.key, topic.thread_id)
                 }
+                Step::Move {
+                    session, record, ..
+                } => format!("move {} to {}", record.session, session.key),
                 Step::End { record, .. } => format!("end {}", record.session),
             })
             .collect()
@@ -626,6 +656,20 @@ mod tests {
             &HashSet::new(),
         );
         assert_eq!(steps, Vec::new());
+    }
+
+    #[test]
+    fn a_session_started_again_under_a_new_key_takes_its_open_topic_over_without_ending_it() {
+        let book = Topics::from_kept([(kept("api"), record("k-old", "api", "7", false))]);
+        let steps = plan(
+            &book,
+            "telegram",
+            PLACE,
+            128,
+            &[session("k-new", "api")],
+            &HashSet::new(),
+        );
+        assert_eq!(kinds(&steps), ["move k-old to k-new"]);
     }
 
     #[test]
