@@ -31,7 +31,7 @@ use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
 use super::seal::Gate;
 use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key};
-use super::topics::{ListedSession, TopicKeeper};
+use super::topics::{ListedSession, TopicKeeper, TopicSends};
 use super::warn;
 use crate::broker::bindings::Binding;
 use crate::broker::routing::{self, Audience, Decision, SessionState, SessionView};
@@ -361,12 +361,21 @@ impl Shared {
                     _ = stopping.wait_for(|stop| *stop) => return,
                 }
             }
+            // The sessions' sends (and the kept replies) go through the topics: a reply into
+            // a topic deleted by hand makes it again. Read before anything is sent, so the
+            // topics the previous holder made (or replaced) are known.
+            let served: Arc<dyn Transport> = if transport.topic_place().is_some() {
+                self.topics.reload(&request.id).await;
+                Arc::new(TopicSends::new(transport.clone(), self.topics.clone()))
+            } else {
+                transport.clone()
+            };
             // Replies parked while nobody held the bot go out first, before new sends are
             // served, so the chat reads them in the order they were made.
             let drain = match OutboxDrain::start(
                 self.jetstream.clone(),
                 &self.options.prefix,
-                transport.clone(),
+                served.clone(),
                 self.options.gate.clone(),
                 self.options.log.clone(),
             )
@@ -397,7 +406,7 @@ impl Shared {
             let server = match OutboundServer::start(
                 self.client.clone(),
                 &self.options.prefix,
-                transport.clone(),
+                served,
                 self.options.gate.clone(),
                 self.options.log.clone(),
             )
@@ -428,9 +437,8 @@ impl Shared {
             );
             self.stand(&request.id, true, "held here");
             if transport.topic_place().is_some() {
-                // Before the first look: the topics the previous holder made are reopened
-                // from the bucket, not made twice.
-                self.topics.reload(&request.id).await;
+                // Read above, before the first look: the topics the previous holder made
+                // are kept, not made twice.
                 self.topic_bots().push(transport.clone());
             }
             let stop = tokio::select! {

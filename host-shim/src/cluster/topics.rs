@@ -17,10 +17,14 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_nats::jetstream::{self, kv};
+use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
-use transport_core::{Envelope, Topic, TopicError, Transport};
+use transport_core::{
+    BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, OutboundFile,
+    OutboundMessage, SendReceipt, Topic, TopicError, TopicNaming, Transport, TransportError,
+};
 
 use super::directory::DirectoryError;
 use super::seal::Gate;
@@ -190,6 +194,8 @@ pub struct TopicKeeper {
     asked: Mutex<HashSet<String>>,
     /// Held while a look runs: a slow platform makes the next look skip, not pile up.
     looking: tokio::sync::Mutex<()>,
+    /// Held while a deleted topic is replaced: two sends failing at once make one topic.
+    replacing: tokio::sync::Mutex<()>,
 }
 
 impl TopicKeeper {
@@ -221,6 +227,7 @@ impl TopicKeeper {
             book: Mutex::new(Topics::default()),
             asked: Mutex::new(HashSet::new()),
             looking: tokio::sync::Mutex::new(()),
+            replacing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -521,6 +528,68 @@ impl TopicKeeper {
         .await;
     }
 
+    /// Where a send to `conversation_id` (and `thread_id`) of `transport_id` goes instead:
+    /// the topic that replaced one deleted by hand.
+    fn moved(
+        &self,
+        transport_id: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<Topic> {
+        self.book()
+            .moved(transport_id, conversation_id, thread_id)
+            .cloned()
+    }
+
+    /// After a send into `failed` failed because the topic is gone (deleted by hand): makes
+    /// a new topic of the same name for its session, says so there, and keeps it in place
+    /// of the old one, so this send and later ones addressed to the old topic go there.
+    /// When another send replaced it meanwhile, that replacement. `None` when `failed` is
+    /// no session's open topic, or no new topic could be made (said as any problem is).
+    async fn replace_gone(&self, transport: &dyn Transport, failed: &Topic) -> Option<Topic> {
+        let _one_at_a_time = self.replacing.lock().await;
+        let transport_id = transport.id();
+        let (kept, record) = {
+            let book = self.book();
+            let session = book.owner(
+                transport_id,
+                &failed.conversation_id,
+                failed.thread_id.as_deref(),
+            )?;
+            let (kept, record) = book.open_of(session, transport_id)?;
+            (kept.to_owned(), record.clone())
+        };
+        if &record.topic != failed {
+            return Some(record.topic);
+        }
+        let place = transport.topic_place().unwrap_or_default();
+        let topic = match transport.create_topic(&record.name).await {
+            Ok(topic) => topic,
+            Err(error) => {
+                self.problem(transport_id, &place, &error);
+                return None;
+            }
+        };
+        notice(self, transport, &topic, &topics::recreated(&record.name)).await;
+        self.log(
+            Level::Warning,
+            "session topic made again",
+            &[
+                ("transport", transport_id.to_owned()),
+                ("topic", record.name.clone()),
+            ],
+        );
+        self.keep(
+            &kept,
+            TopicRecord {
+                topic: topic.clone(),
+                ..record
+            },
+        )
+        .await;
+        Some(topic)
+    }
+
     /// Says a topic problem once per place and kind, in the ingress's log: chats still
     /// reach every session with `/switch`.
     fn problem(&self, transport_id: &str, place: &str, error: &TopicError) {
@@ -537,6 +606,189 @@ impl TopicKeeper {
                 ],
             );
         }
+    }
+}
+
+/// `inner` with its sends into the sessions' topics looked after (what the ingress serves
+/// the session nodes' sends and the kept replies through): a send into a topic deleted by
+/// hand makes a new topic of the same name and goes there, so the reply is not lost, and
+/// later sends still addressed to the old topic go to the new one.
+pub struct TopicSends {
+    inner: Arc<dyn Transport>,
+    keeper: Arc<TopicKeeper>,
+}
+
+impl TopicSends {
+    /// Wraps `inner`, whose topics `keeper` keeps.
+    pub fn new(inner: Arc<dyn Transport>, keeper: Arc<TopicKeeper>) -> TopicSends {
+        TopicSends { inner, keeper }
+    }
+
+    /// Where a send addressed to `conversation_id` and `thread_id` goes now.
+    fn now_at(&self, conversation_id: &mut String, thread_id: &mut Option<String>) {
+        if let Some(now) = self
+            .keeper
+            .moved(self.inner.id(), conversation_id, thread_id.as_deref())
+        {
+            *conversation_id = now.conversation_id;
+            *thread_id = now.thread_id;
+        }
+    }
+
+    /// The topic to send again to after `error`, when it says the topic the send went to
+    /// is gone and a new one was made.
+    async fn replaced(
+        &self,
+        error: &TransportError,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<Topic> {
+        if !self.inner.topic_gone(error) {
+            return None;
+        }
+        let failed = Topic {
+            conversation_id: conversation_id.to_owned(),
+            thread_id: thread_id.map(str::to_owned),
+        };
+        self.keeper.replace_gone(self.inner.as_ref(), &failed).await
+    }
+}
+
+#[async_trait]
+impl Transport for TopicSends {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        self.inner.identify().await
+    }
+
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+        self.inner.start(sink).await
+    }
+
+    async fn stop(&self) {
+        self.inner.stop().await;
+    }
+
+    async fn send(&self, mut message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        self.now_at(&mut message.conversation_id, &mut message.thread_id);
+        match self.inner.send(message.clone()).await {
+            Err(error) => {
+                let Some(topic) = self
+                    .replaced(
+                        &error,
+                        &message.conversation_id,
+                        message.thread_id.as_deref(),
+                    )
+                    .await
+                else {
+                    return Err(error);
+                };
+                message.conversation_id = topic.conversation_id;
+                message.thread_id = topic.thread_id;
+                self.inner.send(message).await
+            }
+            sent => sent,
+        }
+    }
+
+    async fn typing(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Result<(), TransportError> {
+        let (mut conversation, mut thread) =
+            (conversation_id.to_owned(), thread_id.map(str::to_owned));
+        self.now_at(&mut conversation, &mut thread);
+        self.inner.typing(&conversation, thread.as_deref()).await
+    }
+
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: transport_core::Reaction,
+        replaces: Option<transport_core::Reaction>,
+    ) -> Result<(), TransportError> {
+        self.inner
+            .react(conversation_id, message_id, reaction, replaces)
+            .await
+    }
+
+    async fn draft(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), TransportError> {
+        self.inner
+            .draft(conversation_id, thread_id, draft_id, text)
+            .await
+    }
+
+    async fn fetch_attachment(
+        &self,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        self.inner.fetch_attachment(reference, max_bytes).await
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        self.inner.max_upload_bytes()
+    }
+
+    async fn send_file(&self, mut file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        self.now_at(&mut file.conversation_id, &mut file.thread_id);
+        match self.inner.send_file(file.clone()).await {
+            Err(error) => {
+                let Some(topic) = self
+                    .replaced(&error, &file.conversation_id, file.thread_id.as_deref())
+                    .await
+                else {
+                    return Err(error);
+                };
+                file.conversation_id = topic.conversation_id;
+                file.thread_id = topic.thread_id;
+                self.inner.send_file(file).await
+            }
+            sent => sent,
+        }
+    }
+
+    fn topic_place(&self) -> Option<String> {
+        self.inner.topic_place()
+    }
+
+    fn topic_naming(&self) -> TopicNaming {
+        self.inner.topic_naming()
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        self.inner.create_topic(name).await
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.inner.resume_topic(topic, name).await
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.inner.end_topic(topic, name).await
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        self.inner.topic_gone(error)
+    }
+
+    fn diagnose(&self) -> String {
+        self.inner.diagnose()
     }
 }
 

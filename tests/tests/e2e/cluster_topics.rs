@@ -161,3 +161,48 @@ async fn a_missing_right_to_make_topics_is_said_once_and_switch_keeps_working() 
     node.shutdown().await;
     ingress.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_topic_deleted_by_hand_while_its_session_works_is_made_again_and_the_reply_goes_there() {
+    let nats = nats_or_skip!();
+    let cluster = cluster(nats, "ctopicsgone", true).await;
+    let ingress = cluster.ingress().await;
+    // Paced, so the topic can be deleted between the prompt and the answer.
+    let laptop = cluster
+        .node("laptop", &["api"], Duration::from_millis(700))
+        .await;
+    let first = topic(&cluster.bot, &name_of("api")).await;
+    cluster
+        .bot
+        .queue_update(topic_text(FORUM, first, USER, 100, "long job"));
+    eventually("the prompt reaches the session", || async {
+        let agent = cluster
+            .agents
+            .lock()
+            .unwrap()
+            .get(&("laptop".to_owned(), "serve:api".to_owned()))
+            .cloned()?;
+        (agent.recent_work().last_prompt.as_deref() == Some("long job")).then_some(())
+    })
+    .await;
+
+    cluster.bot.delete_topic(FORUM, first);
+    eventually("a second topic of the same name", || async {
+        (cluster.bot.calls("createForumTopic") == 2).then_some(())
+    })
+    .await;
+    let second = topic(&cluster.bot, &name_of("api")).await;
+    assert_ne!(second, first);
+    posted_in(&cluster.bot, second, "was deleted").await;
+    posted_in(&cluster.bot, second, "You asked").await;
+
+    // Messages in the new topic reach the session and are answered there.
+    cluster
+        .bot
+        .queue_update(topic_text(FORUM, second, USER, 101, "and again"));
+    posted_in(&cluster.bot, second, "and again").await;
+    assert_eq!(cluster.bot.calls("createForumTopic"), 2);
+
+    laptop.shutdown().await;
+    ingress.shutdown().await;
+}
