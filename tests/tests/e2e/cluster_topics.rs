@@ -90,6 +90,23 @@ async fn the_ingress_makes_a_topic_per_session_routes_it_without_switch_and_ends
         .expect("the node runs api");
     assert_eq!(agent.recent_work().last_prompt.as_deref(), Some("build it"));
 
+    // Someone with the NATS login but not the cluster key claims another thread of the
+    // forum for the session: the standby reading the bucket refuses it.
+    let jetstream = cluster.nats.jetstream().await;
+    let kept = jetstream
+        .get_key_value(cluster.prefix.topic_bucket())
+        .await
+        .expect("the topics bucket");
+    let forged = serde_json::json!({
+        "kept": "session-topic:telegram:-1001234567890|forged",
+        "record": {"transport": "telegram", "session": "serve:api", "name": "forged",
+                   "topic": {"conversationId": FORUM.to_string(), "threadId": "555"},
+                   "ended": false}});
+    kept.put("forged", forged.to_string().into_bytes().into())
+        .await
+        .expect("forged value written");
+    let refused_before = cluster.gate.refused();
+
     // The ingress holding the bot dies; the standby takes it over and finds the topic in
     // the bucket: no second topic, and the topic still reaches the session.
     first.kill().await;
@@ -103,11 +120,15 @@ async fn the_ingress_makes_a_topic_per_session_routes_it_without_switch_and_ends
         "{:#?}",
         cluster.bot.topics(FORUM)
     );
+    assert!(
+        cluster.gate.refused() > refused_before,
+        "the forged topic was not refused: {:#?}",
+        cluster.log_lines()
+    );
 
     // The session leaves the directory (its node stopped and its entry deleted, as
     // `nats kv del` does): its topic is marked ended, kept, and a message there answered.
     laptop.shutdown().await;
-    let jetstream = cluster.nats.jetstream().await;
     let sessions = jetstream
         .get_key_value(cluster.prefix.session_bucket())
         .await
