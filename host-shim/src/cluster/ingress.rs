@@ -11,6 +11,10 @@
 //! A session whose node is gone (its lease or its node's key aged out) is **offline**: its
 //! chats' messages are still published (the stream keeps them 24 h, and its consumer
 //! delivers them when it is back), and each chat is told so once per offline period.
+//!
+//! With `sessionTopics` in its config for a bot, the ingress also keeps a topic per
+//! session listed in the directory ([`super::topics`]): made at the same periodic look,
+//! a message in it published to its session without `/switch`.
 
 use futures_util::StreamExt as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
