@@ -171,6 +171,13 @@ impl Topics {
         self.by_name.insert(name.to_owned(), record);
     }
 
+    /// Every topic in the book, with its kept name.
+    pub fn records(&self) -> impl Iterator<Item = (&str, &TopicRecord)> {
+        self.by_name
+            .iter()
+            .map(|(name, record)| (name.as_str(), record))
+    }
+
     /// The topic `session` has on `transport` and is not ended: its kept name and record.
     pub fn open_of(&self, session: &str, transport: &str) -> Option<(&str, &TopicRecord)> {
         self.by_name

@@ -11,6 +11,10 @@
 //! A session whose node is gone (its lease or its node's key aged out) is **offline**: its
 //! chats' messages are still published (the stream keeps them 24 h, and its consumer
 //! delivers them when it is back), and each chat is told so once per offline period.
+//!
+//! With `sessionTopics` in its config for a bot, the ingress also keeps a topic per
+//! session listed in the directory ([`super::topics`]): made at the same periodic look,
+//! a message in it published to its session without `/switch`.
 
 use futures_util::StreamExt as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -31,9 +35,11 @@ use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
 use super::seal::Gate;
 use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key};
+use super::topics::{ListedSession, TopicKeeper, TopicSends};
 use super::warn;
 use crate::broker::bindings::Binding;
 use crate::broker::routing::{self, Audience, Decision, SessionState, SessionView};
+use crate::broker::topics::{self, TopicRoute};
 use crate::broker::{BuildOne, send_notice};
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogLine, LogSink};
@@ -99,6 +105,14 @@ struct Shared {
     /// The sessions offline at the last look, each with the chats told so since it went
     /// offline (told once per offline period; only bound chats, so strangers cannot grow it).
     offline: std::sync::Mutex<HashMap<String, HashSet<String>>>,
+    /// The topic per session of the bots whose config names a place for them
+    /// (docs/scaling.md#a-topic-per-session).
+    topics: Arc<TopicKeeper>,
+    /// The bots held now, for the look that keeps their sessions' topics.
+    topic_bots: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
+    /// The last look at the topics, stopped with the ingress: a stopped (or dead) node
+    /// asks the platform nothing more.
+    topic_look: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Ingress {
@@ -127,9 +141,20 @@ impl Ingress {
         )
         .await
         .map_err(|e| failed(&e))?;
+        let topics = TopicKeeper::open(
+            &jetstream,
+            &options.prefix,
+            &options.gate,
+            options.log.clone(),
+        )
+        .await
+        .map_err(|e| failed(&e))?;
         let requests = options.requests.clone();
         let presence = PresenceReader::new(jetstream.clone(), &options.prefix);
         let shared = Arc::new(Shared {
+            topics: Arc::new(topics),
+            topic_bots: std::sync::Mutex::default(),
+            topic_look: std::sync::Mutex::default(),
             presence,
             offline: std::sync::Mutex::default(),
             metrics: std::sync::OnceLock::new(),
@@ -196,6 +221,7 @@ impl Ingress {
     pub async fn shutdown(self) {
         self.stop.send_replace(true);
         self.watch.abort();
+        self.shared.stop_topic_look();
         for bot in self.bots {
             let _ = bot.await;
         }
@@ -205,6 +231,7 @@ impl Ingress {
     /// out after the TTL, and its platform connections go quiet. For tests of failover.
     pub async fn kill(self) {
         self.watch.abort();
+        self.shared.stop_topic_look();
         for bot in &self.bots {
             bot.abort();
         }
@@ -221,6 +248,12 @@ impl Ingress {
 }
 
 impl Shared {
+    fn topic_bots(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn Transport>>> {
+        self.topic_bots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn live(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn Transport>>> {
         self.live
             .lock()
@@ -332,12 +365,21 @@ impl Shared {
                     _ = stopping.wait_for(|stop| *stop) => return,
                 }
             }
+            // The sessions' sends (and the kept replies) go through the topics: a reply into
+            // a topic deleted by hand makes it again. Read before anything is sent, so the
+            // topics the previous holder made (or replaced) are known.
+            let served: Arc<dyn Transport> = if transport.topic_place().is_some() {
+                self.topics.reload(&request.id).await;
+                Arc::new(TopicSends::new(transport.clone(), self.topics.clone()))
+            } else {
+                transport.clone()
+            };
             // Replies parked while nobody held the bot go out first, before new sends are
             // served, so the chat reads them in the order they were made.
             let drain = match OutboxDrain::start(
                 self.jetstream.clone(),
                 &self.options.prefix,
-                transport.clone(),
+                served.clone(),
                 self.options.gate.clone(),
                 self.options.log.clone(),
             )
@@ -368,7 +410,7 @@ impl Shared {
             let server = match OutboundServer::start(
                 self.client.clone(),
                 &self.options.prefix,
-                transport.clone(),
+                served,
                 self.options.gate.clone(),
                 self.options.log.clone(),
             )
@@ -398,6 +440,11 @@ impl Shared {
                 &[("transport", request.id.clone())],
             );
             self.stand(&request.id, true, "held here");
+            if transport.topic_place().is_some() {
+                // Read above, before the first look: the topics the previous holder made
+                // are kept, not made twice.
+                self.topic_bots().push(transport.clone());
+            }
             let stop = tokio::select! {
                 () = self.route_all(transport.as_ref(), stream) => false,
                 lost = kept.lost() => {
@@ -414,6 +461,7 @@ impl Shared {
                 _ = stopping.wait_for(|stop| *stop) => true,
             };
             self.live().retain(|t| !Arc::ptr_eq(t, &transport));
+            self.topic_bots().retain(|t| !Arc::ptr_eq(t, &transport));
             if let Some(drain) = drain {
                 drain.stop();
             }
@@ -462,6 +510,37 @@ impl Shared {
         known: &mut HashMap<String, Binding>,
     ) {
         let conversation = format!("{}:{}", envelope.transport, envelope.conversation_id);
+        // A session's topic is its own place: every message there is meant for the bot,
+        // mentioned or not, and goes to that session without `/switch` (a stranger there
+        // meets that session's pairing).
+        let in_topic;
+        let envelope = if self.topics.in_a_topic(envelope) {
+            in_topic = Envelope {
+                addressed: true,
+                ..envelope.clone()
+            };
+            &in_topic
+        } else {
+            envelope
+        };
+        match self.topics.route(envelope) {
+            TopicRoute::NotATopic => {}
+            TopicRoute::Session(session) => {
+                self.publish(&session, envelope).await;
+                let place = format!(
+                    "{conversation}:{}",
+                    envelope.thread_id.as_deref().unwrap_or_default()
+                );
+                self.tell_if_offline(transport, envelope, &session, &place)
+                    .await;
+                return;
+            }
+            TopicRoute::Ended(name) => {
+                self.reply(transport, envelope, &topics::ended_topic_answer(&name))
+                    .await;
+                return;
+            }
+        }
         let identity = format!("{}:{}", envelope.transport, envelope.user_id);
         let bound = match known.get(&conversation) {
             Some(binding) => Some(binding.clone()),
@@ -564,6 +643,55 @@ impl Shared {
                 let (active, idle, offline) = census(&sessions, &presence);
                 metrics.set_cluster_sessions(active, idle, offline);
             }
+            self.look_at_topics(&sessions);
+        }
+    }
+
+    /// Makes, reopens and ends the held bots' session topics for the sessions listed now
+    /// (offline ones keep theirs). In a task of its own, so a slow platform (making a
+    /// hundred topics under a rate limit) does not hold up telling offline sessions; a
+    /// look still running makes the next one skip.
+    fn look_at_topics(&self, sessions: &[Listed]) {
+        let bots: Vec<Arc<dyn Transport>> = self.topic_bots().clone();
+        if bots.is_empty() {
+            return;
+        }
+        let listed: Vec<ListedSession> = sessions
+            .iter()
+            .map(|listed| {
+                let view = unpaired_view(listed, &Presence::default(), 0);
+                ListedSession {
+                    key: view.key,
+                    name: view.name,
+                    cwd: view.cwd,
+                    machine: view.machine,
+                }
+            })
+            .collect();
+        let mut last = self
+            .topic_look
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.as_ref().is_some_and(|look| !look.is_finished()) {
+            // The last look still runs (a slow platform): this one is skipped.
+            return;
+        }
+        let keeper = self.topics.clone();
+        *last = Some(tokio::spawn(async move {
+            for bot in bots {
+                keeper.look(bot.as_ref(), &listed).await;
+            }
+        }));
+    }
+
+    fn stop_topic_look(&self) {
+        let look = self
+            .topic_look
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(look) = look {
+            look.abort();
         }
     }
 

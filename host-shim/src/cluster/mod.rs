@@ -25,6 +25,7 @@ pub mod session_node;
 pub mod settle;
 pub mod state_store;
 pub mod subjects;
+pub mod topics;
 pub mod trust_settings;
 
 /// The NATS client this module is built on, so callers (and tests) use the same version.

@@ -126,6 +126,12 @@ impl Prefix {
         format!("{}-bindings", self.0)
     }
 
+    /// KV bucket of the topics the ingress made for the sessions (`topics.rs`), so a
+    /// failover ingress reopens them instead of making duplicates.
+    pub fn topic_bucket(&self) -> String {
+        format!("{}-topics", self.0)
+    }
+
     /// KV bucket of the messages handed to their session (at most once, `handed.rs`).
     pub fn handed_bucket(&self) -> String {
         format!("{}-handed", self.0)

@@ -17,6 +17,7 @@ mod cluster_pi;
 mod cluster_serve;
 mod cluster_sessions;
 mod cluster_state;
+mod cluster_topics;
 mod demo_agent;
 mod digest_flow;
 mod discord_flow;

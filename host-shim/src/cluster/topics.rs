@@ -1,0 +1,992 @@
+//! A topic per session in the cluster (docs/scaling.md#a-topic-per-session): the ingress
+//! holding a bot whose config names a place for topics (`sessionTopics`) makes (or opens
+//! again, by name) a topic for every session listed in the directory, at its periodic look,
+//! and marks it ended when the session leaves the directory. A session that is offline is
+//! still listed, so its topic stays open: it comes back.
+//!
+//! The decisions are the broker's ([`crate::broker::topics`]: naming, what to do on attach,
+//! routing, saying a problem once); what is here is the plan of one look over the directory
+//! ([`plan`], pure) and the I/O around it: the topics are kept in the sealed KV bucket
+//! `<prefix>-topics` (one value per topic, under a keyed hash of its kept name), so an
+//! ingress that takes the bot over after a failover reads them and reopens nothing twice.
+//!
+//! Only the ingress holding a bot writes that bot's topics (the kept name carries the
+//! transport id), so a plain `put` is enough, as for bindings.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_nats::jetstream::{self, kv};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::TryStreamExt as _;
+use serde::{Deserialize, Serialize};
+use transport_core::{
+    BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, OutboundFile,
+    OutboundMessage, SendReceipt, Topic, TopicError, TopicNaming, Transport, TransportError,
+};
+
+use super::directory::DirectoryError;
+use super::seal::Gate;
+use super::sealed_kv;
+use super::subjects::Prefix;
+use crate::broker::routing;
+use crate::broker::send_notice_to;
+use crate::broker::topics::{self, OnAttach, TopicRecord, TopicRoute, Topics};
+use crate::local::logging::{LogLine, LogSink};
+use crate::wit::types::Level;
+
+/// A session listed in the directory, as far as its topic needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedSession {
+    /// Its key.
+    pub key: String,
+    /// The name chats reach it by.
+    pub name: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// The machine running it.
+    pub machine: String,
+}
+
+/// One thing a look over the directory does for a bot's topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Make a topic for a session that has none.
+    Create {
+        /// The session.
+        session: ListedSession,
+        /// The topic's kept name ([`topics::kept_name`]).
+        kept: String,
+        /// The topic's name.
+        name: String,
+    },
+    /// Open again the topic a session had (it was marked ended: the session is back).
+    Resume {
+        /// The session.
+        session: ListedSession,
+        /// The topic's kept name.
+        kept: String,
+        /// The topic's name.
+        name: String,
+        /// Where it is.
+        topic: Topic,
+    },
+    /// Give an open topic to the session now listed under its name, its previous session
+    /// having left the directory (a session started again under a new key): the topic
+    /// stays open, nothing is asked of the platform.
+    Move {
+        /// The session now listed.
+        session: ListedSession,
+        /// The topic's kept name.
+        kept: String,
+        /// The topic as kept (for its previous session).
+        record: TopicRecord,
+    },
+    /// Mark ended the topic of a session that left the directory.
+    End {
+        /// The topic's kept name.
+        kept: String,
+        /// The topic as kept.
+        record: TopicRecord,
+    },
+}
+
+/// What one look over the directory does for `transport`'s topics in `place`, given the
+/// `book` of topics made so far and the `sessions` listed now (offline ones included).
+/// `asked` holds the kept names whose topic could not be made or opened while this ingress
+/// holds the bot: they are not asked again at every look (the platform said no; a right
+/// granted meanwhile works when the bot is held again or the session comes back).
+///
+/// Rules: a listed session with an open topic of its name is left alone; one whose topic
+/// was ended gets it opened again; one without gets a new one; two listed sessions whose
+/// topic names are equal share the first one's (in key order); an open topic whose session
+/// is no longer listed is ended, unless a listed session has its name (it moves to that
+/// session).
+pub fn plan(
+    book: &Topics,
+    transport: &str,
+    place: &str,
+    max_chars: usize,
+    sessions: &[ListedSession],
+    asked: &HashSet<String>,
+) -> Vec<Step> {
+    let mut sorted: Vec<&ListedSession> = sessions.iter().collect();
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    let listed: BTreeSet<&str> = sorted.iter().map(|s| s.key.as_str()).collect();
+    let mut planned: HashSet<String> = HashSet::new();
+    let mut steps = Vec::new();
+    for session in sorted {
+        let name = topics::topic_name(&session.name, &session.cwd, &session.machine, max_chars);
+        let kept = topics::kept_name(transport, place, &name);
+        if asked.contains(&kept) || !planned.insert(kept.clone()) {
+            continue;
+        }
+        let known = book.get(&kept);
+        if let Some(record) = known.filter(|r| !r.ended) {
+            if !listed.contains(record.session.as_str()) {
+                steps.push(Step::Move {
+                    session: session.clone(),
+                    kept,
+                    record: record.clone(),
+                });
+            }
+            continue;
+        }
+        steps.push(match topics::on_attach(known) {
+            OnAttach::Create => Step::Create {
+                session: session.clone(),
+                kept,
+                name,
+            },
+            OnAttach::Resume(topic) => Step::Resume {
+                session: session.clone(),
+                kept,
+                name,
+                topic,
+            },
+        });
+    }
+    let mut ends: Vec<(&str, &TopicRecord)> = book
+        .records()
+        .filter(|(_, r)| r.transport == transport && !r.ended)
+        .filter(|(kept, r)| !listed.contains(r.session.as_str()) && !planned.contains(*kept))
+        .collect();
+    ends.sort_by_key(|(kept, _)| *kept);
+    steps.extend(ends.into_iter().map(|(kept, record)| Step::End {
+        kept: kept.to_owned(),
+        record: record.clone(),
+    }));
+    steps
+}
+
+/// Where a message at `envelope`'s conversation and thread goes as far as topics tell: the
+/// broker's own commands (`/sessions`, `/switch`) are the ingress's even in a topic. A
+/// topic not marked ended belongs to a listed session (ended ones are marked at the look
+/// after their session left), which may be offline: its messages wait for it.
+pub fn route(book: &Topics, envelope: &Envelope) -> TopicRoute {
+    if routing::is_broker_command(&envelope.text) {
+        return TopicRoute::NotATopic;
+    }
+    book.route(
+        &envelope.transport,
+        &envelope.conversation_id,
+        envelope.thread_id.as_deref(),
+        |_| true,
+    )
+}
+
+/// One kept topic as its sealed value holds it: the kept name (the KV key is a hash of it)
+/// and the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct KeptTopic {
+    kept: String,
+    record: TopicRecord,
+}
+
+/// The ingress's topics: the book (shared by the routing of every bot and the look), the
+/// sealed bucket it is kept in, and what was asked in vain.
+pub struct TopicKeeper {
+    store: kv::Store,
+    gate: Gate,
+    log: Arc<dyn LogSink>,
+    book: Mutex<Topics>,
+    asked: Mutex<HashSet<String>>,
+    /// Held while a look runs: a slow platform makes the next look skip, not pile up.
+    looking: tokio::sync::Mutex<()>,
+    /// Held while a deleted topic is replaced: two sends failing at once make one topic.
+    replacing: tokio::sync::Mutex<()>,
+}
+
+impl TopicKeeper {
+    /// Opens (creating if need be) `prefix`'s topics bucket.
+    pub async fn open(
+        jetstream: &jetstream::Context,
+        prefix: &Prefix,
+        gate: &Gate,
+        log: Arc<dyn LogSink>,
+    ) -> Result<TopicKeeper, DirectoryError> {
+        let bucket = prefix.topic_bucket();
+        let store = jetstream
+            .create_or_update_key_value(kv::Config {
+                bucket: bucket.clone(),
+                description: "bot-connect: the topic the ingress made for each session".into(),
+                history: 1,
+                ..kv::Config::default()
+            })
+            .await
+            .map_err(|error| DirectoryError {
+                action: "open the bucket",
+                bucket,
+                detail: error.to_string(),
+            })?;
+        Ok(TopicKeeper {
+            store,
+            gate: gate.clone(),
+            log,
+            book: Mutex::new(Topics::default()),
+            asked: Mutex::new(HashSet::new()),
+            looking: tokio::sync::Mutex::new(()),
+            replacing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Topics> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn asked(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn log(&self, level: Level, event: &str, fields: &[(&str, String)]) {
+        self.log
+            .write(super::LOG_SCOPE, LogLine::new(level, event, fields));
+    }
+
+    /// Where `envelope` goes as far as topics tell ([`route`]).
+    pub fn route(&self, envelope: &Envelope) -> TopicRoute {
+        route(&self.book(), envelope)
+    }
+
+    /// Whether `envelope` was written in a session's topic (ended or not): such a message
+    /// is meant for the bot, mentioned or not.
+    pub fn in_a_topic(&self, envelope: &Envelope) -> bool {
+        self.book()
+            .owner(
+                &envelope.transport,
+                &envelope.conversation_id,
+                envelope.thread_id.as_deref(),
+            )
+            .is_some()
+    }
+
+    /// Reads every kept topic into the book, when this ingress takes `transport_id`'s bot:
+    /// the ingress that held it before may have made topics since. What `transport_id`
+    /// asked in vain is forgotten, so a right granted meanwhile is tried again. A value
+    /// that does not open (not sealed with the cluster key) is refused and logged by the
+    /// gate; a bucket that cannot be read is logged, and its sessions' topics are made
+    /// again only for sessions the book does not know.
+    pub async fn reload(&self, transport_id: &str) {
+        match self.read_all().await {
+            Ok(kept) => {
+                let mut book = self.book();
+                for KeptTopic { kept, record } in kept {
+                    book.keep(&kept, record);
+                }
+            }
+            Err(error) => self.log(
+                Level::Warning,
+                "session topics unreadable",
+                &[("error", error.to_string())],
+            ),
+        }
+        let mine = format!("{}{transport_id}:", topics::KEPT_PREFIX);
+        self.asked().retain(|kept| !kept.starts_with(&mine));
+    }
+
+    async fn read_all(&self) -> Result<Vec<KeptTopic>, DirectoryError> {
+        let fail = |detail: String| DirectoryError {
+            action: "read the session topics",
+            bucket: self.store.name.clone(),
+            detail,
+        };
+        let keys: Vec<String> = self
+            .store
+            .keys()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .try_collect()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let mut kept = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(value) = self
+                .store
+                .get(key.as_str())
+                .await
+                .map_err(|e| fail(e.to_string()))?
+            else {
+                continue;
+            };
+            match sealed_kv::open(self.gate.key(), &self.store.name, &key, &value) {
+                Ok(plain) => match serde_json::from_slice::<KeptTopic>(&plain) {
+                    Ok(topic) => kept.push(topic),
+                    Err(error) => self.log(
+                        Level::Warning,
+                        "session topic unreadable",
+                        &[
+                            ("key", key.clone()),
+                            (
+                                "error",
+                                format!("{error}; its session gets a new topic at the next look"),
+                            ),
+                        ],
+                    ),
+                },
+                Err(refused) => self
+                    .gate
+                    .refuse(&format!("{}/{key}", self.store.name), &refused),
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Writes `record` under `kept`, in the bucket and then the book. A write NATS refuses
+    /// is logged; the book keeps it all the same, so this ingress routes the topic (a
+    /// failover ingress would make a new one).
+    async fn keep(&self, kept: &str, record: TopicRecord) {
+        let key = self.gate.key().name("t", &["topic", kept]);
+        let plain = serde_json::to_vec(&KeptTopic {
+            kept: kept.to_owned(),
+            record: record.clone(),
+        })
+        .unwrap_or_default();
+        let written = match sealed_kv::seal(self.gate.key(), &self.store.name, &key, &plain) {
+            Ok(sealed) => self
+                .store
+                .put(key, Bytes::from(sealed))
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        if let Err(error) = written {
+            self.log(
+                Level::Warning,
+                "session topic not kept",
+                &[
+                    ("topic", record.name.clone()),
+                    (
+                        "error",
+                        format!(
+                            "{error}; it is used until this ingress stops, and an ingress \
+                             taking the bot over makes a new one"
+                        ),
+                    ),
+                ],
+            );
+        }
+        self.book().keep(kept, record);
+    }
+
+    /// One look over the directory's `sessions` for the bot `transport` (when its config
+    /// names a place for topics): makes, opens again and ends topics as [`plan`] says.
+    /// Skipped while another look still runs.
+    pub async fn look(&self, transport: &dyn Transport, sessions: &[ListedSession]) {
+        let Some(place) = transport.topic_place() else {
+            return;
+        };
+        let Ok(_one_at_a_time) = self.looking.try_lock() else {
+            return;
+        };
+        let transport_id = transport.id().to_owned();
+        let max = transport.topic_naming().max_chars;
+        let steps = {
+            let book = self.book();
+            let asked = self.asked();
+            plan(&book, &transport_id, &place, max, sessions, &asked)
+        };
+        for step in steps {
+            match step {
+                Step::Create {
+                    session,
+                    kept,
+                    name,
+                } => {
+                    self.create(transport, &place, &session, &kept, &name, false)
+                        .await;
+                }
+                Step::Resume {
+                    session,
+                    kept,
+                    name,
+                    topic,
+                } => match transport.resume_topic(&topic, &name).await {
+                    Ok(()) => {
+                        notice(
+                            self,
+                            transport,
+                            &topic,
+                            &topics::resumed_announcement(&session.name),
+                        )
+                        .await;
+                        self.opened(&transport_id, &session, &kept, &name, topic)
+                            .await;
+                    }
+                    Err(error) => match topics::after_resume_failed(&error) {
+                        topics::AfterResumeFailed::Recreate => {
+                            self.create(transport, &place, &session, &kept, &name, true)
+                                .await;
+                        }
+                        topics::AfterResumeFailed::KeepAndSay => {
+                            self.problem(&transport_id, &place, &error);
+                            // Still there: its messages go to the session all the same.
+                            self.opened(&transport_id, &session, &kept, &name, topic)
+                                .await;
+                        }
+                    },
+                },
+                Step::Move {
+                    session,
+                    kept,
+                    record,
+                } => {
+                    self.opened(&transport_id, &session, &kept, &record.name, record.topic)
+                        .await;
+                }
+                Step::End { kept, record } => {
+                    notice(
+                        self,
+                        transport,
+                        &record.topic,
+                        &topics::ended_announcement(&record.name),
+                    )
+                    .await;
+                    let ended = topics::ended_name(&record.name, max);
+                    if let Err(error) = transport.end_topic(&record.topic, &ended).await {
+                        // Gone or refused: it is kept as ended all the same, so a message
+                        // there is answered, and the session's return opens it again.
+                        self.problem(&transport_id, &place, &error);
+                    }
+                    self.log(
+                        Level::Info,
+                        "session topic ended",
+                        &[
+                            ("transport", transport_id.clone()),
+                            ("topic", record.name.clone()),
+                        ],
+                    );
+                    self.keep(
+                        &kept,
+                        TopicRecord {
+                            ended: true,
+                            ..record
+                        },
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// Makes `session`'s topic; `deleted` when it replaces one deleted by hand (said in
+    /// the new topic). A refusal is said once and not asked again during this hold.
+    async fn create(
+        &self,
+        transport: &dyn Transport,
+        place: &str,
+        session: &ListedSession,
+        kept: &str,
+        name: &str,
+        deleted: bool,
+    ) {
+        match transport.create_topic(name).await {
+            Ok(topic) => {
+                let text = if deleted {
+                    topics::recreated(name)
+                } else {
+                    topics::announcement(&session.name, &session.cwd, &session.machine)
+                };
+                notice(self, transport, &topic, &text).await;
+                self.opened(transport.id(), session, kept, name, topic)
+                    .await;
+            }
+            Err(error) => {
+                self.asked().insert(kept.to_owned());
+                self.problem(transport.id(), place, &error);
+            }
+        }
+    }
+
+    async fn opened(
+        &self,
+        transport_id: &str,
+        session: &ListedSession,
+        kept: &str,
+        name: &str,
+        topic: Topic,
+    ) {
+        self.log(
+            Level::Info,
+            "session topic ready",
+            &[
+                ("transport", transport_id.to_owned()),
+                ("topic", name.to_owned()),
+            ],
+        );
+        self.keep(
+            kept,
+            TopicRecord {
+                transport: transport_id.to_owned(),
+                session: session.key.clone(),
+                name: name.to_owned(),
+                topic,
+                ended: false,
+            },
+        )
+        .await;
+    }
+
+    /// Where a send to `conversation_id` (and `thread_id`) of `transport_id` goes instead:
+    /// the topic that replaced one deleted by hand.
+    fn moved(
+        &self,
+        transport_id: &str,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<Topic> {
+        self.book()
+            .moved(transport_id, conversation_id, thread_id)
+            .cloned()
+    }
+
+    /// After a send into `failed` failed because the topic is gone (deleted by hand): makes
+    /// a new topic of the same name for its session, says so there, and keeps it in place
+    /// of the old one, so this send and later ones addressed to the old topic go there.
+    /// When another send replaced it meanwhile, that replacement. `None` when `failed` is
+    /// no session's open topic, or no new topic could be made (said as any problem is).
+    async fn replace_gone(&self, transport: &dyn Transport, failed: &Topic) -> Option<Topic> {
+        let _one_at_a_time = self.replacing.lock().await;
+        let transport_id = transport.id();
+        let (kept, record) = {
+            let book = self.book();
+            let session = book.owner(
+                transport_id,
+                &failed.conversation_id,
+                failed.thread_id.as_deref(),
+            )?;
+            let (kept, record) = book.open_of(session, transport_id)?;
+            (kept.to_owned(), record.clone())
+        };
+        if &record.topic != failed {
+            return Some(record.topic);
+        }
+        let place = transport.topic_place().unwrap_or_default();
+        let topic = match transport.create_topic(&record.name).await {
+            Ok(topic) => topic,
+            Err(error) => {
+                self.problem(transport_id, &place, &error);
+                return None;
+            }
+        };
+        notice(self, transport, &topic, &topics::recreated(&record.name)).await;
+        self.log(
+            Level::Warning,
+            "session topic made again",
+            &[
+                ("transport", transport_id.to_owned()),
+                ("topic", record.name.clone()),
+            ],
+        );
+        self.keep(
+            &kept,
+            TopicRecord {
+                topic: topic.clone(),
+                ..record
+            },
+        )
+        .await;
+        Some(topic)
+    }
+
+    /// Says a topic problem once per place and kind, in the ingress's log: chats still
+    /// reach every session with `/switch`.
+    fn problem(&self, transport_id: &str, place: &str, error: &TopicError) {
+        let first = self
+            .book()
+            .first_time(transport_id, place, &topics::problem_key(error));
+        if first {
+            self.log(
+                Level::Warning,
+                "session topic not made",
+                &[
+                    ("transport", transport_id.to_owned()),
+                    ("text", topics::not_made(transport_id, place, error)),
+                ],
+            );
+        }
+    }
+}
+
+/// `inner` with its sends into the sessions' topics looked after (what the ingress serves
+/// the session nodes' sends and the kept replies through): a send into a topic deleted by
+/// hand makes a new topic of the same name and goes there, so the reply is not lost, and
+/// later sends still addressed to the old topic go to the new one.
+pub struct TopicSends {
+    inner: Arc<dyn Transport>,
+    keeper: Arc<TopicKeeper>,
+}
+
+impl TopicSends {
+    /// Wraps `inner`, whose topics `keeper` keeps.
+    pub fn new(inner: Arc<dyn Transport>, keeper: Arc<TopicKeeper>) -> TopicSends {
+        TopicSends { inner, keeper }
+    }
+
+    /// Where a send addressed to `conversation_id` and `thread_id` goes now.
+    fn now_at(&self, conversation_id: &mut String, thread_id: &mut Option<String>) {
+        if let Some(now) = self
+            .keeper
+            .moved(self.inner.id(), conversation_id, thread_id.as_deref())
+        {
+            *conversation_id = now.conversation_id;
+            *thread_id = now.thread_id;
+        }
+    }
+
+    /// The topic to send again to after `error`, when it says the topic the send went to
+    /// is gone and a new one was made.
+    async fn replaced(
+        &self,
+        error: &TransportError,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Option<Topic> {
+        if !self.inner.topic_gone(error) {
+            return None;
+        }
+        let failed = Topic {
+            conversation_id: conversation_id.to_owned(),
+            thread_id: thread_id.map(str::to_owned),
+        };
+        self.keeper.replace_gone(self.inner.as_ref(), &failed).await
+    }
+}
+
+#[async_trait]
+impl Transport for TopicSends {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        self.inner.identify().await
+    }
+
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+        self.inner.start(sink).await
+    }
+
+    async fn stop(&self) {
+        self.inner.stop().await;
+    }
+
+    async fn send(&self, mut message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        self.now_at(&mut message.conversation_id, &mut message.thread_id);
+        match self.inner.send(message.clone()).await {
+            Err(error) => {
+                let Some(topic) = self
+                    .replaced(
+                        &error,
+                        &message.conversation_id,
+                        message.thread_id.as_deref(),
+                    )
+                    .await
+                else {
+                    return Err(error);
+                };
+                message.conversation_id = topic.conversation_id;
+                message.thread_id = topic.thread_id;
+                self.inner.send(message).await
+            }
+            sent => sent,
+        }
+    }
+
+    async fn typing(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+    ) -> Result<(), TransportError> {
+        let (mut conversation, mut thread) =
+            (conversation_id.to_owned(), thread_id.map(str::to_owned));
+        self.now_at(&mut conversation, &mut thread);
+        self.inner.typing(&conversation, thread.as_deref()).await
+    }
+
+    async fn react(
+        &self,
+        conversation_id: &str,
+        message_id: &str,
+        reaction: transport_core::Reaction,
+        replaces: Option<transport_core::Reaction>,
+    ) -> Result<(), TransportError> {
+        self.inner
+            .react(conversation_id, message_id, reaction, replaces)
+            .await
+    }
+
+    async fn draft(
+        &self,
+        conversation_id: &str,
+        thread_id: Option<&str>,
+        draft_id: u64,
+        text: &str,
+    ) -> Result<(), TransportError> {
+        self.inner
+            .draft(conversation_id, thread_id, draft_id, text)
+            .await
+    }
+
+    async fn fetch_attachment(
+        &self,
+        reference: &str,
+        max_bytes: u64,
+    ) -> Result<FetchedAttachment, TransportError> {
+        self.inner.fetch_attachment(reference, max_bytes).await
+    }
+
+    fn max_upload_bytes(&self) -> u64 {
+        self.inner.max_upload_bytes()
+    }
+
+    async fn send_file(&self, mut file: OutboundFile) -> Result<SendReceipt, TransportError> {
+        self.now_at(&mut file.conversation_id, &mut file.thread_id);
+        match self.inner.send_file(file.clone()).await {
+            Err(error) => {
+                let Some(topic) = self
+                    .replaced(&error, &file.conversation_id, file.thread_id.as_deref())
+                    .await
+                else {
+                    return Err(error);
+                };
+                file.conversation_id = topic.conversation_id;
+                file.thread_id = topic.thread_id;
+                self.inner.send_file(file).await
+            }
+            sent => sent,
+        }
+    }
+
+    fn topic_place(&self) -> Option<String> {
+        self.inner.topic_place()
+    }
+
+    fn topic_naming(&self) -> TopicNaming {
+        self.inner.topic_naming()
+    }
+
+    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
+        self.inner.create_topic(name).await
+    }
+
+    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.inner.resume_topic(topic, name).await
+    }
+
+    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
+        self.inner.end_topic(topic, name).await
+    }
+
+    fn topic_gone(&self, error: &TransportError) -> bool {
+        self.inner.topic_gone(error)
+    }
+
+    fn diagnose(&self) -> String {
+        self.inner.diagnose()
+    }
+}
+
+/// Posts `text` in `topic`; a failure is logged (the topic is kept all the same).
+async fn notice(keeper: &TopicKeeper, transport: &dyn Transport, topic: &Topic, text: &str) {
+    if let Err(error) = send_notice_to(
+        transport,
+        &topic.conversation_id,
+        topic.thread_id.as_deref(),
+        text,
+    )
+    .await
+    {
+        keeper.log(
+            Level::Warning,
+            "session topic notice not sent",
+            &[
+                ("transport", transport.id().to_owned()),
+                ("error", error.to_string()),
+            ],
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLACE: &str = "-100";
+
+    fn session(key: &str, name: &str) -> ListedSession {
+        ListedSession {
+            key: key.into(),
+            name: name.into(),
+            cwd: format!("/work/{name}"),
+            machine: "laptop".into(),
+        }
+    }
+
+    fn kept(name: &str) -> String {
+        topics::kept_name(
+            "telegram",
+            PLACE,
+            &topics::topic_name(name, &format!("/work/{name}"), "laptop", 128),
+        )
+    }
+
+    fn record(key: &str, name: &str, thread: &str, ended: bool) -> TopicRecord {
+        TopicRecord {
+            transport: "telegram".into(),
+            session: key.into(),
+            name: topics::topic_name(name, &format!("/work/{name}"), "laptop", 128),
+            topic: Topic {
+                conversation_id: PLACE.into(),
+                thread_id: Some(thread.into()),
+            },
+            ended,
+        }
+    }
+
+    fn kinds(steps: &[Step]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|step| match step {
+                Step::Create { session, .. } => format!("create {}", session.key),
+                Step::Resume { session, topic, .. } => {
+                    format!("resume {} at {:?}", session.key, topic.thread_id)
+                }
+                Step::Move {
+                    session, record, ..
+                } => format!("move {} to {}", record.session, session.key),
+                Step::End { record, .. } => format!("end {}", record.session),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_look_makes_missing_topics_reopens_ended_ones_and_ends_those_of_sessions_gone() {
+        let book = Topics::from_kept([
+            (kept("api"), record("k-api", "api", "7", false)),
+            (kept("web"), record("k-web", "web", "9", true)),
+            (kept("old"), record("k-old", "old", "11", false)),
+            (kept("done"), record("k-done", "done", "13", true)),
+        ]);
+        let listed = [
+            session("k-api", "api"),
+            session("k-web", "web"),
+            session("k-new", "new"),
+        ];
+        let steps = plan(&book, "telegram", PLACE, 128, &listed, &HashSet::new());
+        assert_eq!(
+            kinds(&steps),
+            [
+                // k-api's topic is open: nothing to do.
+                "create k-new",
+                "resume k-web at Some(\"9\")",
+                // Left the directory; k-done was ended already.
+                "end k-old",
+            ]
+        );
+        // Another transport's book entries are not this bot's to end.
+        assert_eq!(
+            kinds(&plan(&book, "discord", PLACE, 128, &[], &HashSet::new())),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_failover_ingress_with_the_kept_book_does_nothing_twice() {
+        let book = Topics::from_kept([(kept("api"), record("k-api", "api", "7", false))]);
+        let steps = plan(
+            &book,
+            "telegram",
+            PLACE,
+            128,
+            &[session("k-api", "api")],
+            &HashSet::new(),
+        );
+        assert_eq!(steps, Vec::new());
+    }
+
+    #[test]
+    fn a_session_started_again_under_a_new_key_takes_its_open_topic_over_without_ending_it() {
+        let book = Topics::from_kept([(kept("api"), record("k-old", "api", "7", false))]);
+        let steps = plan(
+            &book,
+            "telegram",
+            PLACE,
+            128,
+            &[session("k-new", "api")],
+            &HashSet::new(),
+        );
+        assert_eq!(kinds(&steps), ["move k-old to k-new"]);
+    }
+
+    #[test]
+    fn a_topic_asked_in_vain_is_not_asked_again_at_every_look() {
+        let asked: HashSet<String> = [kept("api")].into();
+        let listed = [session("k-api", "api"), session("k-web", "web")];
+        let steps = plan(&Topics::default(), "telegram", PLACE, 128, &listed, &asked);
+        assert_eq!(kinds(&steps), ["create k-web"]);
+    }
+
+    #[test]
+    fn two_sessions_of_one_topic_name_make_one_topic() {
+        let listed = [session("k-b", "api"), session("k-a", "api")];
+        let steps = plan(
+            &Topics::default(),
+            "telegram",
+            PLACE,
+            128,
+            &listed,
+            &HashSet::new(),
+        );
+        assert_eq!(kinds(&steps), ["create k-a"]);
+        // Its topic kept, the other is not made a second one.
+        let book = Topics::from_kept([(kept("api"), record("k-a", "api", "7", false))]);
+        assert_eq!(
+            plan(&book, "telegram", PLACE, 128, &listed, &HashSet::new()),
+            Vec::new()
+        );
+    }
+
+    fn envelope(thread: Option<&str>, text: &str) -> Envelope {
+        Envelope {
+            transport: "telegram".into(),
+            conversation_id: PLACE.into(),
+            user_id: "1".into(),
+            thread_id: thread.map(str::to_owned),
+            text: text.into(),
+            ..Envelope::default()
+        }
+    }
+
+    #[test]
+    fn a_message_in_a_topic_goes_to_its_session_but_commands_stay_the_ingresss() {
+        let book = Topics::from_kept([
+            (kept("api"), record("k-api", "api", "7", false)),
+            (kept("web"), record("k-web", "web", "9", true)),
+        ]);
+        let table = [
+            (Some("7"), "build it", TopicRoute::Session("k-api".into())),
+            (Some("7"), "/sessions", TopicRoute::NotATopic),
+            (Some("7"), "/switch web", TopicRoute::NotATopic),
+            (
+                Some("9"),
+                "hello",
+                TopicRoute::Ended(record("k-web", "web", "9", true).name),
+            ),
+            (None, "hello", TopicRoute::NotATopic),
+            (Some("8"), "hello", TopicRoute::NotATopic),
+        ];
+        for (thread, text, expected) in table {
+            assert_eq!(
+                route(&book, &envelope(thread, text)),
+                expected,
+                "{thread:?} {text}"
+            );
+        }
+    }
+}
