@@ -31,6 +31,7 @@ use crate::local::logging::{LogLine, LogSink};
 use crate::ops::counted_transport::CountedTransport;
 use crate::ops::health::Check;
 use crate::ops::metrics::Metrics;
+use crate::sandbox::hibernation::HibernatedCount;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::session::{Built, TransportFactory};
 use crate::wit::session::{ConfigSource, TransportRequest};
@@ -238,6 +239,8 @@ pub struct Broker {
     reader: Mutex<Option<Arc<StateReader>>>,
     /// The operator's metrics, when `--metrics` asked for them.
     metrics: OnceLock<Arc<Metrics>>,
+    /// How many of the attached sessions are hibernated (docs/scaling.md#idle-sessions).
+    hibernated: HibernatedCount,
 }
 
 impl Broker {
@@ -285,7 +288,14 @@ impl Broker {
             pairing: options.pairing,
             reader: Mutex::new(None),
             metrics: OnceLock::new(),
+            hibernated: HibernatedCount::default(),
         })
+    }
+
+    /// The count of this broker's hibernated sessions: each session spawned for it
+    /// raises it while it sleeps (`Hibernation::after`), the metrics read it.
+    pub fn hibernated(&self) -> HibernatedCount {
+        self.hibernated.clone()
     }
 
     /// Counts what passes through the shared bots in `metrics` from now on (set once; a

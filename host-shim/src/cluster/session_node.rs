@@ -42,6 +42,7 @@ use crate::local::clock::Clock;
 use crate::local::logging::{LogLine, LogSink};
 use crate::local::ui::Ui;
 use crate::ops::health::Check;
+use crate::sandbox::hibernation::Hibernation;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::Runtime;
 use crate::sandbox::session::{Built, Session, SessionSpec};
@@ -93,6 +94,8 @@ pub struct SessionNodeOptions {
     pub holder: Holder,
     /// Checks what this node consumes and seals what it sends and stores (the cluster key).
     pub gate: Gate,
+    /// When idle sessions hibernate (`--hibernate-after`; docs/scaling.md#idle-sessions).
+    pub hibernation: Hibernation,
 }
 
 /// The session node failed to start.
@@ -435,7 +438,9 @@ impl Node {
             exclusive: false,
             transcript: None,
         };
-        let session = match Session::spawn(self.options.runtime.clone(), spec).await {
+        let runtime = self.options.runtime.clone();
+        let hibernation = self.options.hibernation.clone();
+        let session = match Session::spawn_with(runtime, spec, hibernation).await {
             Ok(session) => session,
             Err(error) => {
                 self.log(

@@ -27,6 +27,7 @@ use crate::disk::lock::LockDir;
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
+use crate::sandbox::hibernation::{HibernatedCount, Hibernation};
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::wit::agent::SessionInfo;
 use crate::wit::session::TransportRequest;
@@ -301,6 +302,10 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                     log,
                     holder: holder.clone(),
                     gate,
+                    hibernation: match args.hibernate_after {
+                        Some(after) => Hibernation::after(after, HibernatedCount::default()),
+                        None => Hibernation::never(),
+                    },
                 },
             )
             .await?;

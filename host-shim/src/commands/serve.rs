@@ -34,6 +34,7 @@ use crate::local::logging::{LogSink, TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::pi::attach::{self, Bound, Link};
 use crate::pi::link::LinkSession;
+use crate::sandbox::hibernation::Hibernation;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
@@ -58,6 +59,9 @@ pub struct ServeArgs {
     pub metrics: Option<std::net::SocketAddr>,
     /// Serve the read-only dashboard on the metrics listener too (`--dashboard`).
     pub dashboard: bool,
+    /// Hibernate a session after this long without input (`--hibernate-after`; `None`:
+    /// never). docs/scaling.md#idle-sessions.
+    pub hibernate_after: Option<Duration>,
 }
 
 /// One request on the control socket.
@@ -82,6 +86,8 @@ struct Process {
     log: Arc<dyn LogSink>,
     /// Turns true when the broker stops: every served session stops with it.
     stopping: watch::Receiver<bool>,
+    /// `--hibernate-after`.
+    hibernate_after: Option<Duration>,
 }
 
 /// The name a session goes by in `/sessions`: pi's session name, else its directory's.
@@ -137,7 +143,11 @@ impl Process {
             exclusive: true,
             transcript: None,
         };
-        match Session::spawn(self.runtime.clone(), spec).await {
+        let hibernation = match self.hibernate_after {
+            Some(after) => Hibernation::after(after, self.broker.hibernated()),
+            None => Hibernation::never(),
+        };
+        match Session::spawn_with(self.runtime.clone(), spec, hibernation).await {
             Ok(session) => Ok((session, name)),
             Err(error) => {
                 self.broker.detach(&key);
@@ -338,6 +348,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         clock,
         log,
         stopping,
+        hibernate_after: args.hibernate_after,
     });
     let mut demos = Vec::new();
     for name in &args.demo {

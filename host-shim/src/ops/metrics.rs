@@ -160,7 +160,8 @@ impl Metrics {
         // Counters are registered without `_total`: the encoder adds it (OpenMetrics).
         registry.register(
             "sessions",
-            "Sessions attached to this broker, by state (active: a turn runs; idle)",
+            "Sessions attached to this broker, by state (active: a turn runs; idle; hibernated: \
+             no instance until its next input)",
             metrics.sessions.clone(),
         );
         registry.register(
@@ -286,9 +287,14 @@ impl Metrics {
         }
     }
 
-    /// Sessions attached now: `active` ones run a turn.
-    pub fn set_sessions(&self, active: usize, idle: usize) {
-        for (state, count) in [("active", active), ("idle", idle)] {
+    /// Sessions attached now: `active` ones run a turn, `idle` ones wait with their
+    /// instance, `hibernated` ones wait without (docs/scaling.md#idle-sessions).
+    pub fn set_sessions(&self, active: usize, idle: usize, hibernated: usize) {
+        for (state, count) in [
+            ("active", active),
+            ("idle", idle),
+            ("hibernated", hibernated),
+        ] {
             self.sessions
                 .get_or_create(&StateLabel {
                     state: state.into(),

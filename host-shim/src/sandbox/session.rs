@@ -21,6 +21,7 @@ use crate::local::clock::Clock;
 use crate::local::logging::{CallCost, LogLine, LogSink};
 use crate::local::ui::Ui;
 use crate::sandbox::convert;
+use crate::sandbox::hibernation::{self, Facts, Hibernation, Verdict};
 use crate::sandbox::imports::{ParkedCall, SessionContext, SessionHost};
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Instance, Runtime};
@@ -85,6 +86,13 @@ pub struct Health {
     pub last_trap: Option<String>,
     /// The session gave up after repeated traps.
     pub stopped: bool,
+    /// The session is hibernated now: no instance, its state in the store
+    /// (docs/scaling.md#idle-sessions).
+    pub hibernated: bool,
+    /// Times it hibernated.
+    pub hibernations: u32,
+    /// Times an input woke it.
+    pub wakes: u32,
 }
 
 enum Command {
@@ -94,6 +102,7 @@ enum Command {
     Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
+    Hibernate(oneshot::Sender<bool>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -164,7 +173,19 @@ fn gone() -> anyhow::Error {
 impl Session {
     /// Instantiates the bridge for `spec`, configures it, builds and starts transports.
     /// Configuration problems are notified locally and never stop the session (I16).
+    /// It never hibernates ([`Session::spawn_with`] for one that does).
     pub async fn spawn(runtime: Arc<Runtime>, spec: SessionSpec) -> anyhow::Result<Session> {
+        Self::spawn_with(runtime, spec, Hibernation::never()).await
+    }
+
+    /// [`Session::spawn`], hibernating as `hibernation` says: after that long without
+    /// input, an idle session's instance is dropped and the next input boots a fresh one
+    /// from the store (docs/scaling.md#idle-sessions).
+    pub async fn spawn_with(
+        runtime: Arc<Runtime>,
+        spec: SessionSpec,
+        hibernation: Hibernation,
+    ) -> anyhow::Result<Session> {
         let mut held_locks = HashMap::new();
         if spec.exclusive {
             let lock = acquire_session_lock(&spec.locks, &spec.key, spec.clock.now_ms())?;
@@ -211,6 +232,7 @@ impl Session {
             transcript: spec.transcript,
             script: None,
         };
+        let started_ms = ctx.clock.now_ms();
         let instance = runtime.instantiate(SessionHost::new(ctx)).await?;
         let (answers_tx, answers_rx) = mpsc::channel(16);
         let mut actor = Actor {
@@ -224,6 +246,11 @@ impl Session {
             consecutive_restarts: 0,
             local_command: DEFAULT_LOCAL_COMMAND.to_owned(),
             paths,
+            idle_check_at: hibernation
+                .after
+                .map(|after| hibernation::due_at(started_ms, after)),
+            last_input_ms: started_ms,
+            hibernation,
         };
         actor.boot(Some(spec.transports)).await;
         let local_command = actor.local_command.clone();
@@ -284,6 +311,14 @@ impl Session {
         self.ask(Command::Tick).await
     }
 
+    /// Hibernates the session now if it may (quiet for the configured time by its clock,
+    /// nothing held only in memory); true when it is hibernated after the call. The
+    /// session does this by itself when the time comes; tests with a manual clock call it
+    /// instead of waiting.
+    pub async fn hibernate_if_idle(&self) -> anyhow::Result<bool> {
+        self.ask(Command::Hibernate).await
+    }
+
     /// Stops the bridge (locks released, state saved) and its transports.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let result = self.ask(Command::Shutdown).await;
@@ -298,6 +333,8 @@ enum Slot {
     Live(Box<Instance>),
     // Boxed like `Live`: the slot is moved on every restart, and the context is large.
     Parked(Box<SessionContext>),
+    /// Hibernated: no instance, the state in the store; the next input boots one.
+    Hibernated(Box<SessionContext>),
     /// Only for the moment the context moves from a dead store to the next one.
     Moving,
 }
@@ -316,6 +353,13 @@ struct Actor {
     local_command: String,
     /// Where the agent works and which files are bot-connect's own, for tool paths.
     paths: PathContext,
+    /// When and how the session hibernates.
+    hibernation: Hibernation,
+    /// When the last input went in (or the session started), by its clock.
+    last_input_ms: u64,
+    /// When to ask next whether the session may hibernate; `None`: not while it is
+    /// hibernated, stopped, or never hibernates.
+    idle_check_at: Option<u64>,
 }
 
 /// Calls one export on the live instance with a fresh fuel budget, containing a trap:
@@ -352,7 +396,7 @@ macro_rules! guest {
                     }
                 }
             }
-            Slot::Parked(_) | Slot::Moving => None,
+            Slot::Parked(_) | Slot::Hibernated(_) | Slot::Moving => None,
         }
     }};
 }
@@ -369,8 +413,159 @@ impl Actor {
     fn ctx(&mut self) -> &mut SessionContext {
         match &mut self.slot {
             Slot::Live(instance) => &mut instance.store.data_mut().ctx,
-            Slot::Parked(ctx) => ctx,
+            Slot::Parked(ctx) | Slot::Hibernated(ctx) => ctx,
             Slot::Moving => unreachable!("the context is moved only inside `trapped`"),
+        }
+    }
+
+    /// An input is about to go in: a hibernated session wakes first, and the session's
+    /// quiet time starts again.
+    async fn input(&mut self) {
+        if matches!(self.slot, Slot::Hibernated(_)) {
+            self.wake().await;
+        }
+        if matches!(self.slot, Slot::Moving) {
+            return;
+        }
+        self.last_input_ms = self.ctx().clock.now_ms();
+        if let Some(after) = self.hibernation.after {
+            self.idle_check_at = Some(hibernation::due_at(self.last_input_ms, after));
+        }
+    }
+
+    /// Drops the instance if the session has been quiet long enough and the bridge and
+    /// the host hold nothing that lives only in memory; true when it is hibernated after.
+    async fn hibernate_if_idle(&mut self) -> bool {
+        if matches!(self.slot, Slot::Hibernated(_)) {
+            return true;
+        }
+        let Some(after) = self.hibernation.after else {
+            self.idle_check_at = None;
+            return false;
+        };
+        if !matches!(self.slot, Slot::Live(_)) {
+            // Stopped after traps: nothing to drop, nothing to wake.
+            self.idle_check_at = None;
+            return false;
+        }
+        let now_ms = self.ctx().clock.now_ms();
+        let due = hibernation::due_at(self.last_input_ms, after);
+        if now_ms < due {
+            // Not yet: the bridge is not asked (a call per check would cost every session).
+            self.idle_check_at = Some(due);
+            return false;
+        }
+        let holds: Option<Vec<crate::wit::session::Hold>> =
+            guest!(self, calls::HIBERNATION_HOLDS, |b, s| b
+                .call_hibernation_holds(s));
+        let Some(holds) = holds else {
+            // It trapped and was replaced: its quiet time starts again.
+            self.idle_check_at = Some(hibernation::due_at(now_ms, after));
+            return false;
+        };
+        let last_input_ms = self.last_input_ms;
+        let ctx = self.ctx();
+        let facts = Facts {
+            now_ms,
+            last_input_ms,
+            after,
+            timer_pending: ctx.tick_at.is_some(),
+            parked_calls: ctx.parked.len(),
+            agent_questions: ctx.questions.len(),
+            agent_busy: !ctx.agent.is_idle(),
+            holds: &holds,
+        };
+        match hibernation::decide(&facts) {
+            Verdict::NotYet { at_ms } => {
+                self.idle_check_at = Some(at_ms);
+                false
+            }
+            Verdict::Held {
+                reasons,
+                again_at_ms,
+            } => {
+                self.idle_check_at = Some(again_at_ms);
+                let ctx = self.ctx();
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Info,
+                        "session kept awake",
+                        &[("waiting_for", hibernation::describe(&reasons))],
+                    ),
+                );
+                false
+            }
+            Verdict::Hibernate => {
+                let Slot::Live(instance) = std::mem::replace(&mut self.slot, Slot::Moving) else {
+                    unreachable!("checked live above");
+                };
+                // Dropping the store frees the instance's pool slot and its memory; the
+                // context (transports, locks, agent link, pending nothing) stays.
+                let ctx = instance.store.into_data().into_context();
+                self.slot = Slot::Hibernated(Box::new(ctx));
+                self.idle_check_at = None;
+                self.health.hibernated = true;
+                self.health.hibernations += 1;
+                self.hibernation.count.raise();
+                let quiet_s = now_ms.saturating_sub(self.last_input_ms) / 1000;
+                let ctx = self.ctx();
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Info,
+                        "session hibernated",
+                        &[("quiet_seconds", quiet_s.to_string())],
+                    ),
+                );
+                true
+            }
+        }
+    }
+
+    /// Boots a fresh instance from the store for a hibernated session, as after a trap
+    /// but unseen by the chats: configure and start again, the transports kept.
+    async fn wake(&mut self) {
+        let Slot::Hibernated(ctx) = std::mem::replace(&mut self.slot, Slot::Moving) else {
+            return;
+        };
+        match self.runtime.try_instantiate(SessionHost::new(*ctx)).await {
+            Ok(instance) => {
+                self.slot = Slot::Live(Box::new(instance));
+                self.hibernation.count.lower();
+                self.health.hibernated = false;
+                self.health.wakes += 1;
+                let ctx = self.ctx();
+                ctx.log
+                    .write(&ctx.key, LogLine::new(Level::Info, "session woke", &[]));
+                self.boot(None).await;
+            }
+            Err(refused) => {
+                // The pool is full (more sessions awake than --max-sessions): the session
+                // stays hibernated with everything it holds, and this input is refused
+                // where the operator sees it.
+                let ctx = refused.host.into_context();
+                let ui = ctx.ui.clone();
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Error,
+                        "session could not wake",
+                        &[("cause", format!("{:#}", refused.error))],
+                    ),
+                );
+                self.slot = Slot::Hibernated(Box::new(ctx));
+                ui.notify(
+                    Level::Error,
+                    &format!(
+                        "This hibernated session could not wake for a message ({:#}); the \
+                         message was not handled. Raise --max-sessions, or lower \
+                         --hibernate-after so idle sessions free their slots sooner.",
+                        refused.error
+                    ),
+                )
+                .await;
+            }
         }
     }
 
@@ -522,11 +717,15 @@ impl Actor {
     ) {
         loop {
             let tick_delay = self.tick_delay();
+            let idle_delay = self
+                .idle_check_at
+                .map(|at| Duration::from_millis(at.saturating_sub(self.ctx().clock.now_ms())));
             tokio::select! {
                 // Inbound first: a command sent after a message was delivered sees its effects.
                 biased;
                 Some(inbound) = inbound.recv() => match inbound {
                     Inbound::Message { envelope, handled } => {
+                        self.input().await;
                         let envelope = convert::envelope_to_wit(envelope);
                         self.record_input(|| Event::Envelope {
                             envelope: envelope.clone(),
@@ -545,6 +744,7 @@ impl Actor {
                 },
                 Some(signal) = signals.recv() => self.on_signal(signal).await,
                 Some((id, approved)) = answers.recv() => {
+                    self.input().await;
                     self.record_input(|| Event::LocalAnswer { id: id.clone(), approved });
                     let _: Option<()> = guest!(self, calls::LOCAL_ANSWER, |b, s| b
                         .call_on_local_answer(s, &id, approved));
@@ -562,6 +762,9 @@ impl Actor {
                     }
                 },
                 () = sleep_or_forever(tick_delay) => self.tick().await,
+                () = sleep_or_forever(idle_delay) => {
+                    self.hibernate_if_idle().await;
+                }
             }
         }
     }
@@ -573,12 +776,18 @@ impl Actor {
     }
 
     async fn tick(&mut self) {
+        // A timer is no traffic: it wakes a hibernated session (none sleeps with a timer
+        // pending, so this is a safeguard) but does not start its quiet time again.
+        if matches!(self.slot, Slot::Hibernated(_)) {
+            self.wake().await;
+        }
         self.ctx().tick_at = None;
         self.record_input(|| Event::Tick);
         let _: Option<()> = guest!(self, calls::TICK, |b, s| b.call_tick(s));
     }
 
     async fn on_signal(&mut self, signal: AgentSignal) {
+        self.input().await;
         match signal {
             AgentSignal::Event(event) => {
                 let event: AgentEvent = event;
@@ -696,6 +905,16 @@ impl Actor {
     }
 
     async fn on_command(&mut self, command: Command) {
+        match &command {
+            // Asking about the session is no input: it must not keep it awake.
+            Command::Health(_) | Command::Hibernate(_) | Command::Shutdown(_) => {}
+            // A tick wakes by itself and is no traffic.
+            Command::Tick(_) => {}
+            Command::Local(..)
+            | Command::SendFile(..)
+            | Command::Preview(..)
+            | Command::Diagnostics(_) => self.input().await,
+        }
         match command {
             Command::Local(args, reply) => {
                 self.record_input(|| Event::LocalCommand { args: args.clone() });
@@ -747,6 +966,10 @@ impl Actor {
                 self.tick().await;
                 let _ = done.send(());
             }
+            Command::Hibernate(done) => {
+                let hibernated = self.hibernate_if_idle().await;
+                let _ = done.send(hibernated);
+            }
             Command::Shutdown(done) => {
                 self.shutdown().await;
                 let _ = done.send(());
@@ -775,8 +998,16 @@ impl Actor {
         let ctx = match std::mem::replace(&mut self.slot, Slot::Moving) {
             Slot::Live(instance) => instance.store.into_data().into_context(),
             Slot::Parked(ctx) => *ctx,
+            // Nothing of it was only in memory (that is when it hibernated), so the
+            // bridge's own shutdown has nothing to save or tell.
+            Slot::Hibernated(ctx) => {
+                self.hibernation.count.lower();
+                self.health.hibernated = false;
+                *ctx
+            }
             Slot::Moving => return,
         };
+        self.idle_check_at = None;
         self.slot = Slot::Parked(Box::new(ctx));
     }
 }
@@ -831,6 +1062,8 @@ pub mod calls {
     pub const DIAGNOSTICS: &str = "diagnostics";
     /// `shutdown`.
     pub const SHUTDOWN: &str = "shutdown";
+    /// `hibernation-holds`.
+    pub const HIBERNATION_HOLDS: &str = "the hibernation check";
 }
 
 fn severity(level: Level) -> u8 {

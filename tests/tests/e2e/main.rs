@@ -16,6 +16,7 @@ mod cluster_serve;
 mod cluster_state;
 mod demo_agent;
 mod digest_flow;
+mod hibernation;
 mod discord_flow;
 mod doc_references;
 mod pairing_flow;
