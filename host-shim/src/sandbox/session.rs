@@ -251,8 +251,9 @@ impl Session {
                 .map(|after| hibernation::due_at(started_ms, after)),
             last_input_ms: started_ms,
             hibernation,
+            told_notes: String::new(),
         };
-        actor.boot(Some(spec.transports)).await;
+        actor.boot(Some(spec.transports), Notes::Told).await;
         let local_command = actor.local_command.clone();
         let (commands, commands_rx) = mpsc::channel(32);
         let task = tokio::spawn(actor.run(commands_rx, inbound_rx, signals_rx, answers_rx));
@@ -327,6 +328,16 @@ impl Session {
     }
 }
 
+/// Whether a boot's configuration notes go to the terminal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Notes {
+    /// Told (a start, a restart after a trap: something changed the person should hear).
+    Told,
+    /// Told only if they differ from the last told (a wake from hibernation: the same
+    /// configuration, already told, unless a transport now fails to start).
+    Quiet,
+}
+
 /// Where the session's host state lives: inside the live instance's store, or parked
 /// here while there is no instance (after the session gave up on repeated traps).
 enum Slot {
@@ -360,6 +371,8 @@ struct Actor {
     /// When to ask next whether the session may hibernate; `None`: not while it is
     /// hibernated, stopped, or never hibernates.
     idle_check_at: Option<u64>,
+    /// The configuration notes the terminal was told last.
+    told_notes: String,
 }
 
 /// Calls one export on the live instance with a fresh fuel budget, containing a trap:
@@ -538,7 +551,9 @@ impl Actor {
                 let ctx = self.ctx();
                 ctx.log
                     .write(&ctx.key, LogLine::new(Level::Info, "session woke", &[]));
-                self.boot(None).await;
+                // The terminal heard the configuration's notes at the first start; a wake
+                // every few minutes must not repeat them.
+                self.boot(None, Notes::Quiet).await;
             }
             Err(refused) => {
                 // The pool is full (more sessions awake than --max-sessions): the session
@@ -570,7 +585,7 @@ impl Actor {
     }
 
     /// Configures a fresh instance; on the first boot also builds the transports.
-    async fn boot(&mut self, factory: Option<TransportFactory>) {
+    async fn boot(&mut self, factory: Option<TransportFactory>, notes_to: Notes) {
         let sources = self.sources.clone();
         let platforms = self.platforms.clone();
         self.record_input(|| Event::Configure {
@@ -618,13 +633,21 @@ impl Actor {
                 .into_iter()
                 .map(|n| (n.level, n.text)),
         );
-        if !notes.is_empty() {
-            let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
-            let text: Vec<String> = notes.into_iter().map(|(_, t)| t).collect();
-            let ui = self.ctx().ui.clone();
-            ui.notify(level.unwrap_or(Level::Warning), &text.join("\n"))
-                .await;
+        if notes.is_empty() {
+            return;
         }
+        let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
+        let text = notes
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect::<Vec<String>>()
+            .join("\n");
+        if notes_to == Notes::Quiet && text == self.told_notes {
+            return;
+        }
+        self.told_notes.clone_from(&text);
+        let ui = self.ctx().ui.clone();
+        ui.notify(level.unwrap_or(Level::Warning), &text).await;
     }
 
     /// Reports a trap, takes the session's state out of the poisoned store and boots a
@@ -693,7 +716,7 @@ impl Actor {
                     ),
                 );
                 self.slot = Slot::Live(Box::new(instance));
-                Box::pin(self.boot(None)).await;
+                Box::pin(self.boot(None, Notes::Told)).await;
             }
             Err(e) => {
                 // The context went into the failed store; nothing is left to run with,

@@ -50,7 +50,11 @@ fn logged(h: &common::Harness, event: &str) -> usize {
 async fn an_idle_session_hibernates_on_its_clock_and_its_next_message_is_answered_as_before() {
     let dirs = Dirs::new();
     let count = HibernatedCount::default();
-    let setup = setup(&dirs, "sleeper", &count);
+    let mut setup = setup(&dirs, "sleeper", &count);
+    // A key this version does not know: the start tells the terminal so, once.
+    setup.config = vec![common::user_config(
+        r#"{"bridge": {"remoteToolPolicy": "unrestricted", "naptime": true}}"#,
+    )];
     let runtime = setup.runtime.clone();
     let agent = setup.agent.clone();
     let h = setup.start().await;
@@ -91,12 +95,22 @@ async fn an_idle_session_hibernates_on_its_clock_and_its_next_message_is_answere
             .all(|t| !t.contains("not paired") && !t.contains("code")),
         "{since:#?}"
     );
+    // Nor does the terminal: the configuration's notes told at the start are not told
+    // again at each wake.
+    let notes = h.ui.notes();
     assert!(
-        h.ui.notes()[notes_before..]
+        notes[..notes_before]
             .iter()
-            .all(|(_, t)| !t.contains("failed") && !t.contains("pairing code")),
-        "{:?}",
-        h.ui.notes()
+            .any(|(_, t)| t.contains("naptime: unknown key")),
+        "{notes:?}"
+    );
+    assert!(
+        notes[notes_before..]
+            .iter()
+            .all(|note| !notes[..notes_before].contains(note)
+                && !note.1.contains("failed")
+                && !note.1.contains("pairing code")),
+        "{notes:?}"
     );
     let health = h.session.health().await.unwrap();
     assert!(!health.hibernated, "{health:?}");
