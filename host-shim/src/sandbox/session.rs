@@ -98,7 +98,13 @@ pub struct Health {
 enum Command {
     Local(String, oneshot::Sender<Note>),
     SendFile(FileRequest, oneshot::Sender<Result<String, String>>),
-    Preview(transport_core::Envelope, oneshot::Sender<Option<String>>),
+    // Boxed: every session's command channel allocates its first block of 32 commands at
+    // once, and an envelope inline made each command 4x larger (7 KiB a session, idle or
+    // hibernated, for a command a session almost never gets).
+    Preview(
+        Box<transport_core::Envelope>,
+        oneshot::Sender<Option<String>>,
+    ),
     Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
@@ -163,6 +169,25 @@ fn acquire_session_lock(locks: &LockDir, key: &str, now_ms: u64) -> anyhow::Resu
             ),
             other => anyhow::anyhow!("cannot take the lock of session {key:?}: {other}"),
         })
+}
+
+/// `platforms` as one allocation shared by every session that offers the same list (in a
+/// broker or a node, all of them): the declarations with their settings' descriptions are
+/// about 5 KiB, which 100,000 hibernated sessions would otherwise each keep a copy of.
+fn shared_platforms(platforms: Vec<Platform>) -> Arc<[Platform]> {
+    static LAST: std::sync::Mutex<Option<Arc<[Platform]>>> = std::sync::Mutex::new(None);
+    // A poisoned lock only means another session panicked while swapping the Arc in.
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &*last {
+        Some(shared) if shared[..] == platforms[..] => shared.clone(),
+        _ => {
+            let shared: Arc<[Platform]> = platforms.into();
+            *last = Some(shared.clone());
+            shared
+        }
+    }
 }
 
 /// The error when the session task is gone.
@@ -240,7 +265,7 @@ impl Session {
             runtime,
             slot: Slot::Live(Box::new(instance)),
             sources: spec.config_sources,
-            platforms: spec.platforms,
+            platforms: shared_platforms(spec.platforms),
             transport_ids: Vec::new(),
             health: Health::default(),
             consecutive_restarts: 0,
@@ -294,7 +319,8 @@ impl Session {
         &self,
         envelope: transport_core::Envelope,
     ) -> anyhow::Result<Option<String>> {
-        self.ask(|tx| Command::Preview(envelope, tx)).await
+        self.ask(|tx| Command::Preview(Box::new(envelope), tx))
+            .await
     }
 
     /// The bridge's diagnostics; `None` when the session gave up after traps.
@@ -356,7 +382,9 @@ struct Actor {
     runtime: Arc<Runtime>,
     slot: Slot,
     sources: Vec<ConfigSource>,
-    platforms: Vec<Platform>,
+    /// Shared by every session of the process that offers the same platforms
+    /// ([`shared_platforms`]).
+    platforms: Arc<[Platform]>,
     transport_ids: Vec<String>,
     health: Health,
     consecutive_restarts: u32,
@@ -590,7 +618,7 @@ impl Actor {
         let platforms = self.platforms.clone();
         self.record_input(|| Event::Configure {
             sources: sources.clone(),
-            platforms: platforms.clone(),
+            platforms: platforms.to_vec(),
         });
         let configuration: Option<Configuration> = guest!(self, calls::CONFIGURE, |b, s| b
             .call_configure(s, &sources, &platforms));
@@ -957,7 +985,7 @@ impl Actor {
             }
             Command::SendFile(request, reply) => self.send_file(request, reply).await,
             Command::Preview(envelope, reply) => {
-                let envelope = convert::envelope_to_wit(envelope);
+                let envelope = convert::envelope_to_wit(*envelope);
                 self.record_input(|| Event::Preview {
                     envelope: envelope.clone(),
                     masked: Vec::new(),
@@ -1166,6 +1194,18 @@ mod tests {
             refused.to_string().contains("already runs session"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn sessions_offering_the_same_platforms_share_one_copy_of_them() {
+        let first = shared_platforms(crate::factory::declarations());
+        let second = shared_platforms(crate::factory::declarations());
+        assert!(Arc::ptr_eq(&first, &second));
+        let mut fewer = crate::factory::declarations();
+        fewer.pop();
+        let other = shared_platforms(fewer.clone());
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other[..], fewer[..], "a different list is kept as it is");
     }
 
     fn fs_entries(dir: &std::path::Path) -> Vec<String> {
