@@ -264,3 +264,25 @@ async fn a_pending_approval_keeps_the_session_awake_and_is_still_answerable() {
     .await;
     h.session.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_hibernates_by_itself_when_its_idle_time_comes() {
+    let dirs = Dirs::new();
+    let count = HibernatedCount::default();
+    let mut setup = setup(&dirs, "by-itself", &count);
+    // Short, so the session's own timer comes within the test; nobody asks it.
+    setup.hibernation = Hibernation::after(Duration::from_millis(50), count.clone());
+    let runtime = setup.runtime.clone();
+    let h = setup.start().await;
+    h.clock.advance(50);
+    let slept = tokio::time::timeout(WAIT, async {
+        while !h.session.health().await.expect("alive").hibernated {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(slept.is_ok(), "the session never hibernated by itself");
+    assert_eq!(runtime.live_instances(), 0);
+    assert_eq!(count.get(), 1);
+    h.session.shutdown().await.unwrap();
+}
