@@ -836,6 +836,30 @@ pub struct Diagnostics {
     pub sandbox: SandboxView,
 }
 
+/// Something only the bridge's memory holds (the WIT `hold`): dropping the instance now
+/// would lose it, so a hibernating host waits while any is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hold {
+    /// A turn is running.
+    Turn,
+    /// Prompts wait for the agent.
+    QueuedPrompts,
+    /// Tool calls wait for approval.
+    Approvals,
+    /// The agent's questions wait for an answer.
+    Questions,
+    /// Messages wait out a rate limit or a retry.
+    Outbox,
+    /// A progress card's throttled edit is due.
+    CardEdit,
+    /// A live pairing code, or a chat waiting for one while pairing is closed.
+    Pairing,
+    /// Steers waiting for the next turn.
+    Steers,
+    /// State changes the last save could not write.
+    Unsaved,
+}
+
 /// What a session saved (`store.saved-state`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SavedState {

@@ -732,6 +732,23 @@ impl wit_session::Guest for Component {
     fn shutdown() {
         with_bridge(|bridge, host| bridge.shutdown(host));
     }
+
+    fn hibernation_holds() -> Vec<wit_session::Hold> {
+        with_bridge(|bridge, host| bridge.hibernation_holds(host))
+            .into_iter()
+            .map(|hold| match hold {
+                model::Hold::Turn => wit_session::Hold::Turn,
+                model::Hold::QueuedPrompts => wit_session::Hold::QueuedPrompts,
+                model::Hold::Approvals => wit_session::Hold::Approvals,
+                model::Hold::Questions => wit_session::Hold::Questions,
+                model::Hold::Outbox => wit_session::Hold::Outbox,
+                model::Hold::CardEdit => wit_session::Hold::CardEdit,
+                model::Hold::Pairing => wit_session::Hold::Pairing,
+                model::Hold::Steers => wit_session::Hold::Steers,
+                model::Hold::Unsaved => wit_session::Hold::Unsaved,
+            })
+            .collect()
+    }
 }
 
 export!(Component);

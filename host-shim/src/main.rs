@@ -118,6 +118,11 @@ enum Command {
         /// the sessions it runs).
         #[arg(long, requires = "metrics")]
         dashboard: bool,
+        /// Seconds without input after which an idle session's sandbox instance is dropped
+        /// (its state is in the store; its next message wakes it); 0: never. At least 60.
+        /// See docs/scaling.md#idle-sessions.
+        #[arg(long, default_value = "600", value_name = "SECONDS")]
+        hibernate_after: String,
         /// With --nats: how the node logs in and the cluster key.
         #[command(flatten)]
         trust: commands::cluster::TrustFlags,
@@ -283,6 +288,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             lock_ttl,
             metrics,
             dashboard,
+            hibernate_after,
             trust,
         } => {
             if !(0.0..=60.0).contains(&pace) {
@@ -304,6 +310,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 debug: process::debug_enabled(),
                 metrics,
                 dashboard,
+                hibernate_after: host_shim::sandbox::hibernation::parse_after(&hibernate_after)?,
             };
             if let (Some(url), Some(role)) = (nats, role) {
                 if !(1.0..=600.0).contains(&lock_ttl) {

@@ -426,6 +426,46 @@ impl Bridge {
         }
     }
 
+    /// What only this bridge's memory holds now (the WIT `hibernation-holds`): each would
+    /// be lost if the instance were dropped and the next booted from the saved state, so a
+    /// host hibernates the session only when this is empty.
+    pub fn hibernation_holds(&self, host: &mut dyn Host) -> Vec<model::Hold> {
+        use model::Hold;
+        let now = host.now_ms();
+        let ttl_ms = crate::core::pairing::PairingOptions::from_config(&self.config).ttl_ms;
+        let waiting_for_code = self
+            .trust
+            .waiting_while_closed
+            .values()
+            .any(|at| now.saturating_sub(*at) < ttl_ms);
+        [
+            (self.turn.is_some(), Hold::Turn),
+            (!self.queue.is_empty(), Hold::QueuedPrompts),
+            (
+                self.pending.approvals.next_deadline().is_some(),
+                Hold::Approvals,
+            ),
+            (
+                self.pending.questions.next_deadline().is_some(),
+                Hold::Questions,
+            ),
+            (self.delivery.outbox.next_due().is_some(), Hold::Outbox),
+            (self.delivery.card_tick.is_some(), Hold::CardEdit),
+            (
+                !self.live_code_list(now).is_empty() || waiting_for_code,
+                Hold::Pairing,
+            ),
+            (!self.pending_steers.is_empty(), Hold::Steers),
+            (
+                Tracked::changed(&self.state) || self.queue.changed(),
+                Hold::Unsaved,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(held, hold)| held.then_some(hold))
+        .collect()
+    }
+
     /// Releases every lock and saves the state. Safe to call twice.
     pub fn shutdown(&mut self, host: &mut dyn Host) {
         if self.shut_down {

@@ -12,6 +12,7 @@ mod bridge_explain;
 mod bridge_fail_closed;
 mod bridge_files_in;
 mod bridge_files_out;
+mod bridge_hibernation;
 mod bridge_inbound_cap;
 mod bridge_interrupted;
 mod bridge_lifecycle;

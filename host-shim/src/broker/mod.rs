@@ -32,6 +32,7 @@ use crate::local::logging::{LogLine, LogSink};
 use crate::ops::counted_transport::CountedTransport;
 use crate::ops::health::Check;
 use crate::ops::metrics::Metrics;
+use crate::sandbox::hibernation::HibernatedCount;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::session::{Built, TransportFactory};
 use crate::wit::session::{ConfigSource, TransportRequest};
@@ -252,6 +253,8 @@ pub struct Broker {
     topic_tasks: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
     /// Held while a deleted topic is replaced: two sends failing at once make one topic.
     topic_replacing: tokio::sync::Mutex<()>,
+    /// How many of the attached sessions are hibernated (docs/scaling.md#idle-sessions).
+    hibernated: HibernatedCount,
 }
 
 impl Broker {
@@ -304,7 +307,14 @@ impl Broker {
             machine: crate::disk::lock::host_name(),
             topic_tasks: Mutex::new(HashMap::new()),
             topic_replacing: tokio::sync::Mutex::new(()),
+            hibernated: HibernatedCount::default(),
         })
+    }
+
+    /// The count of this broker's hibernated sessions: each session spawned for it
+    /// raises it while it sleeps (`Hibernation::after`), the metrics read it.
+    pub fn hibernated(&self) -> HibernatedCount {
+        self.hibernated.clone()
     }
 
     /// Counts what passes through the shared bots in `metrics` from now on (set once; a

@@ -49,6 +49,7 @@ use crate::local::ui::Ui;
 use crate::ops::dashboard::SessionRow;
 use crate::ops::health::Check;
 use crate::pi::attach::Served;
+use crate::sandbox::hibernation::Hibernation;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::Runtime;
 use crate::sandbox::session::{Built, Session, SessionHandle, SessionSpec};
@@ -156,6 +157,8 @@ pub struct SessionNodeOptions {
     pub holder: Holder,
     /// Checks what this node consumes and seals what it sends and stores (the cluster key).
     pub gate: Gate,
+    /// When idle sessions hibernate (`--hibernate-after`; docs/scaling.md#idle-sessions).
+    pub hibernation: Hibernation,
 }
 
 /// The session node failed to start.
@@ -708,7 +711,9 @@ impl Node {
             exclusive: false,
             transcript: None,
         };
-        let session = match Session::spawn(self.options.runtime.clone(), spec).await {
+        let runtime = self.options.runtime.clone();
+        let hibernation = self.options.hibernation.clone();
+        let session = match Session::spawn_with(runtime, spec, hibernation).await {
             Ok(session) => session,
             Err(error) => {
                 let why = format!("{error:#}");

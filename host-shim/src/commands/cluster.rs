@@ -31,6 +31,7 @@ use crate::local::logging::{TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::pi::attach::{self, Bound, BoxFuture, Served};
 use crate::pi::link::LinkSession;
+use crate::sandbox::hibernation::{HibernatedCount, Hibernation};
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::wit::agent::SessionInfo;
 use crate::wit::session::TransportRequest;
@@ -255,6 +256,8 @@ pub async fn join_for_one_session(
             log,
             holder,
             gate,
+            // `run`'s one session never hibernates: its terminal is there.
+            hibernation: Hibernation::never(),
         },
     )
     .await?;
@@ -415,6 +418,10 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                     log,
                     holder: holder.clone(),
                     gate,
+                    hibernation: match args.hibernate_after {
+                        Some(after) => Hibernation::after(after, HibernatedCount::default()),
+                        None => Hibernation::never(),
+                    },
                 },
             )
             .await?;

@@ -199,7 +199,10 @@ pub async fn listen_for_broker(
         if let Some(broker) = weak.upgrade() {
             let sessions = broker.sessions();
             let active = sessions.iter().filter(|s| s.busy).count();
-            metrics.set_sessions(active, sessions.len() - active);
+            // A hibernated session's agent is idle (it would not have slept otherwise), so
+            // it is among the not-busy; a wake racing this count is clamped, never negative.
+            let hibernated = broker.hibernated().get().min(sessions.len() - active);
+            metrics.set_sessions(active, sessions.len() - active - hibernated, hibernated);
             metrics.set_stranger_answers_dropped(broker.strangers_dropped());
         }
     });
@@ -317,7 +320,8 @@ pub async fn listen_for_session(
     let agent = session.agent.clone();
     let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
         let active = usize::from(!agent.is_idle());
-        metrics.set_sessions(active, 1 - active);
+        // `run` never hibernates its one session.
+        metrics.set_sessions(active, 1 - active, 0);
     });
     let ready: Readiness = Arc::new(move || session.checks());
     listen(addr, metrics, refresh, ready, dashboard).await

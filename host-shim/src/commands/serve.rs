@@ -27,6 +27,7 @@ use crate::local::logging::{LogSink, TARGET, TracingLog};
 use crate::local::ui::{LabelledStderrUi, Ui};
 use crate::pi::attach::{self, Bound, BoxFuture, Served};
 use crate::pi::link::LinkSession;
+use crate::sandbox::hibernation::Hibernation;
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Limits, Runtime};
 use crate::sandbox::session::{Session, SessionSpec};
@@ -48,6 +49,9 @@ pub struct ServeArgs {
     pub metrics: Option<std::net::SocketAddr>,
     /// Serve the read-only dashboard on the metrics listener too (`--dashboard`).
     pub dashboard: bool,
+    /// Hibernate a session after this long without input (`--hibernate-after`; `None`:
+    /// never). docs/scaling.md#idle-sessions.
+    pub hibernate_after: Option<Duration>,
 }
 
 /// Everything a served session needs from the broker process.
@@ -59,6 +63,8 @@ struct Process {
     locks: LockDir,
     clock: Arc<dyn Clock>,
     log: Arc<dyn LogSink>,
+    /// `--hibernate-after`.
+    hibernate_after: Option<Duration>,
 }
 
 impl Process {
@@ -102,7 +108,11 @@ impl Process {
             exclusive: true,
             transcript: None,
         };
-        match Session::spawn(self.runtime.clone(), spec).await {
+        let hibernation = match self.hibernate_after {
+            Some(after) => Hibernation::after(after, self.broker.hibernated()),
+            None => Hibernation::never(),
+        };
+        match Session::spawn_with(self.runtime.clone(), spec, hibernation).await {
             Ok(session) => Ok((session, name)),
             Err(error) => {
                 self.broker.detach(&key);
@@ -224,6 +234,7 @@ pub async fn run(component: &[u8], args: ServeArgs) -> anyhow::Result<()> {
         locks,
         clock,
         log,
+        hibernate_after: args.hibernate_after,
     });
     let mut demos = Vec::new();
     for name in &args.demo {

@@ -274,7 +274,7 @@ mod tests {
     fn endpoints(ready: bool) -> Endpoints {
         Endpoints {
             metrics: Arc::new(Metrics::new(["telegram"])),
-            refresh: Arc::new(|metrics: &Metrics| metrics.set_sessions(1, 2)),
+            refresh: Arc::new(|metrics: &Metrics| metrics.set_sessions(1, 2, 3)),
             ready: Arc::new(move || {
                 vec![if ready {
                     Check::ready("bot telegram", "running")
@@ -341,6 +341,13 @@ mod tests {
             answer
                 .body
                 .contains("botconnect_sessions{state=\"idle\"} 2"),
+            "{}",
+            answer.body
+        );
+        assert!(
+            answer
+                .body
+                .contains("botconnect_sessions{state=\"hibernated\"} 3"),
             "{}",
             answer.body
         );

@@ -160,8 +160,8 @@ impl Metrics {
         // Counters are registered without `_total`: the encoder adds it (OpenMetrics).
         registry.register(
             "sessions",
-            "Sessions by state (active: a turn runs; idle; offline: a cluster session whose \
-             node is gone, its messages waiting)",
+            "Sessions by state (active: a turn runs; idle; hibernated: no instance until its \
+             next input; offline: a cluster session whose node is gone, its messages waiting)",
             metrics.sessions.clone(),
         );
         registry.register(
@@ -287,24 +287,24 @@ impl Metrics {
         }
     }
 
-    /// Sessions attached now: `active` ones run a turn.
-    pub fn set_sessions(&self, active: usize, idle: usize) {
-        self.set_session_states(active, idle, None);
+    /// Sessions attached now: `active` ones run a turn, `idle` ones wait with their
+    /// instance, `hibernated` ones wait without (docs/scaling.md#idle-sessions).
+    pub fn set_sessions(&self, active: usize, idle: usize, hibernated: usize) {
+        self.set_session_states(&[
+            ("active", active),
+            ("idle", idle),
+            ("hibernated", hibernated),
+        ]);
     }
 
     /// A cluster's sessions by state, as its directory and presence say (the ingress):
     /// `offline` ones are listed but no live node runs them.
     pub fn set_cluster_sessions(&self, active: usize, idle: usize, offline: usize) {
-        self.set_session_states(active, idle, Some(offline));
+        self.set_session_states(&[("active", active), ("idle", idle), ("offline", offline)]);
     }
 
-    fn set_session_states(&self, active: usize, idle: usize, offline: Option<usize>) {
-        let states = [
-            ("active", Some(active)),
-            ("idle", Some(idle)),
-            ("offline", offline),
-        ];
-        for (state, count) in states.into_iter().filter_map(|(s, c)| Some((s, c?))) {
+    fn set_session_states(&self, states: &[(&str, usize)]) {
+        for &(state, count) in states {
             self.sessions
                 .get_or_create(&StateLabel {
                     state: state.into(),
@@ -543,7 +543,7 @@ mod tests {
             assert!(text.contains(line), "{line}: {text}");
         }
         let broker = Metrics::new(Vec::<String>::new());
-        broker.set_sessions(1, 2);
+        broker.set_sessions(1, 2, 0);
         let text = broker.render();
         assert!(!text.contains("state=\"offline\""), "{text}");
     }

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod convert;
+pub mod hibernation;
 pub mod imports;
 pub mod pairing_budget;
 pub mod runtime;

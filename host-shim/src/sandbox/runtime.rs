@@ -95,6 +95,14 @@ impl Instance {
     }
 }
 
+/// An instance that could not be made, with the host state it was to run with.
+pub struct Refused {
+    /// Why (the pool is full, most often).
+    pub error: anyhow::Error,
+    /// The host state, unharmed: nothing ran in the failed store.
+    pub host: Box<SessionHost>,
+}
+
 /// Why a component cannot run here. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -204,7 +212,16 @@ impl Runtime {
     }
 
     /// A fresh, sandboxed instance whose imports are served by `host`.
-    pub async fn instantiate(&self, mut host: SessionHost) -> anyhow::Result<Instance> {
+    pub async fn instantiate(&self, host: SessionHost) -> anyhow::Result<Instance> {
+        self.try_instantiate(host)
+            .await
+            .map_err(|refused| refused.error)
+    }
+
+    /// Like [`Runtime::instantiate`], but a failure gives `host` back: a hibernated
+    /// session that finds the pool full keeps its transports, locks and agent link and
+    /// can try again at its next input, instead of losing them with the failed store.
+    pub async fn try_instantiate(&self, mut host: SessionHost) -> Result<Instance, Refused> {
         host.limits.caps = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(16)
@@ -212,13 +229,38 @@ impl Runtime {
         host.call_fuel = self.limits.call_fuel;
         let mut store = Store::new(&self.engine, host);
         store.limiter(|s| &mut s.limits);
-        store.set_fuel(self.limits.call_fuel)?;
-        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL))?;
-        let bridge =
-            self.pre.instantiate_async(&mut store).await.map_err(|e| {
-                anyhow::anyhow!("could not instantiate the bridge component: {e:#}")
-            })?;
-        Ok(Instance { store, bridge })
+        let prepared = store
+            .set_fuel(self.limits.call_fuel)
+            .and_then(|()| store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL)));
+        let instantiated =
+            match prepared {
+                Ok(()) => self.pre.instantiate_async(&mut store).await.map_err(|e| {
+                    anyhow::anyhow!("could not instantiate the bridge component: {e:#}")
+                }),
+                Err(error) => Err(anyhow::anyhow!(
+                    "could not prepare the instance's fuel budget: {error:#}"
+                )),
+            };
+        match instantiated {
+            Ok(bridge) => Ok(Instance { store, bridge }),
+            Err(error) => Err(Refused {
+                error,
+                host: Box::new(store.into_data()),
+            }),
+        }
+    }
+
+    /// Component instances alive in the pool now: one per live session (a hibernated
+    /// session has none).
+    pub fn live_instances(&self) -> u64 {
+        self.engine
+            .pooling_allocator_metrics()
+            .map_or(0, |metrics| metrics.component_instances())
+    }
+
+    /// The limits every instance runs with.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 }
 

@@ -21,6 +21,7 @@ use crate::local::clock::Clock;
 use crate::local::logging::{CallCost, LogLine, LogSink};
 use crate::local::ui::Ui;
 use crate::sandbox::convert;
+use crate::sandbox::hibernation::{self, Facts, Hibernation, Verdict};
 use crate::sandbox::imports::{ParkedCall, SessionContext, SessionHost};
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Instance, Runtime};
@@ -85,15 +86,29 @@ pub struct Health {
     pub last_trap: Option<String>,
     /// The session gave up after repeated traps.
     pub stopped: bool,
+    /// The session is hibernated now: no instance, its state in the store
+    /// (docs/scaling.md#idle-sessions).
+    pub hibernated: bool,
+    /// Times it hibernated.
+    pub hibernations: u32,
+    /// Times an input woke it.
+    pub wakes: u32,
 }
 
 enum Command {
     Local(String, oneshot::Sender<Note>),
     SendFile(FileRequest, oneshot::Sender<Result<String, String>>),
-    Preview(transport_core::Envelope, oneshot::Sender<Option<String>>),
+    // Boxed: every session's command channel allocates its first block of 32 commands at
+    // once, and an envelope inline made each command 4x larger (7 KiB a session, idle or
+    // hibernated, for a command a session almost never gets).
+    Preview(
+        Box<transport_core::Envelope>,
+        oneshot::Sender<Option<String>>,
+    ),
     Diagnostics(oneshot::Sender<Option<DiagnosticsReport>>),
     Health(oneshot::Sender<Health>),
     Tick(oneshot::Sender<()>),
+    Hibernate(oneshot::Sender<bool>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -190,6 +205,25 @@ fn acquire_session_lock(locks: &LockDir, key: &str, now_ms: u64) -> anyhow::Resu
         })
 }
 
+/// `platforms` as one allocation shared by every session that offers the same list (in a
+/// broker or a node, all of them): the declarations with their settings' descriptions are
+/// about 5 KiB, which 100,000 hibernated sessions would otherwise each keep a copy of.
+fn shared_platforms(platforms: Vec<Platform>) -> Arc<[Platform]> {
+    static LAST: std::sync::Mutex<Option<Arc<[Platform]>>> = std::sync::Mutex::new(None);
+    // A poisoned lock only means another session panicked while swapping the Arc in.
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match &*last {
+        Some(shared) if shared[..] == platforms[..] => shared.clone(),
+        _ => {
+            let shared: Arc<[Platform]> = platforms.into();
+            *last = Some(shared.clone());
+            shared
+        }
+    }
+}
+
 /// The error when the session task is gone.
 fn gone() -> anyhow::Error {
     anyhow::anyhow!("the session has stopped")
@@ -198,7 +232,19 @@ fn gone() -> anyhow::Error {
 impl Session {
     /// Instantiates the bridge for `spec`, configures it, builds and starts transports.
     /// Configuration problems are notified locally and never stop the session (I16).
+    /// It never hibernates ([`Session::spawn_with`] for one that does).
     pub async fn spawn(runtime: Arc<Runtime>, spec: SessionSpec) -> anyhow::Result<Session> {
+        Self::spawn_with(runtime, spec, Hibernation::never()).await
+    }
+
+    /// [`Session::spawn`], hibernating as `hibernation` says: after that long without
+    /// input, an idle session's instance is dropped and the next input boots a fresh one
+    /// from the store (docs/scaling.md#idle-sessions).
+    pub async fn spawn_with(
+        runtime: Arc<Runtime>,
+        spec: SessionSpec,
+        hibernation: Hibernation,
+    ) -> anyhow::Result<Session> {
         let mut held_locks = HashMap::new();
         if spec.exclusive {
             let lock = acquire_session_lock(&spec.locks, &spec.key, spec.clock.now_ms())?;
@@ -245,6 +291,7 @@ impl Session {
             transcript: spec.transcript,
             script: None,
         };
+        let started_ms = ctx.clock.now_ms();
         let instance = runtime.instantiate(SessionHost::new(ctx)).await?;
         let (answers_tx, answers_rx) = mpsc::channel(16);
         let mut actor = Actor {
@@ -252,14 +299,20 @@ impl Session {
             runtime,
             slot: Slot::Live(Box::new(instance)),
             sources: spec.config_sources,
-            platforms: spec.platforms,
+            platforms: shared_platforms(spec.platforms),
             transport_ids: Vec::new(),
             health: Health::default(),
             consecutive_restarts: 0,
             local_command: DEFAULT_LOCAL_COMMAND.to_owned(),
             paths,
+            idle_check_at: hibernation
+                .after
+                .map(|after| hibernation::due_at(started_ms, after)),
+            last_input_ms: started_ms,
+            hibernation,
+            told_notes: String::new(),
         };
-        actor.boot(Some(spec.transports)).await;
+        actor.boot(Some(spec.transports), Notes::Told).await;
         let local_command = actor.local_command.clone();
         let (commands, commands_rx) = mpsc::channel(32);
         let task = tokio::spawn(actor.run(commands_rx, inbound_rx, signals_rx, answers_rx));
@@ -307,7 +360,8 @@ impl Session {
         &self,
         envelope: transport_core::Envelope,
     ) -> anyhow::Result<Option<String>> {
-        self.ask(|tx| Command::Preview(envelope, tx)).await
+        self.ask(|tx| Command::Preview(Box::new(envelope), tx))
+            .await
     }
 
     /// The bridge's diagnostics; `None` when the session gave up after traps.
@@ -325,6 +379,14 @@ impl Session {
         self.ask(Command::Tick).await
     }
 
+    /// Hibernates the session now if it may (quiet for the configured time by its clock,
+    /// nothing held only in memory); true when it is hibernated after the call. The
+    /// session does this by itself when the time comes; tests with a manual clock call it
+    /// instead of waiting.
+    pub async fn hibernate_if_idle(&self) -> anyhow::Result<bool> {
+        self.ask(Command::Hibernate).await
+    }
+
     /// Stops the bridge (locks released, state saved) and its transports.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let result = self.ask(Command::Shutdown).await;
@@ -333,12 +395,24 @@ impl Session {
     }
 }
 
+/// Whether a boot's configuration notes go to the terminal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Notes {
+    /// Told (a start, a restart after a trap: something changed the person should hear).
+    Told,
+    /// Told only if they differ from the last told (a wake from hibernation: the same
+    /// configuration, already told, unless a transport now fails to start).
+    Quiet,
+}
+
 /// Where the session's host state lives: inside the live instance's store, or parked
 /// here while there is no instance (after the session gave up on repeated traps).
 enum Slot {
     Live(Box<Instance>),
     // Boxed like `Live`: the slot is moved on every restart, and the context is large.
     Parked(Box<SessionContext>),
+    /// Hibernated: no instance, the state in the store; the next input boots one.
+    Hibernated(Box<SessionContext>),
     /// Only for the moment the context moves from a dead store to the next one.
     Moving,
 }
@@ -349,7 +423,9 @@ struct Actor {
     runtime: Arc<Runtime>,
     slot: Slot,
     sources: Vec<ConfigSource>,
-    platforms: Vec<Platform>,
+    /// Shared by every session of the process that offers the same platforms
+    /// ([`shared_platforms`]).
+    platforms: Arc<[Platform]>,
     transport_ids: Vec<String>,
     health: Health,
     consecutive_restarts: u32,
@@ -357,6 +433,15 @@ struct Actor {
     local_command: String,
     /// Where the agent works and which files are bot-connect's own, for tool paths.
     paths: PathContext,
+    /// When and how the session hibernates.
+    hibernation: Hibernation,
+    /// When the last input went in (or the session started), by its clock.
+    last_input_ms: u64,
+    /// When to ask next whether the session may hibernate; `None`: not while it is
+    /// hibernated, stopped, or never hibernates.
+    idle_check_at: Option<u64>,
+    /// The configuration notes the terminal was told last.
+    told_notes: String,
 }
 
 /// Calls one export on the live instance with a fresh fuel budget, containing a trap:
@@ -393,7 +478,7 @@ macro_rules! guest {
                     }
                 }
             }
-            Slot::Parked(_) | Slot::Moving => None,
+            Slot::Parked(_) | Slot::Hibernated(_) | Slot::Moving => None,
         }
     }};
 }
@@ -410,18 +495,171 @@ impl Actor {
     fn ctx(&mut self) -> &mut SessionContext {
         match &mut self.slot {
             Slot::Live(instance) => &mut instance.store.data_mut().ctx,
-            Slot::Parked(ctx) => ctx,
+            Slot::Parked(ctx) | Slot::Hibernated(ctx) => ctx,
             Slot::Moving => unreachable!("the context is moved only inside `trapped`"),
         }
     }
 
+    /// An input is about to go in: a hibernated session wakes first, and the session's
+    /// quiet time starts again.
+    async fn input(&mut self) {
+        if matches!(self.slot, Slot::Hibernated(_)) {
+            self.wake().await;
+        }
+        if matches!(self.slot, Slot::Moving) {
+            return;
+        }
+        self.last_input_ms = self.ctx().clock.now_ms();
+        if let Some(after) = self.hibernation.after {
+            self.idle_check_at = Some(hibernation::due_at(self.last_input_ms, after));
+        }
+    }
+
+    /// Drops the instance if the session has been quiet long enough and the bridge and
+    /// the host hold nothing that lives only in memory; true when it is hibernated after.
+    async fn hibernate_if_idle(&mut self) -> bool {
+        if matches!(self.slot, Slot::Hibernated(_)) {
+            return true;
+        }
+        let Some(after) = self.hibernation.after else {
+            self.idle_check_at = None;
+            return false;
+        };
+        if !matches!(self.slot, Slot::Live(_)) {
+            // Stopped after traps: nothing to drop, nothing to wake.
+            self.idle_check_at = None;
+            return false;
+        }
+        let now_ms = self.ctx().clock.now_ms();
+        let due = hibernation::due_at(self.last_input_ms, after);
+        if now_ms < due {
+            // Not yet: the bridge is not asked (a call per check would cost every session).
+            self.idle_check_at = Some(due);
+            return false;
+        }
+        let holds: Option<Vec<crate::wit::session::Hold>> =
+            guest!(self, calls::HIBERNATION_HOLDS, |b, s| b
+                .call_hibernation_holds(s));
+        let Some(holds) = holds else {
+            // It trapped and was replaced: its quiet time starts again.
+            self.idle_check_at = Some(hibernation::due_at(now_ms, after));
+            return false;
+        };
+        let last_input_ms = self.last_input_ms;
+        let ctx = self.ctx();
+        let facts = Facts {
+            now_ms,
+            last_input_ms,
+            after,
+            timer_pending: ctx.tick_at.is_some(),
+            parked_calls: ctx.parked.len(),
+            agent_questions: ctx.questions.len(),
+            agent_busy: !ctx.agent.is_idle(),
+            holds: &holds,
+        };
+        match hibernation::decide(&facts) {
+            Verdict::NotYet { at_ms } => {
+                self.idle_check_at = Some(at_ms);
+                false
+            }
+            Verdict::Held {
+                reasons,
+                again_at_ms,
+            } => {
+                self.idle_check_at = Some(again_at_ms);
+                let ctx = self.ctx();
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Info,
+                        "session kept awake",
+                        &[("waiting_for", hibernation::describe(&reasons))],
+                    ),
+                );
+                false
+            }
+            Verdict::Hibernate => {
+                let Slot::Live(instance) = std::mem::replace(&mut self.slot, Slot::Moving) else {
+                    unreachable!("checked live above");
+                };
+                // Dropping the store frees the instance's pool slot and its memory; the
+                // context (transports, locks, agent link, pending nothing) stays.
+                let ctx = instance.store.into_data().into_context();
+                self.slot = Slot::Hibernated(Box::new(ctx));
+                self.idle_check_at = None;
+                self.health.hibernated = true;
+                self.health.hibernations += 1;
+                self.hibernation.count.raise();
+                let quiet_s = now_ms.saturating_sub(self.last_input_ms) / 1000;
+                let ctx = self.ctx();
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Info,
+                        "session hibernated",
+                        &[("quiet_seconds", quiet_s.to_string())],
+                    ),
+                );
+                true
+            }
+        }
+    }
+
+    /// Boots a fresh instance from the store for a hibernated session, as after a trap
+    /// but unseen by the chats: configure and start again, the transports kept.
+    async fn wake(&mut self) {
+        let Slot::Hibernated(ctx) = std::mem::replace(&mut self.slot, Slot::Moving) else {
+            return;
+        };
+        match self.runtime.try_instantiate(SessionHost::new(*ctx)).await {
+            Ok(instance) => {
+                self.slot = Slot::Live(Box::new(instance));
+                self.hibernation.count.lower();
+                self.health.hibernated = false;
+                self.health.wakes += 1;
+                let ctx = self.ctx();
+                ctx.log
+                    .write(&ctx.key, LogLine::new(Level::Info, "session woke", &[]));
+                // The terminal heard the configuration's notes at the first start; a wake
+                // every few minutes must not repeat them.
+                self.boot(None, Notes::Quiet).await;
+            }
+            Err(refused) => {
+                // The pool is full (more sessions awake than --max-sessions): the session
+                // stays hibernated with everything it holds, and this input is refused
+                // where the operator sees it.
+                let ctx = refused.host.into_context();
+                let ui = ctx.ui.clone();
+                ctx.log.write(
+                    &ctx.key,
+                    LogLine::new(
+                        Level::Error,
+                        "session could not wake",
+                        &[("cause", format!("{:#}", refused.error))],
+                    ),
+                );
+                self.slot = Slot::Hibernated(Box::new(ctx));
+                ui.notify(
+                    Level::Error,
+                    &format!(
+                        "This hibernated session could not wake for a message ({:#}); the \
+                         message was not handled. Raise --max-sessions, or lower \
+                         --hibernate-after so idle sessions free their slots sooner.",
+                        refused.error
+                    ),
+                )
+                .await;
+            }
+        }
+    }
+
     /// Configures a fresh instance; on the first boot also builds the transports.
-    async fn boot(&mut self, factory: Option<TransportFactory>) {
+    async fn boot(&mut self, factory: Option<TransportFactory>, notes_to: Notes) {
         let sources = self.sources.clone();
         let platforms = self.platforms.clone();
         self.record_input(|| Event::Configure {
             sources: sources.clone(),
-            platforms: platforms.clone(),
+            platforms: platforms.to_vec(),
         });
         let configuration: Option<Configuration> = guest!(self, calls::CONFIGURE, |b, s| b
             .call_configure(s, &sources, &platforms));
@@ -464,13 +702,21 @@ impl Actor {
                 .into_iter()
                 .map(|n| (n.level, n.text)),
         );
-        if !notes.is_empty() {
-            let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
-            let text: Vec<String> = notes.into_iter().map(|(_, t)| t).collect();
-            let ui = self.ctx().ui.clone();
-            ui.notify(level.unwrap_or(Level::Warning), &text.join("\n"))
-                .await;
+        if notes.is_empty() {
+            return;
         }
+        let level = notes.iter().map(|(l, _)| *l).max_by_key(|l| severity(*l));
+        let text = notes
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect::<Vec<String>>()
+            .join("\n");
+        if notes_to == Notes::Quiet && text == self.told_notes {
+            return;
+        }
+        self.told_notes.clone_from(&text);
+        let ui = self.ctx().ui.clone();
+        ui.notify(level.unwrap_or(Level::Warning), &text).await;
     }
 
     /// Reports a trap, takes the session's state out of the poisoned store and boots a
@@ -539,7 +785,7 @@ impl Actor {
                     ),
                 );
                 self.slot = Slot::Live(Box::new(instance));
-                Box::pin(self.boot(None)).await;
+                Box::pin(self.boot(None, Notes::Told)).await;
             }
             Err(e) => {
                 // The context went into the failed store; nothing is left to run with,
@@ -563,11 +809,15 @@ impl Actor {
     ) {
         loop {
             let tick_delay = self.tick_delay();
+            let idle_delay = self
+                .idle_check_at
+                .map(|at| Duration::from_millis(at.saturating_sub(self.ctx().clock.now_ms())));
             tokio::select! {
                 // Inbound first: a command sent after a message was delivered sees its effects.
                 biased;
                 Some(inbound) = inbound.recv() => match inbound {
                     Inbound::Message { envelope, handled } => {
+                        self.input().await;
                         let envelope = convert::envelope_to_wit(envelope);
                         self.record_input(|| Event::Envelope {
                             envelope: envelope.clone(),
@@ -586,6 +836,7 @@ impl Actor {
                 },
                 Some(signal) = signals.recv() => self.on_signal(signal).await,
                 Some((id, approved)) = answers.recv() => {
+                    self.input().await;
                     self.record_input(|| Event::LocalAnswer { id: id.clone(), approved });
                     let _: Option<()> = guest!(self, calls::LOCAL_ANSWER, |b, s| b
                         .call_on_local_answer(s, &id, approved));
@@ -603,6 +854,9 @@ impl Actor {
                     }
                 },
                 () = sleep_or_forever(tick_delay) => self.tick().await,
+                () = sleep_or_forever(idle_delay) => {
+                    self.hibernate_if_idle().await;
+                }
             }
         }
     }
@@ -614,12 +868,18 @@ impl Actor {
     }
 
     async fn tick(&mut self) {
+        // A timer is no traffic: it wakes a hibernated session (none sleeps with a timer
+        // pending, so this is a safeguard) but does not start its quiet time again.
+        if matches!(self.slot, Slot::Hibernated(_)) {
+            self.wake().await;
+        }
         self.ctx().tick_at = None;
         self.record_input(|| Event::Tick);
         let _: Option<()> = guest!(self, calls::TICK, |b, s| b.call_tick(s));
     }
 
     async fn on_signal(&mut self, signal: AgentSignal) {
+        self.input().await;
         match signal {
             AgentSignal::Event(event) => {
                 let event: AgentEvent = event;
@@ -737,6 +997,16 @@ impl Actor {
     }
 
     async fn on_command(&mut self, command: Command) {
+        match &command {
+            // Asking about the session is no input: it must not keep it awake.
+            Command::Health(_) | Command::Hibernate(_) | Command::Shutdown(_) => {}
+            // A tick wakes by itself and is no traffic.
+            Command::Tick(_) => {}
+            Command::Local(..)
+            | Command::SendFile(..)
+            | Command::Preview(..)
+            | Command::Diagnostics(_) => self.input().await,
+        }
         match command {
             Command::Local(args, reply) => {
                 self.record_input(|| Event::LocalCommand { args: args.clone() });
@@ -756,7 +1026,7 @@ impl Actor {
             }
             Command::SendFile(request, reply) => self.send_file(request, reply).await,
             Command::Preview(envelope, reply) => {
-                let envelope = convert::envelope_to_wit(envelope);
+                let envelope = convert::envelope_to_wit(*envelope);
                 self.record_input(|| Event::Preview {
                     envelope: envelope.clone(),
                     masked: Vec::new(),
@@ -788,6 +1058,10 @@ impl Actor {
                 self.tick().await;
                 let _ = done.send(());
             }
+            Command::Hibernate(done) => {
+                let hibernated = self.hibernate_if_idle().await;
+                let _ = done.send(hibernated);
+            }
             Command::Shutdown(done) => {
                 self.shutdown().await;
                 let _ = done.send(());
@@ -816,8 +1090,16 @@ impl Actor {
         let ctx = match std::mem::replace(&mut self.slot, Slot::Moving) {
             Slot::Live(instance) => instance.store.into_data().into_context(),
             Slot::Parked(ctx) => *ctx,
+            // Nothing of it was only in memory (that is when it hibernated), so the
+            // bridge's own shutdown has nothing to save or tell.
+            Slot::Hibernated(ctx) => {
+                self.hibernation.count.lower();
+                self.health.hibernated = false;
+                *ctx
+            }
             Slot::Moving => return,
         };
+        self.idle_check_at = None;
         self.slot = Slot::Parked(Box::new(ctx));
     }
 }
@@ -872,6 +1154,8 @@ pub mod calls {
     pub const DIAGNOSTICS: &str = "diagnostics";
     /// `shutdown`.
     pub const SHUTDOWN: &str = "shutdown";
+    /// `hibernation-holds`.
+    pub const HIBERNATION_HOLDS: &str = "the hibernation check";
 }
 
 fn severity(level: Level) -> u8 {
@@ -951,6 +1235,18 @@ mod tests {
             refused.to_string().contains("already runs session"),
             "{refused}"
         );
+    }
+
+    #[test]
+    fn sessions_offering_the_same_platforms_share_one_copy_of_them() {
+        let first = shared_platforms(crate::factory::declarations());
+        let second = shared_platforms(crate::factory::declarations());
+        assert!(Arc::ptr_eq(&first, &second));
+        let mut fewer = crate::factory::declarations();
+        fewer.pop();
+        let other = shared_platforms(fewer.clone());
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other[..], fewer[..], "a different list is kept as it is");
     }
 
     fn fs_entries(dir: &std::path::Path) -> Vec<String> {

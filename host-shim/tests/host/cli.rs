@@ -648,6 +648,24 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
 }
 
 #[test]
+fn a_bad_hibernate_after_is_named_before_anything_starts() {
+    let home = Home::new();
+    let (status, output) = finish(home.command(&["serve", "--hibernate-after", "5"]));
+    assert!(!status.success());
+    assert!(
+        output.contains("--hibernate-after must be at least 60 seconds")
+            && output.contains("or 0 for never; got 5"),
+        "{output}"
+    );
+    let (status, output) = finish(home.command(&["serve", "--hibernate-after", "10m"]));
+    assert!(!status.success());
+    assert!(
+        output.contains("--hibernate-after takes seconds (e.g. 600 for ten minutes)"),
+        "{output}"
+    );
+}
+
+#[test]
 fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_named() {
     let home = Home::new();
     let (status, output) = finish(home.command(&["serve", "--max-sessions", "0"]));

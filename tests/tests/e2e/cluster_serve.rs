@@ -210,6 +210,7 @@ impl Cluster {
                 description: node.to_owned(),
             },
             gate: self.gate.clone(),
+            hibernation: host_shim::sandbox::hibernation::Hibernation::never(),
         }
     }
 

@@ -22,6 +22,7 @@ mod demo_agent;
 mod digest_flow;
 mod discord_flow;
 mod doc_references;
+mod hibernation;
 mod pairing_flow;
 mod pi_extension;
 mod pi_headless;

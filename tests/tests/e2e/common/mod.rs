@@ -24,6 +24,7 @@ use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
+use host_shim::sandbox::hibernation::Hibernation;
 use host_shim::sandbox::pairing_budget::PairingBudget;
 use host_shim::sandbox::runtime::{Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
@@ -96,6 +97,8 @@ pub struct Setup {
     pub locks: LockDir,
     pub runtime: Arc<Runtime>,
     pub transcript: Option<Transcript>,
+    /// When the session hibernates (never, unless a test asks).
+    pub hibernation: Hibernation,
 }
 
 /// A temporary directory with a state file and a lock dir.
@@ -145,6 +148,7 @@ impl Setup {
             locks: dirs.locks(),
             runtime: runtime(),
             transcript: None,
+            hibernation: Hibernation::never(),
         }
     }
 
@@ -171,7 +175,7 @@ impl Setup {
             exclusive: true,
             transcript: self.transcript,
         };
-        let session = Session::spawn(self.runtime, spec)
+        let session = Session::spawn_with(self.runtime, spec, self.hibernation)
             .await
             .expect("session starts");
         Harness {
