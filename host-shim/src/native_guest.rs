@@ -107,3 +107,56 @@ pub fn capabilities_to_guest(c: Capabilities) -> guest::model::Capabilities {
         drafts: c.drafts,
     }
 }
+
+/// Answers `envelope` with a notice from the host itself (the broker, a cluster's ingress, a
+/// session that could not wake), rendered by the bridge's own pipeline for the platform's
+/// markup and limit (a `<name>` must not break Telegram's HTML). Stops at the first piece
+/// that fails.
+pub async fn send_notice(
+    transport: &dyn transport_core::Transport,
+    envelope: &transport_core::Envelope,
+    text: &str,
+) -> Result<(), transport_core::TransportError> {
+    send_notice_to(
+        transport,
+        &envelope.conversation_id,
+        envelope.thread_id.as_deref(),
+        text,
+    )
+    .await
+}
+
+/// [`send_notice`] to a conversation (and thread) named directly: a cluster node's notice
+/// about a reply or a message it holds, with no envelope at hand. Redacted and rendered
+/// like the bridge's own messages: such a notice may quote what the user typed or what a
+/// platform answered.
+pub async fn send_notice_to(
+    transport: &dyn transport_core::Transport,
+    conversation_id: &str,
+    thread_id: Option<&str>,
+    text: &str,
+) -> Result<(), transport_core::TransportError> {
+    let caps = capabilities_to_guest(transport.capabilities());
+    let prepared = guest::core::outbound::prepare(text, &caps, 4);
+    // The truncation notice goes too: a long `/sessions` list cut at four messages must
+    // say that it was cut, not end as if it were whole.
+    for text in prepared
+        .messages
+        .into_iter()
+        .chain(prepared.truncation_notice)
+    {
+        transport
+            .send(transport_core::OutboundMessage {
+                conversation_id: conversation_id.to_owned(),
+                thread_id: thread_id.map(str::to_owned),
+                kind: transport_core::OutboundKind::Notice,
+                text,
+                edit_key: None,
+                buttons: Vec::new(),
+                answers_press: None,
+                reply_to: None,
+            })
+            .await?;
+    }
+    Ok(())
+}

@@ -18,9 +18,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use transport_core::{
-    Inbound, InboundSink, InboundStream, OutboundKind, OutboundMessage, Transport,
-};
+use transport_core::{Inbound, InboundSink, InboundStream, Transport};
 
 use crate::agent::Agent;
 use crate::disk::lock::LockDir;
@@ -79,57 +77,8 @@ pub fn build_from_environment(transport_state_dir: Option<PathBuf>) -> BuildOne 
     })
 }
 
-/// Answers `envelope` with a notice from the broker (or a cluster's ingress) itself,
-/// rendered by the bridge's own pipeline for the platform's markup and limit (a `<name>`
-/// must not break Telegram's HTML). Stops at the first piece that fails.
-pub async fn send_notice(
-    transport: &dyn Transport,
-    envelope: &transport_core::Envelope,
-    text: &str,
-) -> Result<(), transport_core::TransportError> {
-    send_notice_to(
-        transport,
-        &envelope.conversation_id,
-        envelope.thread_id.as_deref(),
-        text,
-    )
-    .await
-}
-
-/// [`send_notice`] to a conversation (and thread) named directly: a cluster node's notice
-/// about a reply or a message it holds, with no envelope at hand. Redacted and rendered
-/// like the bridge's own messages: such a notice may quote what the user typed or what a
-/// platform answered.
-pub async fn send_notice_to(
-    transport: &dyn Transport,
-    conversation_id: &str,
-    thread_id: Option<&str>,
-    text: &str,
-) -> Result<(), transport_core::TransportError> {
-    let caps = crate::native_guest::capabilities_to_guest(transport.capabilities());
-    let prepared = guest::core::outbound::prepare(text, &caps, 4);
-    // The truncation notice goes too: a long `/sessions` list cut at four messages must
-    // say that it was cut, not end as if it were whole.
-    for text in prepared
-        .messages
-        .into_iter()
-        .chain(prepared.truncation_notice)
-    {
-        transport
-            .send(OutboundMessage {
-                conversation_id: conversation_id.to_owned(),
-                thread_id: thread_id.map(str::to_owned),
-                kind: OutboundKind::Notice,
-                text,
-                edit_key: None,
-                buttons: Vec::new(),
-                answers_press: None,
-                reply_to: None,
-            })
-            .await?;
-    }
-    Ok(())
-}
+/// The broker's notices are rendered by the bridge's own pipeline, natively.
+pub use crate::native_guest::{send_notice, send_notice_to};
 
 /// What the broker needs from its process.
 pub struct BrokerOptions {
@@ -1678,7 +1627,7 @@ impl Roster for BotRoster<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use transport_core::{Capabilities, LengthUnit, Markup};
+    use transport_core::{Capabilities, LengthUnit, Markup, OutboundKind, OutboundMessage};
     use transport_testing::fake::{FakeConfig, FakeTransport};
 
     #[cfg(unix)]

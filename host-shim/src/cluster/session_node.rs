@@ -172,6 +172,9 @@ pub struct SessionNode {
     stop: watch::Sender<bool>,
     running: Arc<Mutex<Vec<String>>>,
     rows: Rows,
+    /// Sessions here running a turn, as of the last look.
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+    hibernated: crate::sandbox::hibernation::HibernatedCount,
     client: Client,
     gate: Gate,
     attacher: Attacher,
@@ -226,12 +229,17 @@ struct Node {
     shown: Arc<Mutex<Vec<String>>>,
     /// What the dashboard lists, refreshed at each look at placement.
     rows: Rows,
+    /// Sessions here running a turn, as of the last look.
+    busy: Arc<std::sync::atomic::AtomicUsize>,
     /// Sessions this node will not run (their state is newer than it reads), each said once.
     refused: std::collections::HashSet<String>,
 }
 
 /// The dashboard's rows of the sessions running here, by key.
 type Rows = Arc<Mutex<Vec<(String, SessionRow)>>>;
+
+/// The sessions of a node by state, (active, idle, hibernated), read at each scrape.
+pub type Census = Arc<dyn Fn() -> (usize, usize, usize) + Send + Sync>;
 
 impl SessionNode {
     /// Opens the buckets, announces this node and starts placing sessions.
@@ -298,6 +306,8 @@ impl SessionNode {
         }
         let shown = Arc::new(Mutex::new(Vec::new()));
         let rows: Rows = Arc::default();
+        let busy: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let hibernated = options.hibernation.count.clone();
         let gate = options.gate.clone();
         let node = Node {
             client: client.clone(),
@@ -316,6 +326,7 @@ impl SessionNode {
             waiting: Vec::new(),
             shown: shown.clone(),
             rows: rows.clone(),
+            busy: busy.clone(),
             refused: std::collections::HashSet::new(),
         };
         let (stop, stopping) = watch::channel(false);
@@ -326,6 +337,8 @@ impl SessionNode {
             stop,
             running: shown,
             rows,
+            busy,
+            hibernated,
             client,
             gate,
             attacher: Attacher { requests },
@@ -368,6 +381,25 @@ impl SessionNode {
             rows.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone()
+        })
+    }
+
+    /// The sessions running here by state, (active, idle, hibernated), for the metrics:
+    /// active as of the last look at placement, hibernated now.
+    pub fn sessions_by_state(&self) -> Census {
+        let (running, busy, hibernated) = (
+            self.running.clone(),
+            self.busy.clone(),
+            self.hibernated.clone(),
+        );
+        Arc::new(move || {
+            let total = running
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .len();
+            let active = busy.load(std::sync::atomic::Ordering::Relaxed).min(total);
+            let hibernated = hibernated.get().min(total - active);
+            (active, total - active - hibernated, hibernated)
         })
     }
 
@@ -911,6 +943,9 @@ impl Node {
     /// when a turn starts or ends, and every [`SEEN_REFRESH`](super::directory::SEEN_REFRESH)
     /// besides (never more often than this is called: once a lease renewal).
     async fn announce_changes(&mut self) {
+        let active = self.running.values().filter(|r| !r.agent.is_idle()).count();
+        self.busy
+            .store(active, std::sync::atomic::Ordering::Relaxed);
         for running in self.running.values_mut() {
             let busy = !running.agent.is_idle();
             let taken = running.turns.taken();

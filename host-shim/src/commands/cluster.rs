@@ -364,6 +364,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                 &gate_for_metrics,
                 ingress.probe(),
                 None,
+                None,
             )
             .await?;
             println!(
@@ -439,6 +440,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                 metrics,
                 &gate_for_metrics,
                 node.probe(),
+                Some(node.sessions_by_state()),
                 dashboard,
             )
             .await?;

@@ -334,6 +334,7 @@ pub async fn listen_for_node(
     metrics: Option<Arc<Metrics>>,
     gate: &Gate,
     probe: Arc<dyn Fn() -> Vec<Check> + Send + Sync>,
+    sessions: Option<crate::cluster::session_node::Census>,
     dashboard: Option<Dashboard>,
 ) -> anyhow::Result<Option<Listener>> {
     let (Some(addr), Some(metrics)) = (addr, metrics) else {
@@ -342,6 +343,11 @@ pub async fn listen_for_node(
     let gate = gate.clone();
     let refresh: Refresh = Arc::new(move |metrics: &Metrics| {
         metrics.set_nats_envelopes_refused(gate.refused());
+        // A session node's own sessions; the ingress reports the cluster's by itself.
+        if let Some(sessions) = &sessions {
+            let (active, idle, hibernated) = sessions();
+            metrics.set_sessions(active, idle, hibernated);
+        }
     });
     listen(addr, metrics, refresh, probe, dashboard)
         .await

@@ -115,6 +115,11 @@ enum Command {
 /// The agent's request to send a file, named here too for the session's callers.
 pub use crate::agent::FileRequest;
 
+/// What a chat hears when its message finds the session hibernated and the pool full.
+pub const WAKE_REFUSED: &str = "⚠ This session is asleep and could not wake for your message: \
+     its machine runs as many sessions at once as it may. Nothing was sent to the agent; send it \
+     again in a minute.";
+
 /// A session's local commands and the agent's files, for a pi link whose session is
 /// owned elsewhere (a cluster node starts, moves and stops it): a clone of its queue.
 #[derive(Clone)]
@@ -653,6 +658,30 @@ impl Actor {
         }
     }
 
+    /// Tells the chat of a message meant for the bot that this session could not wake for
+    /// it (the terminal and the log were told why by [`Actor::wake`]).
+    async fn refuse_unwoken(&mut self, envelope: &transport_core::Envelope) {
+        if !(envelope.is_direct || envelope.addressed) {
+            return;
+        }
+        let Some(transport) = self.ctx().transports.get(&envelope.transport).cloned() else {
+            return;
+        };
+        if let Err(error) =
+            crate::native_guest::send_notice(transport.as_ref(), envelope, WAKE_REFUSED).await
+        {
+            let ctx = self.ctx();
+            ctx.log.write(
+                &ctx.key,
+                LogLine::new(
+                    Level::Warning,
+                    "wake refusal not sent",
+                    &[("error", error.to_string())],
+                ),
+            );
+        }
+    }
+
     /// Configures a fresh instance; on the first boot also builds the transports.
     async fn boot(&mut self, factory: Option<TransportFactory>, notes_to: Notes) {
         let sources = self.sources.clone();
@@ -818,6 +847,13 @@ impl Actor {
                 Some(inbound) = inbound.recv() => match inbound {
                     Inbound::Message { envelope, handled } => {
                         self.input().await;
+                        if matches!(self.slot, Slot::Hibernated(_)) {
+                            // It could not wake (the pool is full): answered here, or the
+                            // message would go unanswered with only the terminal knowing.
+                            self.refuse_unwoken(&envelope).await;
+                            drop(handled);
+                            continue;
+                        }
                         let envelope = convert::envelope_to_wit(envelope);
                         self.record_input(|| Event::Envelope {
                             envelope: envelope.clone(),

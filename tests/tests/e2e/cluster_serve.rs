@@ -722,6 +722,7 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
             Some(operator::metrics()),
             &cluster.gate,
             probe,
+            Some(node.sessions_by_state()),
             None,
         )
     };
@@ -730,6 +731,7 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
         Some(metrics),
         &cluster.gate,
         ingress.probe(),
+        None,
         None,
     )
     .await
@@ -761,6 +763,14 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
         scraped.contains("botconnect_envelopes_received_total{transport=\"telegram\"} 1"),
         "{scraped}"
     );
+    // The node counts the one session it runs, idle once its turn is over.
+    eventually("the node counts its idle session", || async {
+        let (_, scraped) = http_get(node_addr, "/metrics").await;
+        (scraped.contains("botconnect_sessions{state=\"idle\"} 1")
+            && scraped.contains("botconnect_sessions{state=\"hibernated\"} 0"))
+        .then_some(())
+    })
+    .await;
 
     cluster.nats.kill();
     for addr in [ingress_addr, node_addr] {

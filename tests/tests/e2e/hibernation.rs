@@ -286,3 +286,42 @@ async fn the_session_hibernates_by_itself_when_its_idle_time_comes() {
     assert_eq!(count.get(), 1);
     h.session.shutdown().await.unwrap();
 }
+
+/// A hibernated session whose message finds the pool full (as many sessions awake as
+/// `--max-sessions` allows) says so in the chat, instead of leaving the message unanswered
+/// with only its terminal knowing; once a slot is free it answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_cannot_wake_for_a_message_says_so_in_the_chat() {
+    let dirs = Dirs::new();
+    let count = HibernatedCount::default();
+    let mut setup = setup(&dirs, "sleeper", &count);
+    setup.runtime = common::compiled::runtime(Limits {
+        max_instances: 1,
+        ..Limits::default()
+    });
+    let runtime = setup.runtime.clone();
+    let agent = setup.agent.clone();
+    let h = setup.start().await;
+    h.pair("user-1").await;
+    h.say("user-1", "before the nap", "You asked").await;
+    wait_until(|| agent.is_idle(), "the end of the demo turn").await;
+    settled(&h).await;
+    pass(&h, AFTER.as_millis() as u64).await;
+    assert!(h.session.hibernate_if_idle().await.unwrap());
+
+    // Another session takes the pool's only slot.
+    let other_dirs = Dirs::new();
+    let mut other = Setup::new(&other_dirs, "awake");
+    other.runtime = runtime.clone();
+    let awake = other.start().await;
+    assert_eq!(runtime.live_instances(), 1);
+
+    h.say("user-1", "wake up", "could not wake for your message")
+        .await;
+    assert!(h.session.health().await.unwrap().hibernated);
+
+    // A slot frees: the next message wakes it and is answered, paired as before.
+    awake.session.shutdown().await.unwrap();
+    h.say("user-1", "now", "You asked").await;
+    h.session.shutdown().await.unwrap();
+}
