@@ -1096,14 +1096,12 @@ impl Broker {
         let kept = topics::kept_name(&transport, &place, &name);
         let known = self.inner(|inner| inner.topics.get(&kept).cloned());
         let mut replaced = false;
+        // What the topic is told once it is kept: kept first, so a reply typed the moment
+        // the announcement shows finds the topic routed (else it reads as group chatter).
         let resumed = match topics::on_attach(known.as_ref()) {
             OnAttach::Create => None,
             OnAttach::Resume(topic) => match shared.real.resume_topic(&topic, &name).await {
-                Ok(()) => {
-                    self.topic_notice(shared, &topic, &topics::resumed_announcement(&shown))
-                        .await;
-                    Some(topic)
-                }
+                Ok(()) => Some((topic, Some(topics::resumed_announcement(&shown)))),
                 Err(error) => match topics::after_resume_failed(&error) {
                     topics::AfterResumeFailed::Recreate => {
                         replaced = true;
@@ -1111,23 +1109,18 @@ impl Broker {
                     }
                     topics::AfterResumeFailed::KeepAndSay => {
                         self.topic_problem(session, shared, &place, &error);
-                        Some(topic)
+                        Some((topic, None))
                     }
                 },
             },
         };
-        let topic = match resumed {
-            Some(topic) => topic,
+        let (topic, announcement) = match resumed {
+            Some(resumed) => resumed,
             None => match shared.real.create_topic(&name).await {
-                Ok(topic) => {
-                    self.topic_notice(
-                        shared,
-                        &topic,
-                        &topics::announcement(&shown, &cwd, &self.machine),
-                    )
-                    .await;
-                    topic
-                }
+                Ok(topic) => (
+                    topic,
+                    Some(topics::announcement(&shown, &cwd, &self.machine)),
+                ),
                 Err(error) => {
                     self.topic_problem(session, shared, &place, &error);
                     return;
@@ -1153,6 +1146,9 @@ impl Broker {
                 ("topic", name.clone()),
             ],
         );
+        if let Some(text) = announcement {
+            self.topic_notice(shared, &topic, &text).await;
+        }
         if replaced {
             let text = topics::recreated(&name);
             self.topic_notice(shared, &topic, &text).await;
@@ -1230,8 +1226,7 @@ impl Broker {
             }
         };
         let text = topics::recreated(&record.name);
-        self.topic_notice(shared, &topic, &text).await;
-        self.tell_session(session, shared, &text);
+        // Kept before it is announced, as at attach.
         self.keep_topic(
             &kept,
             TopicRecord {
@@ -1239,6 +1234,8 @@ impl Broker {
                 ..record
             },
         );
+        self.topic_notice(shared, &topic, &text).await;
+        self.tell_session(session, shared, &text);
         Some(topic)
     }
 

@@ -404,6 +404,9 @@ impl TopicKeeper {
                     topic,
                 } => match transport.resume_topic(&topic, &name).await {
                     Ok(()) => {
+                        // Kept before it is announced, as a new topic is.
+                        self.opened(&transport_id, &session, &kept, &name, topic.clone())
+                            .await;
                         notice(
                             self,
                             transport,
@@ -411,8 +414,6 @@ impl TopicKeeper {
                             &topics::resumed_announcement(&session.name),
                         )
                         .await;
-                        self.opened(&transport_id, &session, &kept, &name, topic)
-                            .await;
                     }
                     Err(error) => match topics::after_resume_failed(&error) {
                         topics::AfterResumeFailed::Recreate => {
@@ -488,9 +489,11 @@ impl TopicKeeper {
                 } else {
                     topics::announcement(&session.name, &session.cwd, &session.machine)
                 };
-                notice(self, transport, &topic, &text).await;
-                self.opened(transport.id(), session, kept, name, topic)
+                // Kept before it is announced: a reply typed the moment the announcement
+                // shows must find the topic routed, or it is read as group chatter.
+                self.opened(transport.id(), session, kept, name, topic.clone())
                     .await;
+                notice(self, transport, &topic, &text).await;
             }
             Err(error) => {
                 self.asked().insert(kept.to_owned());
@@ -570,7 +573,6 @@ impl TopicKeeper {
                 return None;
             }
         };
-        notice(self, transport, &topic, &topics::recreated(&record.name)).await;
         self.log(
             Level::Warning,
             "session topic made again",
@@ -579,6 +581,8 @@ impl TopicKeeper {
                 ("topic", record.name.clone()),
             ],
         );
+        let name = record.name.clone();
+        // Kept before it is announced, as a new topic is.
         self.keep(
             &kept,
             TopicRecord {
@@ -587,6 +591,7 @@ impl TopicKeeper {
             },
         )
         .await;
+        notice(self, transport, &topic, &topics::recreated(&name)).await;
         Some(topic)
     }
 
