@@ -235,8 +235,15 @@ struct Node {
     refused: std::collections::HashSet<String>,
 }
 
-/// The dashboard's rows of the sessions running here, by key.
-type Rows = Arc<Mutex<Vec<(String, SessionRow)>>>;
+/// The dashboard's rows of the sessions running here, by key, and whether a dashboard
+/// reads them (without one, the node reads no session's state for them).
+#[derive(Default)]
+struct RowsShared {
+    wanted: std::sync::atomic::AtomicBool,
+    rows: Mutex<Vec<(String, SessionRow)>>,
+}
+
+type Rows = Arc<RowsShared>;
 
 /// The sessions of a node by state, (active, idle, hibernated), read at each scrape.
 pub type Census = Arc<dyn Fn() -> (usize, usize, usize) + Send + Sync>;
@@ -377,8 +384,11 @@ impl SessionNode {
     /// trip.
     pub fn dashboard_rows(&self) -> Arc<dyn Fn() -> Vec<(String, SessionRow)> + Send + Sync> {
         let rows = self.rows.clone();
+        rows.wanted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Arc::new(move || {
-            rows.lock()
+            rows.rows
+                .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone()
         })
@@ -535,6 +545,10 @@ impl Node {
     /// Reads the saved state of the sessions running here (the first
     /// [`SESSIONS_SHOWN`](crate::ops::dashboard::SESSIONS_SHOWN)) for the dashboard.
     async fn refresh_rows(&self) {
+        // A state read per session every look is for a page: none without one.
+        if !self.rows.wanted.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let mut rows = Vec::new();
         for (key, running) in self
             .running
@@ -557,6 +571,7 @@ impl Node {
             ));
         }
         *self
+            .rows
             .rows
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = rows;

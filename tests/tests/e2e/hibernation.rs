@@ -46,6 +46,40 @@ fn logged(h: &common::Harness, event: &str) -> usize {
         .count()
 }
 
+/// What kept the session awake, each time it was asked to hibernate and would not.
+fn kept_awake_for(h: &common::Harness) -> Vec<String> {
+    h.log
+        .lines()
+        .into_iter()
+        .filter(|(_, line)| line.event == "session kept awake")
+        .flat_map(|(_, line)| line.fields)
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// A hibernating session `key` driven by a script agent, paired with `user-1`, that has
+/// taken the prompt `prompt`; with its runtime (the pool this session alone uses).
+async fn scripted(
+    dirs: &Dirs,
+    key: &str,
+    prompt: &str,
+) -> (
+    common::Harness,
+    Arc<ScriptAgent>,
+    Arc<host_shim::sandbox::runtime::Runtime>,
+) {
+    let count = HibernatedCount::default();
+    let agent = Arc::new(ScriptAgent::default());
+    let mut setup = setup(dirs, key, &count);
+    setup.agent = agent.clone();
+    let runtime = setup.runtime.clone();
+    let h = setup.start().await;
+    h.pair("user-1").await;
+    h.send("user-1", prompt).await;
+    agent.wait_for_prompts(1).await;
+    (h, agent, runtime)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_hibernates_on_its_clock_and_its_next_message_is_answered_as_before() {
     let dirs = Dirs::new();
@@ -135,15 +169,7 @@ async fn an_idle_session_hibernates_on_its_clock_and_its_next_message_is_answere
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_turn_keeps_the_session_awake_until_it_settles() {
     let dirs = Dirs::new();
-    let count = HibernatedCount::default();
-    let agent = Arc::new(ScriptAgent::default());
-    let mut setup = setup(&dirs, "turn", &count);
-    setup.agent = agent.clone();
-    let runtime = setup.runtime.clone();
-    let h = setup.start().await;
-    h.pair("user-1").await;
-    h.send("user-1", "refactor the parser").await;
-    agent.wait_for_prompts(1).await;
+    let (h, agent, runtime) = scripted(&dirs, "turn", "refactor the parser").await;
     agent
         .emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
         .await;
@@ -154,17 +180,10 @@ async fn a_running_turn_keeps_the_session_awake_until_it_settles() {
     pass(&h, LATER_MS).await;
     assert!(!h.session.hibernate_if_idle().await.unwrap());
     assert_eq!(runtime.live_instances(), 1);
+    let kept = kept_awake_for(&h);
     assert!(
-        h.log
-            .lines()
-            .iter()
-            .any(|(_, line)| line.event == "session kept awake"
-                && line
-                    .fields
-                    .iter()
-                    .any(|(_, v)| v.contains("a running turn"))),
-        "{:?}",
-        h.log.lines()
+        kept.iter().any(|v| v.contains("a running turn")),
+        "{kept:?}"
     );
 
     // The turn ends and its reply reaches the chat from the same instance.
@@ -183,15 +202,7 @@ async fn a_running_turn_keeps_the_session_awake_until_it_settles() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_the_agent_took_but_has_not_started_keeps_the_session_awake() {
     let dirs = Dirs::new();
-    let count = HibernatedCount::default();
-    let agent = Arc::new(ScriptAgent::default());
-    let mut setup = setup(&dirs, "queue", &count);
-    setup.agent = agent.clone();
-    let runtime = setup.runtime.clone();
-    let h = setup.start().await;
-    h.pair("user-1").await;
-    h.send("user-1", "write the release notes").await;
-    agent.wait_for_prompts(1).await;
+    let (h, agent, runtime) = scripted(&dirs, "queue", "write the release notes").await;
     settled(&h).await;
 
     // The agent took the prompt and says it is idle; its turn has not started. The bridge
@@ -200,14 +211,7 @@ async fn a_prompt_the_agent_took_but_has_not_started_keeps_the_session_awake() {
     pass(&h, LATER_MS).await;
     assert!(!h.session.hibernate_if_idle().await.unwrap());
     assert_eq!(runtime.live_instances(), 1);
-    let kept: Vec<String> = h
-        .log
-        .lines()
-        .into_iter()
-        .filter(|(_, line)| line.event == "session kept awake")
-        .flat_map(|(_, line)| line.fields)
-        .map(|(_, value)| value)
-        .collect();
+    let kept = kept_awake_for(&h);
     assert_eq!(kept, ["queued prompts"], "{kept:?}");
 
     // Its turn starts and ends; the reply reaches the chat; then the session may sleep.
