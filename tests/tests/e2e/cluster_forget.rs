@@ -61,6 +61,8 @@ async fn an_operator_forgets_a_session_that_left_its_chats_hear_it_once_and_it_c
     .await;
     cluster.say(1, "/switch api", "now talks to api").await;
     cluster.say(2, "hello", "You asked").await;
+    // Acked once its turn settled: only what is sent from now on waits.
+    cluster.drained("serve:api").await;
 
     // api leaves every node's list: the node is restarted with web only.
     node.shutdown().await;
