@@ -812,13 +812,15 @@ impl Shared {
                     })
                     .unwrap_or_default(),
                 Err(error) => {
-                    // Tried again at the next look: telling nobody is not telling them.
+                    // Not retried (a state newer than this host-shim reads stays so, and a
+                    // warning every look would bury the log): its chats hear it at their
+                    // next message instead, which is answered.
                     self.log(
                         Level::Warning,
                         "session state unreadable",
                         &[("error", error.to_string())],
                     );
-                    continue;
+                    Vec::new()
                 }
             };
             // Anything published between the forgetting and this look.

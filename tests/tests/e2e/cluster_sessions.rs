@@ -497,6 +497,8 @@ async fn after_an_ingress_failover_a_chat_told_its_session_is_offline_is_not_tol
     let nats = nats_or_skip!();
     let cluster = Cluster::new(nats, "toldonce").await;
     let first = cluster.ingress().await;
+    let metrics = Arc::new(Metrics::new(["telegram"]));
+    first.count_in(metrics.clone());
     let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
     eventually("api runs", || async {
         (node.running().len() == 1).then_some(())
@@ -504,6 +506,11 @@ async fn after_an_ingress_failover_a_chat_told_its_session_is_offline_is_not_tol
     .await;
     cluster.say(1, "hello", "You asked").await;
     node.shutdown().await;
+    // Once the holder's look has seen it offline, the chat is told at its message.
+    eventually("the holder counts it offline", || async {
+        (sessions_in(&metrics, "offline") == Some(1)).then_some(())
+    })
+    .await;
     cluster.say(2, "there?", "is offline").await;
 
     let standby = cluster.ingress().await;
