@@ -36,7 +36,7 @@ use super::outbound::OutboundServer;
 use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
 use super::seal::Gate;
 use super::state_store::KvStateStore;
-use super::subjects::{Prefix, bot_lock_key};
+use super::subjects::{Prefix, bot_lock_key, session_consumer};
 use super::topics::{ListedSession, TopicKeeper, TopicSends};
 use super::warn;
 use crate::broker::bindings::Binding;
@@ -926,9 +926,17 @@ impl Shared {
         };
         for (listed, chats) in due {
             let view = unpaired_view(&listed, presence, now_ms);
+            // What its consumer handed out: a message the session took before it went (a
+            // prompt answered but not yet acked when it stopped) does not wait for it.
+            let delivered = stream
+                .consumer_info(session_consumer(&listed.entry.key))
+                .await
+                .map_or(0, |info| info.delivered.stream_sequence);
             for chat in chats {
-                // Acked (the work queue dropped it): the session answered it before it went.
-                if stream.get_raw_message(chat.sequence).await.is_err() {
+                // Taken, or acked (the work queue dropped it): not waiting.
+                if chat.sequence <= delivered
+                    || stream.get_raw_message(chat.sequence).await.is_err()
+                {
                     continue;
                 }
                 let transport = self
