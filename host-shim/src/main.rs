@@ -123,9 +123,22 @@ enum Command {
         /// See docs/scaling.md#idle-sessions.
         #[arg(long, default_value = "600", value_name = "SECONDS")]
         hibernate_after: String,
+        /// With --nats --role ingress: forget a session offline this long (its topic ends,
+        /// its chats are told, nothing more waits for it): 7d, 36h, 90m; 0 never. At least
+        /// 1h. See docs/scaling.md#forgetting-a-session.
+        #[arg(long, default_value = "7d", value_name = "TIME")]
+        forget_offline_after: String,
         /// With --nats: how the node logs in and the cluster key.
         #[command(flatten)]
         trust: commands::cluster::TrustFlags,
+    },
+    /// Look after a cluster's directory of sessions (docs/scaling.md#forgetting-a-session):
+    /// `sessions` lists every session with its state, `forget <session>` removes one that
+    /// left for good.
+    Cluster {
+        /// What to do.
+        #[command(subcommand)]
+        action: commands::cluster_admin::Action,
     },
     /// Run a transcript's inputs through the component (the embedded one, or
     /// --component) and print where its effects differ from the recorded ones. Exit
@@ -252,6 +265,8 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                         prefix,
                         lock_ttl: Duration::from_secs_f64(lock_ttl),
                         trust,
+                        // Only an ingress forgets sessions; this process is a session node.
+                        forget_offline_after: None,
                     })
                 }
                 None => None,
@@ -289,6 +304,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             metrics,
             dashboard,
             hibernate_after,
+            forget_offline_after,
             trust,
         } => {
             if !(0.0..=60.0).contains(&pace) {
@@ -322,6 +338,9 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     prefix,
                     lock_ttl: Duration::from_secs_f64(lock_ttl),
                     trust,
+                    forget_offline_after: commands::cluster::parse_forget_after(
+                        &forget_offline_after,
+                    )?,
                 };
                 return commands::cluster::run(&component, args, cluster)
                     .await
@@ -329,6 +348,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             }
             commands::serve::run(&component, args).await.map(|()| ok)
         }
+        Command::Cluster { action } => commands::cluster_admin::run(action).await.map(|()| ok),
         Command::Inspect => commands::inspect::run(&component).map(|()| ok),
         Command::Doctor { session } => commands::doctor::run(&component, session).await,
         Command::Preview {

@@ -68,11 +68,47 @@ pub struct SessionEntry {
     /// Why the node that wrote this will not run the session (for the chats), if it will not.
     #[serde(default)]
     pub refused: Option<String>,
+    /// Set when the session was forgotten (docs/scaling.md#forgetting-a-session): the entry
+    /// is then a tombstone, listed nowhere, kept so the chats still bound to the session
+    /// hear why their messages are not delivered. A node that runs the session again writes
+    /// its entry over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forgotten: Option<Forgotten>,
+}
+
+/// Why a session was forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "camelCase")]
+pub enum ForgetReason {
+    /// An operator ran `host-shim cluster forget`.
+    Operator,
+    /// It was offline longer than the ingress's `--forget-offline-after`.
+    #[serde(rename_all = "camelCase")]
+    Expired {
+        /// The limit it passed, in seconds.
+        after_secs: u64,
+    },
+}
+
+/// What a tombstone records besides the session's name and place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forgotten {
+    /// Who forgot it, and why.
+    pub why: ForgetReason,
+    /// The transports whose bound chats were told already (each by the ingress holding
+    /// that bot), so a failover does not tell them twice.
+    #[serde(default)]
+    pub told: BTreeSet<String>,
 }
 
 /// Entries (or lock values) read at once when listing: one after another, a thousand
 /// sessions cost a thousand round trips.
 const READS: usize = 32;
+
+/// How often marking a tombstone told is tried when other writes keep coming first (one
+/// ingress per bot marks it, so more than a few is something else writing).
+const MARK_TRIES: usize = 5;
 
 /// How often a running session's entry is written again though nothing changed, so its
 /// "last seen" stays fresh for when its node dies. Looked at once a lease renewal, so
@@ -137,6 +173,10 @@ pub struct Listed {
     pub entry: SessionEntry,
     /// When the server stored it, ms since the epoch (the server's clock).
     pub written_ms: u64,
+    /// Its KV revision: what a write that must not cross another (forgetting it) expects,
+    /// and, while the session is offline, what names its offline period (nobody writes an
+    /// offline session's entry; it is written again when the session is back).
+    pub revision: u64,
 }
 
 impl Listed {
@@ -256,10 +296,17 @@ impl Directory {
             .map_err(|error| self.failed(&self.sessions, "record a session", error))
     }
 
-    /// Every session recorded, in key order, with the server's time of its last write. An
-    /// entry that is not one, or is not sealed with the cluster key (written by something
-    /// else), is skipped.
+    /// Every session listed (forgotten ones left out), in key order, with the server's
+    /// time of its last write. An entry that is not one, or is not sealed with the cluster
+    /// key (written by something else), is skipped.
     pub async fn sessions(&self) -> Result<Vec<Listed>, DirectoryError> {
+        let mut entries = self.entries().await?;
+        entries.retain(|listed| listed.entry.forgotten.is_none());
+        Ok(entries)
+    }
+
+    /// [`Directory::sessions`] with the tombstones of forgotten sessions.
+    pub async fn entries(&self) -> Result<Vec<Listed>, DirectoryError> {
         let fail = |error: String| DirectoryError {
             action: "list the sessions",
             bucket: bucket_name(&self.sessions),
@@ -282,9 +329,121 @@ impl Directory {
         Ok(listed.into_iter().flatten().collect())
     }
 
-    /// Session `session_key`'s entry, if it has one that opens.
+    /// Session `session_key`'s entry, if it has one that opens and was not forgotten.
     pub async fn session(&self, session_key: &str) -> Result<Option<Listed>, DirectoryError> {
+        Ok(self
+            .entry(session_key)
+            .await?
+            .filter(|listed| listed.entry.forgotten.is_none()))
+    }
+
+    /// Session `session_key`'s entry, its tombstone if it was forgotten.
+    pub async fn entry(&self, session_key: &str) -> Result<Option<Listed>, DirectoryError> {
         self.listed_at(&session_token(session_key)).await
+    }
+
+    /// Replaces `listed`'s entry with its tombstone, unless the entry was written since
+    /// it was read (its node is back: it is not forgotten then). The tombstone keeps the
+    /// name, directory and machine, for the answer its chats get. `Ok(false)`: written
+    /// since, nothing changed.
+    pub async fn forget(&self, listed: &Listed, why: ForgetReason) -> Result<bool, DirectoryError> {
+        let tombstone = SessionEntry {
+            busy: false,
+            node: String::new(),
+            node_id: String::new(),
+            forgotten: Some(Forgotten {
+                why,
+                told: BTreeSet::new(),
+            }),
+            ..listed.entry.clone()
+        };
+        self.replace(listed, &tombstone, "forget a session").await
+    }
+
+    /// Records that the chats of `transport` bound to the forgotten session `session_key`
+    /// were told. Read again and retried when another ingress (another bot's) recorded
+    /// its own meanwhile, so neither mark is lost. `Ok(false)`: the session is no longer
+    /// forgotten (a node runs it again).
+    pub async fn mark_told(
+        &self,
+        session_key: &str,
+        transport: &str,
+    ) -> Result<bool, DirectoryError> {
+        for _ in 0..MARK_TRIES {
+            let Some(listed) = self.entry(session_key).await? else {
+                return Ok(false);
+            };
+            let Some(forgotten) = &listed.entry.forgotten else {
+                return Ok(false);
+            };
+            if forgotten.told.contains(transport) {
+                return Ok(true);
+            }
+            let mut marked = listed.entry.clone();
+            if let Some(forgotten) = marked.forgotten.as_mut() {
+                forgotten.told.insert(transport.to_owned());
+            }
+            if self
+                .replace(&listed, &marked, "mark a forgotten session told")
+                .await?
+            {
+                return Ok(true);
+            }
+        }
+        Err(DirectoryError {
+            action: "mark a forgotten session told",
+            bucket: bucket_name(&self.sessions),
+            detail: format!("its entry changed {MARK_TRIES} times while being marked"),
+        })
+    }
+
+    /// Removes a tombstone for good, unless it was written since it was read.
+    pub async fn drop_tombstone(&self, listed: &Listed) -> Result<(), DirectoryError> {
+        let token = session_token(&listed.entry.key);
+        match self
+            .sessions
+            .purge_expect_revision(&token, Some(listed.revision))
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Written since (the session is back): it is no tombstone to drop any more.
+            Err(_) if self.revision_moved(&token, listed.revision).await => Ok(()),
+            Err(error) => Err(self.failed(&self.sessions, "drop a forgotten session", error)),
+        }
+    }
+
+    /// Writes `entry` over `listed`'s entry if it is still the revision read. `Ok(false)`:
+    /// another write came first.
+    async fn replace(
+        &self,
+        listed: &Listed,
+        entry: &SessionEntry,
+        action: &'static str,
+    ) -> Result<bool, DirectoryError> {
+        let token = session_token(&listed.entry.key);
+        let value = self.seal(
+            &self.sessions,
+            &token,
+            &serde_json::to_vec(entry).unwrap_or_default(),
+        )?;
+        match self
+            .sessions
+            .update(&token, Bytes::from(value), listed.revision)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(_) if self.revision_moved(&token, listed.revision).await => Ok(false),
+            Err(error) => Err(self.failed(&self.sessions, action, error)),
+        }
+    }
+
+    /// Whether the key's revision is no longer `revision` (written or removed since).
+    async fn revision_moved(&self, token: &str, revision: u64) -> bool {
+        match self.sessions.entry(token).await {
+            Ok(Some(now)) => now.revision != revision,
+            Ok(None) => true,
+            Err(_) => false,
+        }
     }
 
     /// The entry under KV key `key`, with the server's time of its write.
@@ -302,7 +461,11 @@ impl Directory {
         let opened = self.open_value(&self.sessions, key, &stored.value);
         Ok(opened
             .and_then(|v| serde_json::from_slice(&v).ok())
-            .map(|entry| Listed { entry, written_ms }))
+            .map(|entry| Listed {
+                entry,
+                written_ms,
+                revision: stored.revision,
+            }))
     }
 
     /// The session `conversation` (`<transport>:<conversation id>`) is bound to.
@@ -332,6 +495,14 @@ impl Directory {
             .await
             .map(|_| ())
             .map_err(|error| self.failed(&self.bindings, "save a binding", error))
+    }
+
+    /// Unbinds `conversation`: its next message is routed as an unbound chat's.
+    pub async fn unbind(&self, conversation: &str) -> Result<(), DirectoryError> {
+        self.bindings
+            .delete(self.binding_key(conversation))
+            .await
+            .map_err(|error| self.failed(&self.bindings, "remove a binding", error))
     }
 
     /// The KV key of a conversation's binding: `c` and a keyed hash of
@@ -504,6 +675,7 @@ mod tests {
             written_at_ms: 0,
             usage: None,
             refused: None,
+            forgotten: None,
         }
     }
 
@@ -552,6 +724,7 @@ mod tests {
                 ..entry("k", false)
             },
             written_ms: 1_000_000,
+            revision: 1,
         };
         // (reader's now, online, expected age)
         let table = [

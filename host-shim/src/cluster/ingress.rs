@@ -28,19 +28,21 @@ use tokio::task::JoinHandle;
 use transport_core::{Envelope, Inbound, InboundStream, Transport};
 
 use super::bot_lock::{BotLockError, BotLocks, Holder};
-use super::directory::{Directory, Listed, Presence, PresenceReader, state_of};
+use super::directory::{Directory, ForgetReason, Listed, Presence, PresenceReader, state_of};
+use super::forgetting::{self, ForgetError};
 use super::inbound::{InboundPublisher, InboundSettings};
+use super::offline_told::OfflineTold;
 use super::outbound::OutboundServer;
 use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
 use super::seal::Gate;
 use super::state_store::KvStateStore;
-use super::subjects::{Prefix, bot_lock_key};
+use super::subjects::{Prefix, bot_lock_key, session_consumer};
 use super::topics::{ListedSession, TopicKeeper, TopicSends};
 use super::warn;
 use crate::broker::bindings::Binding;
 use crate::broker::routing::{self, Audience, Decision, SessionState, SessionView};
 use crate::broker::topics::{self, TopicRoute};
-use crate::broker::{BuildOne, send_notice};
+use crate::broker::{BuildOne, send_notice, send_notice_to};
 use crate::local::clock::{Clock, SystemClock};
 use crate::local::logging::{LogLine, LogSink};
 use crate::ops::health::Check;
@@ -69,6 +71,9 @@ pub struct IngressOptions {
     pub gate: Gate,
     /// The node's log.
     pub log: Arc<dyn LogSink>,
+    /// Sessions offline at least this long are forgotten (`--forget-offline-after`);
+    /// `None` never (docs/scaling.md#forgetting-a-session).
+    pub forget_offline_after: Option<Duration>,
 }
 
 /// A running ingress node.
@@ -102,9 +107,20 @@ struct Shared {
     metrics: std::sync::OnceLock<Arc<Metrics>>,
     /// Which session nodes are live and who holds each lease.
     presence: PresenceReader,
-    /// The sessions offline at the last look, each with the chats told so since it went
-    /// offline (told once per offline period; only bound chats, so strangers cannot grow it).
+    /// The sessions offline at the last look, each with the chats this ingress knows were
+    /// told so since it went offline (only bound chats, so strangers cannot grow it). The
+    /// marks that count are in `told`: this is what spares a round trip to them.
     offline: std::sync::Mutex<HashMap<String, HashSet<String>>>,
+    /// Which chats were told of which offline period, in the cluster's KV: a failover
+    /// ingress does not tell a chat again.
+    told: OfflineTold,
+    /// The sessions listed at the last look (`None` before the first): a bound chat's
+    /// message to one of them is published without reading its entry.
+    listed: std::sync::Mutex<Option<HashSet<String>>>,
+    /// Messages published to sessions the last look found online, the last of each chat,
+    /// by session: a session whose node died (or whose pi left) just before is found
+    /// offline only at the next look, which tells the chats whose messages still wait.
+    recent: std::sync::Mutex<HashMap<String, HashMap<String, Recent>>>,
     /// The topic per session of the bots whose config names a place for them
     /// (docs/scaling.md#a-topic-per-session).
     topics: Arc<TopicKeeper>,
@@ -149,9 +165,15 @@ impl Ingress {
         )
         .await
         .map_err(|e| failed(&e))?;
+        let told = OfflineTold::open(&jetstream, &options.prefix, &options.gate)
+            .await
+            .map_err(|e| failed(&e))?;
         let requests = options.requests.clone();
         let presence = PresenceReader::new(jetstream.clone(), &options.prefix);
         let shared = Arc::new(Shared {
+            told,
+            listed: std::sync::Mutex::default(),
+            recent: std::sync::Mutex::default(),
             topics: Arc::new(topics),
             topic_bots: std::sync::Mutex::default(),
             topic_look: std::sync::Mutex::default(),
@@ -232,15 +254,20 @@ impl Ingress {
     pub async fn kill(self) {
         self.watch.abort();
         self.shared.stop_topic_look();
+        // The platform connections first: a transport's poll loop and its sends run in
+        // tasks of their own, which aborting the bot's task leaves running. A "dead" node
+        // that kept polling would take updates the standby should get (and, polling after
+        // it, make the platform end the standby's poll), so failover tests would not
+        // test a dead process. Stopped, a transport polls nothing and refuses every send.
+        let live: Vec<Arc<dyn Transport>> = self.shared.live().drain(..).collect();
+        for transport in live {
+            transport.stop().await;
+        }
         for bot in &self.bots {
             bot.abort();
         }
         for bot in self.bots {
             let _ = bot.await;
-        }
-        let live: Vec<Arc<dyn Transport>> = self.shared.live().drain(..).collect();
-        for transport in live {
-            transport.stop().await;
         }
         // A dead machine's connection closes: a send in flight to it gets no answer.
         let _ = self.shared.client.drain().await;
@@ -365,6 +392,8 @@ impl Shared {
                     _ = stopping.wait_for(|stop| *stop) => return,
                 }
             }
+            // Kept where `kill` finds it: the connection's own tasks outlive this one.
+            self.live().push(transport.clone());
             // The sessions' sends (and the kept replies) go through the topics: a reply into
             // a topic deleted by hand makes it again. Read before anything is sent, so the
             // topics the previous holder made (or replaced) are known.
@@ -426,6 +455,7 @@ impl Shared {
                             ("error", error.to_string()),
                         ],
                     );
+                    self.live().retain(|t| !Arc::ptr_eq(t, &transport));
                     transport.stop().await;
                     let _ = kept.release().await;
                     tokio::select! {
@@ -526,12 +556,17 @@ impl Shared {
         match self.topics.route(envelope) {
             TopicRoute::NotATopic => {}
             TopicRoute::Session(session) => {
-                self.publish(&session, envelope).await;
+                // Forgotten since the last look: answered, not published for nobody.
+                if let Some(answer) = self.gone(&session, "").await {
+                    self.reply(transport, envelope, &answer).await;
+                    return;
+                }
+                let sequence = self.publish(&session, envelope).await;
                 let place = format!(
                     "{conversation}:{}",
                     envelope.thread_id.as_deref().unwrap_or_default()
                 );
-                self.tell_if_offline(transport, envelope, &session, &place)
+                self.tell_if_offline(transport, envelope, &session, &place, sequence)
                     .await;
                 return;
             }
@@ -559,9 +594,32 @@ impl Shared {
         if let Some(binding) = &bound
             && !broker_command
         {
-            self.publish(&binding.session, envelope).await;
-            self.tell_if_offline(transport, envelope, &binding.session, &conversation)
-                .await;
+            // A session forgotten (or removed by hand) keeps nothing routed to it: the chat
+            // hears why and is unbound, so its next message is routed afresh. A group's
+            // chatter not meant for the bot is dropped without a word, as it is unbound.
+            if let Some(answer) = self.gone(&binding.session, &binding.name).await {
+                known.remove(&conversation);
+                if let Err(error) = self.directory.unbind(&conversation).await {
+                    self.log(
+                        Level::Warning,
+                        "binding not removed",
+                        &[("error", error.to_string())],
+                    );
+                }
+                if Audience::of(envelope.is_direct, envelope.addressed) != Audience::Chatter {
+                    self.reply(transport, envelope, &answer).await;
+                }
+                return;
+            }
+            let sequence = self.publish(&binding.session, envelope).await;
+            self.tell_if_offline(
+                transport,
+                envelope,
+                &binding.session,
+                &conversation,
+                sequence,
+            )
+            .await;
             return;
         }
         let audience = Audience::of(envelope.is_direct, envelope.addressed);
@@ -592,8 +650,8 @@ impl Shared {
                 if bind {
                     self.bind(&conversation, &session, &views, known).await;
                 }
-                self.publish(&session, envelope).await;
-                self.tell_if_offline(transport, envelope, &session, &conversation)
+                let sequence = self.publish(&session, envelope).await;
+                self.tell_if_offline(transport, envelope, &session, &conversation, sequence)
                     .await;
             }
             // A stranger's `/switch` (Pair) is answered like a missing name; the cluster's
@@ -608,16 +666,18 @@ impl Shared {
     }
 
     /// Every third of the TTL: which sessions are offline now (a session back online
-    /// forgets which chats were told), and the sessions by state for the metrics.
+    /// forgets which chats were told), the chats whose messages went to a session that
+    /// turned out offline, sessions offline too long forgotten and forgotten ones' chats
+    /// told, and the sessions by state for the metrics.
     async fn watch_sessions(self: Arc<Self>) {
         let mut ticks =
             tokio::time::interval((self.options.lock_ttl / 3).max(Duration::from_millis(100)));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            let (sessions, presence) =
-                match (self.directory.sessions().await, self.presence.read().await) {
-                    (Ok(sessions), Ok(presence)) => (sessions, presence),
+            let (entries, presence) =
+                match (self.directory.entries().await, self.presence.read().await) {
+                    (Ok(entries), Ok(presence)) => (entries, presence),
                     (Err(error), _) | (_, Err(error)) => {
                         warn(
                             self.options.log.as_ref(),
@@ -627,7 +687,23 @@ impl Shared {
                         continue;
                     }
                 };
-            {
+            let now = SystemClock.now_ms();
+            let (tombstones, mut sessions): (Vec<Listed>, Vec<Listed>) = entries
+                .into_iter()
+                .partition(|listed| listed.entry.forgotten.is_some());
+            let expired: Vec<Listed> = sessions
+                .iter()
+                .filter(|l| {
+                    forgetting::expired(l, &presence, now, self.options.forget_offline_after)
+                })
+                .cloned()
+                .collect();
+            for listed in &expired {
+                self.expire(listed).await;
+            }
+            sessions.retain(|l| !expired.iter().any(|e| e.entry.key == l.entry.key));
+            *self.listed() = Some(sessions.iter().map(|l| l.entry.key.clone()).collect());
+            let newly_offline: Vec<Listed> = {
                 let mut offline = self.offline();
                 let now_offline: HashSet<&str> = sessions
                     .iter()
@@ -635,15 +711,280 @@ impl Shared {
                     .map(|l| l.entry.key.as_str())
                     .collect();
                 offline.retain(|key, _| now_offline.contains(key.as_str()));
+                let newly = sessions
+                    .iter()
+                    .filter(|l| {
+                        now_offline.contains(l.entry.key.as_str())
+                            && !offline.contains_key(&l.entry.key)
+                    })
+                    .cloned()
+                    .collect();
                 for key in now_offline {
                     offline.entry(key.to_owned()).or_default();
                 }
-            }
+                newly
+            };
+            self.tell_recent(&newly_offline, &presence, now).await;
+            self.settle_forgotten(&tombstones, now).await;
             if let Some(metrics) = self.metrics.get() {
                 let (active, idle, offline) = census(&sessions, &presence);
                 metrics.set_cluster_sessions(active, idle, offline);
             }
             self.look_at_topics(&sessions);
+        }
+    }
+
+    /// Forgets a session offline longer than `--forget-offline-after` (every ingress
+    /// looks; the entry's revision lets only one of them do it).
+    async fn expire(&self, listed: &Listed) {
+        let Some(after) = self.options.forget_offline_after else {
+            return;
+        };
+        let why = ForgetReason::Expired {
+            after_secs: after.as_secs(),
+        };
+        let token = super::subjects::session_token(&listed.entry.key);
+        match forgetting::forget(
+            &self.jetstream,
+            &self.options.prefix,
+            &self.directory,
+            listed,
+            why,
+        )
+        .await
+        {
+            Ok(forgot) => self.log(
+                Level::Info,
+                "session forgotten",
+                &[
+                    ("session", token),
+                    ("name", forgetting::label(listed)),
+                    ("why", forgetting::why_text(why)),
+                    ("dropped", forgot.dropped.to_string()),
+                ],
+            ),
+            // Back, or another ingress forgot it first: either way nothing to do here.
+            Err(ForgetError::Changed { .. }) => {}
+            Err(error) => self.log(
+                Level::Warning,
+                "session not forgotten",
+                &[("session", token), ("error", error.to_string())],
+            ),
+        }
+    }
+
+    /// For each forgotten session: its tombstone dropped once kept long enough; otherwise,
+    /// on each bot held here whose chats were not told yet, every chat its state remembers
+    /// that is still bound to it is told once and unbound, what was published for it
+    /// since it was forgotten is dropped, and the tombstone marked told for that bot.
+    async fn settle_forgotten(&self, tombstones: &[Listed], now_ms: u64) {
+        for listed in tombstones {
+            let Some(forgotten) = &listed.entry.forgotten else {
+                continue;
+            };
+            if forgetting::tombstone_spent(listed, now_ms) {
+                if let Err(error) = self.directory.drop_tombstone(listed).await {
+                    self.log(
+                        Level::Warning,
+                        "forgotten session not dropped",
+                        &[("error", error.to_string())],
+                    );
+                }
+                continue;
+            }
+            let held: Vec<Arc<dyn Transport>> = self
+                .live()
+                .iter()
+                .filter(|t| !forgotten.told.contains(t.id()))
+                .cloned()
+                .collect();
+            if held.is_empty() {
+                continue;
+            }
+            let key = &listed.entry.key;
+            let remembered = match self.states.load(key).await {
+                Ok(loaded) => loaded
+                    .document
+                    .map(|document| {
+                        guest::core::state::parse_session_state(&document, key)
+                            .0
+                            .conversations
+                    })
+                    .unwrap_or_default(),
+                Err(error) => {
+                    // Not retried (a state newer than this host-shim reads stays so, and a
+                    // warning every look would bury the log): its chats hear it at their
+                    // next message instead, which is answered.
+                    self.log(
+                        Level::Warning,
+                        "session state unreadable",
+                        &[("error", error.to_string())],
+                    );
+                    Vec::new()
+                }
+            };
+            // Anything published between the forgetting and this look.
+            if let Err(error) =
+                forgetting::drop_waiting(&self.jetstream, &self.options.prefix, key).await
+            {
+                self.log(
+                    Level::Warning,
+                    "forgotten session's messages not dropped",
+                    &[("error", error)],
+                );
+            }
+            let machine = forgetting::machine(listed);
+            let notice = forgetting::told_notice(&listed.entry.name, &machine, forgotten.why);
+            for transport in held {
+                let mut told = HashSet::new();
+                for target in remembered.iter().filter(|t| t.transport == transport.id()) {
+                    if !told.insert(target.conversation_id.clone()) {
+                        continue;
+                    }
+                    let conversation = format!("{}:{}", target.transport, target.conversation_id);
+                    let bound_here = self
+                        .directory
+                        .binding(&conversation)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some_and(|b| &b.session == key);
+                    if !bound_here {
+                        told.remove(&target.conversation_id);
+                        continue;
+                    }
+                    if let Err(error) = send_notice_to(
+                        transport.as_ref(),
+                        &target.conversation_id,
+                        target.thread_id.as_deref(),
+                        &notice,
+                    )
+                    .await
+                    {
+                        self.log(
+                            Level::Warning,
+                            "ingress reply not sent",
+                            &[
+                                ("transport", transport.id().to_owned()),
+                                ("error", error.to_string()),
+                            ],
+                        );
+                    }
+                    let _ = self.directory.unbind(&conversation).await;
+                }
+                match self.directory.mark_told(key, transport.id()).await {
+                    Ok(_) => self.log(
+                        Level::Info,
+                        "forgotten session's chats told",
+                        &[
+                            ("session", super::subjects::session_token(key)),
+                            ("transport", transport.id().to_owned()),
+                            ("chats", told.len().to_string()),
+                        ],
+                    ),
+                    Err(error) => self.log(
+                        Level::Warning,
+                        "forgotten session's chats told, not marked",
+                        &[("error", error.to_string())],
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Tells the chats whose messages went to `newly_offline` sessions while the last look
+    /// still saw them online, if the message still waits in the stream (the session did
+    /// not take it before it went) and the chat was not told this offline period. The
+    /// records of sessions still online are dropped once no look needs them: a session
+    /// that died before a message was published is seen offline within 1⅓ TTL of it.
+    async fn tell_recent(&self, newly_offline: &[Listed], presence: &Presence, now_ms: u64) {
+        let kept = self.options.lock_ttl * 2 + Duration::from_secs(1);
+        let due: Vec<(Listed, Vec<Recent>)> = {
+            let mut recent = self.recent();
+            let due = newly_offline
+                .iter()
+                .filter_map(|listed| {
+                    let chats = recent.remove(&listed.entry.key)?;
+                    Some((listed.clone(), chats.into_values().collect()))
+                })
+                .collect();
+            recent.retain(|_, chats| {
+                chats.retain(|_, r| r.at.elapsed() < kept);
+                !chats.is_empty()
+            });
+            due
+        };
+        if due.is_empty() {
+            return;
+        }
+        let Ok(stream) = self
+            .jetstream
+            .get_stream(self.options.prefix.inbound_stream())
+            .await
+        else {
+            return;
+        };
+        for (listed, chats) in due {
+            let view = unpaired_view(&listed, presence, now_ms);
+            // What its consumer handed out: a message the session took before it went (a
+            // prompt answered but not yet acked when it stopped) does not wait for it.
+            let delivered = stream
+                .consumer_info(session_consumer(&listed.entry.key))
+                .await
+                .map_or(0, |info| info.delivered.stream_sequence);
+            for chat in chats {
+                // Taken, or acked (the work queue dropped it): not waiting.
+                if chat.sequence <= delivered
+                    || stream.get_raw_message(chat.sequence).await.is_err()
+                {
+                    continue;
+                }
+                let transport = self
+                    .live()
+                    .iter()
+                    .find(|t| t.id() == chat.transport)
+                    .cloned();
+                let Some(transport) = transport else {
+                    continue;
+                };
+                self.tell_offline(transport.as_ref(), &listed, view.clone(), &chat)
+                    .await;
+            }
+        }
+    }
+
+    fn listed(&self) -> std::sync::MutexGuard<'_, Option<HashSet<String>>> {
+        self.listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Recent>>> {
+        self.recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The answer for a chat whose message is for `session` (bound as `name`), if that
+    /// session was forgotten or is no longer in the directory at all. A session listed at
+    /// the last look costs nothing; any other is read.
+    async fn gone(&self, session: &str, name: &str) -> Option<String> {
+        if self
+            .listed()
+            .as_ref()
+            .is_some_and(|listed| listed.contains(session))
+        {
+            return None;
+        }
+        match self.retrying(|| self.directory.entry(session)).await {
+            Some(listed) => listed.entry.forgotten.as_ref().map(|forgotten| {
+                forgetting::forgotten_answer(
+                    &listed.entry.name,
+                    &forgetting::machine(&listed),
+                    forgotten.why,
+                )
+            }),
+            None => Some(forgetting::unlisted_answer(name)),
         }
     }
 
@@ -701,25 +1042,44 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Tells `conversation` that `session` is offline and its message waits, once per
-    /// offline period. The last look is checked again against the buckets first: a
-    /// session that came back since is not reported. Only a sender paired with the session
-    /// is told: a stranger bound to it on its way to pairing learns nothing of its machine
-    /// or when it was last seen (its message waits all the same).
+    /// Tells `conversation` that `session` is offline and its message (stream sequence
+    /// `sequence`) waits, once per offline period. A session online at the last look is
+    /// not read again (that would cost every message two round trips): its message is
+    /// remembered, and the next look tells the chat if the session turns out to have gone
+    /// and the message still waits. One offline at the last look is checked again against
+    /// the buckets first: a session that came back since is not reported. Only a sender
+    /// paired with the session is told: a stranger bound to it on its way to pairing
+    /// learns nothing of its machine or when it was last seen (its message waits all the
+    /// same).
     async fn tell_if_offline(
         &self,
         transport: &dyn Transport,
         envelope: &Envelope,
         session: &str,
         conversation: &str,
+        sequence: u64,
     ) {
+        let chat = Recent {
+            sequence,
+            at: tokio::time::Instant::now(),
+            transport: envelope.transport.clone(),
+            conversation_id: envelope.conversation_id.clone(),
+            thread_id: envelope.thread_id.clone(),
+            place: conversation.to_owned(),
+            identity: format!("{}:{}", envelope.transport, envelope.user_id),
+        };
         let offline_told = self
             .offline()
             .get(session)
             .map(|told| told.contains(conversation));
-        if offline_told != Some(false) {
-            // Online at the last look, or this chat was told already.
-            return;
+        match offline_told {
+            // Told already this offline period.
+            Some(true) => return,
+            Some(false) => {}
+            None => {
+                self.remember(session, chat);
+                return;
+            }
         }
         let (Ok(Some(listed)), Ok(presence)) = (
             self.directory.session(session).await,
@@ -728,27 +1088,85 @@ impl Shared {
             return;
         };
         let view = unpaired_view(&listed, &presence, SystemClock.now_ms());
-        if view.state == SessionState::Offline {
-            let identity = format!("{}:{}", envelope.transport, envelope.user_id);
-            if !self.view(view.clone()).await.paired.contains(&identity) {
-                return;
-            }
+        if view.state != SessionState::Offline {
+            self.offline().remove(session);
+            return;
+        }
+        self.tell_offline(transport, &listed, view, &chat).await;
+    }
+
+    /// Remembers the last message of a chat to a session the last look found online, for
+    /// the next look. Bounded per session: a chat past the bound is not told at that look
+    /// (it is at its next message, once the session is known offline).
+    fn remember(&self, session: &str, chat: Recent) {
+        let mut recent = self.recent();
+        let chats = recent.entry(session.to_owned()).or_default();
+        if chats.len() < RECENT_CHATS || chats.contains_key(&chat.place) {
+            chats.insert(chat.place.clone(), chat);
+        }
+    }
+
+    /// Tells `chat` (if its sender is paired with the session) that the session of
+    /// `listed`, seen as `view`, is offline, unless it was told this offline period by
+    /// this ingress or any other.
+    async fn tell_offline(
+        &self,
+        transport: &dyn Transport,
+        listed: &Listed,
+        view: SessionView,
+        chat: &Recent,
+    ) {
+        let session = listed.entry.key.as_str();
+        if !self
+            .view(view.clone())
+            .await
+            .paired
+            .contains(&chat.identity)
+        {
+            return;
         }
         let first = {
             let mut offline = self.offline();
-            if view.state == SessionState::Offline {
-                offline
-                    .entry(session.to_owned())
-                    .or_default()
-                    .insert(conversation.to_owned())
-            } else {
-                offline.remove(session);
-                false
+            offline
+                .entry(session.to_owned())
+                .or_default()
+                .insert(chat.place.clone())
+        };
+        if !first {
+            return;
+        }
+        // The period is the entry's revision: nobody writes an offline session's entry.
+        let first = match self.told.first(session, &chat.place, listed.revision).await {
+            Ok(first) => first,
+            Err(error) => {
+                // Told twice after a failover is better than never told.
+                self.log(
+                    Level::Warning,
+                    "offline notice not marked",
+                    &[("error", error.to_string())],
+                );
+                true
             }
         };
         if first {
-            self.reply(transport, envelope, &offline_notice(&view))
-                .await;
+            let text = offline_notice(&view);
+            if let Err(error) = send_notice_to(
+                transport,
+                &chat.conversation_id,
+                chat.thread_id.as_deref(),
+                &text,
+            )
+            .await
+            {
+                self.log(
+                    Level::Warning,
+                    "ingress reply not sent",
+                    &[
+                        ("transport", chat.transport.clone()),
+                        ("error", error.to_string()),
+                    ],
+                );
+            }
         }
     }
 
@@ -777,9 +1195,14 @@ impl Shared {
     }
 
     /// Publishes until JetStream has stored it: the platform is confirmed only after.
-    async fn publish(&self, session: &str, envelope: &Envelope) {
+    /// Returns its sequence in the stream.
+    async fn publish(&self, session: &str, envelope: &Envelope) -> u64 {
         let mut backoff = Duration::from_millis(100);
-        while let Err(error) = self.publisher.publish(session, envelope).await {
+        loop {
+            let error = match self.publisher.publish(session, envelope).await {
+                Ok(published) => return published.sequence,
+                Err(error) => error,
+            };
             warn(
                 self.options.log.as_ref(),
                 "nats_publish_failed",
@@ -881,6 +1304,27 @@ impl Shared {
 /// Session states read at once for [`Shared::views`]: enough to hide the round trips,
 /// few enough not to flood the KV bucket from one message.
 const STATE_READS: usize = 32;
+
+/// Chats remembered per session between two looks ([`Shared::remember`]).
+const RECENT_CHATS: usize = 256;
+
+/// The last message of a chat to a session the last look found online.
+#[derive(Debug, Clone)]
+struct Recent {
+    /// Its stream sequence: gone from the work-queue stream once the session acked it.
+    sequence: u64,
+    /// When it was published: a record no look needs any more is dropped.
+    at: tokio::time::Instant,
+    /// Where the notice goes: the bot, the conversation and its thread.
+    transport: String,
+    conversation_id: String,
+    thread_id: Option<String>,
+    /// The place the "told" mark is for (`<transport>:<conversation>`, and the thread in
+    /// a session's topic).
+    place: String,
+    /// Who sent it (`<transport>:<user>`): only a sender paired with the session is told.
+    identity: String,
+}
 
 /// A directory entry as routing sees it at `now_ms` (this node's clock), with no one
 /// paired: offline unless a live node holds its lease, and how long ago it was last

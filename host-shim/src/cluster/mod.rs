@@ -12,9 +12,11 @@ pub mod bot_lock;
 pub mod cluster_key;
 pub mod connect_options;
 pub mod directory;
+pub mod forgetting;
 pub mod handed;
 pub mod inbound;
 pub mod ingress;
+pub mod offline_told;
 pub mod outbound;
 pub mod outbox;
 pub mod placement;
@@ -87,7 +89,7 @@ pub async fn connect(
 
 /// `url` with the user-info part (`user:password@`) of each comma-separated address
 /// replaced by `***@`.
-fn redacted(url: &str) -> String {
+pub fn redacted(url: &str) -> String {
     url.split(',')
         .map(|address| {
             let (scheme, rest) = match address.split_once("://") {

@@ -830,6 +830,7 @@ impl Node {
             written_at_ms: now,
             usage: None,
             refused: None,
+            forgotten: None,
         };
         if let Err(error) = self.directory.announce(&entry).await {
             self.log(

@@ -132,6 +132,12 @@ impl Prefix {
         format!("{}-topics", self.0)
     }
 
+    /// KV bucket of the chats told that a session is offline, per offline period
+    /// (`offline_told.rs`), so a failover ingress does not tell them again.
+    pub fn offline_told_bucket(&self) -> String {
+        format!("{}-offline-told", self.0)
+    }
+
     /// KV bucket of the messages handed to their session (at most once, `handed.rs`).
     pub fn handed_bucket(&self) -> String {
         format!("{}-handed", self.0)

@@ -121,6 +121,56 @@ pub struct ClusterArgs {
     pub lock_ttl: Duration,
     /// The NATS login and cluster key flags.
     pub trust: TrustFlags,
+    /// An ingress forgets sessions offline this long (`--forget-offline-after`); `None`
+    /// never.
+    pub forget_offline_after: Option<Duration>,
+}
+
+/// The shortest `--forget-offline-after`: less would forget a session whose machine is
+/// only rebooting, or whose pi is being updated.
+pub const MIN_FORGET_AFTER: Duration = Duration::from_secs(3_600);
+
+/// `--forget-offline-after` could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ForgetAfterError {
+    /// Not a number with a unit.
+    #[error(
+        "--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m (or 0          for never), got {0:?}"
+    )]
+    Unreadable(String),
+    /// Under [`MIN_FORGET_AFTER`].
+    #[error(
+        "--forget-offline-after must be at least 1h (or 0 for never), got {0:?}: a shorter          time would forget a session whose machine is only rebooting"
+    )]
+    TooShort(String),
+}
+
+/// Reads `--forget-offline-after`: `<n>d`, `<n>h`, `<n>m` or `<n>s`; `0` (with or without a
+/// unit) never.
+pub fn parse_forget_after(text: &str) -> Result<Option<Duration>, ForgetAfterError> {
+    let trimmed = text.trim();
+    let unreadable = || ForgetAfterError::Unreadable(text.to_owned());
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let number: u64 = number.parse().map_err(|_| unreadable())?;
+    let unit_secs = match unit {
+        "d" => 86_400,
+        "h" => 3_600,
+        "m" => 60,
+        "s" => 1,
+        "" if number == 0 => 1,
+        _ => return Err(unreadable()),
+    };
+    if number == 0 {
+        return Ok(None);
+    }
+    let after = Duration::from_secs(number.checked_mul(unit_secs).ok_or_else(unreadable)?);
+    if after < MIN_FORGET_AFTER {
+        return Err(ForgetAfterError::TooShort(text.to_owned()));
+    }
+    Ok(Some(after))
 }
 
 /// How long a send through the ingress may take. Short, because a send in flight to an
@@ -193,14 +243,19 @@ fn decide_trust(
     sources: &[crate::wit::session::ConfigSource],
     cluster: &ClusterArgs,
 ) -> anyhow::Result<trust_settings::Trust> {
-    let settings = trust_settings::from_config(sources)?.overridden_by(cluster.trust.settings());
+    decide_trust_for(sources, &cluster.url, &cluster.trust)
+}
+
+/// [`decide_trust`] for `url` and `flags`: a node's, or an operator command's
+/// (`host-shim cluster …`), which logs in and seals as a node does.
+pub fn decide_trust_for(
+    sources: &[crate::wit::session::ConfigSource],
+    url: &str,
+    flags: &TrustFlags,
+) -> anyhow::Result<trust_settings::Trust> {
+    let settings = trust_settings::from_config(sources)?.overridden_by(flags.settings());
     let env = |name: &str| std::env::var(name).ok();
-    let trust = trust_settings::decide(
-        &cluster.url,
-        &settings,
-        cluster.trust.insecure_no_auth,
-        &env,
-    )?;
+    let trust = trust_settings::decide(url, &settings, flags.insecure_no_auth, &env)?;
     for warning in &trust.warnings {
         // On the terminal whatever RUST_LOG says: a node open to anyone on the server must
         // not be started without its operator seeing so.
@@ -352,6 +407,7 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
                     holder: holder.clone(),
                     gate,
                     log,
+                    forget_offline_after: cluster.forget_offline_after,
                 },
             )
             .await?;
@@ -489,4 +545,36 @@ pub async fn run(component: &[u8], args: ServeArgs, cluster: ClusterArgs) -> any
     }
     println!("host-shim serve: node stopped; its bots and sessions are free for the others.");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forget_offline_after_reads_days_hours_minutes_and_seconds_and_zero_is_never() {
+        let table: [(&str, Result<Option<u64>, &str>); 10] = [
+            ("7d", Ok(Some(7 * 86_400))),
+            ("36h", Ok(Some(36 * 3_600))),
+            ("90m", Ok(Some(5_400))),
+            ("3600s", Ok(Some(3_600))),
+            ("0", Ok(None)),
+            ("0d", Ok(None)),
+            ("59m", Err("at least 1h")),
+            ("7", Err("whole number with a unit")),
+            ("1.5d", Err("whole number with a unit")),
+            ("7 days", Err("whole number with a unit")),
+        ];
+        for (text, expected) in table {
+            match (parse_forget_after(text), expected) {
+                (Ok(got), Ok(want)) => {
+                    assert_eq!(got, want.map(Duration::from_secs), "{text}");
+                }
+                (Err(error), Err(needle)) => {
+                    assert!(error.to_string().contains(needle), "{text}: {error}");
+                }
+                (got, want) => panic!("{text}: got {got:?}, wanted {want:?}"),
+            }
+        }
+    }
 }

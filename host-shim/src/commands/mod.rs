@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod cluster;
+pub mod cluster_admin;
 pub mod control;
 pub mod doctor;
 pub mod inspect;

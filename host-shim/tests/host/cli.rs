@@ -666,6 +666,34 @@ fn a_bad_hibernate_after_is_named_before_anything_starts() {
 }
 
 #[test]
+fn a_bad_forget_offline_after_is_named_before_anything_starts() {
+    let home = Home::new();
+    let cluster = [
+        "serve",
+        "--nats",
+        "nats://127.0.0.1:1",
+        "--role",
+        "ingress",
+        "--forget-offline-after",
+    ];
+    for (value, needle) in [
+        (
+            "10m",
+            "--forget-offline-after must be at least 1h (or 0 for never), got \"10m\"",
+        ),
+        (
+            "7",
+            "--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m",
+        ),
+    ] {
+        let args: Vec<&str> = cluster.iter().copied().chain([value]).collect();
+        let (status, output) = finish(home.command(&args));
+        assert!(!status.success());
+        assert!(output.contains(needle), "{value}: {output}");
+    }
+}
+
+#[test]
 fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_named() {
     let home = Home::new();
     let (status, output) = finish(home.command(&["serve", "--max-sessions", "0"]));

@@ -5,6 +5,7 @@
 mod common;
 
 mod cli;
+mod cluster_forget_cli;
 mod hash_seed_adapter;
 mod pi_attach_process;
 mod rooms;

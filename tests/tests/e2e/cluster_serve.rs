@@ -61,6 +61,8 @@ pub(crate) struct Cluster {
     pub(crate) request_timeout: Duration,
     /// Every node's log lines, by who wrote them (`ingress` or the node's name).
     pub(crate) logs: NodeLogs,
+    /// The ingress's `--forget-offline-after` (never unless a test sets it).
+    pub(crate) forget_offline_after: Option<Duration>,
 }
 
 impl Cluster {
@@ -94,6 +96,7 @@ impl Cluster {
             ttl,
             request_timeout: Duration::from_secs(5),
             logs: Arc::default(),
+            forget_offline_after: None,
         }
     }
 
@@ -136,6 +139,7 @@ impl Cluster {
                 holder: Holder::this_process(),
                 gate: self.gate.clone(),
                 log: self.log_for("ingress"),
+                forget_offline_after: self.forget_offline_after,
             },
         )
         .await
@@ -559,6 +563,71 @@ async fn a_standby_ingress_takes_the_bot_after_the_ttl_and_no_message_is_lost() 
             .count();
         assert_eq!(replies, 1, "{prompt}: {:#?}", cluster.bot.sent());
     }
+    node.shutdown().await;
+    second.shutdown().await;
+}
+
+/// A killed ingress looks like a dead process to the platform: its long poll ends with it and
+/// nothing polls again, so a message sent after the death waits at the platform, unconfirmed,
+/// until a standby takes the bot, which answers it once. (Before `kill` stopped the platform
+/// connections, the "dead" node went on polling every second, and a standby's poll would have
+/// been ended by the platform as a second poller's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_ingress_polls_nothing_more_and_its_bot_waits_for_the_standby() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "deadpoll").await;
+    let first = cluster.ingress().await;
+    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
+    eventually("the session runs", || async {
+        (node.running().len() == 1).then_some(())
+    })
+    .await;
+    cluster.say(1, "one", "You asked").await;
+    assert!(
+        cluster
+            .bot
+            .wait_until(WAIT, |s| s.poll_held() && s.pending_updates() == 0)
+            .await,
+        "the holder confirmed the first message and polls again"
+    );
+
+    first.kill().await;
+    let polls = cluster.bot.calls("getUpdates");
+    let sent = cluster.bot.sent().len();
+    // Bounded: the transport's long poll is 1 s here, so a node still polling would have
+    // asked again twice over in this time.
+    let polled_again = cluster
+        .bot
+        .wait_until(Duration::from_millis(2_500), |s| {
+            s.calls("getUpdates") > polls
+        })
+        .await;
+    assert!(
+        !polled_again,
+        "the killed ingress polled {} more time(s)",
+        cluster.bot.calls("getUpdates") - polls
+    );
+    cluster.bot.queue_update(private_text(USER, 2, "two"));
+    let taken = cluster
+        .bot
+        .wait_until(Duration::from_millis(1_500), |s| s.pending_updates() == 0)
+        .await;
+    assert!(!taken, "nobody holds the bot, yet the update was confirmed");
+    assert_eq!(cluster.bot.sent().len(), sent, "{:#?}", cluster.bot.sent());
+
+    // A standby takes the bot (the dead node's key ages out) and answers what waited, once.
+    let second = cluster.ingress().await;
+    let found = cluster
+        .bot
+        .wait_until(WAIT, |s| {
+            s.sent()
+                .iter()
+                .any(|m| m.text.contains("You asked") && m.text.contains("two"))
+        })
+        .await;
+    assert!(found, "{:#?}", cluster.bot.sent());
+    cluster.drained("serve:api").await;
+    assert_eq!(cluster.sent_with("You asked: <i>two</i>"), 1);
     node.shutdown().await;
     second.shutdown().await;
 }

@@ -430,3 +430,109 @@ async fn a_machine_older_than_a_sessions_state_does_not_run_it_and_the_chat_hear
     build.shutdown().await;
     ingress.shutdown().await;
 }
+
+/// A message sent while the ingress's last look still saw its session online (its node had
+/// just died: the lease has most of a TTL to go) waits like any other, and the look that
+/// finds the session gone tells the chat, with nothing more sent; later messages are not
+/// told again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_sent_as_its_session_dies_is_told_at_the_next_look_and_only_once() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "justgone").await;
+    let ingress = cluster.ingress().await;
+    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
+    eventually("api runs", || async {
+        (node.running().len() == 1).then_some(())
+    })
+    .await;
+    cluster.say(1, "hello", "You asked").await;
+    node.kill().await;
+    cluster
+        .bot
+        .queue_update(private_text(USER, 2, "are you there?"));
+    let told = cluster
+        .bot
+        .wait_until(WAIT, |s| {
+            s.sent().iter().any(|m| m.text.contains("is offline"))
+        })
+        .await;
+    assert!(told, "{:#?}", cluster.bot.sent());
+    let notice = cluster
+        .bot
+        .sent()
+        .into_iter()
+        .find(|m| m.text.contains("is offline"))
+        .map(|m| m.text)
+        .unwrap_or_default();
+    assert!(
+        notice.starts_with("⏸ api on node-a is offline (last seen"),
+        "{notice}"
+    );
+    cluster.bot.queue_update(private_text(USER, 3, "hello?"));
+    assert!(
+        cluster
+            .bot
+            .wait_until(WAIT, |s| s.pending_updates() == 0)
+            .await
+    );
+    let again = cluster
+        .bot
+        .wait_until(Duration::from_secs(1), |s| {
+            s.sent()
+                .iter()
+                .filter(|m| m.text.contains("is offline"))
+                .count()
+                > 1
+        })
+        .await;
+    assert!(!again, "told twice: {:#?}", cluster.bot.sent());
+    ingress.shutdown().await;
+}
+
+/// The chats told that a session is offline are marked in the cluster's KV, not in one
+/// ingress's memory: the standby that takes the bot after the holder dies does not tell a
+/// chat a second time in the same offline period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_an_ingress_failover_a_chat_told_its_session_is_offline_is_not_told_again() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::new(nats, "toldonce").await;
+    let first = cluster.ingress().await;
+    let metrics = Arc::new(Metrics::new(["telegram"]));
+    first.count_in(metrics.clone());
+    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
+    eventually("api runs", || async {
+        (node.running().len() == 1).then_some(())
+    })
+    .await;
+    cluster.say(1, "hello", "You asked").await;
+    node.shutdown().await;
+    // Once the holder's look has seen it offline, the chat is told at its message.
+    eventually("the holder counts it offline", || async {
+        (sessions_in(&metrics, "offline") == Some(1)).then_some(())
+    })
+    .await;
+    cluster.say(2, "there?", "is offline").await;
+
+    let standby = cluster.ingress().await;
+    first.kill().await;
+    cluster.bot.queue_update(private_text(USER, 3, "and now?"));
+    assert!(
+        cluster
+            .bot
+            .wait_until(WAIT, |s| s.pending_updates() == 0)
+            .await,
+        "the standby took the bot and published the message"
+    );
+    let again = cluster
+        .bot
+        .wait_until(Duration::from_secs(2), |s| {
+            s.sent()
+                .iter()
+                .filter(|m| m.text.contains("is offline"))
+                .count()
+                > 1
+        })
+        .await;
+    assert!(!again, "told again: {:#?}", cluster.bot.sent());
+    standby.shutdown().await;
+}

@@ -11,6 +11,7 @@ mod capability_audit;
 mod cluster_bot_lock;
 mod cluster_documented_config;
 mod cluster_failover;
+mod cluster_forget;
 mod cluster_inbound;
 mod cluster_outbound;
 mod cluster_pi;

@@ -448,9 +448,25 @@ where
 /// Writes `document` as session `session_key`'s state, sealed with the test cluster key,
 /// without the state store's own stamp: a document as a newer host-shim would have left it.
 pub async fn plant_state(server: &NatsServer, prefix: &Prefix, session_key: &str, document: &str) {
+    plant_state_with_key(server, prefix, &cluster_key(), session_key, document).await;
+}
+
+/// [`plant_state`] sealed with `key` (a cluster whose key is not the test nodes').
+pub async fn plant_state_with_key(
+    server: &NatsServer,
+    prefix: &Prefix,
+    key: &ClusterKey,
+    session_key: &str,
+    document: &str,
+) {
     let jetstream = server.jetstream().await;
+    let gate = Gate::new(
+        key.clone(),
+        Arc::new(SystemClock),
+        Arc::new(MemoryLog::default()),
+    );
     // Opened as the nodes open it, so its settings agree with theirs.
-    let _ = host_shim::cluster::state_store::KvStateStore::open(&jetstream, prefix, &gate())
+    let _ = host_shim::cluster::state_store::KvStateStore::open(&jetstream, prefix, &gate)
         .await
         .expect("the state bucket opens");
     let bucket = prefix.state_bucket();
@@ -459,8 +475,7 @@ pub async fn plant_state(server: &NatsServer, prefix: &Prefix, session_key: &str
         .await
         .expect("the state bucket exists");
     let token = host_shim::cluster::subjects::session_token(session_key);
-    let sealed =
-        host_shim::cluster::sealed_kv::seal(&cluster_key(), &bucket, &token, document.as_bytes())
-            .expect("sealed");
+    let sealed = host_shim::cluster::sealed_kv::seal(key, &bucket, &token, document.as_bytes())
+        .expect("sealed");
     store.put(token, sealed.into()).await.expect("planted");
 }
