@@ -13,7 +13,11 @@
 //!   person is told so;
 //! - a session's send into another session's topic is refused, as a send into a chat bound
 //!   to another session is;
-//! - a missing right is said once per place, however many sessions attach.
+//! - a missing right is said once per place, however many sessions attach;
+//! - with topics in private chats (Telegram's `sessionTopics: "private"`), each user paired
+//!   with a session (or allowed by its config) gets the session's topic in their own chat
+//!   with the bot: one topic per user and session, kept under the user's chat, and a
+//!   missing right (the bot's topic mode off) is said once for all users.
 
 use std::collections::{HashMap, HashSet};
 
@@ -68,6 +72,53 @@ fn cut(text: &str, max: usize) -> String {
 /// and topic name, so the same session name in two forums has two topics.
 pub fn kept_name(transport: &str, place: &str, name: &str) -> String {
     format!("{KEPT_PREFIX}{transport}:{place}|{name}")
+}
+
+/// Where a session's topic is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicAt {
+    /// The one place the bot's config names (`sessionTopics`: a forum group, a channel).
+    Place(String),
+    /// A user's private chat with the bot (`sessionTopics: "private"`): its id.
+    PrivateChat(String),
+}
+
+impl TopicAt {
+    /// The place the topic's kept name holds: the configured place, or the user's chat, so
+    /// each user has a topic of the session's name.
+    pub fn kept_place(&self) -> &str {
+        match self {
+            TopicAt::Place(place) | TopicAt::PrivateChat(place) => place,
+        }
+    }
+
+    /// The place a problem is said once for: the configured place, or "private" for every
+    /// user's chat at once (the bot's topic mode is one switch, not one per user).
+    pub fn said_place(&self) -> &str {
+        match self {
+            TopicAt::Place(place) => place,
+            TopicAt::PrivateChat(_) => PRIVATE_PLACE,
+        }
+    }
+}
+
+/// The place [`TopicAt::PrivateChat`] problems are said for.
+pub const PRIVATE_PLACE: &str = "private";
+
+/// The private chats of `transport` among `identities` (`<transport>:<user id>`): a user's
+/// private chat with a bot has the user's id, a positive number (a group's is negative, so
+/// a group "paired" by id never gets a private topic). Sorted, each once.
+pub fn private_chats<'a>(transport: &str, identities: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let prefix = format!("{transport}:");
+    let mut chats: Vec<String> = identities
+        .into_iter()
+        .filter_map(|identity| identity.strip_prefix(&prefix))
+        .filter(|id| id.parse::<i64>().is_ok_and(|id| id > 0))
+        .map(str::to_owned)
+        .collect();
+    chats.sort();
+    chats.dedup();
+    chats
 }
 
 /// One topic the broker made, as the state database keeps it.
@@ -188,6 +239,51 @@ impl Topics {
             .map(|(name, record)| (name.as_str(), record))
     }
 
+    /// Every topic `session` has on `transport` that is not ended (one per user's private
+    /// chat, or the one in the configured place), with its kept name, in kept-name order.
+    pub fn open_all_of(&self, session: &str, transport: &str) -> Vec<(String, TopicRecord)> {
+        let mut open: Vec<(String, TopicRecord)> = self
+            .by_name
+            .iter()
+            .filter(|(_, record)| {
+                record.session == session && record.transport == transport && !record.ended
+            })
+            .map(|(name, record)| (name.clone(), record.clone()))
+            .collect();
+        open.sort_by(|a, b| a.0.cmp(&b.0));
+        open
+    }
+
+    /// The topic that is (or was, before it was made anew) at `conversation` and `thread`
+    /// of `transport`: its kept name and record as kept now.
+    pub fn at(
+        &self,
+        transport: &str,
+        conversation: &str,
+        thread: Option<&str>,
+    ) -> Option<(&str, &TopicRecord)> {
+        let key = (
+            transport.to_owned(),
+            conversation.to_owned(),
+            thread.map(str::to_owned),
+        );
+        let name = self.by_place.get(&key)?;
+        self.by_name
+            .get_key_value(name)
+            .map(|(name, record)| (name.as_str(), record))
+    }
+
+    /// Whether `session` has an open topic on `transport` in `conversation` (a user's
+    /// private chat): its topic there need not be made again.
+    pub fn has_open_in(&self, session: &str, transport: &str, conversation: &str) -> bool {
+        self.by_name.values().any(|record| {
+            record.session == session
+                && record.transport == transport
+                && !record.ended
+                && record.topic.conversation_id == conversation
+        })
+    }
+
     /// Where a send to `conversation` (and `thread`) of `transport` goes instead: the
     /// current place of the topic that was there, when it was replaced.
     pub fn moved(
@@ -303,6 +399,11 @@ pub fn ended_announcement(session: &str) -> String {
 
 /// What is said (once) when a topic could not be made.
 pub fn not_made(transport: &str, place: &str, error: &TopicError) -> String {
+    let place = if place == PRIVATE_PLACE {
+        "the private chats with the bot"
+    } else {
+        place
+    };
     match error {
         TopicError::MissingPermission(what) => format!(
             "{transport}: no topic per session in {place}: {what}. Until then, chats reach \

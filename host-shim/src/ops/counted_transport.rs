@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use transport_core::inbound::Inbound;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
-    SendReceipt, Topic, TopicError, TopicNaming, Transport, TransportError,
+    InboundSink, OutboundFile, OutboundMessage, SendReceipt, Transport, TransportError,
 };
 
 use super::health::Check;
@@ -50,17 +49,26 @@ impl CountedTransport {
 
 #[async_trait]
 impl Transport for CountedTransport {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn identify(&self) -> Result<BotIdentity, TransportError> {
-        self.inner.identify().await
-    }
+    // Everything but the counted paths goes to the bot as it is, reactions and drafts too.
+    transport_core::forward_transport!(
+        inner: id,
+        capabilities,
+        identify,
+        typing,
+        react,
+        draft,
+        fetch_attachment,
+        max_upload_bytes,
+        topic_place,
+        topic_naming,
+        topics_in_private_chats,
+        create_topic,
+        create_private_topic,
+        resume_topic,
+        end_topic,
+        topic_gone,
+        diagnose,
+    );
 
     async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
         // Counted on the way in, in order, each with its receipt: under `run` the transport
@@ -95,58 +103,10 @@ impl Transport for CountedTransport {
         sent
     }
 
-    async fn typing(
-        &self,
-        conversation_id: &str,
-        thread_id: Option<&str>,
-    ) -> Result<(), TransportError> {
-        self.inner.typing(conversation_id, thread_id).await
-    }
-
-    async fn fetch_attachment(
-        &self,
-        reference: &str,
-        max_bytes: u64,
-    ) -> Result<FetchedAttachment, TransportError> {
-        self.inner.fetch_attachment(reference, max_bytes).await
-    }
-
-    fn max_upload_bytes(&self) -> u64 {
-        self.inner.max_upload_bytes()
-    }
-
     async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
         let sent = self.inner.send_file(file).await;
         self.metrics
             .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
         sent
-    }
-
-    fn topic_place(&self) -> Option<String> {
-        self.inner.topic_place()
-    }
-
-    fn topic_naming(&self) -> TopicNaming {
-        self.inner.topic_naming()
-    }
-
-    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
-        self.inner.create_topic(name).await
-    }
-
-    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.inner.resume_topic(topic, name).await
-    }
-
-    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.inner.end_topic(topic, name).await
-    }
-
-    fn topic_gone(&self, error: &TransportError) -> bool {
-        self.inner.topic_gone(error)
-    }
-
-    fn diagnose(&self) -> String {
-        self.inner.diagnose()
     }
 }

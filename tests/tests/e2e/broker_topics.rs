@@ -419,6 +419,247 @@ mod telegram {
     }
 }
 
+/// Telegram's topics in a private chat with the bot (Bot API 9.3/9.4), one per user and
+/// session (docs/broker.md#topics-in-private-chats).
+mod telegram_private {
+    use super::*;
+    use transport_testing::telegram::{BotApiServer, private_text, private_topic_text};
+
+    const ADA: i64 = 4242;
+    const BOB: i64 = 4343;
+
+    async fn world(server: &BotApiServer, dirs: Dirs) -> World {
+        let transports = json!({"telegram": {
+            "enabled": true,
+            "tokenEnv": "TG_TEST_TOKEN",
+            "baseUrl": server.base_url(),
+            "pollTimeoutSeconds": 1,
+            "sessionTopics": "private",
+        }});
+        World::new(dirs, transports, vec![("TG_TEST_TOKEN", server.token())]).await
+    }
+
+    fn users(ids: &[i64]) -> Vec<String> {
+        ids.iter().map(|id| format!("telegram:{id}")).collect()
+    }
+
+    /// The thread id of the topic called `name` in `user`'s private chat, once it is there.
+    async fn topic(server: &BotApiServer, user: i64, name: &str) -> i64 {
+        until_with(
+            || format!("a topic named {name:?} in {user}'s chat: {:#?}", server.topics(user)),
+            || server.topics(user).iter().any(|t| t.name == name),
+        )
+        .await;
+        server
+            .topics(user)
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| t.message_thread_id)
+            .expect("found")
+    }
+
+    /// Waits for a message of the bot in topic `thread` of `user`'s chat with `needle`.
+    async fn posted_in(server: &BotApiServer, user: i64, thread: i64, needle: &str) {
+        let what = format!("{needle:?} in topic {thread} of {user}'s chat");
+        until_with(
+            || format!("{what}: sent {:#?}", server.sent()),
+            || {
+                server.sent().iter().any(|m| {
+                    m.chat_id == user.to_string()
+                        && m.message_thread_id == Some(thread)
+                        && m.text.contains(needle)
+                })
+            },
+        )
+        .await;
+    }
+
+    /// The pairing code the session's terminal shows.
+    fn code_shown(ui: &RecordingUi) -> String {
+        let notes = ui.notes();
+        let (_, note) = notes
+            .iter()
+            .rev()
+            .find(|(_, text)| text.contains("Messenger pairing code:"))
+            .expect("a pairing code was shown locally");
+        let after = note.split("Messenger pairing code:").nth(1).unwrap_or("");
+        after
+            .split('(')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_user_gets_a_topic_per_session_talks_there_and_it_is_renamed_at_the_end() {
+        let server = BotApiServer::start().await;
+        server.set_private_topics(true);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &users(&[ADA, BOB])).await;
+        let web = world.attach("web", &users(&[ADA, BOB])).await;
+
+        // One topic per user and session, each in the user's own chat with the bot.
+        let ada_api = topic(&server, ADA, &topic_name("api")).await;
+        let ada_web = topic(&server, ADA, &topic_name("web")).await;
+        let bob_api = topic(&server, BOB, &topic_name("api")).await;
+        let bob_web = topic(&server, BOB, &topic_name("web")).await;
+        assert_eq!(server.topics(ADA).len(), 2);
+        assert_eq!(server.topics(BOB).len(), 2);
+        posted_in(&server, ADA, ada_web, "talks to the session web").await;
+        posted_in(&server, BOB, bob_api, "talks to the session api").await;
+
+        // No /switch: a message in a session's topic (is_topic_message, a private chat)
+        // reaches that session, and its answer goes back there.
+        server.queue_update(private_topic_text(ADA, ada_web, 100, "build it"));
+        web.agent.wait_for_prompts(1).await;
+        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        answer(&web.agent, "built in ada's topic").await;
+        posted_in(&server, ADA, ada_web, "built in ada's topic").await;
+        server.queue_update(private_topic_text(BOB, bob_api, 101, "test it"));
+        api.agent.wait_for_prompts(1).await;
+        assert_eq!(web.agent.prompts.lock().unwrap().len(), 1);
+
+        // The end: a last message in every user's topic, renamed, never deleted; a private
+        // chat's topic cannot be closed (closeForumTopic is for forum groups).
+        web.session.shutdown().await.expect("shutdown");
+        posted_in(&server, ADA, ada_web, "has ended").await;
+        posted_in(&server, BOB, bob_web, "has ended").await;
+        for (user, thread) in [(ADA, ada_web), (BOB, bob_web)] {
+            let ended = server
+                .topics(user)
+                .into_iter()
+                .find(|t| t.message_thread_id == thread)
+                .expect("kept, not deleted");
+            assert_eq!(ended.name, format!("ended · {}", topic_name("web")));
+        }
+        assert_eq!(server.calls("closeForumTopic"), 0);
+        assert_eq!(server.calls("reopenForumTopic"), 0);
+        server.queue_update(private_topic_text(ADA, ada_web, 102, "still there?"));
+        posted_in(&server, ADA, ada_web, "not running now").await;
+
+        // A restarted broker finds each user's topic by name and names it again.
+        api.session.shutdown().await.expect("shutdown");
+        let world = world.restart().await;
+        let web = world.attach("web", &users(&[ADA, BOB])).await;
+        posted_in(&server, ADA, ada_web, "running again").await;
+        posted_in(&server, BOB, bob_web, "running again").await;
+        for (user, thread) in [(ADA, ada_web), (BOB, bob_web)] {
+            let reopened = server
+                .topics(user)
+                .into_iter()
+                .find(|t| t.message_thread_id == thread)
+                .expect("kept");
+            assert_eq!(reopened.name, topic_name("web"));
+        }
+        assert_eq!(server.calls("createForumTopic"), 4, "reused, not made again");
+        server.queue_update(private_topic_text(BOB, bob_web, 103, "again"));
+        web.agent.wait_for_prompts(1).await;
+
+        web.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_user_who_pairs_gets_the_sessions_topic_at_once() {
+        let server = BotApiServer::start().await;
+        server.set_private_topics(true);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &[]).await;
+        // Nobody is paired yet: no topic anywhere.
+        server.queue_update(private_text(ADA, 1, "hello"));
+        until("the pairing prompt", || {
+            server.sent().iter().any(|m| m.text.contains("not paired"))
+        })
+        .await;
+        assert_eq!(server.calls("createForumTopic"), 0);
+
+        let code = code_shown(&api.ui);
+        server.queue_update(private_text(ADA, 2, &code));
+        let thread = topic(&server, ADA, &topic_name("api")).await;
+        posted_in(&server, ADA, thread, "talks to the session api").await;
+        server.queue_update(private_topic_text(ADA, thread, 3, "first job"));
+        api.agent.wait_for_prompts(1).await;
+        // Their next message in the chat itself adds no second topic.
+        server.queue_update(private_text(ADA, 4, "and another"));
+        api.agent.wait_for_prompts(2).await;
+        assert_eq!(server.calls("createForumTopic"), 1, "one topic for the pair");
+
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn without_topic_mode_the_bot_says_once_what_to_turn_on_and_switch_keeps_working() {
+        let server = BotApiServer::start().await;
+        // A bot as @BotFather makes it: getMe says has_topics_enabled: false.
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &users(&[ADA, BOB])).await;
+        let web = world.attach("web", &users(&[ADA, BOB])).await;
+        until_with(
+            || format!("said: {:#?}", world.logged("session topic not made")),
+            || !world.logged("session topic not made").is_empty(),
+        )
+        .await;
+        until("a terminal hears it", || {
+            told(&[&api.ui, &web.ui], "Threaded Mode") > 0
+        })
+        .await;
+
+        server.queue_update(private_text(ADA, 1, "/switch web"));
+        until("the switch answered", || {
+            server
+                .sent()
+                .iter()
+                .any(|m| m.text.contains("This chat now talks to web"))
+        })
+        .await;
+        server.queue_update(private_text(ADA, 2, "deploy"));
+        web.agent.wait_for_prompts(1).await;
+
+        let said = world.logged("session topic not made");
+        assert_eq!(said.len(), 1, "said once for both sessions and users: {said:#?}");
+        assert!(said[0].contains("@BotFather"), "{said:#?}");
+        assert_eq!(told(&[&api.ui, &web.ui], "Threaded Mode"), 1, "one terminal, once");
+        // getMe said so: nothing was asked in vain, per user or per session.
+        assert_eq!(server.calls("createForumTopic"), 0);
+        assert!(server.topics(ADA).is_empty() && server.topics(BOB).is_empty());
+
+        api.session.shutdown().await.expect("shutdown");
+        web.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_private_topic_deleted_by_hand_is_made_again_in_that_users_chat() {
+        let server = BotApiServer::start().await;
+        server.set_private_topics(true);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &users(&[ADA, BOB])).await;
+        let first = topic(&server, ADA, &topic_name("api")).await;
+        let bobs = topic(&server, BOB, &topic_name("api")).await;
+        server.queue_update(private_topic_text(ADA, first, 100, "long job"));
+        api.agent.wait_for_prompts(1).await;
+
+        server.delete_topic(ADA, first);
+        answer(&api.agent, "the long job is done").await;
+        until("a second topic in ada's chat", || {
+            server.topics(ADA).len() == 1 && server.calls("createForumTopic") == 3
+        })
+        .await;
+        let second = topic(&server, ADA, &topic_name("api")).await;
+        assert_ne!(second, first);
+        posted_in(&server, ADA, second, "the long job is done").await;
+        posted_in(&server, ADA, second, "was deleted").await;
+        // Bob's topic is his and untouched.
+        assert_eq!(topic(&server, BOB, &topic_name("api")).await, bobs);
+
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+}
+
 mod discord {
     use super::*;
     use transport_testing::discord::{DiscordLoopback, dm_message, thread_message};
