@@ -1182,7 +1182,9 @@ impl Broker {
             let mut tasks = lock(&self.topic_tasks);
             let mine: Vec<(String, String)> = tasks
                 .keys()
-                .filter(|(key, bot)| key == session && private_topics::on_bot(bot, &shared.fingerprint))
+                .filter(|(key, bot)| {
+                    key == session && private_topics::on_bot(bot, &shared.fingerprint)
+                })
                 .cloned()
                 .collect();
             mine.iter().filter_map(|key| tasks.remove(key)).collect()

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use transport_core::TopicError;
 
+use super::Broker;
 use super::shared::{Shared, lock};
 use super::topics::{self, TopicAt};
-use super::Broker;
 
 /// Whether the topic task key `bot` belongs to the bot `fingerprint`: its attach task
 /// (the fingerprint itself) or a user's (the fingerprint, a line break, the user's chat).
@@ -113,7 +113,10 @@ impl Broker {
         if self.inner(|inner| inner.topics.has_open_in(session, shared.real.id(), &chat)) {
             return;
         }
-        let key = (session.to_owned(), format!("{}\n{chat}", shared.fingerprint));
+        let key = (
+            session.to_owned(),
+            format!("{}\n{chat}", shared.fingerprint),
+        );
         let mut tasks = lock(&self.topic_tasks);
         if tasks.get(&key).is_some_and(|task| !task.is_finished()) {
             return;

@@ -108,7 +108,10 @@ pub const PRIVATE_PLACE: &str = "private";
 /// The private chats of `transport` among `identities` (`<transport>:<user id>`): a user's
 /// private chat with a bot has the user's id, a positive number (a group's is negative, so
 /// a group "paired" by id never gets a private topic). Sorted, each once.
-pub fn private_chats<'a>(transport: &str, identities: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub fn private_chats<'a>(
+    transport: &str,
+    identities: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
     let prefix = format!("{transport}:");
     let mut chats: Vec<String> = identities
         .into_iter()

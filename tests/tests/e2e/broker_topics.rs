@@ -446,7 +446,12 @@ mod telegram_private {
     /// The thread id of the topic called `name` in `user`'s private chat, once it is there.
     async fn topic(server: &BotApiServer, user: i64, name: &str) -> i64 {
         until_with(
-            || format!("a topic named {name:?} in {user}'s chat: {:#?}", server.topics(user)),
+            || {
+                format!(
+                    "a topic named {name:?} in {user}'s chat: {:#?}",
+                    server.topics(user)
+                )
+            },
             || server.topics(user).iter().any(|t| t.name == name),
         )
         .await;
@@ -514,7 +519,10 @@ mod telegram_private {
         // reaches that session, and its answer goes back there.
         server.queue_update(private_topic_text(ADA, ada_web, 100, "build it"));
         web.agent.wait_for_prompts(1).await;
-        assert!(api.agent.prompts.lock().unwrap().is_empty(), "api got web's");
+        assert!(
+            api.agent.prompts.lock().unwrap().is_empty(),
+            "api got web's"
+        );
         answer(&web.agent, "built in ada's topic").await;
         posted_in(&server, ADA, ada_web, "built in ada's topic").await;
         server.queue_update(private_topic_text(BOB, bob_api, 101, "test it"));
@@ -538,6 +546,9 @@ mod telegram_private {
         assert_eq!(server.calls("reopenForumTopic"), 0);
         server.queue_update(private_topic_text(ADA, ada_web, 102, "still there?"));
         posted_in(&server, ADA, ada_web, "not running now").await;
+        // The other session's topic in the same chat still reaches it.
+        server.queue_update(private_topic_text(ADA, ada_api, 104, "and the api?"));
+        api.agent.wait_for_prompts(2).await;
 
         // A restarted broker finds each user's topic by name and names it again.
         api.session.shutdown().await.expect("shutdown");
@@ -553,7 +564,11 @@ mod telegram_private {
                 .expect("kept");
             assert_eq!(reopened.name, topic_name("web"));
         }
-        assert_eq!(server.calls("createForumTopic"), 4, "reused, not made again");
+        assert_eq!(
+            server.calls("createForumTopic"),
+            4,
+            "reused, not made again"
+        );
         server.queue_update(private_topic_text(BOB, bob_web, 103, "again"));
         web.agent.wait_for_prompts(1).await;
 
@@ -584,7 +599,11 @@ mod telegram_private {
         // Their next message in the chat itself adds no second topic.
         server.queue_update(private_text(ADA, 4, "and another"));
         api.agent.wait_for_prompts(2).await;
-        assert_eq!(server.calls("createForumTopic"), 1, "one topic for the pair");
+        assert_eq!(
+            server.calls("createForumTopic"),
+            1,
+            "one topic for the pair"
+        );
 
         api.session.shutdown().await.expect("shutdown");
         world.broker.shutdown().await;
@@ -619,9 +638,17 @@ mod telegram_private {
         web.agent.wait_for_prompts(1).await;
 
         let said = world.logged("session topic not made");
-        assert_eq!(said.len(), 1, "said once for both sessions and users: {said:#?}");
+        assert_eq!(
+            said.len(),
+            1,
+            "said once for both sessions and users: {said:#?}"
+        );
         assert!(said[0].contains("@BotFather"), "{said:#?}");
-        assert_eq!(told(&[&api.ui, &web.ui], "Threaded Mode"), 1, "one terminal, once");
+        assert_eq!(
+            told(&[&api.ui, &web.ui], "Threaded Mode"),
+            1,
+            "one terminal, once"
+        );
         // getMe said so: nothing was asked in vain, per user or per session.
         assert_eq!(server.calls("createForumTopic"), 0);
         assert!(server.topics(ADA).is_empty() && server.topics(BOB).is_empty());

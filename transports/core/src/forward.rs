@@ -258,5 +258,4 @@ macro_rules! forward_transport {
 
 /// The future an `#[async_trait]` method returns: what [`forward_transport!`]'s methods
 /// hand back from the inner transport as it is.
-pub type Boxed<'a, T> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+pub type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
