@@ -693,6 +693,67 @@ mod tests {
     }
 
     #[test]
+    fn private_topics_go_to_each_users_own_chat_and_never_to_a_group() {
+        let identities = [
+            "telegram:4343",
+            "telegram:4242",
+            "telegram:4242",
+            // A group "paired" by id, another platform's user, a malformed identity.
+            "telegram:-1001234567890",
+            "discord:4242",
+            "telegram:@ada",
+        ];
+        assert_eq!(private_chats("telegram", identities), ["4242", "4343"]);
+        let at = TopicAt::PrivateChat("4242".into());
+        assert_eq!(at.kept_place(), "4242");
+        // The bot's topic mode is one switch: said once for every user's chat.
+        assert_eq!(at.said_place(), PRIVATE_PLACE);
+        assert_eq!(
+            TopicAt::PrivateChat("4343".into()).said_place(),
+            at.said_place()
+        );
+        let place = TopicAt::Place("-100".into());
+        assert_eq!((place.kept_place(), place.said_place()), ("-100", "-100"));
+        assert!(
+            not_made(
+                "telegram",
+                PRIVATE_PLACE,
+                &TopicError::MissingPermission("x".into())
+            )
+            .contains("the private chats with the bot")
+        );
+    }
+
+    #[test]
+    fn a_session_has_a_topic_per_users_chat_each_found_by_its_place() {
+        let mut topics = Topics::default();
+        topics.keep("a", record("k", "api", topic("4242", Some("7")), false));
+        topics.keep("b", record("k", "api", topic("4343", Some("9")), false));
+        topics.keep("c", record("k", "api", topic("4444", Some("3")), true));
+        topics.keep("d", record("other", "web", topic("4242", Some("8")), false));
+        let open: Vec<String> = topics
+            .open_all_of("k", "telegram")
+            .into_iter()
+            .map(|(kept, _)| kept)
+            .collect();
+        assert_eq!(open, ["a", "b"], "ended ones and other sessions' are not");
+        assert!(topics.has_open_in("k", "telegram", "4242"));
+        assert!(!topics.has_open_in("k", "telegram", "4444"), "ended");
+        assert!(!topics.has_open_in("k", "discord", "4242"));
+        assert_eq!(
+            topics
+                .at("telegram", "4343", Some("9"))
+                .map(|(kept, _)| kept),
+            Some("b")
+        );
+        // Made anew in the same chat: the old place still finds it, as kept now.
+        topics.keep("b", record("k", "api", topic("4343", Some("11")), false));
+        let (kept, now) = topics.at("telegram", "4343", Some("9")).expect("found");
+        assert_eq!((kept, now.topic.thread_id.as_deref()), ("b", Some("11")));
+        assert_eq!(topics.at("telegram", "4343", None), None);
+    }
+
+    #[test]
     fn kept_names_tell_places_and_transports_apart() {
         let names = [
             kept_name("telegram", "-100", "api"),

@@ -110,3 +110,55 @@ impl Transport for CountedTransport {
         sent
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transport_core::{Reaction, Topic};
+    use transport_testing::fake::{FakeConfig, FakeTransport};
+
+    /// Counting must not change what the bot can do: every method the counter does not
+    /// count reaches the bot inside it. Reactions and drafts once fell back to the trait's
+    /// "cannot" whenever `--metrics` wrapped the bot.
+    #[tokio::test]
+    async fn what_is_not_counted_reaches_the_bot_unchanged() {
+        let mut config = FakeConfig::default();
+        config.capabilities.reactions = true;
+        config.capabilities.drafts = true;
+        let fake = Arc::new(FakeTransport::new(config));
+        fake.set_topic_place(Some("forum"));
+        let metrics = Arc::new(Metrics::new(["fake"]));
+        let counted = CountedTransport::new(fake.clone(), metrics);
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        counted.start(sink).await.expect("started");
+
+        counted
+            .react("chat", "7", Reaction::Done, Some(Reaction::Received))
+            .await
+            .expect("reacted");
+        counted
+            .draft("chat", None, 3, "half an answer")
+            .await
+            .expect("drafted");
+        assert_eq!(fake.reactions().len(), 1);
+        assert_eq!(
+            fake.drafts(),
+            [("chat".to_owned(), 3, "half an answer".to_owned())]
+        );
+
+        assert_eq!(counted.topic_place().as_deref(), Some("forum"));
+        assert_eq!(
+            counted.topics_in_private_chats(),
+            fake.topics_in_private_chats()
+        );
+        let topic: Topic = counted.create_topic("api").await.expect("made");
+        counted
+            .end_topic(&topic, "ended · api")
+            .await
+            .expect("ended");
+        counted.resume_topic(&topic, "api").await.expect("resumed");
+        assert_eq!(fake.topics().len(), 1);
+        assert_eq!(counted.id(), "fake");
+        assert_eq!(counted.diagnose(), fake.diagnose());
+    }
+}

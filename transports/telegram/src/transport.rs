@@ -1051,6 +1051,70 @@ mod topic_tests {
     }
 
     #[test]
+    fn in_a_private_chat_not_a_forum_means_the_bots_topic_mode_is_off() {
+        use Kind::{Gone as gone, Rights as rights};
+        let table = [
+            (
+                refused(400, "Bad Request: the chat is not a forum"),
+                rights,
+                "Threaded Mode",
+            ),
+            (
+                refused(400, "Bad Request: BOT_FORUM_CREATE_FORBIDDEN"),
+                rights,
+                "@BotFather",
+            ),
+            (
+                refused(400, "Bad Request: message thread not found"),
+                gone,
+                "",
+            ),
+        ];
+        for (error, expected, says) in table {
+            let sorted = topic_error(&error, "4242");
+            assert_eq!(kind(&sorted), Some(expected), "{error} became {sorted:?}");
+            assert!(sorted.to_string().contains(says), "{sorted}");
+            // Not the group's advice: a chat with a bot has no Topics setting of its own.
+            assert!(
+                !sorted
+                    .to_string()
+                    .contains("turn on Topics in its settings")
+            );
+        }
+    }
+
+    #[test]
+    fn private_topics_are_asked_for_by_name_and_only_in_a_users_chat() {
+        for (written, private) in [
+            ("private", true),
+            (" Private ", true),
+            ("-1001234567890", false),
+        ] {
+            let mut config = TelegramConfig::new("123456:TEST-topic-token", "http://127.0.0.1:9");
+            config.session_topics = Some(written.to_owned());
+            let transport = TelegramTransport::new(config).expect("builds");
+            assert_eq!(transport.topics_in_private_chats(), private, "{written}");
+        }
+        assert!(is_private_chat("4242"));
+        assert!(!is_private_chat("-1001234567890"));
+        assert!(!is_private_chat("-4242"));
+        assert!(!is_private_chat("@someone"));
+    }
+
+    #[tokio::test]
+    async fn a_private_topic_is_refused_without_a_call_when_private_topics_are_not_asked_for() {
+        let mut config = TelegramConfig::new("123456:TEST-topic-token", "http://127.0.0.1:9");
+        config.session_topics = Some("-1001234567890".into());
+        let transport = TelegramTransport::new(config).expect("builds");
+        let refused = transport
+            .create_private_topic("4242", "api")
+            .await
+            .expect_err("not asked for");
+        assert!(matches!(refused, TopicError::Unsupported(_)), "{refused:?}");
+        assert!(refused.to_string().contains("private"), "{refused}");
+    }
+
+    #[test]
     fn a_send_into_a_deleted_topic_is_told_apart_from_other_failures() {
         let transport = TelegramTransport::new(TelegramConfig::new(
             "123456:TEST-topic-token",
