@@ -704,3 +704,47 @@ mod threads {
         flow(&cluster, &server).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn topics_in_private_chats_are_said_to_be_serves_alone_and_switch_keeps_working() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::configured(nats, "ctopicsprivate", TTL, |config| {
+        config["transports"]["telegram"]["sessionTopics"] = "private".into();
+    })
+    .await;
+    cluster.bot.set_private_topics(true);
+    let ingress = cluster.ingress().await;
+    let node = cluster
+        .node("laptop", &["api", "web"], Duration::ZERO)
+        .await;
+    let said = || -> Vec<String> {
+        cluster
+            .log_lines()
+            .into_iter()
+            .filter(|line| line.contains("session topic not made"))
+            .collect()
+    };
+    eventually("the ingress says why", || async {
+        (!said().is_empty()).then_some(())
+    })
+    .await;
+    // Both sessions are in the directory (announced before this line is logged).
+    eventually("both sessions listed", || async {
+        let started = cluster
+            .log_lines()
+            .iter()
+            .filter(|line| line.contains("session started"))
+            .count();
+        (started == 2).then_some(())
+    })
+    .await;
+    cluster.say(1, "/switch web", "now talks to web").await;
+    cluster.say(2, "deploy", "You asked").await;
+    let said = said();
+    assert_eq!(said.len(), 1, "said once, not at every look: {said:#?}");
+    assert!(said[0].contains("without --nats"), "{said:#?}");
+    assert_eq!(cluster.bot.calls("createForumTopic"), 0);
+
+    node.shutdown().await;
+    ingress.shutdown().await;
+}
