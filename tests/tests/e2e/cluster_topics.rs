@@ -234,34 +234,10 @@ async fn a_topic_deleted_by_hand_while_its_session_works_is_made_again_and_the_r
 /// and a message there is answered that the session is not running.
 mod threads {
     use super::*;
+    use crate::common::topic_places::TopicPlace as Place;
     use serde_json::json;
-    use transport_testing::discord::{DiscordLoopback, START_THREAD, dm_message, thread_message};
-    use transport_testing::slack::{SlackServer, channel_message, im_message, in_thread};
-
-    /// One platform's loopback server as this flow drives it.
-    trait Place {
-        /// Where a thread called `name` is, once it is there.
-        fn thread_named(&self, name: &str) -> Option<String>;
-        /// Whether the bot posted `needle` in thread `thread`.
-        fn posted_in(&self, thread: &str, needle: &str) -> bool;
-        /// The user writes `text` in thread `thread`; `false` while the bot is not
-        /// connected to hear it.
-        fn say(&self, n: u64, thread: &str, text: &str) -> bool;
-        /// Whether thread `thread` is marked ended, under `ended` (its name, or its parent
-        /// message's text).
-        fn ended(&self, thread: &str, ended: &str) -> bool;
-        /// How many threads the bot asked to make (refused ones included).
-        fn made(&self) -> usize;
-        /// Deletes thread `thread`, as a person does by hand.
-        fn delete(&self, thread: &str);
-        /// The user writes `text` in their direct chat with the bot; `false` while the
-        /// bot is not connected to hear it.
-        fn dm(&self, n: u64, text: &str) -> bool;
-        /// Whether the bot posted `needle` in the user's direct chat.
-        fn answered_dm(&self, needle: &str) -> bool;
-        /// What the bot posted, for a failure's message.
-        fn shown(&self) -> String;
-    }
+    use transport_testing::discord::DiscordLoopback;
+    use transport_testing::slack::SlackServer;
 
     /// Polls `check` until it is true, or panics with `what`, what the bot posted and the
     /// nodes' logs after [`WAIT`].
@@ -283,134 +259,27 @@ mod threads {
         }
     }
 
-    const DISCORD_USER: &str = "555000111222333444";
-    const GUILD: &str = "777000111222333444";
-    const DISCORD_CHANNEL: &str = "888000111222333444";
-    const DISCORD_DM: &str = "999000111222333444";
-
-    impl Place for DiscordLoopback {
-        fn thread_named(&self, name: &str) -> Option<String> {
-            self.rest
-                .threads()
-                .into_iter()
-                .find(|t| t.name == name)
-                .map(|t| t.id)
-        }
-        fn posted_in(&self, thread: &str, needle: &str) -> bool {
-            self.rest
-                .created()
-                .iter()
-                .any(|m| m.channel_id == thread && m.content.contains(needle))
-        }
-        fn say(&self, n: u64, thread: &str, text: &str) -> bool {
-            let message = thread_message(&n.to_string(), thread, GUILD, DISCORD_USER, text);
-            self.gateway.message_create(message).is_some()
-        }
-        fn ended(&self, thread: &str, ended: &str) -> bool {
-            self.rest
-                .threads()
-                .iter()
-                .any(|t| t.id == thread && t.archived && t.name == ended)
-        }
-        fn made(&self) -> usize {
-            self.rest.calls(START_THREAD)
-        }
-        fn delete(&self, thread: &str) {
-            self.rest.delete_thread(thread);
-        }
-        fn dm(&self, n: u64, text: &str) -> bool {
-            let message = dm_message(&n.to_string(), DISCORD_DM, DISCORD_USER, text);
-            self.gateway.message_create(message).is_some()
-        }
-        fn answered_dm(&self, needle: &str) -> bool {
-            self.posted_in(DISCORD_DM, needle)
-        }
-        fn shown(&self) -> String {
-            format!("{:#?} {:#?}", self.rest.created(), self.rest.threads())
-        }
-    }
-
-    const SLACK_USER: &str = "U0ADA";
-    const SLACK_CHANNEL: &str = "C0SESSIONS";
-    const SLACK_DM: &str = "D0ADA";
-
-    impl Place for SlackServer {
-        fn thread_named(&self, name: &str) -> Option<String> {
-            // The latest: a parent deleted by hand stays in the record of what was posted.
-            self.posted()
-                .into_iter()
-                .rev()
-                .find(|p| {
-                    p.channel == SLACK_CHANNEL && p.thread_ts.is_none() && p.text.contains(name)
-                })
-                .map(|p| p.ts)
-        }
-        fn posted_in(&self, thread: &str, needle: &str) -> bool {
-            self.posted().iter().any(|p| {
-                p.channel == SLACK_CHANNEL
-                    && p.thread_ts.as_deref() == Some(thread)
-                    && p.text.contains(needle)
-            })
-        }
-        fn say(&self, n: u64, thread: &str, text: &str) -> bool {
-            let Some(connection) = self.open_connections().last().copied() else {
-                return false;
-            };
-            let at = format!("1700000100.{n:06}");
-            let event = in_thread(
-                channel_message(SLACK_CHANNEL, SLACK_USER, &at, text),
-                thread,
-            );
-            self.send_event(connection, event).is_some()
-        }
-        fn ended(&self, thread: &str, ended: &str) -> bool {
-            self.message_text(SLACK_CHANNEL, thread)
-                .is_some_and(|text| text.contains(ended))
-        }
-        fn made(&self) -> usize {
-            self.requests("chat.postMessage")
-                .iter()
-                .filter(|r| r["channel"] == SLACK_CHANNEL && r["thread_ts"].is_null())
-                .count()
-        }
-        fn delete(&self, thread: &str) {
-            self.delete_message(SLACK_CHANNEL, thread);
-        }
-        fn dm(&self, n: u64, text: &str) -> bool {
-            let Some(connection) = self.open_connections().last().copied() else {
-                return false;
-            };
-            let at = format!("1700000200.{n:06}");
-            let event = im_message(SLACK_DM, SLACK_USER, &at, text);
-            self.send_event(connection, event).is_some()
-        }
-        fn answered_dm(&self, needle: &str) -> bool {
-            self.posted()
-                .iter()
-                .any(|p| p.channel == SLACK_DM && p.text.contains(needle))
-        }
-        fn shown(&self) -> String {
-            format!("{:#?}", self.posted())
-        }
-    }
-
-    /// A cluster whose one bot is `transports` (its tokens in `env`), letting `user` in.
-    async fn cluster(
-        nats: crate::common::cluster::NatsServer,
-        name: &str,
-        user: String,
-        transports: serde_json::Value,
-        env: &[(&str, String)],
-    ) -> Cluster {
+    /// A cluster whose one bot is `place`'s (its tokens in the ingress's environment),
+    /// letting its user in; `None` (said) where no nats-server can be had.
+    async fn cluster(name: &str, place: &dyn Place) -> Option<Cluster> {
+        let nats = match crate::common::cluster::NatsServer::start() {
+            Ok(nats) => nats,
+            Err(crate::common::cluster::Unavailable(reason)) => {
+                eprintln!("SKIPPED (no nats-server): {reason}");
+                return None;
+            }
+        };
+        let (transports, env) = place.transports();
+        let user = place.user();
         let mut cluster = Cluster::configured(nats, name, TTL, |config| {
             config["bridge"]["allowUsers"] = json!([user]);
             config["transports"] = transports;
         })
         .await;
         for (name, value) in env {
-            cluster = cluster.with_env(name, value.clone());
+            cluster = cluster.with_env(name, value);
         }
-        cluster
+        Some(cluster)
     }
 
     /// Waits for the user's `text` in `thread` to be heard (the bot connected).
@@ -442,11 +311,11 @@ mod threads {
             .node("laptop", &["api", "web"], Duration::ZERO)
             .await;
         let api = eventually("api's thread", || async {
-            place.thread_named(&name_of("api"))
+            place.topic_named(&name_of("api"))
         })
         .await;
         let web = eventually("web's thread", || async {
-            place.thread_named(&name_of("web"))
+            place.topic_named(&name_of("web"))
         })
         .await;
         posted_in(place, &api, "talks to the session api").await;
@@ -508,7 +377,7 @@ mod threads {
             .node("laptop", &["api"], Duration::from_millis(700))
             .await;
         let first = eventually("api's thread", || async {
-            place.thread_named(&name_of("api"))
+            place.topic_named(&name_of("api"))
         })
         .await;
         say(place, 1, &first, "long job").await;
@@ -530,7 +399,7 @@ mod threads {
         .await;
         let second = eventually("a second thread of the same name", || async {
             place
-                .thread_named(&name_of("api"))
+                .topic_named(&name_of("api"))
                 .filter(|second| *second != first)
         })
         .await;
@@ -546,7 +415,7 @@ mod threads {
 
     /// The bot lacks the right to make threads: said once in the ingress's log, however
     /// many sessions, and the direct chat still reaches each session with `/switch`.
-    async fn refused_flow(cluster: &Cluster, place: &dyn Place, right: &str) {
+    async fn refused_flow(cluster: &Cluster, place: &dyn Place) {
         let ingress = cluster.ingress().await;
         let node = cluster
             .node("laptop", &["api", "web"], Duration::ZERO)
@@ -574,134 +443,73 @@ mod threads {
         .await;
         let said = said();
         assert_eq!(said.len(), 1, "said once: {said:#?}");
-        assert!(said[0].contains(right), "{said:#?}");
+        assert!(said[0].contains(place.refusal().0), "{said:#?}");
         assert_eq!(place.made(), 2, "each session asked once: no retry storm");
 
         node.shutdown().await;
         ingress.shutdown().await;
     }
 
-    fn discord_transports(loopback: &DiscordLoopback) -> serde_json::Value {
-        json!({"discord": {
-            "enabled": true,
-            "tokenEnv": "DISCORD_TEST_TOKEN",
-            "baseUrl": loopback.base_url(),
-            "readyTimeoutSeconds": 10,
-            "sessionTopics": DISCORD_CHANNEL,
-        }})
-    }
-
-    async fn discord_cluster(name: &str, loopback: &DiscordLoopback) -> Option<Cluster> {
-        let nats = match crate::common::cluster::NatsServer::start() {
-            Ok(nats) => nats,
-            Err(crate::common::cluster::Unavailable(reason)) => {
-                eprintln!("SKIPPED (no nats-server): {reason}");
-                return None;
-            }
-        };
-        Some(
-            cluster(
-                nats,
-                name,
-                format!("discord:{DISCORD_USER}"),
-                discord_transports(loopback),
-                &[("DISCORD_TEST_TOKEN", loopback.token())],
-            )
-            .await,
-        )
-    }
-
-    fn slack_transports(server: &SlackServer) -> serde_json::Value {
-        json!({"slack": {
-            "enabled": true,
-            "tokenEnv": "SLACK_E2E_BOT",
-            "appTokenEnv": "SLACK_E2E_APP",
-            "baseUrl": server.base_url(),
-            "sessionTopics": SLACK_CHANNEL,
-        }})
-    }
-
-    async fn slack_cluster(name: &str, server: &SlackServer) -> Option<Cluster> {
-        let nats = match crate::common::cluster::NatsServer::start() {
-            Ok(nats) => nats,
-            Err(crate::common::cluster::Unavailable(reason)) => {
-                eprintln!("SKIPPED (no nats-server): {reason}");
-                return None;
-            }
-        };
-        Some(
-            cluster(
-                nats,
-                name,
-                format!("slack:{SLACK_USER}"),
-                slack_transports(server),
-                &[
-                    ("SLACK_E2E_BOT", server.bot_token()),
-                    ("SLACK_E2E_APP", server.app_token()),
-                ],
-            )
-            .await,
-        )
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn on_discord_a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
-        let loopback = DiscordLoopback::start().await;
-        loopback.rest.add_text_channel(DISCORD_CHANNEL, true);
-        let Some(cluster) = discord_cluster("ctopicsdiscordgone", &loopback).await else {
-            return;
-        };
-        deleted_flow(&cluster, &loopback).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn on_slack_a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
-        let server = SlackServer::start().await;
-        server.add_channel(SLACK_CHANNEL, true);
-        let Some(cluster) = slack_cluster("ctopicsslackgone", &server).await else {
-            return;
-        };
-        deleted_flow(&cluster, &server).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn on_discord_a_missing_permission_is_said_once_and_switch_keeps_working() {
-        let loopback = DiscordLoopback::start().await;
-        loopback.rest.add_text_channel(DISCORD_CHANNEL, false);
-        let Some(cluster) = discord_cluster("ctopicsdiscordrights", &loopback).await else {
-            return;
-        };
-        refused_flow(&cluster, &loopback, "Missing Permissions").await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn on_slack_a_channel_without_the_bot_is_said_once_and_switch_keeps_working() {
-        let server = SlackServer::start().await;
-        server.add_channel(SLACK_CHANNEL, false);
-        let Some(cluster) = slack_cluster("ctopicsslackrights", &server).await else {
-            return;
-        };
-        refused_flow(&cluster, &server, "not_in_channel").await;
+    /// Runs `flow` on `place`, with the right to make threads or without.
+    macro_rules! on {
+        ($place:expr, $name:literal, $with_right:expr, $flow:ident) => {{
+            let place = $place;
+            place.open_place($with_right);
+            let Some(cluster) = cluster($name, &place).await else {
+                return;
+            };
+            $flow(&cluster, &place).await;
+        }};
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn on_discord_the_ingress_makes_a_thread_per_session_routes_it_and_archives_it() {
-        let loopback = DiscordLoopback::start().await;
-        loopback.rest.add_text_channel(DISCORD_CHANNEL, true);
-        let Some(cluster) = discord_cluster("ctopicsdiscord", &loopback).await else {
-            return;
-        };
-        flow(&cluster, &loopback).await;
+        on!(DiscordLoopback::start().await, "ctopicsdiscord", true, flow);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn on_slack_the_ingress_makes_a_thread_per_session_routes_it_and_ends_it() {
-        let server = SlackServer::start().await;
-        server.add_channel(SLACK_CHANNEL, true);
-        let Some(cluster) = slack_cluster("ctopicsslack", &server).await else {
-            return;
-        };
-        flow(&cluster, &server).await;
+        on!(SlackServer::start().await, "ctopicsslack", true, flow);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_discord_a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
+        on!(
+            DiscordLoopback::start().await,
+            "ctopicsdiscordgone",
+            true,
+            deleted_flow
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_slack_a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
+        on!(
+            SlackServer::start().await,
+            "ctopicsslackgone",
+            true,
+            deleted_flow
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_discord_a_missing_permission_is_said_once_and_switch_keeps_working() {
+        on!(
+            DiscordLoopback::start().await,
+            "ctopicsdiscordrights",
+            false,
+            refused_flow
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_slack_a_channel_without_the_bot_is_said_once_and_switch_keeps_working() {
+        on!(
+            SlackServer::start().await,
+            "ctopicsslackrights",
+            false,
+            refused_flow
+        );
     }
 }
 
