@@ -636,6 +636,49 @@ mod telegram_private {
     }
 
     #[tokio::test]
+    async fn a_user_who_pairs_in_a_group_gets_their_private_topic_with_their_next_message_there() {
+        const GROUP: i64 = -1_009_876_543_210;
+        let mention = json!([{"type": "mention", "offset": 0, "length": 6}]);
+        let said = |n: i64, text: &str| {
+            transport_testing::telegram::group_text(
+                GROUP,
+                ADA,
+                n,
+                &format!("@piBot {text}"),
+                mention.clone(),
+            )
+        };
+        let server = BotApiServer::start().await;
+        server.set_private_topics(true);
+        let world = world(&server, Dirs::new()).await;
+        let api = world.attach("api", &[]).await;
+        server.queue_update(said(1, "hello"));
+        until("the pairing prompt", || {
+            server.sent().iter().any(|m| m.text.contains("not paired"))
+        })
+        .await;
+        server.queue_update(said(2, &code_shown(&api.ui)));
+        until("paired", || {
+            server.sent().iter().any(|m| m.text.contains("Paired as"))
+        })
+        .await;
+        // The group is not the user's chat: the answer there makes no private topic.
+        assert_eq!(server.calls("createForumTopic"), 0);
+
+        // Their next message in the group finds them paired: their topic is made.
+        server.queue_update(said(3, "build it"));
+        api.agent.wait_for_prompts(1).await;
+        let thread = topic(&server, ADA, &topic_name("api")).await;
+        posted_in(&server, ADA, thread, "talks to the session api").await;
+        server.queue_update(private_topic_text(ADA, thread, 4, "from my own chat"));
+        api.agent.wait_for_prompts(2).await;
+        assert_eq!(server.calls("createForumTopic"), 1);
+
+        api.session.shutdown().await.expect("shutdown");
+        world.broker.shutdown().await;
+    }
+
+    #[tokio::test]
     async fn without_topic_mode_the_bot_says_once_what_to_turn_on_and_switch_keeps_working() {
         let server = BotApiServer::start().await;
         // A bot as @BotFather makes it: getMe says has_topics_enabled: false.
