@@ -1099,14 +1099,13 @@ impl Broker {
         shared: &Arc<Shared>,
         at: &TopicAt,
     ) -> Option<transport_core::TopicError> {
-        let Some((shown, cwd)) = self.inner(|inner| {
+        // A session gone meanwhile has nothing to make, and no problem to tell.
+        let (shown, cwd) = self.inner(|inner| {
             inner
                 .sessions
                 .get(session)
                 .map(|s| (s.name.clone(), s.cwd.clone()))
-        }) else {
-            return None;
-        };
+        })?;
         let transport = shared.real.id().to_owned();
         let max = shared.real.topic_naming().max_chars;
         let name = topics::topic_name(&shown, &cwd, &self.machine, max);
