@@ -722,6 +722,13 @@ mod telegram_private {
         assert_eq!(server.calls("createForumTopic"), 0);
         assert!(server.topics(ADA).is_empty() && server.topics(BOB).is_empty());
 
+        // Threaded Mode turned on meanwhile: the next attach asks again, no restart needed.
+        server.set_private_topics(true);
+        let docs = world.attach("docs", &users(&[ADA, BOB])).await;
+        topic(&server, ADA, &topic_name("docs")).await;
+        topic(&server, BOB, &topic_name("docs")).await;
+        docs.session.shutdown().await.expect("shutdown");
+
         api.session.shutdown().await.expect("shutdown");
         web.session.shutdown().await.expect("shutdown");
         world.broker.shutdown().await;

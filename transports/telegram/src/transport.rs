@@ -878,12 +878,22 @@ impl Transport for TelegramTransport {
                     "{chat_id:?} is not a private chat with the bot (a user's numeric id)"
                 ))
             })?;
-        // Asked once (`getMe`, cached): a bot without topic mode is told so without a
+        // `getMe` says whether topic mode is on: a bot without it is told so without a
         // refused call per user and session.
-        let me = self
+        let mut me = self
             .who_am_i()
             .await
             .map_err(|error| TopicError::Failed(error.to_string()))?;
+        if me.has_topics == Some(false) {
+            // Threaded Mode may have been turned on since: asked again (the broker asks once
+            // per attach and stops at the first refusal), so no restart is needed after it.
+            if let Ok(user) = self.shared.api.get_me().await {
+                me.has_topics = user.has_topics_enabled;
+                if let Some(kept) = lock(&self.me).as_mut() {
+                    kept.has_topics = user.has_topics_enabled;
+                }
+            }
+        }
         if me.has_topics == Some(false) {
             return Err(TopicError::MissingPermission(format!(
                 "@{} has no topics in private chats (getMe: has_topics_enabled is false): \
