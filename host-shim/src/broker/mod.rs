@@ -8,6 +8,7 @@
 //! locally like any failed send. Pairing stays per session: the broker never sees a code.
 
 pub mod bindings;
+mod private_topics;
 pub mod routing;
 pub mod shared;
 pub mod strangers;
@@ -40,7 +41,7 @@ use indexmap::IndexMap;
 use routing::{Audience, Census, Decision, Roster, SessionState, SessionView, UsageSoFar};
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
-use topics::{OnAttach, TopicRecord, TopicRoute, Topics};
+use topics::{OnAttach, TopicAt, TopicRecord, TopicRoute, Topics};
 
 /// The shortest time between two writes of the status file: `doctor` may show an attach a
 /// second late.
@@ -204,6 +205,8 @@ pub struct Broker {
     topic_replacing: tokio::sync::Mutex<()>,
     /// How many of the attached sessions are hibernated (docs/scaling.md#idle-sessions).
     hibernated: HibernatedCount,
+    /// This broker, for the tasks a message starts (a user's private topic once paired).
+    me: Weak<Broker>,
 }
 
 impl Broker {
@@ -257,6 +260,7 @@ impl Broker {
             topic_tasks: Mutex::new(HashMap::new()),
             topic_replacing: tokio::sync::Mutex::new(()),
             hibernated: HibernatedCount::default(),
+            me: me.clone(),
         })
     }
 
@@ -715,6 +719,8 @@ impl Broker {
         });
         if let Some(session) = provisional.filter(|session| roster.is_paired(session, identity)) {
             self.bind(conversation, &session, true);
+            // Paired since its last message: its private topic, where the bot makes them.
+            self.user_paired(fingerprint, &session, identity);
         }
         if let Decision::Deliver {
             session,
@@ -1065,35 +1071,45 @@ impl Broker {
     /// transport the session just started; off the start path, so a slow platform does not
     /// hold the session up. Nothing when the bot's config names no place for topics.
     fn start_topic(self: &Arc<Self>, session: &str, shared: &Arc<Shared>) {
-        if shared.real.topic_place().is_none() {
+        let Some(place) = shared.real.topic_place() else {
             return;
-        }
+        };
         let broker = self.clone();
         let key = (session.to_owned(), shared.fingerprint.clone());
         let (session, shared) = (session.to_owned(), shared.clone());
-        let task = tokio::spawn(async move { broker.open_topic(&session, &shared).await });
+        let task = tokio::spawn(async move {
+            if shared.real.topics_in_private_chats() {
+                broker.open_private_topics(&session, &shared).await;
+            } else {
+                broker
+                    .open_topic(&session, &shared, &TopicAt::Place(place))
+                    .await;
+            }
+        });
         if let Some(earlier) = lock(&self.topic_tasks).insert(key, task) {
             earlier.abort();
         }
     }
 
-    /// Makes or opens `session`'s topic (see [`topics::on_attach`]) and writes it down.
-    async fn open_topic(&self, session: &str, shared: &Arc<Shared>) {
-        let Some(place) = shared.real.topic_place() else {
-            return;
-        };
-        let Some((shown, cwd)) = self.inner(|inner| {
+    /// Makes or opens `session`'s topic `at` (see [`topics::on_attach`]) and writes it
+    /// down. The problem when none could be made or kept, after saying it (once).
+    async fn open_topic(
+        &self,
+        session: &str,
+        shared: &Arc<Shared>,
+        at: &TopicAt,
+    ) -> Option<transport_core::TopicError> {
+        // A session gone meanwhile has nothing to make, and no problem to tell.
+        let (shown, cwd) = self.inner(|inner| {
             inner
                 .sessions
                 .get(session)
                 .map(|s| (s.name.clone(), s.cwd.clone()))
-        }) else {
-            return;
-        };
+        })?;
         let transport = shared.real.id().to_owned();
         let max = shared.real.topic_naming().max_chars;
         let name = topics::topic_name(&shown, &cwd, &self.machine, max);
-        let kept = topics::kept_name(&transport, &place, &name);
+        let kept = topics::kept_name(&transport, at.kept_place(), &name);
         let known = self.inner(|inner| inner.topics.get(&kept).cloned());
         let mut replaced = false;
         // What the topic is told once it is kept: kept first, so a reply typed the moment
@@ -1108,7 +1124,7 @@ impl Broker {
                         None
                     }
                     topics::AfterResumeFailed::KeepAndSay => {
-                        self.topic_problem(session, shared, &place, &error);
+                        self.topic_problem(session, shared, at.said_place(), &error);
                         Some((topic, None))
                     }
                 },
@@ -1116,14 +1132,14 @@ impl Broker {
         };
         let (topic, announcement) = match resumed {
             Some(resumed) => resumed,
-            None => match shared.real.create_topic(&name).await {
+            None => match make_topic(shared.real.as_ref(), at, &name).await {
                 Ok(topic) => (
                     topic,
                     Some(topics::announcement(&shown, &cwd, &self.machine)),
                 ),
                 Err(error) => {
-                    self.topic_problem(session, shared, &place, &error);
-                    return;
+                    self.topic_problem(session, shared, at.said_place(), &error);
+                    return Some(error);
                 }
             },
         };
@@ -1154,44 +1170,59 @@ impl Broker {
             self.topic_notice(shared, &topic, &text).await;
             self.tell_session(session, shared, &text);
         }
+        None
     }
 
     /// Marks `session`'s topic on `shared`'s bot ended (its transport stops): a last
     /// message in it, then renamed and closed (archived) by the platform, never deleted.
     async fn end_topic(&self, session: &str, shared: &Arc<Shared>) {
-        let opening =
-            lock(&self.topic_tasks).remove(&(session.to_owned(), shared.fingerprint.clone()));
-        if let Some(opening) = opening {
+        // Every topic being made for it: at attach, and each user's who paired since.
+        let opening: Vec<tokio::task::JoinHandle<()>> = {
+            let mut tasks = lock(&self.topic_tasks);
+            let mine: Vec<(String, String)> = tasks
+                .keys()
+                .filter(|(key, bot)| {
+                    key == session && private_topics::on_bot(bot, &shared.fingerprint)
+                })
+                .cloned()
+                .collect();
+            mine.iter().filter_map(|key| tasks.remove(key)).collect()
+        };
+        for opening in opening {
             let _ = opening.await;
         }
         let transport = shared.real.id().to_owned();
-        let Some((kept, record)) = self.inner(|inner| {
-            inner
-                .topics
-                .open_of(session, &transport)
-                .map(|(kept, record)| (kept.to_owned(), record.clone()))
-        }) else {
-            return;
-        };
-        let shown = self
-            .inner(|inner| inner.sessions.get(session).map(|s| s.name.clone()))
-            .unwrap_or_else(|| record.name.clone());
-        self.topic_notice(shared, &record.topic, &topics::ended_announcement(&shown))
-            .await;
-        let ended = topics::ended_name(&record.name, shared.real.topic_naming().max_chars);
-        if let Err(error) = shared.real.end_topic(&record.topic, &ended).await {
-            // Gone: the next attach makes a new one. Anything else: the topic stays open
-            // under its running name, which the next attach reuses all the same.
-            let place = shared.real.topic_place().unwrap_or_default();
-            self.topic_problem(session, shared, &place, &error);
+        let open = self.inner(|inner| inner.topics.open_all_of(session, &transport));
+        let shown = self.inner(|inner| inner.sessions.get(session).map(|s| s.name.clone()));
+        for (kept, record) in open {
+            let shown = shown.clone().unwrap_or_else(|| record.name.clone());
+            self.topic_notice(shared, &record.topic, &topics::ended_announcement(&shown))
+                .await;
+            let ended = topics::ended_name(&record.name, shared.real.topic_naming().max_chars);
+            if let Err(error) = shared.real.end_topic(&record.topic, &ended).await {
+                // Gone: the next attach makes a new one. Anything else: the topic stays open
+                // under its running name, which the next attach reuses all the same.
+                let at = self.topic_at(shared, &record.topic);
+                self.topic_problem(session, shared, at.said_place(), &error);
+            }
+            self.keep_topic(
+                &kept,
+                TopicRecord {
+                    ended: true,
+                    ..record
+                },
+            );
         }
-        self.keep_topic(
-            &kept,
-            TopicRecord {
-                ended: true,
-                ..record
-            },
-        );
+    }
+
+    /// Where `topic` of `shared`'s bot was made: a user's private chat (when the bot makes
+    /// topics there) or the place its config names.
+    fn topic_at(&self, shared: &Shared, topic: &transport_core::Topic) -> TopicAt {
+        if shared.real.topics_in_private_chats() {
+            TopicAt::PrivateChat(topic.conversation_id.clone())
+        } else {
+            TopicAt::Place(shared.real.topic_place().unwrap_or_default())
+        }
     }
 
     /// After a send into `session`'s topic failed because the topic is gone (deleted by
@@ -1208,20 +1239,26 @@ impl Broker {
     ) -> Option<transport_core::Topic> {
         let _one_at_a_time = self.topic_replacing.lock().await;
         let transport = shared.real.id().to_owned();
+        // The topic that was there (a session has one per user's private chat).
         let (kept, record) = self.inner(|inner| {
             inner
                 .topics
-                .open_of(session, &transport)
+                .at(
+                    &transport,
+                    &failed.conversation_id,
+                    failed.thread_id.as_deref(),
+                )
+                .filter(|(_, record)| record.session == session && !record.ended)
                 .map(|(kept, record)| (kept.to_owned(), record.clone()))
         })?;
         if &record.topic != failed {
             return Some(record.topic);
         }
-        let place = shared.real.topic_place().unwrap_or_default();
-        let topic = match shared.real.create_topic(&record.name).await {
+        let at = self.topic_at(shared, &record.topic);
+        let topic = match make_topic(shared.real.as_ref(), &at, &record.name).await {
             Ok(topic) => topic,
             Err(problem) => {
-                self.topic_problem(session, shared, &place, &problem);
+                self.topic_problem(session, shared, at.said_place(), &problem);
                 return None;
             }
         };
@@ -1312,6 +1349,18 @@ impl Broker {
         if let Some(sink) = sink {
             sink.alert(shared.real.id(), text.to_owned());
         }
+    }
+}
+
+/// Makes a new topic `name` `at` its place on `transport`.
+async fn make_topic(
+    transport: &dyn Transport,
+    at: &TopicAt,
+    name: &str,
+) -> Result<transport_core::Topic, transport_core::TopicError> {
+    match at {
+        TopicAt::Place(_) => transport.create_topic(name).await,
+        TopicAt::PrivateChat(chat) => transport.create_private_topic(chat, name).await,
     }
 }
 
@@ -2172,7 +2221,9 @@ mod tests {
         let (sink, _inbound) = transport_core::inbound::channel(4);
         fake.start(sink).await.expect("started");
         let shared = Shared::new(BOT.to_owned(), fake.clone());
-        broker.open_topic("key-a", &shared).await;
+        broker
+            .open_topic("key-a", &shared, &TopicAt::Place("forum".into()))
+            .await;
         let routed = RoutedTransport {
             shared: shared.clone(),
             session: "key-a".to_owned(),

@@ -13,7 +13,11 @@
 //!   person is told so;
 //! - a session's send into another session's topic is refused, as a send into a chat bound
 //!   to another session is;
-//! - a missing right is said once per place, however many sessions attach.
+//! - a missing right is said once per place, however many sessions attach;
+//! - with topics in private chats (Telegram's `sessionTopics: "private"`), each user paired
+//!   with a session (or allowed by its config) gets the session's topic in their own chat
+//!   with the bot: one topic per user and session, kept under the user's chat, and a
+//!   missing right (the bot's topic mode off) is said once for all users.
 
 use std::collections::{HashMap, HashSet};
 
@@ -68,6 +72,56 @@ fn cut(text: &str, max: usize) -> String {
 /// and topic name, so the same session name in two forums has two topics.
 pub fn kept_name(transport: &str, place: &str, name: &str) -> String {
     format!("{KEPT_PREFIX}{transport}:{place}|{name}")
+}
+
+/// Where a session's topic is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicAt {
+    /// The one place the bot's config names (`sessionTopics`: a forum group, a channel).
+    Place(String),
+    /// A user's private chat with the bot (`sessionTopics: "private"`): its id.
+    PrivateChat(String),
+}
+
+impl TopicAt {
+    /// The place the topic's kept name holds: the configured place, or the user's chat, so
+    /// each user has a topic of the session's name.
+    pub fn kept_place(&self) -> &str {
+        match self {
+            TopicAt::Place(place) | TopicAt::PrivateChat(place) => place,
+        }
+    }
+
+    /// The place a problem is said once for: the configured place, or "private" for every
+    /// user's chat at once (the bot's topic mode is one switch, not one per user).
+    pub fn said_place(&self) -> &str {
+        match self {
+            TopicAt::Place(place) => place,
+            TopicAt::PrivateChat(_) => PRIVATE_PLACE,
+        }
+    }
+}
+
+/// The place [`TopicAt::PrivateChat`] problems are said for.
+pub const PRIVATE_PLACE: &str = "private";
+
+/// The private chats of `transport` among `identities` (`<transport>:<user id>`): a user's
+/// private chat with a bot has the user's id, a positive number (a group's is negative, so
+/// a group "paired" by id never gets a private topic). Sorted, each once.
+pub fn private_chats<'a>(
+    transport: &str,
+    identities: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let prefix = format!("{transport}:");
+    let mut chats: Vec<String> = identities
+        .into_iter()
+        .filter_map(|identity| identity.strip_prefix(&prefix))
+        .filter(|id| id.parse::<i64>().is_ok_and(|id| id > 0))
+        .map(str::to_owned)
+        .collect();
+    chats.sort();
+    chats.dedup();
+    chats
 }
 
 /// One topic the broker made, as the state database keeps it.
@@ -188,6 +242,51 @@ impl Topics {
             .map(|(name, record)| (name.as_str(), record))
     }
 
+    /// Every topic `session` has on `transport` that is not ended (one per user's private
+    /// chat, or the one in the configured place), with its kept name, in kept-name order.
+    pub fn open_all_of(&self, session: &str, transport: &str) -> Vec<(String, TopicRecord)> {
+        let mut open: Vec<(String, TopicRecord)> = self
+            .by_name
+            .iter()
+            .filter(|(_, record)| {
+                record.session == session && record.transport == transport && !record.ended
+            })
+            .map(|(name, record)| (name.clone(), record.clone()))
+            .collect();
+        open.sort_by(|a, b| a.0.cmp(&b.0));
+        open
+    }
+
+    /// The topic that is (or was, before it was made anew) at `conversation` and `thread`
+    /// of `transport`: its kept name and record as kept now.
+    pub fn at(
+        &self,
+        transport: &str,
+        conversation: &str,
+        thread: Option<&str>,
+    ) -> Option<(&str, &TopicRecord)> {
+        let key = (
+            transport.to_owned(),
+            conversation.to_owned(),
+            thread.map(str::to_owned),
+        );
+        let name = self.by_place.get(&key)?;
+        self.by_name
+            .get_key_value(name)
+            .map(|(name, record)| (name.as_str(), record))
+    }
+
+    /// Whether `session` has an open topic on `transport` in `conversation` (a user's
+    /// private chat): its topic there need not be made again.
+    pub fn has_open_in(&self, session: &str, transport: &str, conversation: &str) -> bool {
+        self.by_name.values().any(|record| {
+            record.session == session
+                && record.transport == transport
+                && !record.ended
+                && record.topic.conversation_id == conversation
+        })
+    }
+
     /// Where a send to `conversation` (and `thread`) of `transport` goes instead: the
     /// current place of the topic that was there, when it was replaced.
     pub fn moved(
@@ -303,6 +402,11 @@ pub fn ended_announcement(session: &str) -> String {
 
 /// What is said (once) when a topic could not be made.
 pub fn not_made(transport: &str, place: &str, error: &TopicError) -> String {
+    let place = if place == PRIVATE_PLACE {
+        "the private chats with the bot"
+    } else {
+        place
+    };
     match error {
         TopicError::MissingPermission(what) => format!(
             "{transport}: no topic per session in {place}: {what}. Until then, chats reach \
@@ -586,6 +690,67 @@ mod tests {
                 .any(|w| w.contains("transports.telegram.sessionTopics: ignored")),
             "{warnings:#?}"
         );
+    }
+
+    #[test]
+    fn private_topics_go_to_each_users_own_chat_and_never_to_a_group() {
+        let identities = [
+            "telegram:4343",
+            "telegram:4242",
+            "telegram:4242",
+            // A group "paired" by id, another platform's user, a malformed identity.
+            "telegram:-1001234567890",
+            "discord:4242",
+            "telegram:@ada",
+        ];
+        assert_eq!(private_chats("telegram", identities), ["4242", "4343"]);
+        let at = TopicAt::PrivateChat("4242".into());
+        assert_eq!(at.kept_place(), "4242");
+        // The bot's topic mode is one switch: said once for every user's chat.
+        assert_eq!(at.said_place(), PRIVATE_PLACE);
+        assert_eq!(
+            TopicAt::PrivateChat("4343".into()).said_place(),
+            at.said_place()
+        );
+        let place = TopicAt::Place("-100".into());
+        assert_eq!((place.kept_place(), place.said_place()), ("-100", "-100"));
+        assert!(
+            not_made(
+                "telegram",
+                PRIVATE_PLACE,
+                &TopicError::MissingPermission("x".into())
+            )
+            .contains("the private chats with the bot")
+        );
+    }
+
+    #[test]
+    fn a_session_has_a_topic_per_users_chat_each_found_by_its_place() {
+        let mut topics = Topics::default();
+        topics.keep("a", record("k", "api", topic("4242", Some("7")), false));
+        topics.keep("b", record("k", "api", topic("4343", Some("9")), false));
+        topics.keep("c", record("k", "api", topic("4444", Some("3")), true));
+        topics.keep("d", record("other", "web", topic("4242", Some("8")), false));
+        let open: Vec<String> = topics
+            .open_all_of("k", "telegram")
+            .into_iter()
+            .map(|(kept, _)| kept)
+            .collect();
+        assert_eq!(open, ["a", "b"], "ended ones and other sessions' are not");
+        assert!(topics.has_open_in("k", "telegram", "4242"));
+        assert!(!topics.has_open_in("k", "telegram", "4444"), "ended");
+        assert!(!topics.has_open_in("k", "discord", "4242"));
+        assert_eq!(
+            topics
+                .at("telegram", "4343", Some("9"))
+                .map(|(kept, _)| kept),
+            Some("b")
+        );
+        // Made anew in the same chat: the old place still finds it, as kept now.
+        topics.keep("b", record("k", "api", topic("4343", Some("11")), false));
+        let (kept, now) = topics.at("telegram", "4343", Some("9")).expect("found");
+        assert_eq!((kept, now.topic.thread_id.as_deref()), ("b", Some("11")));
+        assert_eq!(topics.at("telegram", "4343", None), None);
     }
 
     #[test]

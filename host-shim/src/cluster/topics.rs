@@ -22,8 +22,8 @@ use bytes::Bytes;
 use futures_util::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
 use transport_core::{
-    BotIdentity, Capabilities, Envelope, FetchedAttachment, InboundSink, OutboundFile,
-    OutboundMessage, SendReceipt, Topic, TopicError, TopicNaming, Transport, TransportError,
+    Envelope, OutboundFile, OutboundMessage, SendReceipt, Topic, TopicError, Transport,
+    TransportError,
 };
 
 use super::directory::DirectoryError;
@@ -35,6 +35,11 @@ use crate::broker::send_notice_to;
 use crate::broker::topics::{self, OnAttach, TopicRecord, TopicRoute, Topics};
 use crate::local::logging::{LogLine, LogSink};
 use crate::wit::types::Level;
+
+/// Why the ingress makes no topics in private chats (`sessionTopics: "private"`).
+pub const PRIVATE_NOT_IN_CLUSTER: &str = "topics in private chats are made by `host-shim \
+     serve` without --nats only; the cluster's ingress makes them in one forum group: set \
+     sessionTopics to its numeric id (like -1001234567890)";
 
 /// A session listed in the directory, as far as its topic needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,6 +386,14 @@ impl TopicKeeper {
             return;
         };
         let transport_id = transport.id().to_owned();
+        if transport.topics_in_private_chats() {
+            self.problem(
+                &transport_id,
+                &place,
+                &TopicError::Unsupported(PRIVATE_NOT_IN_CLUSTER.to_owned()),
+            );
+            return;
+        }
         let max = transport.topic_naming().max_chars;
         let steps = {
             let book = self.book();
@@ -661,25 +674,26 @@ impl TopicSends {
 
 #[async_trait]
 impl Transport for TopicSends {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn identify(&self) -> Result<BotIdentity, TransportError> {
-        self.inner.identify().await
-    }
-
-    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
-        self.inner.start(sink).await
-    }
-
-    async fn stop(&self) {
-        self.inner.stop().await;
-    }
+    transport_core::forward_transport!(
+        inner: id,
+        capabilities,
+        identify,
+        start,
+        stop,
+        react,
+        draft,
+        fetch_attachment,
+        max_upload_bytes,
+        topic_place,
+        topic_naming,
+        topics_in_private_chats,
+        create_topic,
+        create_private_topic,
+        resume_topic,
+        end_topic,
+        topic_gone,
+        diagnose,
+    );
 
     async fn send(&self, mut message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         self.now_at(&mut message.conversation_id, &mut message.thread_id);
@@ -714,42 +728,6 @@ impl Transport for TopicSends {
         self.inner.typing(&conversation, thread.as_deref()).await
     }
 
-    async fn react(
-        &self,
-        conversation_id: &str,
-        message_id: &str,
-        reaction: transport_core::Reaction,
-        replaces: Option<transport_core::Reaction>,
-    ) -> Result<(), TransportError> {
-        self.inner
-            .react(conversation_id, message_id, reaction, replaces)
-            .await
-    }
-
-    async fn draft(
-        &self,
-        conversation_id: &str,
-        thread_id: Option<&str>,
-        draft_id: u64,
-        text: &str,
-    ) -> Result<(), TransportError> {
-        self.inner
-            .draft(conversation_id, thread_id, draft_id, text)
-            .await
-    }
-
-    async fn fetch_attachment(
-        &self,
-        reference: &str,
-        max_bytes: u64,
-    ) -> Result<FetchedAttachment, TransportError> {
-        self.inner.fetch_attachment(reference, max_bytes).await
-    }
-
-    fn max_upload_bytes(&self) -> u64 {
-        self.inner.max_upload_bytes()
-    }
-
     async fn send_file(&self, mut file: OutboundFile) -> Result<SendReceipt, TransportError> {
         self.now_at(&mut file.conversation_id, &mut file.thread_id);
         match self.inner.send_file(file.clone()).await {
@@ -766,34 +744,6 @@ impl Transport for TopicSends {
             }
             sent => sent,
         }
-    }
-
-    fn topic_place(&self) -> Option<String> {
-        self.inner.topic_place()
-    }
-
-    fn topic_naming(&self) -> TopicNaming {
-        self.inner.topic_naming()
-    }
-
-    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
-        self.inner.create_topic(name).await
-    }
-
-    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.inner.resume_topic(topic, name).await
-    }
-
-    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.inner.end_topic(topic, name).await
-    }
-
-    fn topic_gone(&self, error: &TransportError) -> bool {
-        self.inner.topic_gone(error)
-    }
-
-    fn diagnose(&self) -> String {
-        self.inner.diagnose()
     }
 }
 

@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use transport_core::inbound::Inbound;
 use transport_core::{
-    BotIdentity, Capabilities, FetchedAttachment, InboundSink, OutboundFile, OutboundMessage,
-    SendReceipt, Topic, TopicError, TopicNaming, Transport, TransportError,
+    InboundSink, OutboundFile, OutboundMessage, SendReceipt, Transport, TransportError,
 };
 
 use super::health::Check;
@@ -50,17 +49,26 @@ impl CountedTransport {
 
 #[async_trait]
 impl Transport for CountedTransport {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn identify(&self) -> Result<BotIdentity, TransportError> {
-        self.inner.identify().await
-    }
+    // Everything but the counted paths goes to the bot as it is, reactions and drafts too.
+    transport_core::forward_transport!(
+        inner: id,
+        capabilities,
+        identify,
+        typing,
+        react,
+        draft,
+        fetch_attachment,
+        max_upload_bytes,
+        topic_place,
+        topic_naming,
+        topics_in_private_chats,
+        create_topic,
+        create_private_topic,
+        resume_topic,
+        end_topic,
+        topic_gone,
+        diagnose,
+    );
 
     async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
         // Counted on the way in, in order, each with its receipt: under `run` the transport
@@ -95,58 +103,62 @@ impl Transport for CountedTransport {
         sent
     }
 
-    async fn typing(
-        &self,
-        conversation_id: &str,
-        thread_id: Option<&str>,
-    ) -> Result<(), TransportError> {
-        self.inner.typing(conversation_id, thread_id).await
-    }
-
-    async fn fetch_attachment(
-        &self,
-        reference: &str,
-        max_bytes: u64,
-    ) -> Result<FetchedAttachment, TransportError> {
-        self.inner.fetch_attachment(reference, max_bytes).await
-    }
-
-    fn max_upload_bytes(&self) -> u64 {
-        self.inner.max_upload_bytes()
-    }
-
     async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
         let sent = self.inner.send_file(file).await;
         self.metrics
             .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
         sent
     }
+}
 
-    fn topic_place(&self) -> Option<String> {
-        self.inner.topic_place()
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use transport_core::{Reaction, Topic};
+    use transport_testing::fake::{FakeConfig, FakeTransport};
 
-    fn topic_naming(&self) -> TopicNaming {
-        self.inner.topic_naming()
-    }
+    /// Counting must not change what the bot can do: every method the counter does not
+    /// count reaches the bot inside it. Reactions and drafts once fell back to the trait's
+    /// "cannot" whenever `--metrics` wrapped the bot.
+    #[tokio::test]
+    async fn what_is_not_counted_reaches_the_bot_unchanged() {
+        let mut config = FakeConfig::default();
+        config.capabilities.reactions = true;
+        config.capabilities.drafts = true;
+        let fake = Arc::new(FakeTransport::new(config));
+        fake.set_topic_place(Some("forum"));
+        let metrics = Arc::new(Metrics::new(["fake"]));
+        let counted = CountedTransport::new(fake.clone(), metrics);
+        let (sink, _inbound) = transport_core::inbound::channel(4);
+        counted.start(sink).await.expect("started");
 
-    async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
-        self.inner.create_topic(name).await
-    }
+        counted
+            .react("chat", "7", Reaction::Done, Some(Reaction::Received))
+            .await
+            .expect("reacted");
+        counted
+            .draft("chat", None, 3, "half an answer")
+            .await
+            .expect("drafted");
+        assert_eq!(fake.reactions().len(), 1);
+        assert_eq!(
+            fake.drafts(),
+            [("chat".to_owned(), 3, "half an answer".to_owned())]
+        );
 
-    async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.inner.resume_topic(topic, name).await
-    }
-
-    async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.inner.end_topic(topic, name).await
-    }
-
-    fn topic_gone(&self, error: &TransportError) -> bool {
-        self.inner.topic_gone(error)
-    }
-
-    fn diagnose(&self) -> String {
-        self.inner.diagnose()
+        assert_eq!(counted.topic_place().as_deref(), Some("forum"));
+        assert_eq!(
+            counted.topics_in_private_chats(),
+            fake.topics_in_private_chats()
+        );
+        let topic: Topic = counted.create_topic("api").await.expect("made");
+        counted
+            .end_topic(&topic, "ended · api")
+            .await
+            .expect("ended");
+        counted.resume_topic(&topic, "api").await.expect("resumed");
+        assert_eq!(fake.topics().len(), 1);
+        assert_eq!(counted.id(), "fake");
+        assert_eq!(counted.diagnose(), fake.diagnose());
     }
 }

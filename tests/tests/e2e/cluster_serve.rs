@@ -63,6 +63,8 @@ pub(crate) struct Cluster {
     pub(crate) logs: NodeLogs,
     /// The ingress's `--forget-offline-after` (never unless a test sets it).
     pub(crate) forget_offline_after: Option<Duration>,
+    /// The ingress's "environment": the bots' token variables and their values.
+    env: Vec<(String, String)>,
 }
 
 impl Cluster {
@@ -85,7 +87,9 @@ impl Cluster {
         let bot = BotApiServer::start().await;
         let mut config = cluster::telegram_cluster_config(&bot.base_url(), USER);
         edit(&mut config);
+        let env = vec![("TG_TEST_TOKEN".to_owned(), bot.token())];
         Cluster {
+            env,
             nats,
             bot,
             prefix: prefix(name),
@@ -100,6 +104,13 @@ impl Cluster {
         }
     }
 
+    /// This cluster, its ingress's environment also holding `name` = `value` (another
+    /// platform's token).
+    pub(crate) fn with_env(mut self, name: &str, value: String) -> Cluster {
+        self.env.push((name.to_owned(), value));
+        self
+    }
+
     pub(crate) async fn ingress(&self) -> Ingress {
         self.ingress_counted(None).await
     }
@@ -109,7 +120,7 @@ impl Cluster {
     pub(crate) async fn ingress_counted(&self, metrics: Option<&Arc<Metrics>>) -> Ingress {
         let client = self.nats.connect().await;
         let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
-        let token = self.bot.token();
+        let env = self.env.clone();
         let state_dir = self.dirs.dir.path().to_path_buf();
         let config = host_shim::native_guest::read_transports_natively(&self.sources);
         Ingress::start(
@@ -120,11 +131,21 @@ impl Cluster {
                 lock_ttl: self.ttl,
                 inbound: inbound(self.ttl),
                 requests: messenger_requests(&config),
-                allowed: [format!("telegram:{USER}")].into(),
+                // As `serve --nats` reads it: the config's `allowUsers`.
+                allowed: host_shim::native_guest::read_config_natively(&self.sources)
+                    .bridge
+                    .allow_users
+                    .iter()
+                    .map(|identity| identity.as_str().to_owned())
+                    .collect(),
                 // The token comes from the "environment" only, as in production.
                 build: operator::counted_build(
                     Arc::new(move |request| {
-                        let var = |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
+                        let var = |name: &str| {
+                            env.iter()
+                                .find(|(known, _)| known == name)
+                                .map(|(_, value)| value.clone())
+                        };
                         factory::build(
                             std::slice::from_ref(request),
                             None,

@@ -227,3 +227,332 @@ async fn a_topic_deleted_by_hand_while_its_session_works_is_made_again_and_the_r
     laptop.shutdown().await;
     ingress.shutdown().await;
 }
+
+/// The same flow on Discord and Slack: the ingress holding the bot makes a thread per
+/// session listed in the directory, a message in it reaches that session without `/switch`
+/// and is answered there, the session leaving the directory marks its thread ended (kept),
+/// and a message there is answered that the session is not running.
+mod threads {
+    use super::*;
+    use crate::common::topic_places::TopicPlace as Place;
+    use serde_json::json;
+    use transport_testing::discord::DiscordLoopback;
+    use transport_testing::slack::SlackServer;
+
+    /// Polls `check` until it is true, or panics with `what`, what the bot posted and the
+    /// nodes' logs after [`WAIT`].
+    async fn until(
+        cluster: &Cluster,
+        place: &dyn Place,
+        what: &str,
+        mut check: impl FnMut() -> bool,
+    ) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !check() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never: {what}\nposted: {}\nlogs: {:#?}",
+                place.shown(),
+                cluster.log_lines()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A cluster whose one bot is `place`'s (its tokens in the ingress's environment),
+    /// letting its user in; `None` (said) where no nats-server can be had.
+    async fn cluster(name: &str, place: &dyn Place) -> Option<Cluster> {
+        let nats = match crate::common::cluster::NatsServer::start() {
+            Ok(nats) => nats,
+            Err(crate::common::cluster::Unavailable(reason)) => {
+                eprintln!("SKIPPED (no nats-server): {reason}");
+                return None;
+            }
+        };
+        let (transports, env) = place.transports();
+        let user = place.user();
+        let mut cluster = Cluster::configured(nats, name, TTL, |config| {
+            config["bridge"]["allowUsers"] = json!([user]);
+            config["transports"] = transports;
+        })
+        .await;
+        for (name, value) in env {
+            cluster = cluster.with_env(name, value);
+        }
+        Some(cluster)
+    }
+
+    /// Waits for the user's `text` in `thread` to be heard (the bot connected).
+    async fn say(place: &dyn Place, n: u64, thread: &str, text: &str) {
+        eventually(&format!("{text:?} heard in {thread}"), || async {
+            place.say(n, thread, text).then_some(())
+        })
+        .await;
+    }
+
+    /// Waits for the user's `text` in their direct chat to be heard (the bot connected).
+    async fn dm(place: &dyn Place, n: u64, text: &str) {
+        eventually(&format!("{text:?} heard in the direct chat"), || async {
+            place.dm(n, text).then_some(())
+        })
+        .await;
+    }
+
+    async fn posted_in(place: &dyn Place, thread: &str, needle: &str) {
+        eventually(&format!("{needle:?} in thread {thread}"), || async {
+            place.posted_in(thread, needle).then_some(())
+        })
+        .await;
+    }
+
+    async fn flow(cluster: &Cluster, place: &dyn Place) {
+        let ingress = cluster.ingress().await;
+        let laptop = cluster
+            .node("laptop", &["api", "web"], Duration::ZERO)
+            .await;
+        let api = eventually("api's thread", || async {
+            place.topic_named(&name_of("api"))
+        })
+        .await;
+        let web = eventually("web's thread", || async {
+            place.topic_named(&name_of("web"))
+        })
+        .await;
+        posted_in(place, &api, "talks to the session api").await;
+
+        // No /switch: the thread is the session's own place, and the answer comes there.
+        say(place, 1, &web, "build it").await;
+        posted_in(place, &web, "You asked").await;
+        let agent = |session: &str| {
+            cluster
+                .agents
+                .lock()
+                .unwrap()
+                .get(&("laptop".to_owned(), format!("serve:{session}")))
+                .cloned()
+                .expect("the node runs it")
+        };
+        assert_eq!(
+            agent("web").recent_work().last_prompt.as_deref(),
+            Some("build it")
+        );
+        say(place, 2, &api, "test it").await;
+        posted_in(place, &api, "test it").await;
+        assert_eq!(
+            agent("web").recent_work().last_prompt.as_deref(),
+            Some("build it"),
+            "web got api's"
+        );
+
+        // The sessions leave the directory: their threads are marked ended, kept.
+        laptop.shutdown().await;
+        let jetstream = cluster.nats.jetstream().await;
+        let sessions = jetstream
+            .get_key_value(cluster.prefix.session_bucket())
+            .await
+            .expect("the sessions bucket");
+        sessions
+            .delete(session_token("serve:web"))
+            .await
+            .expect("entry deleted");
+        posted_in(place, &web, "has ended").await;
+        let ended = format!("ended · {}", name_of("web"));
+        eventually("web's thread marked ended", || async {
+            place.ended(&web, &ended).then_some(())
+        })
+        .await;
+        say(place, 3, &web, "still there?").await;
+        posted_in(place, &web, "not running now").await;
+        assert_eq!(place.made(), 2, "one thread per session");
+
+        ingress.shutdown().await;
+    }
+
+    /// A thread deleted while its session works: the answer goes to a new thread of the
+    /// same name, which says why it is there, and later messages there reach the session.
+    async fn deleted_flow(cluster: &Cluster, place: &dyn Place) {
+        let ingress = cluster.ingress().await;
+        // Paced, so the thread can be deleted between the prompt and the answer.
+        let laptop = cluster
+            .node("laptop", &["api"], Duration::from_millis(700))
+            .await;
+        let first = eventually("api's thread", || async {
+            place.topic_named(&name_of("api"))
+        })
+        .await;
+        say(place, 1, &first, "long job").await;
+        eventually("the prompt reaches the session", || async {
+            let agent = cluster
+                .agents
+                .lock()
+                .unwrap()
+                .get(&("laptop".to_owned(), "serve:api".to_owned()))
+                .cloned()?;
+            (agent.recent_work().last_prompt.as_deref() == Some("long job")).then_some(())
+        })
+        .await;
+
+        place.delete(&first);
+        until(cluster, place, "a second thread of the same name", || {
+            place.made() == 2
+        })
+        .await;
+        let second = eventually("a second thread of the same name", || async {
+            place
+                .topic_named(&name_of("api"))
+                .filter(|second| *second != first)
+        })
+        .await;
+        posted_in(place, &second, "was deleted").await;
+        posted_in(place, &second, "You asked").await;
+        say(place, 2, &second, "and again").await;
+        posted_in(place, &second, "and again").await;
+        assert_eq!(place.made(), 2);
+
+        laptop.shutdown().await;
+        ingress.shutdown().await;
+    }
+
+    /// The bot lacks the right to make threads: said once in the ingress's log, however
+    /// many sessions, and the direct chat still reaches each session with `/switch`.
+    async fn refused_flow(cluster: &Cluster, place: &dyn Place) {
+        let ingress = cluster.ingress().await;
+        let node = cluster
+            .node("laptop", &["api", "web"], Duration::ZERO)
+            .await;
+        let said = || {
+            cluster
+                .log_lines()
+                .into_iter()
+                .filter(|line| line.contains("session topic not made"))
+                .collect::<Vec<String>>()
+        };
+        eventually("the refusal said", || async {
+            (!said().is_empty()).then_some(())
+        })
+        .await;
+        dm(place, 1, "/switch web").await;
+        until(cluster, place, "/switch answered", || {
+            place.answered_dm("now talks to web")
+        })
+        .await;
+        dm(place, 2, "deploy").await;
+        eventually("the prompt answered", || async {
+            place.answered_dm("You asked").then_some(())
+        })
+        .await;
+        let said = said();
+        assert_eq!(said.len(), 1, "said once: {said:#?}");
+        assert!(said[0].contains(place.refusal().0), "{said:#?}");
+        assert_eq!(place.made(), 2, "each session asked once: no retry storm");
+
+        node.shutdown().await;
+        ingress.shutdown().await;
+    }
+
+    /// Runs `flow` on `place`, with the right to make threads or without.
+    macro_rules! on {
+        ($place:expr, $name:literal, $with_right:expr, $flow:ident) => {{
+            let place = $place;
+            place.open_place($with_right);
+            let Some(cluster) = cluster($name, &place).await else {
+                return;
+            };
+            $flow(&cluster, &place).await;
+        }};
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_discord_the_ingress_makes_a_thread_per_session_routes_it_and_archives_it() {
+        on!(DiscordLoopback::start().await, "ctopicsdiscord", true, flow);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_slack_the_ingress_makes_a_thread_per_session_routes_it_and_ends_it() {
+        on!(SlackServer::start().await, "ctopicsslack", true, flow);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_discord_a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
+        on!(
+            DiscordLoopback::start().await,
+            "ctopicsdiscordgone",
+            true,
+            deleted_flow
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_slack_a_thread_deleted_by_hand_is_made_again_and_the_reply_goes_there() {
+        on!(
+            SlackServer::start().await,
+            "ctopicsslackgone",
+            true,
+            deleted_flow
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_discord_a_missing_permission_is_said_once_and_switch_keeps_working() {
+        on!(
+            DiscordLoopback::start().await,
+            "ctopicsdiscordrights",
+            false,
+            refused_flow
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn on_slack_a_channel_without_the_bot_is_said_once_and_switch_keeps_working() {
+        on!(
+            SlackServer::start().await,
+            "ctopicsslackrights",
+            false,
+            refused_flow
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn topics_in_private_chats_are_said_to_be_serves_alone_and_switch_keeps_working() {
+    let nats = nats_or_skip!();
+    let cluster = Cluster::configured(nats, "ctopicsprivate", TTL, |config| {
+        config["transports"]["telegram"]["sessionTopics"] = "private".into();
+    })
+    .await;
+    cluster.bot.set_private_topics(true);
+    let ingress = cluster.ingress().await;
+    let node = cluster
+        .node("laptop", &["api", "web"], Duration::ZERO)
+        .await;
+    let said = || -> Vec<String> {
+        cluster
+            .log_lines()
+            .into_iter()
+            .filter(|line| line.contains("session topic not made"))
+            .collect()
+    };
+    eventually("the ingress says why", || async {
+        (!said().is_empty()).then_some(())
+    })
+    .await;
+    // Both sessions are in the directory (announced before this line is logged).
+    eventually("both sessions listed", || async {
+        let started = cluster
+            .log_lines()
+            .iter()
+            .filter(|line| line.contains("session started"))
+            .count();
+        (started == 2).then_some(())
+    })
+    .await;
+    cluster.say(1, "/switch web", "now talks to web").await;
+    cluster.say(2, "deploy", "You asked").await;
+    let said = said();
+    assert_eq!(said.len(), 1, "said once, not at every look: {said:#?}");
+    assert!(said[0].contains("without --nats"), "{said:#?}");
+    assert_eq!(cluster.bot.calls("createForumTopic"), 0);
+
+    node.shutdown().await;
+    ingress.shutdown().await;
+}

@@ -13,6 +13,7 @@
 pub mod buttons;
 pub mod capped;
 pub mod download;
+pub mod forward;
 pub mod http;
 pub mod http_client;
 pub mod inbound;
@@ -176,6 +177,25 @@ pub trait Transport: Send + Sync {
     async fn create_topic(&self, _name: &str) -> Result<Topic, TopicError> {
         Err(TopicError::Unsupported(format!(
             "{} cannot make a topic per session",
+            self.id()
+        )))
+    }
+
+    /// Whether this bot's config asks for the sessions' topics in the private chat of each
+    /// user paired with a session (Telegram's `sessionTopics: "private"`, where the Bot API
+    /// offers topics in a chat with the bot) rather than in the one place
+    /// [`Transport::topic_place`] names. [`Transport::topic_place`] is then `"private"`.
+    fn topics_in_private_chats(&self) -> bool {
+        false
+    }
+
+    /// Makes a new topic called `name` in the private chat `chat_id` of a user with the bot
+    /// (when [`Transport::topics_in_private_chats`]) and returns where it is.
+    /// [`TopicError::MissingPermission`] says what to turn on when the bot has no topics in
+    /// private chats.
+    async fn create_private_topic(&self, _chat_id: &str, _name: &str) -> Result<Topic, TopicError> {
+        Err(TopicError::Unsupported(format!(
+            "{} cannot make topics in a private chat",
             self.id()
         )))
     }

@@ -46,13 +46,16 @@ pub const POLL_TIMEOUT_SECONDS: Setting = Setting {
     summary: "seconds one getUpdates long poll waits for new messages before asking again",
 };
 
-/// `sessionTopics`: the forum supergroup the broker makes a topic per session in.
+/// `sessionTopics`: the forum supergroup the broker makes a topic per session in, or
+/// `private` for a topic per session in each paired user's private chat with the bot.
 pub const SESSION_TOPICS: Setting = Setting {
     name: "sessionTopics",
     kind: SettingKind::Text,
     default: SettingDefault::Absent,
     summary: "chat id of a forum supergroup (like -1001234567890) where `host-shim serve` makes a \
-              topic per session; the bot must be an admin there with the right to manage topics",
+              topic per session; the bot must be an admin there with the right to manage topics. \
+              Or \"private\": a topic per session in each paired user's private chat with the bot \
+              (Threaded Mode on in @BotFather)",
 };
 
 /// Every key of `transports.telegram`.

@@ -95,7 +95,8 @@ pub struct TelegramConfig {
     /// `Some(x)`: every jitter draw is `x` (tests); `None`: the system's randomness.
     pub fixed_jitter: Option<f64>,
     /// `sessionTopics` as written: the forum supergroup the broker makes a topic per
-    /// session in; `None`: no topics.
+    /// session in, or [`PRIVATE_TOPICS`] (a topic per session in each paired user's private
+    /// chat with the bot); `None`: no topics.
     pub session_topics: Option<String>,
 }
 
@@ -158,6 +159,9 @@ pub enum ConfigError {
 struct Me {
     id: i64,
     name: String,
+    /// `has_topics_enabled`: topics in private chats are on (`None`: a server older than
+    /// Bot API 9.3 did not say; the first `createForumTopic` tells).
+    has_topics: Option<bool>,
 }
 
 impl Me {
@@ -212,6 +216,21 @@ fn not_modified(error: &ApiError) -> bool {
 /// The most characters a forum topic's name may hold (`createForumTopic`: 1–128).
 pub const TOPIC_NAME_MAX_CHARS: usize = 128;
 
+/// `sessionTopics` for a topic per session in each paired user's private chat with the bot
+/// (Bot API 9.3 topics in private chats, made by the bot since 9.4).
+pub const PRIVATE_TOPICS: &str = "private";
+
+/// What to turn on when the bot has no topics in private chats. The switch is the bot
+/// owner's, in @BotFather, not the user's (the chat with a bot has no Topics toggle).
+const TURN_ON_TOPIC_MODE: &str = "turn on Threaded Mode (topics in private chats) for this \
+     bot in @BotFather's Mini App (Bot Settings), then restart the session";
+
+/// Whether `chat` is a private chat: a user's id, which is positive (groups' and channels'
+/// ids are negative).
+fn is_private_chat(chat: &str) -> bool {
+    chat.trim().parse::<i64>().is_ok_and(|id| id > 0)
+}
+
 /// What Telegram's refusal of a topic call means for the broker. Telegram documents the
 /// right (`can_manage_topics`) but not its error texts, so the known ones are matched
 /// loosely, lower-cased; anything else is a plain failure, said with Telegram's words.
@@ -224,6 +243,14 @@ fn topic_error(error: &ApiError, chat: &str) -> TopicError {
     };
     if is_topic_gone(&lower) {
         TopicError::Gone(text)
+    } else if is_private_chat(chat)
+        && (lower.contains("not a forum")
+            || lower.contains("forum_create_forbidden")
+            || lower.contains("forums_disabled"))
+    {
+        TopicError::MissingPermission(format!(
+            "the bot has no topics in private chats: {TURN_ON_TOPIC_MODE} ({text})"
+        ))
     } else if lower.contains("not a forum") {
         TopicError::MissingPermission(format!(
             "the group {chat} is not a forum; turn on Topics in its settings ({text})"
@@ -316,9 +343,18 @@ impl TelegramTransport {
             TopicError::Unsupported(format!(
                 "transports.telegram.sessionTopics is {written:?}, not a chat id: write the \
                  forum supergroup's numeric id (like -1001234567890; forward a message from \
-                 the group to @userinfobot to see it)"
+                 the group to @userinfobot to see it), or \"{PRIVATE_TOPICS}\" for a topic \
+                 per session in each paired user's private chat with the bot"
             ))
         })
+    }
+
+    /// Whether `sessionTopics` asks for topics in each paired user's private chat.
+    fn private_topics(&self) -> bool {
+        self.config
+            .session_topics
+            .as_deref()
+            .is_some_and(|written| written.trim().eq_ignore_ascii_case(PRIVATE_TOPICS))
     }
 
     /// One change of `topic` (`editForumTopic`, `closeForumTopic`, `reopenForumTopic`);
@@ -376,7 +412,11 @@ impl TelegramTransport {
             .clone()
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| user.id.to_string());
-        let me = Me { id: user.id, name };
+        let me = Me {
+            id: user.id,
+            name,
+            has_topics: user.has_topics_enabled,
+        };
         self.shared
             .update(|stats| stats.bot = Some(format!("@{} ({})", me.name, me.id)));
         *lock(&self.me) = Some(me.clone());
@@ -803,6 +843,10 @@ impl Transport for TelegramTransport {
         }
     }
 
+    fn topics_in_private_chats(&self) -> bool {
+        self.private_topics()
+    }
+
     async fn create_topic(&self, name: &str) -> Result<Topic, TopicError> {
         let chat = self.topic_chat()?;
         let made = self
@@ -817,14 +861,73 @@ impl Transport for TelegramTransport {
         })
     }
 
+    async fn create_private_topic(&self, chat_id: &str, name: &str) -> Result<Topic, TopicError> {
+        if !self.private_topics() {
+            return Err(TopicError::Unsupported(format!(
+                "transports.telegram.sessionTopics is not \"{PRIVATE_TOPICS}\", so no topic \
+                 is made in private chats"
+            )));
+        }
+        let chat = chat_id
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| {
+                TopicError::Unsupported(format!(
+                    "{chat_id:?} is not a private chat with the bot (a user's numeric id)"
+                ))
+            })?;
+        // `getMe` says whether topic mode is on: a bot without it is told so without a
+        // refused call per user and session.
+        let mut me = self
+            .who_am_i()
+            .await
+            .map_err(|error| TopicError::Failed(error.to_string()))?;
+        if me.has_topics == Some(false) {
+            // Threaded Mode may have been turned on since: asked again (the broker asks once
+            // per attach and stops at the first refusal), so no restart is needed after it.
+            if let Ok(user) = self.shared.api.get_me().await {
+                me.has_topics = user.has_topics_enabled;
+                if let Some(kept) = lock(&self.me).as_mut() {
+                    kept.has_topics = user.has_topics_enabled;
+                }
+            }
+        }
+        if me.has_topics == Some(false) {
+            return Err(TopicError::MissingPermission(format!(
+                "@{} has no topics in private chats (getMe: has_topics_enabled is false): \
+                 {TURN_ON_TOPIC_MODE}",
+                me.name
+            )));
+        }
+        let made = self
+            .shared
+            .api
+            .create_forum_topic(&ChatId::Id(chat), name)
+            .await
+            .map_err(|error| topic_error(&error, &chat.to_string()))?;
+        Ok(Topic {
+            conversation_id: chat.to_string(),
+            thread_id: Some(made.message_thread_id.to_string()),
+        })
+    }
+
     async fn resume_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
-        self.change_topic(topic, "reopenForumTopic", None).await?;
+        // Closing and reopening are forum supergroups' only (`closeForumTopic`,
+        // `reopenForumTopic`); a private chat's topic is only renamed.
+        if !is_private_chat(&topic.conversation_id) {
+            self.change_topic(topic, "reopenForumTopic", None).await?;
+        }
         self.change_topic(topic, "editForumTopic", Some(name)).await
     }
 
     async fn end_topic(&self, topic: &Topic, name: &str) -> Result<(), TopicError> {
         self.change_topic(topic, "editForumTopic", Some(name))
             .await?;
+        if is_private_chat(&topic.conversation_id) {
+            return Ok(());
+        }
         self.change_topic(topic, "closeForumTopic", None).await
     }
 
@@ -955,6 +1058,70 @@ mod topic_tests {
             assert_eq!(kind(&sorted), Some(expected), "{error} became {sorted:?}");
             assert!(sorted.to_string().contains(says), "{sorted}");
         }
+    }
+
+    #[test]
+    fn in_a_private_chat_not_a_forum_means_the_bots_topic_mode_is_off() {
+        use Kind::{Gone as gone, Rights as rights};
+        let table = [
+            (
+                refused(400, "Bad Request: the chat is not a forum"),
+                rights,
+                "Threaded Mode",
+            ),
+            (
+                refused(400, "Bad Request: BOT_FORUM_CREATE_FORBIDDEN"),
+                rights,
+                "@BotFather",
+            ),
+            (
+                refused(400, "Bad Request: message thread not found"),
+                gone,
+                "",
+            ),
+        ];
+        for (error, expected, says) in table {
+            let sorted = topic_error(&error, "4242");
+            assert_eq!(kind(&sorted), Some(expected), "{error} became {sorted:?}");
+            assert!(sorted.to_string().contains(says), "{sorted}");
+            // Not the group's advice: a chat with a bot has no Topics setting of its own.
+            assert!(
+                !sorted
+                    .to_string()
+                    .contains("turn on Topics in its settings")
+            );
+        }
+    }
+
+    #[test]
+    fn private_topics_are_asked_for_by_name_and_only_in_a_users_chat() {
+        for (written, private) in [
+            ("private", true),
+            (" Private ", true),
+            ("-1001234567890", false),
+        ] {
+            let mut config = TelegramConfig::new("123456:TEST-topic-token", "http://127.0.0.1:9");
+            config.session_topics = Some(written.to_owned());
+            let transport = TelegramTransport::new(config).expect("builds");
+            assert_eq!(transport.topics_in_private_chats(), private, "{written}");
+        }
+        assert!(is_private_chat("4242"));
+        assert!(!is_private_chat("-1001234567890"));
+        assert!(!is_private_chat("-4242"));
+        assert!(!is_private_chat("@someone"));
+    }
+
+    #[tokio::test]
+    async fn a_private_topic_is_refused_without_a_call_when_private_topics_are_not_asked_for() {
+        let mut config = TelegramConfig::new("123456:TEST-topic-token", "http://127.0.0.1:9");
+        config.session_topics = Some("-1001234567890".into());
+        let transport = TelegramTransport::new(config).expect("builds");
+        let refused = transport
+            .create_private_topic("4242", "api")
+            .await
+            .expect_err("not asked for");
+        assert!(matches!(refused, TopicError::Unsupported(_)), "{refused:?}");
+        assert!(refused.to_string().contains("private"), "{refused}");
     }
 
     #[test]

@@ -141,6 +141,10 @@ pub struct User {
     /// Only from `getMe`: privacy mode is off (the bot sees every group message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub can_read_all_group_messages: Option<bool>,
+    /// Only from `getMe` (Bot API 9.3): topic mode is on for the bot in private chats
+    /// (@BotFather's Threaded Mode), so it can make topics there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_topics_enabled: Option<bool>,
 }
 
 /// `Chat`.

@@ -28,6 +28,14 @@
 //! `TOPIC_NOT_MODIFIED`); a message or file into a topic of a declared forum that is not
 //! there (deleted with [`BotApiServer::delete_topic`]) is "message thread not found".
 //!
+//! Topics in private chats (Bot API 9.3/9.4): with [`BotApiServer::set_private_topics`] on
+//! (@BotFather's Threaded Mode) `getMe` says `has_topics_enabled: true` and a user's private
+//! chat (a positive chat id) takes `createForumTopic` and `editForumTopic`; off (the
+//! default, as for a new bot), `getMe` says `false` and `createForumTopic` there answers "the
+//! chat is not a forum". `closeForumTopic` and `reopenForumTopic` are documented for forum
+//! supergroups only and refused in a private chat. Its topics are read with
+//! [`BotApiServer::topics`] under the user's id; [`private_topic_text`] writes in one.
+//!
 //! Tests script it: [`BotApiServer::queue_update`], [`BotApiServer::fail_next`],
 //! [`BotApiServer::drop_next`] (the connection closes without an answer), call counts,
 //! the records of what was sent, edited and shown as typing, and [`BotApiServer::wait_until`]
@@ -420,8 +428,11 @@ struct State {
     next_file: u64,
     webhook: Option<String>,
     token: String,
-    /// Supergroups declared with [`BotApiServer::add_group`], by chat id.
+    /// Supergroups declared with [`BotApiServer::add_group`], by chat id; private chats
+    /// with topics, by the user's id, once the bot made one there.
     groups: HashMap<String, FakeGroup>,
+    /// Threaded Mode: topics in private chats are on for the bot.
+    private_topics: bool,
 }
 
 /// A supergroup the tests declared: whether it is a forum, whether the bot may manage its
@@ -638,6 +649,13 @@ impl BotApiServer {
                 topics: std::collections::BTreeMap::new(),
             },
         );
+        self.changed();
+    }
+
+    /// Turns topics in private chats on or off for the bot (@BotFather's Threaded Mode):
+    /// what `getMe` says and whether `createForumTopic` works in a user's private chat.
+    pub fn set_private_topics(&self, on: bool) {
+        self.inner.state().private_topics = on;
         self.changed();
     }
 
@@ -894,7 +912,13 @@ async fn route(
         None => {}
     }
     Ok(match method.as_str() {
-        "getme" => ok(inner.bot.clone()),
+        "getme" => {
+            let mut me = inner.bot.clone();
+            let on = inner.state().private_topics;
+            me["has_topics_enabled"] = json!(on);
+            me["allows_users_to_create_topics"] = json!(on);
+            ok(me)
+        }
         "getupdates" => get_updates(inner, &params).await,
         "sendmessage" => send_message(inner, &params),
         "editmessagetext" => edit_message_text(inner, &params),
@@ -1322,6 +1346,17 @@ fn missing_thread(inner: &Inner, chat: &str, thread: Option<i64>) -> Option<Answ
 /// `can_manage_topics`).
 fn forum<'a>(state: &'a mut State, params: &Value) -> Result<&'a mut FakeGroup, &'static str> {
     let chat = chat_key(&params["chat_id"]).ok_or("chat_id is empty")?;
+    if chat.parse::<i64>().is_ok_and(|id| id > 0) {
+        // A user's private chat with the bot: a forum only in Threaded Mode.
+        if !state.private_topics {
+            return Err("the chat is not a forum");
+        }
+        return Ok(state.groups.entry(chat).or_insert_with(|| FakeGroup {
+            is_forum: true,
+            can_manage_topics: true,
+            topics: std::collections::BTreeMap::new(),
+        }));
+    }
     let group = state.groups.get_mut(&chat).ok_or("chat not found")?;
     if !group.is_forum {
         return Err("the chat is not a forum");
@@ -1361,6 +1396,14 @@ fn create_forum_topic(inner: &Inner, params: &Value) -> Answer {
 /// not found" for a topic that is not there, `TOPIC_NOT_MODIFIED` for a change that
 /// changes nothing, as Telegram answers.
 fn change_forum_topic(inner: &Inner, method: &str, params: &Value) -> Answer {
+    let private = chat_key(&params["chat_id"])
+        .and_then(|chat| chat.parse::<i64>().ok())
+        .is_some_and(|id| id > 0);
+    if private && method != "editforumtopic" {
+        // The Bot API documents closing and reopening for forum supergroups only; its
+        // refusal in a private chat is not documented, so this one says it in its own words.
+        return bad_request("this method works in forum supergroups only, not a private chat");
+    }
     let mut state = inner.state();
     let group = match forum(&mut state, params) {
         Ok(group) => group,
@@ -1389,6 +1432,23 @@ fn change_forum_topic(inner: &Inner, method: &str, params: &Value) -> Answer {
     } else {
         bad_request("TOPIC_NOT_MODIFIED")
     }
+}
+
+/// A text message from `user_id` in topic `thread` of their private chat with the bot, as
+/// Telegram sends it (Bot API 9.3): `message_thread_id` and `is_topic_message` in a chat of
+/// type `private`.
+pub fn private_topic_text(user_id: i64, thread: i64, message_id: i64, text: &str) -> Value {
+    json!({
+        "message": {
+            "message_id": message_id,
+            "message_thread_id": thread,
+            "is_topic_message": true,
+            "from": user(user_id, "Ada"),
+            "chat": {"id": user_id, "first_name": "Ada", "type": "private"},
+            "date": 1_700_000_000,
+            "text": text
+        }
+    })
 }
 
 /// A text message from `user_id` in topic `thread` of forum supergroup `chat_id`, as

@@ -12,6 +12,7 @@ pub mod npm;
 pub mod pi;
 pub mod ripgrep;
 pub mod soak;
+pub mod topic_places;
 pub mod transcription;
 
 use std::sync::{Arc, Mutex, OnceLock};
