@@ -331,9 +331,7 @@ impl Keywords {
             };
             // The run's lines are the same bytes: their hits move with them.
             let len = run.to - run.from;
-            while old_hits.get(k).is_some_and(|&(_, at)| at < run.old) {
-                k += 1;
-            }
+            k = skip_to(old_hits, k, run.old);
             while let Some(&(keyword, at)) = old_hits.get(k).filter(|&&(_, at)| at < run.old + len)
             {
                 hits.push((keyword, at - run.old + run.from));
@@ -371,9 +369,7 @@ impl Keywords {
         let old_scan_from = old_from + (scan_from - from);
         let scan_to = to - tail;
         let old_tail = old_to - tail;
-        while old_hits.get(*k).is_some_and(|&(_, at)| at < old_from) {
-            *k += 1;
-        }
+        *k = skip_to(old_hits, *k, old_from);
         while let Some(&(keyword, at)) = old_hits.get(*k).filter(|&&(_, at)| at < old_scan_from) {
             hits.push((keyword, at - old_from + from));
             *k += 1;
@@ -390,13 +386,25 @@ impl Keywords {
                     .map(|(keyword, at)| (keyword, at + scan_from)),
             );
         }
-        while old_hits.get(*k).is_some_and(|&(_, at)| at < old_tail) {
-            *k += 1;
-        }
+        *k = skip_to(old_hits, *k, old_tail);
         while let Some(&(keyword, at)) = old_hits.get(*k).filter(|&&(_, at)| at < old_to) {
             hits.push((keyword, at - old_tail + scan_to));
             *k += 1;
         }
+    }
+}
+
+/// The index of the first of `hits[k..]` (sorted by start) that starts at or after `at`.
+///
+/// A binary search, not a walk: a piece read alone (a few lines cut out of the text) is
+/// compared with the whole last text, whose hits it passes over; walking them once per
+/// piece made a 1 MiB redaction 16.9x a 64 KiB one (cachegrind, 2026-12-07).
+fn skip_to(hits: &[Hit], k: usize, at: usize) -> usize {
+    let rest = hits.get(k..).unwrap_or_default();
+    // Mostly there is nothing to pass over: the next hit is the piece's own.
+    match rest.first() {
+        Some(&(_, start)) if start < at => k + rest.partition_point(|&(_, start)| start < at),
+        _ => k,
     }
 }
 
