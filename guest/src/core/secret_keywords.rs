@@ -480,6 +480,41 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// As a view makes them: characters dropped inside lines, the line count kept, so
+        /// a changed line's head and tail carry their hits; and a piece of the old text
+        /// read alone against all of it, as the lost-secret search reads its regions.
+        #[test]
+        fn hits_carried_past_dropped_characters_and_into_a_piece_are_a_full_scans(
+            lines in proptest::collection::vec("([sStTkK_\\-aAbB `*~]|token|sk_live|ghp_|Q~){0,24}", 1..10),
+            drops in proptest::collection::vec((0usize..10, 0usize..60), 0..8),
+            piece in (0usize..10, 1usize..4),
+        ) {
+            let scan = Keywords::new(&WORDS).expect("two bytes or more");
+            let old = lines.join("\n");
+            let mut new_lines = lines.clone();
+            for (line, at) in drops {
+                if let Some(text) = new_lines.get_mut(line % lines.len())
+                    && let Some((i, _)) = text.char_indices().nth(at)
+                {
+                    text.remove(i);
+                }
+            }
+            let new = new_lines.join("\n");
+            let old_hits = scan.find_all(old.as_bytes());
+            prop_assert_eq!(
+                scan.find_all_reusing(old.as_bytes(), &old_hits, new.as_bytes()),
+                scan.find_all(new.as_bytes())
+            );
+            let (first, count) = piece;
+            let part = lines.iter().skip(first % lines.len()).take(count).cloned().collect::<Vec<_>>().join("\n");
+            prop_assert_eq!(
+                scan.find_all_reusing(old.as_bytes(), &old_hits, part.as_bytes()),
+                scan.find_all(part.as_bytes())
+            );
+        }
+    }
+
     #[test]
     fn reused_hits_move_with_their_lines_and_changed_lines_are_scanned() {
         let scan = Keywords::new(&WORDS).expect("two bytes or more");
