@@ -76,6 +76,13 @@ pub fn recall<T: Clone + 'static>(
     }
     key.with(|memory| {
         let mut memory = memory.borrow_mut();
+        // The same text again (the confirming pass reads the text the last pass left, and
+        // the lost-secret search the text the shapes' pass read): its finds are the last
+        // ones. Comparing the texts whole is one vectorised compare; pairing their lines
+        // and handing the finds over one by one cost 5% of a secret-laden redaction.
+        if let Some(last) = memory.as_ref().filter(|last| last.text == text) {
+            return last.finds.clone();
+        }
         let finds = find(
             memory
                 .as_ref()
@@ -210,8 +217,32 @@ pub fn shared_runs(old: &[u8], new: &[u8]) -> Vec<Shared> {
     runs
 }
 
+/// How many bytes `a` and `b` share at their end.
+pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let len = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - len..], &b[b.len() - len..]);
+    let mut i = 0;
+    // Eight bytes at a time from the end: a view's line differs from the text's near a
+    // delimiter, and the rest of the line after it is mostly a few dozen bytes.
+    let word =
+        |t: &[u8], end: usize| u64::from_be_bytes(t[end - 8..end].try_into().unwrap_or_default());
+    while i + 8 <= len {
+        let differ = word(a, len - i) ^ word(b, len - i);
+        if differ != 0 {
+            return i + (differ.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[..len - i]
+        .iter()
+        .rev()
+        .zip(b[..len - i].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 /// How many bytes `a` and `b` share at their start.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let len = a.len().min(b.len());
     let mut i = 0;
     let word = |t: &[u8], i: usize| u64::from_le_bytes(t[i..i + 8].try_into().unwrap_or_default());
@@ -326,6 +357,18 @@ mod tests {
         assert_eq!(common_prefix(b"01234567x", b"01234567y"), 8);
     }
 
+    proptest::proptest! {
+        /// The word-at-a-time suffix agrees with a byte-by-byte count from the end.
+        #[test]
+        fn common_suffix_is_a_byte_counts(
+            a in "[ab]{0,3}[xy\n]{0,30}",
+            b in "[ab]{0,3}[xy\n]{0,30}",
+        ) {
+            let plain = a.bytes().rev().zip(b.bytes().rev()).take_while(|(x, y)| x == y).count();
+            proptest::prop_assert_eq!(common_suffix(a.as_bytes(), b.as_bytes()), plain);
+        }
+    }
+
     thread_local! {
         static LAST: Memory<usize> = const { RefCell::new(None) };
     }
@@ -346,5 +389,18 @@ mod tests {
             assert!(seen.is_empty());
         });
         assert!(LAST.with(|m| m.borrow().is_none()));
+    }
+
+    #[test]
+    fn the_same_text_again_gets_its_last_finds_without_a_scan() {
+        remembering(|| {
+            assert_eq!(recall(&LAST, b"a\nb", |_| vec![7, 8]), [7, 8]);
+            let again = recall(&LAST, b"a\nb", |_| {
+                panic!("the same text was scanned again")
+            });
+            assert_eq!(again, [7, 8]);
+            // A text that differs, even by a byte at its end, is scanned.
+            assert_eq!(recall(&LAST, b"a\nc", |_| vec![9]), [9]);
+        });
     }
 }

@@ -395,7 +395,9 @@ pub fn find_spans(text: &str) -> Vec<Span> {
         let runs = last.map(|(old, _)| line_reuse::shared_runs(old, bytes));
         let hits: Vec<Hit> = match &engine.scan {
             Scan::Grams(scan) => match (&runs, last) {
-                (Some(runs), Some((_, stage))) => scan.find_all_carried(runs, &stage.hits, bytes),
+                (Some(runs), Some((old, stage))) => {
+                    scan.find_all_carried(runs, old, &stage.hits, bytes)
+                }
                 _ => scan.find_all(bytes),
             },
             Scan::Automaton(automaton) => automaton
