@@ -1051,6 +1051,16 @@ mod tests {
         let text = "Authorization: a Bearer\n4f9a8c7e2b1d6f3a5c8e9b0d7a2f4c6e b bearer\n\
                     5e0b9d8f3c2e7a4b6d9f0c1e8b3a5d7f rest\nnext";
         assert_eq!(redact(text).text, "Authorization: [redacted]\nnext");
+        // A value as short as the generic bearer rule takes (six characters and more), which
+        // the bearer shape's twenty did not: the token was sent (found by fuzzing), also
+        // where it was redacted on an earlier line.
+        let text = "he=Bearer 4f9a8c7e2b1d6f3\nTOKEN=Bearer 4f9a8c7e2b1d6f3";
+        assert_eq!(
+            redact(text).text,
+            "he=Bearer [redacted:bearer]\nTOKEN=[redacted]"
+        );
+        let text = "AUTH_TOKEN=Bearer ab12cd next";
+        assert_eq!(redact(text).text, "AUTH_TOKEN=[redacted] next");
         // Too short for a bearer value: the value is `Bearer`, as before.
         let text = "TOKEN=Bearer short words";
         assert_eq!(redact(text).text, "TOKEN=[redacted] short words");

@@ -108,7 +108,7 @@ pub const SHAPES: [Shape; 17] = [
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"'`]*=(?:"[^"]*"|'[^']*')|(?:[^\s"'`]*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{20,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"'`]*|[^\s"'`]+)"#,
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"'`]*=(?:"[^"]*"|'[^']*')|(?:[^\s"'`]*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{6,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"'`]*|[^\s"'`]+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
     },
@@ -793,6 +793,18 @@ fn bearer_past_the_line(text: &[u8], value: usize, end: usize) -> Option<usize> 
 }
 
 fn bearer(text: &[u8], at: usize, from: usize) -> Option<Found> {
+    bearer_at_least(text, at, from, 20)
+}
+
+/// The shortest `Bearer` value an assignment's unquoted value runs on into: the generic
+/// bearer rule's (`secret_generic.rs`), which redacts values from six characters. With the
+/// bearer shape's twenty, `AUTH_TOKEN=Bearer 4f9a8c7e2b1d6f3` took `Bearer` as its value,
+/// and the token, no longer after the word, was sent (found by fuzzing the pipeline,
+/// 2026-12-07).
+const ASSIGNED_BEARER_MIN: usize = 6;
+
+/// A `Bearer` word at `at` and a value of at least `min` characters after its blank.
+fn bearer_at_least(text: &[u8], at: usize, from: usize, min: usize) -> Option<Found> {
     let word = text.get(at..at + 6)?;
     if at < from || !word.eq_ignore_ascii_case(b"bearer") || !boundary_before(text, at) {
         return None;
@@ -802,7 +814,7 @@ fn bearer(text: &[u8], at: usize, from: usize) -> Option<Found> {
     let len = run(text, value, |b| {
         b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'+' | b'/' | b'-')
     });
-    if blank == 0 || len < 20 {
+    if blank == 0 || len < min {
         return None;
     }
     let padding = run(text, value + len, |b| b == b'=');
@@ -886,7 +898,8 @@ pub fn assignment_is_plain(name: &str, value: &str) -> bool {
 ///   the value took the scheme and `://` and left `'u:password@host` (found by fuzzing the
 ///   pipeline, 2026-12-02);
 /// - a `Bearer` value: at the blank after the word (`AUTH_TOKEN=Bearer 4f9a…`, as a `.env`
-///   file writes it) the value was `Bearer` and the token was sent (found in review).
+///   file writes it) the value was `Bearer` and the token was sent (found in review; values
+///   shorter than the bearer shape's, found by fuzzing: [`ASSIGNED_BEARER_MIN`]).
 ///
 /// The pattern's `(?:[^\s"']*(?:\b(?i:bearer)\s+…|://…@))+[^\s"']*` says the same: each
 /// round takes the one of them that starts last in the run.
@@ -898,7 +911,9 @@ fn unquoted_value_end(text: &[u8], mut at: usize) -> usize {
         let bearer = end
             .checked_sub(6)
             .filter(|&word| word >= at)
-            .and_then(|word| bearer(text, word, at).map(|found| (word, found.end)));
+            .and_then(|word| {
+                bearer_at_least(text, word, at, ASSIGNED_BEARER_MIN).map(|found| (word, found.end))
+            });
         let credentials = text.get(at..end).and_then(|value| {
             memchr::memmem::rfind_iter(value, b"://")
                 .find_map(|i| credentials_end(text, at + i).map(|after| (at + i, after)))
