@@ -15,7 +15,6 @@
 
 use std::borrow::Cow;
 
-use crate::core::secret_spans::Span;
 use crate::core::secrets::{
     self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
 };
@@ -296,7 +295,7 @@ fn shapes_then_spans(text: &str, shaped: Redacted) -> Redacted {
     let spans = secret_spans::find_spans(&shaped.text);
     let lost = match shaped.text == text {
         true => Vec::new(),
-        false => lost_secrets(text, &shaped.text, &spans),
+        false => lost_secrets(text),
     };
     let mut done = match secret_spans::replace_spans(&shaped.text, &spans) {
         Some(replaced) => {
@@ -317,43 +316,31 @@ fn shapes_then_spans(text: &str, shaped: Redacted) -> Redacted {
     done
 }
 
-/// The secrets the spans find in `text` (before the shapes) more often than in `shaped`
-/// (after them, `spans`): those whose context a shape took. Each with its label; text
-/// whose spans all survive the shapes (nearly all text) gives none.
+/// The secrets the spans find in `text` (before the shapes) where the shapes changed it,
+/// each once, with its label: those whose context a shape may have taken. The caller
+/// redacts each wherever it is still bare after the spans' own replacements, which costs
+/// one vectorised search for a secret that is gone (nearly all of them).
+///
+/// Counting them against the spans found after the shapes, as this did, compared the
+/// shapes' regions with the whole text: the same secret found elsewhere (`mysql -phunter2x`
+/// two lines on) counted as this one kept, and `…_password =hunter2x`, whose key an
+/// `sk-…` shape took, went out bare (found by fuzzing the pipeline, 2026-12-07).
 ///
 /// Only the lines the shapes can change are read again (their regions, see
 /// [`shape_regions`]): reading the whole text a second time cost 0.7 ms per 64 KiB of
 /// secret-laden text, two thirds more redaction, for keys that can only be lost where a
 /// shape matched.
-fn lost_secrets<'t>(text: &'t str, shaped: &str, spans: &[Span]) -> Vec<(&'t str, &'static str)> {
-    let before: Vec<Span> = shape_regions(text)
-        .into_iter()
-        .flat_map(|(start, end)| {
-            let region = text.get(start..end).unwrap_or_default();
-            secret_spans::find_spans(region)
-                .into_iter()
-                .map(move |span| Span {
-                    start: span.start + start,
-                    end: span.end + start,
-                    label: span.label,
-                })
-        })
-        .collect();
-    let mut lost: Vec<(&'t str, &'static str)> = Vec::new();
-    let mut kept: Vec<&str> = spans
-        .iter()
-        .filter_map(|s| shaped.get(s.start..s.end))
-        .collect();
-    for span in before {
-        let Some(secret) = text.get(span.start..span.end) else {
-            continue;
-        };
-        match kept.iter().position(|k| *k == secret) {
-            Some(at) => {
-                kept.swap_remove(at);
+fn lost_secrets(text: &str) -> Vec<(&str, &'static str)> {
+    let mut lost: Vec<(&str, &'static str)> = Vec::new();
+    for (start, end) in shape_regions(text) {
+        let region = text.get(start..end).unwrap_or_default();
+        for span in secret_spans::find_spans(region) {
+            let Some(secret) = text.get(span.start + start..span.end + start) else {
+                continue;
+            };
+            if !lost.iter().any(|(s, _)| *s == secret) {
+                lost.push((secret, span.label));
             }
-            None if !lost.iter().any(|(s, _)| *s == secret) => lost.push((secret, span.label)),
-            None => {}
         }
     }
     lost
@@ -1028,6 +1015,17 @@ mod tests {
         // A quote that closes before them keeps the value quoted, as before.
         let text = "TOKEN='https://u:p@h' x";
         assert_eq!(redact(text).text, "TOKEN=[redacted] x");
+    }
+
+    #[test]
+    fn a_secret_whose_key_a_shape_took_goes_though_the_same_secret_is_found_elsewhere() {
+        // The `sk-` shape takes `apikb_password`, the key naming `hunter2x`; the same value
+        // after `mysql -p` two lines on was counted as this one kept (found by fuzzing).
+        let text = "/sk-n-apikb_password =hunter2x\ne7\nmysql -phunter2x";
+        assert_eq!(
+            redact(text).text,
+            "/[redacted:openai-key] =[redacted:password]\ne7\nmysql -p[redacted:mysql-password]"
+        );
     }
 
     #[test]
