@@ -109,6 +109,9 @@ fn main() {
         .expect("tokio");
     tokio.block_on(async {
         let mut node = Node::new(active).await;
+        // Memory freed before (compiling the component) is not the sessions': given back
+        // first, as the sessions' hibernations give theirs back.
+        host_shim::sandbox::freed_memory::release_now();
         let rss_start = resident_kib();
         let private_start = private_kib();
         // Everything allocated from here that the sessions still hold once they sleep.
@@ -136,23 +139,32 @@ fn main() {
         node.world.state.committed().await.expect("state committed");
         COUNTING.store(false, Ordering::Relaxed);
         let heap_each = (HELD.load(Ordering::Relaxed) - held_start) as f64 / 1024.0 / total as f64;
+        // Sessions that hold nothing were never made: the figure would be an empty node's.
+        assert!(
+            heap_each > 0.0,
+            "the hibernated sessions hold no memory at all"
+        );
         let rss_idle = resident_kib();
         let (pss_idle, private_idle) = (proportional_kib(), private_kib());
         let gib = |kib: u64| kib as f64 / (1024.0 * 1024.0);
         let each = rss_idle.saturating_sub(rss_start) as f64 / total as f64;
         let private_each = private_idle.saturating_sub(private_start) as f64 / total as f64;
-        // The budget is for 100,000; a smaller run is held to its share.
-        let budget_kib = 1024.0 * 1024.0 * total as f64 / 100_000.0;
+        // The budget is for 100,000 on one node; a smaller run is held to what it projects:
+        // the node's start plus 100,000 sessions at the measured cost each.
+        let budget_kib = 1024.0 * 1024.0;
+        let projected_kib = rss_start as f64 + each * 100_000.0;
         println!(
             "(a) {total} paired sessions, all hibernated: resident (VmRSS) {:.2} GiB, {each:.1} \
              KiB each over the {} MiB at start ({private_each:.1} KiB of it private, \
-             {heap_each:.1} KiB of it held in the host's heap; proportional {:.2} GiB); started \
-             and hibernated in {:.0} s   budget: 100,000 in ≤ 1 GiB: {}",
+             {heap_each:.1} KiB held in the host's heap; proportional {:.2} GiB); started and \
+             hibernated in {:.0} s; 100,000 at that cost: {:.2} GiB   budget: 100,000 in ≤ 1 \
+             GiB: {}",
             gib(rss_idle),
             rss_start / 1024,
             gib(pss_idle),
             filled_in.as_secs_f64(),
-            verdict(rss_idle as f64 <= budget_kib),
+            projected_kib / (1024.0 * 1024.0),
+            verdict(projected_kib <= budget_kib),
         );
 
         // (b) The first envelope to a hibernated session, then the next one (live), per
