@@ -202,15 +202,25 @@ fn main() {
             );
         }
         let (first_sorted, then_sorted) = (sorted(&first), sorted(&then));
-        let extra_p99 =
-            percentile(&first_sorted, 0.99).saturating_sub(percentile(&then_sorted, 0.99));
+        // The wake's cost per session: its first envelope against its next one, the same
+        // route and answer a moment apart. A difference of two p99s taken apart would let a
+        // stall of the loaded machine in either series hide or invent a wake's cost.
+        let extra: Vec<Duration> = first
+            .iter()
+            .zip(&then)
+            .map(|(first, then)| first.saturating_sub(*then))
+            .collect();
+        let extra = sorted(&extra);
+        let extra_p99 = percentile(&extra, 0.99);
         println!(
             "(b) first envelope to a hibernated session: p50 {}, p99 {}; the next one (live): \
-             p50 {}, p99 {}; extra at p99 {} ({WAKES} sessions)   budget: ≤ 1 ms extra at p99: {}",
+             p50 {}, p99 {}; the first's extra over the next, per session: p50 {}, p99 {} \
+             ({WAKES} sessions)   budget: ≤ 1 ms extra at p99: {}",
             ms(percentile(&first_sorted, 0.5)),
             ms(percentile(&first_sorted, 0.99)),
             ms(percentile(&then_sorted, 0.5)),
             ms(percentile(&then_sorted, 0.99)),
+            ms(percentile(&extra, 0.5)),
             ms(extra_p99),
             verdict(extra_p99 <= Duration::from_millis(1)),
         );
