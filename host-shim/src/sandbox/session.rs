@@ -218,14 +218,29 @@ fn acquire_session_lock(locks: &LockDir, key: &str, now_ms: u64) -> anyhow::Resu
 /// about 5 KiB, which 100,000 hibernated sessions would otherwise each keep a copy of.
 fn shared_platforms(platforms: Vec<Platform>) -> Arc<[Platform]> {
     static LAST: std::sync::Mutex<Option<Arc<[Platform]>>> = std::sync::Mutex::new(None);
+    share_with_last(&LAST, platforms)
+}
+
+/// A session's own paths (`PathContext::own`) as one allocation shared by every session with
+/// the same config files: the state database's files and the broker's are the same for all.
+fn shared_own_paths(paths: Vec<PathBuf>) -> Arc<[PathBuf]> {
+    static LAST: std::sync::Mutex<Option<Arc<[PathBuf]>>> = std::sync::Mutex::new(None);
+    share_with_last(&LAST, paths)
+}
+
+/// `list`, or the last list shared through `last` when it is equal.
+fn share_with_last<T: PartialEq>(
+    last: &std::sync::Mutex<Option<Arc<[T]>>>,
+    list: Vec<T>,
+) -> Arc<[T]> {
     // A poisoned lock only means another session panicked while swapping the Arc in.
-    let mut last = LAST
+    let mut last = last
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     match &*last {
-        Some(shared) if shared[..] == platforms[..] => shared.clone(),
+        Some(shared) if shared[..] == list[..] => shared.clone(),
         _ => {
-            let shared: Arc<[Platform]> = platforms.into();
+            let shared: Arc<[T]> = list.into();
             *last = Some(shared.clone());
             shared
         }
@@ -267,18 +282,19 @@ impl Session {
             cwd: PathBuf::from(spec.agent.session_info().cwd),
             // The process edge: `~` in a tool's path means this user's home.
             home: std::env::var_os("HOME").map(PathBuf::from),
-            own: spec
-                .config_sources
-                .iter()
-                .map(|source| PathBuf::from(&source.path))
-                .chain(
-                    spec.state
-                        .path()
-                        .iter()
-                        .flat_map(|p| crate::disk::paths::bridge_files(p)),
-                )
-                .chain(std::iter::once(spec.locks.dir().to_path_buf()))
-                .collect(),
+            own: shared_own_paths(
+                spec.config_sources
+                    .iter()
+                    .map(|source| PathBuf::from(&source.path))
+                    .chain(
+                        spec.state
+                            .path()
+                            .iter()
+                            .flat_map(|p| crate::disk::paths::bridge_files(p)),
+                    )
+                    .chain(std::iter::once(spec.locks.dir().to_path_buf()))
+                    .collect(),
+            ),
         };
         let ctx = SessionContext {
             key: spec.key,
@@ -1357,6 +1373,26 @@ mod tests {
         let other = shared_platforms(fewer.clone());
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(other[..], fewer[..], "a different list is kept as it is");
+    }
+
+    #[test]
+    fn sessions_with_the_same_own_paths_share_one_copy_of_them() {
+        // A list of its own: sessions that other tests start at the same time swap the
+        // process's last list.
+        let last = std::sync::Mutex::new(None);
+        let paths = || {
+            vec![
+                PathBuf::from("/cfg/bench.json"),
+                PathBuf::from("/state/locks"),
+            ]
+        };
+        let first = share_with_last(&last, paths());
+        assert!(Arc::ptr_eq(&first, &share_with_last(&last, paths())));
+        let other = share_with_last(&last, vec![PathBuf::from("/elsewhere.json")]);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other[..], [PathBuf::from("/elsewhere.json")]);
+        // The process's own list is what a session gets.
+        assert_eq!(shared_own_paths(paths())[..], paths()[..]);
     }
 
     fn fs_entries(dir: &std::path::Path) -> Vec<String> {
