@@ -16,191 +16,19 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use host_shim::agent::{Agent, AgentSignal, IdleAgent, RecentWork};
-use host_shim::broker::bindings::{self, Bindings};
-use host_shim::broker::{Broker, BrokerOptions};
-use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
-use host_shim::local::logging::MemoryLog;
-use host_shim::local::ui::RecordingUi;
-use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
-use host_shim::sandbox::session::{Built, Session, SessionSpec};
-use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
-use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
+use host_shim::sandbox::hibernation::Hibernation;
+use support::broker_world::{World, ms, percentile};
 use support::{private_kib, proportional_kib, resident_kib};
-use transport_core::Transport;
-use transport_testing::fake::FakeTransport;
 
-/// The person writing; trusted by config, rate limits off, so every command is answered.
-const CONFIG: &str = r#"{"bridge": {"allowUsers": ["fake:user-1"],
-  "rateLimit": {"promptsPerMinute": 0, "commandsPerMinute": 0}},
-  "transports": {"terminal": {"enabled": true}}}"#;
 /// Chats that bind themselves to a session (each a first message), spread over all sessions.
 const CHATS: usize = 1_000;
 /// Repeat envelopes routed through those chats for the latency figure.
 const REPEATS: usize = 3_000;
 /// The attach figure's slices: the first and the last this many attaches.
 const SLICE: usize = 1_000;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
-}
-
-struct World {
-    broker: Arc<Broker>,
-    fake: FakeTransport,
-    runtime: Arc<Runtime>,
-    state: Arc<StateDb>,
-    dir: tempfile::TempDir,
-    sessions: Vec<Session>,
-}
-
-impl World {
-    /// A broker as `serve` builds it: bindings kept in the state database, a status file
-    /// for `doctor`, the pairing budget shared.
-    async fn new(capacity: usize) -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let state_file = dir.path().join("state.json");
-        let (state, _) = StateDb::open(&state_file, 0).expect("state");
-        let state = Arc::new(state);
-        let (bindings, _) = Bindings::kept_in(state.clone(), &bindings::path_beside(&state_file))
-            .await
-            .expect("bindings");
-        let limits = Limits {
-            max_instances: capacity as u32 + 8,
-            ..Limits::default()
-        };
-        let runtime = Arc::new(Runtime::new(EMBEDDED_COMPONENT, limits).expect("component"));
-        let fake = FakeTransport::default();
-        let bot = fake.handle();
-        let broker = Broker::new(BrokerOptions {
-            locks: host_shim::disk::lock::LockDir::new(dir.path().join("locks")),
-            clock: Arc::new(SystemClock),
-            log: Arc::new(MemoryLog::default()),
-            build: Arc::new(move |_| Built {
-                transports: vec![Arc::new(bot.handle()) as Arc<dyn Transport>],
-                notes: Vec::new(),
-            }),
-            state_file: Some(dir.path().join("state.json")),
-            bindings,
-            status_file: Some(host_shim::broker::status_path_beside(&state_file)),
-            pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
-        });
-        World {
-            broker,
-            fake,
-            runtime,
-            state,
-            dir,
-            sessions: Vec::new(),
-        }
-    }
-
-    /// Attaches session `i` as `host-shim serve` does; returns how long it took.
-    async fn attach(&mut self, i: usize) -> Duration {
-        let key = format!("session-{i}");
-        let sources = vec![ConfigSource {
-            scope: ConfigScope::Global,
-            path: "bench.json".into(),
-            content: ConfigContent::Text(CONFIG.into()),
-        }];
-        let started = Instant::now();
-        let agent = Arc::new(NamedAgent {
-            name: format!("s{i}"),
-        });
-        self.broker
-            .attach(&key, &format!("s{i}"), "/bench", &sources, agent.clone())
-            .expect("attach");
-        let spec = SessionSpec {
-            key: key.clone(),
-            config_sources: sources,
-            platforms: host_shim::factory::declarations(),
-            transports: self.broker.transports(&key),
-            agent,
-            ui: Arc::new(RecordingUi::default()),
-            state: self.state.clone(),
-            locks: host_shim::disk::lock::LockDir::new(self.dir.path().join("locks")),
-            pairing: self.broker.pairing(),
-            clock: Arc::new(SystemClock),
-            log: Arc::new(MemoryLog::default()),
-            exclusive: true,
-            transcript: None,
-        };
-        let session = Session::spawn(self.runtime.clone(), spec)
-            .await
-            .expect("session starts");
-        let elapsed = started.elapsed();
-        self.sessions.push(session);
-        elapsed
-    }
-
-    /// Sends `text` in `conversation` and waits for the answer; returns the round trip and
-    /// the answer's text.
-    async fn round_trip(&self, conversation: &str, text: &str) -> (Duration, String) {
-        let mut envelope = self.fake.envelope(text);
-        envelope.conversation_id = conversation.into();
-        // Forget what was posted so far (copying a growing list would be timed too).
-        drop(self.fake.take_records());
-        let started = Instant::now();
-        self.fake.inject(envelope).await.expect("bot running");
-        let answered = self
-            .fake
-            .wait_for(Duration::from_secs(10), |sent, _| !sent.is_empty())
-            .await;
-        let elapsed = started.elapsed();
-        assert!(answered, "no answer to {text:?} in {conversation}");
-        let answer = self
-            .fake
-            .sent()
-            .first()
-            .map(|sent| sent.message.text.clone())
-            .unwrap_or_default();
-        (elapsed, answer)
-    }
-}
-
-/// [`IdleAgent`] with a name of its own, so `/status` says which session answered.
-struct NamedAgent {
-    name: String,
-}
-
-#[async_trait::async_trait]
-impl Agent for NamedAgent {
-    fn attach(&self, signals: tokio::sync::mpsc::Sender<AgentSignal>) {
-        IdleAgent.attach(signals);
-    }
-    async fn send_prompt(
-        &self,
-        text: String,
-        deliver_as: DeliverAs,
-        images: Vec<PromptImage>,
-    ) -> Result<(), String> {
-        IdleAgent.send_prompt(text, deliver_as, images).await
-    }
-    fn abort(&self) {}
-    fn is_idle(&self) -> bool {
-        true
-    }
-    fn session_info(&self) -> SessionInfo {
-        SessionInfo {
-            name: Some(self.name.clone()),
-            ..IdleAgent.session_info()
-        }
-    }
-    fn recent_work(&self) -> RecentWork {
-        RecentWork::default()
-    }
-}
 
 fn summary(label: &str, times: &[Duration], budget: &str) {
     let mut sorted = times.to_vec();
@@ -231,7 +59,11 @@ fn main() {
         let (pss_start, private_start) = (proportional_kib(), private_kib());
         let mut attach_times = Vec::with_capacity(total);
         for i in 0..total {
-            attach_times.push(world.attach(i).await);
+            attach_times.push(
+                world
+                    .attach(i, Arc::new(SystemClock), Hibernation::never())
+                    .await,
+            );
         }
         let rss_end = resident_kib();
         let (pss_end, private_end) = (proportional_kib(), private_kib());
@@ -276,15 +108,7 @@ fn main() {
         let session_of = |chat: usize| (chat * 7919) % total;
         let mut first = Vec::with_capacity(CHATS);
         for chat in 0..CHATS {
-            let name = format!("s{}", session_of(chat));
-            let (elapsed, answer) = world
-                .round_trip(&format!("chat-{chat}"), &format!("/switch {name}"))
-                .await;
-            assert!(
-                answer.contains(&name),
-                "/switch {name} was answered with {answer:?}"
-            );
-            first.push(elapsed);
+            first.push(world.bind(&format!("chat-{chat}"), session_of(chat)).await);
         }
         // Each /switch wrote its chat's binding down, as `serve` does.
         world.state.committed().await.expect("bindings committed");
@@ -293,13 +117,11 @@ fn main() {
         let mut repeats = Vec::with_capacity(REPEATS);
         for k in 0..REPEATS {
             let chat = (k * 7919) % CHATS;
-            let name = format!("s{}", session_of(chat));
-            let (elapsed, answer) = world.round_trip(&format!("chat-{chat}"), "/status").await;
-            assert!(
-                answer.contains(&format!("- session: {name}\n")),
-                "chat-{chat} is bound to {name}, but /status was answered with {answer:?}"
+            repeats.push(
+                world
+                    .status(&format!("chat-{chat}"), session_of(chat))
+                    .await,
             );
-            repeats.push(elapsed);
         }
         summary(
             &format!("routed + answered at {total} sessions, a chat's first message (/switch)"),
@@ -317,9 +139,6 @@ fn main() {
             &all,
             "p99 ≤ 2 ms",
         );
-        for session in world.sessions.drain(..) {
-            let _ = session.shutdown().await;
-        }
-        world.broker.shutdown().await;
+        world.shutdown().await;
     });
 }

@@ -27,6 +27,7 @@ use host_shim::sandbox::imports::{SessionContext, SessionHost};
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::wit::types;
+use support::heap::{COUNTING, HELD, PEAK};
 use support::{private_kib, proportional_kib, resident_kib};
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
@@ -38,54 +39,6 @@ const CONFIG: &str =
     r#"{"bridge": {"allowUsers": ["fake:user-1"], "rateLimit": {"promptsPerMinute": 0}}}"#;
 /// Sessions held at once for the memory figure.
 const IDLE_SESSIONS: usize = 500;
-
-/// The process's allocator, counting the bytes held while [`COUNTING`] is on: what the
-/// guest's code allocates in each phase of a session's start, run natively (inside the
-/// component the same allocations land in the guest's linear memory, where the host cannot
-/// tell them apart). Off, it costs one relaxed load per allocation.
-struct Counting;
-
-static COUNTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static HELD: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
-/// The most [`HELD`] has been: a guest's linear memory keeps the pages of its high-water
-/// mark resident (freed memory is never given back), so its peak is what a session costs.
-static PEAK: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
-
-fn count(bytes: isize) {
-    let held = HELD.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(held, Ordering::Relaxed);
-}
-
-// Sound: every call is passed to the system allocator unchanged; only a counter is added.
-#[allow(unsafe_code)]
-unsafe impl std::alloc::GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let ptr = unsafe { std::alloc::System.alloc(layout) };
-        if !ptr.is_null() && COUNTING.load(Ordering::Relaxed) {
-            count(layout.size() as isize);
-        }
-        ptr
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        if COUNTING.load(Ordering::Relaxed) {
-            count(-(layout.size() as isize));
-        }
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on.
-        let moved = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
-        if !moved.is_null() && COUNTING.load(Ordering::Relaxed) {
-            count(new_size as isize - layout.size() as isize);
-        }
-        moved
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 struct Bench {
     runtime: Arc<Runtime>,

@@ -39,8 +39,10 @@ pub enum AgentSignal {
     /// `input`, `editor`). A dropped reply means the session is gone: the agent treats it
     /// as dismissed.
     Question {
-        /// The question; its id is the agent's own.
-        question: AgentQuestion,
+        /// The question; its id is the agent's own. Boxed: the largest signal by far, it set
+        /// the size of every slot of every session's signal channel, whose first block of 32
+        /// is allocated when the channel is made and kept while the session sleeps.
+        question: Box<AgentQuestion>,
         /// Where the answer goes.
         reply: oneshot::Sender<QuestionAnswer>,
     },

@@ -80,8 +80,10 @@ struct Rule {
     assignment: bool,
     /// The matcher written for the generic assignment's shape, which finds what the regex
     /// finds without its reverse search (see `secret_assigned.rs`); `None` for every other
-    /// rule, and for an assignment pattern of another shape.
-    assigned: Option<Assigned>,
+    /// rule, and for an assignment pattern of another shape. Boxed: inline its tables made
+    /// every one of the 270 rules 424 bytes, and every session's component builds and keeps
+    /// the rules (a hibernated session's wake builds them again; docs/scaling.md#idle-sessions).
+    assigned: Option<Box<Assigned>>,
 }
 
 struct Engine {
@@ -118,7 +120,8 @@ fn build() -> Engine {
     // Each keyword's index in `words`: every session's component builds this engine as it
     // starts, and a search through `words` per keyword was quadratic in the catalog.
     let mut known: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut rules = Vec::new();
+    // Sized once: each growth copied every rule built so far, in every new instance.
+    let mut rules = Vec::with_capacity(families().count());
     for (index, family) in families().enumerate() {
         for keyword in family.keywords {
             match known.get(keyword) {
@@ -149,7 +152,8 @@ fn build() -> Engine {
             assignment: index >= FAMILIES.len() && family.pattern.contains(ASSIGNMENT_SIGNS),
             assigned: (index >= FAMILIES.len())
                 .then(|| Assigned::new(family.pattern))
-                .flatten(),
+                .flatten()
+                .map(Box::new),
         });
     }
     Engine {

@@ -1,5 +1,8 @@
 //! What the host benches share.
 
+pub mod broker_world;
+pub mod heap;
+
 /// Resident memory of this process, in KiB (Linux `/proc/self/statm`; 0 elsewhere).
 pub fn resident_kib() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();

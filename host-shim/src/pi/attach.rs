@@ -376,7 +376,10 @@ impl Link {
                     timeout_ms,
                 );
                 let (reply, answer) = oneshot::channel();
-                self.emit(AgentSignal::Question { question, reply });
+                self.emit(AgentSignal::Question {
+                    question: Box::new(question),
+                    reply,
+                });
                 let link = self.clone();
                 tokio::spawn(async move {
                     // A dropped reply means the session is gone: the dialog in pi stays

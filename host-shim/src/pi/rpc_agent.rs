@@ -712,7 +712,10 @@ impl PiRpcAgent {
     fn ask(&self, question: AgentQuestion) {
         let (reply, answer) = oneshot::channel();
         let id = question.id.clone();
-        self.emit(AgentSignal::Question { question, reply });
+        self.emit(AgentSignal::Question {
+            question: Box::new(question),
+            reply,
+        });
         let agent = self.clone();
         tokio::spawn(async move {
             // A dropped reply means the session is gone: dismissed.

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod convert;
+pub mod freed_memory;
 pub mod hibernation;
 pub mod imports;
 pub mod pairing_budget;

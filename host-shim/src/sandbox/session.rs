@@ -124,7 +124,7 @@ pub const WAKE_REFUSED: &str = "⚠ This session is asleep and could not wake fo
 /// owned elsewhere (a cluster node starts, moves and stops it): a clone of its queue.
 #[derive(Clone)]
 pub struct SessionHandle {
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::Sender<Box<Command>>,
     local_command: String,
 }
 
@@ -146,17 +146,20 @@ impl SessionHandle {
 }
 
 async fn ask<R>(
-    commands: &mpsc::Sender<Command>,
+    commands: &mpsc::Sender<Box<Command>>,
     make: impl FnOnce(oneshot::Sender<R>) -> Command,
 ) -> anyhow::Result<R> {
     let (tx, rx) = oneshot::channel();
-    commands.send(make(tx)).await.map_err(|_| gone())?;
+    commands
+        .send(Box::new(make(tx)))
+        .await
+        .map_err(|_| gone())?;
     rx.await.map_err(|_| gone())
 }
 
 /// A running session. Dropping it does not stop it; call [`Session::shutdown`].
 pub struct Session {
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::Sender<Box<Command>>,
     task: JoinHandle<()>,
     local_command: String,
 }
@@ -215,14 +218,29 @@ fn acquire_session_lock(locks: &LockDir, key: &str, now_ms: u64) -> anyhow::Resu
 /// about 5 KiB, which 100,000 hibernated sessions would otherwise each keep a copy of.
 fn shared_platforms(platforms: Vec<Platform>) -> Arc<[Platform]> {
     static LAST: std::sync::Mutex<Option<Arc<[Platform]>>> = std::sync::Mutex::new(None);
+    share_with_last(&LAST, platforms)
+}
+
+/// A session's own paths (`PathContext::own`) as one allocation shared by every session with
+/// the same config files: the state database's files and the broker's are the same for all.
+fn shared_own_paths(paths: Vec<PathBuf>) -> Arc<[PathBuf]> {
+    static LAST: std::sync::Mutex<Option<Arc<[PathBuf]>>> = std::sync::Mutex::new(None);
+    share_with_last(&LAST, paths)
+}
+
+/// `list`, or the last list shared through `last` when it is equal.
+fn share_with_last<T: PartialEq>(
+    last: &std::sync::Mutex<Option<Arc<[T]>>>,
+    list: Vec<T>,
+) -> Arc<[T]> {
     // A poisoned lock only means another session panicked while swapping the Arc in.
-    let mut last = LAST
+    let mut last = last
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     match &*last {
-        Some(shared) if shared[..] == platforms[..] => shared.clone(),
+        Some(shared) if shared[..] == list[..] => shared.clone(),
         _ => {
-            let shared: Arc<[Platform]> = platforms.into();
+            let shared: Arc<[T]> = list.into();
             *last = Some(shared.clone());
             shared
         }
@@ -264,18 +282,19 @@ impl Session {
             cwd: PathBuf::from(spec.agent.session_info().cwd),
             // The process edge: `~` in a tool's path means this user's home.
             home: std::env::var_os("HOME").map(PathBuf::from),
-            own: spec
-                .config_sources
-                .iter()
-                .map(|source| PathBuf::from(&source.path))
-                .chain(
-                    spec.state
-                        .path()
-                        .iter()
-                        .flat_map(|p| crate::disk::paths::bridge_files(p)),
-                )
-                .chain(std::iter::once(spec.locks.dir().to_path_buf()))
-                .collect(),
+            own: shared_own_paths(
+                spec.config_sources
+                    .iter()
+                    .map(|source| PathBuf::from(&source.path))
+                    .chain(
+                        spec.state
+                            .path()
+                            .iter()
+                            .flat_map(|p| crate::disk::paths::bridge_files(p)),
+                    )
+                    .chain(std::iter::once(spec.locks.dir().to_path_buf()))
+                    .collect(),
+            ),
         };
         let ctx = SessionContext {
             key: spec.key,
@@ -298,9 +317,8 @@ impl Session {
         };
         let started_ms = ctx.clock.now_ms();
         let instance = runtime.instantiate(SessionHost::new(ctx)).await?;
-        let (answers_tx, answers_rx) = mpsc::channel(16);
         let mut actor = Actor {
-            answers: answers_tx,
+            answers: Answers::default(),
             runtime,
             slot: Slot::Live(Box::new(instance)),
             sources: spec.config_sources,
@@ -320,7 +338,7 @@ impl Session {
         actor.boot(Some(spec.transports), Notes::Told).await;
         let local_command = actor.local_command.clone();
         let (commands, commands_rx) = mpsc::channel(32);
-        let task = tokio::spawn(actor.run(commands_rx, inbound_rx, signals_rx, answers_rx));
+        let task = tokio::spawn(actor.run(commands_rx, inbound_rx, signals_rx));
         Ok(Session {
             commands,
             task,
@@ -400,6 +418,51 @@ impl Session {
     }
 }
 
+/// What woke a session's loop.
+enum Next {
+    Inbound(Inbound),
+    Signal(AgentSignal),
+    Answer(String, bool),
+    /// `None`: every handle to the session is gone.
+    Command(Option<Box<Command>>),
+    Tick,
+    IdleCheck,
+}
+
+/// Whether a session's loop goes on after handling one input.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Go,
+    Stop,
+}
+
+/// Where local answers to pending approvals come back from their question tasks. Made with
+/// the first approval a session asks and dropped when it hibernates (none is pending then):
+/// tokio allocates a channel's first block of 32 messages when the channel is made, which
+/// every session, awake or asleep, kept for a channel most never use.
+#[derive(Default)]
+struct Answers(Option<(mpsc::Sender<(String, bool)>, mpsc::Receiver<(String, bool)>)>);
+
+impl Answers {
+    /// Where a question task sends its answer.
+    fn sender(&mut self) -> mpsc::Sender<(String, bool)> {
+        self.0.get_or_insert_with(|| mpsc::channel(16)).0.clone()
+    }
+
+    /// The next answer; never ready while there is no channel.
+    async fn recv(&mut self) -> Option<(String, bool)> {
+        match &mut self.0 {
+            Some((_, answers)) => answers.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Drops the channel (no question task may hold its sender any more).
+    fn forget(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// Whether a boot's configuration notes go to the terminal.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Notes {
@@ -424,7 +487,7 @@ enum Slot {
 
 struct Actor {
     /// Where local answers to pending approvals come back from their question tasks.
-    answers: mpsc::Sender<(String, bool)>,
+    answers: Answers,
     runtime: Arc<Runtime>,
     slot: Slot,
     sources: Vec<ConfigSource>,
@@ -591,10 +654,16 @@ impl Actor {
                 // context (transports, locks, agent link, pending nothing) stays.
                 let ctx = instance.store.into_data().into_context();
                 self.slot = Slot::Hibernated(Box::new(ctx));
+                // No approval is pending (or it would not hibernate): no question task is
+                // left to answer, and the channel's block would stay for the whole sleep.
+                self.answers.forget();
                 self.idle_check_at = None;
                 self.health.hibernated = true;
                 self.health.hibernations += 1;
                 self.hibernation.count.raise();
+                // What the store freed stays resident in the allocator's arenas otherwise:
+                // most of a hibernated session's memory, measured.
+                crate::sandbox::freed_memory::release(now_ms);
                 let quiet_s = now_ms.saturating_sub(self.last_input_ms) / 1000;
                 let ctx = self.ctx();
                 ctx.log.write(
@@ -831,70 +900,91 @@ impl Actor {
 
     async fn run(
         mut self,
-        mut commands: mpsc::Receiver<Command>,
+        mut commands: mpsc::Receiver<Box<Command>>,
         mut inbound: transport_core::InboundStream,
         mut signals: mpsc::Receiver<AgentSignal>,
-        mut answers: mpsc::Receiver<(String, bool)>,
     ) {
         loop {
             let tick_delay = self.tick_delay();
             let idle_delay = self
                 .idle_check_at
                 .map(|at| Duration::from_millis(at.saturating_sub(self.ctx().clock.now_ms())));
-            tokio::select! {
+            let answers = &mut self.answers;
+            let next = tokio::select! {
                 // Inbound first: a command sent after a message was delivered sees its effects.
                 biased;
-                Some(inbound) = inbound.recv() => match inbound {
-                    Inbound::Message { envelope, handled } => {
-                        self.input().await;
-                        if matches!(self.slot, Slot::Hibernated(_)) {
-                            // It could not wake (the pool is full): answered here, or the
-                            // message would go unanswered with only the terminal knowing.
-                            self.refuse_unwoken(&envelope).await;
-                            drop(handled);
-                            continue;
-                        }
-                        let envelope = convert::envelope_to_wit(envelope);
-                        self.record_input(|| Event::Envelope {
-                            envelope: envelope.clone(),
-                            masked: Vec::new(),
-                            code: None,
-                        });
-                        let _: Option<()> = guest!(self, calls::ENVELOPE, |b, s| b
-                            .call_on_envelope(s, &envelope));
-                        // Only now may a redelivering platform consider it confirmed.
-                        drop(handled);
-                    }
-                    Inbound::Alert { transport, text } => {
-                        let ui = self.ctx().ui.clone();
-                        ui.notify(Level::Error, &format!("{transport}: {text}")).await;
-                    }
-                },
-                Some(signal) = signals.recv() => self.on_signal(signal).await,
-                Some((id, approved)) = answers.recv() => {
-                    self.input().await;
-                    self.record_input(|| Event::LocalAnswer { id: id.clone(), approved });
-                    let _: Option<()> = guest!(self, calls::LOCAL_ANSWER, |b, s| b
-                        .call_on_local_answer(s, &id, approved));
-                }
-                command = commands.recv() => match command {
-                    Some(Command::Shutdown(done)) => {
-                        self.shutdown().await;
-                        let _ = done.send(());
-                        return;
-                    }
-                    Some(command) => self.on_command(command).await,
-                    None => {
-                        self.shutdown().await;
-                        return;
-                    }
-                },
-                () = sleep_or_forever(tick_delay) => self.tick().await,
-                () = sleep_or_forever(idle_delay) => {
-                    self.hibernate_if_idle().await;
-                }
+                Some(inbound) = inbound.recv() => Next::Inbound(inbound),
+                Some(signal) = signals.recv() => Next::Signal(signal),
+                Some((id, approved)) = answers.recv() => Next::Answer(id, approved),
+                command = commands.recv() => Next::Command(command),
+                () = sleep_or_forever(tick_delay) => Next::Tick,
+                () = sleep_or_forever(idle_delay) => Next::IdleCheck,
+            };
+            // Boxed, and only while it runs: the handlers' futures (a wake's instantiate,
+            // configure and start among them) are kilobytes, and inline they would make every
+            // session's task that large for its whole life, hibernated or not.
+            if Box::pin(self.handle(next)).await == Flow::Stop {
+                return;
             }
         }
+    }
+
+    /// Handles what woke the loop; [`Flow::Stop`] once the session has shut down.
+    async fn handle(&mut self, next: Next) -> Flow {
+        match next {
+            Next::Inbound(Inbound::Message { envelope, handled }) => {
+                self.input().await;
+                if matches!(self.slot, Slot::Hibernated(_)) {
+                    // It could not wake (the pool is full): answered here, or the
+                    // message would go unanswered with only the terminal knowing.
+                    self.refuse_unwoken(&envelope).await;
+                    drop(handled);
+                    return Flow::Go;
+                }
+                let envelope = convert::envelope_to_wit(envelope);
+                self.record_input(|| Event::Envelope {
+                    envelope: envelope.clone(),
+                    masked: Vec::new(),
+                    code: None,
+                });
+                let _: Option<()> = guest!(self, calls::ENVELOPE, |b, s| b
+                    .call_on_envelope(s, &envelope));
+                // Only now may a redelivering platform consider it confirmed.
+                drop(handled);
+            }
+            Next::Inbound(Inbound::Alert { transport, text }) => {
+                let ui = self.ctx().ui.clone();
+                ui.notify(Level::Error, &format!("{transport}: {text}"))
+                    .await;
+            }
+            Next::Signal(signal) => self.on_signal(signal).await,
+            Next::Answer(id, approved) => {
+                self.input().await;
+                self.record_input(|| Event::LocalAnswer {
+                    id: id.clone(),
+                    approved,
+                });
+                let _: Option<()> = guest!(self, calls::LOCAL_ANSWER, |b, s| b
+                    .call_on_local_answer(s, &id, approved));
+            }
+            Next::Command(Some(command)) => match *command {
+                Command::Shutdown(done) => {
+                    self.shutdown().await;
+                    let _ = done.send(());
+                    return Flow::Stop;
+                }
+                command => self.on_command(command).await,
+            },
+            Next::Command(None) => {
+                self.shutdown().await;
+                return Flow::Stop;
+            }
+            Next::Tick => self.tick().await,
+            Next::IdleCheck => {
+                self.hibernate_if_idle().await;
+            }
+        }
+        Flow::Go
     }
 
     fn tick_delay(&mut self) -> Option<Duration> {
@@ -927,7 +1017,7 @@ impl Actor {
             }
             AgentSignal::Question { question, reply } => {
                 self.record_input(|| Event::Question {
-                    question: question.clone(),
+                    question: (*question).clone(),
                 });
                 // Held before the call: the bridge may answer during it (nobody to ask).
                 let id = question.id.clone();
@@ -990,7 +1080,7 @@ impl Actor {
         reply: oneshot::Sender<ToolDecision>,
     ) {
         let ui = self.ctx().ui.clone();
-        let answers = self.answers.clone();
+        let answers = self.answers.sender();
         let id = request.id.clone();
         let question = tokio::spawn(async move {
             if let Some(approved) = ui.ask_approval(&request.title, &request.message).await {
@@ -1283,6 +1373,26 @@ mod tests {
         let other = shared_platforms(fewer.clone());
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(other[..], fewer[..], "a different list is kept as it is");
+    }
+
+    #[test]
+    fn sessions_with_the_same_own_paths_share_one_copy_of_them() {
+        // A list of its own: sessions that other tests start at the same time swap the
+        // process's last list.
+        let last = std::sync::Mutex::new(None);
+        let paths = || {
+            vec![
+                PathBuf::from("/cfg/bench.json"),
+                PathBuf::from("/state/locks"),
+            ]
+        };
+        let first = share_with_last(&last, paths());
+        assert!(Arc::ptr_eq(&first, &share_with_last(&last, paths())));
+        let other = share_with_last(&last, vec![PathBuf::from("/elsewhere.json")]);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other[..], [PathBuf::from("/elsewhere.json")]);
+        // The process's own list is what a session gets.
+        assert_eq!(shared_own_paths(paths())[..], paths()[..]);
     }
 
     fn fs_entries(dir: &std::path::Path) -> Vec<String> {

@@ -65,16 +65,34 @@ pub struct SessionGone;
 
 /// Where a running transport delivers inbound messages, in arrival order. The channel is
 /// bounded: a slow session pushes back on the transport instead of dropping messages.
+///
+/// Messages travel boxed: tokio allocates a channel's first block of 32 slots when the
+/// channel is made, and an [`Inbound`] inline made that block 7 KiB for every session a
+/// host holds, asleep or awake (docs/scaling.md#idle-sessions); boxed it is 256 bytes.
 #[derive(Debug, Clone)]
-pub struct InboundSink(mpsc::Sender<Inbound>);
+pub struct InboundSink(mpsc::Sender<Box<Inbound>>);
 
 /// The session's end of an [`InboundSink`].
-pub type InboundStream = mpsc::Receiver<Inbound>;
+#[derive(Debug)]
+pub struct InboundStream(mpsc::Receiver<Box<Inbound>>);
+
+impl InboundStream {
+    /// The next message or alert, in arrival order; `None` once every sink is gone and
+    /// nothing is left.
+    pub async fn recv(&mut self) -> Option<Inbound> {
+        self.0.recv().await.map(|inbound| *inbound)
+    }
+
+    /// The next message or alert if one is waiting, without waiting for one.
+    pub fn try_recv(&mut self) -> Result<Inbound, mpsc::error::TryRecvError> {
+        self.0.try_recv().map(|inbound| *inbound)
+    }
+}
 
 /// A sink and its stream, with room for `capacity` messages in flight.
 pub fn channel(capacity: usize) -> (InboundSink, InboundStream) {
     let (tx, rx) = mpsc::channel(capacity);
-    (InboundSink(tx), rx)
+    (InboundSink(tx), InboundStream(rx))
 }
 
 impl InboundSink {
@@ -82,10 +100,10 @@ impl InboundSink {
     /// do not redeliver (the terminal, a gRPC stream).
     pub async fn deliver(&self, envelope: Envelope) -> Result<(), SessionGone> {
         self.0
-            .send(Inbound::Message {
+            .send(Box::new(Inbound::Message {
                 envelope,
                 handled: Handled(None),
-            })
+            }))
             .await
             .map_err(|_| SessionGone)
     }
@@ -95,10 +113,10 @@ impl InboundSink {
     pub async fn deliver_and_wait(&self, envelope: Envelope) -> Result<(), SessionGone> {
         let (done, wait) = oneshot::channel();
         self.0
-            .send(Inbound::Message {
+            .send(Box::new(Inbound::Message {
                 envelope,
                 handled: Handled(Some(done)),
-            })
+            }))
             .await
             .map_err(|_| SessionGone)?;
         wait.await.map_err(|_| SessionGone)
@@ -109,16 +127,19 @@ impl InboundSink {
     /// tied to the session that really handles the message. When this sink's session is
     /// gone the message comes back, so the caller can still answer it.
     pub async fn forward(&self, inbound: Inbound) -> Result<(), Inbound> {
-        self.0.send(inbound).await.map_err(|returned| returned.0)
+        self.0
+            .send(Box::new(inbound))
+            .await
+            .map_err(|returned| *returned.0)
     }
 
     /// Tells the person at the terminal about a problem now. Never waits: when messages
     /// fill the channel the alert is dropped, and `diagnose` still carries it.
     pub fn alert(&self, transport: &str, text: impl Into<String>) {
-        let _ = self.0.try_send(Inbound::Alert {
+        let _ = self.0.try_send(Box::new(Inbound::Alert {
             transport: transport.to_owned(),
             text: text.into(),
-        });
+        }));
     }
 
     /// True once the session's end is gone.
