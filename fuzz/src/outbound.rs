@@ -324,7 +324,13 @@ fn markdown_parts(message: &str) -> Vec<String> {
     let emphasised = guest::core::emphasis::view(message).map(|(view, _)| view);
     let base = emphasised.as_deref().unwrap_or(message);
     let mut rendered = String::with_capacity(message.len());
-    let mut rest = base;
+    // The rest of a marker the last message's cut ended (`y]` of `[redacted:anthropic-ke`)
+    // starts this one: it is redaction's output too, and without its `]` it joined the text
+    // after it into a value planted elsewhere (`y]:AAHd…` read as `y:AAHd…`, found by
+    // fuzzing, 2026-12-07).
+    let lead = marker_tail_at_start(base);
+    rendered.push_str(&base[..lead]);
+    let mut rest = &base[lead..];
     while let Some(c) = rest.chars().next() {
         // Every marker starts with `[`: asking each of the catalog's two hundred markers at
         // every character was most of this target's time (22 ms an input, perf 2026-12-06).
@@ -354,6 +360,21 @@ fn markdown_parts(message: &str) -> Vec<String> {
         return vec![message.to_owned()];
     }
     vec![message.to_owned(), rendered]
+}
+
+/// The length of the piece of a marker `text` starts with when a cut took the marker's
+/// head into the message before (`y]`, `key]`): from the start to the first `]` of the
+/// first line, holding no `[`, and ending one of redaction's markers; 0 when there is none.
+fn marker_tail_at_start(text: &str) -> usize {
+    let line = text.split('\n').next().unwrap_or(text);
+    let Some(close) = line.find(']') else {
+        return 0;
+    };
+    let piece = &line[..=close];
+    match !piece.contains('[') && markers().any(|marker| marker.ends_with(piece)) {
+        true => piece.len(),
+        false => 0,
+    }
 }
 
 /// What a person reads of a Slack mrkdwn message: the text with each link `<url|text>`
