@@ -16,7 +16,7 @@
 use std::borrow::Cow;
 
 use crate::core::secrets::{
-    self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, PRIVATE_KEY, SHAPES, is_space,
+    self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, Found, PRIVATE_KEY, SHAPES, Shape, is_space,
 };
 use crate::core::{delimiters, emphasis, invisible, line_reuse, secret_spans};
 
@@ -538,10 +538,20 @@ fn redact_region(region: &str, found: &[Candidate], base: usize, out: &mut Strin
         let mut rebuilt: Option<String> = None;
         let mut copied = 0;
         let mut from = 0;
+        let mut pending: Option<Found> = None;
         for c in candidates.iter().filter(|c| c.shape == index) {
-            // A trigger inside the previous match: its match would overlap that one.
-            if c.at < from {
-                continue;
+            if let Some(open) = pending.as_mut() {
+                if let Some(end) = overlapping_end(shape, &current, c.at, open) {
+                    open.end = end;
+                    continue;
+                }
+                // A trigger inside the match, whose own match ends within it.
+                if c.at < open.end {
+                    continue;
+                }
+                from = open.end;
+                push_replaced(shape, &current, open, &mut copied, &mut rebuilt);
+                pending = None;
             }
             let Some(found) = shape.find(&current, c.at, from) else {
                 continue;
@@ -550,14 +560,12 @@ fn redact_region(region: &str, found: &[Candidate], base: usize, out: &mut Strin
             // redacted) shadows nothing: `Authorization: Bearer x… Authorization: y` on one
             // line kept the second header's value when the first reached over it (found by
             // fuzzing the pipeline).
-            if let Some((kept, tail)) = shape.replace(&current, &found) {
-                from = found.end;
-                let r = rebuilt.get_or_insert_with(|| String::with_capacity(current.len()));
-                r.push_str(current.get(copied..found.start).unwrap_or_default());
-                r.push_str(kept);
-                r.push_str(tail);
-                copied = found.end;
+            if shape.replace(&current, &found).is_some() {
+                pending = Some(found);
             }
+        }
+        if let Some(open) = pending {
+            push_replaced(shape, &current, &open, &mut copied, &mut rebuilt);
         }
         if let Some(mut r) = rebuilt {
             r.push_str(current.get(copied..).unwrap_or_default());
@@ -569,6 +577,40 @@ fn redact_region(region: &str, found: &[Candidate], base: usize, out: &mut Strin
     }
     out.push_str(&current);
     fired
+}
+
+/// Where the match `open` must end because a later match of the same shape starts inside it
+/// and runs past it (the match of the trigger at `trigger`, starting after `open`'s start):
+/// `None` when there is none.
+///
+/// Each shape's matches were taken one after another, so a match whose start lay inside
+/// the one before was dropped, and what it ran on to went out bare: a `Bearer` value holds
+/// `-`, so `Bearer QQQQoken------Bearer` took the second `Bearer` word as the end of its
+/// value, and the second value, on the next line, was sent whole (found by fuzzing the
+/// pipeline, 2026-12-07); a Telegram token's secret runs into the next token's digits
+/// the same way. The two overlapping matches are one secret's: one replacement covers both.
+fn overlapping_end(shape: &Shape, text: &str, trigger: usize, open: &Found) -> Option<usize> {
+    let found = shape.find(text, trigger, open.start + 1)?;
+    (found.start < open.end && found.end > open.end && shape.replace(text, &found).is_some())
+        .then_some(found.end)
+}
+
+/// Appends to `rebuilt` the text from `copied` to `found`'s start and `found` replaced.
+fn push_replaced(
+    shape: &Shape,
+    text: &str,
+    found: &Found,
+    copied: &mut usize,
+    rebuilt: &mut Option<String>,
+) {
+    let Some((kept, tail)) = shape.replace(text, found) else {
+        return;
+    };
+    let r = rebuilt.get_or_insert_with(|| String::with_capacity(text.len()));
+    r.push_str(text.get(*copied..found.start).unwrap_or_default());
+    r.push_str(kept);
+    r.push_str(tail);
+    *copied = found.end;
 }
 
 /// The shapes with a candidate, as bits by index.
@@ -1025,6 +1067,25 @@ mod tests {
         assert_eq!(
             redact(text).text,
             "/[redacted:openai-key] =[redacted:password]\ne7\nmysql -p[redacted:mysql-password]"
+        );
+    }
+
+    #[test]
+    fn a_match_running_into_the_next_of_its_shape_takes_that_one_too() {
+        // The first value (`QQQQoken------Bearer`, twenty characters) took the second
+        // `Bearer` word; the second value, on its own line, went out (found by fuzzing).
+        let text = "-Bearer\nQQQQoken------Bearer\nQQQQQQUnliQQQQQQUnli";
+        assert_eq!(redact(text).text, "-Bearer [redacted]");
+        // A Telegram token's secret runs into the next token's id, whose secret was sent.
+        let first = format!("123456789:{}", "A".repeat(35));
+        let second = format!("987654321:{}", "B".repeat(35));
+        let text = format!("tokens {first}{second} end");
+        assert_eq!(redact(&text).text, "tokens [redacted:telegram-token] end");
+        // Apart, each is its own.
+        let text = format!("{first} {second}");
+        assert_eq!(
+            redact(&text).text,
+            "[redacted:telegram-token] [redacted:telegram-token]"
         );
     }
 

@@ -4,7 +4,7 @@
 //! purpose: the differential tests hold the engine equal to it.
 
 use guest::core::redact::Redacted;
-use guest::core::secrets::{PRIVATE_KEY, Replacement, SHAPES};
+use guest::core::secrets::{PRIVATE_KEY, Replacement, SHAPES, Shape};
 use regex_lite::{Captures, Regex};
 
 /// `text` redacted by running every shape's pattern in list order, pass after pass while a
@@ -41,38 +41,14 @@ fn reference_once(text: &str) -> Redacted {
         let mut at = 0;
         while let Some(caps) = regex.captures_at(&current, at) {
             let whole = caps.get(0).expect("group 0 is the match");
-            // The engine's value ends before trailing sentence punctuation, and a quoted
-            // header's value at the closing quote: the match is cut there.
-            let whole_end = match shape.replacement {
-                Replacement::Assignment => caps.get(2).map_or(whole.end(), |v| {
-                    v.start() + guest::core::secrets::value_len(v.as_str().as_bytes())
-                }),
-                Replacement::Header => caps.get(2).map_or(whole.end(), |v| {
-                    v.start()
-                        + guest::core::secrets::quoted_header_value_len(
-                            current.as_bytes(),
-                            whole.start(),
-                            v.start(),
-                            v.end(),
-                        )
-                }),
-                _ => whole.end(),
-            };
-            let new = match shape.replacement {
-                Replacement::Fixed(text) => Some(text.to_owned()),
-                Replacement::Header => {
-                    let is_bearer =
-                        guest::core::secrets::header_value_is_bearer(group(&caps, 2).as_bytes());
-                    (!is_bearer).then(|| format!("{}: [redacted]", group(&caps, 1)))
+            let (whole_end, new) = cut_and_replace(shape, &current, &caps);
+            // A later match starting inside this one and running past it is the same
+            // secret's: the replacement covers both, as the engine's does.
+            let whole_end = match &new {
+                Some(new) if *new != current[whole.start()..whole_end] => {
+                    overlapped_end(&regex, shape, &current, whole.start(), whole_end)
                 }
-                // A value that is configuration (`TOKEN_TTL_SECONDS=3600`, `${VAR}`) or a
-                // name about a secret rather than holding one stays, as the engine keeps it.
-                Replacement::Assignment => (!guest::core::secrets::assignment_is_plain(
-                    group(&caps, 1),
-                    caps.get(2).map_or("", |v| &current[v.start()..whole_end]),
-                ))
-                .then(|| format!("{}=[redacted]", group(&caps, 1))),
-                Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(&caps, 1))),
+                _ => whole_end,
             };
             match new {
                 Some(new) if new != current[whole.start()..whole_end] => {
@@ -84,13 +60,7 @@ fn reference_once(text: &str) -> Redacted {
                 }
                 // A match kept as it is shadows nothing: the search goes on right after
                 // its start, as the engine's does.
-                _ => {
-                    at = whole.start()
-                        + current[whole.start()..]
-                            .chars()
-                            .next()
-                            .map_or(1, char::len_utf8);
-                }
+                _ => at = next_char(&current, whole.start()),
             }
             if at > current.len() {
                 break;
@@ -106,6 +76,72 @@ fn reference_once(text: &str) -> Redacted {
         text: current,
         rules,
     }
+}
+
+/// Where a match of `shape` (its regex `regex`) from `start` to `end` ends once every later
+/// match that starts inside it and runs past it (and is replaced) joins it.
+fn overlapped_end(regex: &Regex, shape: &Shape, text: &str, start: usize, end: usize) -> usize {
+    let mut end = end;
+    let mut at = next_char(text, start);
+    while at < end {
+        let Some(caps) = regex.captures_at(text, at) else {
+            break;
+        };
+        let later = caps.get(0).expect("group 0 is the match");
+        if later.start() >= end {
+            break;
+        }
+        let (later_end, new) = cut_and_replace(shape, text, &caps);
+        if later_end > end && new.is_some_and(|new| new != text[later.start()..later_end]) {
+            end = later_end;
+        }
+        at = next_char(text, later.start());
+    }
+    end
+}
+
+/// The byte after the character at `at`.
+fn next_char(text: &str, at: usize) -> usize {
+    at + text[at..].chars().next().map_or(1, char::len_utf8)
+}
+
+/// A match's end as the engine cuts it, and what replaces it (`None`: it stays).
+fn cut_and_replace(shape: &Shape, current: &str, caps: &Captures<'_>) -> (usize, Option<String>) {
+    let whole = caps.get(0).expect("group 0 is the match");
+    // The engine's value ends before trailing sentence punctuation, and a quoted
+    // header's value at the closing quote: the match is cut there.
+    let whole_end = match shape.replacement {
+        Replacement::Assignment => caps.get(2).map_or(whole.end(), |v| {
+            v.start() + guest::core::secrets::value_len(v.as_str().as_bytes())
+        }),
+        Replacement::Header => caps.get(2).map_or(whole.end(), |v| {
+            v.start()
+                + guest::core::secrets::quoted_header_value_len(
+                    current.as_bytes(),
+                    whole.start(),
+                    v.start(),
+                    v.end(),
+                )
+        }),
+        _ => whole.end(),
+    };
+    let new = match shape.replacement {
+        Replacement::Fixed(text) => Some(text.to_owned()),
+        Replacement::Header => {
+            let is_bearer =
+                guest::core::secrets::header_value_is_bearer(group(&caps, 2).as_bytes());
+            (!is_bearer).then(|| format!("{}: [redacted]", group(&caps, 1)))
+        }
+        // A value that is configuration (`TOKEN_TTL_SECONDS=3600`, `${VAR}`) or a
+        // name about a secret rather than holding one stays, as the engine keeps it.
+        Replacement::Assignment => (!guest::core::secrets::assignment_is_plain(
+            group(&caps, 1),
+            caps.get(2).map_or("", |v| &current[v.start()..whole_end]),
+        ))
+        .then(|| format!("{}=[redacted]", group(&caps, 1))),
+        Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(&caps, 1))),
+    };
+    (whole_end, new)
 }
 
 fn group<'h>(caps: &Captures<'h>, i: usize) -> &'h str {
