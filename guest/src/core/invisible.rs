@@ -26,10 +26,23 @@ pub fn has_invisible(text: &str) -> bool {
     })
 }
 
+/// A text whose secrets split by invisible characters were replaced: the part from the first
+/// secret the visible reading found to its last is that reading's, its invisible characters
+/// gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The text with that part replaced.
+    pub text: String,
+    /// Where the replaced part was in the text as written.
+    pub written: std::ops::Range<usize>,
+    /// Where what replaced it is in [`Joined::text`].
+    pub replaced: std::ops::Range<usize>,
+}
+
 /// `text` with every secret that invisible characters split replaced; `None` when no line
 /// changes. `read` is redaction's reading of a line's visible text: the line redacted, or
 /// `None` when it holds no secret.
-pub fn redact_hidden(text: &str, mut read: impl FnMut(&str) -> Option<String>) -> Option<String> {
+pub fn redact_hidden(text: &str, mut read: impl FnMut(&str) -> Option<String>) -> Option<Joined> {
     if !has_invisible(text) {
         return None;
     }
@@ -43,7 +56,7 @@ pub fn redact_hidden(text: &str, mut read: impl FnMut(&str) -> Option<String>) -
 
 /// One line: read without its invisible characters, and the part the reading changed
 /// replaced in the line as written.
-fn redact_line(line: &str, read: &mut impl FnMut(&str) -> Option<String>) -> Option<String> {
+fn redact_line(line: &str, read: &mut impl FnMut(&str) -> Option<String>) -> Option<Joined> {
     if !line.chars().any(is_invisible) {
         return None;
     }
@@ -74,11 +87,11 @@ fn redact_line(line: &str, read: &mut impl FnMut(&str) -> Option<String>) -> Opt
     let start = *origin.get(prefix)?;
     let end = *origin.get(visible.len() - suffix)?;
     let replacement = seen.get(prefix..seen.len() - suffix)?;
-    Some(format!(
-        "{}{replacement}{}",
-        line.get(..start)?,
-        line.get(end..)?
-    ))
+    Some(Joined {
+        text: format!("{}{replacement}{}", line.get(..start)?, line.get(end..)?),
+        written: start..end,
+        replaced: start..start + replacement.len(),
+    })
 }
 
 #[cfg(test)]

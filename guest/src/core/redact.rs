@@ -15,8 +15,10 @@
 
 use std::borrow::Cow;
 
+use crate::core::invisible::{Joined, is_invisible};
 use crate::core::secrets::{
-    self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, Found, PRIVATE_KEY, SHAPES, Shape, is_space,
+    self, ASSIGNMENT, AUTH_HEADER, BEARER, Candidate, Found, PRIVATE_KEY, Replacement, SHAPES,
+    Shape, is_space,
 };
 use crate::core::{delimiters, emphasis, invisible, line_reuse, secret_spans};
 
@@ -129,14 +131,103 @@ fn hidden(
     passes: &impl Fn(&str) -> Redacted,
     rules: &mut Vec<&'static str>,
 ) -> Option<String> {
-    invisible::redact_hidden(text, |visible| {
+    let joined = invisible::redact_hidden(text, |visible| {
         let seen = passes(visible);
         if seen.rules.is_empty() {
             return None;
         }
         *rules = union(rules, &seen.rules);
         Some(seen.text)
-    })
+    })?;
+    Some(keep_written_secrets(text, joined, rules))
+}
+
+/// `joined` (the visible reading's replacement of `text`) with each secret that `text` holds
+/// as written, where that reading replaced it, redacted in the replacement wherever it is
+/// still bare; its rule added to `rules`.
+///
+/// The visible reading drops the invisible characters, and one may be the only boundary
+/// before a secret: `q\u{2060}ghp_…` holds a GitHub token as written, `qghp_…` none. The
+/// replacement runs from the reading's first secret to its last, so a token between two
+/// others lost its boundary and went out whole (found by fuzzing the pipeline,
+/// 2026-12-07). Only text with an invisible character that hides a secret pays this.
+fn keep_written_secrets(text: &str, joined: Joined, rules: &mut Vec<&'static str>) -> String {
+    let written = written_secrets(text, &joined.written);
+    let (Some(head), Some(mut part), Some(tail)) = (
+        joined.text.get(..joined.replaced.start),
+        joined.text.get(joined.replaced.clone()).map(str::to_owned),
+        joined.text.get(joined.replaced.end..),
+    ) else {
+        return joined.text;
+    };
+    let mut changed = false;
+    for (secret, marker, rule) in written {
+        let visible: String = secret.chars().filter(|c| !is_invisible(*c)).collect();
+        if let Some(replaced) = replace_outside_markers(&part, &visible, marker) {
+            part = replaced;
+            *rules = union(rules, &[rule]);
+            changed = true;
+        }
+    }
+    match changed {
+        true => format!("{head}{part}{tail}"),
+        false => joined.text,
+    }
+}
+
+/// The shortest secret [`keep_written_secrets`] replaces wherever it is bare: a shorter
+/// value (`PASSWORD=abc`) is also ordinary text, whose every occurrence would go.
+const WRITTEN_SECRET_MIN: usize = 6;
+
+/// The secrets (a shape's value, a catalog or generic span) that `text` holds as written and
+/// that overlap `within`, each with the marker and the rule that replace it.
+fn written_secrets<'t>(
+    text: &'t str,
+    within: &std::ops::Range<usize>,
+) -> Vec<(&'t str, Marker, &'static str)> {
+    let overlaps = |start: usize, end: usize| start < within.end && within.start < end;
+    let mut found: Vec<(&'t str, Marker, &'static str)> = Vec::new();
+    for c in secrets::candidates(text) {
+        let Some(shape) = SHAPES.get(c.shape) else {
+            continue;
+        };
+        let Some(hit) = shape.find(text, c.at, 0) else {
+            continue;
+        };
+        if !overlaps(hit.start, hit.end) || shape.replace(text, &hit).is_none() {
+            continue;
+        }
+        let part = text.get(hit.keep..hit.end).unwrap_or_default();
+        // The kept name's separator, a `Bearer` word and its blank, a URL's `@` are no part
+        // of the secret.
+        let part = match c.shape {
+            BEARER => part.get(6..).unwrap_or_default(),
+            _ => part,
+        };
+        let secret = part
+            .trim_start_matches(|c: char| matches!(c, '=' | ':') || c.is_whitespace())
+            .trim_end_matches('@')
+            .trim_end();
+        let marker = match shape.replacement {
+            Replacement::Fixed(fixed) => Marker::Whole(
+                fixed
+                    .find('[')
+                    .and_then(|open| fixed.get(open..))
+                    .unwrap_or("[redacted]"),
+            ),
+            _ => Marker::Whole("[redacted]"),
+        };
+        found.push((secret, marker, shape.name));
+    }
+    for span in secret_spans::find_spans(text) {
+        if overlaps(span.start, span.end)
+            && let Some(secret) = text.get(span.start..span.end)
+        {
+            found.push((secret, Marker::Label(span.label), span.label));
+        }
+    }
+    found.retain(|(secret, _, _)| secret.len() >= WRITTEN_SECRET_MIN);
+    found
 }
 
 /// [`redact_with`] once invisible characters split no secret.
@@ -308,7 +399,7 @@ fn shapes_then_spans(text: &str, shaped: Redacted) -> Redacted {
         None => shaped,
     };
     for (secret, label) in lost {
-        if let Some(replaced) = replace_outside_markers(&done.text, secret, label) {
+        if let Some(replaced) = replace_outside_markers(&done.text, secret, Marker::Label(label)) {
             done.text = replaced;
             done.rules = union(&done.rules, &[label]);
         }
@@ -391,9 +482,31 @@ fn shape_regions(text: &str) -> Vec<(usize, usize)> {
     regions
 }
 
+/// What replaces a secret found again.
+#[derive(Debug, Clone, Copy)]
+enum Marker {
+    /// `[redacted:LABEL]`.
+    Label(&'static str),
+    /// This marker as it is (a shape's: `[redacted]`, `[redacted:github-token]`).
+    Whole(&'static str),
+}
+
+impl Marker {
+    fn push_to(self, out: &mut String) {
+        match self {
+            Marker::Label(label) => {
+                out.push_str("[redacted:");
+                out.push_str(label);
+                out.push(']');
+            }
+            Marker::Whole(marker) => out.push_str(marker),
+        }
+    }
+}
+
 /// `text` with every occurrence of `secret` that is not inside one of redaction's markers
-/// replaced by `[redacted:LABEL]`; `None` when there is none.
-fn replace_outside_markers(text: &str, secret: &str, label: &str) -> Option<String> {
+/// replaced by `marker`; `None` when there is none.
+fn replace_outside_markers(text: &str, secret: &str, marker: Marker) -> Option<String> {
     // Nearly always the secret is gone (its span only moved): one search says so before
     // any marker is looked for.
     // memchr's vectorised search: the standard one (two-way) read the whole text at a few
@@ -420,9 +533,7 @@ fn replace_outside_markers(text: &str, secret: &str, label: &str) -> Option<Stri
             continue;
         }
         out.push_str(&text[copied..at]);
-        out.push_str("[redacted:");
-        out.push_str(label);
-        out.push(']');
+        marker.push_to(&mut out);
         copied = end;
     }
     if copied == 0 {
@@ -1068,6 +1179,21 @@ mod tests {
             redact(text).text,
             "/[redacted:openai-key] =[redacted:password]\ne7\nmysql -p[redacted:mysql-password]"
         );
+    }
+
+    #[test]
+    fn a_secret_whose_boundary_only_an_invisible_character_made_goes_too() {
+        // The visible reading replaced everything from the password to the Pulumi token
+        // with what it read: `q\u{2060}ghp_…` became `qghp_…`, no token, and went out.
+        let token = "ghp_jlKHK35cUc3c7093";
+        let text = format!(
+            "dbpassword = hueri_:\"q\u{2060}{token} pul-ee1e8cc040a9e63ad6cb38149c263ad89181032f{{T"
+        );
+        let done = redact(&text);
+        assert!(!done.text.contains(token), "{:?}", done.text);
+        assert!(done.rules.contains(&"github-token"), "{:?}", done.rules);
+        // Text between the two that holds no secret stays as the reading left it.
+        assert!(done.text.starts_with("dbpassword = [redacted:password]:\"q"), "{:?}", done.text);
     }
 
     #[test]
