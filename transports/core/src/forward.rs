@@ -412,7 +412,9 @@ mod tests {
             &self,
             _message: crate::OutboundMessage,
         ) -> Result<crate::SendReceipt, crate::TransportError> {
-            Err(crate::TransportError::Failed("sent by the inner one".into()))
+            Err(crate::TransportError::Failed(
+                "sent by the inner one".into(),
+            ))
         }
         async fn react(
             &self,
