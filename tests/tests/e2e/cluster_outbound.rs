@@ -31,6 +31,24 @@ fn reply(text: &str) -> OutboundMessage {
     }
 }
 
+/// The ingress's end: serves the sends of the cluster at `prefix` with `fake`, the bot.
+async fn serve_sends(
+    server: &NatsServer,
+    prefix: &Prefix,
+    fake: &FakeTransport,
+    log: Arc<MemoryLog>,
+) -> OutboundServer {
+    OutboundServer::start(
+        server.connect().await,
+        prefix,
+        Arc::new(fake.handle()),
+        cluster::gate(),
+        log,
+    )
+    .await
+    .expect("serving")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_round_trips_through_the_ingress_to_the_real_transport() {
     let server = nats_or_skip!();
@@ -42,15 +60,7 @@ async fn a_send_round_trips_through_the_ingress_to_the_real_transport() {
     let (platform_sink, _platform_stream) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
     let log = Arc::new(MemoryLog::default());
-    let _ingress = OutboundServer::start(
-        server.connect().await,
-        &prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        log.clone(),
-    )
-    .await
-    .expect("serving");
+    let _ingress = serve_sends(&server, &prefix, &fake, log.clone()).await;
 
     let (remote, identity) = RemoteTransport::discover(
         server.connect().await,
@@ -119,15 +129,7 @@ async fn served(
     let fake = FakeTransport::new(config);
     let (platform_sink, _platform_stream) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
-    let ingress = OutboundServer::start(
-        server.connect().await,
-        prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        Arc::new(MemoryLog::default()),
-    )
-    .await
-    .expect("serving");
+    let ingress = serve_sends(&server, &prefix, &fake, Arc::new(MemoryLog::default())).await;
     let (remote, _) = RemoteTransport::discover(
         server.connect().await,
         prefix,
@@ -281,15 +283,7 @@ async fn a_request_the_ingress_cannot_read_is_logged_and_answered_not_a_panic() 
         ..FakeConfig::default()
     });
     let log = Arc::new(MemoryLog::default());
-    let _ingress = OutboundServer::start(
-        server.connect().await,
-        &prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        log.clone(),
-    )
-    .await
-    .expect("serving");
+    let _ingress = serve_sends(&server, &prefix, &fake, log.clone()).await;
     let client = server.connect().await;
     // Sealed with the cluster key (a node of another version), so it is read, and not
     // understood.

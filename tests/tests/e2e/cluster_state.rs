@@ -9,6 +9,16 @@ use host_shim::disk::state_store::{StateChanges, StateStore, StateStoreError};
 
 use crate::common::cluster::{self, nats_or_skip};
 
+/// Whether `error` is the store refusing a save made on a revision that is no longer the
+/// last (another node saved since).
+fn is_conflict(error: &StateStoreError) -> bool {
+    matches!(
+        error,
+        StateStoreError::Backend(error)
+            if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
+    )
+}
+
 const SESSION: &str = "/home/me/project:main";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,14 +145,7 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         .save(SESSION, &StateChanges::document(r#"{"n":99}"#))
         .await
         .expect_err("stale");
-    assert!(
-        matches!(
-            &refused,
-            StateStoreError::Backend(error)
-                if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
-        ),
-        "{refused}"
-    );
+    assert!(is_conflict(&refused), "{refused}");
     assert_eq!(
         node_b
             .load(SESSION)
@@ -220,14 +223,7 @@ async fn a_state_newer_than_this_host_shim_reads_is_refused_and_never_overwritte
         .save(SESSION, &StateChanges::document(r#"{"trusted":{}}"#))
         .await
         .expect_err("no revision known: nothing written");
-    assert!(
-        matches!(
-            &overwrite,
-            StateStoreError::Backend(error)
-                if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
-        ),
-        "{overwrite}"
-    );
+    assert!(is_conflict(&overwrite), "{overwrite}");
     let kept = store.load(SESSION).await.expect("load");
     assert_eq!(kept.format, STATE_FORMAT + 1);
     assert!(
