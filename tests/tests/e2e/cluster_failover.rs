@@ -381,23 +381,14 @@ async fn cluster_a_message_caught_mid_handover_by_a_node_death_is_reported_in_th
 async fn cluster_replies_kept_while_no_ingress_held_the_bot_are_posted_before_newer_ones() {
     use host_shim::cluster::outbound::RemoteTransport;
     use host_shim::cluster::outbox::Outbox;
-    use transport_core::{OutboundKind, OutboundMessage, Transport as _};
+    use transport_core::Transport as _;
     use transport_testing::telegram::rate_limited_body;
 
     let nats = nats_or_skip!();
     let cluster = Cluster::with_ttl(nats, "outorder", Duration::from_secs(1)).await;
     let client = cluster.nats.connect().await;
     let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
-    let reply = |text: &str| OutboundMessage {
-        conversation_id: USER.to_string(),
-        thread_id: None,
-        kind: OutboundKind::Reply,
-        text: text.into(),
-        edit_key: None,
-        buttons: Vec::new(),
-        answers_press: None,
-        reply_to: None,
-    };
+    let reply = |text: &str| crate::common::reply_in(&USER.to_string(), text);
     let outbox = Outbox::open(jetstream, cluster.prefix.clone(), cluster.gate.clone())
         .await
         .expect("the outbox opens");

@@ -10,7 +10,7 @@ use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
 use host_shim::local::logging::MemoryLog;
 use tokio_stream::StreamExt as _;
 use transport_core::inbound;
-use transport_core::{OutboundKind, OutboundMessage, Reaction, Transport, TransportError};
+use transport_core::{OutboundMessage, Reaction, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
 use crate::common::cluster::{self, NatsServer, nats_or_skip};
@@ -18,17 +18,9 @@ use host_shim::cluster::subjects::Prefix;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A reply to conversation 42.
 fn reply(text: &str) -> OutboundMessage {
-    OutboundMessage {
-        conversation_id: "42".into(),
-        thread_id: None,
-        kind: OutboundKind::Reply,
-        text: text.into(),
-        edit_key: None,
-        buttons: Vec::new(),
-        answers_press: None,
-        reply_to: None,
-    }
+    crate::common::reply_in("42", text)
 }
 
 /// The ingress's end: serves the sends of the cluster at `prefix` with `fake`, the bot.
@@ -129,7 +121,7 @@ async fn served(
     let fake = FakeTransport::new(config);
     let (platform_sink, _platform_stream) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
-    let ingress = serve_sends(&server, &prefix, &fake, Arc::new(MemoryLog::default())).await;
+    let ingress = serve_sends(server, prefix, &fake, Arc::new(MemoryLog::default())).await;
     let (remote, _) = RemoteTransport::discover(
         server.connect().await,
         prefix,

@@ -21,6 +21,11 @@ fn is_conflict(error: &StateStoreError) -> bool {
 
 const SESSION: &str = "/home/me/project:main";
 
+/// The document `store` holds for [`SESSION`], if any.
+async fn document(store: &dyn StateStore) -> Option<String> {
+    store.load(SESSION).await.expect("load").map(|s| s.document)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_state_cas_refuses_a_stale_writer() {
     let server = nats_or_skip!();
@@ -128,12 +133,7 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         .expect("its own next save");
     // B takes the session over: loads, saves.
     assert_eq!(
-        node_b
-            .load(SESSION)
-            .await
-            .expect("load")
-            .map(|s| s.document)
-            .as_deref(),
+        document(node_b.as_ref()).await.as_deref(),
         Some(r#"{"n":2}"#)
     );
     node_b
@@ -147,12 +147,7 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         .expect_err("stale");
     assert!(is_conflict(&refused), "{refused}");
     assert_eq!(
-        node_b
-            .load(SESSION)
-            .await
-            .expect("load")
-            .map(|s| s.document)
-            .as_deref(),
+        document(node_b.as_ref()).await.as_deref(),
         Some(r#"{"n":3}"#)
     );
     // The queue goes inside the bucket's document, and a save that changes only it

@@ -37,7 +37,7 @@ use host_shim::transcript::Transcript;
 use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin};
 use tokio::sync::{Notify, mpsc};
-use transport_core::{Envelope, Transport};
+use transport_core::{Envelope, OutboundKind, OutboundMessage, Transport};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
 /// Builds transports as the host does (`factory::build`), their credentials read from `env`
@@ -59,6 +59,21 @@ pub fn build_with_env(env: Vec<(String, String)>, state_dir: std::path::PathBuf)
             },
         )
     })
+}
+
+/// An agent's reply of `text` to conversation `conversation_id`, as the bridge hands it to
+/// a transport: no thread, no edit, no buttons.
+pub fn reply_in(conversation_id: &str, text: &str) -> OutboundMessage {
+    OutboundMessage {
+        conversation_id: conversation_id.into(),
+        thread_id: None,
+        kind: OutboundKind::Reply,
+        text: text.into(),
+        edit_key: None,
+        buttons: Vec::new(),
+        answers_press: None,
+        reply_to: None,
+    }
 }
 
 /// How long any wait in these tests may take before it counts as a failure.
