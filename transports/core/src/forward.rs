@@ -32,6 +32,8 @@
 //! methods (a boxed future, one lifetime per borrowed argument): they hand the inner
 //! transport's future back as it is, with no second box around it.
 
+/// The attribute [`forward_transport!`]'s impl carries, named through `$crate` so a wrapper's
+/// crate needs no `async-trait` of its own (nor the same version of it).
 #[doc(hidden)]
 pub use async_trait::async_trait;
 
