@@ -17,7 +17,6 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_nats::jetstream::{self, kv};
-use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::TryStreamExt as _;
 use serde::{Deserialize, Serialize};
@@ -672,77 +671,59 @@ impl TopicSends {
     }
 }
 
-#[async_trait]
-impl Transport for TopicSends {
-    transport_core::forward_transport!(
-        inner: id,
-        capabilities,
-        identify,
-        start,
-        stop,
-        react,
-        draft,
-        fetch_attachment,
-        max_upload_bytes,
-        topic_place,
-        topic_naming,
-        topics_in_private_chats,
-        create_topic,
-        create_private_topic,
-        resume_topic,
-        end_topic,
-        topic_gone,
-        diagnose,
-    );
-
-    async fn send(&self, mut message: OutboundMessage) -> Result<SendReceipt, TransportError> {
-        self.now_at(&mut message.conversation_id, &mut message.thread_id);
-        match self.inner.send(message.clone()).await {
-            Err(error) => {
-                let Some(topic) = self
-                    .replaced(
-                        &error,
-                        &message.conversation_id,
-                        message.thread_id.as_deref(),
-                    )
-                    .await
-                else {
-                    return Err(error);
-                };
-                message.conversation_id = topic.conversation_id;
-                message.thread_id = topic.thread_id;
-                self.inner.send(message).await
+transport_core::forward_transport! {
+    // Sends, files and typing follow a topic made anew; everything else reaches the bot as
+    // it is.
+    impl Transport for TopicSends => inner {
+        async fn send(&self, mut message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+            self.now_at(&mut message.conversation_id, &mut message.thread_id);
+            match self.inner.send(message.clone()).await {
+                Err(error) => {
+                    let Some(topic) = self
+                        .replaced(
+                            &error,
+                            &message.conversation_id,
+                            message.thread_id.as_deref(),
+                        )
+                        .await
+                    else {
+                        return Err(error);
+                    };
+                    message.conversation_id = topic.conversation_id;
+                    message.thread_id = topic.thread_id;
+                    self.inner.send(message).await
+                }
+                sent => sent,
             }
-            sent => sent,
         }
-    }
 
-    async fn typing(
-        &self,
-        conversation_id: &str,
-        thread_id: Option<&str>,
-    ) -> Result<(), TransportError> {
-        let (mut conversation, mut thread) =
-            (conversation_id.to_owned(), thread_id.map(str::to_owned));
-        self.now_at(&mut conversation, &mut thread);
-        self.inner.typing(&conversation, thread.as_deref()).await
-    }
+        async fn typing(
+            &self,
+            conversation_id: &str,
+            thread_id: Option<&str>,
+        ) -> Result<(), TransportError> {
+            let (mut conversation, mut thread) =
+                (conversation_id.to_owned(), thread_id.map(str::to_owned));
+            self.now_at(&mut conversation, &mut thread);
+            self.inner.typing(&conversation, thread.as_deref()).await
+        }
 
-    async fn send_file(&self, mut file: OutboundFile) -> Result<SendReceipt, TransportError> {
-        self.now_at(&mut file.conversation_id, &mut file.thread_id);
-        match self.inner.send_file(file.clone()).await {
-            Err(error) => {
-                let Some(topic) = self
-                    .replaced(&error, &file.conversation_id, file.thread_id.as_deref())
-                    .await
-                else {
-                    return Err(error);
-                };
-                file.conversation_id = topic.conversation_id;
-                file.thread_id = topic.thread_id;
-                self.inner.send_file(file).await
+        async fn send_file(&self, mut file: OutboundFile) -> Result<SendReceipt, TransportError> {
+            self.now_at(&mut file.conversation_id, &mut file.thread_id);
+            match self.inner.send_file(file.clone()).await {
+                Err(error) => {
+                    let Some(topic) = self
+                        .replaced(&error, &file.conversation_id, file.thread_id.as_deref())
+                        .await
+                    else {
+                        return Err(error);
+                    };
+                    file.conversation_id = topic.conversation_id;
+                    file.thread_id = topic.thread_id;
+                    self.inner.send_file(file).await
+                }
+                sent => sent,
             }
-            sent => sent,
         }
     }
 }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
 use transport_core::inbound::Inbound;
 use transport_core::{
     InboundSink, OutboundFile, OutboundMessage, SendReceipt, Transport, TransportError,
@@ -47,67 +46,48 @@ impl CountedTransport {
     }
 }
 
-#[async_trait]
-impl Transport for CountedTransport {
+transport_core::forward_transport! {
     // Everything but the counted paths goes to the bot as it is, reactions and drafts too.
-    transport_core::forward_transport!(
-        inner: id,
-        capabilities,
-        identify,
-        typing,
-        react,
-        draft,
-        fetch_attachment,
-        max_upload_bytes,
-        topic_place,
-        topic_naming,
-        topics_in_private_chats,
-        create_topic,
-        create_private_topic,
-        resume_topic,
-        end_topic,
-        topic_gone,
-        diagnose,
-    );
-
-    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
-        // Counted on the way in, in order, each with its receipt: under `run` the transport
-        // hands messages straight to the session, with no broker or ingress to count them.
-        let (counted, mut stream) = transport_core::inbound::channel(1);
-        let metrics = self.metrics.clone();
-        tokio::spawn(async move {
-            while let Some(inbound) = stream.recv().await {
-                if let Inbound::Message { envelope, .. } = &inbound {
-                    metrics.envelope_received(&envelope.transport);
+    impl Transport for CountedTransport => inner {
+        async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+            // Counted on the way in, in order, each with its receipt: under `run` the transport
+            // hands messages straight to the session, with no broker or ingress to count them.
+            let (counted, mut stream) = transport_core::inbound::channel(1);
+            let metrics = self.metrics.clone();
+            tokio::spawn(async move {
+                while let Some(inbound) = stream.recv().await {
+                    if let Inbound::Message { envelope, .. } = &inbound {
+                        metrics.envelope_received(&envelope.transport);
+                    }
+                    if sink.forward(inbound).await.is_err() {
+                        // The session is gone: the transport sees its sink closed as before.
+                        break;
+                    }
                 }
-                if sink.forward(inbound).await.is_err() {
-                    // The session is gone: the transport sees its sink closed as before.
-                    break;
-                }
-            }
-        });
-        let started = self.inner.start(counted).await;
-        self.running.store(started.is_ok(), Ordering::SeqCst);
-        started
-    }
+            });
+            let started = self.inner.start(counted).await;
+            self.running.store(started.is_ok(), Ordering::SeqCst);
+            started
+        }
 
-    async fn stop(&self) {
-        self.running.store(false, Ordering::SeqCst);
-        self.inner.stop().await;
-    }
+        async fn stop(&self) {
+            self.running.store(false, Ordering::SeqCst);
+            self.inner.stop().await;
+        }
 
-    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
-        let sent = self.inner.send(message).await;
-        self.metrics
-            .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
-        sent
-    }
+        async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+            let sent = self.inner.send(message).await;
+            self.metrics
+                .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
+            sent
+        }
 
-    async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
-        let sent = self.inner.send_file(file).await;
-        self.metrics
-            .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
-        sent
+        async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+            let sent = self.inner.send_file(file).await;
+            self.metrics
+                .envelope_sent(self.inner.id(), sent.as_ref().map(|_| ()));
+            sent
+        }
     }
 }
 

@@ -648,60 +648,8 @@ fn replay_says_identical_different_or_unreadable_in_its_exit_status() {
 }
 
 #[test]
-fn a_bad_hibernate_after_is_named_before_anything_starts() {
+fn a_second_broker_on_one_state_directory_is_refused_and_says_who_holds_it() {
     let home = Home::new();
-    let (status, output) = finish(home.command(&["serve", "--hibernate-after", "5"]));
-    assert!(!status.success());
-    assert!(
-        output.contains("--hibernate-after must be at least 60 seconds")
-            && output.contains("or 0 for never; got 5"),
-        "{output}"
-    );
-    let (status, output) = finish(home.command(&["serve", "--hibernate-after", "10m"]));
-    assert!(!status.success());
-    assert!(
-        output.contains("--hibernate-after takes seconds (e.g. 600 for ten minutes)"),
-        "{output}"
-    );
-}
-
-#[test]
-fn a_bad_forget_offline_after_is_named_before_anything_starts() {
-    let home = Home::new();
-    let cluster = [
-        "serve",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--role",
-        "ingress",
-        "--forget-offline-after",
-    ];
-    for (value, needle) in [
-        (
-            "10m",
-            "--forget-offline-after must be at least 1h (or 0 for never), got \"10m\"",
-        ),
-        (
-            "7",
-            "--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m",
-        ),
-    ] {
-        let args: Vec<&str> = cluster.iter().copied().chain([value]).collect();
-        let (status, output) = finish(home.command(&args));
-        assert!(!status.success());
-        assert!(output.contains(needle), "{value}: {output}");
-    }
-}
-
-#[test]
-fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_named() {
-    let home = Home::new();
-    let (status, output) = finish(home.command(&["serve", "--max-sessions", "0"]));
-    assert!(!status.success());
-    assert!(
-        output.contains("--max-sessions must be between 1 and 100000, got 0"),
-        "{output}"
-    );
     let mut first = Running::start(home.command(&["serve", "--demo", "api", "--pace", "0"]));
     first.wait_for("host-shim serve: ready. 1 demo session(s)");
     // The demo session's terminal is the broker's stderr, labelled with its name.
@@ -720,111 +668,164 @@ fn a_second_broker_on_one_state_directory_is_refused_and_a_bad_pool_size_is_name
     assert!(first.output().contains("host-shim serve: stopped"));
 }
 
+/// One command line refused before anything starts: what it says names the flag or the
+/// setting and what to do instead.
+struct Refusal {
+    /// The user's config, where the refusal depends on it.
+    config: Option<&'static str>,
+    /// Variables set beside `HOME`.
+    env: &'static [(&'static str, &'static str)],
+    /// The command line after `host-shim`.
+    args: Vec<&'static str>,
+    /// What the output must hold, every one.
+    says: &'static [&'static str],
+}
+
+/// A bad flag, a missing setting or a bad environment is named before anything starts: no
+/// state database opened, no NATS reached for, and a sentence that says what to do. Each
+/// row runs in a home of its own; a failure names the row's command line.
 #[test]
-fn a_cluster_node_names_what_is_missing_before_it_reaches_for_nats() {
-    let home = Home::new();
-    let cases: [(&[&str], &str); 3] = [
-        (
-            &[
-                "serve",
-                "--nats",
-                "nats://127.0.0.1:1",
-                "--insecure-no-auth",
-            ],
+fn a_bad_command_line_is_named_before_anything_starts() {
+    const TELEGRAM: &str =
+        r#"{"transports": {"telegram": {"enabled": true, "tokenEnv": "TG_NEVER_SET"}}}"#;
+    // Port 1 on loopback refuses at once, should a row get as far as NATS.
+    let nats = |rest: &[&'static str]| -> Vec<&'static str> {
+        [
+            "serve",
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--insecure-no-auth",
+        ]
+        .into_iter()
+        .chain(rest.iter().copied())
+        .collect()
+    };
+    // Refused before the missing --insecure-no-auth (or credentials) would be.
+    let forget_offline_after = |value: &'static str| {
+        [
+            "serve",
+            "--nats",
+            "nats://127.0.0.1:1",
             "--role",
-        ),
-        (
+            "ingress",
+            "--forget-offline-after",
+            value,
+        ]
+    };
+    let bare = |args: &[&'static str], says: &'static [&'static str]| Refusal {
+        config: None,
+        env: &[],
+        args: args.to_vec(),
+        says,
+    };
+    let rows = [
+        bare(
+            &["serve", "--hibernate-after", "5"],
             &[
-                "serve",
-                "--nats",
-                "nats://127.0.0.1:1",
-                "--insecure-no-auth",
-                "--role",
-                "sessions",
+                "--hibernate-after must be at least 60 seconds",
+                "or 0 for never; got 5",
             ],
-            // A session node needs no --demo (pi sessions attach to it), but a bot.
-            "the config enables no messenger",
         ),
-        (
-            &[
-                "serve",
-                "--nats",
-                "nats://127.0.0.1:1",
-                "--insecure-no-auth",
+        bare(
+            &["serve", "--hibernate-after", "10m"],
+            &["--hibernate-after takes seconds (e.g. 600 for ten minutes)"],
+        ),
+        bare(
+            &forget_offline_after("10m"),
+            &["--forget-offline-after must be at least 1h (or 0 for never), got \"10m\""],
+        ),
+        bare(
+            &forget_offline_after("7"),
+            &["--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m"],
+        ),
+        bare(
+            &["serve", "--max-sessions", "0"],
+            &["--max-sessions must be between 1 and 100000, got 0"],
+        ),
+        // A cluster node names what is missing before it reaches for NATS.
+        bare(&nats(&[]), &["--role"]),
+        // A session node needs no --demo (pi sessions attach to it), but a bot.
+        bare(
+            &nats(&["--role", "sessions"]),
+            &["the config enables no messenger"],
+        ),
+        bare(
+            &nats(&["--role", "ingress"]),
+            &["the config enables no messenger"],
+        ),
+        Refusal {
+            config: Some(TELEGRAM),
+            args: nats(&["--role", "ingress", "--demo", "api"]),
+            ..bare(&[], &["use it with --role sessions"])
+        },
+        // The dashboard's sessions, approvals and decisions live on the session nodes.
+        Refusal {
+            config: Some(TELEGRAM),
+            args: nats(&[
                 "--role",
                 "ingress",
+                "--metrics",
+                "127.0.0.1:0",
+                "--dashboard",
+            ]),
+            ..bare(&[], &["--dashboard shows sessions", "--role sessions"])
+        },
+        // Without the bot's token the ingress would hold nothing: said before NATS.
+        Refusal {
+            config: Some(TELEGRAM),
+            args: nats(&["--role", "ingress"]),
+            ..bare(&[], &["the ingress cannot hold telegram", "$TG_NEVER_SET"])
+        },
+        Refusal {
+            config: Some(TELEGRAM),
+            env: &[("TG_NEVER_SET", "123456:not-a-real-token")],
+            args: nats(&["--role", "ingress"]),
+            ..bare(
+                &[],
+                &["cannot reach NATS at nats://127.0.0.1:1", "nats-server -js"],
+            )
+        },
+        bare(
+            &["serve", "--metrics", "0.0.0.0:0", "--dashboard"],
+            &[
+                "--dashboard is served on loopback only",
+                "--metrics 127.0.0.1:",
             ],
-            "the config enables no messenger",
         ),
+        bare(
+            &["run", "--metrics", "0.0.0.0:0", "--dashboard"],
+            &[
+                "--dashboard is served on loopback only",
+                "--metrics 127.0.0.1:",
+            ],
+        ),
+        Refusal {
+            env: &[("RUST_LOG", "bot_connect=loud")],
+            ..bare(
+                &["doctor"],
+                &[
+                    "RUST_LOG=\"bot_connect=loud\" is not a filter",
+                    "RUST_LOG=bot_connect=info",
+                ],
+            )
+        },
     ];
-    for (args, expected) in cases {
-        let (status, output) = finish(home.command(args));
-        assert!(!status.success(), "{args:?}");
-        assert!(output.contains(expected), "{args:?}: {output}");
+    for row in rows {
+        let case = row.args.join(" ");
+        let home = Home::new();
+        if let Some(config) = row.config {
+            home.user_config(config);
+        }
+        let mut command = home.command(&row.args);
+        command.envs(row.env.iter().copied());
+        let (status, output) = finish(command);
+        assert!(!status.success(), "{case}: not refused: {output}");
+        for needle in row.says {
+            assert!(output.contains(needle), "{case}: no {needle:?} in {output}");
+        }
+        let state = home.state_file().with_extension("sqlite3");
+        assert!(!state.exists(), "{case}: the state was opened: {output}");
     }
-    home.user_config(
-        r#"{"transports": {"telegram": {"enabled": true, "tokenEnv": "TG_NEVER_SET"}}}"#,
-    );
-    let (status, output) = finish(home.command(&[
-        "serve",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--insecure-no-auth",
-        "--role",
-        "ingress",
-        "--demo",
-        "api",
-    ]));
-    assert!(!status.success());
-    assert!(output.contains("use it with --role sessions"), "{output}");
-    // The dashboard's sessions, approvals and decisions live on the session nodes.
-    let (status, output) = finish(home.command(&[
-        "serve",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--insecure-no-auth",
-        "--role",
-        "ingress",
-        "--metrics",
-        "127.0.0.1:0",
-        "--dashboard",
-    ]));
-    assert!(!status.success());
-    assert!(
-        output.contains("--dashboard shows sessions") && output.contains("--role sessions"),
-        "{output}"
-    );
-    // Without the bot's token the ingress would hold nothing: said before NATS.
-    let (status, output) = finish(home.command(&[
-        "serve",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--insecure-no-auth",
-        "--role",
-        "ingress",
-    ]));
-    assert!(!status.success());
-    assert!(
-        output.contains("the ingress cannot hold telegram") && output.contains("$TG_NEVER_SET"),
-        "{output}"
-    );
-    // Port 1 on loopback refuses at once.
-    let mut command = home.command(&[
-        "serve",
-        "--nats",
-        "nats://127.0.0.1:1",
-        "--insecure-no-auth",
-        "--role",
-        "ingress",
-    ]);
-    command.env("TG_NEVER_SET", "123456:not-a-real-token");
-    let (status, output) = finish(command);
-    assert!(!status.success());
-    assert!(
-        output.contains("cannot reach NATS at nats://127.0.0.1:1")
-            && output.contains("nats-server -js"),
-        "{output}"
-    );
 }
 
 /// `GET path` on `addr` with `headers`: the status and the whole reply (bounded).
@@ -962,38 +963,4 @@ fn run_with_metrics_serves_what_serve_does_for_its_one_session() {
 
     run.type_line("/quit");
     assert!(run.wait_exit().success(), "{}", run.output());
-}
-
-#[test]
-fn a_dashboard_beyond_loopback_is_refused_before_anything_starts() {
-    for command in ["serve", "run"] {
-        let home = Home::new();
-        let (status, output) =
-            finish(home.command(&[command, "--metrics", "0.0.0.0:0", "--dashboard"]));
-        assert!(!status.success(), "{command}: {output}");
-        assert!(
-            output.contains("--dashboard is served on loopback only"),
-            "{command}: {output}"
-        );
-        assert!(
-            output.contains("--metrics 127.0.0.1:"),
-            "{command}: {output}"
-        );
-        let state = home.state_file().with_extension("sqlite3");
-        assert!(!state.exists(), "{command}: the state was opened: {output}");
-    }
-}
-
-#[test]
-fn a_log_filter_that_does_not_parse_stops_the_process_with_an_example() {
-    let home = Home::new();
-    let mut command = home.command(&["doctor"]);
-    command.env("RUST_LOG", "bot_connect=loud");
-    let (status, output) = finish(command);
-    assert!(!status.success(), "{output}");
-    assert!(
-        output.contains("RUST_LOG=\"bot_connect=loud\" is not a filter"),
-        "{output}"
-    );
-    assert!(output.contains("RUST_LOG=bot_connect=info"), "{output}");
 }

@@ -3,95 +3,13 @@
 //! Telegram HTML, each chat reaches the session it picked, and an update is confirmed (the
 //! `getUpdates` offset moves past it) once the session it went to has handled it.
 
-use std::sync::Arc;
-
-use host_shim::broker::bindings::Bindings;
-use host_shim::broker::{Broker, BrokerOptions};
-use host_shim::factory::{self, Environment};
-use host_shim::local::clock::ManualClock;
-use host_shim::local::logging::MemoryLog;
-use host_shim::local::ui::RecordingUi;
-use host_shim::sandbox::session::{Session, SessionSpec};
 use serde_json::json;
 use transport_testing::telegram::{BotApiServer, parse_telegram_html, private_text};
 
-use crate::common::{Dirs, ScriptAgent, WAIT, runtime, user_config};
+use crate::common::broker_world::World;
+use crate::common::{Dirs, WAIT};
 
 const USER: i64 = 4242;
-
-struct Attached {
-    session: Session,
-    agent: Arc<ScriptAgent>,
-}
-
-fn broker(server: &BotApiServer, dirs: &Dirs) -> Arc<Broker> {
-    let token = server.token();
-    let state_dir = dirs.dir.path().to_path_buf();
-    Broker::new(BrokerOptions {
-        locks: dirs.locks(),
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        log: Arc::new(MemoryLog::default()),
-        // The token comes from the "environment" only, as in production.
-        build: Arc::new(move |request| {
-            let var = |name: &str| (name == "TG_TEST_TOKEN").then(|| token.clone());
-            factory::build(
-                std::slice::from_ref(request),
-                None,
-                &Environment {
-                    var: &var,
-                    state_dir: Some(state_dir.clone()),
-                },
-            )
-        }),
-        state_file: Some(dirs.dir.path().join("state.json")),
-        bindings: Bindings::in_memory(),
-        status_file: None,
-        pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
-    })
-}
-
-async fn attach(broker: &Arc<Broker>, server: &BotApiServer, dirs: &Dirs, name: &str) -> Attached {
-    let key = format!("key-{name}");
-    let config = json!({
-        "bridge": {"allowUsers": [format!("telegram:{USER}")]},
-        "transports": {"telegram": {
-            "enabled": true,
-            "tokenEnv": "TG_TEST_TOKEN",
-            "baseUrl": server.base_url(),
-            "pollTimeoutSeconds": 1,
-        }}
-    });
-    let sources = vec![user_config(&config.to_string())];
-    let agent = Arc::new(ScriptAgent::default());
-    broker
-        .attach(
-            &key,
-            name,
-            &format!("/work/{name}"),
-            &sources,
-            agent.clone(),
-        )
-        .expect("attaches");
-    let spec = SessionSpec {
-        key: key.clone(),
-        config_sources: sources,
-        platforms: factory::declarations(),
-        transports: broker.transports(&key),
-        agent: agent.clone(),
-        ui: Arc::new(RecordingUi::default()),
-        state: dirs.state.clone(),
-        locks: dirs.locks(),
-        pairing: broker.pairing(),
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        log: Arc::new(MemoryLog::default()),
-        exclusive: true,
-        transcript: None,
-    };
-    let session = Session::spawn(runtime(), spec)
-        .await
-        .expect("session starts");
-    Attached { session, agent }
-}
 
 /// Queues an update and waits for a sent message containing `expect`; returns its text.
 async fn say(server: &BotApiServer, message_id: i64, text: &str, expect: &str) -> String {
@@ -113,10 +31,21 @@ async fn say(server: &BotApiServer, message_id: i64, text: &str, expect: &str) -
 #[tokio::test]
 async fn two_sessions_on_one_telegram_bot_share_one_poller_and_keep_the_receipts() {
     let server = BotApiServer::start().await;
-    let dirs = Dirs::new();
-    let broker = broker(&server, &dirs);
-    let api = attach(&broker, &server, &dirs, "api").await;
-    let web = attach(&broker, &server, &dirs, "web").await;
+    let transports = json!({"telegram": {
+        "enabled": true,
+        "tokenEnv": "TG_TEST_TOKEN",
+        "baseUrl": server.base_url(),
+        "pollTimeoutSeconds": 1,
+    }});
+    let world = World::new(
+        Dirs::new(),
+        transports,
+        vec![("TG_TEST_TOKEN", server.token())],
+    )
+    .await;
+    let users = [format!("telegram:{USER}")];
+    let api = world.attach("api", &users).await;
+    let web = world.attach("web", &users).await;
 
     let list = say(&server, 1, "hello", "not bound to a session yet").await;
     // The broker's own text goes through the bridge's renderer: `<number or name>` is
@@ -146,5 +75,5 @@ async fn two_sessions_on_one_telegram_bot_share_one_poller_and_keep_the_receipts
 
     api.session.shutdown().await.expect("shutdown");
     web.session.shutdown().await.expect("shutdown");
-    broker.shutdown().await;
+    world.broker.shutdown().await;
 }

@@ -17,8 +17,8 @@ use transport_testing::telegram::private_text;
 
 use host_shim::cluster::handed::{HandedLedger, Mark};
 
-use crate::cluster_serve::Cluster;
 use crate::common::cluster::{eventually, nats_or_skip};
+use crate::common::cluster_world::{Cluster, runs};
 
 const USER: i64 = 4242;
 
@@ -125,10 +125,7 @@ async fn soak(soak: Soak) -> Option<Tally> {
     let holding = cluster.ingress().await;
     // Turns take a while, so some are running, and replying, across the fault.
     let node = cluster.node("node-a", &["api"], PACE).await;
-    eventually("the session runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    runs(&node, 1).await;
     // Binds the chat to the only session, and shows the bot is held before the standby.
     cluster.say(1, "hello", "You asked").await;
     let standby = cluster.ingress().await;
@@ -282,12 +279,12 @@ fn check(tally: &Tally, ttl: Duration) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn cluster_failover_killing_the_holding_ingress_mid_stream_loses_and_repeats_nothing() {
+/// The short run every test run makes: 60 prompts at 10 a second, the lock's TTL 2 s.
+async fn short_run(name: &'static str, fault: Fault) {
     let ttl = Duration::from_secs(2);
     if let Some(tally) = soak(Soak {
-        name: "failkill",
-        fault: Fault::KillHoldingIngress,
+        name,
+        fault,
         prompts: 60,
         per_second: 10,
         ttl,
@@ -299,19 +296,13 @@ async fn cluster_failover_killing_the_holding_ingress_mid_stream_loses_and_repea
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_failover_killing_the_holding_ingress_mid_stream_loses_and_repeats_nothing() {
+    short_run("failkill", Fault::KillHoldingIngress).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_failover_restarting_nats_mid_stream_loses_and_repeats_nothing() {
-    let ttl = Duration::from_secs(2);
-    if let Some(tally) = soak(Soak {
-        name: "failnats",
-        fault: Fault::RestartNats,
-        prompts: 60,
-        per_second: 10,
-        ttl,
-    })
-    .await
-    {
-        check(&tally, ttl);
-    }
+    short_run("failnats", Fault::RestartNats).await;
 }
 
 /// The full run: 1,000 prompts at 5 a second, each fault at the default TTL (15 s) and
@@ -358,11 +349,7 @@ async fn cluster_a_message_caught_mid_handover_by_a_node_death_is_reported_in_th
     let nats = nats_or_skip!();
     let cluster = Cluster::with_ttl(nats, "crashwin", Duration::from_secs(1)).await;
     let ingress = cluster.ingress().await;
-    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
-    eventually("the session runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api"]).await;
     cluster.say(1, "hello", "You asked").await;
     // What a node that died between the two marks leaves behind for message 2.
     let jetstream = cluster.nats.jetstream().await;
@@ -394,23 +381,14 @@ async fn cluster_a_message_caught_mid_handover_by_a_node_death_is_reported_in_th
 async fn cluster_replies_kept_while_no_ingress_held_the_bot_are_posted_before_newer_ones() {
     use host_shim::cluster::outbound::RemoteTransport;
     use host_shim::cluster::outbox::Outbox;
-    use transport_core::{OutboundKind, OutboundMessage, Transport as _};
+    use transport_core::Transport as _;
     use transport_testing::telegram::rate_limited_body;
 
     let nats = nats_or_skip!();
     let cluster = Cluster::with_ttl(nats, "outorder", Duration::from_secs(1)).await;
     let client = cluster.nats.connect().await;
     let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
-    let reply = |text: &str| OutboundMessage {
-        conversation_id: USER.to_string(),
-        thread_id: None,
-        kind: OutboundKind::Reply,
-        text: text.into(),
-        edit_key: None,
-        buttons: Vec::new(),
-        answers_press: None,
-        reply_to: None,
-    };
+    let reply = |text: &str| crate::common::reply_in(&USER.to_string(), text);
     let outbox = Outbox::open(jetstream, cluster.prefix.clone(), cluster.gate.clone())
         .await
         .expect("the outbox opens");

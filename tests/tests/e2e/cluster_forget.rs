@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use host_shim::cluster::directory::{Directory, ForgetReason};
 use host_shim::cluster::forgetting;
-use host_shim::cluster::state_store::KvStateStore;
+
 use transport_testing::telegram::private_text;
 
-use crate::cluster_serve::{Cluster, USER};
-use crate::common::WAIT;
 use crate::common::cluster::{eventually, nats_or_skip};
+use crate::common::cluster_world::{Cluster, USER};
 
 async fn directory(cluster: &Cluster) -> Directory {
     Directory::open(
@@ -23,6 +22,20 @@ async fn directory(cluster: &Cluster) -> Directory {
     )
     .await
     .expect("directory")
+}
+
+/// Waits until the tombstone of `session` says its Telegram chat was told.
+async fn marked_told(directory: &Directory, session: &str) {
+    eventually("the tombstone is marked told", || async {
+        let listed = directory.entry(session).await.ok()??;
+        listed
+            .entry
+            .forgotten?
+            .told
+            .contains("telegram")
+            .then_some(())
+    })
+    .await;
 }
 
 /// Messages waiting in `session`'s stream (published, not yet acked).
@@ -52,13 +65,7 @@ async fn an_operator_forgets_a_session_that_left_its_chats_hear_it_once_and_it_c
     let nats = nats_or_skip!();
     let cluster = Cluster::new(nats, "forget").await;
     let ingress = cluster.ingress().await;
-    let node = cluster
-        .node("node-a", &["api", "web"], Duration::ZERO)
-        .await;
-    eventually("both sessions run", || async {
-        (node.running().len() == 2).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api", "web"]).await;
     cluster.say(1, "/switch api", "now talks to api").await;
     cluster.say(2, "hello", "You asked").await;
     // Acked once its turn settled: only what is sent from now on waits.
@@ -66,11 +73,7 @@ async fn an_operator_forgets_a_session_that_left_its_chats_hear_it_once_and_it_c
 
     // api leaves every node's list: the node is restarted with web only.
     node.shutdown().await;
-    let node = cluster.node("node-a", &["web"], Duration::ZERO).await;
-    eventually("web runs again", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["web"]).await;
     cluster.say(3, "are you there?", "is offline").await;
     assert_eq!(waiting(&cluster, "serve:api").await, 1);
 
@@ -118,32 +121,10 @@ async fn an_operator_forgets_a_session_that_left_its_chats_hear_it_once_and_it_c
 
     // The chat bound to it is told once, at the ingress's next look.
     let told = "🗑 The session api on node-a was removed from the cluster (by its operator)";
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.sent().iter().any(|m| m.text.contains(told)))
-            .await,
-        "{:#?}",
-        cluster.bot.sent()
-    );
-    eventually("the tombstone is marked told", || async {
-        let listed = directory.entry("serve:api").await.ok()??;
-        listed
-            .entry
-            .forgotten?
-            .told
-            .contains("telegram")
-            .then_some(())
-    })
-    .await;
+    cluster.posted(told).await;
+    marked_told(&directory, "serve:api").await;
     // Several looks later, still once.
-    let looks = cluster
-        .bot
-        .wait_until(Duration::from_secs(1), |s| {
-            s.sent().iter().filter(|m| m.text.contains(told)).count() > 1
-        })
-        .await;
-    assert!(!looks, "told twice: {:#?}", cluster.bot.sent());
+    cluster.not_posted_again(told, Duration::from_secs(1)).await;
     // /sessions no longer lists it.
     let list = cluster
         .say(4, "/sessions", "Sessions you are paired with")
@@ -165,25 +146,10 @@ async fn an_operator_forgets_a_session_that_left_its_chats_hear_it_once_and_it_c
         .await;
 
     // Its state was kept: it comes back listed, and its chats can reach it again.
-    let kept = KvStateStore::open(
-        &cluster.nats.jetstream().await,
-        &cluster.prefix,
-        &cluster.gate,
-    )
-    .await
-    .expect("state bucket")
-    .load("serve:api")
-    .await
-    .expect("load");
+    let kept = cluster.kept_state("serve:api").await;
     assert!(kept.document.is_some(), "{kept:?}");
     node.shutdown().await;
-    let node = cluster
-        .node("node-a", &["api", "web"], Duration::ZERO)
-        .await;
-    eventually("api runs again", || async {
-        (node.running().len() == 2).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api", "web"]).await;
     cluster.say(7, "/switch api", "now talks to api").await;
     cluster.say(8, "back?", "You asked: <i>back?</i>").await;
     node.shutdown().await;
@@ -196,11 +162,7 @@ async fn the_ingress_forgets_a_session_offline_longer_than_its_limit_and_tells_i
     let mut cluster = Cluster::new(nats, "expire").await;
     cluster.forget_offline_after = Some(Duration::from_secs(2));
     let ingress = cluster.ingress().await;
-    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
-    eventually("api runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api"]).await;
     cluster.say(1, "hello", "You asked").await;
     // Running: older than the limit, never forgotten while its node holds it.
     let directory = directory(&cluster).await;
@@ -219,24 +181,8 @@ async fn the_ingress_forgets_a_session_offline_longer_than_its_limit_and_tells_i
         .bot
         .queue_update(private_text(USER, 2, "still there?"));
     let told = "🗑 The session api on node-a was removed from the cluster (after 2 seconds offline)";
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.sent().iter().any(|m| m.text.contains(told)))
-            .await,
-        "{:#?}",
-        cluster.bot.sent()
-    );
-    eventually("the tombstone is marked told", || async {
-        let listed = directory.entry("serve:api").await.ok()??;
-        listed
-            .entry
-            .forgotten?
-            .told
-            .contains("telegram")
-            .then_some(())
-    })
-    .await;
+    cluster.posted(told).await;
+    marked_told(&directory, "serve:api").await;
     assert_eq!(
         directory.sessions().await.expect("sessions").len(),
         0,

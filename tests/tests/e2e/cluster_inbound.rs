@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use host_shim::cluster::async_nats::jetstream;
 use host_shim::cluster::inbound::{InboundPublisher, InboundSettings, SessionConsumer};
+use host_shim::cluster::seal::Gate;
 use host_shim::cluster::subjects::{Prefix, session_consumer};
 use host_shim::local::logging::MemoryLog;
 use transport_core::Envelope;
 use transport_core::inbound::{self, Inbound, InboundStream};
 
-use crate::common::cluster::{self, nats_or_skip};
+use crate::common::cluster::{self, NatsServer, nats_or_skip};
 
 const SESSION: &str = "/home/me/project:main";
 
@@ -35,6 +36,36 @@ fn envelope(text: &str, message_id: &str) -> Envelope {
         message_id: Some(message_id.into()),
         ..Envelope::default()
     }
+}
+
+/// The ingress's end of the session's subject on `server`, sealing with `gate`.
+async fn publisher(server: &NatsServer, prefix: &Prefix, gate: Gate) -> InboundPublisher {
+    InboundPublisher::open(server.jetstream().await, prefix.clone(), &settings(), gate)
+        .await
+        .expect("inbound stream")
+}
+
+/// A session node's consumer of [`SESSION`] on `jetstream`, reading with `gate`, and the
+/// stream it delivers to (the session's end).
+async fn consumer(
+    jetstream: &jetstream::Context,
+    prefix: &Prefix,
+    gate: Gate,
+    log: Arc<MemoryLog>,
+) -> (SessionConsumer, InboundStream) {
+    let (sink, stream) = inbound::channel(8);
+    let consumer = SessionConsumer::start(
+        jetstream.clone(),
+        prefix,
+        SESSION,
+        sink,
+        &settings(),
+        gate,
+        log,
+    )
+    .await
+    .expect("consumer");
+    (consumer, stream)
 }
 
 /// The next message the session gets, within the wait.
@@ -65,14 +96,7 @@ async fn settled(jetstream: &jetstream::Context, prefix: &Prefix) -> u64 {
 async fn an_envelope_published_twice_with_one_message_id_is_delivered_once() {
     let server = nats_or_skip!();
     let prefix = cluster::prefix("dedup");
-    let ingress = InboundPublisher::open(
-        server.jetstream().await,
-        prefix.clone(),
-        &settings(),
-        cluster::gate(),
-    )
-    .await
-    .expect("inbound stream");
+    let ingress = publisher(&server, &prefix, cluster::gate()).await;
 
     let hello = envelope("hello", "42:100");
     let first = ingress.publish(SESSION, &hello).await.expect("stored");
@@ -97,18 +121,13 @@ async fn an_envelope_published_twice_with_one_message_id_is_delivered_once() {
         .expect("stored");
 
     let session_node = server.jetstream().await;
-    let (sink, mut stream) = inbound::channel(8);
-    let _consumer = SessionConsumer::start(
-        session_node.clone(),
+    let (_consumer, mut stream) = consumer(
+        &session_node,
         &prefix,
-        SESSION,
-        sink,
-        &settings(),
         cluster::gate(),
         Arc::new(MemoryLog::default()),
     )
-    .await
-    .expect("consumer");
+    .await;
     let mut texts = Vec::new();
     for _ in 0..3 {
         let (envelope, handled) = next(&mut stream).await;
@@ -129,14 +148,7 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
  {
     let server = nats_or_skip!();
     let prefix = cluster::prefix("ackafter");
-    let ingress = InboundPublisher::open(
-        server.jetstream().await,
-        prefix.clone(),
-        &settings(),
-        cluster::gate(),
-    )
-    .await
-    .expect("inbound stream");
+    let ingress = publisher(&server, &prefix, cluster::gate()).await;
     for (text, id) in [("handled", "1"), ("in flight", "2")] {
         ingress
             .publish(SESSION, &envelope(text, id))
@@ -146,18 +158,13 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
 
     // Node A: handles the first message, then dies while the session works on the second.
     let log = Arc::new(MemoryLog::default());
-    let (sink_a, mut stream_a) = inbound::channel(8);
-    let node_a = SessionConsumer::start(
-        server.jetstream().await,
+    let (node_a, mut stream_a) = consumer(
+        &server.jetstream().await,
         &prefix,
-        SESSION,
-        sink_a,
-        &settings(),
         cluster::gate(),
         log.clone(),
     )
-    .await
-    .expect("consumer A");
+    .await;
     let (first, handled) = next(&mut stream_a).await;
     assert_eq!(first.text, "handled");
     drop(handled);
@@ -171,18 +178,8 @@ async fn a_message_not_yet_handled_when_its_node_dies_is_redelivered_to_the_next
 
     // Node B binds the same durable consumer: it gets the second message, not the first.
     let session_node = server.jetstream().await;
-    let (sink_b, mut stream_b) = inbound::channel(8);
-    let _node_b = SessionConsumer::start(
-        session_node.clone(),
-        &prefix,
-        SESSION,
-        sink_b,
-        &settings(),
-        cluster::gate(),
-        log.clone(),
-    )
-    .await
-    .expect("consumer B");
+    let (_node_b, mut stream_b) =
+        consumer(&session_node, &prefix, cluster::gate(), log.clone()).await;
     let (redelivered, handled) = next(&mut stream_b).await;
     eprintln!(
         "redelivered to the next node {:?} after the first died (ack_wait {:?})",
@@ -226,14 +223,7 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
         Arc::new(host_shim::local::clock::SystemClock),
         log.clone(),
     );
-    let ingress = InboundPublisher::open(
-        server.jetstream().await,
-        prefix.clone(),
-        &settings(),
-        gate.clone(),
-    )
-    .await
-    .expect("inbound stream");
+    let ingress = publisher(&server, &prefix, gate.clone()).await;
     // Something unsealed on the session's subject (another tool, an attacker): refused
     // before it is read.
     let raw = server.jetstream().await;
@@ -256,18 +246,7 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
         .expect("stored");
 
     let session_node = server.jetstream().await;
-    let (sink, mut stream) = inbound::channel(8);
-    let _consumer = SessionConsumer::start(
-        session_node.clone(),
-        &prefix,
-        SESSION,
-        sink,
-        &settings(),
-        gate.clone(),
-        log.clone(),
-    )
-    .await
-    .expect("consumer");
+    let (_consumer, mut stream) = consumer(&session_node, &prefix, gate.clone(), log.clone()).await;
     let (slow, handled) = next(&mut stream).await;
     assert_eq!(slow.text, "slow turn");
     // The session holds it for three ack waits; "in progress" keeps it from redelivery.
@@ -293,11 +272,7 @@ async fn a_slow_session_keeps_its_message_and_a_bad_payload_is_logged_not_delive
 async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stored_it() {
     let mut server = nats_or_skip!();
     let prefix = cluster::prefix("forward");
-    let ingress_node = server.jetstream().await;
-    let publisher =
-        InboundPublisher::open(ingress_node, prefix.clone(), &settings(), cluster::gate())
-            .await
-            .expect("inbound stream");
+    let publisher = publisher(&server, &prefix, cluster::gate()).await;
     // The real transport's end: it waits for each receipt before confirming to the platform.
     let (platform, from_platform) = inbound::channel(8);
     let log = Arc::new(MemoryLog::default());
@@ -336,18 +311,8 @@ async fn the_ingress_confirms_a_message_to_the_platform_only_once_jetstream_stor
         .expect("the ingress runs");
 
     let session_node = server.jetstream().await;
-    let (sink, mut stream) = inbound::channel(8);
-    let _consumer = SessionConsumer::start(
-        session_node.clone(),
-        &prefix,
-        SESSION,
-        sink,
-        &settings(),
-        cluster::gate(),
-        log.clone(),
-    )
-    .await
-    .expect("consumer");
+    let (_consumer, mut stream) =
+        consumer(&session_node, &prefix, cluster::gate(), log.clone()).await;
     let mut texts = Vec::new();
     for _ in 0..2 {
         let (envelope, handled) = next(&mut stream).await;
@@ -380,14 +345,7 @@ async fn a_dead_nodes_unacked_message_comes_before_newer_ones_only_once_ack_wait
 
     let server = nats_or_skip!();
     let prefix = cluster::prefix("order");
-    let ingress = InboundPublisher::open(
-        server.jetstream().await,
-        prefix.clone(),
-        &settings(),
-        cluster::gate(),
-    )
-    .await
-    .expect("inbound stream");
+    let ingress = publisher(&server, &prefix, cluster::gate()).await;
     let jetstream = server.jetstream().await;
     let stream = jetstream
         .get_stream(prefix.inbound_stream())

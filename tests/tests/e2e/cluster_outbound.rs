@@ -10,7 +10,7 @@ use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
 use host_shim::local::logging::MemoryLog;
 use tokio_stream::StreamExt as _;
 use transport_core::inbound;
-use transport_core::{OutboundKind, OutboundMessage, Reaction, Transport, TransportError};
+use transport_core::{OutboundMessage, Reaction, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
 use crate::common::cluster::{self, NatsServer, nats_or_skip};
@@ -18,17 +18,27 @@ use host_shim::cluster::subjects::Prefix;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A reply to conversation 42.
 fn reply(text: &str) -> OutboundMessage {
-    OutboundMessage {
-        conversation_id: "42".into(),
-        thread_id: None,
-        kind: OutboundKind::Reply,
-        text: text.into(),
-        edit_key: None,
-        buttons: Vec::new(),
-        answers_press: None,
-        reply_to: None,
-    }
+    crate::common::reply_in("42", text)
+}
+
+/// The ingress's end: serves the sends of the cluster at `prefix` with `fake`, the bot.
+async fn serve_sends(
+    server: &NatsServer,
+    prefix: &Prefix,
+    fake: &FakeTransport,
+    log: Arc<MemoryLog>,
+) -> OutboundServer {
+    OutboundServer::start(
+        server.connect().await,
+        prefix,
+        Arc::new(fake.handle()),
+        cluster::gate(),
+        log,
+    )
+    .await
+    .expect("serving")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,15 +52,7 @@ async fn a_send_round_trips_through_the_ingress_to_the_real_transport() {
     let (platform_sink, _platform_stream) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
     let log = Arc::new(MemoryLog::default());
-    let _ingress = OutboundServer::start(
-        server.connect().await,
-        &prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        log.clone(),
-    )
-    .await
-    .expect("serving");
+    let _ingress = serve_sends(&server, &prefix, &fake, log.clone()).await;
 
     let (remote, identity) = RemoteTransport::discover(
         server.connect().await,
@@ -119,15 +121,7 @@ async fn served(
     let fake = FakeTransport::new(config);
     let (platform_sink, _platform_stream) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
-    let ingress = OutboundServer::start(
-        server.connect().await,
-        prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        Arc::new(MemoryLog::default()),
-    )
-    .await
-    .expect("serving");
+    let ingress = serve_sends(server, prefix, &fake, Arc::new(MemoryLog::default())).await;
     let (remote, _) = RemoteTransport::discover(
         server.connect().await,
         prefix,
@@ -281,15 +275,7 @@ async fn a_request_the_ingress_cannot_read_is_logged_and_answered_not_a_panic() 
         ..FakeConfig::default()
     });
     let log = Arc::new(MemoryLog::default());
-    let _ingress = OutboundServer::start(
-        server.connect().await,
-        &prefix,
-        Arc::new(fake.handle()),
-        cluster::gate(),
-        log.clone(),
-    )
-    .await
-    .expect("serving");
+    let _ingress = serve_sends(&server, &prefix, &fake, log.clone()).await;
     let client = server.connect().await;
     // Sealed with the cluster key (a node of another version), so it is read, and not
     // understood.

@@ -16,8 +16,8 @@ use host_shim::local::ui::{RecordingUi, Ui};
 use host_shim::pi::attach::{self, Link};
 use host_shim::wit::agent::SessionInfo;
 
-use crate::cluster_serve::Cluster;
 use crate::common::cluster::{NatsServer, Unavailable, eventually};
+use crate::common::cluster_world::{Cluster, USER, runs};
 use crate::common::fake_model::FakeModel;
 use crate::common::pi::{PiHome, extension_path, private_link_socket, require_pi, start_linked};
 use crate::common::{Dirs, WAIT};
@@ -97,10 +97,7 @@ async fn a_pi_on_a_second_machine_pairs_and_answers_through_the_first_machines_b
     let mut args = home.args();
     args.extend(["-e".into(), extension_path().display().to_string()]);
     let pi = start_linked(&bin, &home, &args, &socket, &[], connected).await;
-    eventually("machine B runs the pi session", || async {
-        (node_b.running().len() == 1).then_some(())
-    })
-    .await;
+    runs(&node_b, 1).await;
 
     // The only session of the cluster takes the chat; its pairing code shows in pi only.
     cluster.say_now(1, "hello", "not paired").await;
@@ -199,7 +196,7 @@ async fn an_attached_session_whose_agent_left_keeps_its_chat_and_answers_what_wa
         node.probe(),
     )
     .expect("a loopback dashboard");
-    let user = format!("telegram:{}", crate::cluster_serve::USER);
+    let user = format!("telegram:{USER}");
     let row = eventually("the dashboard lists the pairing", || {
         let view = (dashboard.view)();
         let user = user.clone();

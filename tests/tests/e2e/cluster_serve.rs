@@ -5,341 +5,19 @@
 //! with the reply posted once, and a killed ingress is replaced by a standby after the lock's TTL
 //! with nothing lost.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use host_shim::agent::{Agent, DemoAgent};
-use host_shim::cluster::bot_lock::Holder;
-use host_shim::cluster::inbound::InboundSettings;
-use host_shim::cluster::ingress::{Ingress, IngressOptions};
-use host_shim::cluster::seal::Gate;
-use host_shim::cluster::session_node::{SessionNode, SessionNodeOptions, Wanted};
-use host_shim::cluster::subjects::{Prefix, session_consumer};
-use host_shim::commands::cluster::messenger_requests;
+use host_shim::cluster::session_node::SessionNode;
 use host_shim::commands::operator;
-use host_shim::factory::{self, Environment};
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
-use host_shim::local::ui::{RecordingUi, Ui};
-use host_shim::ops::metrics::Metrics;
-use host_shim::wit::agent::SessionInfo;
-use host_shim::wit::session::ConfigSource;
-use transport_testing::telegram::{BotApiServer, private_text};
-
-use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip, prefix};
-use crate::common::{Dirs, http_get, runtime, user_config};
-
-pub(crate) const USER: i64 = 4242;
-/// A dead node's locks and leases age out this fast here (15 s in production).
-const TTL: Duration = Duration::from_secs(1);
-
-fn inbound(ttl: Duration) -> InboundSettings {
-    InboundSettings::for_lease_ttl(ttl)
-}
-
-/// Every node's log, by who wrote it (`ingress` or the node's name).
-pub(crate) type NodeLogs = Arc<Mutex<Vec<(String, Arc<MemoryLog>)>>>;
-
-/// Every demo agent made, by node and session key.
-pub(crate) type Agents = Arc<Mutex<HashMap<(String, String), Arc<DemoAgent>>>>;
-
-pub(crate) struct Cluster {
-    pub(crate) nats: NatsServer,
-    pub(crate) bot: BotApiServer,
-    pub(crate) prefix: Prefix,
-    dirs: Dirs,
-    sources: Vec<ConfigSource>,
-    /// Every agent a session node made, by node and session, so a test can see who ran
-    /// what.
-    pub(crate) agents: Agents,
-    /// The nodes' gate (one, so the test reads every node's refusals in one count).
-    pub(crate) gate: Gate,
-    /// The bot locks' and session leases' TTL (the operator's `--lock-ttl`).
-    pub(crate) ttl: Duration,
-    /// How long a session node's send waits for the ingress.
-    pub(crate) request_timeout: Duration,
-    /// Every node's log lines, by who wrote them (`ingress` or the node's name).
-    pub(crate) logs: NodeLogs,
-    /// The ingress's `--forget-offline-after` (never unless a test sets it).
-    pub(crate) forget_offline_after: Option<Duration>,
-    /// The ingress's "environment": the bots' token variables and their values.
-    env: Vec<(String, String)>,
-}
-
-impl Cluster {
-    pub(crate) async fn new(nats: NatsServer, name: &str) -> Cluster {
-        Cluster::with_ttl(nats, name, TTL).await
-    }
-
-    /// A cluster whose locks and leases live `ttl`.
-    pub(crate) async fn with_ttl(nats: NatsServer, name: &str, ttl: Duration) -> Cluster {
-        Cluster::configured(nats, name, ttl, |_| {}).await
-    }
-
-    /// A cluster whose locks and leases live `ttl`, its config changed by `edit`.
-    pub(crate) async fn configured(
-        nats: NatsServer,
-        name: &str,
-        ttl: Duration,
-        edit: impl FnOnce(&mut serde_json::Value),
-    ) -> Cluster {
-        let bot = BotApiServer::start().await;
-        let mut config = cluster::telegram_cluster_config(&bot.base_url(), USER);
-        edit(&mut config);
-        let env = vec![("TG_TEST_TOKEN".to_owned(), bot.token())];
-        Cluster {
-            env,
-            nats,
-            bot,
-            prefix: prefix(name),
-            dirs: Dirs::new(),
-            sources: vec![user_config(&config.to_string())],
-            agents: Arc::default(),
-            gate: cluster::gate(),
-            ttl,
-            request_timeout: Duration::from_secs(5),
-            logs: Arc::default(),
-            forget_offline_after: None,
-        }
-    }
-
-    /// This cluster, its ingress's environment also holding `name` = `value` (another
-    /// platform's token).
-    pub(crate) fn with_env(mut self, name: &str, value: String) -> Cluster {
-        self.env.push((name.to_owned(), value));
-        self
-    }
-
-    pub(crate) async fn ingress(&self) -> Ingress {
-        self.ingress_counted(None).await
-    }
-
-    /// An ingress whose bots are counted in `metrics`, wrapped as `serve --nats --metrics`
-    /// wraps them (`operator::counted_build`).
-    pub(crate) async fn ingress_counted(&self, metrics: Option<&Arc<Metrics>>) -> Ingress {
-        let client = self.nats.connect().await;
-        let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
-        let env = self.env.clone();
-        let state_dir = self.dirs.dir.path().to_path_buf();
-        let config = host_shim::native_guest::read_transports_natively(&self.sources);
-        Ingress::start(
-            client,
-            jetstream,
-            IngressOptions {
-                prefix: self.prefix.clone(),
-                lock_ttl: self.ttl,
-                inbound: inbound(self.ttl),
-                requests: messenger_requests(&config),
-                // As `serve --nats` reads it: the config's `allowUsers`.
-                allowed: host_shim::native_guest::read_config_natively(&self.sources)
-                    .bridge
-                    .allow_users
-                    .iter()
-                    .map(|identity| identity.as_str().to_owned())
-                    .collect(),
-                // The token comes from the "environment" only, as in production.
-                build: operator::counted_build(
-                    Arc::new(move |request| {
-                        let var = |name: &str| {
-                            env.iter()
-                                .find(|(known, _)| known == name)
-                                .map(|(_, value)| value.clone())
-                        };
-                        factory::build(
-                            std::slice::from_ref(request),
-                            None,
-                            &Environment {
-                                var: &var,
-                                state_dir: Some(state_dir.clone()),
-                            },
-                        )
-                    }),
-                    metrics,
-                ),
-                holder: Holder::this_process(),
-                gate: self.gate.clone(),
-                log: self.log_for("ingress"),
-                forget_offline_after: self.forget_offline_after,
-            },
-        )
-        .await
-        .expect("ingress starts")
-    }
-
-    /// A session node called `node` for `sessions`; its demo agents take `pace` per step.
-    pub(crate) async fn node(&self, node: &str, sessions: &[&str], pace: Duration) -> SessionNode {
-        self.start_node(self.node_options(node, sessions, pace))
-            .await
-            .expect("session node starts")
-    }
-
-    pub(crate) async fn start_node(
-        &self,
-        options: SessionNodeOptions,
-    ) -> Result<SessionNode, String> {
-        let client = self.nats.connect().await;
-        let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
-        SessionNode::start(client, jetstream, options)
-            .await
-            .map_err(|error| error.to_string())
-    }
-
-    pub(crate) fn node_options(
-        &self,
-        node: &str,
-        sessions: &[&str],
-        pace: Duration,
-    ) -> SessionNodeOptions {
-        let agents = self.agents.clone();
-        let node_name = node.to_owned();
-        SessionNodeOptions {
-            prefix: self.prefix.clone(),
-            lease_ttl: self.ttl,
-            inbound: inbound(self.ttl),
-            request_timeout: self.request_timeout,
-            sessions: sessions
-                .iter()
-                .map(|name| Wanted {
-                    key: format!("serve:{name}"),
-                    name: (*name).to_owned(),
-                    cwd: format!("/work/{name}"),
-                })
-                .collect(),
-            config_sources: self.sources.clone(),
-            runtime: runtime(),
-            agent: Arc::new(move |wanted: &Wanted| {
-                let agent = Arc::new(DemoAgent::new(
-                    pace,
-                    SessionInfo {
-                        id: wanted.key.clone(),
-                        name: Some(wanted.name.clone()),
-                        cwd: wanted.cwd.clone(),
-                        accepts_images: true,
-                    },
-                ));
-                agents
-                    .lock()
-                    .unwrap()
-                    .insert((node_name.clone(), wanted.key.clone()), agent.clone());
-                agent as Arc<dyn Agent>
-            }),
-            ui: Arc::new(|_: &Wanted| Arc::new(RecordingUi::default()) as Arc<dyn Ui>),
-            locks: self.dirs.locks(),
-            clock: Arc::new(SystemClock),
-            log: self.log_for(node),
-            // A fixed id: placement hashes it, so where each session runs is the same
-            // on every run of the test.
-            holder: Holder {
-                id: node.to_owned(),
-                description: node.to_owned(),
-            },
-            gate: self.gate.clone(),
-            hibernation: host_shim::sandbox::hibernation::Hibernation::never(),
-        }
-    }
-
-    /// The config every session of the cluster reads (one user config).
-    pub(crate) fn sources(&self) -> Vec<ConfigSource> {
-        self.sources.clone()
-    }
-
-    /// A new log for a node called `who`, kept for [`Cluster::log_lines`].
-    fn log_for(&self, who: &str) -> Arc<MemoryLog> {
-        let log = Arc::new(MemoryLog::default());
-        self.logs
-            .lock()
-            .unwrap()
-            .push((who.to_owned(), log.clone()));
-        log
-    }
-
-    /// Every node's log lines so far, as `who: event fields`.
-    pub(crate) fn log_lines(&self) -> Vec<String> {
-        self.logs
-            .lock()
-            .unwrap()
-            .iter()
-            .flat_map(|(who, log)| {
-                log.lines()
-                    .into_iter()
-                    .map(move |(_, line)| format!("{who}: {} {:?}", line.event, line.fields))
-            })
-            .collect()
-    }
-
-    /// Queues a private message and waits for a sent message holding `expect`.
-    pub(crate) async fn say(&self, message_id: i64, text: &str, expect: &str) -> String {
-        self.say_update(private_text(USER, message_id, text), expect)
-            .await
-    }
-
-    /// As [`Cluster::say`], dated now: a stranger's message must be new to be answered
-    /// with a pairing challenge (older ones may be a backlog replayed at start).
-    pub(crate) async fn say_now(&self, message_id: i64, text: &str, expect: &str) -> String {
-        let mut update = private_text(USER, message_id, text);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("the clock is after 1970")
-            .as_secs();
-        update["message"]["date"] = serde_json::json!(now);
-        self.say_update(update, expect).await
-    }
-
-    async fn say_update(&self, update: serde_json::Value, expect: &str) -> String {
-        let text = update["message"]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let before = self.bot.sent().len();
-        self.bot.queue_update(update);
-        let found = self
-            .bot
-            .wait_until(WAIT, |s| {
-                s.sent()[before..].iter().any(|m| m.text.contains(expect))
-            })
-            .await;
-        assert!(
-            found,
-            "no {expect:?} after {text:?}: {:#?}",
-            self.bot.sent()
-        );
-        self.bot.sent()[before..]
-            .iter()
-            .find(|m| m.text.contains(expect))
-            .map(|m| m.text.clone())
-            .unwrap_or_default()
-    }
-
-    /// Sent messages holding `needle`.
-    pub(crate) fn sent_with(&self, needle: &str) -> usize {
-        self.bot
-            .sent()
-            .iter()
-            .filter(|m| m.text.contains(needle))
-            .count()
-    }
-
-    /// Waits until `session`'s consumer has nothing unacked or waiting: every message it
-    /// was sent has had its effect, so nothing more can come of it.
-    pub(crate) async fn drained(&self, session: &str) {
-        let jetstream = self.nats.jetstream().await;
-        let name = session_consumer(session);
-        let stream = self.prefix.inbound_stream();
-        eventually(&format!("{session}'s inbound all acked"), || {
-            let jetstream = jetstream.clone();
-            let (name, stream) = (name.clone(), stream.clone());
-            async move {
-                let stream = jetstream.get_stream(&stream).await.ok()?;
-                let info = stream.consumer_info(&name).await.ok()?.clone();
-                (info.num_ack_pending == 0 && info.num_pending == 0).then_some(())
-            }
-        })
-        .await;
-    }
-}
+use transport_testing::telegram::private_text;
 
 use crate::common::WAIT;
+use crate::common::cluster::{eventually, nats_or_skip};
+use crate::common::cluster_world::{Cluster, TTL, USER, runs};
+use crate::common::http_get;
 
 /// Waits until the two nodes run `total` sessions between them, each at least one.
 async fn spread(a: &SessionNode, b: &SessionNode, total: usize) -> (Vec<String>, Vec<String>) {
@@ -386,28 +64,20 @@ async fn sessions_spread_over_two_nodes_and_each_chat_reaches_the_one_it_picked(
         )
         .await;
     cluster.say(5, "ship it", "You asked").await;
-    let agents = cluster.agents.lock().unwrap().clone();
-    let asked = |node: &str, key: &str| {
-        agents
-            .get(&(node.to_owned(), key.to_owned()))
-            .map(|agent| agent.recent_work().last_prompt)
-    };
-    assert_eq!(asked("node-a", &on_a[0]), Some(Some("build it".to_owned())));
-    assert_eq!(asked("node-b", &on_b[0]), Some(Some("ship it".to_owned())));
-    // Every update was confirmed by the one poller once JetStream held it.
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.pending_updates() == 0)
-            .await
+    assert_eq!(
+        cluster.last_prompt("node-a", &on_a[0]).as_deref(),
+        Some("build it")
     );
+    assert_eq!(
+        cluster.last_prompt("node-b", &on_b[0]).as_deref(),
+        Some("ship it")
+    );
+    // Every update was confirmed by the one poller once JetStream held it.
+    cluster.confirmed().await;
 
     a.shutdown().await;
     // A node that stops hands its sessions over at once (no TTL to wait for).
-    eventually("the other node runs every session", || async {
-        (b.running().len() == names.len()).then_some(())
-    })
-    .await;
+    runs(&b, names.len()).await;
     b.shutdown().await;
     ingress.shutdown().await;
 }
@@ -506,15 +176,8 @@ async fn a_node_killed_mid_turn_has_its_session_resumed_elsewhere_and_the_turn_r
         cluster.bot.edited()
     );
     // The survivor's agent for the session was asked only the new message.
-    let survivor_agent = cluster
-        .agents
-        .lock()
-        .unwrap()
-        .get(&(survivor_name.to_owned(), doomed.clone()))
-        .cloned()
-        .expect("the survivor made an agent for the session");
     assert_eq!(
-        survivor_agent.recent_work().last_prompt.as_deref(),
+        cluster.last_prompt(survivor_name, &doomed).as_deref(),
         Some("are you there?")
     );
     // The copy JetStream hands the next node is never run. Which way it is recognised
@@ -552,11 +215,7 @@ async fn a_standby_ingress_takes_the_bot_after_the_ttl_and_no_message_is_lost() 
     let nats = nats_or_skip!();
     let cluster = Cluster::new(nats, "ingress").await;
     let first = cluster.ingress().await;
-    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
-    eventually("the session runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api"]).await;
     // The only session: the chat is bound to it by its first message.
     cluster.say(1, "one", "You asked").await;
     let second = cluster.ingress().await;
@@ -565,23 +224,10 @@ async fn a_standby_ingress_takes_the_bot_after_the_ttl_and_no_message_is_lost() 
     // The holder dies; a message sent meanwhile waits at the platform.
     first.kill().await;
     cluster.bot.queue_update(private_text(USER, 3, "three"));
-    let found = cluster
-        .bot
-        .wait_until(WAIT, |s| {
-            s.sent()
-                .iter()
-                .any(|m| m.text.contains("You asked") && m.text.contains("three"))
-        })
-        .await;
-    assert!(found, "{:#?}", cluster.bot.sent());
+    cluster.answered("three").await;
     cluster.drained("serve:api").await;
     for prompt in ["one", "two", "three"] {
-        let replies = cluster
-            .bot
-            .sent()
-            .iter()
-            .filter(|m| m.text.contains(&format!("You asked: <i>{prompt}</i>")))
-            .count();
+        let replies = cluster.sent_with(&format!("You asked: <i>{prompt}</i>"));
         assert_eq!(replies, 1, "{prompt}: {:#?}", cluster.bot.sent());
     }
     node.shutdown().await;
@@ -598,11 +244,7 @@ async fn a_killed_ingress_polls_nothing_more_and_its_bot_waits_for_the_standby()
     let nats = nats_or_skip!();
     let cluster = Cluster::new(nats, "deadpoll").await;
     let first = cluster.ingress().await;
-    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
-    eventually("the session runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api"]).await;
     cluster.say(1, "one", "You asked").await;
     assert!(
         cluster
@@ -638,15 +280,7 @@ async fn a_killed_ingress_polls_nothing_more_and_its_bot_waits_for_the_standby()
 
     // A standby takes the bot (the dead node's key ages out) and answers what waited, once.
     let second = cluster.ingress().await;
-    let found = cluster
-        .bot
-        .wait_until(WAIT, |s| {
-            s.sent()
-                .iter()
-                .any(|m| m.text.contains("You asked") && m.text.contains("two"))
-        })
-        .await;
-    assert!(found, "{:#?}", cluster.bot.sent());
+    cluster.answered("two").await;
     cluster.drained("serve:api").await;
     assert_eq!(cluster.sent_with("You asked: <i>two</i>"), 1);
     node.shutdown().await;
@@ -670,13 +304,7 @@ async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_ap
     let nats = nats_or_skip!();
     let cluster = Cluster::new(nats, "forge").await;
     let ingress = cluster.ingress().await;
-    let node = cluster
-        .node("node-a", &["api", "ops"], Duration::ZERO)
-        .await;
-    eventually("both sessions run", || async {
-        (node.running().len() == 2).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api", "ops"]).await;
     cluster.say(1, "/switch api", "now talks to api").await;
     cluster.say(2, "build it", "You asked").await;
     cluster.drained("serve:api").await;
@@ -762,11 +390,10 @@ async fn a_client_with_nats_credentials_but_not_the_cluster_key_cannot_prompt_ap
     cluster.say(3, "ship it", "You asked").await;
     cluster.drained("serve:api").await;
     // ... and the forged ones did nothing.
-    let agents = cluster.agents.lock().unwrap().clone();
-    let api = agents
-        .get(&("node-a".to_owned(), "serve:api".to_owned()))
-        .expect("api's agent");
-    assert_eq!(api.recent_work().last_prompt.as_deref(), Some("ship it"));
+    assert_eq!(
+        cluster.last_prompt("node-a", "serve:api").as_deref(),
+        Some("ship it")
+    );
     assert_eq!(cluster.sent_with("forged"), 0, "{:#?}", cluster.bot.sent());
     // Mallory is a stranger still: the forged pairing was not read.
     cluster
@@ -842,10 +469,7 @@ async fn readiness_follows_a_nats_outage_and_liveness_does_not() {
     })
     .await;
 
-    eventually("the session runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    runs(&node, 1).await;
     // The only session: the chat is bound to it by its first message, counted at the ingress.
     cluster.say(1, "one", "You asked").await;
     let (_, scraped) = http_get(ingress_addr, "/metrics").await;

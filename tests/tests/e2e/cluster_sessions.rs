@@ -13,16 +13,16 @@ use host_shim::broker::routing::SessionState;
 use host_shim::cluster::directory::{Directory, PresenceReader, SessionEntry, state_of};
 use host_shim::cluster::placement;
 use host_shim::cluster::session_node::{SessionNode, Wanted};
-use host_shim::cluster::state_store::{KvStateStore, STATE_FORMAT};
+use host_shim::cluster::state_store::STATE_FORMAT;
 use host_shim::ops::metrics::Metrics;
 use host_shim::wit::agent::{
     DeliverAs, PromptImage, SessionCommand, SessionInfo, SessionReply, TokenUse, UsageReport,
 };
 use transport_testing::telegram::private_text;
 
-use crate::cluster_serve::Cluster;
 use crate::common::WAIT;
 use crate::common::cluster::{self, eventually, nats_or_skip};
+use crate::common::cluster_world::Cluster;
 
 const MACHINES: [&str; 2] = ["laptop", "build"];
 /// The paired user (the cluster's config lets it in), and someone paired with nothing.
@@ -228,13 +228,8 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
     cluster
         .bot
         .queue_update(private_text(USER, 7, "still there?"));
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.pending_updates() == 0)
-            .await,
-        "the second message was confirmed (published)"
-    );
+    // The second message was confirmed (published).
+    cluster.confirmed().await;
     assert_eq!(
         cluster.sent_with("is offline"),
         1,
@@ -265,12 +260,7 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
     cluster
         .bot
         .queue_update(private_text(STRANGER, 101, "let me in"));
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.pending_updates() == 0)
-            .await
-    );
+    cluster.confirmed().await;
     assert_eq!(
         cluster.sent_with("is offline"),
         1,
@@ -288,15 +278,7 @@ async fn sessions_across_machines_are_told_apart_and_a_dead_machines_session_is_
     // The machine comes back: what waited is delivered, in order, and it is listed idle.
     let back = machine(&cluster, "build", &on_build).await;
     for prompt in ["are you back?", "still there?"] {
-        let found = cluster
-            .bot
-            .wait_until(WAIT, |s| {
-                s.sent()
-                    .iter()
-                    .any(|m| m.text.contains("You asked") && m.text.contains(prompt))
-            })
-            .await;
-        assert!(found, "{prompt}: {:#?}", cluster.bot.sent());
+        cluster.answered(prompt).await;
     }
     let answers: Vec<String> = cluster
         .bot
@@ -410,16 +392,7 @@ async fn a_machine_older_than_a_sessions_state_does_not_run_it_and_the_chat_hear
         "{notice}"
     );
     // Nothing was written over the newer state.
-    let kept = KvStateStore::open(
-        &cluster.nats.jetstream().await,
-        &cluster.prefix,
-        &cluster.gate,
-    )
-    .await
-    .expect("state bucket")
-    .load(&session.key)
-    .await
-    .expect("load");
+    let kept = cluster.kept_state(&session.key).await;
     assert_eq!(kept.format, newer);
     assert!(
         kept.document
@@ -440,23 +413,13 @@ async fn a_message_sent_as_its_session_dies_is_told_at_the_next_look_and_only_on
     let nats = nats_or_skip!();
     let cluster = Cluster::new(nats, "justgone").await;
     let ingress = cluster.ingress().await;
-    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
-    eventually("api runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api"]).await;
     cluster.say(1, "hello", "You asked").await;
     node.kill().await;
     cluster
         .bot
         .queue_update(private_text(USER, 2, "are you there?"));
-    let told = cluster
-        .bot
-        .wait_until(WAIT, |s| {
-            s.sent().iter().any(|m| m.text.contains("is offline"))
-        })
-        .await;
-    assert!(told, "{:#?}", cluster.bot.sent());
+    cluster.posted("is offline").await;
     let notice = cluster
         .bot
         .sent()
@@ -469,23 +432,10 @@ async fn a_message_sent_as_its_session_dies_is_told_at_the_next_look_and_only_on
         "{notice}"
     );
     cluster.bot.queue_update(private_text(USER, 3, "hello?"));
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.pending_updates() == 0)
-            .await
-    );
-    let again = cluster
-        .bot
-        .wait_until(Duration::from_secs(1), |s| {
-            s.sent()
-                .iter()
-                .filter(|m| m.text.contains("is offline"))
-                .count()
-                > 1
-        })
+    cluster.confirmed().await;
+    cluster
+        .not_posted_again("is offline", Duration::from_secs(1))
         .await;
-    assert!(!again, "told twice: {:#?}", cluster.bot.sent());
     ingress.shutdown().await;
 }
 
@@ -499,11 +449,7 @@ async fn after_an_ingress_failover_a_chat_told_its_session_is_offline_is_not_tol
     let first = cluster.ingress().await;
     let metrics = Arc::new(Metrics::new(["telegram"]));
     first.count_in(metrics.clone());
-    let node = cluster.node("node-a", &["api"], Duration::ZERO).await;
-    eventually("api runs", || async {
-        (node.running().len() == 1).then_some(())
-    })
-    .await;
+    let node = cluster.node_running("node-a", &["api"]).await;
     cluster.say(1, "hello", "You asked").await;
     node.shutdown().await;
     // Once the holder's look has seen it offline, the chat is told at its message.
@@ -516,23 +462,10 @@ async fn after_an_ingress_failover_a_chat_told_its_session_is_offline_is_not_tol
     let standby = cluster.ingress().await;
     first.kill().await;
     cluster.bot.queue_update(private_text(USER, 3, "and now?"));
-    assert!(
-        cluster
-            .bot
-            .wait_until(WAIT, |s| s.pending_updates() == 0)
-            .await,
-        "the standby took the bot and published the message"
-    );
-    let again = cluster
-        .bot
-        .wait_until(Duration::from_secs(2), |s| {
-            s.sent()
-                .iter()
-                .filter(|m| m.text.contains("is offline"))
-                .count()
-                > 1
-        })
+    // The standby took the bot and published the message.
+    cluster.confirmed().await;
+    cluster
+        .not_posted_again("is offline", Duration::from_secs(2))
         .await;
-    assert!(!again, "told again: {:#?}", cluster.bot.sent());
     standby.shutdown().await;
 }

@@ -9,7 +9,22 @@ use host_shim::disk::state_store::{StateChanges, StateStore, StateStoreError};
 
 use crate::common::cluster::{self, nats_or_skip};
 
+/// Whether `error` is the store refusing a save made on a revision that is no longer the
+/// last (another node saved since).
+fn is_conflict(error: &StateStoreError) -> bool {
+    matches!(
+        error,
+        StateStoreError::Backend(error)
+            if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
+    )
+}
+
 const SESSION: &str = "/home/me/project:main";
+
+/// The document `store` holds for [`SESSION`], if any.
+async fn document(store: &dyn StateStore) -> Option<String> {
+    store.load(SESSION).await.expect("load").map(|s| s.document)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_state_cas_refuses_a_stale_writer() {
@@ -118,12 +133,7 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         .expect("its own next save");
     // B takes the session over: loads, saves.
     assert_eq!(
-        node_b
-            .load(SESSION)
-            .await
-            .expect("load")
-            .map(|s| s.document)
-            .as_deref(),
+        document(node_b.as_ref()).await.as_deref(),
         Some(r#"{"n":2}"#)
     );
     node_b
@@ -135,21 +145,9 @@ async fn behind_the_state_store_seam_a_stale_node_is_refused_like_a_stale_state_
         .save(SESSION, &StateChanges::document(r#"{"n":99}"#))
         .await
         .expect_err("stale");
-    assert!(
-        matches!(
-            &refused,
-            StateStoreError::Backend(error)
-                if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
-        ),
-        "{refused}"
-    );
+    assert!(is_conflict(&refused), "{refused}");
     assert_eq!(
-        node_b
-            .load(SESSION)
-            .await
-            .expect("load")
-            .map(|s| s.document)
-            .as_deref(),
+        document(node_b.as_ref()).await.as_deref(),
         Some(r#"{"n":3}"#)
     );
     // The queue goes inside the bucket's document, and a save that changes only it
@@ -220,14 +218,7 @@ async fn a_state_newer_than_this_host_shim_reads_is_refused_and_never_overwritte
         .save(SESSION, &StateChanges::document(r#"{"trusted":{}}"#))
         .await
         .expect_err("no revision known: nothing written");
-    assert!(
-        matches!(
-            &overwrite,
-            StateStoreError::Backend(error)
-                if matches!(error.downcast_ref(), Some(KvStateError::Conflict { .. }))
-        ),
-        "{overwrite}"
-    );
+    assert!(is_conflict(&overwrite), "{overwrite}");
     let kept = store.load(SESSION).await.expect("load");
     assert_eq!(kept.format, STATE_FORMAT + 1);
     assert!(

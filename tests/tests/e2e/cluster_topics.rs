@@ -7,14 +7,12 @@
 
 use std::time::Duration;
 
-use host_shim::agent::Agent as _;
 use host_shim::broker::topics::topic_name;
-use host_shim::cluster::subjects::session_token;
 use transport_testing::telegram::{BotApiServer, topic_text};
 
-use crate::cluster_serve::{Cluster, USER};
 use crate::common::WAIT;
 use crate::common::cluster::{eventually, nats_or_skip};
+use crate::common::cluster_world::{Cluster, USER};
 
 const FORUM: i64 = -1_001_234_567_890;
 const TTL: Duration = Duration::from_secs(1);
@@ -81,14 +79,10 @@ async fn the_ingress_makes_a_topic_per_session_routes_it_without_switch_and_ends
         .bot
         .queue_update(topic_text(FORUM, api, USER, 100, "build it"));
     posted_in(&cluster.bot, api, "You asked").await;
-    let agent = cluster
-        .agents
-        .lock()
-        .unwrap()
-        .get(&("laptop".to_owned(), "serve:api".to_owned()))
-        .cloned()
-        .expect("the node runs api");
-    assert_eq!(agent.recent_work().last_prompt.as_deref(), Some("build it"));
+    assert_eq!(
+        cluster.last_prompt("laptop", "serve:api").as_deref(),
+        Some("build it")
+    );
 
     // Someone with the NATS login but not the cluster key claims another thread of the
     // forum for the session: the standby reading the bucket refuses it.
@@ -129,14 +123,7 @@ async fn the_ingress_makes_a_topic_per_session_routes_it_without_switch_and_ends
     // The session leaves the directory (its node stopped and its entry deleted, as
     // `nats kv del` does): its topic is marked ended, kept, and a message there answered.
     laptop.shutdown().await;
-    let sessions = jetstream
-        .get_key_value(cluster.prefix.session_bucket())
-        .await
-        .expect("the sessions bucket");
-    sessions
-        .delete(session_token("serve:api"))
-        .await
-        .expect("entry deleted");
+    cluster.leaves("serve:api").await;
     posted_in(&cluster.bot, api, "has ended").await;
     let ended = eventually("the topic marked ended", || async {
         cluster
@@ -196,16 +183,7 @@ async fn a_topic_deleted_by_hand_while_its_session_works_is_made_again_and_the_r
     cluster
         .bot
         .queue_update(topic_text(FORUM, first, USER, 100, "long job"));
-    eventually("the prompt reaches the session", || async {
-        let agent = cluster
-            .agents
-            .lock()
-            .unwrap()
-            .get(&("laptop".to_owned(), "serve:api".to_owned()))
-            .cloned()?;
-        (agent.recent_work().last_prompt.as_deref() == Some("long job")).then_some(())
-    })
-    .await;
+    cluster.prompted("laptop", "serve:api", "long job").await;
 
     cluster.bot.delete_topic(FORUM, first);
     eventually("a second topic of the same name", || async {
@@ -323,38 +301,21 @@ mod threads {
         // No /switch: the thread is the session's own place, and the answer comes there.
         say(place, 1, &web, "build it").await;
         posted_in(place, &web, "You asked").await;
-        let agent = |session: &str| {
-            cluster
-                .agents
-                .lock()
-                .unwrap()
-                .get(&("laptop".to_owned(), format!("serve:{session}")))
-                .cloned()
-                .expect("the node runs it")
-        };
         assert_eq!(
-            agent("web").recent_work().last_prompt.as_deref(),
+            cluster.last_prompt("laptop", "serve:web").as_deref(),
             Some("build it")
         );
         say(place, 2, &api, "test it").await;
         posted_in(place, &api, "test it").await;
         assert_eq!(
-            agent("web").recent_work().last_prompt.as_deref(),
+            cluster.last_prompt("laptop", "serve:web").as_deref(),
             Some("build it"),
             "web got api's"
         );
 
         // The sessions leave the directory: their threads are marked ended, kept.
         laptop.shutdown().await;
-        let jetstream = cluster.nats.jetstream().await;
-        let sessions = jetstream
-            .get_key_value(cluster.prefix.session_bucket())
-            .await
-            .expect("the sessions bucket");
-        sessions
-            .delete(session_token("serve:web"))
-            .await
-            .expect("entry deleted");
+        cluster.leaves("serve:web").await;
         posted_in(place, &web, "has ended").await;
         let ended = format!("ended · {}", name_of("web"));
         eventually("web's thread marked ended", || async {
@@ -381,16 +342,7 @@ mod threads {
         })
         .await;
         say(place, 1, &first, "long job").await;
-        eventually("the prompt reaches the session", || async {
-            let agent = cluster
-                .agents
-                .lock()
-                .unwrap()
-                .get(&("laptop".to_owned(), "serve:api".to_owned()))
-                .cloned()?;
-            (agent.recent_work().last_prompt.as_deref() == Some("long job")).then_some(())
-        })
-        .await;
+        cluster.prompted("laptop", "serve:api", "long job").await;
 
         place.delete(&first);
         until(cluster, place, "a second thread of the same name", || {

@@ -4,8 +4,10 @@
 //! ripgrep ([`ripgrep`]) and the fault soak ([`soak`]).
 #![allow(dead_code)] // each test module uses a different part of this module
 
+pub mod broker_world;
 pub mod browser;
 pub mod cluster;
+pub mod cluster_world;
 pub mod compiled;
 pub mod fake_model;
 pub mod npm;
@@ -20,8 +22,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
+use host_shim::broker::BuildOne;
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
+use host_shim::factory::{self, Environment};
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
@@ -33,8 +37,44 @@ use host_shim::transcript::Transcript;
 use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin};
 use tokio::sync::{Notify, mpsc};
-use transport_core::{Envelope, Transport};
+use transport_core::{Envelope, OutboundKind, OutboundMessage, Transport};
 use transport_testing::fake::{FakeConfig, FakeTransport};
+
+/// Builds transports as the host does (`factory::build`), their credentials read from `env`
+/// only, never from the process's own environment: a developer's real token cannot reach
+/// a test, and each test's loopback server has its own.
+pub fn build_with_env(env: Vec<(String, String)>, state_dir: std::path::PathBuf) -> BuildOne {
+    Arc::new(move |request| {
+        let var = |wanted: &str| {
+            env.iter()
+                .find(|(name, _)| name == wanted)
+                .map(|(_, value)| value.clone())
+        };
+        factory::build(
+            std::slice::from_ref(request),
+            None,
+            &Environment {
+                var: &var,
+                state_dir: Some(state_dir.clone()),
+            },
+        )
+    })
+}
+
+/// An agent's reply of `text` to conversation `conversation_id`, as the bridge hands it to
+/// a transport: no thread, no edit, no buttons.
+pub fn reply_in(conversation_id: &str, text: &str) -> OutboundMessage {
+    OutboundMessage {
+        conversation_id: conversation_id.into(),
+        thread_id: None,
+        kind: OutboundKind::Reply,
+        text: text.into(),
+        edit_key: None,
+        buttons: Vec::new(),
+        answers_press: None,
+        reply_to: None,
+    }
+}
 
 /// How long any wait in these tests may take before it counts as a failure.
 pub const WAIT: Duration = Duration::from_secs(20);
