@@ -1,16 +1,3 @@
-//! One way to wrap a [`crate::Transport`]: [`forward_transport!`] writes the methods a
-//! wrapper hands to the transport inside it unchanged, so a wrapper spells out only what it
-//! adds (counting sends, moving sends to a topic made anew).
-//!
-//! Why a macro: two wrappers forwarded every method by hand, and each method the trait
-//! gained had to be added to both; one that was not (`react`, `draft` behind the metrics'
-//! counting wrapper) silently fell back to the trait's default "cannot", so reactions and
-//! streamed drafts stopped whenever `--metrics` was on.
-//!
-//! The forwarded methods are written in the shape `#[async_trait]` gives the trait's async
-//! methods (a boxed future, one lifetime per borrowed argument), so they sit inside an
-//! `#[async_trait] impl Transport` next to the wrapper's own `async fn`s.
-
 //! One way to wrap a [`crate::Transport`]: [`forward_transport!`] writes the whole
 //! `impl Transport` of a wrapper, with the methods the wrapper writes itself and every other
 //! method of the trait handed to the transport inside it unchanged, so a wrapper spells out
