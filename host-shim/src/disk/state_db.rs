@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use serde_json::Value;
 
 use super::state_file::StateFile;
 use super::state_store::{StateChanges, StateStore, StateStoreError, StoredState};
@@ -1450,6 +1449,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
     use std::io::{BufRead as _, BufReader};
     use std::process::{Command, Stdio};
 

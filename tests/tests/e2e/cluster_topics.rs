@@ -568,6 +568,13 @@ mod private {
         );
     }
 
+    /// `user` writes `text` in their topic `thread` (message `n`); waits for the bot's
+    /// message there holding `expect`.
+    async fn say_in(bot: &BotApiServer, user: i64, thread: i64, n: i64, text: &str, expect: &str) {
+        bot.queue_update(private_topic_text(user, thread, n, text));
+        posted_to(bot, user, Some(thread), expect).await;
+    }
+
     /// `update` dated now: a stranger's message must be new to meet the pairing.
     fn now(mut update: serde_json::Value) -> serde_json::Value {
         let now = std::time::SystemTime::now()
@@ -613,10 +620,7 @@ mod private {
         // The config's `allowUsers` user has the session's topic in their chat.
         let ada = topic_of(&cluster.bot, USER, &name_of("api")).await;
         posted_to(&cluster.bot, USER, Some(ada), "talks to the session api").await;
-        cluster
-            .bot
-            .queue_update(private_topic_text(USER, ada, 100, "build it"));
-        posted_to(&cluster.bot, USER, Some(ada), "You asked").await;
+        say_in(&cluster.bot, USER, ada, 100, "build it", "You asked").await;
         let agent = cluster
             .agents
             .lock()
@@ -635,19 +639,21 @@ mod private {
         posted_to(&cluster.bot, BOB, None, "Paired as").await;
         let bob = topic_of(&cluster.bot, BOB, &name_of("api")).await;
         posted_to(&cluster.bot, BOB, Some(bob), "talks to the session api").await;
-        cluster
-            .bot
-            .queue_update(private_topic_text(BOB, bob, 3, "from bob's topic"));
-        posted_to(&cluster.bot, BOB, Some(bob), "from bob's topic").await;
+        say_in(
+            &cluster.bot,
+            BOB,
+            bob,
+            3,
+            "from bob's topic",
+            "from bob's topic",
+        )
+        .await;
         assert_eq!(cluster.bot.calls("createForumTopic"), 2);
 
         // The ingress holding the bot dies: the standby reads the kept topics and makes
         // neither again, and each still reaches the session.
         first.kill().await;
-        cluster
-            .bot
-            .queue_update(private_topic_text(USER, ada, 101, "ship it"));
-        posted_to(&cluster.bot, USER, Some(ada), "ship it").await;
+        say_in(&cluster.bot, USER, ada, 101, "ship it", "ship it").await;
         assert_eq!(
             cluster.bot.calls("createForumTopic"),
             2,
@@ -680,10 +686,7 @@ mod private {
             assert_eq!(ended.name, format!("ended · {}", name_of("api")));
         }
         assert_eq!(cluster.bot.calls("closeForumTopic"), 0);
-        cluster
-            .bot
-            .queue_update(private_topic_text(BOB, bob, 4, "still there?"));
-        posted_to(&cluster.bot, BOB, Some(bob), "not running now").await;
+        say_in(&cluster.bot, BOB, bob, 4, "still there?", "not running now").await;
         assert_eq!(cluster.bot.calls("createForumTopic"), 2);
 
         standby.shutdown().await;
