@@ -137,6 +137,18 @@ impl Bindings {
             && self.provisional.iter().any(|(key, _)| key == conversation)
     }
 
+    /// The strangers' chats bound to `session` in memory only (on their way to pairing
+    /// with it); `None` when there are none, which costs no allocation.
+    pub fn provisional_of(&self, session: &str) -> Option<Vec<&str>> {
+        let chats: Vec<&str> = self
+            .provisional
+            .iter()
+            .filter(|(key, binding)| binding.session == session && !self.map.contains_key(key))
+            .map(|(key, _)| key.as_str())
+            .collect();
+        (!chats.is_empty()).then_some(chats)
+    }
+
     /// Binds a stranger's `conversation` in memory only, until it pairs; a written-down
     /// binding of it is not touched (a stranger does not move a paired user's chat).
     pub fn bind_provisional(&mut self, conversation: &str, binding: Binding) {

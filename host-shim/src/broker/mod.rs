@@ -229,7 +229,8 @@ impl Broker {
         }
         let status_stopped = Arc::new(Mutex::new(false));
         let topics = kept_topics(options.bindings.store().as_deref(), options.log.as_ref());
-        Arc::new_cyclic(|me| Broker {
+        let store = options.bindings.store();
+        let broker = Arc::new_cyclic(|me| Broker {
             status: options.status_file.as_ref().and_then(|path| {
                 spawn_status_writer(
                     me.clone(),
@@ -261,7 +262,17 @@ impl Broker {
             topic_replacing: tokio::sync::Mutex::new(()),
             hibernated: HibernatedCount::default(),
             me: me.clone(),
-        })
+        });
+        if let Some(store) = store {
+            // A pairing is the save that records it: heard here once it is on disk.
+            let me = Arc::downgrade(&broker);
+            store.report_trusted_to(move |session, trusted| {
+                if let Some(broker) = me.upgrade() {
+                    broker.trust_saved(session, trusted);
+                }
+            });
+        }
+        broker
     }
 
     /// The count of this broker's hibernated sessions: each session spawned for it
@@ -1202,7 +1213,7 @@ impl Broker {
             if let Err(error) = shared.real.end_topic(&record.topic, &ended).await {
                 // Gone: the next attach makes a new one. Anything else: the topic stays open
                 // under its running name, which the next attach reuses all the same.
-                let at = self.topic_at(shared, &record.topic);
+                let at = TopicAt::of(shared.real.as_ref(), &record.topic);
                 self.topic_problem(session, shared, at.said_place(), &error);
             }
             self.keep_topic(
@@ -1212,16 +1223,6 @@ impl Broker {
                     ..record
                 },
             );
-        }
-    }
-
-    /// Where `topic` of `shared`'s bot was made: a user's private chat (when the bot makes
-    /// topics there) or the place its config names.
-    fn topic_at(&self, shared: &Shared, topic: &transport_core::Topic) -> TopicAt {
-        if shared.real.topics_in_private_chats() {
-            TopicAt::PrivateChat(topic.conversation_id.clone())
-        } else {
-            TopicAt::Place(shared.real.topic_place().unwrap_or_default())
         }
     }
 
@@ -1254,7 +1255,7 @@ impl Broker {
         if &record.topic != failed {
             return Some(record.topic);
         }
-        let at = self.topic_at(shared, &record.topic);
+        let at = TopicAt::of(shared.real.as_ref(), &record.topic);
         let topic = match make_topic(shared.real.as_ref(), &at, &record.name).await {
             Ok(topic) => topic,
             Err(problem) => {
@@ -1352,8 +1353,9 @@ impl Broker {
     }
 }
 
-/// Makes a new topic `name` `at` its place on `transport`.
-async fn make_topic(
+/// Makes a new topic `name` `at` its place on `transport` (the broker's, and the cluster
+/// ingress's).
+pub(crate) async fn make_topic(
     transport: &dyn Transport,
     at: &TopicAt,
     name: &str,

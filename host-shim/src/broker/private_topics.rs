@@ -1,7 +1,9 @@
 //! Topics in private chats (docs/broker.md#topics-in-private-chats): where a bot makes
 //! topics in its private chats (Telegram's `sessionTopics: "private"`), each session's topic
 //! is made in the chat of every user paired with it, or allowed by its config: when the
-//! session attaches, for the users paired then, and when a user pairs, for that user.
+//! session attaches, for the users paired then, and when a user pairs, for that user: heard
+//! from the state database when the session saves the pairing
+//! ([`crate::disk::state_db::StateDb::report_trusted_to`]), or at the user's next message.
 //!
 //! The decisions (names, kept names, what is said once) are [`super::topics`]'s, and the
 //! making, resuming, ending and replacing of one topic is the broker's as for a topic in a
@@ -81,26 +83,44 @@ impl Broker {
         }
     }
 
-    /// After `session` sent into `conversation` of `shared`'s bot: when that chat is on its
-    /// way to pairing with the session (bound to it until its sender pairs) and its sender
-    /// is paired now, this send was the answer "Paired as …", and the user's private topic
-    /// is made at once rather than at their next message. Asks the state only for such a
-    /// chat, of a bot that makes topics in private chats.
-    pub(super) fn after_send(&self, session: &str, shared: &Arc<Shared>, conversation: &str) {
-        if !shared.real.topics_in_private_chats() {
+    /// `session` saved a document trusting `trusted` (the state database tells each
+    /// committed save): a user whose private chat with a bot that makes topics there is on
+    /// its way to pairing with the session (bound to it until its sender pairs) and who is
+    /// trusted now has just paired, and gets the session's topic at once rather than at
+    /// their next message. Only such chats are looked at: a save without a stranger's
+    /// private chat bound to its session costs one lookup.
+    pub(super) fn trust_saved(&self, session: &str, trusted: &[String]) {
+        if trusted.is_empty() {
             return;
         }
-        let identity = format!("{}:{conversation}", shared.real.id());
-        let pairing_here = self.inner(|inner| {
-            inner.bindings.is_provisional(&identity)
-                && inner
-                    .bindings
-                    .get(&identity)
-                    .is_some_and(|binding| binding.session == session)
+        let paired: Vec<(String, String)> = self.inner(|inner| {
+            let Some(provisional) = inner.bindings.provisional_of(session) else {
+                return Vec::new();
+            };
+            let mut paired = Vec::new();
+            for (fingerprint, shared) in &inner.shared {
+                let on_it = inner
+                    .on_bot
+                    .get(fingerprint)
+                    .is_some_and(|sessions| sessions.contains(session));
+                if !on_it || !shared.real.topics_in_private_chats() {
+                    continue;
+                }
+                let prefix = format!("{}:", shared.real.id());
+                // A private chat's id is its user's, so the chat's key is its sender's
+                // identity (a group's chat is nobody's, and never trusted as such).
+                paired.extend(
+                    provisional
+                        .iter()
+                        .filter(|chat| chat.starts_with(&prefix))
+                        .filter(|chat| trusted.iter().any(|identity| identity == *chat))
+                        .map(|chat| (fingerprint.clone(), (*chat).to_owned())),
+                );
+            }
+            paired
         });
-        // A private chat's id is its user's, so the chat's identity is its sender's.
-        if pairing_here && self.paired_with_session(session).contains(&identity) {
-            self.user_paired(&shared.fingerprint, session, &identity);
+        for (fingerprint, identity) in paired {
+            self.user_paired(&fingerprint, session, &identity);
         }
     }
 

@@ -246,12 +246,7 @@ impl Transport for RoutedTransport {
                     message.clone(),
                 )
             });
-        let conversation = message.conversation_id.clone();
         match (self.shared.real.send(message).await, own_topic) {
-            (Ok(receipt), _) => {
-                broker.after_send(&self.session, &self.shared, &conversation);
-                Ok(receipt)
-            }
             (Err(error), Some((topic, message))) if self.shared.real.topic_gone(&error) => {
                 let Some(now) = broker
                     .replace_gone_topic(&self.session, &self.shared, &topic)

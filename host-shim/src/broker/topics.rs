@@ -102,6 +102,18 @@ impl TopicAt {
     }
 }
 
+impl TopicAt {
+    /// Where `topic` of `transport`'s bot was made: a user's private chat (when the bot
+    /// makes topics there) or the place its config names.
+    pub fn of(transport: &dyn transport_core::Transport, topic: &Topic) -> TopicAt {
+        if transport.topics_in_private_chats() {
+            TopicAt::PrivateChat(topic.conversation_id.clone())
+        } else {
+            TopicAt::Place(transport.topic_place().unwrap_or_default())
+        }
+    }
+}
+
 /// The place [`TopicAt::PrivateChat`] problems are said for.
 pub const PRIVATE_PLACE: &str = "private";
 

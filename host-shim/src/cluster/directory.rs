@@ -68,6 +68,12 @@ pub struct SessionEntry {
     /// Why the node that wrote this will not run the session (for the chats), if it will not.
     #[serde(default)]
     pub refused: Option<String>,
+    /// The identities its state trusts (`<transport>:<user>`), as its last save said: the
+    /// ingress makes the session's topic in each one's private chat with the bot where the
+    /// bot makes topics there (docs/scaling.md#topics-in-private-chats). Sealed like the
+    /// rest of the entry, so only the cluster reads who is paired.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub paired: BTreeSet<String>,
     /// Set when the session was forgotten (docs/scaling.md#forgetting-a-session): the entry
     /// is then a tombstone, listed nowhere, kept so the chats still bound to the session
     /// hear why their messages are not delivered. A node that runs the session again writes
@@ -675,6 +681,7 @@ mod tests {
             written_at_ms: 0,
             usage: None,
             refused: None,
+            paired: BTreeSet::new(),
             forgotten: None,
         }
     }

@@ -13,8 +13,9 @@
 //! delivers them when it is back), and each chat is told so once per offline period.
 //!
 //! With `sessionTopics` in its config for a bot, the ingress also keeps a topic per
-//! session listed in the directory ([`super::topics`]): made at the same periodic look,
-//! a message in it published to its session without `/switch`.
+//! session listed in the directory ([`super::topics`]): made at the same periodic look (in
+//! the configured place, or in each paired user's private chat with the bot), a message in
+//! it published to its session without `/switch`.
 
 use futures_util::StreamExt as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -1001,11 +1002,16 @@ impl Shared {
             .iter()
             .map(|listed| {
                 let view = unpaired_view(listed, &Presence::default(), 0);
+                // As routing counts them: its state's pairs (announced by its node in its
+                // entry) and the config's `allowUsers`.
+                let mut paired = listed.entry.paired.clone();
+                paired.extend(self.options.allowed.iter().cloned());
                 ListedSession {
                     key: view.key,
                     name: view.name,
                     cwd: view.cwd,
                     machine: view.machine,
+                    paired,
                 }
             })
             .collect();

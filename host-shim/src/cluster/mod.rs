@@ -19,6 +19,7 @@ pub mod ingress;
 pub mod offline_told;
 pub mod outbound;
 pub mod outbox;
+pub mod paired_seen;
 pub mod placement;
 pub mod readiness;
 pub mod seal;

@@ -35,6 +35,7 @@ use super::handed::HandedLedger;
 use super::inbound::{InboundSettings, SessionConsumer, SessionGuards};
 use super::outbound::RemoteTransport;
 use super::outbox::Outbox;
+use super::paired_seen::{PairedSeen, PairedStore};
 use super::placement;
 use super::seal::Gate;
 use super::settle::{LedgerAgent, LedgerStore, TurnLedger};
@@ -192,6 +193,9 @@ struct Running {
     turns: Arc<TurnLedger>,
     /// `turns.taken()` at the last look.
     prompts_seen: u64,
+    /// Whom its state trusts, as its last load or save said: a change is announced in its
+    /// entry at the next look, for the ingress's topics in private chats.
+    paired: PairedSeen,
 }
 
 /// An attached session waiting to run here: its lease is still a dead node's, or no
@@ -730,6 +734,8 @@ impl Node {
         let agent: Arc<dyn Agent> = Arc::new(LedgerAgent::new(ledger.clone()));
         let kv: Arc<dyn StateStore> = Arc::new(KvSessionStates::new(self.states.clone()));
         let state: Arc<dyn StateStore> = Arc::new(LedgerStore::new(kv, ledger.clone()));
+        let paired = PairedSeen::default();
+        let state: Arc<dyn StateStore> = Arc::new(PairedStore::new(state, paired.clone()));
         let offered: Vec<Arc<dyn Transport>> = remotes
             .iter()
             .map(|r| r.clone() as Arc<dyn Transport>)
@@ -830,6 +836,8 @@ impl Node {
             written_at_ms: now,
             usage: None,
             refused: None,
+            // Loaded as the session started.
+            paired: paired.now(),
             forgotten: None,
         };
         if let Err(error) = self.directory.announce(&entry).await {
@@ -851,6 +859,7 @@ impl Node {
                 entry,
                 turns: ledger,
                 prompts_seen: 0,
+                paired,
             },
         );
         Ok(handle)
@@ -955,8 +964,9 @@ impl Node {
         self.show();
     }
 
-    /// Keeps `/sessions`' busy or idle, last activity, usage and last seen current: written
-    /// when a turn starts or ends, and every [`SEEN_REFRESH`](super::directory::SEEN_REFRESH)
+    /// Keeps `/sessions`' busy or idle, last activity, usage and last seen current, and who
+    /// the session is paired with: written when a turn starts or ends, when a user pairs,
+    /// and every [`SEEN_REFRESH`](super::directory::SEEN_REFRESH)
     /// besides (never more often than this is called: once a lease renewal).
     async fn announce_changes(&mut self) {
         let active = self.running.values().filter(|r| !r.agent.is_idle()).count();
@@ -968,7 +978,12 @@ impl Node {
             let prompted = taken != running.prompts_seen;
             running.prompts_seen = taken;
             let now = self.options.clock.now_ms();
-            if running.entry.due(busy, prompted, now) {
+            // A user paired (or unpaired) since: the ingress makes their topic from it.
+            let paired = !running.paired.is(&running.entry.paired);
+            if paired {
+                running.entry.paired = running.paired.now();
+            }
+            if paired || running.entry.due(busy, prompted, now) {
                 let usage = crate::broker::routing::UsageSoFar::ask(
                     running.agent.as_ref(),
                     renew_every(self.options.lease_ttl),

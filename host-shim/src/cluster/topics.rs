@@ -10,8 +10,13 @@
 //! `<prefix>-topics` (one value per topic, under a keyed hash of its kept name), so an
 //! ingress that takes the bot over after a failover reads them and reopens nothing twice.
 //!
+//! Where the bot makes topics in its private chats (Telegram's `sessionTopics: "private"`),
+//! each listed session's topic is made in the private chat of every user paired with it
+//! (its directory entry's `paired`, written by the node running it from the session's own
+//! saves) or allowed by the config, as `serve` does (docs/scaling.md#topics-in-private-chats).
+//!
 //! Only the ingress holding a bot writes that bot's topics (the kept name carries the
-//! transport id), so a plain `put` is enough, as for bindings.
+//! transport id), so a plain `put` is enough, as for bindings, and a standby makes none.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,16 +34,12 @@ use super::directory::DirectoryError;
 use super::seal::Gate;
 use super::sealed_kv;
 use super::subjects::Prefix;
+use crate::broker::make_topic;
 use crate::broker::routing;
 use crate::broker::send_notice_to;
-use crate::broker::topics::{self, OnAttach, TopicRecord, TopicRoute, Topics};
+use crate::broker::topics::{self, OnAttach, TopicAt, TopicRecord, TopicRoute, Topics};
 use crate::local::logging::{LogLine, LogSink};
 use crate::wit::types::Level;
-
-/// Why the ingress makes no topics in private chats (`sessionTopics: "private"`).
-pub const PRIVATE_NOT_IN_CLUSTER: &str = "topics in private chats are made by `host-shim \
-     serve` without --nats only; the cluster's ingress makes them in one forum group: set \
-     sessionTopics to its numeric id (like -1001234567890)";
 
 /// A session listed in the directory, as far as its topic needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +52,10 @@ pub struct ListedSession {
     pub cwd: String,
     /// The machine running it.
     pub machine: String,
+    /// Who is paired with it (its entry's `paired`) or allowed by the config
+    /// (`allowUsers`): where the bot makes topics in private chats, each one's chat gets
+    /// the session's topic.
+    pub paired: BTreeSet<String>,
 }
 
 /// One thing a look over the directory does for a bot's topics.
@@ -60,6 +65,8 @@ pub enum Step {
     Create {
         /// The session.
         session: ListedSession,
+        /// Where it is made.
+        at: TopicAt,
         /// The topic's kept name ([`topics::kept_name`]).
         kept: String,
         /// The topic's name.
@@ -115,14 +122,55 @@ pub fn plan(
     sessions: &[ListedSession],
     asked: &HashSet<String>,
 ) -> Vec<Step> {
-    let mut sorted: Vec<&ListedSession> = sessions.iter().collect();
-    sorted.sort_by(|a, b| a.key.cmp(&b.key));
-    let listed: BTreeSet<&str> = sorted.iter().map(|s| s.key.as_str()).collect();
+    let wanted: Vec<(TopicAt, &ListedSession)> = sessions
+        .iter()
+        .map(|session| (TopicAt::Place(place.to_owned()), session))
+        .collect();
+    plan_at(book, transport, max_chars, sessions, wanted, asked)
+}
+
+/// [`plan`] where the bot makes topics in its private chats: each listed session wants
+/// its topic in the private chat of every user in its `paired` (a group "paired" by id
+/// has no private chat). The same rules hold per chat; a user no longer paired with a
+/// session that is still listed keeps the topic they have (it ends with the session, as
+/// with `serve`).
+pub fn plan_private(
+    book: &Topics,
+    transport: &str,
+    max_chars: usize,
+    sessions: &[ListedSession],
+    asked: &HashSet<String>,
+) -> Vec<Step> {
+    let wanted: Vec<(TopicAt, &ListedSession)> = sessions
+        .iter()
+        .flat_map(|session| {
+            topics::private_chats(transport, session.paired.iter().map(String::as_str))
+                .into_iter()
+                .map(move |chat| (TopicAt::PrivateChat(chat), session))
+        })
+        .collect();
+    plan_at(book, transport, max_chars, sessions, wanted, asked)
+}
+
+/// The plan for topics `wanted` (each session where it wants one), `sessions` being every
+/// session listed.
+fn plan_at(
+    book: &Topics,
+    transport: &str,
+    max_chars: usize,
+    sessions: &[ListedSession],
+    mut wanted: Vec<(TopicAt, &ListedSession)>,
+    asked: &HashSet<String>,
+) -> Vec<Step> {
+    wanted.sort_by(|(a_at, a), (b_at, b)| {
+        (a.key.as_str(), a_at.kept_place()).cmp(&(b.key.as_str(), b_at.kept_place()))
+    });
+    let listed: BTreeSet<&str> = sessions.iter().map(|s| s.key.as_str()).collect();
     let mut planned: HashSet<String> = HashSet::new();
     let mut steps = Vec::new();
-    for session in sorted {
+    for (at, session) in wanted {
         let name = topics::topic_name(&session.name, &session.cwd, &session.machine, max_chars);
-        let kept = topics::kept_name(transport, place, &name);
+        let kept = topics::kept_name(transport, at.kept_place(), &name);
         if asked.contains(&kept) || !planned.insert(kept.clone()) {
             continue;
         }
@@ -140,6 +188,7 @@ pub fn plan(
         steps.push(match topics::on_attach(known) {
             OnAttach::Create => Step::Create {
                 session: session.clone(),
+                at,
                 kept,
                 name,
             },
@@ -375,8 +424,9 @@ impl TopicKeeper {
     }
 
     /// One look over the directory's `sessions` for the bot `transport` (when its config
-    /// names a place for topics): makes, opens again and ends topics as [`plan`] says.
-    /// Skipped while another look still runs.
+    /// names a place for topics): makes, opens again and ends topics as [`plan`] (or, where
+    /// the bot makes topics in private chats, [`plan_private`]) says. Skipped while another
+    /// look still runs.
     pub async fn look(&self, transport: &dyn Transport, sessions: &[ListedSession]) {
         let Some(place) = transport.topic_place() else {
             return;
@@ -385,29 +435,41 @@ impl TopicKeeper {
             return;
         };
         let transport_id = transport.id().to_owned();
-        if transport.topics_in_private_chats() {
-            self.problem(
-                &transport_id,
-                &place,
-                &TopicError::Unsupported(PRIVATE_NOT_IN_CLUSTER.to_owned()),
-            );
-            return;
-        }
+        let private = transport.topics_in_private_chats();
         let max = transport.topic_naming().max_chars;
         let steps = {
             let book = self.book();
             let asked = self.asked();
-            plan(&book, &transport_id, &place, max, sessions, &asked)
+            if private {
+                plan_private(&book, &transport_id, max, sessions, &asked)
+            } else {
+                plan(&book, &transport_id, &place, max, sessions, &asked)
+            }
         };
+        // The bot's topic mode in private chats is one switch for every chat: once it says
+        // no, the other users' topics are not asked for in vain (each is marked asked, as
+        // the one refused is), while ending and reopening go on.
+        let mut mode_off = false;
         for step in steps {
             match step {
                 Step::Create {
                     session,
+                    at,
                     kept,
                     name,
                 } => {
-                    self.create(transport, &place, &session, &kept, &name, false)
+                    if mode_off {
+                        self.asked().insert(kept);
+                        continue;
+                    }
+                    let refused = self
+                        .create(transport, &at, &session, &kept, &name, false)
                         .await;
+                    mode_off = private
+                        && matches!(
+                            refused,
+                            Some(TopicError::MissingPermission(_) | TopicError::Unsupported(_))
+                        );
                 }
                 Step::Resume {
                     session,
@@ -427,18 +489,21 @@ impl TopicKeeper {
                         )
                         .await;
                     }
-                    Err(error) => match topics::after_resume_failed(&error) {
-                        topics::AfterResumeFailed::Recreate => {
-                            self.create(transport, &place, &session, &kept, &name, true)
-                                .await;
+                    Err(error) => {
+                        let at = TopicAt::of(transport, &topic);
+                        match topics::after_resume_failed(&error) {
+                            topics::AfterResumeFailed::Recreate => {
+                                self.create(transport, &at, &session, &kept, &name, true)
+                                    .await;
+                            }
+                            topics::AfterResumeFailed::KeepAndSay => {
+                                self.problem(&transport_id, at.said_place(), &error);
+                                // Still there: its messages go to the session all the same.
+                                self.opened(&transport_id, &session, &kept, &name, topic)
+                                    .await;
+                            }
                         }
-                        topics::AfterResumeFailed::KeepAndSay => {
-                            self.problem(&transport_id, &place, &error);
-                            // Still there: its messages go to the session all the same.
-                            self.opened(&transport_id, &session, &kept, &name, topic)
-                                .await;
-                        }
-                    },
+                    }
                 },
                 Step::Move {
                     session,
@@ -457,10 +522,13 @@ impl TopicKeeper {
                     )
                     .await;
                     let ended = topics::ended_name(&record.name, max);
+                    // Renamed, and closed where the platform closes topics (a private
+                    // chat's topic is only renamed: closing is for forum groups).
                     if let Err(error) = transport.end_topic(&record.topic, &ended).await {
                         // Gone or refused: it is kept as ended all the same, so a message
                         // there is answered, and the session's return opens it again.
-                        self.problem(&transport_id, &place, &error);
+                        let at = TopicAt::of(transport, &record.topic);
+                        self.problem(&transport_id, at.said_place(), &error);
                     }
                     self.log(
                         Level::Info,
@@ -483,18 +551,19 @@ impl TopicKeeper {
         }
     }
 
-    /// Makes `session`'s topic; `deleted` when it replaces one deleted by hand (said in
-    /// the new topic). A refusal is said once and not asked again during this hold.
+    /// Makes `session`'s topic `at` its place; `deleted` when it replaces one deleted by
+    /// hand (said in the new topic). A refusal is said once and not asked again during
+    /// this hold, and returned.
     async fn create(
         &self,
         transport: &dyn Transport,
-        place: &str,
+        at: &TopicAt,
         session: &ListedSession,
         kept: &str,
         name: &str,
         deleted: bool,
-    ) {
-        match transport.create_topic(name).await {
+    ) -> Option<TopicError> {
+        match make_topic(transport, at, name).await {
             Ok(topic) => {
                 let text = if deleted {
                     topics::recreated(name)
@@ -506,10 +575,12 @@ impl TopicKeeper {
                 self.opened(transport.id(), session, kept, name, topic.clone())
                     .await;
                 notice(self, transport, &topic, &text).await;
+                None
             }
             Err(error) => {
                 self.asked().insert(kept.to_owned());
-                self.problem(transport.id(), place, &error);
+                self.problem(transport.id(), at.said_place(), &error);
+                Some(error)
             }
         }
     }
@@ -577,11 +648,11 @@ impl TopicKeeper {
         if &record.topic != failed {
             return Some(record.topic);
         }
-        let place = transport.topic_place().unwrap_or_default();
-        let topic = match transport.create_topic(&record.name).await {
+        let at = TopicAt::of(transport, &record.topic);
+        let topic = match make_topic(transport, &at, &record.name).await {
             Ok(topic) => topic,
             Err(error) => {
-                self.problem(transport_id, &place, &error);
+                self.problem(transport_id, at.said_place(), &error);
                 return None;
             }
         };
@@ -761,6 +832,18 @@ mod tests {
             name: name.into(),
             cwd: format!("/work/{name}"),
             machine: "laptop".into(),
+            paired: BTreeSet::new(),
+        }
+    }
+
+    /// `session` paired with `users` (`telegram:<id>`).
+    fn paired_with(key: &str, name: &str, users: &[&str]) -> ListedSession {
+        ListedSession {
+            paired: users
+                .iter()
+                .map(|user| format!("telegram:{user}"))
+                .collect(),
+            ..session(key, name)
         }
     }
 
@@ -789,7 +872,10 @@ mod tests {
         steps
             .iter()
             .map(|step| match step {
-                Step::Create { session, .. } => format!("create {}", session.key),
+                Step::Create { session, at, .. } => match at {
+                    TopicAt::Place(_) => format!("create {}", session.key),
+                    TopicAt::PrivateChat(chat) => format!("create {} in {chat}", session.key),
+                },
                 Step::Resume { session, topic, .. } => {
                     format!("resume {} at {:?}", session.key, topic.thread_id)
                 }
@@ -885,6 +971,77 @@ mod tests {
         assert_eq!(
             plan(&book, "telegram", PLACE, 128, &listed, &HashSet::new()),
             Vec::new()
+        );
+    }
+
+    #[test]
+    fn in_private_chats_each_paired_user_gets_each_sessions_topic_once() {
+        let private = |user: &str, key: &str, name: &str, thread: &str| {
+            let name = topics::topic_name(name, &format!("/work/{name}"), "laptop", 128);
+            (
+                topics::kept_name("telegram", user, &name),
+                TopicRecord {
+                    transport: "telegram".into(),
+                    session: key.into(),
+                    name,
+                    topic: Topic {
+                        conversation_id: user.into(),
+                        thread_id: Some(thread.into()),
+                    },
+                    ended: false,
+                },
+            )
+        };
+        let listed = [
+            // A group "paired" by id has no private chat; another bot's user is not this
+            // bot's.
+            paired_with("k-api", "api", &["4242", "4343", "-1009"]),
+            paired_with("k-web", "web", &["4242"]),
+            ListedSession {
+                paired: ["discord:77".to_owned()].into(),
+                ..session("k-doc", "doc")
+            },
+        ];
+        let none = HashSet::new();
+        let steps = plan_private(&Topics::default(), "telegram", 128, &listed, &none);
+        assert_eq!(
+            kinds(&steps),
+            [
+                "create k-api in 4242",
+                "create k-api in 4343",
+                "create k-web in 4242"
+            ]
+        );
+
+        // A failover ingress reading the kept topics makes none twice; a user no longer
+        // paired with a listed session keeps their topic; a session gone ends it in
+        // every chat.
+        let book = Topics::from_kept([
+            private("4242", "k-api", "api", "1"),
+            private("4343", "k-api", "api", "2"),
+            private("4242", "k-web", "web", "3"),
+            private("4242", "k-old", "old", "4"),
+        ]);
+        assert_eq!(
+            kinds(&plan_private(&book, "telegram", 128, &listed, &none)),
+            ["end k-old"]
+        );
+        let unpaired = [paired_with("k-api", "api", &["4242"]), listed[1].clone()];
+        assert_eq!(
+            kinds(&plan_private(&book, "telegram", 128, &unpaired, &none)),
+            ["end k-old"]
+        );
+        // A chat refused (topic mode off) is not asked again at the next look.
+        let asked: HashSet<String> = [private("4343", "k-api", "api", "2").0].into();
+        assert_eq!(
+            kinds(&plan_private(
+                &Topics::default(),
+                "telegram",
+                128,
+                &listed,
+                &asked
+            )),
+            ["create k-api in 4242", "create k-web in 4242"]
         );
     }
 

@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use serde_json::Value;
 
 use super::state_file::StateFile;
 use super::state_store::{StateChanges, StateStore, StateStoreError, StoredState};
@@ -183,6 +182,10 @@ pub struct Lost {
 /// Where a [`Lost`] is told (the broker's log); `None`: a warning through `tracing`.
 type LostReport = Mutex<Option<Box<dyn Fn(&Lost) + Send>>>;
 
+/// Who hears, after each committed save of a session's document, whom that document
+/// trusts ([`StateDb::report_trusted_to`]).
+type TrustedReport = Arc<dyn Fn(&str, &[String]) + Send + Sync>;
+
 /// One write waiting for the writer thread.
 struct Job {
     write: Write,
@@ -228,6 +231,8 @@ pub struct StateDb {
     submitted: AtomicU64,
     /// Where the writer thread tells what a failed commit lost that nobody waited for.
     lost: Arc<LostReport>,
+    /// Who hears whom each saved document trusts (the broker: a pairing is a save).
+    trusted: Mutex<Option<TrustedReport>>,
 }
 
 impl std::fmt::Debug for StateDb {
@@ -284,6 +289,7 @@ impl StateDb {
                 commits,
                 submitted: AtomicU64::new(0),
                 lost,
+                trusted: Mutex::new(None),
             },
             warnings,
         ))
@@ -304,6 +310,7 @@ impl StateDb {
             commits: Arc::new(AtomicU64::new(0)),
             submitted: AtomicU64::new(0),
             lost: Arc::default(),
+            trusted: Mutex::new(None),
         })
     }
 
@@ -313,6 +320,16 @@ impl StateDb {
     /// wrong session after a restart with nothing in the log to say why.
     pub fn report_lost_to(&self, report: impl Fn(&Lost) + Send + 'static) {
         *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(report));
+    }
+
+    /// Tells `report` the session key and the identities its document trusts after each
+    /// committed save of a document (the queue alone changing says nothing), in place of
+    /// whoever was told before. This is how the broker hears of a pairing: the guest records
+    /// one by saving a document that trusts one more identity, and the broker learns it
+    /// here, once it is on disk, instead of guessing it from what the session sends next.
+    /// Called on the saving task: `report` must not wait for anything.
+    pub fn report_trusted_to(&self, report: impl Fn(&str, &[String]) + Send + Sync + 'static) {
+        *self.trusted.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(report));
     }
 
     /// The database file.
@@ -618,6 +635,14 @@ impl StateDb {
             return Ok(());
         };
         let expected = self.known().get(session_key).copied().unwrap_or(0);
+        // Copied only when someone listens: most saves are heard by nobody.
+        let report = self
+            .trusted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .filter(|_| changes.document.is_some())
+            .map(|report| (report, trusted.clone()));
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Job {
             write: Write::Session {
@@ -635,6 +660,10 @@ impl StateDb {
         self.submitted.fetch_add(1, Ordering::Relaxed);
         let revision = answer.await.map_err(|_| gone())??;
         self.known().insert(session_key.to_owned(), revision);
+        // After the commit: whoever hears it and reads the database finds the pairing.
+        if let Some((report, trusted)) = report {
+            report(session_key, &trusted);
+        }
         Ok(())
     }
 }
@@ -1349,23 +1378,11 @@ fn write_batch(
 /// index), refusing what the state file refused: a document must be a JSON object. One
 /// parse serves both: SQLite's `json_each` parsed every saved document a second time.
 fn trusted_in(path: &Path, session_key: &str, document: &str) -> Result<Vec<String>, StateDbError> {
-    let refuse = |detail: String| StateDbError::NotAnObject {
+    super::state_store::trusted_in(document).map_err(|detail| StateDbError::NotAnObject {
         session_key: session_key.to_owned(),
         path: path.to_path_buf(),
         detail,
-    };
-    match serde_json::from_str::<Value>(document) {
-        Ok(Value::Object(mut fields)) => Ok(match fields.remove("trusted") {
-            Some(Value::Object(trusted)) => trusted.into_iter().map(|(id, _)| id).collect(),
-            _ => Vec::new(),
-        }),
-        Ok(Value::Array(_)) => Err(refuse("got an array".to_owned())),
-        Ok(Value::String(_)) => Err(refuse("got a string".to_owned())),
-        Ok(Value::Null) => Err(refuse("got null".to_owned())),
-        Ok(Value::Bool(_)) => Err(refuse("got a boolean".to_owned())),
-        Ok(Value::Number(_)) => Err(refuse("got a number".to_owned())),
-        Err(error) => Err(refuse(error.to_string())),
-    }
+    })
 }
 
 /// Damage (not a database, a torn page) is [`StateDbError::Damaged`]; anything else
@@ -1432,6 +1449,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
     use std::io::{BufRead as _, BufReader};
     use std::process::{Command, Stdio};
 
@@ -2119,6 +2137,59 @@ mod tests {
         .unwrap();
         assert_eq!(trusting("telegram:1"), ["b"]);
         assert!(trusting("telegram:9").is_empty());
+    }
+
+    /// The broker learns a pairing from the save that records it: each committed save of a
+    /// document is told with whom it trusts, after the commit (a reader finds it then); a
+    /// queue-only save and a refused save tell nothing.
+    #[test]
+    fn each_committed_document_is_told_with_whom_it_trusts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = open(&dir.path().join("s.json"));
+        let rt = runtime();
+        let heard: Arc<Mutex<Vec<(String, Vec<String>, bool)>>> = Arc::default();
+        let reader = StateDb::open_read_only(&dir.path().join("s.json")).unwrap();
+        let reader = Arc::new(Mutex::new(reader));
+        let (into, seen_by) = (heard.clone(), reader.clone());
+        db.report_trusted_to(move |key, trusted| {
+            let on_disk = seen_by.lock().unwrap().trusts("telegram:1", key).unwrap();
+            into.lock()
+                .unwrap()
+                .push((key.to_owned(), trusted.to_vec(), on_disk));
+        });
+        rt.block_on(db.save_changes("a", &StateChanges::document(r#"{"trusted":{}}"#)))
+            .unwrap();
+        rt.block_on(db.save_changes(
+            "a",
+            &StateChanges::document(r#"{"trusted":{"telegram:1":5}}"#),
+        ))
+        .unwrap();
+        rt.block_on(db.save_changes(
+            "a",
+            &StateChanges {
+                document: None,
+                dequeued: 0,
+                enqueued: vec!["{}".into()],
+            },
+        ))
+        .unwrap();
+        // Another writer saved since: this save is refused, and nothing is told.
+        let (other, _) = open(&dir.path().join("s.json"));
+        other.load_state("a").unwrap();
+        rt.block_on(other.save_changes("a", &StateChanges::document(r#"{"v":1}"#)))
+            .unwrap();
+        rt.block_on(db.save_changes(
+            "a",
+            &StateChanges::document(r#"{"trusted":{"telegram:2":1}}"#),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            *heard.lock().unwrap(),
+            [
+                ("a".to_owned(), vec![], false),
+                ("a".to_owned(), vec!["telegram:1".to_owned()], true),
+            ]
+        );
     }
 
     /// A database an older version wrote (schema 2, no index) is indexed once when it is

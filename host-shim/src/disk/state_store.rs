@@ -90,6 +90,25 @@ pub enum StateStoreError {
     },
 }
 
+/// The identities a session's `document` trusts: the keys of its `trusted` object (none
+/// when it has no such object). The error says what the document is instead of a JSON
+/// object ("got an array"), for a store that refuses it. The state database's trust index
+/// and the cluster's directory entry both read a pairing here, so they agree on what one is.
+pub fn trusted_in(document: &str) -> Result<Vec<String>, String> {
+    match serde_json::from_str::<Value>(document) {
+        Ok(Value::Object(mut fields)) => Ok(match fields.remove("trusted") {
+            Some(Value::Object(trusted)) => trusted.into_iter().map(|(id, _)| id).collect(),
+            _ => Vec::new(),
+        }),
+        Ok(Value::Array(_)) => Err("got an array".to_owned()),
+        Ok(Value::String(_)) => Err("got a string".to_owned()),
+        Ok(Value::Null) => Err("got null".to_owned()),
+        Ok(Value::Bool(_)) => Err("got a boolean".to_owned()),
+        Ok(Value::Number(_)) => Err("got a number".to_owned()),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
 /// For stores that keep the queue inside the document, as a `queued` array (the JSON state
 /// file and the cluster's KV bucket, whose values are whole documents): remembers each
 /// session's document and queue since its load, so the guest's changes can be folded into

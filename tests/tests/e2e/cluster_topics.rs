@@ -3,7 +3,8 @@
 //! a session a node runs, a message in it reaches that session without `/switch` and is
 //! answered there; an ingress taking the bot over after a failover reopens nothing twice;
 //! a session leaving the directory has its topic marked ended (kept); a missing right is
-//! said once in the ingress's log while `/switch` keeps working.
+//! said once in the ingress's log while `/switch` keeps working. Where the bot makes topics
+//! in private chats, each paired user gets the session's topic in their own chat.
 
 use std::time::Duration;
 
@@ -465,46 +466,225 @@ mod threads {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn topics_in_private_chats_are_said_to_be_serves_alone_and_switch_keeps_working() {
-    let nats = nats_or_skip!();
-    let cluster = Cluster::configured(nats, "ctopicsprivate", TTL, |config| {
-        config["transports"]["telegram"]["sessionTopics"] = "private".into();
-    })
-    .await;
-    cluster.bot.set_private_topics(true);
-    let ingress = cluster.ingress().await;
-    let node = cluster
-        .node("laptop", &["api", "web"], Duration::ZERO)
-        .await;
-    let said = || -> Vec<String> {
-        cluster
-            .log_lines()
-            .into_iter()
-            .filter(|line| line.contains("session topic not made"))
-            .collect()
-    };
-    eventually("the ingress says why", || async {
-        (!said().is_empty()).then_some(())
-    })
-    .await;
-    // Both sessions are in the directory (announced before this line is logged).
-    eventually("both sessions listed", || async {
-        let started = cluster
-            .log_lines()
-            .iter()
-            .filter(|line| line.contains("session started"))
-            .count();
-        (started == 2).then_some(())
-    })
-    .await;
-    cluster.say(1, "/switch web", "now talks to web").await;
-    cluster.say(2, "deploy", "You asked").await;
-    let said = said();
-    assert_eq!(said.len(), 1, "said once, not at every look: {said:#?}");
-    assert!(said[0].contains("without --nats"), "{said:#?}");
-    assert_eq!(cluster.bot.calls("createForumTopic"), 0);
+/// Topics in private chats (docs/scaling.md#topics-in-private-chats): the ingress holding
+/// the bot makes each listed session's topic in the private chat of every user paired with
+/// it (from its directory entry, which its node writes from the session's own saves) or
+/// allowed by the config, as `serve` does.
+mod private {
+    use std::sync::Arc;
 
-    node.shutdown().await;
-    ingress.shutdown().await;
+    use host_shim::local::ui::{RecordingUi, Ui};
+    use transport_testing::telegram::{private_text, private_topic_text};
+
+    use super::*;
+
+    /// A stranger who pairs by code while the cluster runs.
+    const BOB: i64 = 4343;
+
+    async fn cluster(nats: crate::common::cluster::NatsServer, name: &str) -> Cluster {
+        Cluster::configured(nats, name, TTL, |config| {
+            config["transports"]["telegram"]["sessionTopics"] = "private".into();
+        })
+        .await
+    }
+
+    /// The thread id of the topic called `name` in `user`'s private chat, once it is there.
+    async fn topic_of(bot: &BotApiServer, user: i64, name: &str) -> i64 {
+        eventually(
+            &format!("a topic named {name:?} in {user}'s chat"),
+            || async {
+                bot.topics(user)
+                    .into_iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.message_thread_id)
+            },
+        )
+        .await
+    }
+
+    /// Waits for a message of the bot in topic `thread` of `user`'s chat holding `needle`.
+    async fn posted_to(bot: &BotApiServer, user: i64, thread: Option<i64>, needle: &str) {
+        let found = bot
+            .wait_until(WAIT, |s| {
+                s.sent().iter().any(|m| {
+                    m.chat_id == user.to_string()
+                        && m.message_thread_id == thread
+                        && m.text.contains(needle)
+                })
+            })
+            .await;
+        assert!(
+            found,
+            "no {needle:?} in {thread:?} of {user}'s chat: {:#?}",
+            bot.sent()
+        );
+    }
+
+    /// `user` writes `text` in their topic `thread` (message `n`); waits for the bot's
+    /// message there holding `expect`.
+    async fn say_in(bot: &BotApiServer, user: i64, thread: i64, n: i64, text: &str, expect: &str) {
+        bot.queue_update(private_topic_text(user, thread, n, text));
+        posted_to(bot, user, Some(thread), expect).await;
+    }
+
+    /// `update` dated now: a stranger's message must be new to meet the pairing.
+    fn now(mut update: serde_json::Value) -> serde_json::Value {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("the clock is after 1970")
+            .as_secs();
+        update["message"]["date"] = serde_json::json!(now);
+        update
+    }
+
+    /// The pairing code the session's terminal shows.
+    async fn code_shown(ui: &Arc<RecordingUi>) -> String {
+        let note = eventually("the pairing code in the session's terminal", || async {
+            ui.notes()
+                .iter()
+                .find_map(|(_, text)| text.contains("pairing code").then(|| text.clone()))
+        })
+        .await;
+        note.split("code:")
+            .nth(1)
+            .and_then(|rest| rest.split('(').next())
+            .unwrap_or_default()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn each_paired_user_gets_the_sessions_topic_in_their_own_chat_once_across_a_failover() {
+        let nats = nats_or_skip!();
+        let cluster = cluster(nats, "ctopicsprivate").await;
+        cluster.bot.set_private_topics(true);
+        let first = cluster.ingress().await;
+        let standby = cluster.ingress().await;
+        let ui = Arc::new(RecordingUi::default());
+        let mut options = cluster.node_options("laptop", &["api"], Duration::ZERO);
+        let terminal = ui.clone();
+        options.ui = Arc::new(move |_: &host_shim::cluster::session_node::Wanted| {
+            terminal.clone() as Arc<dyn Ui>
+        });
+        let laptop = cluster.start_node(options).await.expect("node starts");
+
+        // The config's `allowUsers` user has the session's topic in their chat.
+        let ada = topic_of(&cluster.bot, USER, &name_of("api")).await;
+        posted_to(&cluster.bot, USER, Some(ada), "talks to the session api").await;
+        say_in(&cluster.bot, USER, ada, 100, "build it", "You asked").await;
+        let agent = cluster
+            .agents
+            .lock()
+            .unwrap()
+            .get(&("laptop".to_owned(), "serve:api".to_owned()))
+            .cloned()
+            .expect("the node runs api");
+        assert_eq!(agent.recent_work().last_prompt.as_deref(), Some("build it"));
+
+        // A stranger pairs by code in their chat: the session saves the pairing, its node
+        // announces it, and the ingress makes the topic in that user's chat.
+        cluster.bot.queue_update(now(private_text(BOB, 1, "hello")));
+        posted_to(&cluster.bot, BOB, None, "not paired").await;
+        let code = code_shown(&ui).await;
+        cluster.bot.queue_update(now(private_text(BOB, 2, &code)));
+        posted_to(&cluster.bot, BOB, None, "Paired as").await;
+        let bob = topic_of(&cluster.bot, BOB, &name_of("api")).await;
+        posted_to(&cluster.bot, BOB, Some(bob), "talks to the session api").await;
+        say_in(
+            &cluster.bot,
+            BOB,
+            bob,
+            3,
+            "from bob's topic",
+            "from bob's topic",
+        )
+        .await;
+        assert_eq!(cluster.bot.calls("createForumTopic"), 2);
+
+        // The ingress holding the bot dies: the standby reads the kept topics and makes
+        // neither again, and each still reaches the session.
+        first.kill().await;
+        say_in(&cluster.bot, USER, ada, 101, "ship it", "ship it").await;
+        assert_eq!(
+            cluster.bot.calls("createForumTopic"),
+            2,
+            "{:#?} {:#?}",
+            cluster.bot.topics(USER),
+            cluster.bot.topics(BOB)
+        );
+
+        // The session leaves the directory: each user's topic is renamed as ended (a
+        // private chat's topic is not closed), kept, and a message there answered.
+        laptop.shutdown().await;
+        let jetstream = cluster.nats.jetstream().await;
+        jetstream
+            .get_key_value(cluster.prefix.session_bucket())
+            .await
+            .expect("the sessions bucket")
+            .delete(session_token("serve:api"))
+            .await
+            .expect("entry deleted");
+        for (user, thread) in [(USER, ada), (BOB, bob)] {
+            posted_to(&cluster.bot, user, Some(thread), "has ended").await;
+            let ended = eventually("the topic renamed as ended", || async {
+                cluster
+                    .bot
+                    .topics(user)
+                    .into_iter()
+                    .find(|t| t.message_thread_id == thread && t.name.starts_with("ended"))
+            })
+            .await;
+            assert_eq!(ended.name, format!("ended · {}", name_of("api")));
+        }
+        assert_eq!(cluster.bot.calls("closeForumTopic"), 0);
+        say_in(&cluster.bot, BOB, bob, 4, "still there?", "not running now").await;
+        assert_eq!(cluster.bot.calls("createForumTopic"), 2);
+
+        standby.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn without_topic_mode_the_ingress_says_once_what_to_turn_on_and_switch_keeps_working() {
+        let nats = nats_or_skip!();
+        let cluster = cluster(nats, "ctopicsprivoff").await;
+        // A bot as @BotFather makes it: getMe says has_topics_enabled: false.
+        let ingress = cluster.ingress().await;
+        let node = cluster
+            .node("laptop", &["api", "web"], Duration::ZERO)
+            .await;
+        let said = || -> Vec<String> {
+            cluster
+                .log_lines()
+                .into_iter()
+                .filter(|line| line.contains("session topic not made"))
+                .collect()
+        };
+        eventually("the ingress says why", || async {
+            (!said().is_empty()).then_some(())
+        })
+        .await;
+        eventually("both sessions listed", || async {
+            let started = cluster
+                .log_lines()
+                .iter()
+                .filter(|line| line.contains("session started"))
+                .count();
+            (started == 2).then_some(())
+        })
+        .await;
+        cluster.say(1, "/switch web", "now talks to web").await;
+        cluster.say(2, "deploy", "You asked").await;
+        let said = said();
+        assert_eq!(
+            said.len(),
+            1,
+            "said once, not per session or look: {said:#?}"
+        );
+        assert!(said[0].contains("@BotFather"), "{said:#?}");
+        assert_eq!(cluster.bot.calls("createForumTopic"), 0);
+
+        node.shutdown().await;
+        ingress.shutdown().await;
+    }
 }
