@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
+use host_shim::agent::Agent as _;
 use host_shim::broker::topics::topic_name;
+use host_shim::cluster::subjects::session_token;
 use transport_testing::telegram::{BotApiServer, topic_text};
 
 use crate::common::WAIT;
