@@ -2147,7 +2147,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (db, _) = open(&dir.path().join("s.json"));
         let rt = runtime();
-        let heard: Arc<Mutex<Vec<(String, Vec<String>, bool)>>> = Arc::default();
+        /// Each report: the session, whom it trusts, and whether a reader saw it then.
+        type Heard = Vec<(String, Vec<String>, bool)>;
+        let heard: Arc<Mutex<Heard>> = Arc::default();
         let reader = StateDb::open_read_only(&dir.path().join("s.json")).unwrap();
         let reader = Arc::new(Mutex::new(reader));
         let (into, seen_by) = (heard.clone(), reader.clone());
