@@ -767,8 +767,8 @@ fn by_rule(windows: Vec<(usize, usize, usize)>, rules: usize) -> Vec<(usize, usi
         sorted[*slot] = *window;
         *slot += 1;
     }
-    // Hits out of text order (aho-corasick's overlapping search, where a keyword is too
-    // short for the gram scan) leave a rule's windows unsorted.
+    // Hits out of text order (an overlapping search such as aho-corasick's gives them so;
+    // the gram scan does not) would leave a rule's windows unsorted: checked, not assumed.
     if !sorted.is_sorted() {
         sorted.sort_unstable();
     }
