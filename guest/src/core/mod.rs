@@ -38,6 +38,7 @@ pub mod scope;
 pub mod secret_assigned;
 pub mod secret_families;
 pub mod secret_generic;
+pub mod secret_index;
 pub mod secret_keywords;
 pub mod secret_spans;
 pub mod secret_values;

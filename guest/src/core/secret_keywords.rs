@@ -11,6 +11,8 @@
 //! of that gram compared. What is found is exactly what aho-corasick's overlapping search
 //! finds: every occurrence of every keyword (the tests hold the two equal).
 
+use std::borrow::Cow;
+
 use crate::core::line_reuse;
 
 /// One occurrence: the keyword's index (in the list given to [`Keywords::new`]) and the
@@ -23,42 +25,52 @@ pub type Hit = (usize, usize);
 const SET_BITS: u32 = 16;
 
 /// Words of 64 bits in the gram set.
-const SET_WORDS: usize = 1 << (SET_BITS - 6);
+pub const SET_WORDS: usize = 1 << (SET_BITS - 6);
+
+/// One of the scan's tables: the catalog's are computed at compile time ([`keywords_of!`])
+/// and borrowed from the component's data, which every instance maps copy-on-write; a
+/// list given at run time ([`Keywords::new`]) owns its own. Building the catalog's in each
+/// new instance was most of a hibernated session's wake (docs/scaling.md#idle-sessions).
+type Table<T> = Cow<'static, [T]>;
 
 /// The keywords, ready to be searched for.
+#[derive(PartialEq, Eq)]
 pub struct Keywords {
-    /// Each keyword in lower case, by index.
-    words: Vec<Vec<u8>>,
+    /// The keywords in lower case, one after another.
+    bytes: Table<u8>,
+    /// Where each keyword ends in `bytes`, by index; it starts where the one before ends.
+    ends: Table<u32>,
     /// Each keyword's first eight bytes (lower case, little-endian) and the mask of the bytes
     /// it has: a position that passes the gram filter is compared to its keywords a word at a
     /// time. Text like `client`, `Accept` and `api.example.com` passes the filter at about
     /// one position in twelve (the grams of `client_secret`, `access_key`, `api_key` are real
     /// English), and a byte-by-byte comparison there cost as much as the scan itself.
-    heads: Vec<(u64, u64)>,
+    heads: Table<(u64, u64)>,
     /// Per byte position in a gram, a random word per (case-folded) byte value: a gram's
     /// hash is the XOR of its three words (tabulation hashing: three loads, no multiply).
     tables: [[u16; 256]; 3],
-    /// One bit per gram hash: set where some keyword starts with that gram.
-    /// A fixed-size array: a hash indexes it without a bounds check in the hot loop.
-    set: Box<[u64; SET_WORDS]>,
-    /// The keywords of each exact gram (three folded bytes packed into a `u32`), grouped
-    /// by the gram's hash; a two-byte keyword is under each of its grams.
-    grams: Vec<(u32, usize)>,
+    /// One bit per gram hash ([`SET_WORDS`] words): set where some keyword starts with that
+    /// gram.
+    set: Table<u64>,
+    /// The keywords of each exact gram (three folded bytes packed into a `u32`, then the
+    /// keyword's index), grouped by the gram's hash; a two-byte keyword is under each of its
+    /// grams.
+    grams: Table<(u32, u32)>,
     /// How many bits of `set` come before each of its words: with a popcount inside the
     /// word, a set bit's rank among the set bits, which is its group's index in `starts`.
-    ranks: Vec<u16>,
+    ranks: Table<u16>,
     /// Where each set bit's group starts in `grams` (one more entry than set bits): a
     /// position whose bit is set reads its few candidates at once, where a binary search
     /// over `grams` cost more than the scan itself. Indexed by rank, not by hash: a table
     /// per hash was 256 KiB, built again by every session's component (a third of an idle
     /// session's memory).
-    starts: Vec<u32>,
+    starts: Table<u32>,
     /// The longest keyword's length in bytes: how far an occurrence reaches from its start.
     longest: usize,
 }
 
 /// ASCII upper case to lower case, every other byte as it is: the keywords' comparison.
-fn fold(b: u8) -> u8 {
+const fn fold(b: u8) -> u8 {
     b.to_ascii_lowercase()
 }
 
@@ -89,106 +101,368 @@ fn word_at(text: &[u8], at: usize) -> u64 {
     }
 }
 
-impl Keywords {
-    /// The scanner for `words` (compared without ASCII case); `None` when one is shorter
-    /// than two bytes, which this scan cannot find, or holds a line break (the caller then
-    /// keeps aho-corasick).
-    pub fn new(words: &[&str]) -> Option<Keywords> {
-        // A keyword holding a line break could span two lines, which
-        // `find_all_reusing` relies on no occurrence doing.
-        if words.iter().any(|w| w.len() < 2 || w.contains('\n')) {
-            return None;
+// The scan's tables are made by the `const fn`s below, so that the catalog's are computed
+// by the compiler ([`keywords_of!`]) and a list given at run time ([`Keywords::new`]) gets
+// the same tables from the same code.
+
+/// How large a word list's tables are ([`sizes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// The words' bytes, all together.
+    pub bytes: usize,
+    /// (gram, keyword) pairs before repeats are dropped: one per keyword of three bytes or
+    /// more, one per folded third byte for a two-byte keyword.
+    pub pairs: usize,
+}
+
+/// The third bytes a two-byte keyword is filed under: it is met whatever follows it, the
+/// text's end included (read as 0), so every byte that is its own fold.
+const SHORT_THIRDS: usize = 256 - 26;
+
+/// The sizes of `words`' tables, or why the gram filter cannot take them.
+pub const fn sizes(words: &[&str]) -> Result<Sizes, &'static str> {
+    let (mut bytes, mut pairs) = (0, 0);
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i].as_bytes();
+        if word.len() < 2 {
+            return Err("a keyword is shorter than two bytes: the gram filter cannot find it");
         }
-        let words: Vec<Vec<u8>> = words
-            .iter()
-            .map(|w| w.bytes().map(fold).collect())
-            .collect();
-        // Fixed seed: the same tables in every run, so a figure is repeatable.
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = || {
+        // `find_all_reusing` relies on no occurrence spanning two lines.
+        let mut k = 0;
+        while k < word.len() {
+            if word[k] == b'\n' {
+                return Err("a keyword holds a line break: an occurrence could span two lines");
+            }
+            k += 1;
+        }
+        bytes += word.len();
+        pairs += if word.len() == 2 { SHORT_THIRDS } else { 1 };
+        i += 1;
+    }
+    // Ranks are u16 and group starts u32: a list this long is no catalog of keywords.
+    if pairs > u16::MAX as usize {
+        return Err("too many keywords for the gram filter");
+    }
+    Ok(Sizes { bytes, pairs })
+}
+
+/// The hash tables ([`Keywords::tables`]): a fixed seed, so the same tables in every run
+/// and a figure is repeatable.
+pub const fn hash_tables() -> [[u16; 256]; 3] {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut tables = [[0u16; 256]; 3];
+    let mut t = 0;
+    while t < 3 {
+        let mut by_folded = [0u16; 256];
+        let mut i = 0;
+        while i < 256 {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            (state >> 32) as u16
-        };
-        let mut tables = [[0u16; 256]; 3];
-        for table in &mut tables {
-            let mut by_folded = [0u16; 256];
-            for slot in &mut by_folded {
-                *slot = next();
-            }
-            for (b, entry) in table.iter_mut().enumerate() {
-                *entry = by_folded[usize::from(fold(b as u8))];
-            }
+            by_folded[i] = (state >> 32) as u16;
+            i += 1;
         }
-        let heads = words
-            .iter()
-            .map(|word| {
-                let head = word_at(word, 0);
-                let mask = match word.len() {
-                    8.. => u64::MAX,
-                    n => (1u64 << (8 * n)) - 1,
-                };
-                (head & mask, mask)
-            })
-            .collect();
-        let longest = words.iter().map(Vec::len).max().unwrap_or(2);
-        let mut scanner = Keywords {
-            words,
-            heads,
-            tables,
-            set: Box::new([0; SET_WORDS]),
-            grams: Vec::new(),
-            ranks: Vec::new(),
-            starts: Vec::new(),
-            longest,
-        };
-        let mut grams = Vec::new();
-        for (index, word) in scanner.words.iter().enumerate() {
-            let thirds: Vec<u8> = match word.get(2) {
-                Some(&third) => vec![third],
-                // A two-byte keyword is met whatever follows it, the text's end included:
-                // every folded third byte is one of its grams, and the end is read as 0.
-                None => (0..=255u8).filter(|&b| fold(b) == b).collect(),
+        let mut b = 0;
+        while b < 256 {
+            tables[t][b] = by_folded[fold(b as u8) as usize];
+            b += 1;
+        }
+        t += 1;
+    }
+    tables
+}
+
+/// A gram's hash: the XOR of its three bytes' words.
+const fn hash_in(tables: &[[u16; 256]; 3], a: u8, b: u8, c: u8) -> usize {
+    (tables[0][a as usize] ^ tables[1][b as usize] ^ tables[2][c as usize]) as usize
+}
+
+/// Each (gram, keyword) pair of `words` as one sort key, the gram's hash first, then the
+/// gram, then the keyword's index (so a position's hits come out in keyword order), written
+/// to `keys` (of [`Sizes::pairs`]) sorted and without repeats; returns how many there are.
+pub const fn gram_keys(words: &[&str], tables: &[[u16; 256]; 3], keys: &mut [u64]) -> usize {
+    let mut n = 0;
+    let mut index = 0;
+    while index < words.len() {
+        let word = words[index].as_bytes();
+        let (a, b) = (fold(word[0]), fold(word[1]));
+        let mut third = 0;
+        while third < 256 {
+            let c = third as u8;
+            let wanted = match word.len() {
+                2 => fold(c) == c,
+                _ => c == fold(word[2]),
             };
-            for third in thirds {
-                let gram = [word[0], word[1], third];
-                grams.push((pack(gram), index));
+            if wanted {
+                let gram = u32::from_le_bytes([a, b, c, 0]) as u64;
+                keys[n] = ((hash_in(tables, a, b, c) as u64) << 48) | (gram << 24) | index as u64;
+                n += 1;
             }
+            third += 1;
         }
-        let hash_of = |gram: u32| {
-            let [a, b, c, _] = gram.to_le_bytes();
-            scanner.hash(a, b, c)
+        index += 1;
+    }
+    // Insertion sort: a few hundred keys, and a `const fn` has no sort of its own.
+    let mut i = 1;
+    while i < n {
+        let key = keys[i];
+        let mut j = i;
+        while j > 0 && keys[j - 1] > key {
+            keys[j] = keys[j - 1];
+            j -= 1;
+        }
+        keys[j] = key;
+        i += 1;
+    }
+    let mut kept = 0;
+    let mut i = 0;
+    while i < n {
+        if kept == 0 || keys[kept - 1] != keys[i] {
+            keys[kept] = keys[i];
+            kept += 1;
+        }
+        i += 1;
+    }
+    kept
+}
+
+/// How many distinct hashes the sorted `keys` hold: the groups of [`Keywords::starts`].
+pub const fn groups(keys: &[u64]) -> usize {
+    let mut count = 0;
+    let mut i = 0;
+    while i < keys.len() {
+        if i == 0 || keys[i] >> 48 != keys[i - 1] >> 48 {
+            count += 1;
+        }
+        i += 1;
+    }
+    count
+}
+
+/// The tables [`fill`] writes, each of the size its field of [`Keywords`] says.
+pub struct Parts<'a> {
+    /// [`Sizes::bytes`].
+    pub bytes: &'a mut [u8],
+    /// One per word.
+    pub ends: &'a mut [u32],
+    /// One per word.
+    pub heads: &'a mut [(u64, u64)],
+    /// [`SET_WORDS`].
+    pub set: &'a mut [u64],
+    /// One per key.
+    pub grams: &'a mut [(u32, u32)],
+    /// [`SET_WORDS`].
+    pub ranks: &'a mut [u16],
+    /// One per group, and one more.
+    pub starts: &'a mut [u32],
+}
+
+/// Fills the tables of `words` from their sorted `keys` ([`gram_keys`]); returns the
+/// longest keyword's length.
+pub const fn fill(words: &[&str], keys: &[u64], parts: Parts<'_>) -> usize {
+    let Parts {
+        bytes,
+        ends,
+        heads,
+        set,
+        grams,
+        ranks,
+        starts,
+    } = parts;
+    let mut longest = 2;
+    let mut at = 0;
+    let mut index = 0;
+    while index < words.len() {
+        let word = words[index].as_bytes();
+        let mut head = 0u64;
+        let mut k = 0;
+        while k < word.len() {
+            let b = fold(word[k]);
+            bytes[at + k] = b;
+            if k < 8 {
+                head |= (b as u64) << (8 * k);
+            }
+            k += 1;
+        }
+        let mask = match word.len() {
+            8.. => u64::MAX,
+            n => (1u64 << (8 * n)) - 1,
         };
-        // By hash, then gram, then keyword index: a position's hits come out in keyword
-        // order.
-        grams.sort_unstable_by_key(|&(gram, index)| (hash_of(gram), gram, index));
-        grams.dedup();
-        let mut set = Box::new([0u64; SET_WORDS]);
-        // `grams` is sorted by hash, so each group is a run; its start is recorded as the
-        // run begins, in the order of the hashes, which is the order of their ranks.
-        let mut starts = Vec::new();
-        let mut previous = None;
-        for (k, &(gram, _)) in grams.iter().enumerate() {
-            let bit = hash_of(gram);
-            set[bit >> 6] |= 1 << (bit & 63);
-            if previous != Some(bit) {
-                starts.push(u32::try_from(k).ok()?);
-                previous = Some(bit);
-            }
+        heads[index] = (head, mask);
+        at += word.len();
+        ends[index] = at as u32;
+        if word.len() > longest {
+            longest = word.len();
         }
-        starts.push(u32::try_from(grams.len()).ok()?);
-        let mut ranks = Vec::with_capacity(set.len());
-        let mut before = 0u32;
-        for word in set.iter() {
-            ranks.push(u16::try_from(before).ok()?);
-            before += word.count_ones();
+        index += 1;
+    }
+    // `keys` is sorted by hash, so each group is a run; its start is recorded as the run
+    // begins, in the order of the hashes, which is the order of their ranks.
+    let mut group = 0;
+    let mut k = 0;
+    while k < keys.len() {
+        let bit = (keys[k] >> 48) as usize;
+        set[bit >> 6] |= 1 << (bit & 63);
+        grams[k] = (
+            ((keys[k] >> 24) & 0xFF_FFFF) as u32,
+            (keys[k] & 0xFF_FFFF) as u32,
+        );
+        if k == 0 || keys[k] >> 48 != keys[k - 1] >> 48 {
+            starts[group] = k as u32;
+            group += 1;
         }
-        scanner.set = set;
-        scanner.ranks = ranks;
-        scanner.grams = grams;
-        scanner.starts = starts;
-        Some(scanner)
+        k += 1;
+    }
+    starts[group] = keys.len() as u32;
+    let mut before = 0;
+    let mut w = 0;
+    while w < SET_WORDS {
+        ranks[w] = before as u16;
+        before += set[w].count_ones();
+        w += 1;
+    }
+    longest
+}
+
+/// The [`Keywords`] of a `const` list of words (`&[&str]`), every table computed by the
+/// compiler: a `static` of it is data in the component, which no instance builds. A list
+/// the gram filter cannot take fails the build with the reason.
+#[macro_export]
+macro_rules! keywords_of {
+    ($words:expr) => {{
+        use $crate::core::secret_keywords::{self as kw, Parts, SET_WORDS, Sizes};
+        // Named apart from anything `$words` may name: items here shadow the caller's.
+        const KEYWORD_LIST: &[&str] = $words;
+        const SIZES: Sizes = match kw::sizes(KEYWORD_LIST) {
+            Ok(sizes) => sizes,
+            Err(why) => panic!("{}", why),
+        };
+        const TABLES: [[u16; 256]; 3] = kw::hash_tables();
+        const SORTED: ([u64; SIZES.pairs], usize) = {
+            let mut keys = [0; SIZES.pairs];
+            let n = kw::gram_keys(KEYWORD_LIST, &TABLES, &mut keys);
+            (keys, n)
+        };
+        const KEYS: &[u64] = SORTED.0.split_at(SORTED.1).0;
+        const GROUPS: usize = kw::groups(KEYS);
+        #[allow(clippy::type_complexity)]
+        const BUILT: (
+            [u8; SIZES.bytes],
+            [u32; KEYWORD_LIST.len()],
+            [(u64, u64); KEYWORD_LIST.len()],
+            [u64; SET_WORDS],
+            [(u32, u32); SORTED.1],
+            [u16; SET_WORDS],
+            [u32; GROUPS + 1],
+            usize,
+        ) = {
+            let mut bytes = [0; SIZES.bytes];
+            let mut ends = [0; KEYWORD_LIST.len()];
+            let mut heads = [(0, 0); KEYWORD_LIST.len()];
+            let mut set = [0; SET_WORDS];
+            let mut grams = [(0, 0); SORTED.1];
+            let mut ranks = [0; SET_WORDS];
+            let mut starts = [0; GROUPS + 1];
+            let longest = kw::fill(
+                KEYWORD_LIST,
+                KEYS,
+                Parts {
+                    bytes: &mut bytes,
+                    ends: &mut ends,
+                    heads: &mut heads,
+                    set: &mut set,
+                    grams: &mut grams,
+                    ranks: &mut ranks,
+                    starts: &mut starts,
+                },
+            );
+            (bytes, ends, heads, set, grams, ranks, starts, longest)
+        };
+        kw::Keywords::from_tables(
+            &BUILT.0, &BUILT.1, &BUILT.2, TABLES, &BUILT.3, &BUILT.4, &BUILT.5, &BUILT.6, BUILT.7,
+        )
+    }};
+}
+
+impl Keywords {
+    /// The scanner for `words` (compared without ASCII case), its tables built now; `None`
+    /// when one is shorter than two bytes, which this scan cannot find, or holds a line
+    /// break. A `const` list is better made by [`keywords_of!`], at compile time.
+    pub fn new(words: &[&str]) -> Option<Keywords> {
+        let sizes = sizes(words).ok()?;
+        let tables = hash_tables();
+        let mut keys = vec![0; sizes.pairs];
+        let kept = gram_keys(words, &tables, &mut keys);
+        keys.truncate(kept);
+        let mut bytes = vec![0; sizes.bytes];
+        let mut ends = vec![0; words.len()];
+        let mut heads = vec![(0, 0); words.len()];
+        let mut set = vec![0; SET_WORDS];
+        let mut grams = vec![(0, 0); keys.len()];
+        let mut ranks = vec![0; SET_WORDS];
+        let mut starts = vec![0; groups(&keys) + 1];
+        let longest = fill(
+            words,
+            &keys,
+            Parts {
+                bytes: &mut bytes,
+                ends: &mut ends,
+                heads: &mut heads,
+                set: &mut set,
+                grams: &mut grams,
+                ranks: &mut ranks,
+                starts: &mut starts,
+            },
+        );
+        Some(Keywords {
+            bytes: Cow::Owned(bytes),
+            ends: Cow::Owned(ends),
+            heads: Cow::Owned(heads),
+            tables,
+            set: Cow::Owned(set),
+            grams: Cow::Owned(grams),
+            ranks: Cow::Owned(ranks),
+            starts: Cow::Owned(starts),
+            longest,
+        })
+    }
+
+    /// The scanner over tables [`fill`] computed (by [`keywords_of!`], at compile time).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub const fn from_tables(
+        bytes: &'static [u8],
+        ends: &'static [u32],
+        heads: &'static [(u64, u64)],
+        tables: [[u16; 256]; 3],
+        set: &'static [u64],
+        grams: &'static [(u32, u32)],
+        ranks: &'static [u16],
+        starts: &'static [u32],
+        longest: usize,
+    ) -> Keywords {
+        Keywords {
+            bytes: Cow::Borrowed(bytes),
+            ends: Cow::Borrowed(ends),
+            heads: Cow::Borrowed(heads),
+            tables,
+            set: Cow::Borrowed(set),
+            grams: Cow::Borrowed(grams),
+            ranks: Cow::Borrowed(ranks),
+            starts: Cow::Borrowed(starts),
+            longest,
+        }
+    }
+
+    /// Keyword `index`, in lower case.
+    fn word(&self, index: usize) -> &[u8] {
+        let start = match index {
+            0 => 0,
+            _ => self.ends.get(index - 1).map_or(0, |&end| end as usize),
+        };
+        let end = self.ends.get(index).map_or(0, |&end| end as usize);
+        self.bytes.get(start..end).unwrap_or_default()
     }
 
     /// The set bit `h`'s index among the set bits (`h` must be set).
@@ -199,11 +473,7 @@ impl Keywords {
     }
 
     fn hash(&self, a: u8, b: u8, c: u8) -> usize {
-        usize::from(
-            self.tables[0][usize::from(a)]
-                ^ self.tables[1][usize::from(b)]
-                ^ self.tables[2][usize::from(c)],
-        )
+        hash_in(&self.tables, a, b, c)
     }
 
     /// Every occurrence of every keyword in `text`, overlapping ones included, sorted by
@@ -223,13 +493,14 @@ impl Keywords {
             let first = self.starts.get(rank).map_or(0, |&k| k as usize);
             let last = self.starts.get(rank + 1).map_or(0, |&k| k as usize);
             for &(g, index) in self.grams.get(first..last).unwrap_or_default() {
+                let index = index as usize;
                 let Some(&(head, mask)) = self.heads.get(index) else {
                     continue;
                 };
                 if g != gram || folded & mask != head {
                     continue;
                 }
-                let word = &self.words[index];
+                let word = self.word(index);
                 // A head of eight bytes may be the whole keyword or only its start; a
                 // shorter one also needs the text to be that long (past its end are zeros,
                 // which no keyword holds).
@@ -248,7 +519,10 @@ impl Keywords {
         // positions read past the end as 0, which no keyword's gram holds but a two-byte
         // keyword's at the very end, whose grams include the 0 third byte.
         let (t0, t1, t2) = (&self.tables[0], &self.tables[1], &self.tables[2]);
-        let set = &self.set;
+        // A fixed-size array: a hash indexes it without a bounds check in the hot loop.
+        let Ok(set): Result<&[u64; SET_WORDS], _> = (*self.set).try_into() else {
+            return hits;
+        };
         let mut i = 0;
         if n >= 3 {
             let mut h1 = t0[usize::from(text[0])] ^ t1[usize::from(text[1])];
@@ -406,10 +680,6 @@ fn skip_to(hits: &[Hit], k: usize, at: usize) -> usize {
         Some(&(_, start)) if start < at => k + rest.partition_point(|&(_, start)| start < at),
         _ => k,
     }
-}
-
-fn pack([a, b, c]: [u8; 3]) -> u32 {
-    u32::from_le_bytes([a, b, c, 0])
 }
 
 #[cfg(test)]

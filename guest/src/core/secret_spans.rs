@@ -25,11 +25,9 @@
 //! group keeps its context (the key name, `=`, quotes), and nothing after the match is
 //! touched, so a closing backtick, quote or full stop stays.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex_automata::meta::Regex as Dfa;
 use regex_automata::util::captures::Captures;
 use regex_automata::{Anchored, Input, Match};
@@ -39,6 +37,7 @@ use crate::core::line_reuse;
 use crate::core::secret_assigned::Assigned;
 use crate::core::secret_families::{FAMILIES, Family};
 use crate::core::secret_generic::GENERIC;
+use crate::core::secret_index::{self, FAMILY_COUNT};
 use crate::core::secret_keywords::{Hit, Keywords};
 use crate::core::secret_values::{is_placeholder, is_plain_value, is_secret_like, names_no_secret};
 
@@ -80,18 +79,9 @@ struct Rule {
     assignment: bool,
     /// The matcher written for the generic assignment's shape, which finds what the regex
     /// finds without its reverse search (see `secret_assigned.rs`); `None` for every other
-    /// rule, and for an assignment pattern of another shape. Boxed: inline its tables made
-    /// every one of the 270 rules 424 bytes, and every session's component builds and keeps
-    /// the rules (a hibernated session's wake builds them again; docs/scaling.md#idle-sessions).
-    assigned: Option<Box<Assigned>>,
-}
-
-struct Engine {
-    /// The keyword scan.
-    scan: Scan,
-    /// For each keyword (by pattern id), the rules it stands for.
-    owners: Vec<Vec<usize>>,
-    rules: Vec<Rule>,
+    /// rule, and for an assignment pattern of another shape. Made on first use
+    /// ([`Rule::assigned`]).
+    assigned: OnceLock<Option<Assigned>>,
 }
 
 /// Every family the engine knows: the provider catalog, then the generic shapes.
@@ -99,92 +89,109 @@ pub fn families() -> impl Iterator<Item = &'static Family> {
     FAMILIES.iter().chain(GENERIC.iter())
 }
 
-/// How the keywords are found: [`Keywords`]' gram filter, or aho-corasick's automaton where a
-/// keyword is too short for the filter (none in today's catalog). Only one is built: every
-/// session's component builds its engine afresh, and the automaton alone cost it about 4 ms
-/// of its start and most of its memory when both were.
-enum Scan {
-    /// Boxed: the filter's hash tables are 1.5 KiB inline.
-    Grams(Box<Keywords>),
-    Automaton(AhoCorasick),
+/// The engine: the catalog's keyword scan and rules, every table of them computed at
+/// compile time (`secret_index.rs`), so a new instance (a session's start, a hibernated
+/// session's wake) builds none of them. Only a rule's compiled pattern is made, on first use.
+struct Engine {
+    /// The keyword scan: each keyword is two bytes or more, which the build checks.
+    scan: &'static Keywords,
+    rules: &'static [Rule],
 }
 
 fn engine() -> &'static Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    ENGINE.get_or_init(build)
+    static ENGINE: Engine = Engine {
+        scan: &secret_index::KEYWORDS,
+        rules: &RULES,
+    };
+    &ENGINE
 }
 
-fn build() -> Engine {
-    let mut words: Vec<&'static str> = Vec::new();
-    let mut owners: Vec<Vec<usize>> = Vec::new();
-    // Each keyword's index in `words`: every session's component builds this engine as it
-    // starts, and a search through `words` per keyword was quadratic in the catalog.
-    let mut known: BTreeMap<&'static str, usize> = BTreeMap::new();
-    // Sized once: each growth copied every rule built so far, in every new instance.
-    let mut rules = Vec::with_capacity(families().count());
-    for (index, family) in families().enumerate() {
-        for keyword in family.keywords {
-            match known.get(keyword) {
-                Some(&at) => owners[at].push(index),
-                None => {
-                    known.insert(keyword, words.len());
-                    words.push(keyword);
-                    owners.push(vec![index]);
-                }
-            }
+/// Whether `text` starts with `prefix` (`str::starts_with` is no `const fn`).
+const fn starts_with(text: &[u8], prefix: &[u8]) -> bool {
+    if text.len() < prefix.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < prefix.len() {
+        if text[i] != prefix[i] {
+            return false;
         }
-        let body = family
-            .pattern
-            .strip_prefix("(?i)")
-            .unwrap_or(family.pattern);
-        rules.push(Rule {
-            family,
-            regex: OnceLock::new(),
-            dfa: OnceLock::new(),
-            word_start: family.max_before_keyword == 0
-                && body.starts_with(r"\b")
-                && family
-                    .keywords
-                    .iter()
-                    .all(|k| k.bytes().next().is_some_and(is_word)),
-            contextual: family.pattern.contains("(?P<secret>"),
-            generic: index >= FAMILIES.len(),
-            assignment: index >= FAMILIES.len() && family.pattern.contains(ASSIGNMENT_SIGNS),
-            assigned: (index >= FAMILIES.len())
-                .then(|| Assigned::new(family.pattern))
-                .flatten()
-                .map(Box::new),
-        });
+        i += 1;
     }
-    Engine {
-        scan: Keywords::new(&words).map_or_else(
-            || Scan::Automaton(automaton(&words)),
-            |k| Scan::Grams(Box::new(k)),
-        ),
-        owners,
-        rules,
-    }
+    true
 }
 
-/// A DFA: the keywords are a few hundred short literals, and a DFA reads a byte per step
-/// whatever their number. The catalog's keywords are lower case and compared without ASCII
-/// case, as `Family::keywords` says.
-fn automaton(words: &[&str]) -> AhoCorasick {
-    AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::Standard)
-        .kind(Some(AhoCorasickKind::DFA))
-        .build(words)
-        .or_else(|_| {
-            AhoCorasick::builder()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::Standard)
-                .build(words)
-        })
-        .unwrap_or_else(|_| AhoCorasick::new(std::iter::empty::<&str>()).expect("empty"))
+/// Whether `text` holds `needle` (`str::contains` is no `const fn`).
+const fn contains(text: &str, needle: &str) -> bool {
+    let (text, needle) = (text.as_bytes(), needle.as_bytes());
+    let mut at = 0;
+    while at + needle.len() <= text.len() {
+        if starts_with(text.split_at(at).1, needle) {
+            return true;
+        }
+        at += 1;
+    }
+    false
 }
+
+/// Every family's rule, in the engine's order, what it says of itself read by the compiler.
+static RULES: [Rule; FAMILY_COUNT] = {
+    let mut rules = [const { Rule::unread() }; FAMILY_COUNT];
+    let mut index = 0;
+    while index < FAMILY_COUNT {
+        let family = secret_index::family(index);
+        let pattern = family.pattern.as_bytes();
+        let body = match starts_with(pattern, b"(?i)") {
+            true => pattern.split_at(4).1,
+            false => pattern,
+        };
+        let mut keywords_start_words = true;
+        let mut k = 0;
+        while k < family.keywords.len() {
+            let keyword = family.keywords[k].as_bytes();
+            keywords_start_words &= !keyword.is_empty() && is_word(keyword[0]);
+            k += 1;
+        }
+        let generic = index >= FAMILIES.len();
+        let rule = &mut rules[index];
+        rule.family = family;
+        rule.word_start =
+            family.max_before_keyword == 0 && starts_with(body, br"\b") && keywords_start_words;
+        rule.contextual = contains(family.pattern, "(?P<secret>");
+        rule.generic = generic;
+        rule.assignment = generic && contains(family.pattern, ASSIGNMENT_SIGNS);
+        index += 1;
+    }
+    rules
+};
 
 impl Rule {
+    /// A rule not read from its family yet: [`RULES`] fills in each.
+    const fn unread() -> Rule {
+        Rule {
+            family: secret_index::family(0),
+            regex: OnceLock::new(),
+            dfa: OnceLock::new(),
+            word_start: false,
+            contextual: false,
+            generic: false,
+            assignment: false,
+            assigned: OnceLock::new(),
+        }
+    }
+
+    /// The matcher written for the generic assignment's shape, made on first use: a text
+    /// with no such key never pays for it, and a new instance (a wake) builds none.
+    fn assigned(&self) -> Option<&Assigned> {
+        match self.generic {
+            true => self
+                .assigned
+                .get_or_init(|| Assigned::new(self.family.pattern))
+                .as_ref(),
+            false => None,
+        }
+    }
+
     fn regex(&self) -> Option<&Regex> {
         self.regex
             .get_or_init(|| Regex::new(self.family.pattern).ok())
@@ -383,7 +390,7 @@ fn assignment_groups(text: &str, whole: Range<usize>) -> Option<(Range<usize>, R
 }
 
 /// `\w` as regex-lite reads it: ASCII only.
-fn is_word(b: u8) -> bool {
+const fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
@@ -397,17 +404,11 @@ pub fn find_spans(text: &str) -> Vec<Span> {
         // The lines shared with the last text, compared once for the keyword scan and the
         // searches.
         let runs = last.map(|(old, _)| line_reuse::shared_runs(old, bytes));
-        let hits: Vec<Hit> = match &engine.scan {
-            Scan::Grams(scan) => match (&runs, last) {
-                (Some(runs), Some((old, stage))) => {
-                    scan.find_all_carried(runs, old, &stage.hits, bytes)
-                }
-                _ => scan.find_all(bytes),
-            },
-            Scan::Automaton(automaton) => automaton
-                .find_overlapping_iter(text)
-                .map(|hit| (hit.pattern().as_usize(), hit.start()))
-                .collect(),
+        let hits: Vec<Hit> = match (&runs, last) {
+            (Some(runs), Some((old, stage))) => {
+                engine.scan.find_all_carried(runs, old, &stage.hits, bytes)
+            }
+            _ => engine.scan.find_all(bytes),
         };
         let windows = windows_of(text, &hits);
         let found = match windows.is_empty() {
@@ -475,7 +476,10 @@ fn windows_of(text: &str, hits: &[Hit]) -> Vec<(usize, usize, usize)> {
             continue;
         }
         let before_is_word = at > 0 && bytes.get(at - 1).copied().is_some_and(is_word);
-        for &r in engine.owners.get(keyword).into_iter().flatten() {
+        for r in secret_index::owners(keyword)
+            .iter()
+            .map(|&r| usize::from(r))
+        {
             let Some(rule) = engine.rules.get(r) else {
                 continue;
             };
@@ -575,7 +579,7 @@ fn search_windows(
         };
         spans.clear();
         match rule.dfa().filter(|_| !folds && rule.assignment) {
-            Some((dfa, _)) if rule.assigned.is_some() => {
+            Some((dfa, _)) if rule.assigned().is_some() => {
                 found.push(Found {
                     rule: r,
                     start,
@@ -763,8 +767,8 @@ fn by_rule(windows: Vec<(usize, usize, usize)>, rules: usize) -> Vec<(usize, usi
         sorted[*slot] = *window;
         *slot += 1;
     }
-    // Hits out of text order (aho-corasick's overlapping search, where a keyword is too
-    // short for the gram scan) leave a rule's windows unsorted.
+    // Hits out of text order (an overlapping search such as aho-corasick's gives them so;
+    // the gram scan does not) would leave a rule's windows unsorted: checked, not assumed.
     if !sorted.is_sorted() {
         sorted.sort_unstable();
     }
@@ -812,7 +816,7 @@ impl Search<'_> {
         };
         let mut at = start;
         while at < end {
-            let found = match &rule.assigned {
+            let found = match rule.assigned() {
                 Some(assigned) => {
                     let found = assigned.find(hay.as_bytes(), at, end);
                     // The debug builds (every test) hold the matcher to the engine.

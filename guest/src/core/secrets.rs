@@ -235,23 +235,12 @@ impl Shape {
 /// The catalog's markers (`[redacted:stripe]`, …) are in it too: a later look that did not
 /// know one would read its brackets as markup and its label as text.
 pub fn markers() -> impl Iterator<Item = &'static str> {
-    static SPAN_MARKERS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let spans = SPAN_MARKERS.get_or_init(|| {
-        let mut all: Vec<String> = Vec::new();
-        for family in crate::core::secret_spans::families() {
-            let marker = format!("[redacted:{}]", family.label);
-            if !all.contains(&marker) {
-                all.push(marker);
-            }
-        }
-        all
-    });
     std::iter::once("[redacted]")
         .chain(SHAPES.iter().filter_map(|shape| match shape.replacement {
             Replacement::Fixed(fixed) => fixed.find('[').and_then(|open| fixed.get(open..)),
             _ => None,
         }))
-        .chain(spans.iter().map(String::as_str))
+        .chain(crate::core::secret_index::SPAN_MARKERS.iter().copied())
 }
 
 /// A position where a shape may match, found by [`candidates`].
