@@ -299,7 +299,9 @@ mod threads {
             place.topic_named(&name_of("web"))
         })
         .await;
+        // Each thread is routed from before its announcement (see `deleted_flow`).
         posted_in(place, &api, "talks to the session api").await;
+        posted_in(place, &web, "talks to the session web").await;
 
         // No /switch: the thread is the session's own place, and the answer comes there.
         say(place, 1, &web, "build it").await;
@@ -344,6 +346,10 @@ mod threads {
             place.topic_named(&name_of("api"))
         })
         .await;
+        // The ingress routes a thread from when it has kept it, which is before it announces
+        // it: a message sent as soon as the platform shows the thread can come first and is
+        // read as channel chatter (this test failed so under load, 2026-12-07).
+        posted_in(place, &first, "talks to the session api").await;
         say(place, 1, &first, "long job").await;
         cluster.prompted("laptop", "serve:api", "long job").await;
 
