@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
+use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork, SignalSender};
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::ManualClock;
@@ -32,7 +32,7 @@ use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::transcript::Transcript;
 use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use transport_core::{Envelope, Transport};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
@@ -299,7 +299,7 @@ impl Harness {
 /// An agent that stays busy until the test releases it: for commands-while-busy.
 #[derive(Default)]
 pub struct GatedAgent {
-    signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    signals: Mutex<Option<SignalSender>>,
     busy: std::sync::atomic::AtomicBool,
     pub release: Arc<Notify>,
     pub prompts: Mutex<Vec<(String, DeliverAs)>>,
@@ -307,7 +307,7 @@ pub struct GatedAgent {
 
 #[async_trait]
 impl Agent for GatedAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         *self.signals.lock().unwrap() = Some(signals);
     }
 
@@ -372,7 +372,7 @@ impl GatedAgent {
 /// plays its turns (local or remote) and its tool calls.
 #[derive(Default)]
 pub struct ScriptAgent {
-    signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    signals: Mutex<Option<SignalSender>>,
     pub busy: std::sync::atomic::AtomicBool,
     pub prompts: Mutex<Vec<String>>,
     /// The images that came with each prompt: media type and byte count.
@@ -388,7 +388,7 @@ pub struct ScriptAgent {
 }
 
 impl ScriptAgent {
-    fn sender(&self) -> mpsc::Sender<AgentSignal> {
+    fn sender(&self) -> SignalSender {
         self.signals
             .lock()
             .unwrap()
@@ -448,7 +448,7 @@ impl ScriptAgent {
 
 #[async_trait]
 impl Agent for ScriptAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         *self.signals.lock().unwrap() = Some(signals);
     }
 
