@@ -8,52 +8,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use host_shim::agent::{Agent, DemoAgent, RecentWork, SignalSender};
+use host_shim::agent::{Agent, DemoAgent};
 use host_shim::cluster::session_node::Wanted;
 use host_shim::sandbox::hibernation::{HibernatedCount, Hibernation};
-use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
+use host_shim::wit::agent::SessionInfo;
 
 use crate::cluster_serve::Cluster;
 use crate::common::cluster::{eventually, nats_or_skip};
+use crate::common::soak::CountingAgent;
 
 /// The node's idle time: far below what `--hibernate-after` accepts (a minute), so the
 /// session's own timer comes within the test; the decision is the same at any length.
 const AFTER: Duration = Duration::from_millis(300);
-
-/// The demo agent, with every prompt it was handed written down: a prompt handed twice
-/// is a message answered twice, whatever the chat shows.
-struct Counted {
-    demo: DemoAgent,
-    prompts: Arc<Mutex<Vec<String>>>,
-}
-
-#[async_trait::async_trait]
-impl Agent for Counted {
-    fn attach(&self, signals: SignalSender) {
-        self.demo.attach(signals);
-    }
-    async fn send_prompt(
-        &self,
-        text: String,
-        deliver_as: DeliverAs,
-        images: Vec<PromptImage>,
-    ) -> Result<(), String> {
-        self.prompts.lock().unwrap().push(text.clone());
-        self.demo.send_prompt(text, deliver_as, images).await
-    }
-    fn abort(&self) {
-        self.demo.abort();
-    }
-    fn is_idle(&self) -> bool {
-        self.demo.is_idle()
-    }
-    fn session_info(&self) -> SessionInfo {
-        self.demo.session_info()
-    }
-    fn recent_work(&self) -> RecentWork {
-        self.demo.recent_work()
-    }
-}
 
 /// The node's log lines called `event`.
 fn logged(cluster: &Cluster, event: &str) -> usize {
@@ -76,8 +42,10 @@ async fn a_hibernated_session_on_a_cluster_node_wakes_for_a_message_and_answers_
     options.hibernation = Hibernation::after(AFTER, count.clone());
     let kept = prompts.clone();
     options.agent = Arc::new(move |wanted: &Wanted| {
-        Arc::new(Counted {
-            demo: DemoAgent::new(
+        // Every prompt handed to it is written down: a prompt handed twice is a message
+        // answered twice, whatever the chat shows.
+        Arc::new(CountingAgent {
+            inner: DemoAgent::new(
                 Duration::ZERO,
                 SessionInfo {
                     id: wanted.key.clone(),

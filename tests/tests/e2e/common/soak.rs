@@ -203,9 +203,11 @@ impl Draw {
 }
 
 /// The demo agent, counting what it was given: a prompt that reaches it twice is a bug.
-struct CountingAgent {
-    inner: DemoAgent,
-    prompts: Arc<Mutex<Vec<String>>>,
+pub(crate) struct CountingAgent {
+    /// The agent that runs the turns.
+    pub(crate) inner: DemoAgent,
+    /// Every prompt handed to it, in order.
+    pub(crate) prompts: Arc<Mutex<Vec<String>>>,
 }
 
 #[async_trait]
