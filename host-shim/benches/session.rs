@@ -5,7 +5,7 @@
 //! (an earlier version measured an early return: the shared fake transport was left started
 //! by an earlier benchmark, so the measured session's transport never ran).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use guest::bridge::Bridge;
 use guest::core::pairing_budget::{BudgetView, FailureOutcome};
 use guest::host::Host;
 use guest::model;
-use host_shim::agent::{Agent, AgentSignal, IdleAgent, RecentWork};
+use host_shim::agent::{Agent, IdleAgent, RecentWork, SignalSender};
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
@@ -87,7 +87,7 @@ impl Bench {
     fn ctx(&self) -> SessionContext {
         SessionContext {
             key: "bench".into(),
-            transports: BTreeMap::from([("fake".to_string(), self.fake.clone())]),
+            transports: std::iter::once(self.fake.clone()).collect(),
             inbound: self.inbound.clone(),
             agent: self.agent.clone(),
             ui: Arc::new(RecordingUi::default()),
@@ -96,7 +96,7 @@ impl Bench {
             pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
             clock: Arc::new(SystemClock),
             log: Arc::new(MemoryLog::default()),
-            held_locks: HashMap::new(),
+            held_locks: Vec::new(),
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),
@@ -115,7 +115,7 @@ struct CountingAgent {
 
 #[async_trait::async_trait]
 impl Agent for CountingAgent {
-    fn attach(&self, signals: tokio::sync::mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         IdleAgent.attach(signals);
     }
     async fn send_prompt(

@@ -74,11 +74,58 @@ pub struct FileRequest {
     pub caption: Option<String>,
 }
 
+/// Where an agent sends its [`AgentSignal`]s: the attached session's queue, in order, at
+/// most `capacity` waiting (a full queue makes `send` wait).
+///
+/// Each signal travels boxed. A tokio channel allocates its first block of 32 slots when it
+/// is made, and every session keeps its queue for its whole life, asleep or not: with the
+/// signals inline, a slot was as large as the largest signal, 2.3 KiB a session for a queue
+/// that is empty almost all the time (docs/scaling.md#idle-sessions); boxed, 256 bytes.
+#[derive(Debug, Clone)]
+pub struct SignalSender(mpsc::Sender<Box<AgentSignal>>);
+
+/// The session's end of a [`SignalSender`].
+#[derive(Debug)]
+pub struct SignalReceiver(mpsc::Receiver<Box<AgentSignal>>);
+
+/// A queue for an agent's signals holding at most `capacity` (at least one).
+pub fn signal_channel(capacity: usize) -> (SignalSender, SignalReceiver) {
+    let (tx, rx) = mpsc::channel(capacity.max(1));
+    (SignalSender(tx), SignalReceiver(rx))
+}
+
+impl SignalSender {
+    /// Queues `signal`, waiting while the queue is full; the signal comes back in the
+    /// error when the session is gone.
+    pub async fn send(
+        &self,
+        signal: AgentSignal,
+    ) -> Result<(), mpsc::error::SendError<AgentSignal>> {
+        self.0
+            .send(Box::new(signal))
+            .await
+            .map_err(|gone| mpsc::error::SendError(*gone.0))
+    }
+}
+
+impl SignalReceiver {
+    /// The next signal, in the order they were sent; `None` once every sender is gone and
+    /// nothing is left.
+    pub async fn recv(&mut self) -> Option<AgentSignal> {
+        self.0.recv().await.map(|signal| *signal)
+    }
+
+    /// The next signal if one is waiting, without waiting for one.
+    pub fn try_recv(&mut self) -> Result<AgentSignal, mpsc::error::TryRecvError> {
+        self.0.try_recv().map(|signal| *signal)
+    }
+}
+
 /// A live agent session.
 #[async_trait]
 pub trait Agent: Send + Sync {
     /// Where the agent reports; called once when a session attaches.
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>);
+    fn attach(&self, signals: SignalSender);
     /// Injects a remote prompt.
     async fn send_prompt(
         &self,
@@ -109,8 +156,8 @@ pub trait Agent: Send + Sync {
 /// read the response a `send_prompt` (called by that same session) waits for. A slot whose
 /// lock a panic poisoned still gives its receiver: dropping it would lose every signal.
 pub fn feed_session(
-    queued: &Mutex<Option<mpsc::UnboundedReceiver<AgentSignal>>>,
-    signals: mpsc::Sender<AgentSignal>,
+    queued: &Mutex<Option<mpsc::UnboundedReceiver<Box<AgentSignal>>>>,
+    signals: SignalSender,
 ) {
     let queued = queued
         .lock()
@@ -119,7 +166,8 @@ pub fn feed_session(
     let Some(mut queued) = queued else { return };
     tokio::spawn(async move {
         while let Some(signal) = queued.recv().await {
-            if signals.send(signal).await.is_err() {
+            // Passed on in its box: no copy, no second allocation.
+            if signals.0.send(signal).await.is_err() {
                 break;
             }
         }
@@ -183,7 +231,7 @@ struct DemoState {
     queue: VecDeque<String>,
     running: bool,
     abort: bool,
-    signals: Option<mpsc::Sender<AgentSignal>>,
+    signals: Option<SignalSender>,
     facts: RecentWork,
 }
 
@@ -307,7 +355,7 @@ impl DemoAgent {
         }
     }
 
-    async fn run_turn(&self, prompt: &str, signals: &mpsc::Sender<AgentSignal>) {
+    async fn run_turn(&self, prompt: &str, signals: &SignalSender) {
         let emit = |event| signals.send(AgentSignal::Event(event));
         self.remember(|f| f.last_prompt = Some(prompt.to_string()));
         if emit(AgentEvent::TurnStarted(TurnOrigin::Remote))
@@ -385,7 +433,7 @@ impl DemoAgent {
 
 #[async_trait]
 impl Agent for DemoAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         if let Ok(mut state) = self.state.lock() {
             state.signals = Some(signals);
         }
@@ -513,7 +561,7 @@ pub struct IdleAgent;
 
 #[async_trait]
 impl Agent for IdleAgent {
-    fn attach(&self, _: mpsc::Sender<AgentSignal>) {}
+    fn attach(&self, _: SignalSender) {}
     async fn send_prompt(
         &self,
         _: String,
@@ -557,9 +605,9 @@ mod feed_tests {
         .join();
         assert!(slot.is_poisoned());
         queue
-            .send(AgentSignal::Event(AgentEvent::TurnSettled))
+            .send(Box::new(AgentSignal::Event(AgentEvent::TurnSettled)))
             .expect("queued");
-        let (signals, mut session) = mpsc::channel(4);
+        let (signals, mut session) = signal_channel(4);
         feed_session(&slot, signals.clone());
         feed_session(&slot, signals);
         assert!(matches!(
@@ -568,5 +616,33 @@ mod feed_tests {
         ));
         drop(queue);
         assert!(session.recv().await.is_none(), "fed once, then closed");
+    }
+
+    #[tokio::test]
+    async fn signals_arrive_in_order_and_come_back_when_the_session_is_gone() {
+        let (signals, mut session) = signal_channel(2);
+        for text in ["first", "second"] {
+            signals
+                .send(AgentSignal::Event(AgentEvent::AssistantMessage(
+                    text.into(),
+                )))
+                .await
+                .expect("the session listens");
+        }
+        let mut heard = Vec::new();
+        while let Ok(AgentSignal::Event(AgentEvent::AssistantMessage(text))) = session.try_recv() {
+            heard.push(text);
+        }
+        assert_eq!(heard, ["first", "second"]);
+        assert!(session.try_recv().is_err(), "nothing more waits");
+        drop(session);
+        let refused = signals
+            .send(AgentSignal::Event(AgentEvent::Notice("late".into())))
+            .await
+            .expect_err("nobody listens");
+        assert!(
+            matches!(refused.0, AgentSignal::Event(AgentEvent::Notice(ref text)) if text == "late"),
+            "{refused:?}"
+        );
     }
 }

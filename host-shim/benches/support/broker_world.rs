@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use host_shim::agent::{Agent, AgentSignal, IdleAgent, RecentWork};
+use host_shim::agent::{Agent, IdleAgent, RecentWork, SignalSender};
 use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::disk::state_db::StateDb;
@@ -199,7 +199,7 @@ struct NamedAgent {
 
 #[async_trait::async_trait]
 impl Agent for NamedAgent {
-    fn attach(&self, signals: tokio::sync::mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         IdleAgent.attach(signals);
     }
     async fn send_prompt(

@@ -10,6 +10,7 @@
 pub mod bindings;
 mod private_topics;
 pub mod routing;
+mod session_sinks;
 pub mod shared;
 pub mod strangers;
 pub mod topics;
@@ -39,6 +40,7 @@ use crate::wit::types::Level;
 use bindings::{Binding, Bindings};
 use indexmap::IndexMap;
 use routing::{Audience, Census, Decision, Roster, SessionState, SessionView, UsageSoFar};
+use session_sinks::SessionSinks;
 use shared::{RoutedTransport, Shared, lock};
 use strangers::{Answer, StrangerAnswers};
 use topics::{OnAttach, TopicAt, TopicRecord, TopicRoute, Topics};
@@ -132,10 +134,13 @@ struct Attached {
     agent: Arc<dyn Agent>,
     /// When a chat's message last reached it (or it attached), ms since the epoch.
     last_active_ms: u64,
-    /// Identities the session's config trusts without pairing (`allowUsers`).
-    allowed: BTreeSet<String>,
+    /// Identities the session's config trusts without pairing (`allowUsers`), sorted, each
+    /// once. A boxed list, not a `BTreeSet`: only walked at attach and detach (the lookups
+    /// go through `Inner::allowing`), and a set's first node was about 300 bytes for one
+    /// identity, kept by every session for its whole life (docs/scaling.md#idle-sessions).
+    allowed: Box<[String]>,
     /// The session's inbound sink, by shared transport (fingerprint).
-    sinks: HashMap<String, InboundSink>,
+    sinks: SessionSinks,
 }
 
 /// The broker's books. Every question a message asks is one lookup here: with 10,000
@@ -332,6 +337,7 @@ impl Broker {
             .iter()
             .map(|identity| identity.as_str().to_owned())
             .collect();
+        let allowed: Box<[String]> = allowed.into_iter().collect();
         let now = self.clock.now_ms();
         let name = self.inner(|inner| {
             if inner.sessions.contains_key(key) {
@@ -367,7 +373,7 @@ impl Broker {
                     agent,
                     last_active_ms: now,
                     allowed,
-                    sinks: HashMap::new(),
+                    sinks: SessionSinks::default(),
                 },
             );
             Ok(unique)
@@ -501,7 +507,7 @@ impl Broker {
     fn register_sink(
         &self,
         session: &str,
-        fingerprint: &str,
+        fingerprint: &Arc<str>,
         transport_id: &str,
         sink: InboundSink,
     ) -> Result<(), transport_core::TransportError> {
@@ -516,10 +522,10 @@ impl Broker {
                     transport_id.to_owned(),
                 ));
             }
-            attached.sinks.insert(fingerprint.to_owned(), sink);
+            attached.sinks.insert(fingerprint.clone(), sink);
             inner
                 .on_bot
-                .entry(fingerprint.to_owned())
+                .entry(fingerprint.to_string())
                 .or_default()
                 .insert(session.to_owned());
             Ok(())
@@ -1086,7 +1092,7 @@ impl Broker {
             return;
         };
         let broker = self.clone();
-        let key = (session.to_owned(), shared.fingerprint.clone());
+        let key = (session.to_owned(), shared.fingerprint.to_string());
         let (session, shared) = (session.to_owned(), shared.clone());
         let task = tokio::spawn(async move {
             if shared.real.topics_in_private_chats() {
@@ -1760,7 +1766,7 @@ mod tests {
         assert_eq!(shown, name, "names are unique here");
         let (sink, _stream) = transport_core::inbound::channel(1);
         broker
-            .register_sink(key, bot, "fake", sink)
+            .register_sink(key, &Arc::from(bot), "fake", sink)
             .expect("the sink registers");
     }
 
@@ -1773,7 +1779,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Agent for Reporting {
-        fn attach(&self, signals: tokio::sync::mpsc::Sender<crate::agent::AgentSignal>) {
+        fn attach(&self, signals: crate::agent::SignalSender) {
             IdleAgent.attach(signals);
         }
         async fn send_prompt(

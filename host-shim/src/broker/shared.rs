@@ -34,7 +34,7 @@ struct Started {
 pub(super) struct Shared {
     /// The request it was built from (`id` + settings): sessions asking for the same
     /// bot share it; another credential under the same id is another `Shared`.
-    pub(super) fingerprint: String,
+    pub(super) fingerprint: Arc<str>,
     pub(super) real: Arc<dyn Transport>,
     started: tokio::sync::Mutex<Option<Started>>,
 }
@@ -42,7 +42,7 @@ pub(super) struct Shared {
 impl Shared {
     pub(super) fn new(fingerprint: String, real: Arc<dyn Transport>) -> Arc<Shared> {
         Arc::new(Shared {
-            fingerprint,
+            fingerprint: fingerprint.into(),
             real,
             started: tokio::sync::Mutex::new(None),
         })

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
-use crate::agent::{Agent, AgentSignal, RecentWork};
+use crate::agent::{Agent, AgentSignal, RecentWork, SignalSender};
 use crate::disk::state_store::{StateChanges, StateStore, StateStoreError, StoredState};
 use crate::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use crate::wit::session::AgentEvent;
@@ -150,8 +150,8 @@ impl LedgerAgent {
 
 #[async_trait]
 impl Agent for LedgerAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
-        let (tx, mut rx) = mpsc::channel::<AgentSignal>(64);
+    fn attach(&self, signals: SignalSender) {
+        let (tx, mut rx) = crate::agent::signal_channel(64);
         self.ledger.agent.attach(tx);
         // Weak: the ledger owns the agent, which owns this channel's sender, so a strong
         // reference here would keep a stopped session's agent and this task alive for ever.
@@ -272,7 +272,7 @@ mod tests {
     /// An agent that is idle or not, and hands the test the channel it was attached to.
     struct Fake {
         idle: bool,
-        signals: std::sync::Mutex<Option<mpsc::Sender<AgentSignal>>>,
+        signals: std::sync::Mutex<Option<SignalSender>>,
     }
 
     impl Fake {
@@ -286,7 +286,7 @@ mod tests {
 
     #[async_trait]
     impl Agent for Fake {
-        fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+        fn attach(&self, signals: SignalSender) {
             *self.signals.lock().expect("fake agent lock") = Some(signals);
         }
         async fn send_prompt(
@@ -325,7 +325,7 @@ mod tests {
         let agent = LedgerAgent::new(ledger.clone());
         // The session's channel is full, so the forwarder waits at its send: what the
         // ledger shows meanwhile was counted before the session could read the settle.
-        let (signals, mut session) = mpsc::channel(1);
+        let (signals, mut session) = crate::agent::signal_channel(1);
         let filler = AgentSignal::Event(AgentEvent::AssistantMessage("earlier".into()));
         signals.send(filler).await.expect("room for one");
         agent.attach(signals);

@@ -5,7 +5,7 @@
 //! answer from the [`Script`] (never a messenger, the agent, the terminal or a file), and
 //! random bytes are the recorded ones or, where withheld, a fixed sequence.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +17,7 @@ use crate::local::ui::RecordingUi;
 use crate::sandbox::imports::{SessionContext, SessionHost};
 use crate::sandbox::runtime::{Instance, Limits, Runtime};
 use crate::sandbox::session::{calls, describe_trap};
+use crate::sandbox::session_transports::SessionTransports;
 use crate::transcript::Transcript;
 use crate::transcript::line::{Dir, Event};
 use crate::transcript::read::Parsed;
@@ -91,7 +92,7 @@ fn context(
     let (inbound, _) = transport_core::inbound::channel(1);
     Ok(SessionContext {
         key: key.to_string(),
-        transports: BTreeMap::new(),
+        transports: SessionTransports::default(),
         inbound,
         agent: Arc::new(crate::agent::IdleAgent),
         ui: Arc::new(RecordingUi::default()),
@@ -100,13 +101,13 @@ fn context(
         pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
         clock,
         log: Arc::new(MemoryLog::default()),
-        held_locks: HashMap::new(),
+        held_locks: Vec::new(),
         listening: Vec::new(),
         tick_at: None,
         parked: HashMap::new(),
         questions: HashMap::new(),
         transcript: Some(transcript),
-        script: Some(script),
+        script: Some(Box::new(script)),
     })
 }
 

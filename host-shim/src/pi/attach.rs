@@ -25,7 +25,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use crate::agent::{Agent, AgentSignal, RecentWork};
+use crate::agent::{Agent, AgentSignal, RecentWork, SignalSender};
 use crate::local::ui::{CONFIRM_TIMEOUT, Ui};
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::link::{self, FromExtension, LinkSession, ToExtension};
@@ -216,8 +216,10 @@ struct LinkState {
 pub struct Link {
     state: Mutex<LinkState>,
     connected: tokio::sync::watch::Sender<bool>,
-    queue: mpsc::UnboundedSender<AgentSignal>,
-    queued: Mutex<Option<mpsc::UnboundedReceiver<AgentSignal>>>,
+    /// Boxed signals: the queue's first block of 32 slots lives as long as the session
+    /// ([`crate::agent::SignalSender`] says why a slot must be small).
+    queue: mpsc::UnboundedSender<Box<AgentSignal>>,
+    queued: Mutex<Option<mpsc::UnboundedReceiver<Box<AgentSignal>>>>,
     next_id: AtomicU64,
 }
 
@@ -258,7 +260,7 @@ impl Link {
     }
 
     fn emit(&self, signal: AgentSignal) {
-        let _ = self.queue.send(signal);
+        let _ = self.queue.send(Box::new(signal));
     }
 
     /// The agent side of this link, for the bridge session.
@@ -427,7 +429,7 @@ struct LinkAgent(Arc<Link>);
 
 #[async_trait]
 impl Agent for LinkAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         crate::agent::feed_session(&self.0.queued, signals);
     }
 

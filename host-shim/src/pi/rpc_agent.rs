@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::{Agent, AgentSignal, FileRequest, RecentWork};
+use crate::agent::{Agent, AgentSignal, FileRequest, RecentWork, SignalSender};
 use crate::local::ui::Ui;
 use crate::pi::json_lines::{Record, next_record};
 use crate::pi::rpc::{
@@ -341,8 +341,10 @@ struct Inner {
     turns: Mutex<PiTurns>,
     shared: Mutex<Shared>,
     writer: mpsc::UnboundedSender<String>,
-    queue: mpsc::UnboundedSender<AgentSignal>,
-    queued: Mutex<Option<mpsc::UnboundedReceiver<AgentSignal>>>,
+    /// Boxed signals: the queue's first block of 32 slots lives as long as the session
+    /// ([`crate::agent::SignalSender`] says why a slot must be small).
+    queue: mpsc::UnboundedSender<Box<AgentSignal>>,
+    queued: Mutex<Option<mpsc::UnboundedReceiver<Box<AgentSignal>>>>,
     ui: Arc<dyn Ui>,
     next_id: AtomicU64,
     child: tokio::sync::Mutex<Option<Child>>,
@@ -530,7 +532,7 @@ impl PiRpcAgent {
     }
 
     fn emit(&self, signal: AgentSignal) {
-        let _ = self.inner.queue.send(signal);
+        let _ = self.inner.queue.send(Box::new(signal));
     }
 
     async fn warn(&self, text: String) {
@@ -845,7 +847,7 @@ async fn write_lines(
 
 #[async_trait]
 impl Agent for PiRpcAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         crate::agent::feed_session(&self.inner.queued, signals);
     }
 

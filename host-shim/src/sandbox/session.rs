@@ -5,7 +5,7 @@
 //! the session's host state is taken back out of the poisoned store, and a fresh instance
 //! is configured from the saved state; other sessions never notice (C2).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use transport_core::{Inbound, Transport};
 
-use crate::agent::{Agent, AgentSignal};
+use crate::agent::{Agent, AgentSignal, SignalReceiver};
 use crate::disk::lock::{Claimant, LockDir, LockError, LockGuard};
 use crate::disk::state_store::StateStore;
 use crate::local::clock::Clock;
@@ -25,6 +25,7 @@ use crate::sandbox::hibernation::{self, Facts, Hibernation, Verdict};
 use crate::sandbox::imports::{ParkedCall, SessionContext, SessionHost};
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Instance, Runtime};
+use crate::sandbox::session_transports::SessionTransports;
 use crate::sandbox::tool_paths::{PathContext, tool_paths};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
@@ -221,6 +222,14 @@ fn shared_platforms(platforms: Vec<Platform>) -> Arc<[Platform]> {
     share_with_last(&LAST, platforms)
 }
 
+/// A session's config files (their paths and text) as one allocation shared by every
+/// session that reads the same: a broker's sessions mostly read one global config, whose
+/// copy each of 100,000 hibernated sessions kept otherwise.
+fn shared_sources(sources: Vec<ConfigSource>) -> Arc<[ConfigSource]> {
+    static LAST: std::sync::Mutex<Option<Arc<[ConfigSource]>>> = std::sync::Mutex::new(None);
+    share_with_last(&LAST, sources)
+}
+
 /// A session's own paths (`PathContext::own`) as one allocation shared by every session with
 /// the same config files: the state database's files and the broker's are the same for all.
 fn shared_own_paths(paths: Vec<PathBuf>) -> Arc<[PathBuf]> {
@@ -268,15 +277,18 @@ impl Session {
         spec: SessionSpec,
         hibernation: Hibernation,
     ) -> anyhow::Result<Session> {
-        let mut held_locks = HashMap::new();
-        if spec.exclusive {
+        // Exactly as long as it needs: a pushed vector keeps room for four (320 bytes), for
+        // the whole life of the session.
+        let held_locks = if spec.exclusive {
             let lock = acquire_session_lock(&spec.locks, &spec.key, spec.clock.now_ms())?;
-            held_locks.insert(session_lock_name(&spec.key), lock);
-        }
+            vec![(session_lock_name(&spec.key), lock)]
+        } else {
+            Vec::new()
+        };
         // A running session's document is never pruned by another session's save.
         spec.state.hold(&spec.key);
         let (inbound_tx, inbound_rx) = transport_core::inbound::channel(256);
-        let (signals_tx, signals_rx) = mpsc::channel(64);
+        let (signals_tx, signals_rx) = crate::agent::signal_channel(64);
         spec.agent.attach(signals_tx);
         let paths = PathContext {
             cwd: PathBuf::from(spec.agent.session_info().cwd),
@@ -298,7 +310,7 @@ impl Session {
         };
         let ctx = SessionContext {
             key: spec.key,
-            transports: BTreeMap::new(),
+            transports: SessionTransports::default(),
             inbound: inbound_tx,
             agent: spec.agent,
             ui: spec.ui,
@@ -321,7 +333,7 @@ impl Session {
             answers: Answers::default(),
             runtime,
             slot: Slot::Live(Box::new(instance)),
-            sources: spec.config_sources,
+            sources: shared_sources(spec.config_sources),
             platforms: shared_platforms(spec.platforms),
             transport_ids: Vec::new(),
             health: Health::default(),
@@ -490,7 +502,9 @@ struct Actor {
     answers: Answers,
     runtime: Arc<Runtime>,
     slot: Slot,
-    sources: Vec<ConfigSource>,
+    /// Shared by every session of the process with the same config files
+    /// ([`shared_sources`]).
+    sources: Arc<[ConfigSource]>,
     /// Shared by every session of the process that offers the same platforms
     /// ([`shared_platforms`]).
     platforms: Arc<[Platform]>,
@@ -756,7 +770,7 @@ impl Actor {
         let sources = self.sources.clone();
         let platforms = self.platforms.clone();
         self.record_input(|| Event::Configure {
-            sources: sources.clone(),
+            sources: sources.to_vec(),
             platforms: platforms.to_vec(),
         });
         let configuration: Option<Configuration> = guest!(self, calls::CONFIGURE, |b, s| b
@@ -779,9 +793,8 @@ impl Actor {
             let built = factory(&configuration.transports);
             notes.extend(built.notes);
             for transport in built.transports {
-                let id = transport.id().to_string();
-                self.transport_ids.push(id.clone());
-                self.ctx().transports.insert(id, transport);
+                self.transport_ids.push(transport.id().to_owned());
+                self.ctx().transports.insert(transport);
             }
         }
         let ids = self.transport_ids.clone();
@@ -902,7 +915,7 @@ impl Actor {
         mut self,
         mut commands: mpsc::Receiver<Box<Command>>,
         mut inbound: transport_core::InboundStream,
-        mut signals: mpsc::Receiver<AgentSignal>,
+        mut signals: SignalReceiver,
     ) {
         loop {
             let tick_delay = self.tick_delay();
@@ -1201,7 +1214,7 @@ impl Actor {
         if matches!(self.slot, Slot::Moving) {
             return;
         }
-        let transports: Vec<Arc<dyn Transport>> = self.ctx().transports.values().cloned().collect();
+        let transports: Vec<Arc<dyn Transport>> = self.ctx().transports.iter().cloned().collect();
         for transport in transports {
             transport.stop().await;
         }
@@ -1393,6 +1406,25 @@ mod tests {
         assert_eq!(other[..], [PathBuf::from("/elsewhere.json")]);
         // The process's own list is what a session gets.
         assert_eq!(shared_own_paths(paths())[..], paths()[..]);
+    }
+
+    #[test]
+    fn a_session_keeps_its_config_files_as_read() {
+        use crate::wit::session::{ConfigContent, ConfigScope};
+        // The sharing itself is `share_with_last`'s (above); here, that a session's list is
+        // its own files, whatever another session read before.
+        let source = |path: &str, text: &str| ConfigSource {
+            scope: ConfigScope::Global,
+            path: path.into(),
+            content: ConfigContent::Text(text.into()),
+        };
+        let first = vec![source("/a/bot-connect.json", "{}")];
+        let second = vec![
+            source("/a/bot-connect.json", "{}"),
+            source("/b/.pi/bot-connect.json", r#"{"bridge":{}}"#),
+        ];
+        assert_eq!(shared_sources(first.clone())[..], first[..]);
+        assert_eq!(shared_sources(second.clone())[..], second[..]);
     }
 
     fn fs_entries(dir: &std::path::Path) -> Vec<String> {

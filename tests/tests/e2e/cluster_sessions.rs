@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
+use host_shim::agent::{Agent, DemoAgent, RecentWork, SignalSender};
 use host_shim::broker::routing::SessionState;
 use host_shim::cluster::directory::{Directory, PresenceReader, SessionEntry, state_of};
 use host_shim::cluster::placement;
@@ -59,7 +59,7 @@ const USAGE: TokenUse = TokenUse {
 
 #[async_trait::async_trait]
 impl Agent for Reporting {
-    fn attach(&self, signals: tokio::sync::mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         self.0.attach(signals);
     }
     async fn send_prompt(

@@ -12,6 +12,7 @@ mod cluster_bot_lock;
 mod cluster_documented_config;
 mod cluster_failover;
 mod cluster_forget;
+mod cluster_hibernation;
 mod cluster_inbound;
 mod cluster_outbound;
 mod cluster_pi;

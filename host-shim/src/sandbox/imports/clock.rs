@@ -91,7 +91,7 @@ mod tests {
             .map(|line| line.at)
             .collect();
         host.ctx.transcript = None;
-        host.ctx.script = Some(Script::new(lines.iter().map(|line| &line.event)));
+        host.ctx.script = Some(Box::new(Script::new(lines.iter().map(|line| &line.event))));
         let mut replayed = Vec::new();
         for at in inputs {
             // The replay clock stands at each input's recorded time.

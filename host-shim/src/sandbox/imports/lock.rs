@@ -1,7 +1,5 @@
 //! `lock`: single-instance locks (one process per bot credential), as lock files.
 
-use std::collections::HashMap;
-
 use wasmtime::component::HasData;
 
 use super::{Imports, SessionContext};
@@ -15,7 +13,7 @@ use crate::wit::lock;
 /// the clock a claim is stamped with.
 pub struct LockPart<'a> {
     locks: &'a LockDir,
-    held: &'a mut HashMap<String, LockGuard>,
+    held: &'a mut Vec<(String, LockGuard)>,
     clock: &'a dyn Clock,
 }
 
@@ -63,13 +61,13 @@ impl lock::Host for Imports<'_, LockPart<'_>> {
     async fn release(&mut self, name: String) {
         self.tape.record(|| Event::Release { name: name.clone() });
         // Dropping the guard releases the file, token-verified.
-        self.part.held.remove(&name);
+        self.part.held.retain(|(held, _)| *held != name);
     }
 }
 
 impl LockPart<'_> {
     fn acquire(&mut self, name: String, stale_after_ms: u64) -> Result<(), String> {
-        if self.held.contains_key(&name) {
+        if self.held.iter().any(|(held, _)| *held == name) {
             return Ok(());
         }
         let claimant = Claimant::this_process(self.clock.now_ms());
@@ -77,7 +75,7 @@ impl LockPart<'_> {
             .locks
             .acquire(&name, stale_after_ms, &claimant)
             .map_err(|e| e.to_string())?;
-        self.held.insert(name, guard);
+        self.held.push((name, guard));
         Ok(())
     }
 }
@@ -96,9 +94,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut host = host(dir.path());
         let fake = FakeTransport::new(FakeConfig::default());
-        host.ctx
-            .transports
-            .insert("fake".into(), Arc::new(fake.handle()));
+        host.ctx.transports.insert(Arc::new(fake.handle()));
         let identity = transport::Host::identify(&mut host.ctx.transport_imports(), "fake".into())
             .await
             .expect("identifies");

@@ -15,10 +15,9 @@
 //! the context back out of the dead store (`Store::into_data`) and hands it to the next
 //! instance, with its transports, locks and pending tick intact.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use transport_core::Transport;
 use wasmtime::StoreLimits;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -31,6 +30,7 @@ use crate::local::clock::Clock;
 use crate::local::logging::LogSink;
 use crate::local::ui::Ui;
 use crate::sandbox::pairing_budget::PairingBudget;
+use crate::sandbox::session_transports::SessionTransports;
 use crate::transcript::Transcript;
 use crate::transcript::script::Script;
 use crate::wit::{self, types};
@@ -45,7 +45,7 @@ pub struct SessionContext {
     /// Session key (state scope).
     pub key: String,
     /// Transports created for this session, by id.
-    pub transports: BTreeMap<String, Arc<dyn Transport>>,
+    pub transports: SessionTransports,
     /// Where listening transports deliver inbound messages.
     pub inbound: transport_core::InboundSink,
     /// The agent.
@@ -62,8 +62,10 @@ pub struct SessionContext {
     pub clock: Arc<dyn Clock>,
     /// Log lines.
     pub log: Arc<dyn LogSink>,
-    /// Locks this session holds, by name.
-    pub held_locks: HashMap<String, LockGuard>,
+    /// Locks this session holds, by name. A list, not a map: a session holds one or two
+    /// (its own lock), and a hash map's first four buckets were 340 bytes that every
+    /// hibernated session kept (docs/scaling.md#idle-sessions).
+    pub held_locks: Vec<(String, LockGuard)>,
     /// Transports already listening (listen is idempotent across guest restarts).
     pub listening: Vec<String>,
     /// The tick the guest asked for last.
@@ -74,8 +76,10 @@ pub struct SessionContext {
     pub questions: QuestionReplies,
     /// Where inputs, effects and answers are recorded (opt-in).
     pub transcript: Option<Transcript>,
-    /// Replay: the recorded answers the imports give instead of asking the world.
-    pub script: Option<Script>,
+    /// Replay: the recorded answers the imports give instead of asking the world. Boxed:
+    /// two dozen queues inline (about 800 bytes) made every session's context that much
+    /// larger, kept by every hibernated session, for what only a replay has.
+    pub script: Option<Box<Script>>,
 }
 
 /// Where each waiting agent question's answer goes, by the agent's id for it.
@@ -233,7 +237,7 @@ macro_rules! imports {
                 clock: &*$ctx.clock,
                 log: &*$ctx.log,
                 transcript: $ctx.transcript.as_ref(),
-                script: $ctx.script.as_mut(),
+                script: $ctx.script.as_deref_mut(),
             },
             part: $part,
         }
@@ -296,7 +300,7 @@ mod ui;
 /// A session context over a temporary directory, for the imports' own tests.
 #[cfg(test)]
 mod fixture {
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::HashMap;
     use std::sync::Arc;
 
     use super::{SessionContext, SessionHost};
@@ -306,6 +310,7 @@ mod fixture {
     use crate::local::logging::MemoryLog;
     use crate::local::ui::RecordingUi;
     use crate::sandbox::pairing_budget::PairingBudget;
+    use crate::sandbox::session_transports::SessionTransports;
 
     pub const NOW: u64 = 1_700_000_000_000;
 
@@ -315,7 +320,7 @@ mod fixture {
         let (inbound, _) = transport_core::inbound::channel(1);
         SessionHost::new(SessionContext {
             key: "t".into(),
-            transports: BTreeMap::new(),
+            transports: SessionTransports::default(),
             inbound,
             agent: Arc::new(IdleAgent),
             ui: Arc::new(RecordingUi::default()),
@@ -324,7 +329,7 @@ mod fixture {
             pairing: PairingBudget::default(),
             clock: Arc::new(ManualClock::new(NOW)),
             log: Arc::new(MemoryLog::default()),
-            held_locks: HashMap::new(),
+            held_locks: Vec::new(),
             listening: Vec::new(),
             tick_at: None,
             parked: HashMap::new(),

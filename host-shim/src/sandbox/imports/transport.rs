@@ -2,7 +2,6 @@
 
 use transport_core::{Button, OutboundFile, OutboundMessage, TransportError};
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use transport_core::{InboundSink, Transport};
@@ -10,6 +9,7 @@ use wasmtime::component::HasData;
 
 use super::{Imports, SessionContext};
 use crate::sandbox::convert;
+use crate::sandbox::session_transports::SessionTransports;
 use crate::transcript::line::{Event, FetchedMeta};
 use crate::transcript::script::Script;
 use crate::wit::transport;
@@ -17,7 +17,7 @@ use crate::wit::transport;
 /// What the transport calls may touch: the messengers created for this session, where
 /// they deliver, and which of them listen already.
 pub struct TransportPart<'a> {
-    transports: &'a BTreeMap<String, Arc<dyn Transport>>,
+    transports: &'a SessionTransports,
     inbound: &'a InboundSink,
     listening: &'a mut Vec<String>,
 }

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
+use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork, SignalSender};
 use host_shim::broker::BuildOne;
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
@@ -339,7 +339,7 @@ impl Harness {
 /// An agent that stays busy until the test releases it: for commands-while-busy.
 #[derive(Default)]
 pub struct GatedAgent {
-    signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    signals: Mutex<Option<SignalSender>>,
     busy: std::sync::atomic::AtomicBool,
     pub release: Arc<Notify>,
     pub prompts: Mutex<Vec<(String, DeliverAs)>>,
@@ -347,7 +347,7 @@ pub struct GatedAgent {
 
 #[async_trait]
 impl Agent for GatedAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         *self.signals.lock().unwrap() = Some(signals);
     }
 
@@ -412,7 +412,7 @@ impl GatedAgent {
 /// plays its turns (local or remote) and its tool calls.
 #[derive(Default)]
 pub struct ScriptAgent {
-    signals: Mutex<Option<mpsc::Sender<AgentSignal>>>,
+    signals: Mutex<Option<SignalSender>>,
     pub busy: std::sync::atomic::AtomicBool,
     pub prompts: Mutex<Vec<String>>,
     /// The images that came with each prompt: media type and byte count.
@@ -428,7 +428,7 @@ pub struct ScriptAgent {
 }
 
 impl ScriptAgent {
-    fn sender(&self) -> mpsc::Sender<AgentSignal> {
+    fn sender(&self) -> SignalSender {
         self.signals
             .lock()
             .unwrap()
@@ -488,7 +488,7 @@ impl ScriptAgent {
 
 #[async_trait]
 impl Agent for ScriptAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         *self.signals.lock().unwrap() = Some(signals);
     }
 

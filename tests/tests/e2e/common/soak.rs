@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use host_shim::agent::{Agent, AgentSignal, DemoAgent, RecentWork};
+use host_shim::agent::{Agent, DemoAgent, RecentWork, SignalSender};
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
@@ -28,7 +28,6 @@ use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
-use tokio::sync::mpsc;
 use transport_core::{Envelope, OutboundKind, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
@@ -204,14 +203,16 @@ impl Draw {
 }
 
 /// The demo agent, counting what it was given: a prompt that reaches it twice is a bug.
-struct CountingAgent {
-    inner: DemoAgent,
-    prompts: Arc<Mutex<Vec<String>>>,
+pub(crate) struct CountingAgent {
+    /// The agent that runs the turns.
+    pub(crate) inner: DemoAgent,
+    /// Every prompt handed to it, in order.
+    pub(crate) prompts: Arc<Mutex<Vec<String>>>,
 }
 
 #[async_trait]
 impl Agent for CountingAgent {
-    fn attach(&self, signals: mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         self.inner.attach(signals);
     }
     async fn send_prompt(
