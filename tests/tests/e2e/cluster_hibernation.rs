@@ -13,7 +13,7 @@ use host_shim::cluster::session_node::Wanted;
 use host_shim::sandbox::hibernation::{HibernatedCount, Hibernation};
 use host_shim::wit::agent::SessionInfo;
 
-use crate::cluster_serve::Cluster;
+use crate::common::cluster_world::Cluster;
 use crate::common::cluster::{eventually, nats_or_skip};
 use crate::common::soak::CountingAgent;
 

@@ -36,7 +36,7 @@ use host_shim::sandbox::session::{Built, Session, SessionSpec};
 use host_shim::transcript::Transcript;
 use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{AgentEvent, ConfigContent, ConfigScope, ConfigSource, TurnOrigin};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use transport_core::{Envelope, OutboundKind, OutboundMessage, Transport};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
