@@ -16,11 +16,11 @@
 //! `target/wake-count-cache`, or the directory in `WAKE_COUNT_CACHE`), then under valgrind.
 //! `WAKE_COUNT_COMPONENT=path/guest.wasm` counts another build of the bridge.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use host_shim::agent::{Agent, AgentSignal, IdleAgent, RecentWork};
+use host_shim::agent::{Agent, IdleAgent, RecentWork, SignalSender};
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::ManualClock;
@@ -45,7 +45,7 @@ struct NamedAgent;
 
 #[async_trait::async_trait]
 impl Agent for NamedAgent {
-    fn attach(&self, signals: tokio::sync::mpsc::Sender<AgentSignal>) {
+    fn attach(&self, signals: SignalSender) {
         IdleAgent.attach(signals);
     }
     async fn send_prompt(
@@ -113,7 +113,7 @@ fn context(
 ) -> SessionContext {
     SessionContext {
         key: "wake".into(),
-        transports: BTreeMap::from([("fake".to_string(), fake)]),
+        transports: std::iter::once(fake).collect(),
         inbound,
         agent: Arc::new(NamedAgent),
         ui: Arc::new(RecordingUi::default()),
@@ -122,7 +122,7 @@ fn context(
         pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         log: Arc::new(MemoryLog::default()),
-        held_locks: HashMap::new(),
+        held_locks: Vec::new(),
         listening: Vec::new(),
         tick_at: None,
         parked: HashMap::new(),
