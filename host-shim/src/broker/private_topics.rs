@@ -36,7 +36,7 @@ impl Broker {
             inner
                 .sessions
                 .get(session)
-                .map(|s| s.allowed.iter().cloned().collect::<Vec<_>>())
+                .map(|s| s.allowed.to_vec())
         }) {
             identities.extend(allowed);
         }
