@@ -16,7 +16,7 @@
 //! - two sessions of one name (on two machines) are told apart as `name@machine`, and
 //!   `/switch name` then answers with the choices instead of picking one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 /// One attached session as routing sees it.
@@ -149,20 +149,33 @@ pub fn ago(d: Duration) -> String {
 /// another of them has the same name (in any case), so two `api` sessions on two machines
 /// read `api@laptop` and `api@build`.
 pub fn labels(visible: &[SessionView]) -> Vec<String> {
+    // Counted once, not per session: a sender allowed in 100,000 sessions made each
+    // `/switch` ten billion name comparisons, and the bot answered nobody for minutes.
+    let mut named: HashMap<String, usize> = HashMap::with_capacity(visible.len());
+    for session in visible {
+        *named.entry(session.name.to_ascii_lowercase()).or_default() += 1;
+    }
     visible
         .iter()
         .map(|s| {
-            let twins = visible
-                .iter()
-                .filter(|o| o.name.eq_ignore_ascii_case(&s.name))
-                .count();
-            if twins > 1 {
-                s.qualified()
-            } else {
-                s.name.clone()
-            }
+            label(
+                s,
+                named
+                    .get(&s.name.to_ascii_lowercase())
+                    .copied()
+                    .unwrap_or(1),
+            )
         })
         .collect()
+}
+
+/// `session`'s label when `twins` sessions listed with it (itself included) have its name.
+fn label(session: &SessionView, twins: usize) -> String {
+    if twins > 1 {
+        session.qualified()
+    } else {
+        session.name.clone()
+    }
 }
 
 /// What to do with one inbound message.
@@ -473,12 +486,14 @@ fn switch<R: Roster + ?Sized>(wanted: &str, identity: &str, sessions: &R) -> Dec
 /// `session`'s label among `visible` (see [`labels`]); `name@machine` when it is not
 /// among them.
 fn label_in(visible: &[SessionView], session: &SessionView) -> String {
-    let labels = labels(visible);
-    visible
+    if !visible.iter().any(|s| s.key == session.key) {
+        return session.qualified();
+    }
+    let twins = visible
         .iter()
-        .position(|s| s.key == session.key)
-        .and_then(|i| labels.get(i).cloned())
-        .unwrap_or_else(|| session.qualified())
+        .filter(|s| s.name.eq_ignore_ascii_case(&session.name))
+        .count();
+    label(session, twins)
 }
 
 /// The answer to `/switch <name>` when several of the sender's sessions have that name:
