@@ -457,8 +457,7 @@ fn switch<R: Roster + ?Sized>(wanted: &str, identity: &str, sessions: &R) -> Dec
         .partition(|s| sessions.is_paired(&s.key, identity));
     match (paired.as_slice(), strange.first()) {
         ([target], _) => {
-            let visible = sessions.paired_with(identity);
-            let label = label_in(&visible, target);
+            let label = label(target, twins(target, identity, sessions));
             let offline = if target.state == SessionState::Offline {
                 " It is offline: your messages wait and are delivered when it is back."
             } else {
@@ -483,17 +482,17 @@ fn switch<R: Roster + ?Sized>(wanted: &str, identity: &str, sessions: &R) -> Dec
     }
 }
 
-/// `session`'s label among `visible` (see [`labels`]); `name@machine` when it is not
-/// among them.
-fn label_in(visible: &[SessionView], session: &SessionView) -> String {
-    if !visible.iter().any(|s| s.key == session.key) {
-        return session.qualified();
-    }
-    let twins = visible
+/// How many of `identity`'s sessions have `session`'s name (in any case), `session`
+/// among them: asked by that name, not by walking the sender's list, which for a sender
+/// allowed in 100,000 sessions made `/switch` take 130 ms.
+fn twins<R: Roster + ?Sized>(session: &SessionView, identity: &str, sessions: &R) -> usize {
+    let same = sessions
+        .named(&session.name, identity)
         .iter()
-        .filter(|s| s.name.eq_ignore_ascii_case(&session.name))
+        .filter(|s| s.key != session.key && s.name.eq_ignore_ascii_case(&session.name))
+        .filter(|s| sessions.is_paired(&s.key, identity))
         .count();
-    label(session, twins)
+    same + 1
 }
 
 /// The answer to `/switch <name>` when several of the sender's sessions have that name:
