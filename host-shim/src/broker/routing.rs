@@ -149,8 +149,9 @@ pub fn ago(d: Duration) -> String {
 /// another of them has the same name (in any case), so two `api` sessions on two machines
 /// read `api@laptop` and `api@build`.
 pub fn labels(visible: &[SessionView]) -> Vec<String> {
-    // Counted once, not per session: a sender allowed in 100,000 sessions made each
-    // `/switch` ten billion name comparisons, and the bot answered nobody for minutes.
+    // Counted once, not per pair: comparing every name with every other was ten billion
+    // comparisons for a sender allowed in 100,000 sessions, and the bot answered nobody
+    // for minutes.
     let mut named: HashMap<String, usize> = HashMap::with_capacity(visible.len());
     for session in visible {
         *named.entry(session.name.to_ascii_lowercase()).or_default() += 1;
