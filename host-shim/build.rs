@@ -116,7 +116,7 @@ fn run() -> Result<(), String> {
     // WebAssembly SIMD (on in wasmtime by default), for every crate of the guest: memchr's
     // searches, which redaction runs over each reply several times, read 16 bytes at a
     // time, and the compiler vectorises the byte loops. A 64 KiB reply cost 37-42 % fewer
-    // operators and 26-34 % less time (docs/benchmarks.md#a-reply-inside-the-component).
+    // operators and 31-34 % less time (docs/benchmarks.md#a-reply-inside-the-component).
     cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128");
     let status = cmd
         .status()
