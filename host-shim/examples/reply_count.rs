@@ -11,10 +11,8 @@
 //! `target/release/examples/reply_count secrets 30`; `COUNT_COMPONENT=path/guest.wasm`
 //! counts another build of the bridge.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use host_shim::disk::state_db::StateDb;
 use host_shim::sandbox::imports::SessionHost;
 use host_shim::sandbox::runtime::Instance;
 use host_shim::wit::session::{AgentEvent, TurnOrigin};
@@ -23,7 +21,7 @@ use transport_testing::fake::FakeTransport;
 
 #[path = "support/counted_session.rs"]
 mod counted_session;
-use counted_session::{burnt, configure, context, runtime, start, status};
+use counted_session::{burnt, configure, start, status};
 
 #[path = "../../guest/benches/traffic/mod.rs"]
 #[allow(dead_code)] // the pipeline bench's texts; this counts three of them
@@ -96,21 +94,10 @@ fn main() {
         "agent" => traffic::agent_reply(size),
         other => panic!("unknown text {other:?}: `secrets`, `clean` or `agent`"),
     };
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio");
-    let runtime = runtime();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (state, _) = StateDb::open(&dir.path().join("state.json"), 0).expect("state");
-    let fake = FakeTransport::default();
-    let (inbound, _inbound_rx) = transport_core::inbound::channel(16);
-    let ctx = context(
-        dir.path(),
-        Arc::new(state),
-        Arc::new(fake.handle()),
-        inbound,
-    );
+    // Bound whole, not destructured: its directory and inbound channel must live on.
+    let counted = counted_session::counted();
+    let ctx = counted.ctx;
+    let (tokio, runtime, fake) = (&counted.tokio, &counted.runtime, &counted.fake);
     let (fuel, mut times) = tokio.block_on(async {
         let mut instance = runtime
             .instantiate(SessionHost::new(ctx))

@@ -16,16 +16,13 @@
 //! `target/count-cache`, or the directory in `COUNT_CACHE`), then under valgrind.
 //! `COUNT_COMPONENT=path/guest.wasm` counts another build of the bridge.
 
-use std::sync::Arc;
-
-use host_shim::disk::state_db::StateDb;
 use host_shim::sandbox::imports::SessionHost;
 use host_shim::sandbox::runtime::Instance;
 use transport_testing::fake::FakeTransport;
 
 #[path = "support/counted_session.rs"]
 mod counted_session;
-use counted_session::{burnt, configure, context, runtime, start, status};
+use counted_session::{burnt, configure, start, status};
 
 /// Fuel (wasm operators) each phase of one round burnt.
 #[derive(Debug, Default)]
@@ -58,17 +55,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "wake".into());
     let rounds: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(5);
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio");
-    let runtime = runtime();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (state, _) = StateDb::open(&dir.path().join("state.json"), 0).expect("state");
-    let state = Arc::new(state);
-    let fake = FakeTransport::default();
-    let (inbound, _inbound_rx) = transport_core::inbound::channel(16);
-    let mut ctx = context(dir.path(), state, Arc::new(fake.handle()), inbound);
+    // Bound whole, not destructured: its directory and inbound channel must live on.
+    let counted = counted_session::counted();
+    let mut ctx = counted.ctx;
+    let (tokio, runtime, fake) = (&counted.tokio, &counted.runtime, &counted.fake);
     let mut last = Round::default();
     tokio.block_on(async {
         match mode.as_str() {

@@ -587,6 +587,48 @@ impl Agent for IdleAgent {
     }
 }
 
+/// [`IdleAgent`] whose session has a name, so `/status` and `/sessions` say which of many
+/// sessions answered: for benchmarks of one host running many sessions.
+#[derive(Debug)]
+pub struct NamedIdleAgent {
+    name: String,
+}
+
+impl NamedIdleAgent {
+    /// An idle agent whose session is called `name`.
+    pub fn new(name: impl Into<String>) -> NamedIdleAgent {
+        NamedIdleAgent { name: name.into() }
+    }
+}
+
+#[async_trait]
+impl Agent for NamedIdleAgent {
+    fn attach(&self, signals: SignalSender) {
+        IdleAgent.attach(signals);
+    }
+    async fn send_prompt(
+        &self,
+        text: String,
+        deliver_as: DeliverAs,
+        images: Vec<PromptImage>,
+    ) -> Result<(), String> {
+        IdleAgent.send_prompt(text, deliver_as, images).await
+    }
+    fn abort(&self) {}
+    fn is_idle(&self) -> bool {
+        true
+    }
+    fn session_info(&self) -> SessionInfo {
+        SessionInfo {
+            name: Some(self.name.clone()),
+            ..IdleAgent.session_info()
+        }
+    }
+    fn recent_work(&self) -> RecentWork {
+        RecentWork::default()
+    }
+}
+
 #[cfg(test)]
 mod feed_tests {
     use super::*;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use host_shim::agent::{Agent, IdleAgent, RecentWork, SignalSender};
+use host_shim::agent::NamedIdleAgent;
 use host_shim::broker::bindings::{self, Bindings};
 use host_shim::broker::{Broker, BrokerOptions};
 use host_shim::disk::state_db::StateDb;
@@ -16,7 +16,6 @@ use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::hibernation::Hibernation;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Limits, Runtime};
 use host_shim::sandbox::session::{Built, Session, SessionSpec};
-use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use transport_core::Transport;
 use transport_testing::fake::FakeTransport;
@@ -106,9 +105,7 @@ impl World {
             content: ConfigContent::Text(CONFIG.into()),
         }];
         let started = Instant::now();
-        let agent = Arc::new(NamedAgent {
-            name: format!("s{i}"),
-        });
+        let agent = Arc::new(NamedIdleAgent::new(format!("s{i}")));
         self.broker
             .attach(&key, &format!("s{i}"), "/bench", &sources, agent.clone())
             .expect("attach");
@@ -190,39 +187,6 @@ impl World {
             let _ = session.shutdown().await;
         }
         self.broker.shutdown().await;
-    }
-}
-
-/// [`IdleAgent`] with a name of its own, so `/status` says which session answered.
-struct NamedAgent {
-    name: String,
-}
-
-#[async_trait::async_trait]
-impl Agent for NamedAgent {
-    fn attach(&self, signals: SignalSender) {
-        IdleAgent.attach(signals);
-    }
-    async fn send_prompt(
-        &self,
-        text: String,
-        deliver_as: DeliverAs,
-        images: Vec<PromptImage>,
-    ) -> Result<(), String> {
-        IdleAgent.send_prompt(text, deliver_as, images).await
-    }
-    fn abort(&self) {}
-    fn is_idle(&self) -> bool {
-        true
-    }
-    fn session_info(&self) -> SessionInfo {
-        SessionInfo {
-            name: Some(self.name.clone()),
-            ..IdleAgent.session_info()
-        }
-    }
-    fn recent_work(&self) -> RecentWork {
-        RecentWork::default()
     }
 }
 

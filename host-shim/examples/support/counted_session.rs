@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use host_shim::agent::{Agent, IdleAgent, RecentWork, SignalSender};
+use host_shim::agent::NamedIdleAgent;
 use host_shim::disk::lock::LockDir;
 use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::ManualClock;
@@ -16,47 +16,17 @@ use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
 use host_shim::sandbox::imports::SessionContext;
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
-use host_shim::wit::agent::{DeliverAs, PromptImage, SessionInfo};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::wit::types;
 use transport_core::Transport;
+use transport_core::inbound::InboundStream;
+use transport_testing::fake::FakeTransport;
 
 /// The hibernation bench's session: the writer trusted by config, rate limits off, so
 /// every `/status` is answered.
 pub const CONFIG: &str = r#"{"bridge": {"allowUsers": ["fake:user-1"],
   "rateLimit": {"promptsPerMinute": 0, "commandsPerMinute": 0}},
   "transports": {"terminal": {"enabled": true}}}"#;
-
-/// An idle agent with a name, so `/status` says which session answered.
-pub struct NamedAgent;
-
-#[async_trait::async_trait]
-impl Agent for NamedAgent {
-    fn attach(&self, signals: SignalSender) {
-        IdleAgent.attach(signals);
-    }
-    async fn send_prompt(
-        &self,
-        _: String,
-        _: DeliverAs,
-        _: Vec<PromptImage>,
-    ) -> Result<(), String> {
-        Ok(())
-    }
-    fn abort(&self) {}
-    fn is_idle(&self) -> bool {
-        true
-    }
-    fn session_info(&self) -> SessionInfo {
-        SessionInfo {
-            name: Some("s0".into()),
-            ..IdleAgent.session_info()
-        }
-    }
-    fn recent_work(&self) -> RecentWork {
-        RecentWork::default()
-    }
-}
 
 pub fn sources() -> Vec<ConfigSource> {
     vec![ConfigSource {
@@ -93,7 +63,7 @@ pub fn context(
         key: "wake".into(),
         transports: std::iter::once(fake).collect(),
         inbound,
-        agent: Arc::new(NamedAgent),
+        agent: Arc::new(NamedIdleAgent::new("s0")),
         ui: Arc::new(RecordingUi::default()),
         state,
         locks: LockDir::new(dir.join("locks")),
@@ -155,4 +125,47 @@ pub fn runtime() -> Runtime {
         .map(|path| std::fs::read(&path).expect("COUNT_COMPONENT is readable"));
     let component = component.as_deref().unwrap_or(EMBEDDED_COMPONENT);
     Runtime::load(component, Limits::default(), Some(&cache)).expect("component")
+}
+
+/// What a counting example drives: the bridge ([`runtime`]), the fake bot, the state
+/// database in a directory of its own, and the context the first instance takes.
+pub struct Counted {
+    /// Runs the calls.
+    pub tokio: tokio::runtime::Runtime,
+    /// The bridge.
+    pub runtime: Runtime,
+    /// The bot's platform side: what the session sent is read here.
+    pub fake: FakeTransport,
+    /// The session's context, for its first instance.
+    pub ctx: SessionContext,
+    /// Holds the state database and the locks.
+    _dir: tempfile::TempDir,
+    /// Kept open: a closed inbound channel would fail the fake bot's start.
+    _inbound: InboundStream,
+}
+
+/// A session's world, nothing run in it yet.
+pub fn counted() -> Counted {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (state, _) = StateDb::open(&dir.path().join("state.json"), 0).expect("state");
+    let fake = FakeTransport::default();
+    let (inbound, stream) = transport_core::inbound::channel(16);
+    let ctx = context(
+        dir.path(),
+        Arc::new(state),
+        Arc::new(fake.handle()),
+        inbound,
+    );
+    Counted {
+        tokio,
+        runtime: runtime(),
+        fake,
+        ctx,
+        _dir: dir,
+        _inbound: stream,
+    }
 }
