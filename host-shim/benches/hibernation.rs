@@ -180,9 +180,9 @@ fn main() {
             switches.push(node.world.bind(&chat, i).await);
             node.world.status(&chat, i).await;
         }
-        // Not a budget: the broker answers `/switch` over every session the sender may use
-        // (here all of them), and a step in that which grows faster than the sessions kept
-        // the first one from being answered at 100,000.
+        // Not a budget: the sender may use every session here, and a step of `/switch`'s
+        // answer that grew with them kept the first one from being answered at 100,000
+        // (docs/scaling.md#idle-sessions).
         let switches = sorted(&switches);
         println!(
             "(b) /switch from a sender allowed in all {total} sessions, answered by the \
