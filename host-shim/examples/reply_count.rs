@@ -109,7 +109,7 @@ fn main() {
         let mut fuel = 0;
         let mut times = Vec::with_capacity(rounds);
         for round in 0..rounds.max(1) {
-            let (burnt, elapsed) = turn(&mut instance, &fake, &reply, round).await;
+            let (burnt, elapsed) = turn(&mut instance, fake, &reply, round).await;
             fuel = burnt;
             times.push(elapsed);
         }

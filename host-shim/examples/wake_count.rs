@@ -71,7 +71,7 @@ fn main() {
                     last.instantiate = burnt(&mut instance);
                     last.configure = configure(&mut instance).await;
                     last.start = start(&mut instance).await;
-                    last.envelope = envelope(&mut instance, &fake).await;
+                    last.envelope = envelope(&mut instance, fake).await;
                     // Hibernated: the store goes, the context stays for the next wake.
                     ctx = instance.store.into_data().into_context();
                 }
@@ -85,7 +85,7 @@ fn main() {
                 configure(&mut instance).await;
                 start(&mut instance).await;
                 for _ in 0..rounds {
-                    last.envelope = envelope(&mut instance, &fake).await;
+                    last.envelope = envelope(&mut instance, fake).await;
                 }
             }
             other => panic!("unknown mode {other:?}: `wake N` or `live N`"),

@@ -135,8 +135,9 @@ static OWNERS_BY_WORD: ([u16; MENTIONS], [u16; WORD_COUNT]) = {
     (owners, ends)
 };
 
-// Family indices are kept in a u16.
-const _: () = assert!(FAMILY_COUNT <= u16::MAX as usize && MENTIONS <= u16::MAX as usize);
+// Family indices, and positions in the list of mentions, are kept in a u16.
+const _: () = assert!(FAMILY_COUNT <= u16::MAX as usize);
+const _: () = assert!(MENTIONS <= u16::MAX as usize);
 
 /// The families keyword `word` stands for ([`WORDS`]' index), in the engine's order.
 pub fn owners(word: usize) -> &'static [u16] {

@@ -453,16 +453,19 @@ enum Flow {
 /// tokio allocates a channel's first block of 32 messages when the channel is made, which
 /// every session, awake or asleep, kept for a channel most never use.
 #[derive(Default)]
-struct Answers(Option<(mpsc::Sender<(String, bool)>, mpsc::Receiver<(String, bool)>)>);
+struct Answers(Option<(mpsc::Sender<Answer>, mpsc::Receiver<Answer>)>);
+
+/// A local answer to a pending approval: the approval's id and whether it was allowed.
+type Answer = (String, bool);
 
 impl Answers {
     /// Where a question task sends its answer.
-    fn sender(&mut self) -> mpsc::Sender<(String, bool)> {
+    fn sender(&mut self) -> mpsc::Sender<Answer> {
         self.0.get_or_insert_with(|| mpsc::channel(16)).0.clone()
     }
 
     /// The next answer; never ready while there is no channel.
-    async fn recv(&mut self) -> Option<(String, bool)> {
+    async fn recv(&mut self) -> Option<Answer> {
         match &mut self.0 {
             Some((_, answers)) => answers.recv().await,
             None => std::future::pending().await,

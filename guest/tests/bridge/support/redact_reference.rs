@@ -129,17 +129,17 @@ fn cut_and_replace(shape: &Shape, current: &str, caps: &Captures<'_>) -> (usize,
         Replacement::Fixed(text) => Some(text.to_owned()),
         Replacement::Header => {
             let is_bearer =
-                guest::core::secrets::header_value_is_bearer(group(&caps, 2).as_bytes());
-            (!is_bearer).then(|| format!("{}: [redacted]", group(&caps, 1)))
+                guest::core::secrets::header_value_is_bearer(group(caps, 2).as_bytes());
+            (!is_bearer).then(|| format!("{}: [redacted]", group(caps, 1)))
         }
         // A value that is configuration (`TOKEN_TTL_SECONDS=3600`, `${VAR}`) or a
         // name about a secret rather than holding one stays, as the engine keeps it.
         Replacement::Assignment => (!guest::core::secrets::assignment_is_plain(
-            group(&caps, 1),
+            group(caps, 1),
             caps.get(2).map_or("", |v| &current[v.start()..whole_end]),
         ))
-        .then(|| format!("{}=[redacted]", group(&caps, 1))),
-        Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(&caps, 1))),
+        .then(|| format!("{}=[redacted]", group(caps, 1))),
+        Replacement::UrlCredentials => Some(format!("{}[redacted]@", group(caps, 1))),
     };
     (whole_end, new)
 }
