@@ -35,6 +35,7 @@ use super::inbound::{InboundPublisher, InboundSettings};
 use super::offline_told::OfflineTold;
 use super::outbound::OutboundServer;
 use super::outbox::{DRAIN_BEFORE_SERVING, OutboxDrain};
+use super::posted::PostLedger;
 use super::seal::Gate;
 use super::state_store::KvStateStore;
 use super::subjects::{Prefix, bot_lock_key, session_consumer};
@@ -125,6 +126,9 @@ struct Shared {
     /// The topic per session of the bots whose config names a place for them
     /// (docs/scaling.md#a-topic-per-session).
     topics: Arc<TopicKeeper>,
+    /// The sends posted, so a send asked again (its answer lost) is not posted twice; shared
+    /// by the sends served and the outbox drained.
+    posts: PostLedger,
     /// The bots held now, for the look that keeps their sessions' topics.
     topic_bots: std::sync::Mutex<Vec<Arc<dyn Transport>>>,
     /// The last look at the topics, stopped with the ingress: a stopped (or dead) node
@@ -169,10 +173,19 @@ impl Ingress {
         let told = OfflineTold::open(&jetstream, &options.prefix, &options.gate)
             .await
             .map_err(|e| failed(&e))?;
+        let posts = PostLedger::open(
+            &jetstream,
+            &options.prefix,
+            &options.gate,
+            options.log.clone(),
+        )
+        .await
+        .map_err(|e| failed(&e))?;
         let requests = options.requests.clone();
         let presence = PresenceReader::new(jetstream.clone(), &options.prefix);
         let shared = Arc::new(Shared {
             told,
+            posts,
             listed: std::sync::Mutex::default(),
             recent: std::sync::Mutex::default(),
             topics: Arc::new(topics),
@@ -410,6 +423,7 @@ impl Shared {
                 self.jetstream.clone(),
                 &self.options.prefix,
                 served.clone(),
+                self.posts.clone(),
                 self.options.gate.clone(),
                 self.options.log.clone(),
             )
@@ -441,6 +455,7 @@ impl Shared {
                 self.client.clone(),
                 &self.options.prefix,
                 served,
+                self.posts.clone(),
                 self.options.gate.clone(),
                 self.options.log.clone(),
             )

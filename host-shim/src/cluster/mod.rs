@@ -21,6 +21,7 @@ pub mod outbound;
 pub mod outbox;
 pub mod paired_seen;
 pub mod placement;
+pub mod posted;
 pub mod readiness;
 pub mod seal;
 pub mod sealed_kv;

@@ -5,8 +5,10 @@
 //! Why request/reply and not a stream: the bridge needs the send's receipt (the message
 //! id it edits later) or its error (a rate limit it waits out) back, at once, and a
 //! message nobody can post should fail now rather than sit in a queue. A request that
-//! finds no ingress fails with "nothing was sent"; one that times out may have been posted,
-//! and says so, so it is reported rather than retried blindly.
+//! finds no ingress was certainly not posted, and is kept in the outbox (`outbox.rs`). One
+//! whose answer does not come (nats-server restarting, an answer lost) is asked again with
+//! the same send id, which the ingress posts at most once (`posted.rs`), until the session
+//! node's patience runs out; only then is the chat told it may not have been posted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +26,7 @@ use transport_core::{
 };
 
 use super::outbox::Outbox;
+use super::posted::{PostLedger, Unposted, maybe_posted_notice};
 use super::seal::{Gate, random_id};
 use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
 use super::warn;
@@ -33,6 +36,15 @@ use crate::local::logging::LogSink;
 /// real transport's own retries of a rate limit or a 5xx.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long one try of a send waits before it is asked again (within the request timeout).
+/// A try whose answer was lost (nats-server restarting under it) would otherwise hold the
+/// session for the whole timeout; asking again is safe because the ingress posts a send id
+/// once, and a copy of a send still being posted waits for it.
+const SEND_TRY: Duration = Duration::from_secs(2);
+
+/// The pause before a send is asked again.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
 /// A request from a session node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
@@ -41,6 +53,10 @@ pub enum WireRequest {
     Send {
         /// The message.
         message: OutboundMessage,
+        /// The same for every copy of one send: the ingress posts it once
+        /// (`posted.rs`). Absent from a node before send ids: posted as asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        send_id: Option<String>,
     },
     /// `Transport::typing`.
     Typing {
@@ -108,6 +124,9 @@ pub enum WireReply {
         /// Its error.
         error: WireError,
     },
+    /// An ingress that is gone was posting this send: it may or may not have been posted,
+    /// so it was not posted again.
+    MaybePosted,
 }
 
 /// [`TransportError`] on the wire.
@@ -208,10 +227,12 @@ impl OutboundServer {
     /// A request's seal is checked first ([`Gate::check_live`]): one that is not sealed with
     /// the cluster key, or is a replay, is never read, counted and logged by the gate, and
     /// answered with an unsealed refusal (so a node with a wrong key hears why at once).
+    /// A send with a send id is posted at most once through `posts`.
     pub async fn start(
         client: Client,
         prefix: &Prefix,
         transport: Arc<dyn Transport>,
+        posts: PostLedger,
         gate: Gate,
         log: Arc<dyn LogSink>,
     ) -> Result<OutboundServer, OutboundError> {
@@ -237,6 +258,7 @@ impl OutboundServer {
                 let transport = transport.clone();
                 let log = log.clone();
                 let gate = gate.clone();
+                let posts = posts.clone();
                 tokio::spawn(async move {
                     let verified = gate.check_live(
                         &request.subject,
@@ -264,7 +286,8 @@ impl OutboundServer {
                         let _ = client.publish(reply_to, Bytes::from(payload)).await;
                         return;
                     };
-                    let reply = serve(transport.as_ref(), &request.payload, log.as_ref()).await;
+                    let reply =
+                        serve(transport.as_ref(), &posts, &request.payload, log.as_ref()).await;
                     let payload = serde_json::to_vec(&reply).unwrap_or_default();
                     // Bound to the request's id: a forged or replayed answer fails the check.
                     let headers = gate.headers(
@@ -301,7 +324,12 @@ impl Drop for OutboundServer {
 }
 
 /// One request through the real transport.
-async fn serve(transport: &dyn Transport, payload: &[u8], log: &dyn LogSink) -> WireReply {
+async fn serve(
+    transport: &dyn Transport,
+    posts: &PostLedger,
+    payload: &[u8],
+    log: &dyn LogSink,
+) -> WireReply {
     let request = match serde_json::from_slice::<WireRequest>(payload) {
         Ok(request) => request,
         Err(error) => {
@@ -328,13 +356,20 @@ async fn serve(transport: &dyn Transport, payload: &[u8], log: &dyn LogSink) -> 
         error: error.into(),
     };
     match request {
-        WireRequest::Send { message } => match transport.send(message).await {
-            Ok(receipt) => WireReply::Sent {
-                message_id: receipt.message_id,
-                edit_key: receipt.edit_key,
-            },
-            Err(error) => failed(error),
-        },
+        WireRequest::Send { message, send_id } => {
+            let posted = match send_id {
+                Some(send_id) => posts.post_once(&send_id, || transport.send(message)).await,
+                None => transport.send(message).await.map_err(Unposted::Refused),
+            };
+            match posted {
+                Ok(receipt) => WireReply::Sent {
+                    message_id: receipt.message_id,
+                    edit_key: receipt.edit_key,
+                },
+                Err(Unposted::Refused(error)) => failed(error),
+                Err(Unposted::MayHaveBeenPosted) => WireReply::MaybePosted,
+            }
+        }
         WireRequest::Typing {
             conversation_id,
             thread_id,
@@ -500,6 +535,14 @@ impl RemoteTransport {
     }
 
     async fn call(&self, body: &WireRequest) -> Result<WireReply, RequestFailure> {
+        self.call_within(body, self.timeout).await
+    }
+
+    async fn call_within(
+        &self,
+        body: &WireRequest,
+        timeout: Duration,
+    ) -> Result<WireReply, RequestFailure> {
         if !self.started.load(Ordering::SeqCst) {
             return Err(RequestFailure {
                 error: TransportError::NotStarted(self.id.clone()),
@@ -511,7 +554,7 @@ impl RemoteTransport {
             &self.gate,
             &self.id,
             &self.subject,
-            self.timeout,
+            timeout,
             body,
         )
         .await;
@@ -523,24 +566,30 @@ impl RemoteTransport {
         result
     }
 
-    /// A send that found no ingress: parked in the outbox when there is one.
+    /// A send that found no ingress: parked in the outbox when there is one, with its send
+    /// id, so a copy an ingress already posted before it went away is not posted again.
     async fn park(
         &self,
         message: &OutboundMessage,
+        send_id: &str,
         error: TransportError,
     ) -> Result<SendReceipt, TransportError> {
         let Some(outbox) = &self.outbox else {
             return Err(error);
         };
-        outbox.park(&self.id, message).await.map_err(|parking| {
-            TransportError::Failed(format!(
-                "{error}; keeping it until an ingress holds the bot failed too: {parking}"
-            ))
-        })
+        outbox
+            .park(&self.id, message, Some(send_id))
+            .await
+            .map_err(|parking| {
+                TransportError::Failed(format!(
+                    "{error}; keeping it until an ingress holds the bot failed too: {parking}"
+                ))
+            })
     }
 
-    /// A send that may or may not have been posted: not repeated (Telegram and Slack have
-    /// no dedup for a post), but the chat is told, once an ingress holds the bot, so the
+    /// A send that may or may not have been posted (no answer within the patience, or the
+    /// ingress posting it went away mid-post): not repeated (Telegram and Slack have no
+    /// dedup for a post), but the chat is told, once an ingress holds the bot, so the
     /// person knows to ask again if the answer is missing.
     async fn tell_maybe_posted(&self, message: &OutboundMessage) {
         let Some(outbox) = &self.outbox else {
@@ -554,22 +603,14 @@ impl RemoteTransport {
             conversation_id: message.conversation_id.clone(),
             thread_id: message.thread_id.clone(),
             kind: OutboundKind::Notice,
-            text: maybe_posted_notice(self.timeout),
+            text: maybe_posted_notice(),
             edit_key: None,
             buttons: Vec::new(),
             answers_press: None,
             reply_to: None,
         };
-        let _ = outbox.park(&self.id, &notice).await;
+        let _ = outbox.park(&self.id, &notice, None).await;
     }
-}
-
-/// The chat's notice for a send whose ingress did not answer within `timeout`.
-pub fn maybe_posted_notice(timeout: Duration) -> String {
-    format!(
-        "⚠ A reply may not have been posted: the machine posting it did not answer within {} s. If an answer is missing above, ask again.",
-        timeout.as_secs().max(1)
-    )
 }
 
 /// Whether a failed request may have reached the platform.
@@ -693,6 +734,7 @@ fn unexpected(id: &str, subject: &str, reply: &WireReply) -> TransportError {
         WireReply::Shown => "shown",
         WireReply::Described { .. } => "described",
         WireReply::Failed { .. } => "failed",
+        WireReply::MaybePosted => "maybe posted",
     };
     TransportError::Failed(format!(
         "the ingress node serving {id} on {subject} answered {kind:?} to another request; do all \
@@ -756,34 +798,68 @@ impl Transport for RemoteTransport {
             .take();
     }
 
+    /// Asked again, with the same send id, while no answer comes and the request timeout
+    /// lasts: the ingress posts a send id once, so a copy never posts twice.
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        let send_id = format!("{}{}", random_id(), random_id());
         let body = WireRequest::Send {
             message: message.clone(),
+            send_id: Some(send_id.clone()),
         };
-        match self.call(&body).await {
-            Ok(WireReply::Sent {
-                message_id,
-                edit_key,
-            }) => Ok(SendReceipt {
-                message_id,
-                edit_key,
-            }),
-            Ok(WireReply::Failed { error }) => Err(error.into()),
-            Ok(other) => Err(unexpected(&self.id, &self.subject, &other)),
-            Err(RequestFailure {
-                error,
-                delivery: Delivery::Unsent,
-            }) if !matches!(error, TransportError::NotStarted(_)) => {
-                self.park(&message, error).await
-            }
-            Err(RequestFailure {
-                error,
-                delivery: Delivery::Unknown,
-            }) => {
-                self.tell_maybe_posted(&message).await;
-                Err(error)
-            }
-            Err(failure) => Err(failure.error),
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let result = self.call_within(&body, left.min(SEND_TRY)).await;
+            return match result {
+                Ok(WireReply::Sent {
+                    message_id,
+                    edit_key,
+                }) => Ok(SendReceipt {
+                    message_id,
+                    edit_key,
+                }),
+                Ok(WireReply::Failed { error }) => Err(error.into()),
+                Ok(WireReply::MaybePosted) => {
+                    self.tell_maybe_posted(&message).await;
+                    Err(TransportError::Failed(format!(
+                        "the ingress node that was posting this {} message went away while it                          did; it may or may not have been posted, and was not posted again",
+                        self.id
+                    )))
+                }
+                Ok(other) => Err(unexpected(&self.id, &self.subject, &other)),
+                Err(RequestFailure {
+                    error,
+                    delivery: Delivery::Unsent,
+                }) if !matches!(error, TransportError::NotStarted(_)) => {
+                    self.park(&message, &send_id, error).await
+                }
+                Err(RequestFailure {
+                    delivery: Delivery::Unknown,
+                    ..
+                }) if tokio::time::Instant::now() < deadline => {
+                    // A try can fail at once (the connection down mid-restart): not a spin.
+                    tokio::time::sleep_until(
+                        (tokio::time::Instant::now() + RETRY_PAUSE).min(deadline),
+                    )
+                    .await;
+                    continue;
+                }
+                Err(RequestFailure {
+                    delivery: Delivery::Unknown,
+                    ..
+                }) => {
+                    self.tell_maybe_posted(&message).await;
+                    Err(TransportError::Failed(format!(
+                        "the ingress node serving {} did not answer within {} ms on NATS \
+                         subject {}; the message may or may not have been posted. Check that \
+                         node and the platform's status",
+                        self.id,
+                        self.timeout.as_millis(),
+                        self.subject
+                    )))
+                }
+                Err(failure) => Err(failure.error),
+            };
         }
     }
 
@@ -913,10 +989,14 @@ mod tests {
         };
         let text = serde_json::to_string(&WireRequest::Send {
             message: message.clone(),
+            send_id: Some("5e".into()),
         })
         .unwrap();
         match serde_json::from_str::<WireRequest>(&text).unwrap() {
-            WireRequest::Send { message: wire } => assert_eq!(wire, message),
+            WireRequest::Send {
+                message: wire,
+                send_id,
+            } => assert_eq!((wire, send_id.as_deref()), (message, Some("5e"))),
             other => panic!("{other:?}"),
         }
     }

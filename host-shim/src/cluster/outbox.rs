@@ -19,10 +19,12 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind, consumer, stream};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use transport_core::{OutboundMessage, SendReceipt, Transport, TransportError};
 
 use super::inbound::{PULL_EXPIRES, PULL_GRACE};
+use super::posted::{PostLedger, Unposted, maybe_posted_notice};
 use super::seal::{Gate, random_id};
 use super::subjects::Prefix;
 use super::warn;
@@ -31,7 +33,7 @@ use crate::wit::types::Level;
 
 /// How long a parked reply waits for an ingress before it is dropped. Matches the inbound
 /// stream: a bot nobody holds for a day has no one to answer anyway.
-const OUTBOX_MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
+pub const OUTBOX_MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How long the ingress that takes a bot waits for its outbox to drain before it serves
 /// new sends anyway (so a platform that refuses everything cannot keep the bot mute).
@@ -41,6 +43,18 @@ pub const DRAIN_BEFORE_SERVING: Duration = Duration::from_secs(30);
 /// needs one that is never empty.
 fn parked_id(sequence: u64) -> String {
     format!("outbox-{sequence}")
+}
+
+/// A parked reply as stored: the message, and the send id its copies share
+/// (`posted.rs`), so the drain does not post one an ingress posted before it went away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Parked {
+    /// Absent for a notice (never asked of an ingress) and from nodes before send ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    send_id: Option<String>,
+    #[serde(flatten)]
+    message: OutboundMessage,
 }
 
 /// The outbox could not be set up or written.
@@ -108,11 +122,13 @@ impl Outbox {
 
     /// Keeps `message` for the next ingress to hold `transport_id`'s bot, sealed; returns
     /// the receipt the bridge gets (no edit key: the platform message does not exist yet,
-    /// so a later edit is posted as a message of its own).
+    /// so a later edit is posted as a message of its own). `send_id` is that of the send it
+    /// comes from, when an ingress may have been asked for it already.
     pub async fn park(
         &self,
         transport_id: &str,
         message: &OutboundMessage,
+        send_id: Option<&str>,
     ) -> Result<SendReceipt, OutboxError> {
         let subject = self
             .prefix
@@ -127,7 +143,11 @@ impl Outbox {
             name: subject.clone(),
             detail,
         };
-        let payload = serde_json::to_vec(message).map_err(|error| failed(error.to_string()))?;
+        let parked = Parked {
+            send_id: send_id.map(str::to_owned),
+            message: message.clone(),
+        };
+        let payload = serde_json::to_vec(&parked).map_err(|error| failed(error.to_string()))?;
         let headers = self
             .gate
             .headers(&subject, &format!("outbox:{}", random_id()), &payload);
@@ -180,11 +200,13 @@ pub struct OutboxDrain {
 }
 
 impl OutboxDrain {
-    /// Binds the bot's durable outbox consumer and starts posting.
+    /// Binds the bot's durable outbox consumer and starts posting; a reply with a send id
+    /// is posted at most once through `posts`.
     pub async fn start(
         jetstream: jetstream::Context,
         prefix: &Prefix,
         transport: Arc<dyn Transport>,
+        posts: PostLedger,
         gate: Gate,
         log: Arc<dyn LogSink>,
     ) -> Result<OutboxDrain, OutboxError> {
@@ -220,7 +242,7 @@ impl OutboxDrain {
             })
             .await
             .map_err(|error| setup("create the outbox consumer", error.to_string()))?;
-        let task = tokio::spawn(drain(consumer.clone(), name, transport, gate, log));
+        let task = tokio::spawn(drain(consumer.clone(), name, transport, posts, gate, log));
         Ok(OutboxDrain { task, consumer })
     }
 
@@ -258,6 +280,7 @@ async fn drain(
     consumer: consumer::PullConsumer,
     name: String,
     transport: Arc<dyn Transport>,
+    posts: PostLedger,
     gate: Gate,
     log: Arc<dyn LogSink>,
 ) {
@@ -287,7 +310,7 @@ async fn drain(
             tokio::time::timeout(PULL_EXPIRES + PULL_GRACE, messages.next()).await
         {
             let Ok(message) = next else { continue };
-            post_parked(&message, transport.as_ref(), &gate, log.as_ref()).await;
+            post_parked(&message, transport.as_ref(), &posts, &gate, log.as_ref()).await;
         }
     }
 }
@@ -296,6 +319,7 @@ async fn drain(
 async fn post_parked(
     message: &jetstream::Message,
     transport: &dyn Transport,
+    posts: &PostLedger,
     gate: &Gate,
     log: &dyn LogSink,
 ) {
@@ -313,8 +337,12 @@ async fn post_parked(
     );
     let parked = sealed
         .ok()
-        .and_then(|_| serde_json::from_slice::<OutboundMessage>(&message.payload).ok());
-    let Some(mut parked) = parked else {
+        .and_then(|_| serde_json::from_slice::<Parked>(&message.payload).ok());
+    let Some(Parked {
+        send_id,
+        message: mut parked,
+    }) = parked
+    else {
         warn(
             log,
             "nats_outbox_refused",
@@ -324,9 +352,36 @@ async fn post_parked(
         return;
     };
     loop {
-        let error = match transport.send(parked.clone()).await {
+        let sent = match &send_id {
+            Some(send_id) => {
+                posts
+                    .post_once(send_id, || transport.send(parked.clone()))
+                    .await
+            }
+            None => transport
+                .send(parked.clone())
+                .await
+                .map_err(Unposted::Refused),
+        };
+        let error = match sent {
             Ok(_) => break,
-            Err(error) => error,
+            Err(Unposted::Refused(error)) => error,
+            Err(Unposted::MayHaveBeenPosted) if parked.answers_press.is_some() => break,
+            Err(Unposted::MayHaveBeenPosted) => {
+                // Its first ingress went away mid-post: posting it again could post it twice.
+                // (A press's answer is private: a notice in the chat would show it was meant.)
+                let told = crate::broker::send_notice_to(
+                    transport,
+                    &parked.conversation_id,
+                    parked.thread_id.as_deref(),
+                    &maybe_posted_notice(),
+                )
+                .await;
+                if let Err(error) = told {
+                    warn(log, "outbox_notice_failed", &[("error", error.to_string())]);
+                }
+                break;
+            }
         };
         match undelivered(&parked, &error) {
             Undelivered::RetryAfter(wait) => {

@@ -143,6 +143,11 @@ impl Prefix {
         format!("{}-handed", self.0)
     }
 
+    /// KV bucket of the sends posted to their platform (at most once, `posted.rs`).
+    pub fn posted_bucket(&self) -> String {
+        format!("{}-posted", self.0)
+    }
+
     /// The stream of replies made while no ingress held their bot (`outbox.rs`).
     pub fn outbox_stream(&self) -> String {
         format!("{}-outbox", self.0)

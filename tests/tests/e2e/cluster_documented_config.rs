@@ -188,10 +188,15 @@ async fn the_documented_nats_config_runs_a_cluster_and_refuses_what_the_roles_ma
     });
     let (platform_sink, _platform) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
+    let posts =
+        host_shim::cluster::posted::PostLedger::open(&ingress_js, &prefix, &gate, log.clone())
+            .await
+            .expect("the ingress opens the posted ledger");
     let _outbound = OutboundServer::start(
         ingress.clone(),
         &prefix,
         Arc::new(fake.handle()),
+        posts,
         gate.clone(),
         log.clone(),
     )

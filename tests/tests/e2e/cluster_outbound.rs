@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
+use host_shim::cluster::posted::PostLedger;
 use host_shim::local::logging::MemoryLog;
 use tokio_stream::StreamExt as _;
 use transport_core::inbound;
@@ -30,10 +31,16 @@ async fn serve_sends(
     fake: &FakeTransport,
     log: Arc<MemoryLog>,
 ) -> OutboundServer {
+    let client = server.connect().await;
+    let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+    let posts = PostLedger::open(&jetstream, prefix, &cluster::gate(), log.clone())
+        .await
+        .expect("the posted ledger opens");
     OutboundServer::start(
-        server.connect().await,
+        client,
         prefix,
         Arc::new(fake.handle()),
+        posts,
         cluster::gate(),
         log,
     )
@@ -349,14 +356,20 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
         .await
         .expect("the platform connection starts");
     let log = Arc::new(MemoryLog::default());
+    // Each drain is a new holder: a process of its own, with its own memory of sends.
     let drain = || {
-        OutboxDrain::start(
+        let (jetstream, prefix, platform, log) = (
             jetstream.clone(),
-            &prefix,
+            prefix.clone(),
             platform.clone(),
-            cluster::gate(),
             log.clone(),
-        )
+        );
+        async move {
+            let posts = PostLedger::open(&jetstream, &prefix, &cluster::gate(), log.clone())
+                .await
+                .expect("the posted ledger opens");
+            OutboxDrain::start(jetstream, &prefix, platform, posts, cluster::gate(), log).await
+        }
     };
     let posted = || {
         fake.sent()

@@ -16,6 +16,7 @@ mod cluster_hibernation;
 mod cluster_inbound;
 mod cluster_outbound;
 mod cluster_pi;
+mod cluster_posted;
 mod cluster_serve;
 mod cluster_sessions;
 mod cluster_state;

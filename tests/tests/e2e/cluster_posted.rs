@@ -1,0 +1,266 @@
+//! At most once to the platform per send (`cluster/posted.rs`), on a real nats-server: a
+//! send whose answer does not come is asked again with the same send id and posted once; a
+//! copy reaching another ingress returns the first receipt; a send whose ingress died
+//! mid-post is not posted again, and its chat is told; a refused post may go again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use host_shim::cluster::async_nats::jetstream;
+use host_shim::cluster::outbound::{OutboundServer, RemoteTransport};
+use host_shim::cluster::outbox::{Outbox, OutboxDrain};
+use host_shim::cluster::posted::{PostLedger, Unposted};
+use host_shim::cluster::subjects::Prefix;
+use host_shim::local::logging::MemoryLog;
+use tokio::sync::Semaphore;
+use tokio_stream::StreamExt as _;
+use transport_core::{
+    BotIdentity, Capabilities, InboundSink, OutboundMessage, SendReceipt, Transport,
+    TransportError, inbound,
+};
+use transport_testing::fake::{FakeConfig, FakeTransport};
+
+use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip};
+
+fn reply(text: &str) -> OutboundMessage {
+    crate::common::reply_in("42", text)
+}
+
+/// A platform whose posts wait until the test lets each one through: a slow platform, or
+/// one whose answer the session node does not hear in time.
+struct HeldPlatform {
+    fake: FakeTransport,
+    passes: Semaphore,
+}
+
+#[async_trait]
+impl Transport for HeldPlatform {
+    fn id(&self) -> &str {
+        self.fake.id()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.fake.capabilities()
+    }
+    async fn identify(&self) -> Result<BotIdentity, TransportError> {
+        self.fake.identify().await
+    }
+    async fn start(&self, sink: InboundSink) -> Result<(), TransportError> {
+        self.fake.start(sink).await
+    }
+    async fn stop(&self) {
+        self.fake.stop().await
+    }
+    async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+        let pass = self
+            .passes
+            .acquire()
+            .await
+            .expect("the semaphore stays open");
+        pass.forget();
+        self.fake.send(message).await
+    }
+    fn diagnose(&self) -> String {
+        format!("held: {}", self.fake.diagnose())
+    }
+}
+
+async fn telegram() -> FakeTransport {
+    let fake = FakeTransport::new(FakeConfig {
+        id: "telegram".into(),
+        ..FakeConfig::default()
+    });
+    let (sink, _stream) = inbound::channel(4);
+    fake.start(sink).await.expect("the fake starts");
+    fake
+}
+
+/// A ledger of its own: what one ingress process remembers.
+async fn ledger(jetstream: &jetstream::Context, prefix: &Prefix) -> PostLedger {
+    PostLedger::open(
+        jetstream,
+        prefix,
+        &cluster::gate(),
+        Arc::new(MemoryLog::default()),
+    )
+    .await
+    .expect("the posted ledger opens")
+}
+
+fn texts(fake: &FakeTransport) -> Vec<String> {
+    fake.sent().into_iter().map(|m| m.message.text).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_answer_is_late_is_asked_again_and_posted_once() {
+    let server: NatsServer = nats_or_skip!();
+    let prefix = cluster::prefix("posted1");
+    let client = server.connect().await;
+    let jetstream = jetstream::new(client.clone());
+    let fake = telegram().await;
+    let platform = Arc::new(HeldPlatform {
+        fake: fake.handle(),
+        passes: Semaphore::new(0),
+    });
+    let log = Arc::new(MemoryLog::default());
+    let _ingress = OutboundServer::start(
+        server.connect().await,
+        &prefix,
+        platform.clone(),
+        ledger(&jetstream, &prefix).await,
+        cluster::gate(),
+        log,
+    )
+    .await
+    .expect("serving");
+    // Sees every request the ingress gets (a plain subscription beside its queue group).
+    let watcher = server.connect().await;
+    let mut requests = watcher
+        .subscribe(prefix.outbound_subject("telegram").expect("subject"))
+        .await
+        .expect("subscribed");
+    watcher.flush().await.expect("flushed");
+
+    let remote = RemoteTransport::new(
+        client,
+        &prefix,
+        "telegram",
+        fake.capabilities(),
+        Duration::from_secs(20),
+        cluster::gate(),
+    )
+    .expect("a valid id");
+    let (sink, _stream) = inbound::channel(4);
+    remote.start(sink).await.expect("started");
+    let sending = tokio::spawn(async move { remote.send(reply("the answer")).await });
+
+    // The first try gets no answer while the platform holds the post; the session node asks
+    // again, with the same send id.
+    let mut ids = Vec::new();
+    while ids.len() < 2 {
+        let request = tokio::time::timeout(cluster::WAIT, requests.next())
+            .await
+            .expect("the send is asked again while no answer comes")
+            .expect("subscription open");
+        let body: serde_json::Value =
+            serde_json::from_slice(&request.payload).expect("a request in JSON");
+        ids.push(body["send_id"].as_str().expect("a send id").to_owned());
+    }
+    assert_eq!(ids[0], ids[1], "the copy came with another send id");
+    platform.passes.add_permits(8);
+    let receipt = tokio::time::timeout(cluster::WAIT, sending)
+        .await
+        .expect("answered once the platform posts")
+        .expect("the send task")
+        .expect("posted");
+    assert_eq!(texts(&fake), ["the answer"], "posted once");
+    assert_eq!(receipt.message_id, fake.sent()[0].message_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_at_another_ingress_gets_the_first_receipt_or_a_notice_never_a_second_post() {
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("posted2");
+    let client = server.connect().await;
+    let jetstream = jetstream::new(client.clone());
+    let fake = telegram().await;
+    let first = ledger(&jetstream, &prefix).await;
+    let second = ledger(&jetstream, &prefix).await;
+
+    // Posted by the first ingress; a copy at the second gets its receipt, and posts nothing.
+    let posted = first
+        .post_once("send-a", || fake.send(reply("a")))
+        .await
+        .expect("posted");
+    let copy = second
+        .post_once("send-a", || fake.send(reply("a, again")))
+        .await
+        .expect("the first receipt");
+    assert_eq!(copy, posted);
+    // And at the first itself (its memory).
+    let again = first
+        .post_once("send-a", || fake.send(reply("a, once more")))
+        .await
+        .expect("the first receipt");
+    assert_eq!(again, posted);
+    assert_eq!(texts(&fake), ["a"]);
+
+    // Refused by the platform: nothing was posted, so a copy posts.
+    fake.queue_faults([TransportError::Failed("chat not found".into())]);
+    let refused = first.post_once("send-b", || fake.send(reply("b"))).await;
+    assert_eq!(
+        refused,
+        Err(Unposted::Refused(TransportError::Failed(
+            "chat not found".into()
+        )))
+    );
+    second
+        .post_once("send-b", || fake.send(reply("b")))
+        .await
+        .expect("a refused send may go again");
+    assert_eq!(texts(&fake), ["a", "b"]);
+
+    // The first ingress dies while the platform holds its post: a copy at the second may
+    // have been posted, so it is not posted again.
+    let held = Arc::new(HeldPlatform {
+        fake: fake.handle(),
+        passes: Semaphore::new(0),
+    });
+    let dying = {
+        let (first, held) = (first.clone(), held.clone());
+        tokio::spawn(async move { first.post_once("send-c", || held.send(reply("c"))).await })
+    };
+    // Until its mark is written, a copy would find nothing: wait for the mark (send-a and
+    // send-b have one each; send-c's makes a third).
+    let bucket = jetstream
+        .get_key_value(prefix.posted_bucket())
+        .await
+        .expect("the bucket");
+    eventually("send-c is marked as being posted", || {
+        let bucket = bucket.clone();
+        async move {
+            let marks = bucket.status().await.expect("its status").values();
+            (marks >= 3).then_some(())
+        }
+    })
+    .await;
+    dying.abort();
+    let copy = second
+        .post_once("send-c", || fake.send(reply("c, again")))
+        .await;
+    assert_eq!(copy, Err(Unposted::MayHaveBeenPosted));
+    assert_eq!(texts(&fake), ["a", "b"]);
+
+    // Parked copies of those sends, drained by a third holder: the posted one is not posted
+    // again, the one caught mid-post becomes a notice, a new one is posted.
+    let outbox = Outbox::open(jetstream.clone(), prefix.clone(), cluster::gate())
+        .await
+        .expect("the outbox opens");
+    for (text, send_id) in [
+        ("a, parked", Some("send-a")),
+        ("c, parked", Some("send-c")),
+        ("d", Some("send-d")),
+    ] {
+        outbox
+            .park("telegram", &reply(text), send_id)
+            .await
+            .expect("parked");
+    }
+    let mut drain = OutboxDrain::start(
+        jetstream.clone(),
+        &prefix,
+        Arc::new(fake.handle()),
+        ledger(&jetstream, &prefix).await,
+        cluster::gate(),
+        Arc::new(MemoryLog::default()),
+    )
+    .await
+    .expect("the drain starts");
+    assert!(drain.drained(cluster::WAIT).await);
+    let told = texts(&fake);
+    assert_eq!(told.len(), 4, "{told:?}");
+    assert!(told[2].contains("may not have been posted"), "{told:?}");
+    assert_eq!(told[3], "d");
+    drain.stop();
+    drop(client);
+}
