@@ -432,6 +432,9 @@ pub struct RemoteTransport {
     gate: Gate,
     /// Where a send that finds no ingress is kept for the next one (`outbox.rs`).
     outbox: Option<Outbox>,
+    /// The outbox place of the last reply this transport kept, while it may still wait:
+    /// later sends are kept behind it rather than posted before it.
+    kept_through: tokio::sync::Mutex<Option<u64>>,
 }
 
 /// The subject a reply's seal names: the request's, marked, so a sealed request can never
@@ -471,6 +474,7 @@ impl RemoteTransport {
             failed: AtomicU64::new(0),
             gate,
             outbox: None,
+            kept_through: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -577,14 +581,45 @@ impl RemoteTransport {
         let Some(outbox) = &self.outbox else {
             return Err(error);
         };
-        outbox
+        let mut kept_through = self.kept_through.lock().await;
+        let kept = outbox
             .park(&self.id, message, Some(send_id))
             .await
             .map_err(|parking| {
                 TransportError::Failed(format!(
                     "{error}; keeping it until an ingress holds the bot failed too: {parking}"
                 ))
-            })
+            })?;
+        *kept_through = Some(kept.sequence);
+        Ok(kept.receipt)
+    }
+
+    /// Parks `message` when a reply this transport kept earlier still waits: posted now, it
+    /// would come before that one (a send that found no ingress for the instant nats-server
+    /// restarted, then the next found it back: the chat read answers out of order). `None`
+    /// when nothing waits, and the send may go to the ingress.
+    async fn behind_kept(
+        &self,
+        message: &OutboundMessage,
+        send_id: &str,
+    ) -> Option<Result<SendReceipt, TransportError>> {
+        let outbox = self.outbox.as_ref()?;
+        let mut kept_through = self.kept_through.lock().await;
+        let last = (*kept_through)?;
+        if !outbox.waiting(last).await {
+            *kept_through = None;
+            return None;
+        }
+        Some(match outbox.park(&self.id, message, Some(send_id)).await {
+            Ok(kept) => {
+                *kept_through = Some(kept.sequence);
+                Ok(kept.receipt)
+            }
+            Err(parking) => Err(TransportError::Failed(format!(
+                "an earlier reply still waits for an ingress to hold the bot, and keeping this \
+                 one behind it failed: {parking}"
+            ))),
+        })
     }
 
     /// A send that may or may not have been posted (no answer within the patience, or the
@@ -609,7 +644,10 @@ impl RemoteTransport {
             answers_press: None,
             reply_to: None,
         };
-        let _ = outbox.park(&self.id, &notice, None).await;
+        let mut kept_through = self.kept_through.lock().await;
+        if let Ok(kept) = outbox.park(&self.id, &notice, None).await {
+            *kept_through = Some(kept.sequence);
+        }
     }
 }
 
@@ -802,6 +840,11 @@ impl Transport for RemoteTransport {
     /// lasts: the ingress posts a send id once, so a copy never posts twice.
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
         let send_id = format!("{}{}", random_id(), random_id());
+        if self.started.load(Ordering::SeqCst)
+            && let Some(kept) = self.behind_kept(&message, &send_id).await
+        {
+            return kept;
+        }
         let body = WireRequest::Send {
             message: message.clone(),
             send_id: Some(send_id.clone()),

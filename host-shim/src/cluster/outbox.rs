@@ -73,7 +73,10 @@ pub struct OutboxError {
     pub detail: String,
 }
 
-async fn ensure_stream(jetstream: &jetstream::Context, prefix: &Prefix) -> Result<(), OutboxError> {
+async fn ensure_stream(
+    jetstream: &jetstream::Context,
+    prefix: &Prefix,
+) -> Result<stream::Stream<()>, OutboxError> {
     let name = prefix.outbox_stream();
     jetstream
         .create_or_update_stream(stream::Config {
@@ -89,9 +92,16 @@ async fn ensure_stream(jetstream: &jetstream::Context, prefix: &Prefix) -> Resul
             ..stream::Config::default()
         })
         .await
-        .map(drop)
         .map_err(|error| OutboxError {
             action: "create or update the outbox stream",
+            name: name.clone(),
+            detail: error.to_string(),
+        })?;
+    jetstream
+        .get_stream_no_info(&name)
+        .await
+        .map_err(|error| OutboxError {
+            action: "name the outbox stream",
             name,
             detail: error.to_string(),
         })
@@ -101,8 +111,19 @@ async fn ensure_stream(jetstream: &jetstream::Context, prefix: &Prefix) -> Resul
 #[derive(Debug, Clone)]
 pub struct Outbox {
     jetstream: jetstream::Context,
+    stream: stream::Stream<()>,
     prefix: Prefix,
     gate: Gate,
+}
+
+/// A reply kept in the outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    /// What the bridge gets for it.
+    pub receipt: SendReceipt,
+    /// Its place in the outbox stream, to ask whether it still waits
+    /// ([`Outbox::waiting`]).
+    pub sequence: u64,
 }
 
 impl Outbox {
@@ -112,12 +133,23 @@ impl Outbox {
         prefix: Prefix,
         gate: Gate,
     ) -> Result<Outbox, OutboxError> {
-        ensure_stream(&jetstream, &prefix).await?;
+        let stream = ensure_stream(&jetstream, &prefix).await?;
         Ok(Outbox {
             jetstream,
+            stream,
             prefix,
             gate,
         })
+    }
+
+    /// Whether the reply kept at `sequence` still waits to be posted. Posted replies are
+    /// acked and so gone (a work queue); an answer NATS cannot give counts as waiting, which
+    /// only keeps the next reply behind it.
+    pub async fn waiting(&self, sequence: u64) -> bool {
+        match self.stream.get_raw_message(sequence).await {
+            Ok(_) => true,
+            Err(error) => error.kind() != stream::RawMessageErrorKind::NoMessageFound,
+        }
     }
 
     /// Keeps `message` for the next ingress to hold `transport_id`'s bot, sealed; returns
@@ -129,7 +161,7 @@ impl Outbox {
         transport_id: &str,
         message: &OutboundMessage,
         send_id: Option<&str>,
-    ) -> Result<SendReceipt, OutboxError> {
+    ) -> Result<Kept, OutboxError> {
         let subject = self
             .prefix
             .outbox_subject(transport_id)
@@ -158,9 +190,12 @@ impl Outbox {
             .map_err(|error| failed(error.to_string()))?
             .await
             .map_err(|error| failed(error.to_string()))?;
-        Ok(SendReceipt {
-            message_id: parked_id(ack.sequence),
-            edit_key: None,
+        Ok(Kept {
+            receipt: SendReceipt {
+                message_id: parked_id(ack.sequence),
+                edit_key: None,
+            },
+            sequence: ack.sequence,
         })
     }
 }

@@ -439,3 +439,74 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
     assert!(notice.contains("may not have been posted"), "{told:?}");
     holder.stop();
 }
+
+/// A send that finds the ingress again while a reply kept a moment before still waits (an
+/// ingress unreachable for the instant nats-server restarted) is kept behind it: posted
+/// at once, it would come first, and the chat would read answers out of order. Once the
+/// kept replies are posted, sends go to the ingress again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_after_a_kept_reply_waits_behind_it_until_it_is_posted() {
+    use host_shim::cluster::outbox::{Outbox, OutboxDrain};
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("out5");
+    let client = server.connect().await;
+    let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+    let fake = FakeTransport::new(FakeConfig {
+        id: "telegram".into(),
+        ..FakeConfig::default()
+    });
+    let (platform_sink, _platform_stream) = inbound::channel(4);
+    fake.start(platform_sink).await.expect("the fake starts");
+    let outbox = Outbox::open(jetstream.clone(), prefix.clone(), cluster::gate())
+        .await
+        .expect("the outbox opens");
+    let remote = RemoteTransport::new(
+        client,
+        &prefix,
+        "telegram",
+        fake.capabilities(),
+        TIMEOUT,
+        cluster::gate(),
+    )
+    .expect("a valid id")
+    .with_outbox(outbox);
+    let (sink, _stream) = inbound::channel(4);
+    remote.start(sink).await.expect("started");
+    let posted = || {
+        fake.sent()
+            .iter()
+            .map(|m| m.message.text.clone())
+            .collect::<Vec<_>>()
+    };
+
+    let first = remote.send(reply("first")).await.expect("kept");
+    assert!(first.message_id.starts_with("outbox-"), "{first:?}");
+    // The ingress serves sends again before its drain has posted what was kept.
+    let log = Arc::new(MemoryLog::default());
+    let _ingress = serve_sends(&server, &prefix, &fake, log.clone()).await;
+    let second = remote.send(reply("second")).await.expect("kept behind");
+    assert!(second.message_id.starts_with("outbox-"), "{second:?}");
+    assert!(
+        posted().is_empty(),
+        "posted before the kept one: {:?}",
+        posted()
+    );
+
+    let mut drain = OutboxDrain::start(
+        jetstream.clone(),
+        &prefix,
+        Arc::new(fake.handle()),
+        PostLedger::open(&jetstream, &prefix, &cluster::gate(), log.clone())
+            .await
+            .expect("the posted ledger opens"),
+        cluster::gate(),
+        log,
+    )
+    .await
+    .expect("the drain starts");
+    assert!(drain.drained(cluster::WAIT).await);
+    let third = remote.send(reply("third")).await.expect("posted");
+    assert!(!third.message_id.starts_with("outbox-"), "{third:?}");
+    assert_eq!(posted(), ["first", "second", "third"]);
+    drain.stop();
+}
