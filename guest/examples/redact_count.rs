@@ -10,11 +10,15 @@
 //! `valgrind --tool=cachegrind --cache-sim=no target/release/examples/redact_count secrets 25`
 //! (a third argument sets the size in KiB: 1024 for the 1 MiB ratio).
 //! Texts: `agent`, `secrets`, `clean`, `triggers`, `assignments`; `parse`, `parse-secrets`,
-//! `parse-clean` are pulldown-cmark's parse of the agent, secrets and clean texts (the floors).
+//! `parse-clean` are pulldown-cmark's parse of the agent, secrets and clean texts (the floors);
+//! `telegram-secrets` and `telegram-clean` are the whole pipeline (`prepare`) of the secrets
+//! and clean texts for Telegram (HTML, 4,096 UTF-16 units), last look included.
 
 use std::hint::black_box;
 
+use guest::core::outbound::prepare;
 use guest::core::redact::redact;
+use guest::model::{Capabilities, LengthUnit, Markup};
 
 #[path = "../benches/traffic/mod.rs"]
 mod traffic;
@@ -32,6 +36,21 @@ fn assignments(size: usize) -> (String, usize) {
     );
     let n = size / unit.len() + 1;
     (unit.repeat(n), n)
+}
+
+/// Telegram's profile in the pipeline benchmark.
+fn telegram() -> Capabilities {
+    Capabilities {
+        threads: false,
+        edit: false,
+        attachments: false,
+        typing: false,
+        max_message_length: 4096,
+        length_unit: LengthUnit::Utf16,
+        markup: Markup::Html,
+        reactions: false,
+        drafts: false,
+    }
 }
 
 /// pulldown-cmark's pass with the pipeline's options, as the benchmark's floor takes it.
@@ -54,13 +73,13 @@ fn main() {
     let size: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(64) * 1024;
     let (text, planted) = match which.as_str() {
         "agent" | "parse" => (agent_reply(size), 0),
-        "secrets" | "parse-secrets" => realistic_reply(size, true),
-        "clean" | "parse-clean" => realistic_reply(size, false),
+        "secrets" | "parse-secrets" | "telegram-secrets" => realistic_reply(size, true),
+        "clean" | "parse-clean" | "telegram-clean" => realistic_reply(size, false),
         "assignments" => assignments(size),
         "triggers" => (trigger_words(size), 0),
         other => {
             eprintln!(
-                "unknown text {other:?}: agent, secrets, clean, triggers, assignments, parse, parse-secrets or parse-clean"
+                "unknown text {other:?}: agent, secrets, clean, triggers, assignments, parse, parse-secrets, parse-clean, telegram-secrets or telegram-clean"
             );
             std::process::exit(2);
         }
@@ -69,6 +88,16 @@ fn main() {
     for _ in 0..rounds {
         work += match which.as_str() {
             "parse" | "parse-secrets" | "parse-clean" => parse_only(black_box(&text)),
+            "telegram-secrets" | "telegram-clean" => {
+                let sent = prepare(black_box(&text), &telegram(), u32::MAX).messages;
+                // The figure is the pipeline's only if every planted secret went.
+                let markers: usize = sent.iter().map(|m| m.matches("[redacted").count()).sum();
+                assert!(
+                    markers >= planted && !sent.is_empty(),
+                    "{which}: {markers} markers for {planted} secrets"
+                );
+                sent.len()
+            }
             _ => {
                 let out = redact(black_box(&text));
                 // The figure is redaction of the whole text only if every planted secret went.

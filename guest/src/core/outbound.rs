@@ -84,9 +84,10 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
         }
     }
     let mut rules = redacted.rules;
+    let secrets = Secrets::replaced(&controlled, clean);
     let mut messages = messages
         .into_iter()
-        .flat_map(|message| last_look(message, limit, unit, caps.markup, &mut rules))
+        .flat_map(|message| last_look(message, limit, unit, caps.markup, &secrets, &mut rules))
         .collect::<Vec<_>>();
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
     let dropped = messages.len().saturating_sub(cap);
@@ -120,21 +121,35 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
 /// entities and code spans as CommonMark does: `ghp&#95;…` in the source is `ghp_…` in
 /// the message, anywhere in it (found in review, 2026-12-01), so every mrkdwn message is
 /// read whole.
+///
+/// The shapes need a boundary around a token, and rendering can glue a secret the source
+/// held to letters on both sides: `cio…XwW*hc*` then `` `\nioEc…` `` on the next line
+/// shows, in Telegram, the crates.io token whole between `h` and `V` (found by fuzzing,
+/// 2026-12-07). So each part is also searched for the source's own secrets (`secrets`).
 fn last_look(
     message: String,
     limit: usize,
     unit: LengthUnit,
     markup: Markup,
+    secrets: &Secrets,
     rules: &mut Vec<&'static str>,
 ) -> Vec<String> {
     if markup == Markup::Markdown && !edges_show_a_secret(&message) {
         return vec![message];
     }
+    let mut hid = false;
     let mut seen = readable::parts(&message, markup)
         .iter()
-        .map(|part| look_at(part, markup))
+        .map(|part| {
+            let mut seen = look_at(part, markup);
+            if let Some(hidden) = secrets.hide(&seen.text) {
+                seen.text = hidden;
+                hid = true;
+            }
+            seen
+        })
         .collect::<Vec<_>>();
-    if seen.iter().all(|part| part.rules.is_empty()) {
+    if !hid && seen.iter().all(|part| part.rules.is_empty()) {
         return vec![message];
     }
     for part in &seen {
@@ -197,6 +212,148 @@ fn look_at(part: &str, markup: Markup) -> Redacted {
         None => seen,
     }
 }
+/// The secrets redaction replaced in a source, each with the marker that took its place,
+/// read back by laying the redacted text over the source: what lies between two markers
+/// is the source's text as written, so each marker stands for the source's text between
+/// its neighbours. Where that does not hold (a reading that dropped invisible characters
+/// inside a replacement), the reading stops: a secret missed here is one the last look's
+/// shapes still see unless rendering glues it, and a wrong one would hide innocent text.
+pub struct Secrets {
+    /// Searches a readable part for every secret at once; `None` when there are none.
+    finder: Option<aho_corasick::AhoCorasick>,
+    /// The marker of each pattern of `finder`, in its order.
+    markers: Vec<String>,
+}
+
+/// Shorter replaced values (a short password) are left to the shapes: searched for as bare
+/// text they would hide common words a message happens to hold.
+const SECRET_MIN_LEN: usize = 8;
+
+impl Secrets {
+    /// The secrets of `source` that `redacted` (its redaction) replaced.
+    pub fn replaced(source: &str, redacted: &str) -> Secrets {
+        let mut values = Vec::new();
+        let mut markers = Vec::new();
+        let mut source_at = 0;
+        let mut pending: Option<&str> = None;
+        // (marker start, marker end) in `redacted`, then the literal after it.
+        let mut found = marker_spans(redacted).peekable();
+        // The source starts with the redacted text's first literal.
+        let first_end = found.peek().map_or(redacted.len(), |&(start, _)| start);
+        let Some(first) = redacted.get(..first_end) else {
+            return Secrets::none();
+        };
+        if !source.starts_with(first) {
+            return Secrets::none();
+        }
+        source_at += first.len();
+        while let Some((start, end)) = found.next() {
+            let marker = redacted.get(start..end).unwrap_or_default();
+            pending.get_or_insert(marker);
+            let literal_end = found.peek().map_or(redacted.len(), |&(next, _)| next);
+            let literal = redacted.get(end..literal_end).unwrap_or_default();
+            let rest = source.get(source_at..).unwrap_or_default();
+            let secret_len = if found.peek().is_none() {
+                // The last marker: the source ends with the last literal.
+                if !rest.ends_with(literal) {
+                    break;
+                }
+                rest.len() - literal.len()
+            } else if literal.is_empty() {
+                // Two markers side by side: one value stands for both.
+                continue;
+            } else {
+                let Some(at) = literal_after_value(rest, literal) else {
+                    break;
+                };
+                at
+            };
+            let value = rest.get(..secret_len).unwrap_or_default();
+            if let Some(marker) = pending.take()
+                && value.len() >= SECRET_MIN_LEN
+            {
+                values.push(value);
+                markers.push(marker.to_owned());
+            }
+            source_at += secret_len + literal.len();
+        }
+        if values.is_empty() {
+            return Secrets::none();
+        }
+        // A text repeats its secrets (an agent quotes the same key many times).
+        let mut seen = std::collections::HashSet::new();
+        let (values, markers): (Vec<&str>, Vec<String>) = values
+            .into_iter()
+            .zip(markers)
+            .filter(|(value, _)| seen.insert(*value))
+            .unzip();
+        // The contiguous NFA: built in one pass; a DFA's build costs more than the few
+        // messages of one send take to search.
+        let finder = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+            .build(&values)
+            .ok();
+        Secrets { finder, markers }
+    }
+
+    fn none() -> Secrets {
+        Secrets {
+            finder: None,
+            markers: Vec::new(),
+        }
+    }
+
+    /// `text` with each of the secrets replaced by its marker, when it shows one.
+    fn hide(&self, text: &str) -> Option<String> {
+        let finder = self.finder.as_ref()?;
+        let mut out = String::new();
+        let mut at = 0;
+        for found in finder.find_iter(text) {
+            out.push_str(text.get(at..found.start()).unwrap_or_default());
+            out.push_str(
+                self.markers
+                    .get(found.pattern().as_usize())
+                    .map_or("[redacted]", String::as_str),
+            );
+            at = found.end();
+        }
+        if at == 0 {
+            return None;
+        }
+        out.push_str(text.get(at..).unwrap_or_default());
+        Some(out)
+    }
+}
+
+/// Where `literal` (the text after a marker) starts in `rest` (the source from the value
+/// the marker stands for): its first place past the first byte, since a marker always
+/// replaced something. By its first byte and then whole: a searcher built for each literal
+/// (they run to kilobytes) cost more than the rest of the last look.
+fn literal_after_value(rest: &str, literal: &str) -> Option<usize> {
+    let first = *literal.as_bytes().first()?;
+    let bytes = rest.as_bytes();
+    memchr::memchr_iter(first, bytes.get(1..)?)
+        .map(|at| at + 1)
+        .find(|&at| {
+            bytes
+                .get(at..)
+                .is_some_and(|tail| tail.starts_with(literal.as_bytes()))
+        })
+}
+
+/// Where the redaction markers of `text` are, in order.
+fn marker_spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    memchr::memmem::find_iter(text.as_bytes(), b"[redacted").filter_map(move |start| {
+        let tail = text.get(start..)?;
+        markers()
+            .filter(|marker| tail.starts_with(marker))
+            .map(str::len)
+            .max()
+            .map(|len| (start, start + len))
+    })
+}
+
 /// What completes the redaction marker `text` ends inside of, if it does. A header name
 /// and its blank at the very end is a cut right before the marker: the source's own
 /// `Authorization: ` would have had its blank replaced, so only a cut leaves it bare.
@@ -210,4 +367,52 @@ fn cut_marker_rest(text: &str) -> Option<&'static str> {
     markers()
         .find(|marker| marker.len() > tail.len() && marker.starts_with(tail))
         .and_then(|marker| marker.get(tail.len()..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn telegram() -> Capabilities {
+        Capabilities {
+            threads: false,
+            edit: false,
+            attachments: false,
+            typing: false,
+            max_message_length: 4096,
+            length_unit: LengthUnit::Utf16,
+            markup: Markup::Html,
+            reactions: false,
+            drafts: false,
+        }
+    }
+
+    #[test]
+    fn a_secret_that_rendering_glues_back_together_is_hidden_in_what_a_person_reads() {
+        // The fuzz finding of 2026-12-07: the emphasis ends in the token's first letter,
+        // the code span's dropped line break joins the rest of it.
+        let token = "cioEcWd7iiWk1uD5mKtMMeYEAvT9d3JQXwW";
+        let text = format!("{token}*hc*`\n{}V\n`s", &token[1..]);
+        let sent = prepare(&text, &telegram(), 10).messages;
+        assert!(!sent.is_empty());
+        for message in &sent {
+            for part in readable::parts(message, Markup::Html) {
+                assert!(!part.contains(token), "{part:?} in {sent:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_replaced_secrets_are_read_back_from_between_the_markers() {
+        let source = "key ghp_Tq7Wm2Xc9Lr4Vb8Nz3Hs6Kd1Pf5Jy0Ga2Ue7 and PASSWORD=Hq7Rt2Wz9Lm4Xv8N.";
+        let redacted = crate::core::redact::redact_shapes(source).text;
+        let secrets = Secrets::replaced(source, &redacted);
+        let glued = "xghp_Tq7Wm2Xc9Lr4Vb8Nz3Hs6Kd1Pf5Jy0Ga2Ue7y Hq7Rt2Wz9Lm4Xv8Nz";
+        let hidden = secrets.hide(glued).expect("both are found");
+        assert!(!hidden.contains("Tq7Wm2"), "{hidden}");
+        assert!(!hidden.contains("Hq7Rt2"), "{hidden}");
+        // Text with nothing replaced, or a redaction that is not the source's, gives none.
+        assert!(Secrets::replaced(source, source).hide(glued).is_none());
+        assert!(Secrets::replaced(source, "other [redacted] text").hide(glued).is_none());
+    }
 }
