@@ -321,7 +321,12 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
 /// writes, as redaction's look keeps only those.
 fn markdown_parts(message: &str) -> Vec<String> {
     let dropped = ['*', '~', '`', '\\', '[', ']', '|'];
-    let emphasised = guest::core::emphasis::view(message).map(|(view, _)| view);
+    // The view shows an emphasis underscore as a placeholder the message does not hold;
+    // read as a NUL (which no secret holds): the placeholder is no text of the input, and
+    // an input holding that character planted it in a value the message redacted
+    // (`PASSWD=\u{E000}it\u{E000} _it_`, found by fuzzing, 2026-12-07).
+    let emphasised = guest::core::emphasis::view(message)
+        .map(|(view, placeholder)| view.replace(placeholder, "\0"));
     let base = emphasised.as_deref().unwrap_or(message);
     let mut rendered = String::with_capacity(message.len());
     // The rest of a marker the last message's cut ended (`y]` of `[redacted:anthropic-ke`)
