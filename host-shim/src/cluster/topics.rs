@@ -740,32 +740,50 @@ impl TopicSends {
         };
         self.keeper.replace_gone(self.inner.as_ref(), &failed).await
     }
+
+    /// `item` posted with `post` where its topic is now; when the platform says that topic
+    /// is gone, posted once more in the topic made to replace it. `place` reaches the item's
+    /// conversation and thread (a message's, a file's).
+    async fn post_following<T: Clone, Posted>(
+        &self,
+        mut item: T,
+        place: fn(&mut T) -> (&mut String, &mut Option<String>),
+        post: impl Fn(T) -> Posted,
+    ) -> Result<SendReceipt, TransportError>
+    where
+        Posted: std::future::Future<Output = Result<SendReceipt, TransportError>>,
+    {
+        let (conversation, thread) = place(&mut item);
+        self.now_at(conversation, thread);
+        let error = match post(item.clone()).await {
+            Err(error) => error,
+            sent => return sent,
+        };
+        let (conversation, thread) = place(&mut item);
+        let Some(topic) = self.replaced(&error, conversation, thread.as_deref()).await else {
+            return Err(error);
+        };
+        *conversation = topic.conversation_id;
+        *thread = topic.thread_id;
+        post(item).await
+    }
+}
+
+fn message_place(message: &mut OutboundMessage) -> (&mut String, &mut Option<String>) {
+    (&mut message.conversation_id, &mut message.thread_id)
+}
+
+fn file_place(file: &mut OutboundFile) -> (&mut String, &mut Option<String>) {
+    (&mut file.conversation_id, &mut file.thread_id)
 }
 
 transport_core::forward_transport! {
     // Sends, files and typing follow a topic made anew; everything else reaches the bot as
     // it is.
     impl Transport for TopicSends => inner {
-        async fn send(&self, mut message: OutboundMessage) -> Result<SendReceipt, TransportError> {
-            self.now_at(&mut message.conversation_id, &mut message.thread_id);
-            match self.inner.send(message.clone()).await {
-                Err(error) => {
-                    let Some(topic) = self
-                        .replaced(
-                            &error,
-                            &message.conversation_id,
-                            message.thread_id.as_deref(),
-                        )
-                        .await
-                    else {
-                        return Err(error);
-                    };
-                    message.conversation_id = topic.conversation_id;
-                    message.thread_id = topic.thread_id;
-                    self.inner.send(message).await
-                }
-                sent => sent,
-            }
+        async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
+            self.post_following(message, message_place, |message| self.inner.send(message))
+                .await
         }
 
         async fn typing(
@@ -779,22 +797,9 @@ transport_core::forward_transport! {
             self.inner.typing(&conversation, thread.as_deref()).await
         }
 
-        async fn send_file(&self, mut file: OutboundFile) -> Result<SendReceipt, TransportError> {
-            self.now_at(&mut file.conversation_id, &mut file.thread_id);
-            match self.inner.send_file(file.clone()).await {
-                Err(error) => {
-                    let Some(topic) = self
-                        .replaced(&error, &file.conversation_id, file.thread_id.as_deref())
-                        .await
-                    else {
-                        return Err(error);
-                    };
-                    file.conversation_id = topic.conversation_id;
-                    file.thread_id = topic.thread_id;
-                    self.inner.send_file(file).await
-                }
-                sent => sent,
-            }
+        async fn send_file(&self, file: OutboundFile) -> Result<SendReceipt, TransportError> {
+            self.post_following(file, file_place, |file| self.inner.send_file(file))
+                .await
         }
     }
 }
