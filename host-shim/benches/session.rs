@@ -5,7 +5,6 @@
 //! (an earlier version measured an early return: the shared fake transport was left started
 //! by an earlier benchmark, so the measured session's transport never ran).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
-use host_shim::sandbox::imports::{SessionContext, SessionHost};
+use host_shim::sandbox::imports::{Given, SessionContext, SessionHost};
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::wit::types;
@@ -86,23 +85,18 @@ impl Bench {
     /// A session's host state, as `Session::spawn` builds it.
     fn ctx(&self) -> SessionContext {
         SessionContext {
-            key: "bench".into(),
             transports: std::iter::once(self.fake.clone()).collect(),
-            inbound: self.inbound.clone(),
-            agent: self.agent.clone(),
-            ui: Arc::new(RecordingUi::default()),
-            state: self.state.clone(),
-            locks: LockDir::new(self.dir.path().join("locks")),
-            pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
-            clock: Arc::new(SystemClock),
-            log: Arc::new(MemoryLog::default()),
-            held_locks: Vec::new(),
-            listening: Vec::new(),
-            tick_at: None,
-            parked: HashMap::new(),
-            questions: HashMap::new(),
-            transcript: None,
-            script: None,
+            ..SessionContext::new(Given {
+                key: "bench".into(),
+                inbound: self.inbound.clone(),
+                agent: self.agent.clone(),
+                ui: Arc::new(RecordingUi::default()),
+                state: self.state.clone(),
+                locks: LockDir::new(self.dir.path().join("locks")),
+                pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
+                clock: Arc::new(SystemClock),
+                log: Arc::new(MemoryLog::default()),
+            })
         }
     }
 }

@@ -4,7 +4,6 @@
 //! on a shared machine swing with the other workers' load, counts do not.
 #![allow(dead_code)] // each example uses a different part
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -14,7 +13,7 @@ use host_shim::disk::state_db::StateDb;
 use host_shim::local::clock::ManualClock;
 use host_shim::local::logging::MemoryLog;
 use host_shim::local::ui::RecordingUi;
-use host_shim::sandbox::imports::SessionContext;
+use host_shim::sandbox::imports::{Given, SessionContext};
 use host_shim::sandbox::runtime::{EMBEDDED_COMPONENT, Instance, Limits, Runtime};
 use host_shim::wit::session::{ConfigContent, ConfigScope, ConfigSource};
 use host_shim::wit::types;
@@ -60,23 +59,18 @@ pub fn context(
     inbound: transport_core::InboundSink,
 ) -> SessionContext {
     SessionContext {
-        key: "wake".into(),
         transports: std::iter::once(fake).collect(),
-        inbound,
-        agent: Arc::new(NamedIdleAgent::new("s0")),
-        ui: Arc::new(RecordingUi::default()),
-        state,
-        locks: LockDir::new(dir.join("locks")),
-        pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        log: Arc::new(MemoryLog::default()),
-        held_locks: Vec::new(),
-        listening: Vec::new(),
-        tick_at: None,
-        parked: HashMap::new(),
-        questions: HashMap::new(),
-        transcript: None,
-        script: None,
+        ..SessionContext::new(Given {
+            key: "wake".into(),
+            inbound,
+            agent: Arc::new(NamedIdleAgent::new("s0")),
+            ui: Arc::new(RecordingUi::default()),
+            state,
+            locks: LockDir::new(dir.join("locks")),
+            pairing: host_shim::sandbox::pairing_budget::PairingBudget::default(),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            log: Arc::new(MemoryLog::default()),
+        })
     }
 }
 

@@ -5,7 +5,6 @@
 //! answer from the [`Script`] (never a messenger, the agent, the terminal or a file), and
 //! random bytes are the recorded ones or, where withheld, a fixed sequence.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -14,10 +13,9 @@ use crate::disk::state_file::StateFile;
 use crate::local::clock::ManualClock;
 use crate::local::logging::MemoryLog;
 use crate::local::ui::RecordingUi;
-use crate::sandbox::imports::{SessionContext, SessionHost};
+use crate::sandbox::imports::{Given, SessionContext, SessionHost};
 use crate::sandbox::runtime::{Instance, Limits, Runtime};
 use crate::sandbox::session::{calls, describe_trap};
-use crate::sandbox::session_transports::SessionTransports;
 use crate::transcript::Transcript;
 use crate::transcript::line::{Dir, Event};
 use crate::transcript::read::Parsed;
@@ -91,23 +89,19 @@ fn context(
         .map_err(|e| ReplayError::State(e.to_string()))?;
     let (inbound, _) = transport_core::inbound::channel(1);
     Ok(SessionContext {
-        key: key.to_string(),
-        transports: SessionTransports::default(),
-        inbound,
-        agent: Arc::new(crate::agent::IdleAgent),
-        ui: Arc::new(RecordingUi::default()),
-        state: Arc::new(Mutex::new(state)),
-        locks: LockDir::new(nowhere.join("locks")),
-        pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
-        clock,
-        log: Arc::new(MemoryLog::default()),
-        held_locks: Vec::new(),
-        listening: Vec::new(),
-        tick_at: None,
-        parked: HashMap::new(),
-        questions: HashMap::new(),
         transcript: Some(transcript),
         script: Some(Box::new(script)),
+        ..SessionContext::new(Given {
+            key: key.to_string(),
+            inbound,
+            agent: Arc::new(crate::agent::IdleAgent),
+            ui: Arc::new(RecordingUi::default()),
+            state: Arc::new(Mutex::new(state)),
+            locks: LockDir::new(nowhere.join("locks")),
+            pairing: crate::sandbox::pairing_budget::PairingBudget::default(),
+            clock,
+            log: Arc::new(MemoryLog::default()),
+        })
     })
 }
 

@@ -5,7 +5,6 @@
 //! the session's host state is taken back out of the poisoned store, and a fresh instance
 //! is configured from the saved state; other sessions never notice (C2).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +21,9 @@ use crate::local::logging::{CallCost, LogLine, LogSink};
 use crate::local::ui::Ui;
 use crate::sandbox::convert;
 use crate::sandbox::hibernation::{self, Facts, Hibernation, Verdict};
-use crate::sandbox::imports::{ParkedCall, SessionContext, SessionHost};
+use crate::sandbox::imports::{Given, ParkedCall, SessionContext, SessionHost};
 use crate::sandbox::pairing_budget::PairingBudget;
 use crate::sandbox::runtime::{Instance, Runtime};
-use crate::sandbox::session_transports::SessionTransports;
 use crate::sandbox::tool_paths::{PathContext, tool_paths};
 use crate::transcript::Transcript;
 use crate::transcript::line::Event;
@@ -309,23 +307,19 @@ impl Session {
             ),
         };
         let ctx = SessionContext {
-            key: spec.key,
-            transports: SessionTransports::default(),
-            inbound: inbound_tx,
-            agent: spec.agent,
-            ui: spec.ui,
-            state: spec.state,
-            locks: spec.locks,
-            pairing: spec.pairing,
-            clock: spec.clock,
-            log: spec.log,
             held_locks,
-            listening: Vec::new(),
-            tick_at: None,
-            parked: HashMap::new(),
-            questions: HashMap::new(),
             transcript: spec.transcript,
-            script: None,
+            ..SessionContext::new(Given {
+                key: spec.key,
+                inbound: inbound_tx,
+                agent: spec.agent,
+                ui: spec.ui,
+                state: spec.state,
+                locks: spec.locks,
+                pairing: spec.pairing,
+                clock: spec.clock,
+                log: spec.log,
+            })
         };
         let started_ms = ctx.clock.now_ms();
         let instance = runtime.instantiate(SessionHost::new(ctx)).await?;

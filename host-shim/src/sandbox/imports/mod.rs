@@ -106,7 +106,54 @@ impl ParkedCall {
     }
 }
 
+/// What a session is given from outside; the rest of its context is its own bookkeeping,
+/// empty when it starts ([`SessionContext::new`]).
+pub struct Given {
+    /// Session key (state scope).
+    pub key: String,
+    /// Where listening transports deliver inbound messages.
+    pub inbound: transport_core::InboundSink,
+    /// The agent.
+    pub agent: Arc<dyn Agent>,
+    /// The local terminal.
+    pub ui: Arc<dyn Ui>,
+    /// The state file, shared with every other session of this host.
+    pub state: Arc<dyn StateStore>,
+    /// Where lock files live.
+    pub locks: LockDir,
+    /// The pairing failure budget, shared with every other session of this host.
+    pub pairing: PairingBudget,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Log lines.
+    pub log: Arc<dyn LogSink>,
+}
+
 impl SessionContext {
+    /// A session's context as it starts: what it is `given`, no transports, no locks held,
+    /// nothing parked or asked, no transcript and no replay script.
+    pub fn new(given: Given) -> SessionContext {
+        SessionContext {
+            key: given.key,
+            transports: SessionTransports::default(),
+            inbound: given.inbound,
+            agent: given.agent,
+            ui: given.ui,
+            state: given.state,
+            locks: given.locks,
+            pairing: given.pairing,
+            clock: given.clock,
+            log: given.log,
+            held_locks: Vec::new(),
+            listening: Vec::new(),
+            tick_at: None,
+            parked: HashMap::new(),
+            questions: HashMap::new(),
+            transcript: None,
+            script: None,
+        }
+    }
+
     /// Blocks every parked call: the instance that would have resolved them is gone
     /// (a trap, a shutdown), and an unanswered call fails closed.
     pub fn block_parked(&mut self, reason: &str) {
@@ -300,17 +347,15 @@ mod ui;
 /// A session context over a temporary directory, for the imports' own tests.
 #[cfg(test)]
 mod fixture {
-    use std::collections::HashMap;
     use std::sync::Arc;
 
-    use super::{SessionContext, SessionHost};
+    use super::{Given, SessionContext, SessionHost};
     use crate::agent::IdleAgent;
     use crate::disk::lock::LockDir;
     use crate::local::clock::ManualClock;
     use crate::local::logging::MemoryLog;
     use crate::local::ui::RecordingUi;
     use crate::sandbox::pairing_budget::PairingBudget;
-    use crate::sandbox::session_transports::SessionTransports;
 
     pub const NOW: u64 = 1_700_000_000_000;
 
@@ -318,9 +363,8 @@ mod fixture {
         let (state, _) = crate::disk::state_file::StateFile::open(&dir.join("state.json"), 0)
             .expect("state file");
         let (inbound, _) = transport_core::inbound::channel(1);
-        SessionHost::new(SessionContext {
+        SessionHost::new(SessionContext::new(Given {
             key: "t".into(),
-            transports: SessionTransports::default(),
             inbound,
             agent: Arc::new(IdleAgent),
             ui: Arc::new(RecordingUi::default()),
@@ -329,13 +373,6 @@ mod fixture {
             pairing: PairingBudget::default(),
             clock: Arc::new(ManualClock::new(NOW)),
             log: Arc::new(MemoryLog::default()),
-            held_locks: Vec::new(),
-            listening: Vec::new(),
-            tick_at: None,
-            parked: HashMap::new(),
-            questions: HashMap::new(),
-            transcript: None,
-            script: None,
-        })
+        }))
     }
 }
