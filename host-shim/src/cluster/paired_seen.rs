@@ -128,6 +128,10 @@ mod tests {
         fn path(&self) -> Option<std::path::PathBuf> {
             None
         }
+
+        fn hold(&self, _session_key: &str) {}
+
+        fn release(&self, _session_key: &str) {}
     }
 
     fn set(identities: &[&str]) -> BTreeSet<String> {

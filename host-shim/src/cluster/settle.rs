@@ -439,6 +439,8 @@ mod tests {
         fn path(&self) -> Option<std::path::PathBuf> {
             None
         }
+        fn hold(&self, _session_key: &str) {}
+        fn release(&self, _session_key: &str) {}
     }
 
     #[tokio::test]

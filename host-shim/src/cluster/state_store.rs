@@ -352,6 +352,11 @@ impl StateStore for KvSessionStates {
     fn path(&self) -> Option<std::path::PathBuf> {
         None
     }
+
+    /// The bucket keeps every session (its history is per key): nothing is pruned.
+    fn hold(&self, _session_key: &str) {}
+
+    fn release(&self, _session_key: &str) {}
 }
 
 #[cfg(test)]

@@ -691,6 +691,11 @@ impl StateStore for StateDb {
     fn path(&self) -> Option<PathBuf> {
         Some(self.path.clone())
     }
+
+    /// The database keeps every session: nothing is pruned.
+    fn hold(&self, _session_key: &str) {}
+
+    fn release(&self, _session_key: &str) {}
 }
 
 /// What `doctor`, `explain` and the broker's `/sessions` read: the database when there is
@@ -859,6 +864,20 @@ impl StateStore for StateReader {
         match self {
             StateReader::Db(db) => StateStore::path(db),
             StateReader::File(file) => file.path(),
+        }
+    }
+
+    fn hold(&self, session_key: &str) {
+        match self {
+            StateReader::Db(db) => StateStore::hold(db, session_key),
+            StateReader::File(file) => file.hold(session_key),
+        }
+    }
+
+    fn release(&self, session_key: &str) {
+        match self {
+            StateReader::Db(db) => StateStore::release(db, session_key),
+            StateReader::File(file) => file.release(session_key),
         }
     }
 }

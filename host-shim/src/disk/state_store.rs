@@ -56,11 +56,13 @@ pub trait StateStore: Send + Sync {
     fn path(&self) -> Option<PathBuf>;
 
     /// `session_key` runs in this process now: its state must never be pruned to make room
-    /// (a store that never prunes ignores this).
-    fn hold(&self, _session_key: &str) {}
+    /// (a store that never prunes ignores this). No default, so a store that wraps another
+    /// (the cluster's) cannot forget to pass it on to one that prunes (the JSON state file
+    /// keeps its newest sessions only).
+    fn hold(&self, session_key: &str);
 
     /// `session_key` stopped in this process.
-    fn release(&self, _session_key: &str) {}
+    fn release(&self, session_key: &str);
 }
 
 /// Why a [`StateStore`] could not load or save.
