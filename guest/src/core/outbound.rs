@@ -141,12 +141,12 @@ fn last_look(
     let mut seen = readable::parts(&message, markup)
         .iter()
         .map(|part| {
-            let mut seen = look_at(part, markup);
-            if let Some(hidden) = secrets.hide(&seen.text) {
-                seen.text = hidden;
-                hid = true;
-            }
-            seen
+            // Hidden first, then read by the shapes: a marker in place of a secret is a
+            // boundary, and the text after it can read as a token it was not before
+            // (`…Qwagithub_pat_…` became `[redacted:secret]github_pat_…`: found by fuzzing).
+            let hidden = secrets.hide(part);
+            hid |= hidden.is_some();
+            look_at(hidden.as_deref().unwrap_or(part), markup)
         })
         .collect::<Vec<_>>();
     if !hid && seen.iter().all(|part| part.rules.is_empty()) {
@@ -413,6 +413,10 @@ mod tests {
         assert!(!hidden.contains("Hq7Rt2"), "{hidden}");
         // Text with nothing replaced, or a redaction that is not the source's, gives none.
         assert!(Secrets::replaced(source, source).hide(glued).is_none());
-        assert!(Secrets::replaced(source, "other [redacted] text").hide(glued).is_none());
+        assert!(
+            Secrets::replaced(source, "other [redacted] text")
+                .hide(glued)
+                .is_none()
+        );
     }
 }
