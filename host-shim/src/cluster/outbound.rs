@@ -54,7 +54,8 @@ pub enum WireRequest {
         /// The message.
         message: OutboundMessage,
         /// The same for every copy of one send: the ingress posts it once
-        /// (`posted.rs`). Absent from a node before send ids: posted as asked.
+        /// (`posted.rs`). Absent for an edit (asked twice, it changes nothing) and from a
+        /// node before send ids: done as asked.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         send_id: Option<String>,
     },
@@ -575,7 +576,7 @@ impl RemoteTransport {
     async fn park(
         &self,
         message: &OutboundMessage,
-        send_id: &str,
+        send_id: Option<&str>,
         error: TransportError,
     ) -> Result<SendReceipt, TransportError> {
         let Some(outbox) = &self.outbox else {
@@ -583,7 +584,7 @@ impl RemoteTransport {
         };
         let mut kept_through = self.kept_through.lock().await;
         let kept = outbox
-            .park(&self.id, message, Some(send_id))
+            .park(&self.id, message, send_id)
             .await
             .map_err(|parking| {
                 TransportError::Failed(format!(
@@ -601,7 +602,7 @@ impl RemoteTransport {
     async fn behind_kept(
         &self,
         message: &OutboundMessage,
-        send_id: &str,
+        send_id: Option<&str>,
     ) -> Option<Result<SendReceipt, TransportError>> {
         let outbox = self.outbox.as_ref()?;
         let mut kept_through = self.kept_through.lock().await;
@@ -610,7 +611,7 @@ impl RemoteTransport {
             *kept_through = None;
             return None;
         }
-        Some(match outbox.park(&self.id, message, Some(send_id)).await {
+        Some(match outbox.park(&self.id, message, send_id).await {
             Ok(kept) => {
                 *kept_through = Some(kept.sequence);
                 Ok(kept.receipt)
@@ -839,15 +840,21 @@ impl Transport for RemoteTransport {
     /// Asked again, with the same send id, while no answer comes and the request timeout
     /// lasts: the ingress posts a send id once, so a copy never posts twice.
     async fn send(&self, message: OutboundMessage) -> Result<SendReceipt, TransportError> {
-        let send_id = format!("{}{}", random_id(), random_id());
+        // An edit asked twice is harmless (the platforms take an edit to the same text as
+        // done), so only posts carry a send id: a progress card's edits every second would
+        // otherwise leave a mark each in the posted ledger.
+        let send_id = message
+            .edit_key
+            .is_none()
+            .then(|| format!("{}{}", random_id(), random_id()));
         if self.started.load(Ordering::SeqCst)
-            && let Some(kept) = self.behind_kept(&message, &send_id).await
+            && let Some(kept) = self.behind_kept(&message, send_id.as_deref()).await
         {
             return kept;
         }
         let body = WireRequest::Send {
             message: message.clone(),
-            send_id: Some(send_id.clone()),
+            send_id: send_id.clone(),
         };
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
@@ -874,7 +881,7 @@ impl Transport for RemoteTransport {
                     error,
                     delivery: Delivery::Unsent,
                 }) if !matches!(error, TransportError::NotStarted(_)) => {
-                    self.park(&message, &send_id, error).await
+                    self.park(&message, send_id.as_deref(), error).await
                 }
                 Err(RequestFailure {
                     delivery: Delivery::Unknown,

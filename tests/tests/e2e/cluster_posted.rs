@@ -137,6 +137,8 @@ async fn a_send_whose_answer_is_late_is_asked_again_and_posted_once() {
     .expect("a valid id");
     let (sink, _stream) = inbound::channel(4);
     remote.start(sink).await.expect("started");
+    let remote = Arc::new(remote);
+    let remote_again = remote.clone();
     let sending = tokio::spawn(async move { remote.send(reply("the answer")).await });
 
     // The first try gets no answer while the platform holds the post; the session node asks
@@ -160,6 +162,27 @@ async fn a_send_whose_answer_is_late_is_asked_again_and_posted_once() {
         .expect("posted");
     assert_eq!(texts(&fake), ["the answer"], "posted once");
     assert_eq!(receipt.message_id, fake.sent()[0].message_id);
+
+    // An edit carries no send id: asked twice it changes nothing, and a mark for each of a
+    // progress card's edits would fill the ledger.
+    let mut edit = reply("the answer, edited");
+    edit.edit_key = receipt
+        .edit_key
+        .clone()
+        .or(Some(receipt.message_id.clone()));
+    let editing = tokio::spawn(async move { remote_again.send(edit).await });
+    let request = tokio::time::timeout(cluster::WAIT, requests.next())
+        .await
+        .expect("the edit is asked")
+        .expect("subscription open");
+    let body: serde_json::Value =
+        serde_json::from_slice(&request.payload).expect("a request in JSON");
+    assert!(body.get("send_id").is_none(), "{body}");
+    tokio::time::timeout(cluster::WAIT, editing)
+        .await
+        .expect("answered")
+        .expect("the edit task")
+        .expect("edited");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
