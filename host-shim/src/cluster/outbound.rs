@@ -40,7 +40,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// A try whose answer was lost (nats-server restarting under it) would otherwise hold the
 /// session for the whole timeout; asking again is safe because the ingress posts a send id
 /// once, and a copy of a send still being posted waits for it.
-const SEND_TRY: Duration = Duration::from_secs(2);
+const SEND_TRY: Duration = Duration::from_secs(1);
 
 /// The pause before a send is asked again.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
