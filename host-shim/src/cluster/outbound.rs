@@ -25,7 +25,7 @@ use transport_core::{
     Reaction, SendReceipt, Transport, TransportError,
 };
 
-use super::outbox::Outbox;
+use super::outbox::{DRAIN_BEFORE_SERVING, Outbox};
 use super::posted::{PostLedger, Unposted, maybe_posted_notice};
 use super::seal::{Gate, random_id};
 use super::subjects::{INGRESS_QUEUE_GROUP, NameError, Prefix};
@@ -435,7 +435,29 @@ pub struct RemoteTransport {
     outbox: Option<Outbox>,
     /// The outbox place of the last reply this transport kept, while it may still wait:
     /// later sends are kept behind it rather than posted before it.
-    kept_through: tokio::sync::Mutex<Option<u64>>,
+    kept_through: tokio::sync::Mutex<Option<KeptThrough>>,
+}
+
+/// The last reply a transport kept, and since when its replies have been kept.
+#[derive(Debug, Clone, Copy)]
+struct KeptThrough {
+    sequence: u64,
+    since: tokio::time::Instant,
+}
+
+impl KeptThrough {
+    /// `sequence` kept now, after `earlier` (when replies were kept already).
+    fn after(earlier: Option<KeptThrough>, sequence: u64) -> KeptThrough {
+        KeptThrough {
+            sequence,
+            since: earlier.map_or_else(tokio::time::Instant::now, |earlier| earlier.since),
+        }
+    }
+
+    /// Whether replies have been kept too long, at `now`, to keep more behind them.
+    fn overdue(&self, now: tokio::time::Instant) -> bool {
+        now.saturating_duration_since(self.since) > DRAIN_BEFORE_SERVING
+    }
 }
 
 /// The subject a reply's seal names: the request's, marked, so a sealed request can never
@@ -591,14 +613,17 @@ impl RemoteTransport {
                     "{error}; keeping it until an ingress holds the bot failed too: {parking}"
                 ))
             })?;
-        *kept_through = Some(kept.sequence);
+        *kept_through = Some(KeptThrough::after(*kept_through, kept.sequence));
         Ok(kept.receipt)
     }
 
     /// Parks `message` when a reply this transport kept earlier still waits: posted now, it
     /// would come before that one (a send that found no ingress for the instant nats-server
     /// restarted, then the next found it back: the chat read answers out of order). `None`
-    /// when nothing waits, and the send may go to the ingress.
+    /// when nothing waits, and the send may go to the ingress; also when replies have been
+    /// kept for longer than a new holder waits for its outbox to drain
+    /// ([`DRAIN_BEFORE_SERVING`]): a holder whose outbox consumer could not start posts
+    /// nothing kept, and this session would otherwise stay mute until the next holder.
     async fn behind_kept(
         &self,
         message: &OutboundMessage,
@@ -607,13 +632,13 @@ impl RemoteTransport {
         let outbox = self.outbox.as_ref()?;
         let mut kept_through = self.kept_through.lock().await;
         let last = (*kept_through)?;
-        if !outbox.waiting(last).await {
+        if last.overdue(tokio::time::Instant::now()) || !outbox.waiting(last.sequence).await {
             *kept_through = None;
             return None;
         }
         Some(match outbox.park(&self.id, message, send_id).await {
             Ok(kept) => {
-                *kept_through = Some(kept.sequence);
+                *kept_through = Some(KeptThrough::after(Some(last), kept.sequence));
                 Ok(kept.receipt)
             }
             Err(parking) => Err(TransportError::Failed(format!(
@@ -647,7 +672,7 @@ impl RemoteTransport {
         };
         let mut kept_through = self.kept_through.lock().await;
         if let Ok(kept) = outbox.park(&self.id, &notice, None).await {
-            *kept_through = Some(kept.sequence);
+            *kept_through = Some(KeptThrough::after(*kept_through, kept.sequence));
         }
     }
 }
@@ -1019,6 +1044,17 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn replies_are_kept_behind_a_kept_one_only_while_a_new_holder_would_wait_for_it() {
+        let first = KeptThrough::after(None, 7);
+        let later = KeptThrough::after(Some(first), 9);
+        assert_eq!(later.sequence, 9);
+        // The wait counts from the first reply kept, not the last.
+        assert_eq!(later.since, first.since);
+        assert!(!later.overdue(first.since + DRAIN_BEFORE_SERVING));
+        assert!(later.overdue(first.since + DRAIN_BEFORE_SERVING + Duration::from_millis(1)));
     }
 
     #[test]
