@@ -41,7 +41,8 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// NATS could not be reached.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "cannot reach NATS at {url}: {detail}. Start nats-server with JetStream (nats-server -js),      or pass the right address to --nats"
+    "cannot reach NATS at {url}: {detail}. Start nats-server with JetStream (nats-server -js), \
+     or pass the right address to --nats"
 )]
 pub struct ConnectError {
     /// The address, with any user and password replaced by `***`.

@@ -897,7 +897,8 @@ impl Transport for RemoteTransport {
                 Ok(WireReply::MaybePosted) => {
                     self.tell_maybe_posted(&message).await;
                     Err(TransportError::Failed(format!(
-                        "the ingress node that was posting this {} message went away while it                          did; it may or may not have been posted, and was not posted again",
+                        "the ingress node that was posting this {} message went away while it \
+                         did; it may or may not have been posted, and was not posted again",
                         self.id
                     )))
                 }

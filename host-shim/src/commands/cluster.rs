@@ -135,12 +135,14 @@ pub const MIN_FORGET_AFTER: Duration = Duration::from_secs(3_600);
 pub enum ForgetAfterError {
     /// Not a number with a unit.
     #[error(
-        "--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m (or 0          for never), got {0:?}"
+        "--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m (or 0 \
+         for never), got {0:?}"
     )]
     Unreadable(String),
     /// Under [`MIN_FORGET_AFTER`].
     #[error(
-        "--forget-offline-after must be at least 1h (or 0 for never), got {0:?}: a shorter          time would forget a session whose machine is only rebooting"
+        "--forget-offline-after must be at least 1h (or 0 for never), got {0:?}: a shorter \
+         time would forget a session whose machine is only rebooting"
     )]
     TooShort(String),
 }

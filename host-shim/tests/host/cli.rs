@@ -736,7 +736,9 @@ fn a_bad_command_line_is_named_before_anything_starts() {
         ),
         bare(
             &forget_offline_after("7"),
-            &["--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m"],
+            &[
+                "--forget-offline-after takes a whole number with a unit, like 7d, 36h or 90m (or 0 for never), got \"7\"",
+            ],
         ),
         bare(
             &["serve", "--max-sessions", "0"],
@@ -822,6 +824,14 @@ fn a_bad_command_line_is_named_before_anything_starts() {
         assert!(!status.success(), "{case}: not refused: {output}");
         for needle in row.says {
             assert!(output.contains(needle), "{case}: no {needle:?} in {output}");
+        }
+        // A message continued on the next source line without its `\` keeps that line's
+        // indent ("(or 0          for never)": three refusals read so until 2026-12-07).
+        for line in output.lines() {
+            assert!(
+                !line.trim_start().contains("   "),
+                "{case}: a run of spaces in {line:?}"
+            );
         }
         let state = home.state_file().with_extension("sqlite3");
         assert!(!state.exists(), "{case}: the state was opened: {output}");
