@@ -14,7 +14,7 @@ use transport_core::inbound;
 use transport_core::{OutboundMessage, Reaction, Transport, TransportError};
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
-use crate::common::cluster::{self, NatsServer, nats_or_skip};
+use crate::common::cluster::{self, NatsServer, drain_to, nats_or_skip, remote_with_outbox};
 use host_shim::cluster::subjects::Prefix;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -46,6 +46,11 @@ async fn serve_sends(
     )
     .await
     .expect("serving")
+}
+
+/// The texts `fake` posted, in order.
+fn posted_texts(fake: &FakeTransport) -> Vec<String> {
+    fake.sent().iter().map(|m| m.message.text.clone()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,37 +323,12 @@ async fn a_request_the_ingress_cannot_read_is_logged_and_answered_not_a_panic() 
 /// repeated, but its chat is told it may not have been posted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder() {
-    use host_shim::cluster::outbox::{Outbox, OutboxDrain};
     let server = nats_or_skip!();
     let prefix = cluster::prefix("out4");
-    let client = server.connect().await;
-    let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
     let fake = FakeTransport::new(FakeConfig {
         id: "telegram".into(),
         ..FakeConfig::default()
     });
-    let remote_with = |timeout: Duration| {
-        let (client, prefix, jetstream) = (client.clone(), prefix.clone(), jetstream.clone());
-        let capabilities = fake.capabilities();
-        async move {
-            let outbox = Outbox::open(jetstream, prefix.clone(), cluster::gate())
-                .await
-                .expect("the outbox opens");
-            let remote = RemoteTransport::new(
-                client,
-                &prefix,
-                "telegram",
-                capabilities,
-                timeout,
-                cluster::gate(),
-            )
-            .expect("a valid id")
-            .with_outbox(outbox);
-            let (sink, _stream) = inbound::channel(4);
-            remote.start(sink).await.expect("started");
-            remote
-        }
-    };
     let platform: Arc<dyn Transport> = Arc::new(fake.clone());
     let (ingress_sink, _ingress_stream) = inbound::channel(4);
     platform
@@ -356,30 +336,11 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
         .await
         .expect("the platform connection starts");
     let log = Arc::new(MemoryLog::default());
-    // Each drain is a new holder: a process of its own, with its own memory of sends.
-    let drain = || {
-        let (jetstream, prefix, platform, log) = (
-            jetstream.clone(),
-            prefix.clone(),
-            platform.clone(),
-            log.clone(),
-        );
-        async move {
-            let posts = PostLedger::open(&jetstream, &prefix, &cluster::gate(), log.clone())
-                .await
-                .expect("the posted ledger opens");
-            OutboxDrain::start(jetstream, &prefix, platform, posts, cluster::gate(), log).await
-        }
-    };
-    let posted = || {
-        fake.sent()
-            .iter()
-            .map(|m| m.message.text.clone())
-            .collect::<Vec<_>>()
-    };
+    let drain = || drain_to(&server, &prefix, platform.clone(), log.clone());
+    let posted = || posted_texts(&fake);
 
     // Nobody holds the bot: each send is kept, and the bridge gets a receipt it cannot edit.
-    let remote = remote_with(TIMEOUT).await;
+    let remote = remote_with_outbox(&server, &prefix, &fake, TIMEOUT).await;
     for text in ["first", "second", "third"] {
         let receipt = remote.send(reply(text)).await.expect("kept, not failed");
         assert!(receipt.message_id.starts_with("outbox-"), "{receipt:?}");
@@ -387,7 +348,7 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
     }
     assert!(posted().is_empty(), "nothing posted yet");
     // An ingress takes the bot: what was kept goes out, in order.
-    let mut holder = drain().await.expect("the drain starts");
+    let mut holder = drain().await;
     assert!(holder.drained(cluster::WAIT).await);
     assert_eq!(posted(), ["first", "second", "third"]);
     holder.stop();
@@ -395,7 +356,7 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
     // A kept reply the platform refuses: said in its chat, not only in a log.
     remote.send(reply("doomed")).await.expect("kept");
     fake.queue_faults([TransportError::Failed("chat not found".into())]);
-    let mut holder = drain().await.expect("the drain starts");
+    let mut holder = drain().await;
     assert!(holder.drained(cluster::WAIT).await);
     let told = posted();
     let notice = told.last().expect("a notice");
@@ -414,7 +375,7 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
         .await
         .expect("subscribed");
     silent_ingress.flush().await.expect("flushed");
-    let silent = remote_with(Duration::from_millis(300)).await;
+    let silent = remote_with_outbox(&server, &prefix, &fake, Duration::from_millis(300)).await;
     let before = posted().len();
     // Under load a fresh subscription can still find no responder for a moment (seen once
     // in CI): such a send is kept, and posted below before the notice.
@@ -431,7 +392,7 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
         "{message}"
     );
     drop(_requests);
-    let mut holder = drain().await.expect("the drain starts");
+    let mut holder = drain().await;
     assert!(holder.drained(cluster::WAIT).await);
     let told = posted()[before..].to_vec();
     assert_eq!(told.len(), kept + 1, "{told:?}");
@@ -446,38 +407,16 @@ async fn replies_no_ingress_took_are_kept_and_posted_in_order_by_the_next_holder
 /// kept replies are posted, sends go to the ingress again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_after_a_kept_reply_waits_behind_it_until_it_is_posted() {
-    use host_shim::cluster::outbox::{Outbox, OutboxDrain};
     let server = nats_or_skip!();
     let prefix = cluster::prefix("out5");
-    let client = server.connect().await;
-    let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
     let fake = FakeTransport::new(FakeConfig {
         id: "telegram".into(),
         ..FakeConfig::default()
     });
     let (platform_sink, _platform_stream) = inbound::channel(4);
     fake.start(platform_sink).await.expect("the fake starts");
-    let outbox = Outbox::open(jetstream.clone(), prefix.clone(), cluster::gate())
-        .await
-        .expect("the outbox opens");
-    let remote = RemoteTransport::new(
-        client,
-        &prefix,
-        "telegram",
-        fake.capabilities(),
-        TIMEOUT,
-        cluster::gate(),
-    )
-    .expect("a valid id")
-    .with_outbox(outbox);
-    let (sink, _stream) = inbound::channel(4);
-    remote.start(sink).await.expect("started");
-    let posted = || {
-        fake.sent()
-            .iter()
-            .map(|m| m.message.text.clone())
-            .collect::<Vec<_>>()
-    };
+    let remote = remote_with_outbox(&server, &prefix, &fake, TIMEOUT).await;
+    let posted = || posted_texts(&fake);
 
     let first = remote.send(reply("first")).await.expect("kept");
     assert!(first.message_id.starts_with("outbox-"), "{first:?}");
@@ -492,18 +431,7 @@ async fn a_send_after_a_kept_reply_waits_behind_it_until_it_is_posted() {
         posted()
     );
 
-    let mut drain = OutboxDrain::start(
-        jetstream.clone(),
-        &prefix,
-        Arc::new(fake.handle()),
-        PostLedger::open(&jetstream, &prefix, &cluster::gate(), log.clone())
-            .await
-            .expect("the posted ledger opens"),
-        cluster::gate(),
-        log,
-    )
-    .await
-    .expect("the drain starts");
+    let mut drain = drain_to(&server, &prefix, Arc::new(fake.handle()), log).await;
     assert!(drain.drained(cluster::WAIT).await);
     let third = remote.send(reply("third")).await.expect("posted");
     assert!(!third.message_id.starts_with("outbox-"), "{third:?}");

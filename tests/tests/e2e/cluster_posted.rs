@@ -22,7 +22,9 @@ use transport_core::{
 };
 use transport_testing::fake::{FakeConfig, FakeTransport};
 
-use crate::common::cluster::{self, NatsServer, eventually, nats_or_skip};
+use crate::common::cluster::{
+    self, NatsServer, drain_to, eventually, nats_or_skip, remote_with_outbox,
+};
 
 fn reply(text: &str) -> OutboundMessage {
     crate::common::reply_in("42", text)
@@ -284,4 +286,75 @@ async fn a_copy_at_another_ingress_gets_the_first_receipt_or_a_notice_never_a_se
     assert_eq!(told[3], "d");
     drain.stop();
     drop(client);
+}
+
+/// The session node's side of an ingress that went away mid-post: the copy it asks again
+/// reaches the next ingress, which cannot know whether the first posted it. The bridge gets
+/// an error that says so, nothing is posted a second time, and the chat is told once an
+/// ingress holds the bot, so the person knows to ask again if the answer is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_caught_mid_post_by_an_ingress_that_went_away_is_told_in_its_chat() {
+    let server = nats_or_skip!();
+    let prefix = cluster::prefix("posted3");
+    let jetstream = jetstream::new(server.connect().await);
+    let fake = telegram().await;
+    let log = Arc::new(MemoryLog::default());
+    let held = Arc::new(HeldPlatform {
+        fake: fake.handle(),
+        passes: Semaphore::new(0),
+        asked: AtomicUsize::new(0),
+    });
+    let first = OutboundServer::start(
+        server.connect().await,
+        &prefix,
+        held.clone(),
+        ledger(&jetstream, &prefix).await,
+        cluster::gate(),
+        log.clone(),
+    )
+    .await
+    .expect("serving");
+    let remote =
+        Arc::new(remote_with_outbox(&server, &prefix, &fake, Duration::from_secs(20)).await);
+    let sending = {
+        let remote = remote.clone();
+        tokio::spawn(async move { remote.send(reply("the answer")).await })
+    };
+    eventually("the first ingress starts posting", || {
+        let held = held.clone();
+        async move { (held.asked.load(Ordering::SeqCst) > 0).then_some(()) }
+    })
+    .await;
+    // The next ingress serves before the first goes: a copy that found nobody would be kept
+    // in the outbox rather than answered.
+    let _second = OutboundServer::start(
+        server.connect().await,
+        &prefix,
+        Arc::new(fake.handle()),
+        ledger(&jetstream, &prefix).await,
+        cluster::gate(),
+        log.clone(),
+    )
+    .await
+    .expect("serving");
+    first.stop();
+
+    let error = tokio::time::timeout(cluster::WAIT, sending)
+        .await
+        .expect("answered by the next ingress")
+        .expect("the send task")
+        .expect_err("not posted again");
+    assert!(
+        matches!(&error, TransportError::Failed(message)
+            if message.contains("went away while it did")
+                && message.contains("was not posted again")),
+        "{error:?}"
+    );
+    assert!(texts(&fake).is_empty(), "posted again: {:?}", texts(&fake));
+    let mut holder = drain_to(&server, &prefix, Arc::new(fake.handle()), log).await;
+    assert!(holder.drained(cluster::WAIT).await);
+    let told = texts(&fake);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains("may not have been posted"), "{told:?}");
+    holder.stop();
 }

