@@ -314,33 +314,39 @@ impl PostLedger {
         self.gate.key().name("p", &["posted", send_id])
     }
 
-    /// This process's slot for `send_id`, forgetting the oldest sends past
-    /// [`REMEMBERED_SENDS`] (never one being posted).
+    /// This process's slot for `send_id`.
     fn slot(&self, send_id: &str) -> Slot {
-        let mut remembered = self
-            .remembered
+        self.remembered
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(slot) = remembered.slots.get(send_id) {
+            .unwrap_or_else(PoisonError::into_inner)
+            .slot(send_id, REMEMBERED_SENDS)
+    }
+}
+
+impl Remembered {
+    /// The slot for `send_id`, made if need be, forgetting the oldest sends past `limit`;
+    /// never one being posted, whose copies must keep waiting for it.
+    fn slot(&mut self, send_id: &str, limit: usize) -> Slot {
+        if let Some(slot) = self.slots.get(send_id) {
             return slot.clone();
         }
-        while remembered.order.len() >= REMEMBERED_SENDS {
-            let Some(oldest) = remembered.order.pop_front() else {
+        while self.order.len() >= limit {
+            let Some(oldest) = self.order.pop_front() else {
                 break;
             };
-            let in_use = remembered
+            let in_use = self
                 .slots
                 .get(&oldest)
                 .is_some_and(|slot| Arc::strong_count(slot) > 1);
             if in_use {
-                remembered.order.push_back(oldest);
+                self.order.push_back(oldest);
                 break;
             }
-            remembered.slots.remove(&oldest);
+            self.slots.remove(&oldest);
         }
         let slot = Slot::default();
-        remembered.slots.insert(send_id.to_owned(), slot.clone());
-        remembered.order.push_back(send_id.to_owned());
+        self.slots.insert(send_id.to_owned(), slot.clone());
+        self.order.push_back(send_id.to_owned());
         slot
     }
 }
@@ -385,6 +391,42 @@ mod tests {
         // max age later; its first post's mark must still be there.
         let outbox = super::super::outbox::OUTBOX_MAX_AGE;
         assert!(POSTED_MAX_AGE > outbox, "{POSTED_MAX_AGE:?} vs {outbox:?}");
+    }
+
+    #[test]
+    fn memory_forgets_the_oldest_sends_but_never_one_being_posted() {
+        let receipt = |id: &str| SendReceipt {
+            message_id: id.into(),
+            edit_key: None,
+        };
+        let mut remembered = Remembered::default();
+        // Posted, and let go: only its receipt stays.
+        for id in ["a", "b", "c"] {
+            *remembered.slot(id, 3).try_lock().expect("free") = Some(receipt(id));
+        }
+        // "d" pushes out the oldest, "a"; "b" and "c" are still known.
+        drop(remembered.slot("d", 3));
+        assert!(!remembered.slots.contains_key("a"));
+        for id in ["b", "c"] {
+            let known = remembered.slot(id, 3).try_lock().expect("free").clone();
+            assert_eq!(known, Some(receipt(id)), "{id}");
+        }
+        // A send being posted (its slot held) is not forgotten past the limit: a copy
+        // arriving meanwhile must wait for it, not post beside it.
+        let posting = remembered.slot("b", 3);
+        drop(remembered.slot("e", 3));
+        drop(remembered.slot("f", 3));
+        assert!(remembered.slots.contains_key("b"), "{:?}", remembered.order);
+        assert!(Arc::ptr_eq(&posting, &remembered.slot("b", 3)));
+        // Once let go, it is forgotten in its turn.
+        drop(posting);
+        drop(remembered.slot("g", 3));
+        assert!(
+            !remembered.slots.contains_key("b"),
+            "{:?}",
+            remembered.order
+        );
+        assert!(remembered.slots.len() <= 3, "{:?}", remembered.order);
     }
 
     #[test]
