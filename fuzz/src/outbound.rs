@@ -89,17 +89,7 @@ pub fn outbound(data: &[u8]) {
 
 /// The properties for one input.
 pub fn check(input: &PipelineInput) {
-    let caps = Capabilities {
-        threads: false,
-        edit: false,
-        attachments: false,
-        typing: false,
-        max_message_length: input.limit,
-        length_unit: input.unit,
-        markup: input.markup,
-        reactions: false,
-        drafts: false,
-    };
+    let caps = Capabilities::text_only(input.markup, input.unit, input.limit);
     let prepared = prepare(&input.text, &caps, input.max_chunks);
     // The secrets are those of the text the pipeline reads, controls replaced by U+FFFD
     // first: `Be������` planted after `Authorization: ` is no secret where

@@ -42,22 +42,12 @@ use traffic::{PLANTED, agent_reply, realistic_reply, trigger_words};
 const SIZES: [(&str, usize); 3] = [("4KiB", 4 << 10), ("64KiB", 64 << 10), ("1MiB", 1 << 20)];
 
 fn caps(limit: u32, unit: LengthUnit, markup: Markup) -> Capabilities {
-    Capabilities {
-        threads: false,
-        edit: false,
-        attachments: false,
-        typing: false,
-        max_message_length: limit,
-        length_unit: unit,
-        markup,
-        reactions: false,
-        drafts: false,
-    }
+    Capabilities::text_only(markup, unit, limit)
 }
 
 fn profiles() -> [(&'static str, Capabilities); 3] {
     [
-        ("telegram", caps(4096, LengthUnit::Utf16, Markup::Html)),
+        ("telegram", Capabilities::TELEGRAM_TEXT),
         ("discord", caps(2000, LengthUnit::Utf16, Markup::Markdown)),
         ("slack", caps(4000, LengthUnit::Chars, Markup::Mrkdwn)),
     ]

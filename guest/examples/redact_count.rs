@@ -18,7 +18,7 @@ use std::hint::black_box;
 
 use guest::core::outbound::prepare;
 use guest::core::redact::redact;
-use guest::model::{Capabilities, LengthUnit, Markup};
+use guest::model::Capabilities;
 
 #[path = "../benches/traffic/mod.rs"]
 mod traffic;
@@ -36,21 +36,6 @@ fn assignments(size: usize) -> (String, usize) {
     );
     let n = size / unit.len() + 1;
     (unit.repeat(n), n)
-}
-
-/// Telegram's profile in the pipeline benchmark.
-fn telegram() -> Capabilities {
-    Capabilities {
-        threads: false,
-        edit: false,
-        attachments: false,
-        typing: false,
-        max_message_length: 4096,
-        length_unit: LengthUnit::Utf16,
-        markup: Markup::Html,
-        reactions: false,
-        drafts: false,
-    }
 }
 
 /// pulldown-cmark's pass with the pipeline's options, as the benchmark's floor takes it.
@@ -89,7 +74,8 @@ fn main() {
         work += match which.as_str() {
             "parse" | "parse-secrets" | "parse-clean" => parse_only(black_box(&text)),
             "telegram-secrets" | "telegram-clean" => {
-                let sent = prepare(black_box(&text), &telegram(), u32::MAX).messages;
+                let sent =
+                    prepare(black_box(&text), &Capabilities::TELEGRAM_TEXT, u32::MAX).messages;
                 // The figure is the pipeline's only if every planted secret went.
                 let markers: usize = sent.iter().map(|m| m.matches("[redacted").count()).sum();
                 assert!(

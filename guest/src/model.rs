@@ -131,6 +131,29 @@ pub struct Capabilities {
     pub drafts: bool,
 }
 
+impl Capabilities {
+    /// A chat that only takes text, with `markup` and a limit of `limit` in `unit`: all the
+    /// outbound pipeline reads. Tests, benchmarks and the fuzz targets start from it and say
+    /// only what their chat adds.
+    pub const fn text_only(markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
+        Capabilities {
+            threads: false,
+            edit: false,
+            attachments: false,
+            typing: false,
+            max_message_length: limit,
+            length_unit: unit,
+            markup,
+            reactions: false,
+            drafts: false,
+        }
+    }
+
+    /// Telegram's text: HTML, 4,096 UTF-16 units a message.
+    pub const TELEGRAM_TEXT: Capabilities =
+        Capabilities::text_only(Markup::Html, LengthUnit::Utf16, 4096);
+}
+
 /// Who the bot is on a platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BotIdentity {

@@ -373,27 +373,13 @@ fn cut_marker_rest(text: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    fn telegram() -> Capabilities {
-        Capabilities {
-            threads: false,
-            edit: false,
-            attachments: false,
-            typing: false,
-            max_message_length: 4096,
-            length_unit: LengthUnit::Utf16,
-            markup: Markup::Html,
-            reactions: false,
-            drafts: false,
-        }
-    }
-
     #[test]
     fn a_secret_that_rendering_glues_back_together_is_hidden_in_what_a_person_reads() {
         // The fuzz finding of 2026-12-07: the emphasis ends in the token's first letter,
         // the code span's dropped line break joins the rest of it.
         let token = "cioEcWd7iiWk1uD5mKtMMeYEAvT9d3JQXwW";
         let text = format!("{token}*hc*`\n{}V\n`s", &token[1..]);
-        let sent = prepare(&text, &telegram(), 10).messages;
+        let sent = prepare(&text, &Capabilities::TELEGRAM_TEXT, 10).messages;
         assert!(!sent.is_empty());
         for message in &sent {
             for part in readable::parts(message, Markup::Html) {

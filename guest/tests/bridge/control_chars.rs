@@ -16,15 +16,8 @@ const MARKUPS: [Markup; 4] = [
 
 fn caps(markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
     Capabilities {
-        threads: false,
         edit: true,
-        attachments: false,
-        typing: false,
-        max_message_length: limit,
-        length_unit: unit,
-        markup,
-        reactions: false,
-        drafts: false,
+        ..Capabilities::text_only(markup, unit, limit)
     }
 }
 

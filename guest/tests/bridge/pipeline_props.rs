@@ -109,17 +109,7 @@ fn document() -> impl Strategy<Value = String> {
 }
 
 fn caps(markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
-    Capabilities {
-        threads: false,
-        edit: false,
-        attachments: false,
-        typing: false,
-        max_message_length: limit,
-        length_unit: unit,
-        markup,
-        reactions: false,
-        drafts: false,
-    }
+    Capabilities::text_only(markup, unit, limit)
 }
 
 /// Lines that are only a fence marker (with optional info), dropped when comparing a fence

@@ -11,17 +11,7 @@ use guest::core::render::render;
 use guest::model::{Capabilities, LengthUnit, Markup};
 
 fn caps(limit: u32, unit: LengthUnit, markup: Markup) -> Capabilities {
-    Capabilities {
-        threads: false,
-        edit: false,
-        attachments: false,
-        typing: false,
-        max_message_length: limit,
-        length_unit: unit,
-        markup,
-        reactions: false,
-        drafts: false,
-    }
+    Capabilities::text_only(markup, unit, limit)
 }
 
 fn chars() -> Meter {

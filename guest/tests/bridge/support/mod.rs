@@ -161,15 +161,11 @@ pub struct FakeHost {
 /// Capabilities of a chat that fetches attachments and types.
 pub fn caps(edit: bool, markup: Markup, unit: LengthUnit, limit: u32) -> Capabilities {
     Capabilities {
-        threads: false,
         edit,
         attachments: true,
         typing: true,
-        max_message_length: limit,
-        length_unit: unit,
-        markup,
         reactions: true,
-        drafts: false,
+        ..Capabilities::text_only(markup, unit, limit)
     }
 }
 

@@ -128,8 +128,7 @@ fn cut_and_replace(shape: &Shape, current: &str, caps: &Captures<'_>) -> (usize,
     let new = match shape.replacement {
         Replacement::Fixed(text) => Some(text.to_owned()),
         Replacement::Header => {
-            let is_bearer =
-                guest::core::secrets::header_value_is_bearer(group(caps, 2).as_bytes());
+            let is_bearer = guest::core::secrets::header_value_is_bearer(group(caps, 2).as_bytes());
             (!is_bearer).then(|| format!("{}: [redacted]", group(caps, 1)))
         }
         // A value that is configuration (`TOKEN_TTL_SECONDS=3600`, `${VAR}`) or a
