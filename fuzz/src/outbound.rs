@@ -323,7 +323,11 @@ fn markdown_parts(message: &str) -> Vec<String> {
     // starts this one: it is redaction's output too, and without its `]` it joined the text
     // after it into a value planted elsewhere (`y]:AAHd…` read as `y:AAHd…`, found by
     // fuzzing, 2026-12-07).
-    let lead = marker_tail_at_start(base);
+    // Also past the fence that opens this message again when the cut fell in a code block
+    // (`[redacte` ending one, `d]@��xX` the first line of the block the next opens again:
+    // `d@��xX` was planted; found by fuzzing, 2026-12-07).
+    let fence = reopened_fence(base);
+    let lead = fence + marker_tail_at_start(&base[fence..]);
     rendered.push_str(&base[..lead]);
     let mut rest = &base[lead..];
     while let Some(c) = rest.chars().next() {
@@ -355,6 +359,16 @@ fn markdown_parts(message: &str) -> Vec<String> {
         return vec![message.to_owned()];
     }
     vec![message.to_owned(), rendered]
+}
+
+/// The length of the fence line `text` starts with (a code block a cut split, opened again),
+/// 0 when it starts with none.
+fn reopened_fence(text: &str) -> usize {
+    let line = text.split_inclusive('\n').next().unwrap_or(text);
+    match line.starts_with("```") || line.starts_with("~~~") {
+        true => line.len(),
+        false => 0,
+    }
 }
 
 /// The length of the piece of a marker `text` starts with when a cut took the marker's
