@@ -152,21 +152,44 @@ fn hidden(
 /// others lost its boundary and went out whole (found by fuzzing the pipeline,
 /// 2026-12-07). Only text with an invisible character that hides a secret pays this.
 fn keep_written_secrets(text: &str, joined: Joined, rules: &mut Vec<&'static str>) -> String {
-    let written = written_secrets(text, &joined.written);
+    // The secrets of the lines the replaced part touches, and the part widened over those
+    // that start or end outside it, where they are bare as written: the reading can take
+    // a secret's name with another's value (`TOKEN=t\u{200B}Cookie: s…`: `tCookie` read as
+    // the token's value, the header's name went with it, and its value, which only the text
+    // as written shows as one, went out; found by fuzzing the pipeline, 2026-12-07).
+    let written = written_secrets(text, &lines_around(text, &joined.written));
+    let before = written
+        .iter()
+        .map(|(range, _, _)| joined.written.start.saturating_sub(range.start))
+        .max()
+        .unwrap_or(0);
+    let after = written
+        .iter()
+        .map(|(range, _, _)| range.end.saturating_sub(joined.written.end))
+        .max()
+        .unwrap_or(0);
+    let wide = joined.replaced.start.saturating_sub(before)..joined.replaced.end + after;
     let (Some(head), Some(mut part), Some(tail)) = (
-        joined.text.get(..joined.replaced.start),
-        joined.text.get(joined.replaced.clone()).map(str::to_owned),
-        joined.text.get(joined.replaced.end..),
+        joined.text.get(..wide.start),
+        joined.text.get(wide.clone()).map(str::to_owned),
+        joined.text.get(wide.end..),
     ) else {
         return joined.text;
     };
     let mut changed = false;
-    for (secret, marker, rule) in written {
+    for (range, marker, rule) in written {
+        let Some(secret) = text.get(range) else {
+            continue;
+        };
+        // Inside the replaced part the reading's text stands, its invisible characters
+        // gone; around it, the text as written.
         let visible: String = secret.chars().filter(|c| !is_invisible(*c)).collect();
-        if let Some(replaced) = replace_outside_markers(&part, &visible, marker) {
-            part = replaced;
-            *rules = union(rules, &[rule]);
-            changed = true;
+        for form in [visible.as_str(), secret] {
+            if let Some(replaced) = replace_outside_markers(&part, form, marker) {
+                part = replaced;
+                *rules = union(rules, &[rule]);
+                changed = true;
+            }
         }
     }
     match changed {
@@ -175,18 +198,32 @@ fn keep_written_secrets(text: &str, joined: Joined, rules: &mut Vec<&'static str
     }
 }
 
+/// The lines of `text` that `range` touches, without their line breaks.
+fn lines_around(text: &str, range: &std::ops::Range<usize>) -> std::ops::Range<usize> {
+    let start = text
+        .get(..range.start)
+        .and_then(|head| head.rfind('\n'))
+        .map_or(0, |at| at + 1);
+    let end = text
+        .get(range.end..)
+        .and_then(|tail| tail.find('\n'))
+        .map_or(text.len(), |at| range.end + at);
+    start..end
+}
+
 /// The shortest secret [`keep_written_secrets`] replaces wherever it is bare: a shorter
 /// value (`PASSWORD=abc`) is also ordinary text, whose every occurrence would go.
 const WRITTEN_SECRET_MIN: usize = 6;
 
 /// The secrets (a shape's value, a catalog or generic span) that `text` holds as written and
-/// that overlap `within`, each with the marker and the rule that replace it.
-fn written_secrets<'t>(
-    text: &'t str,
+/// that overlap `within`, each where it is in `text`, with the marker and the rule that
+/// replace it.
+fn written_secrets(
+    text: &str,
     within: &std::ops::Range<usize>,
-) -> Vec<(&'t str, Marker, &'static str)> {
+) -> Vec<(std::ops::Range<usize>, Marker, &'static str)> {
     let overlaps = |start: usize, end: usize| start < within.end && within.start < end;
-    let mut found: Vec<(&'t str, Marker, &'static str)> = Vec::new();
+    let mut found: Vec<(std::ops::Range<usize>, Marker, &'static str)> = Vec::new();
     for c in secrets::candidates(text) {
         let Some(shape) = SHAPES.get(c.shape) else {
             continue;
@@ -197,17 +234,16 @@ fn written_secrets<'t>(
         if !overlaps(hit.start, hit.end) || shape.replace(text, &hit).is_none() {
             continue;
         }
-        let part = text.get(hit.keep..hit.end).unwrap_or_default();
         // The kept name's separator, a `Bearer` word and its blank, a URL's `@` are no part
         // of the secret.
-        let part = match c.shape {
-            BEARER => part.get(6..).unwrap_or_default(),
-            _ => part,
+        let start = match c.shape {
+            BEARER => hit.keep + 6,
+            _ => hit.keep,
         };
-        let secret = part
-            .trim_start_matches(|c: char| matches!(c, '=' | ':') || c.is_whitespace())
-            .trim_end_matches('@')
-            .trim_end();
+        let part = text.get(start..hit.end).unwrap_or_default();
+        let value = part.trim_start_matches(|c: char| matches!(c, '=' | ':') || c.is_whitespace());
+        let start = start + (part.len() - value.len());
+        let secret = value.trim_end_matches('@').trim_end();
         let marker = match shape.replacement {
             Replacement::Fixed(fixed) => Marker::Whole(
                 fixed
@@ -217,16 +253,14 @@ fn written_secrets<'t>(
             ),
             _ => Marker::Whole("[redacted]"),
         };
-        found.push((secret, marker, shape.name));
+        found.push((start..start + secret.len(), marker, shape.name));
     }
     for span in secret_spans::find_spans(text) {
-        if overlaps(span.start, span.end)
-            && let Some(secret) = text.get(span.start..span.end)
-        {
-            found.push((secret, Marker::Label(span.label), span.label));
+        if overlaps(span.start, span.end) && text.get(span.start..span.end).is_some() {
+            found.push((span.start..span.end, Marker::Label(span.label), span.label));
         }
     }
-    found.retain(|(secret, _, _)| secret.len() >= WRITTEN_SECRET_MIN);
+    found.retain(|(range, _, _)| range.len() >= WRITTEN_SECRET_MIN);
     found
 }
 
@@ -1193,7 +1227,29 @@ mod tests {
         assert!(!done.text.contains(token), "{:?}", done.text);
         assert!(done.rules.contains(&"github-token"), "{:?}", done.rules);
         // Text between the two that holds no secret stays as the reading left it.
-        assert!(done.text.starts_with("dbpassword = [redacted:password]:\"q"), "{:?}", done.text);
+        assert!(
+            done.text
+                .starts_with("dbpassword = [redacted:password]:\"q"),
+            "{:?}",
+            done.text
+        );
+    }
+
+    #[test]
+    fn a_secret_the_invisible_reading_took_the_name_of_goes_too() {
+        // Without the U+200B the token's value is `tCookie`, and the reading replaced it:
+        // the header's name went with it, and its value, which only the text as written
+        // shows as one, went out (found by fuzzing the pipeline, 2026-12-07).
+        let cookie = "session=4f2a9c1e7b6d4e8a";
+        let text = format!("TOKEN=t\u{200B}Cookie: {cookie}\nnext line");
+        let done = redact(&text);
+        assert!(!done.text.contains(cookie), "{:?}", done.text);
+        // The header's value runs to the end of its line, as it does without the U+200B.
+        assert_eq!(done.text, "TOKEN=[redacted]: [redacted:cookie]\nnext line");
+        assert!(done.rules.contains(&"cookie"), "{:?}", done.rules);
+        // The minimised input: a value of replacement characters.
+        let done = redact("TOKEN=t\u{200B}Cookie: \u{FFFD}=4\u{FFFD}\u{FFFD}\u{FFFD}");
+        assert!(!done.text.contains("\u{FFFD}=4"), "{:?}", done.text);
     }
 
     #[test]
