@@ -946,7 +946,11 @@ fn redact_private_keys(text: &str) -> Option<String> {
         // "a PEM key starts with `-----BEGIN PRIVATE KEY-----`"); it holds no key, and a
         // marker there is a false positive (docs/security.md#redaction).
         if stop == body {
-            pos = body;
+            // The next BEGIN line may start in this one's closing dashes
+            // (`-----BEGIN PRIVATE KEY-----BEGIN PRIVATE KEY-----` over a key without its
+            // END: found by fuzzing the pipeline, 2026-12-07); searching on from its body
+            // sent that key out.
+            pos = begin + 1;
             continue;
         }
         out.push_str(text.get(copied..begin).unwrap_or_default());
@@ -1230,6 +1234,23 @@ mod tests {
         assert!(
             done.text
                 .starts_with("dbpassword = [redacted:password]:\"q"),
+            "{:?}",
+            done.text
+        );
+    }
+
+    #[test]
+    fn a_key_whose_begin_line_starts_in_the_dashes_of_an_empty_one_goes_too() {
+        let body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7";
+        let text = format!("-----BEGIN PRIVATE KEY-----BEGIN PRIVATE KEY-----\n{body}");
+        let done = redact(&text);
+        assert!(!done.text.contains("MIIEvQ"), "{:?}", done.text);
+        assert!(!done.text.contains("BKcwgg"), "{:?}", done.text);
+        assert!(done.rules.contains(&"private-key"), "{:?}", done.rules);
+        // The minimised input: a one-letter body.
+        let done = redact("-----BEGIN PRIVATE KEY-----BEGIN PRIVATE KEY-----\nw");
+        assert!(
+            done.text.ends_with("[redacted:private-key]"),
             "{:?}",
             done.text
         );
