@@ -1257,6 +1257,20 @@ mod tests {
     }
 
     #[test]
+    fn a_quoted_value_closing_on_a_later_line_takes_the_rest_of_that_line() {
+        // The second line's quote closed the first line's value, and the third line's value
+        // went out bare after the marker (found by fuzzing the pipeline, 2026-12-07).
+        let done = redact("TOKEN=a\nTOKEN='\ntOKEN='h12Az1780&am\"");
+        assert_eq!(done.text, "TOKEN=[redacted]\nTOKEN=[redacted]");
+        // The same with YAML after it: the closing quote opened the password's value.
+        let done = redact("API_TOKEN='\npassword: 'correct horse battery'\nnext");
+        assert_eq!(done.text, "API_TOKEN=[redacted]\nnext");
+        // A value on one line still ends at its quote, and what follows it stays.
+        let done = redact("API_TOKEN='s3cr3t-Value-9f2a' # staging\nnext");
+        assert_eq!(done.text, "API_TOKEN=[redacted] # staging\nnext");
+    }
+
+    #[test]
     fn a_secret_the_invisible_reading_took_the_name_of_goes_too() {
         // Without the U+200B the token's value is `tCookie`, and the reading replaced it:
         // the header's name went with it, and its value, which only the text as written

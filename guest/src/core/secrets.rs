@@ -108,7 +108,7 @@ pub const SHAPES: [Shape; 17] = [
         // A name that is only the word (`TOKEN=`, `PASSWORD=`) counts too: the original's
         // pattern wanted a character before the word and let `PASSWORD=hunter2` through.
         name: "env-secret-assignment",
-        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"]*"|'[^']*'|[^\s"'`]*=(?:"[^"]*"|'[^']*')|(?:[^\s"'`]*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{6,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"'`]*|[^\s"'`]+)"#,
+        pattern: r#"\b((?:[A-Z_][A-Z0-9_]*)?(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|ACCESS_KEY)[A-Z0-9_]*)=("[^"\n]*"|'[^'\n]*'|"[^"]*[=:>][ \t]*"[^\r\n]*|'[^']*[=:>][ \t]*'[^\r\n]*|"[^"]*"[^ \t\r\n][^\r\n]*|'[^']*'[^ \t\r\n][^\r\n]*|"[^"]*"|'[^']*'|[^\s"'`]*=(?:"[^"\n]*"|'[^'\n]*'|"[^"]*[=:>][ \t]*"[^\r\n]*|'[^']*[=:>][ \t]*'[^\r\n]*|"[^"]*"[^ \t\r\n][^\r\n]*|'[^']*'[^ \t\r\n][^\r\n]*|"[^"]*"|'[^']*')|(?:[^\s"'`]*(?:\b(?i:bearer)\s+[A-Za-z0-9._~+/-]{6,}=*|://[^\s/@:]+:[^\s/@]+@))+[^\s"'`]*|[^\s"'`]+)"#,
         replacement: Replacement::Assignment,
         find: assignment,
     },
@@ -844,7 +844,7 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
                 .get(open + 1..)
                 .and_then(|rest| memchr::memchr(byte, rest))
             {
-                Some(close) => open + 2 + close,
+                Some(close) => quoted_value_end(text, open, open + 2 + close),
                 // A quote right after `=` that nothing closes is no value; after another
                 // assignment, the part before the quote still is, read as unquoted.
                 None if open == value => return None,
@@ -867,6 +867,35 @@ fn assignment(text: &[u8], eq: usize, from: usize) -> Option<Found> {
         keep: eq,
         keep_whole: false,
     })
+}
+
+/// End of a quoted value that opens at `open` and whose closing quote ends at `close`.
+///
+/// A value that closes on a later line closes at a quote that may as well open the value of
+/// an assignment or a flag there (`TOKEN='` on one line, `password: 'hunter2'` or
+/// `tOKEN='hunter2` on the next): that value was left bare after the marker, with no name
+/// before it for any shape to know it by (found by fuzzing the pipeline, 2026-12-07). Such a
+/// closing quote, one after an assignment sign or one that a value goes on from, takes the
+/// rest of its line. One that ends a word (`…still secret' ok`) ends the value there, and a
+/// value on one line always ends at its quote: what follows stays.
+fn quoted_value_end(text: &[u8], open: usize, close: usize) -> usize {
+    let quote = close - 1;
+    if text
+        .get(open..quote)
+        .is_none_or(|v| memchr::memchr(b'\n', v).is_none())
+    {
+        return close;
+    }
+    let blanks = count_back(text, quote, |b| matches!(b, b' ' | b'\t'));
+    let after_sign = quote - blanks > open + 1
+        && matches!(text.get(quote - blanks - 1), Some(b'=' | b':' | b'>'));
+    let value_goes_on = text
+        .get(close)
+        .is_some_and(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+    match after_sign || value_goes_on {
+        true => close + run(text, close, |b| b != b'\r' && b != b'\n'),
+        false => close,
+    }
 }
 
 /// Whether the assignment `name=value` holds no secret although its name holds a secret's
