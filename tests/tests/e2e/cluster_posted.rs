@@ -39,6 +39,17 @@ struct HeldPlatform {
     asked: AtomicUsize,
 }
 
+impl HeldPlatform {
+    /// `fake` behind a gate that lets nothing through yet.
+    fn new(fake: FakeTransport) -> Arc<HeldPlatform> {
+        Arc::new(HeldPlatform {
+            fake,
+            passes: Semaphore::new(0),
+            asked: AtomicUsize::new(0),
+        })
+    }
+}
+
 #[async_trait]
 impl Transport for HeldPlatform {
     fn id(&self) -> &str {
@@ -104,11 +115,7 @@ async fn a_send_whose_answer_is_late_is_asked_again_and_posted_once() {
     let client = server.connect().await;
     let jetstream = jetstream::new(client.clone());
     let fake = telegram().await;
-    let platform = Arc::new(HeldPlatform {
-        fake: fake.handle(),
-        passes: Semaphore::new(0),
-        asked: AtomicUsize::new(0),
-    });
+    let platform = HeldPlatform::new(fake.handle());
     let log = Arc::new(MemoryLog::default());
     let _ingress = OutboundServer::start(
         server.connect().await,
@@ -232,11 +239,7 @@ async fn a_copy_at_another_ingress_gets_the_first_receipt_or_a_notice_never_a_se
 
     // The first ingress dies while the platform holds its post: a copy at the second may
     // have been posted, so it is not posted again.
-    let held = Arc::new(HeldPlatform {
-        fake: fake.handle(),
-        passes: Semaphore::new(0),
-        asked: AtomicUsize::new(0),
-    });
+    let held = HeldPlatform::new(fake.handle());
     let dying = {
         let (first, held) = (first.clone(), held.clone());
         tokio::spawn(async move { first.post_once("send-c", || held.send(reply("c"))).await })
@@ -299,11 +302,7 @@ async fn a_send_caught_mid_post_by_an_ingress_that_went_away_is_told_in_its_chat
     let jetstream = jetstream::new(server.connect().await);
     let fake = telegram().await;
     let log = Arc::new(MemoryLog::default());
-    let held = Arc::new(HeldPlatform {
-        fake: fake.handle(),
-        passes: Semaphore::new(0),
-        asked: AtomicUsize::new(0),
-    });
+    let held = HeldPlatform::new(fake.handle());
     let first = OutboundServer::start(
         server.connect().await,
         &prefix,

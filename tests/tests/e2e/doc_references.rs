@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ sits in the repository")
@@ -18,7 +18,7 @@ fn repository() -> PathBuf {
 }
 
 /// The `.rs` files of the workspace's own code (not build output or fuzz corpora).
-fn sources() -> Vec<PathBuf> {
+pub(crate) fn sources() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;

@@ -26,6 +26,7 @@ mod digest_flow;
 mod discord_flow;
 mod doc_references;
 mod hibernation;
+mod message_strings;
 mod pairing_flow;
 mod pi_extension;
 mod pi_headless;
