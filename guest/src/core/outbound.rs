@@ -126,6 +126,10 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
 /// held to letters on both sides: `cio…XwW*hc*` then `` `\nioEc…` `` on the next line
 /// shows, in Telegram, the crates.io token whole between `h` and `V` (found by fuzzing,
 /// 2026-12-07). So each part is also searched for the source's own secrets (`secrets`).
+///
+/// The pieces of such a message are cut again, and a cut can make a shape of its own (a
+/// value parted from the placeholder that made it plain, the rest of a near miss starting
+/// a message), so each piece gets the same look, [`LAST_LOOK_ROUNDS`] deep at most.
 fn last_look(
     message: String,
     limit: usize,
@@ -134,11 +138,60 @@ fn last_look(
     secrets: &Secrets,
     rules: &mut Vec<&'static str>,
 ) -> Vec<String> {
-    if markup == Markup::Markdown && !edges_show_a_secret(&message) {
+    look_again(
+        message,
+        limit,
+        unit,
+        markup,
+        secrets,
+        rules,
+        LAST_LOOK_ROUNDS,
+    )
+}
+
+/// How many times the pieces of a message the last look cut again are looked at again: a
+/// piece's look can lengthen it (a cut marker read whole), so the cuts need not settle,
+/// and each round is another piece of a rare message (found by fuzzing: one was enough).
+const LAST_LOOK_ROUNDS: usize = 4;
+
+/// [`last_look`] with `rounds` looks left for the pieces it cuts.
+fn look_again(
+    message: String,
+    limit: usize,
+    unit: LengthUnit,
+    markup: Markup,
+    secrets: &Secrets,
+    rules: &mut Vec<&'static str>,
+    rounds: usize,
+) -> Vec<String> {
+    let Some(pieces) = look_once(&message, limit, unit, markup, secrets, rules) else {
         return vec![message];
+    };
+    // One piece is the looked-at text itself, whole: nothing new to read.
+    if pieces.len() == 1 || rounds == 0 {
+        return pieces;
+    }
+    pieces
+        .into_iter()
+        .flat_map(|piece| look_again(piece, limit, unit, markup, secrets, rules, rounds - 1))
+        .collect()
+}
+
+/// One look at `message`: `None` when it stays as it is, else its redacted readable text,
+/// escaped and cut to the limit.
+fn look_once(
+    message: &str,
+    limit: usize,
+    unit: LengthUnit,
+    markup: Markup,
+    secrets: &Secrets,
+    rules: &mut Vec<&'static str>,
+) -> Option<Vec<String>> {
+    if markup == Markup::Markdown && !edges_show_a_secret(message) {
+        return None;
     }
     let mut hid = false;
-    let mut seen = readable::parts(&message, markup)
+    let mut seen = readable::parts(message, markup)
         .iter()
         .map(|part| {
             // Hidden first, then read by the shapes: a marker in place of a secret is a
@@ -150,7 +203,7 @@ fn last_look(
         })
         .collect::<Vec<_>>();
     if !hid && seen.iter().all(|part| part.rules.is_empty()) {
-        return vec![message];
+        return None;
     }
     for part in &seen {
         *rules = union(rules, &part.rules);
@@ -164,7 +217,7 @@ fn last_look(
         Markup::Markdown | Markup::Plain => text,
     };
     let sent = measure_rendered(&plain, unit, markup);
-    chunk_rendered(plain, sent, limit, unit, markup)
+    Some(chunk_rendered(plain, sent, limit, unit, markup))
 }
 
 /// Whether the first two or last two lines of a Markdown `message` may hold a secret, as
@@ -226,7 +279,9 @@ pub struct Secrets {
 }
 
 /// Shorter replaced values (a short password) are left to the shapes: searched for as bare
-/// text they would hide common words a message happens to hold.
+/// text they would hide common words a message happens to hold. In characters: three
+/// replacement characters are nine bytes, and were hidden inside another value that a cut
+/// then parted from what made it plain (found by fuzzing, 2026-12-07).
 const SECRET_MIN_LEN: usize = 8;
 
 impl Secrets {
@@ -270,7 +325,7 @@ impl Secrets {
             };
             let value = rest.get(..secret_len).unwrap_or_default();
             if let Some(marker) = pending.take()
-                && value.len() >= SECRET_MIN_LEN
+                && value.chars().nth(SECRET_MIN_LEN - 1).is_some()
             {
                 values.push(value);
                 markers.push(marker.to_owned());
@@ -372,7 +427,6 @@ fn cut_marker_rest(text: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
     fn a_secret_that_rendering_glues_back_together_is_hidden_in_what_a_person_reads() {
         // The fuzz finding of 2026-12-07: the emphasis ends in the token's first letter,
@@ -386,6 +440,59 @@ mod tests {
                 assert!(!part.contains(token), "{part:?} in {sent:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_pieces_of_a_message_the_last_look_cut_again_are_looked_at_too() {
+        // Telegram HTML at 42 units: the value `E…****` is plain, and stays; the last look
+        // hid a secret (here three replacement characters, as the fuzzer's input had them
+        // read) inside it three times, which made the message longer than the limit, and cut
+        // it between `E[redacted][redacted][redacted]***` and the `*` that made it plain.
+        // That piece was sent unread: a value of the assignment shape (found by fuzzing,
+        // 2026-12-07).
+        let f = "\u{FFFD}";
+        let message = format!("*{f}TOKEN=E{}****TOKEN=[redacted]", f.repeat(9));
+        let secrets = Secrets {
+            finder: aho_corasick::AhoCorasick::new([f.repeat(3)]).ok(),
+            markers: vec!["[redacted]".to_owned()],
+        };
+        let mut rules = Vec::new();
+        let sent = last_look(
+            message,
+            42,
+            LengthUnit::Utf16,
+            Markup::Html,
+            &secrets,
+            &mut rules,
+        );
+        assert!(sent.len() > 1, "the look cut it again: {sent:?}");
+        for piece in &sent {
+            for part in readable::parts(piece, Markup::Html) {
+                let again = crate::core::redact::redact_shapes(&part);
+                assert_eq!(again.text, part, "in {sent:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_replaced_value_of_few_characters_is_left_to_the_shapes_however_many_bytes() {
+        // Three replacement characters are nine bytes: taken as long enough, they were
+        // hidden wherever they occurred, inside another value (the fuzz finding above).
+        let f = "\u{FFFD}";
+        let source = format!("TOKEN={} and {}", f.repeat(3), f.repeat(4));
+        let redacted = crate::core::redact::redact_shapes(&source).text;
+        assert_eq!(redacted, format!("TOKEN=[redacted] and {}", f.repeat(4)));
+        assert!(
+            Secrets::replaced(&source, &redacted)
+                .hide(&source)
+                .is_none()
+        );
+        // Eight characters are enough.
+        let source = "TOKEN=Zq8vLw3R and Zq8vLw3R";
+        let redacted = crate::core::redact::redact_shapes(source).text;
+        assert_eq!(redacted, "TOKEN=[redacted] and Zq8vLw3R");
+        let hidden = Secrets::replaced(source, &redacted).hide(source);
+        assert_eq!(hidden.as_deref(), Some("TOKEN=[redacted] and [redacted]"));
     }
 
     #[test]
