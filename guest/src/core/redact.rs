@@ -506,10 +506,16 @@ fn shape_regions(text: &str) -> Vec<(usize, usize)> {
             floor = end;
             continue;
         }
-        let end = line_end(text, end.min(text.len())).max(start);
+        // The line after is read too, but the next region still starts where its own
+        // candidate's line does, as in `redact_once`: starting it past that line (the line
+        // after this one, the next candidate's own) made its region the line below its
+        // shape's, where no shape matched, and it was dropped: `Bearer` on the line after a
+        // token's, its value on the next, ate a key, and the value it named went out
+        // (found by fuzzing the pipeline, 2026-12-08).
+        let read_to = line_end(text, end.min(text.len())).max(start);
         match regions.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => regions.push((start, end)),
+            Some(last) if start <= last.1 => last.1 = last.1.max(read_to),
+            _ => regions.push((start, read_to)),
         }
         floor = end;
     }
@@ -1254,6 +1260,20 @@ mod tests {
             "{:?}",
             done.text
         );
+    }
+
+    #[test]
+    fn a_key_a_bearer_value_took_on_the_line_after_a_token_still_names_its_value() {
+        // `Bearer`'s value runs over the line break and took the key; the value it named
+        // is found again in the text as written, but the lines read again for it started
+        // past the `Bearer` line, where no shape matched, and were skipped (found by
+        // fuzzing the pipeline, 2026-12-08).
+        let text = "gho_bNrIL8MV3AlMQeuq\nBearer\nhrJPCWUDtBv_API_KEYL=bce7sNzStrqU";
+        let done = redact(text);
+        assert!(!done.text.contains("bce7sNzStrqU"), "{:?}", done.text);
+        // Without the token's line before it, the same lines were read already.
+        let done = redact("Bearer\nhrJPCWUDtBv_API_KEYL=bce7sNzStrqU");
+        assert!(!done.text.contains("bce7sNzStrqU"), "{:?}", done.text);
     }
 
     #[test]
