@@ -126,8 +126,14 @@ pub fn check(input: &PipelineInput) {
             input.markup,
             input.unit
         );
+        // The shapes read what redaction's looks read: a Markdown message's emphasis
+        // underscores as the look's own placeholder (a boundary it judges values by), not
+        // the NUL the planted values are searched with (a NUL in `e�\0N���` made a value
+        // the look judged plain read as a secret: found by fuzzing, 2026-12-08).
+        for part in shape_parts(message, input.markup) {
+            assert_redacted(&part, &[]);
+        }
         for (index, part) in readable_parts(message, input.markup).iter().enumerate() {
-            assert_redacted(part, &[]);
             // A code block's class is the renderer's `language-` and the block's language:
             // the prefix is no text of the input, so a planted value starting with its `-`
             // (`-cq���Authorizat` after a header, and a language `cq���Authorization:`) is
@@ -149,7 +155,7 @@ pub fn check(input: &PipelineInput) {
         // it, so a planted value that reads like it (`[truncated: 1` after
         // `Authorization:`) is no echo (found by fuzzing, 2026-12-01). It must still hold
         // nothing of a secret shape.
-        for part in readable_parts(notice, input.markup) {
+        for part in shape_parts(notice, input.markup) {
             assert_redacted(&part, &[]);
         }
         if input.markup == Markup::Html {
@@ -264,10 +270,19 @@ pub fn assert_redacted(message: &str, planted: &[String]) {
 /// across the renderer's `">` into the text (`language-https://u:p">[redacted:jwt]@`) is
 /// in no part a person reads as one (found by fuzzing, 2026-12-01), while a secret split by
 /// tags (`ghp_<b>…</b>`) is whole again in the text.
+/// [`readable_parts`], but a Markdown message's emphasis placeholders kept as redaction's
+/// emphasis look writes them: the parts the shapes are asked about.
+fn shape_parts(message: &str, markup: Markup) -> Vec<String> {
+    match markup {
+        Markup::Markdown => markdown_parts(message, false),
+        _ => readable_parts(message, markup),
+    }
+}
+
 fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
     match markup {
         Markup::Mrkdwn => return mrkdwn_parts(message),
-        Markup::Markdown => return markdown_parts(message),
+        Markup::Markdown => return markdown_parts(message, true),
         Markup::Plain => return vec![message.to_owned()],
         Markup::Html => {}
     }
@@ -309,14 +324,19 @@ fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
 /// `TOKEN=[r` before the fence the renderer adds to close a code block a cut left open:
 /// found by fuzzing, 2026-12-02): they are its output, not text of the input; only those it
 /// writes, as redaction's look keeps only those.
-fn markdown_parts(message: &str) -> Vec<String> {
+///
+/// With `nul`, the emphasis placeholders read as NULs, for the search for planted values.
+fn markdown_parts(message: &str, nul: bool) -> Vec<String> {
     let dropped = ['*', '~', '`', '\\', '[', ']', '|'];
     // The view shows an emphasis underscore as a placeholder the message does not hold;
-    // read as a NUL (which no secret holds): the placeholder is no text of the input, and
-    // an input holding that character planted it in a value the message redacted
-    // (`PASSWD=\u{E000}it\u{E000} _it_`, found by fuzzing, 2026-12-07).
-    let emphasised = guest::core::emphasis::view(message)
-        .map(|(view, placeholder)| view.replace(placeholder, "\0"));
+    // read as a NUL (which no secret holds) where planted values are searched for: the
+    // placeholder is no text of the input, and an input holding that character planted it
+    // in a value the message redacted (`PASSWD=\u{E000}it\u{E000} _it_`, found by fuzzing,
+    // 2026-12-07).
+    let emphasised = guest::core::emphasis::view(message).map(|(view, placeholder)| match nul {
+        true => view.replace(placeholder, "\0"),
+        false => view,
+    });
     let base = emphasised.as_deref().unwrap_or(message);
     let mut rendered = String::with_capacity(message.len());
     // The rest of a marker the last message's cut ended (`y]` of `[redacted:anthropic-ke`)
