@@ -264,12 +264,6 @@ pub fn assert_redacted(message: &str, planted: &[String]) {
     }
 }
 
-/// What a person can read of `message`: for Telegram HTML, the text between the tags with
-/// its entities read, and each attribute's value (a link's address, a code block's
-/// language) on its own; other markups as sent. A shape match running from an attribute
-/// across the renderer's `">` into the text (`language-https://u:p">[redacted:jwt]@`) is
-/// in no part a person reads as one (found by fuzzing, 2026-12-01), while a secret split by
-/// tags (`ghp_<b>…</b>`) is whole again in the text.
 /// [`readable_parts`], but a Markdown message's emphasis placeholders kept as redaction's
 /// emphasis look writes them: the parts the shapes are asked about.
 fn shape_parts(message: &str, markup: Markup) -> Vec<String> {
@@ -279,6 +273,12 @@ fn shape_parts(message: &str, markup: Markup) -> Vec<String> {
     }
 }
 
+/// What a person can read of `message`: for Telegram HTML, the text between the tags with
+/// its entities read, and each attribute's value (a link's address, a code block's
+/// language) on its own; other markups as sent. A shape match running from an attribute
+/// across the renderer's `">` into the text (`language-https://u:p">[redacted:jwt]@`) is
+/// in no part a person reads as one (found by fuzzing, 2026-12-01), while a secret split by
+/// tags (`ghp_<b>…</b>`) is whole again in the text.
 fn readable_parts(message: &str, markup: Markup) -> Vec<String> {
     match markup {
         Markup::Mrkdwn => return mrkdwn_parts(message),
