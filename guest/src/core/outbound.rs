@@ -87,7 +87,18 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let secrets = Secrets::replaced(&controlled, clean);
     let mut messages = messages
         .into_iter()
-        .flat_map(|message| last_look(message, limit, unit, caps.markup, &secrets, &mut rules))
+        .flat_map(|message| {
+            let rounds = LAST_LOOK_ROUNDS;
+            last_look(
+                message,
+                limit,
+                unit,
+                caps.markup,
+                &secrets,
+                &mut rules,
+                rounds,
+            )
+        })
         .collect::<Vec<_>>();
     let cap = usize::try_from(max_chunks).unwrap_or(usize::MAX).max(1);
     let dropped = messages.len().saturating_sub(cap);
@@ -104,6 +115,11 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
         redactions: rules,
     }
 }
+
+/// How many times the pieces of a message the last look cut again are looked at again: a
+/// piece's look can lengthen it (a cut marker read whole), so the cuts need not settle,
+/// and each round is another piece of a rare message (found by fuzzing: one was enough).
+const LAST_LOOK_ROUNDS: usize = 4;
 
 /// The last look at a message: what a person reads of it ([`readable::parts`]) is redacted
 /// once more. Redaction read the source, and the renderer or a cut can still join text into
@@ -129,33 +145,9 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
 ///
 /// The pieces of such a message are cut again, and a cut can make a shape of its own (a
 /// value parted from the placeholder that made it plain, the rest of a near miss starting
-/// a message), so each piece gets the same look, [`LAST_LOOK_ROUNDS`] deep at most.
+/// a message), so each piece gets the same look, `rounds` more times at most
+/// ([`LAST_LOOK_ROUNDS`] for a message).
 fn last_look(
-    message: String,
-    limit: usize,
-    unit: LengthUnit,
-    markup: Markup,
-    secrets: &Secrets,
-    rules: &mut Vec<&'static str>,
-) -> Vec<String> {
-    look_again(
-        message,
-        limit,
-        unit,
-        markup,
-        secrets,
-        rules,
-        LAST_LOOK_ROUNDS,
-    )
-}
-
-/// How many times the pieces of a message the last look cut again are looked at again: a
-/// piece's look can lengthen it (a cut marker read whole), so the cuts need not settle,
-/// and each round is another piece of a rare message (found by fuzzing: one was enough).
-const LAST_LOOK_ROUNDS: usize = 4;
-
-/// [`last_look`] with `rounds` looks left for the pieces it cuts.
-fn look_again(
     message: String,
     limit: usize,
     unit: LengthUnit,
@@ -173,7 +165,7 @@ fn look_again(
     }
     pieces
         .into_iter()
-        .flat_map(|piece| look_again(piece, limit, unit, markup, secrets, rules, rounds - 1))
+        .flat_map(|piece| last_look(piece, limit, unit, markup, secrets, rules, rounds - 1))
         .collect()
 }
 
@@ -464,6 +456,7 @@ mod tests {
             Markup::Html,
             &secrets,
             &mut rules,
+            LAST_LOOK_ROUNDS,
         );
         assert!(sent.len() > 1, "the look cut it again: {sent:?}");
         for piece in &sent {
