@@ -88,7 +88,6 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
     let mut messages = messages
         .into_iter()
         .flat_map(|message| {
-            let rounds = LAST_LOOK_ROUNDS;
             last_look(
                 message,
                 limit,
@@ -96,7 +95,7 @@ pub fn prepare(text: &str, caps: &Capabilities, max_chunks: u32) -> Prepared {
                 caps.markup,
                 &secrets,
                 &mut rules,
-                rounds,
+                LAST_LOOK_ROUNDS,
             )
         })
         .collect::<Vec<_>>();
@@ -419,6 +418,7 @@ fn cut_marker_rest(text: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     #[test]
     fn a_secret_that_rendering_glues_back_together_is_hidden_in_what_a_person_reads() {
         // The fuzz finding of 2026-12-07: the emphasis ends in the token's first letter,
