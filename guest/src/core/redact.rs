@@ -1285,6 +1285,10 @@ mod tests {
         // The same with YAML after it: the closing quote opened the password's value.
         let done = redact("API_TOKEN='\npassword: 'correct horse battery'\nnext");
         assert_eq!(done.text, "API_TOKEN=[redacted]\nnext");
+        // A flag's quoted value after it, glued to the flag: no sign before the quote, but a
+        // value goes on from it.
+        let done = redact("API_TOKEN='\nmysql -p'Zq8vLw3Rx9' db\nnext");
+        assert_eq!(done.text, "API_TOKEN=[redacted]\nnext");
         // A value on one line still ends at its quote, and what follows it stays.
         let done = redact("API_TOKEN='s3cr3t-Value-9f2a' # staging\nnext");
         assert_eq!(done.text, "API_TOKEN=[redacted] # staging\nnext");

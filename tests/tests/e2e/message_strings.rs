@@ -41,7 +41,7 @@ fn broken_literals(source: &str) -> Vec<(usize, &str)> {
     while at < bytes.len() {
         match bytes[at] {
             b'/' if bytes.get(at + 1) == Some(&b'/') => {
-                at = memchr_from(bytes, at, b'\n');
+                at = source[at..].find('\n').map_or(bytes.len(), |i| at + i);
             }
             b'/' if bytes.get(at + 1) == Some(&b'*') => {
                 at = source[at..].find("*/").map_or(bytes.len(), |i| at + i + 2);
@@ -112,14 +112,6 @@ fn joined(text: &str) -> String {
         .enumerate()
         .map(|(i, part)| if i == 0 { part } else { part.trim_start() })
         .collect()
-}
-
-/// Index of the next `byte` at or after `from`, or the end.
-fn memchr_from(bytes: &[u8], from: usize, byte: u8) -> usize {
-    bytes[from..]
-        .iter()
-        .position(|b| *b == byte)
-        .map_or(bytes.len(), |i| from + i)
 }
 
 #[test]
